@@ -1,0 +1,108 @@
+# cbllm: LLM inference inside PostgreSQL.
+#
+#   make              build the engine library, bin/cbllm-cli and the unit tests
+#   make check-all    run every test (unit, reference, ...): test/run-tests
+#   make install      install bin/cbllm-cli next to pg_config's programs
+#
+# The engine core (src/) is plain C11 and builds without PostgreSQL.
+
+# The PostgreSQL module (bgworker/, sql/, cbllm.control) joins this build
+# with the background worker; until then PGXS only provides install paths.
+EXTVERSION  = 0.1.0
+
+PG_CONFIG  ?= pg_config
+PGXS       := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+
+ENGINE_CC      ?= gcc
+ENGINE_OPT     ?= -O2
+ENGINE_CFLAGS   = -std=c11 -D_GNU_SOURCE $(ENGINE_OPT) -g -fPIC -pthread \
+                  -Wall -Wextra -Werror -Wno-unused-parameter -Isrc
+ENGINE_LIBS     = -lcjson -lm -pthread
+
+# ISA-specific kernels are compiled with their own flags and chosen at run
+# time (cpu_features.c), so one build runs on any x86-64.
+AVX2_FLAGS    = -mavx2 -mfma -mf16c
+AVX512_FLAGS  = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
+
+ENGINE_SRCS = \
+	src/util.c \
+	src/safetensors.c \
+	src/model_config.c \
+	src/model.c \
+	src/tokenizer.c \
+	src/threadpool.c \
+	src/cpu_features.c \
+	src/kernels_generic.c \
+	src/kernels_avx2.c \
+	src/kernels_avx512.c \
+	src/backend_cpu.c \
+	src/kv_cache.c \
+	src/forward.c \
+	src/sampler.c \
+	src/request.c \
+	src/scheduler.c \
+	src/engine.c
+
+ENGINE_OBJS = $(patsubst src/%.c,build/%.o,$(ENGINE_SRCS))
+ENGINE_LIB  = build/libcbllm_engine.a
+
+UNIT_TESTS = \
+	build/test/test_tokenizer \
+	build/test/test_engine
+
+CLI = bin/cbllm-cli
+
+.PHONY: engine unit-tests check-all clean-engine install-cli
+
+all: engine $(CLI) unit-tests
+
+engine: $(ENGINE_LIB)
+
+build/%.o: src/%.c src/*.h | build
+	$(ENGINE_CC) $(ENGINE_CFLAGS) -c $< -o $@
+
+# kernels are compiled at -O3 so that register tiles unroll fully
+build/kernels_generic.o: src/kernels_generic.c src/kernels_simd.inc src/*.h | build
+	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 -c $< -o $@
+
+build/kernels_avx2.o: src/kernels_avx2.c src/kernels_simd.inc src/*.h | build
+	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 $(AVX2_FLAGS) -c $< -o $@
+
+build/kernels_avx512.o: src/kernels_avx512.c src/kernels_simd.inc src/*.h | build
+	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 $(AVX512_FLAGS) -c $< -o $@
+
+build build/test bin:
+	mkdir -p $@
+
+$(ENGINE_LIB): $(ENGINE_OBJS)
+	rm -f $@
+	ar rcs $@ $^
+
+CLI_SRCS = tools/cbllm-cli.c tools/cli_bench.c
+
+$(CLI): $(CLI_SRCS) tools/*.h $(ENGINE_LIB) | bin
+	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itools $(CLI_SRCS) $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
+
+build/test/%: test/unit/%.c test/unit/tap.h $(ENGINE_LIB) | build/test
+	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itest/unit $< $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
+
+unit-tests: $(UNIT_TESTS)
+
+check-all: all
+	test/run-tests
+
+clean-engine:
+	rm -rf build bin
+
+ifneq ($(PGXS),)
+EXTRA_CLEAN = build bin
+include $(PGXS)
+install: install-cli
+install-cli: $(CLI)
+	$(INSTALL_PROGRAM) $(CLI) '$(DESTDIR)$(bindir)/cbllm-cli'
+else
+clean: clean-engine
+install: install-cli
+install-cli: $(CLI)
+	install -D -m 755 $(CLI) $(DESTDIR)/usr/local/bin/cbllm-cli
+endif

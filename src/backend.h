@@ -1,0 +1,95 @@
+/*
+ * backend.h: the compute backend table.  The forward pass (forward.c) is
+ * written once against these operations; backend_cpu.c implements them with
+ * the vectorised kernels and the thread pool, and a device backend implements
+ * the same table over device memory.  Activation pointers passed to an
+ * operation are backend memory from ops->alloc.
+ *
+ * The batch of one step is flat: T tokens from any number of sequences.
+ *
+ *   array            shape      meaning
+ *   tokens[i]        (T)        token id of batch entry i
+ *   pos[i]           (T)        its position in its sequence
+ *   seq[i]           (T)        index of its sequence in [0, n_seqs)
+ *   slot[i]          (T)        KV slot written: block * block_size + pos % block_size
+ *   block_tables[s]  (n_seqs)   block ids of sequence s, in position order
+ *
+ * Token i attends to positions [0, pos[i]] of its sequence (or the last
+ * sliding_window of them), read through the block table.
+ */
+#ifndef CBLLM_BACKEND_H
+#define CBLLM_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kv_cache.h"
+#include "model.h"
+#include "threadpool.h"
+
+typedef struct fwd_batch
+{
+	int			n_tokens;
+	const int32_t *tokens;
+	const int32_t *pos;
+	const int32_t *seq;
+	const int64_t *slot;
+	int			n_seqs;
+	const int32_t *const *block_tables;
+} fwd_batch;
+
+typedef struct cbllm_backend cbllm_backend;
+
+struct cbllm_backend
+{
+	const char *name;
+	void	   *ctx;
+
+	void	   *(*alloc) (cbllm_backend *be, size_t bytes);
+	void		(*free) (cbllm_backend *be, void *p);
+
+	/* Per-step set-up (RoPE tables, batch upload); a negative status on failure. */
+	int			(*begin_step) (cbllm_backend *be, const fwd_batch *b, cbllm_err *err);
+	/* x (T, hidden) = embedding rows of b->tokens */
+	void		(*embed) (cbllm_backend *be, const cbllm_weight *emb, const fwd_batch *b, float *x);
+	/* out (T, dim) = x / rms(x) * w */
+	void		(*rmsnorm) (cbllm_backend *be, const float *x, const float *w, int T, int dim,
+							float eps, float *out);
+	/* y (T, w->rows) = x (T, w->cols) @ w^T */
+	void		(*matmul) (cbllm_backend *be, const cbllm_weight *w, const float *x, int T, float *y);
+	/* rotate x (T, n_heads, head_dim) in place by the positions of the step */
+	void		(*rope) (cbllm_backend *be, float *x, int T, int n_heads, const fwd_batch *b);
+	/* write k, v (T, n_kv_heads, head_dim) of the step into the layer's cache slots */
+	void		(*kv_store) (cbllm_backend *be, kv_cache *kv, int layer, const float *k,
+							 const float *v, const fwd_batch *b);
+	/* out (T, n_heads, head_dim) = causal attention of q over each sequence's cache */
+	void		(*attention) (cbllm_backend *be, const kv_cache *kv, int layer, const float *q,
+							  const fwd_batch *b, float *out);
+	/* gate[i] = silu(gate[i]) * up[i] */
+	void		(*silu_mul) (cbllm_backend *be, float *gate, const float *up, int64_t n);
+	/* x[i] += y[i] */
+	void		(*add) (cbllm_backend *be, float *x, const float *y, int64_t n);
+	/* out (n, dim) = rows of x (., dim) */
+	void		(*gather_rows) (cbllm_backend *be, const float *x, const int32_t *rows, int n,
+								int dim, float *out);
+	/* copy n floats of backend memory to host memory */
+	int			(*download) (cbllm_backend *be, const float *src, float *dst, size_t n,
+							 cbllm_err *err);
+	void		(*destroy) (cbllm_backend *be);
+};
+
+typedef struct cpu_backend_params
+{
+	const cbllm_model_config *cfg;
+	cbllm_threadpool *pool;
+	const char *isa;			/* kernel set: NULL or "auto" for the best */
+	int			max_tokens;		/* most tokens in one step */
+	int			max_ctx;		/* longest sequence */
+} cpu_backend_params;
+
+int			cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *err);
+
+/* The CPU kernel set a CPU backend runs ("avx512", "avx2", "generic"). */
+const char *cpu_backend_isa(const cbllm_backend *be);
+
+#endif

@@ -1,0 +1,375 @@
+/*
+ * backend_cpu.c: the compute backend table on the CPU.  Heavy operations
+ * (matmul, attention) are split into tasks over the thread pool; the split
+ * is by output rows or by (token, head), never along a reduction, so results
+ * do not depend on the number of threads or on the batch.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "kernels.h"
+#include "numeric.h"
+
+typedef struct cpu_ctx
+{
+	cbllm_model_config cfg;
+	cbllm_threadpool *pool;
+	const cpu_kernels *k;
+	int			max_tokens;
+	int			max_ctx;
+	float	   *scratch;		/* (n_threads, KERNEL_ROWS_PER_TASK, max_k) packing blocks */
+	int64_t		scratch_stride; /* floats per thread in scratch */
+	float	   *scores;			/* (n_threads, max_ctx) attention weights */
+	float	   *rope_cos;		/* (max_tokens, head_dim / 2) for the current step */
+	float	   *rope_sin;		/* (max_tokens, head_dim / 2) */
+	double	   *inv_freq;		/* (head_dim / 2) */
+} cpu_ctx;
+
+/* Host memory, 64-byte aligned. */
+static void *
+CpuAlloc(cbllm_backend *be, size_t bytes)
+{
+	void	   *p = NULL;
+
+	if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
+		return NULL;
+	return p;
+}
+
+static void
+CpuFree(cbllm_backend *be, void *p)
+{
+	free(p);
+}
+
+/* Fill the step's RoPE cos/sin table from each token's position. */
+static int
+CpuBeginStep(cbllm_backend *be, const fwd_batch *b, cbllm_err *err)
+{
+	cpu_ctx    *c = be->ctx;
+	int			half = c->cfg.head_dim / 2;
+
+	if (b->n_tokens > c->max_tokens)
+		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "step of %d tokens exceeds the workspace of %d",
+						  b->n_tokens, c->max_tokens);
+	for (int t = 0; t < b->n_tokens; t++)
+	{
+		double		p = (double) b->pos[t] / c->cfg.rope_scale;
+
+		if (b->pos[t] >= c->max_ctx)
+			return cbllm_fail(err, CBLLM_ERR_INTERNAL, "position %d exceeds the context of %d",
+							  b->pos[t], c->max_ctx);
+		for (int i = 0; i < half; i++)
+		{
+			c->rope_cos[(int64_t) t * half + i] = (float) cos(p * c->inv_freq[i]);
+			c->rope_sin[(int64_t) t * half + i] = (float) sin(p * c->inv_freq[i]);
+		}
+	}
+	return CBLLM_OK;
+}
+
+/* x[t] = embedding row of token t, widened to f32. */
+static void
+CpuEmbed(cbllm_backend *be, const cbllm_weight *emb, const fwd_batch *b, float *x)
+{
+	int64_t		dim = emb->cols;
+
+	for (int t = 0; t < b->n_tokens; t++)
+		cbllm_to_f32(emb->dtype,
+					 (const char *) emb->data + (int64_t) b->tokens[t] * dim * cbllm_dtype_size(emb->dtype),
+					 x + t * dim, dim);
+}
+
+/* out = x * w / sqrt(mean(x^2) + eps), row by row. */
+static void
+CpuRmsnorm(cbllm_backend *be, const float *x, const float *w, int T, int dim, float eps,
+		   float *out)
+{
+	for (int t = 0; t < T; t++)
+	{
+		const float *xr = x + (int64_t) t * dim;
+		float	   *o = out + (int64_t) t * dim;
+		double		ss = 0;
+		float		scale;
+
+		for (int i = 0; i < dim; i++)
+			ss += (double) xr[i] * xr[i];
+		scale = (float) (1.0 / sqrt(ss / dim + eps));
+		for (int i = 0; i < dim; i++)
+			o[i] = (xr[i] * scale) * w[i];
+	}
+}
+
+typedef struct matmul_job
+{
+	cpu_ctx    *c;
+	const cbllm_weight *w;
+	const float *x;
+	int			T;
+	float	   *y;
+} matmul_job;
+
+/* One task: a block of KERNEL_ROWS_PER_TASK output rows. */
+static void
+MatmulTask(void *arg, int task, int thread)
+{
+	matmul_job *j = arg;
+	int64_t		r0 = (int64_t) task * KERNEL_ROWS_PER_TASK;
+	int64_t		r1 = r0 + KERNEL_ROWS_PER_TASK < j->w->rows ? r0 + KERNEL_ROWS_PER_TASK : j->w->rows;
+
+	j->c->k->matmul_rows(j->w, j->x, j->T, j->y, r0, r1,
+						 j->c->scratch + thread * j->c->scratch_stride);
+}
+
+/* y = x @ w^T over the pool. */
+static void
+CpuMatmul(cbllm_backend *be, const cbllm_weight *w, const float *x, int T, float *y)
+{
+	cpu_ctx    *c = be->ctx;
+	matmul_job	j = {c, w, x, T, y};
+
+	threadpool_run(c->pool, (int) ((w->rows + KERNEL_ROWS_PER_TASK - 1) / KERNEL_ROWS_PER_TASK),
+				   MatmulTask, &j);
+}
+
+/* Rotate pairs (i, i + head_dim/2) of every head by the token's angles (HF rotate_half). */
+static void
+CpuRope(cbllm_backend *be, float *x, int T, int n_heads, const fwd_batch *b)
+{
+	cpu_ctx    *c = be->ctx;
+	int			hd = c->cfg.head_dim,
+				half = hd / 2;
+
+	for (int t = 0; t < T; t++)
+	{
+		const float *cs = c->rope_cos + (int64_t) t * half;
+		const float *sn = c->rope_sin + (int64_t) t * half;
+
+		for (int h = 0; h < n_heads; h++)
+		{
+			float	   *v = x + ((int64_t) t * n_heads + h) * hd;
+
+			for (int i = 0; i < half; i++)
+			{
+				float		a = v[i],
+							bb = v[i + half];
+
+				v[i] = a * cs[i] - bb * sn[i];
+				v[i + half] = bb * cs[i] + a * sn[i];
+			}
+		}
+	}
+}
+
+/* Copy each token's k and v into its cache slot. */
+static void
+CpuKvStore(cbllm_backend *be, kv_cache *kv, int layer, const float *k, const float *v,
+		   const fwd_batch *b)
+{
+	int64_t		n = (int64_t) kv->n_kv_heads * kv->head_dim;
+
+	for (int t = 0; t < b->n_tokens; t++)
+	{
+		int32_t		block = (int32_t) (b->slot[t] / kv->block_size);
+		int			s = (int) (b->slot[t] % kv->block_size);
+
+		memcpy(kv_cache_k(kv, layer, block, s), k + t * n, sizeof(float) * n);
+		memcpy(kv_cache_v(kv, layer, block, s), v + t * n, sizeof(float) * n);
+	}
+}
+
+typedef struct attn_job
+{
+	cpu_ctx    *c;
+	const kv_cache *kv;
+	int			layer;
+	const float *q;
+	const fwd_batch *b;
+	float	   *out;
+} attn_job;
+
+/* One task: one (token, head): softmax(q k^T / sqrt(d)) v over its visible positions. */
+static void
+AttentionTask(void *arg, int task, int thread)
+{
+	attn_job   *j = arg;
+	cpu_ctx    *c = j->c;
+	const cbllm_model_config *cfg = &c->cfg;
+	const kv_cache *kv = j->kv;
+	int			t = task / cfg->n_heads,
+				h = task % cfg->n_heads;
+	int			kvh = h / (cfg->n_heads / cfg->n_kv_heads);
+	int			hd = cfg->head_dim;
+	int			p = j->b->pos[t];
+	int			first = cfg->sliding_window > 0 && p - cfg->sliding_window + 1 > 0 ?
+		p - cfg->sliding_window + 1 : 0;
+	const int32_t *table = j->b->block_tables[j->b->seq[t]];
+	const float *q = j->q + ((int64_t) t * cfg->n_heads + h) * hd;
+	float	   *out = j->out + ((int64_t) t * cfg->n_heads + h) * hd;
+	float	   *s = c->scores + (int64_t) thread * c->max_ctx;
+	float		scale = 1.0f / sqrtf((float) hd);
+	float		mx = -INFINITY,
+				sum = 0;
+
+	for (int i = first; i <= p; i++)
+	{
+		const float *kr = kv_cache_k(kv, j->layer, table[i / kv->block_size],
+									 i % kv->block_size) + (int64_t) kvh * hd;
+
+		s[i] = c->k->dot(q, kr, hd) * scale;
+		if (s[i] > mx)
+			mx = s[i];
+	}
+	for (int i = first; i <= p; i++)
+	{
+		s[i] = expf(s[i] - mx);
+		sum += s[i];
+	}
+	memset(out, 0, sizeof(float) * hd);
+	for (int i = first; i <= p; i++)
+	{
+		const float *vr = kv_cache_v(kv, j->layer, table[i / kv->block_size],
+									 i % kv->block_size) + (int64_t) kvh * hd;
+
+		c->k->axpy(out, s[i] / sum, vr, hd);
+	}
+}
+
+/* Attention for every (token, head) of the step over the pool. */
+static void
+CpuAttention(cbllm_backend *be, const kv_cache *kv, int layer, const float *q,
+			 const fwd_batch *b, float *out)
+{
+	cpu_ctx    *c = be->ctx;
+	attn_job	j = {c, kv, layer, q, b, out};
+
+	threadpool_run(c->pool, b->n_tokens * c->cfg.n_heads, AttentionTask, &j);
+}
+
+/* gate = silu(gate) * up. */
+static void
+CpuSiluMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+/* x += y. */
+static void
+CpuAdd(cbllm_backend *be, float *x, const float *y, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		x[i] += y[i];
+}
+
+/* out = the chosen rows of x. */
+static void
+CpuGatherRows(cbllm_backend *be, const float *x, const int32_t *rows, int n, int dim, float *out)
+{
+	for (int i = 0; i < n; i++)
+		memmove(out + (int64_t) i * dim, x + (int64_t) rows[i] * dim, sizeof(float) * dim);
+}
+
+/* Host to host copy. */
+static int
+CpuDownload(cbllm_backend *be, const float *src, float *dst, size_t n, cbllm_err *err)
+{
+	if (src != dst)
+		memcpy(dst, src, sizeof(float) * n);
+	return CBLLM_OK;
+}
+
+/* Free the context's buffers and the table. */
+static void
+CpuDestroy(cbllm_backend *be)
+{
+	cpu_ctx    *c;
+
+	if (be == NULL)
+		return;
+	c = be->ctx;
+	if (c != NULL)
+	{
+		free(c->scratch);
+		free(c->scores);
+		free(c->rope_cos);
+		free(c->rope_sin);
+		free(c->inv_freq);
+		free(c);
+	}
+	free(be);
+}
+
+/* Create the CPU backend for a model geometry and step limits. */
+int
+cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *err)
+{
+	cbllm_backend *be = calloc(1, sizeof(*be));
+	cpu_ctx    *c = calloc(1, sizeof(*c));
+	const cbllm_model_config *cfg = p->cfg;
+	int			nt = threadpool_size(p->pool);
+	int64_t		max_k = cfg->hidden;
+	int			half = cfg->head_dim / 2;
+
+	if (be == NULL || c == NULL)
+	{
+		free(be);
+		free(c);
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	}
+	be->ctx = c;
+	c->cfg = *cfg;
+	c->pool = p->pool;
+	c->max_tokens = p->max_tokens;
+	c->max_ctx = p->max_ctx;
+	c->k = cpu_kernels_select(p->isa);
+	if (c->k == NULL)
+	{
+		CpuDestroy(be);
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "this CPU does not support the kernel set \"%s\"", p->isa);
+	}
+	if (cfg->intermediate > max_k)
+		max_k = cfg->intermediate;
+	if ((int64_t) cfg->n_heads * cfg->head_dim > max_k)
+		max_k = (int64_t) cfg->n_heads * cfg->head_dim;
+	c->scratch_stride = KERNEL_ROWS_PER_TASK * max_k;
+	c->scratch = malloc(sizeof(float) * c->scratch_stride * nt);
+	c->scores = malloc(sizeof(float) * (size_t) p->max_ctx * nt);
+	c->rope_cos = malloc(sizeof(float) * (size_t) p->max_tokens * half);
+	c->rope_sin = malloc(sizeof(float) * (size_t) p->max_tokens * half);
+	c->inv_freq = malloc(sizeof(double) * half);
+	if (!c->scratch || !c->scores || !c->rope_cos || !c->rope_sin || !c->inv_freq)
+	{
+		CpuDestroy(be);
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory for the CPU workspace");
+	}
+	for (int i = 0; i < half; i++)
+		c->inv_freq[i] = 1.0 / pow((double) cfg->rope_theta, (2.0 * i) / cfg->head_dim);
+	be->name = "cpu";
+	be->alloc = CpuAlloc;
+	be->free = CpuFree;
+	be->begin_step = CpuBeginStep;
+	be->embed = CpuEmbed;
+	be->rmsnorm = CpuRmsnorm;
+	be->matmul = CpuMatmul;
+	be->rope = CpuRope;
+	be->kv_store = CpuKvStore;
+	be->attention = CpuAttention;
+	be->silu_mul = CpuSiluMul;
+	be->add = CpuAdd;
+	be->gather_rows = CpuGatherRows;
+	be->download = CpuDownload;
+	be->destroy = CpuDestroy;
+	*out = be;
+	return CBLLM_OK;
+}
+
+/* The kernel set in use, for reports. */
+const char *
+cpu_backend_isa(const cbllm_backend *be)
+{
+	return ((const cpu_ctx *) be->ctx)->k->isa;
+}

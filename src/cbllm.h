@@ -1,0 +1,157 @@
+/*
+ * cbllm.h: the engine facade, the one interface the PostgreSQL worker, the
+ * command-line tool and the tests drive.
+ *
+ *   cbllm_engine_create   load a model and size the KV cache from a params struct
+ *   cbllm_engine_submit   queue a request (prompt text or token ids) and get its id
+ *   cbllm_engine_step     one iteration over every active request
+ *   cbllm_engine_take     a request's new tokens, new text and finish reason
+ *   cbllm_engine_abort    drop a request and free what it holds
+ *   cbllm_engine_stats    counters
+ *   cbllm_engine_destroy
+ *
+ * Every function returns a cbllm_status (0 ok, negative error) and fills a
+ * cbllm_err with a one-line message; none exits or aborts the process.
+ * An engine is used from one thread at a time.
+ */
+#ifndef CBLLM_H
+#define CBLLM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+typedef struct cbllm_engine cbllm_engine;
+
+typedef struct cbllm_engine_params
+{
+	const char *model_dir;		/* HuggingFace model directory */
+	const char *device;			/* "cpu" (NULL: cpu) */
+	const char *cpu_isa;		/* CPU kernel set: NULL/"auto", "avx512", "avx2", "generic" */
+	int			n_threads;		/* compute threads; 0: one per online CPU */
+	int			max_num_seqs;	/* most sequences in one step; 0: 64 */
+	int			max_num_batched_tokens; /* most tokens in one step; 0: 2048 */
+	int			max_model_len;	/* longest sequence (prompt + output); 0: the model's */
+	int			block_size;		/* KV positions per block; 0: 16 */
+	int			num_kv_blocks;	/* KV pool size in blocks; 0: from kv_cache_bytes */
+	size_t		kv_cache_bytes; /* KV pool size in bytes; 0: room for max_num_seqs full sequences, at most 4 GiB */
+	int			max_queued;		/* most requests waiting or running; 0: 4096 */
+} cbllm_engine_params;
+
+typedef enum cbllm_finish
+{
+	CBLLM_FINISH_NONE = 0,		/* still running */
+	CBLLM_FINISH_STOP,			/* EOS or a stop string */
+	CBLLM_FINISH_LENGTH,		/* max_tokens or max_model_len reached */
+	CBLLM_FINISH_ABORT,			/* aborted by the caller */
+	CBLLM_FINISH_ERROR			/* failed; see cbllm_output.error */
+} cbllm_finish;
+
+const char *cbllm_finish_name(cbllm_finish f);
+
+#define CBLLM_MAX_STOP 8
+
+typedef struct cbllm_sampling
+{
+	float		temperature;	/* 0: greedy */
+	float		top_p;			/* (0, 1] */
+	int			top_k;			/* 0: off */
+	bool		has_seed;
+	uint64_t	seed;
+	int			max_tokens;		/* >= 1 */
+	int			n_stop;
+	const char *stop[CBLLM_MAX_STOP];	/* stop strings (copied at submit) */
+	bool		ignore_eos;
+	int			priority;		/* higher runs first (used by the scheduler) */
+} cbllm_sampling;
+
+/* Greedy, 16 tokens, no stop strings. */
+cbllm_sampling cbllm_sampling_default(void);
+
+typedef struct cbllm_request_input
+{
+	const char *text;			/* prompt text, or NULL to use ids */
+	size_t		text_len;
+	const int32_t *ids;			/* prompt token ids when text is NULL */
+	int			n_ids;
+	bool		add_bos;		/* text only: prepend BOS as the tokenizer config says */
+} cbllm_request_input;
+
+typedef struct cbllm_output
+{
+	const int32_t *tokens;		/* tokens generated since the last take */
+	int			n_tokens;
+	const char *text;			/* text completed since the last take */
+	size_t		text_len;
+	cbllm_finish finish;		/* NONE while running */
+	int			n_prompt;		/* prompt tokens */
+	int			n_generated;	/* tokens generated so far */
+	const char *error;			/* message when finish is ERROR */
+} cbllm_output;
+
+typedef struct cbllm_stats
+{
+	int			n_waiting;
+	int			n_running;
+	int			kv_blocks_total;
+	int			kv_blocks_free;
+	int64_t		steps;
+	int64_t		tokens_prompt;	/* prompt tokens computed (including recomputation) */
+	int64_t		tokens_generated;
+	int64_t		batch_seqs_sum; /* sum over steps of the sequences in the step */
+	int64_t		preemptions;
+	double		forward_seconds;
+} cbllm_stats;
+
+int			cbllm_engine_create(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err);
+void		cbllm_engine_destroy(cbllm_engine *e);
+
+int			cbllm_engine_submit(cbllm_engine *e, const cbllm_request_input *in,
+								const cbllm_sampling *sp, int64_t *id, cbllm_err *err);
+
+/* One iteration; *n_active is the number of requests still waiting or running. */
+int			cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err);
+
+/*
+ * What request id produced since the last take.  Pointers stay valid until
+ * the next call on the engine.  A finished request is forgotten once taken.
+ */
+int			cbllm_engine_take(cbllm_engine *e, int64_t id, cbllm_output *out, cbllm_err *err);
+
+/* Abort a request: it finishes with CBLLM_FINISH_ABORT and frees its KV blocks now. */
+int			cbllm_engine_abort(cbllm_engine *e, int64_t id, cbllm_err *err);
+
+void		cbllm_engine_stats(const cbllm_engine *e, cbllm_stats *st);
+
+/* Logits (n, vocab) of every position of a prompt; for tests and tools. */
+int			cbllm_engine_prompt_logits(cbllm_engine *e, const int32_t *ids, int n, float *out,
+									   cbllm_err *err);
+
+/* Model facts for callers. */
+typedef struct cbllm_engine_info
+{
+	int			vocab_size;
+	int			max_model_len;
+	int			n_layers;
+	int			hidden;
+	size_t		weight_bytes;	/* matrices as stored */
+	size_t		step_weight_bytes;	/* bytes of the matrices a forward step reads (layers and lm_head) */
+	int64_t		matmul_params;	/* their elements: a token costs 2 * matmul_params FLOPs in them */
+	int			block_size;
+	int			num_kv_blocks;
+	int			n_threads;
+	const char *device;
+	const char *cpu_isa;
+	int32_t		eos_id;
+	int32_t		bos_id;
+} cbllm_engine_info;
+
+void		cbllm_engine_get_info(const cbllm_engine *e, cbllm_engine_info *info);
+
+/* The engine's tokenizer, for tokenize/detokenize helpers. */
+struct cbllm_tokenizer;
+const struct cbllm_tokenizer *cbllm_engine_tokenizer(const cbllm_engine *e);
+
+#endif

@@ -1,0 +1,457 @@
+/*
+ * engine.c: the engine facade: create, submit, step, take, abort, stats.
+ * A step plans the batch (scheduler.c), runs one forward pass over it,
+ * samples a token for every sequence that finished its prompt or decoded,
+ * and records the results in each request (request.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine_internal.h"
+
+#define DEFAULT_MAX_SEQS 64
+#define DEFAULT_MAX_BATCHED 2048
+#define DEFAULT_BLOCK_SIZE 16
+#define DEFAULT_MAX_QUEUED 4096
+#define DEFAULT_KV_CAP_BYTES ((size_t) 4 << 30)
+
+/* A name for a finish reason. */
+const char *
+cbllm_finish_name(cbllm_finish f)
+{
+	switch (f)
+	{
+		case CBLLM_FINISH_NONE:
+			return "running";
+		case CBLLM_FINISH_STOP:
+			return "stop";
+		case CBLLM_FINISH_LENGTH:
+			return "length";
+		case CBLLM_FINISH_ABORT:
+			return "abort";
+		case CBLLM_FINISH_ERROR:
+			return "error";
+	}
+	return "?";
+}
+
+/* Greedy decoding of up to 16 tokens. */
+cbllm_sampling
+cbllm_sampling_default(void)
+{
+	cbllm_sampling s;
+
+	memset(&s, 0, sizeof(s));
+	s.top_p = 1.0f;
+	s.max_tokens = 16;
+	return s;
+}
+
+/* Resolve defaults and check the limits against the model. */
+static int
+ResolveParams(cbllm_engine *e, const cbllm_engine_params *in, cbllm_err *err)
+{
+	cbllm_engine_params *p = &e->params;
+	const cbllm_model_config *c = &e->model->cfg;
+	size_t		block_bytes;
+
+	*p = *in;
+	p->max_num_seqs = p->max_num_seqs > 0 ? p->max_num_seqs : DEFAULT_MAX_SEQS;
+	p->max_num_batched_tokens = p->max_num_batched_tokens > 0 ? p->max_num_batched_tokens :
+		DEFAULT_MAX_BATCHED;
+	p->block_size = p->block_size > 0 ? p->block_size : DEFAULT_BLOCK_SIZE;
+	p->max_queued = p->max_queued > 0 ? p->max_queued : DEFAULT_MAX_QUEUED;
+	if (p->n_threads <= 0)
+		p->n_threads = (int) sysconf(_SC_NPROCESSORS_ONLN);
+	if (p->n_threads <= 0)
+		p->n_threads = 1;
+	if (p->max_model_len <= 0)
+		p->max_model_len = c->max_pos;
+	if (p->max_model_len > c->max_pos)
+		return cbllm_fail(err, CBLLM_ERR_INVALID,
+						  "max_model_len %d exceeds the model's max_position_embeddings %d",
+						  p->max_model_len, c->max_pos);
+	if (p->max_num_seqs > p->max_num_batched_tokens)
+		return cbllm_fail(err, CBLLM_ERR_INVALID,
+						  "max_num_seqs %d exceeds max_num_batched_tokens %d",
+						  p->max_num_seqs, p->max_num_batched_tokens);
+	if (p->block_size > 1024)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "block_size %d is above 1024", p->block_size);
+	block_bytes = kv_cache_block_bytes(p->block_size, c->n_layers, c->n_kv_heads, c->head_dim);
+	if (p->num_kv_blocks <= 0)
+	{
+		size_t		bytes = p->kv_cache_bytes;
+
+		if (bytes == 0)
+		{
+			size_t		full = (size_t) p->max_num_seqs *
+				((p->max_model_len + p->block_size - 1) / p->block_size) * block_bytes;
+
+			bytes = full < DEFAULT_KV_CAP_BYTES ? full : DEFAULT_KV_CAP_BYTES;
+		}
+		p->num_kv_blocks = (int) (bytes / block_bytes);
+		if (p->num_kv_blocks < 1)
+			return cbllm_fail(err, CBLLM_ERR_INVALID,
+							  "the KV cache of %zu bytes holds no block of %zu bytes", bytes,
+							  block_bytes);
+	}
+	p->kv_cache_bytes = (size_t) p->num_kv_blocks * block_bytes;
+	return CBLLM_OK;
+}
+
+/* Create the compute parts: pool, backend, cache, forward workspace, sampler. */
+static int
+CreateCompute(cbllm_engine *e, cbllm_err *err)
+{
+	const cbllm_engine_params *p = &e->params;
+	const cbllm_model_config *c = &e->model->cfg;
+	cpu_backend_params bp = {c, NULL, p->cpu_isa, p->max_num_batched_tokens, p->max_model_len};
+	kv_cache_params kp = {p->num_kv_blocks, p->block_size, c->n_layers, c->n_kv_heads, c->head_dim};
+	forward_params fp;
+	int			rc;
+
+	if (p->device != NULL && strcmp(p->device, "cpu") != 0)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "unsupported device \"%s\" (use \"cpu\")",
+						  p->device);
+	if ((rc = threadpool_create(p->n_threads, &e->pool, err)))
+		return rc;
+	bp.pool = e->pool;
+	if ((rc = cpu_backend_create(&bp, &e->be, err)) ||
+		(rc = kv_cache_create(&kp, &e->kv, err)))
+		return rc;
+	fp.model = e->model;
+	fp.backend = e->be;
+	fp.kv = e->kv;
+	fp.max_tokens = p->max_num_batched_tokens;
+	fp.max_seqs = p->max_num_seqs;
+	fp.max_logit_rows = p->max_num_seqs;
+	if ((rc = forward_create(&fp, &e->fwd, err)) ||
+		(rc = sampler_create(c->vocab_size, &e->sampler, err)))
+		return rc;
+	e->step_seqs = calloc(p->max_num_seqs, sizeof(fwd_seq));
+	e->step_reqs = calloc(p->max_num_seqs, sizeof(cbllm_request *));
+	if (e->step_seqs == NULL || e->step_reqs == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	return CBLLM_OK;
+}
+
+/* Load the model and tokenizer and set up everything a step needs. */
+int
+cbllm_engine_create(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
+{
+	cbllm_engine *e;
+	int			rc;
+
+	if (p == NULL || p->model_dir == NULL || p->model_dir[0] == '\0')
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "no model directory given");
+	e = calloc(1, sizeof(*e));
+	if (e == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	e->next_id = 1;
+	if ((rc = model_load(p->model_dir, &e->model, err)) ||
+		(rc = tokenizer_load(p->model_dir, &e->tok, err)))
+		goto fail;
+	if (tokenizer_vocab_size(e->tok) > e->model->cfg.vocab_size)
+	{
+		rc = cbllm_fail(err, CBLLM_ERR_FORMAT,
+						"%s: tokenizer.json has %d tokens but config.json's vocab_size is %d",
+						p->model_dir, tokenizer_vocab_size(e->tok), e->model->cfg.vocab_size);
+		goto fail;
+	}
+	e->eos_id = tokenizer_eos_id(e->tok) >= 0 ? tokenizer_eos_id(e->tok) : e->model->cfg.eos_id;
+	if ((rc = ResolveParams(e, p, err)) || (rc = CreateCompute(e, err)))
+		goto fail;
+	e->stats.kv_blocks_total = e->kv->n_blocks;
+	*out = e;
+	return CBLLM_OK;
+fail:
+	cbllm_engine_destroy(e);
+	return rc;
+}
+
+/* Free a request returned by the last take, now that its pointers may go. */
+static void
+DropTaken(cbllm_engine *e)
+{
+	if (e->taken != NULL)
+	{
+		request_free(e->taken);
+		e->taken = NULL;
+	}
+}
+
+/* Find a live request by id. */
+static cbllm_request *
+Lookup(cbllm_engine *e, int64_t id)
+{
+	cbllm_request *r = e->hash[id & (ENGINE_HASH_BUCKETS - 1)];
+
+	while (r != NULL && r->id != id)
+		r = r->hnext;
+	return r;
+}
+
+/* Remove r from the id hash. */
+static void
+Unhash(cbllm_engine *e, cbllm_request *r)
+{
+	cbllm_request **pp = &e->hash[r->id & (ENGINE_HASH_BUCKETS - 1)];
+
+	while (*pp != r)
+		pp = &(*pp)->hnext;
+	*pp = r->hnext;
+	e->n_live--;
+}
+
+/* Queue a request; it is admitted by a later step. */
+int
+cbllm_engine_submit(cbllm_engine *e, const cbllm_request_input *in, const cbllm_sampling *sp,
+					int64_t *id, cbllm_err *err)
+{
+	cbllm_request *r;
+	int			rc;
+
+	DropTaken(e);
+	if (in == NULL || sp == NULL)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "missing request input or sampling parameters");
+	if (e->n_live >= e->params.max_queued)
+		return cbllm_fail(err, CBLLM_ERR_FULL,
+						  "too many requests: %lld are queued or running (the limit is %d)",
+						  (long long) e->n_live, e->params.max_queued);
+	if ((rc = request_create(e, in, sp, &r, err)) != CBLLM_OK)
+		return rc;
+	r->id = e->next_id++;
+	r->arrival = r->id;
+	r->state = REQ_WAITING;
+	r->hnext = e->hash[r->id & (ENGINE_HASH_BUCKETS - 1)];
+	e->hash[r->id & (ENGINE_HASH_BUCKETS - 1)] = r;
+	e->n_live++;
+	req_list_push_back(&e->waiting, r);
+	*id = r->id;
+	return CBLLM_OK;
+}
+
+/* Fail every request of a step that could not run. */
+static void
+FailStep(cbllm_engine *e, int n_seqs, const char *msg)
+{
+	for (int i = 0; i < n_seqs; i++)
+		request_finish(e, e->step_reqs[i], CBLLM_FINISH_ERROR, msg);
+}
+
+/* One iteration: plan, run the forward pass, sample, record. */
+int
+cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
+{
+	const float *logits;
+	int			n_rows = 0,
+				row = 0,
+				rc = CBLLM_OK;
+	int			n_seqs;
+	int			vocab = e->model->cfg.vocab_size;
+	double		t0;
+	cbllm_err	local;
+
+	if (err == NULL)
+		err = &local;
+	DropTaken(e);
+	n_seqs = scheduler_plan(e);
+	if (n_seqs > 0)
+	{
+		t0 = cbllm_now();
+		rc = forward_run(e->fwd, e->step_seqs, n_seqs, &logits, &n_rows, err);
+		e->stats.forward_seconds += cbllm_now() - t0;
+		if (rc != CBLLM_OK)
+			FailStep(e, n_seqs, err->msg);
+		else
+		{
+			e->stats.steps++;
+			e->stats.batch_seqs_sum += n_seqs;
+			for (int i = 0; i < n_seqs; i++)
+			{
+				cbllm_request *r = e->step_reqs[i];
+				sampler_params spp = {r->sp.temperature, r->sp.top_p, r->sp.top_k};
+				int32_t		tok;
+
+				if (r->n_computed < r->n_prompt)
+					e->stats.tokens_prompt += r->step_tokens;
+				r->n_computed += r->step_tokens;
+				if (e->step_seqs[i].logits == FWD_LOGITS_NONE)
+					continue;
+				tok = sampler_sample(e->sampler, logits + (size_t) row++ * vocab, &spp, &r->rng);
+				if (request_append_token(e, r, tok) != CBLLM_OK)
+					request_finish(e, r, CBLLM_FINISH_ERROR, "out of memory recording output");
+			}
+		}
+	}
+	if (n_active)
+		*n_active = e->waiting.n + e->running.n;
+	(void) n_rows;
+	return rc;
+}
+
+/* Return what a request produced since its last take. */
+int
+cbllm_engine_take(cbllm_engine *e, int64_t id, cbllm_output *out, cbllm_err *err)
+{
+	cbllm_request *r;
+	int			n_gen;
+
+	DropTaken(e);
+	r = Lookup(e, id);
+	if (r == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOT_FOUND, "no request with id %lld", (long long) id);
+	n_gen = r->n_tokens - r->n_prompt;
+	out->tokens = r->tokens + r->n_prompt + r->gen_taken;
+	out->n_tokens = n_gen - r->gen_taken;
+	out->text = r->text.data ? r->text.data + r->text_taken : "";
+	out->text_len = r->text_ready - r->text_taken;
+	out->finish = r->finish;
+	out->n_prompt = r->n_prompt;
+	out->n_generated = n_gen;
+	out->error = r->finish == CBLLM_FINISH_ERROR ? r->error : NULL;
+	r->gen_taken = n_gen;
+	r->text_taken = r->text_ready;
+	if (r->state == REQ_FINISHED)
+	{
+		Unhash(e, r);
+		e->taken = r;
+	}
+	return CBLLM_OK;
+}
+
+/* Abort a request and forget it; its blocks are free when this returns. */
+int
+cbllm_engine_abort(cbllm_engine *e, int64_t id, cbllm_err *err)
+{
+	cbllm_request *r;
+
+	DropTaken(e);
+	r = Lookup(e, id);
+	if (r == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOT_FOUND, "no request with id %lld", (long long) id);
+	request_finish(e, r, CBLLM_FINISH_ABORT, NULL);
+	Unhash(e, r);
+	request_free(r);
+	return CBLLM_OK;
+}
+
+/*
+ * Logits of every position of a prompt, computed in chunks through a
+ * temporary sequence that takes blocks from the pool and gives them back.
+ * out: (n, vocab).  For tests and tools; needs no other request running.
+ */
+int
+cbllm_engine_prompt_logits(cbllm_engine *e, const int32_t *ids, int n, float *out,
+						   cbllm_err *err)
+{
+	cbllm_request tmp;
+	int			vocab = e->model->cfg.vocab_size;
+	int			rc = CBLLM_OK;
+
+	DropTaken(e);
+	if (n < 1 || n > e->params.max_model_len)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "prompt of %d tokens is out of range", n);
+	memset(&tmp, 0, sizeof(tmp));
+	tmp.tokens = (int32_t *) ids;
+	tmp.n_tokens = n;
+	if (request_ensure_blocks(e, &tmp, n) != CBLLM_OK)
+	{
+		free(tmp.blocks);
+		return cbllm_fail(err, CBLLM_ERR_FULL, "the KV cache has no room for %d positions", n);
+	}
+	for (int pos = 0; pos < n && rc == CBLLM_OK;)
+	{
+		fwd_seq		s;
+		const float *lg;
+		int			rows;
+		int			chunk = n - pos < e->params.max_num_seqs ? n - pos : e->params.max_num_seqs;
+
+		s.tokens = ids + pos;
+		s.n_tokens = chunk;
+		s.pos0 = pos;
+		s.block_table = tmp.blocks;
+		s.logits = FWD_LOGITS_ALL;
+		rc = forward_run(e->fwd, &s, 1, &lg, &rows, err);
+		if (rc == CBLLM_OK)
+			memcpy(out + (size_t) pos * vocab, lg, sizeof(float) * rows * vocab);
+		pos += chunk;
+	}
+	request_release_blocks(e, &tmp);
+	free(tmp.blocks);
+	return rc;
+}
+
+/* Counters and occupancy. */
+void
+cbllm_engine_stats(const cbllm_engine *e, cbllm_stats *st)
+{
+	*st = e->stats;
+	st->n_waiting = e->waiting.n;
+	st->n_running = e->running.n;
+	st->kv_blocks_total = e->kv->n_blocks;
+	st->kv_blocks_free = e->kv->n_free;
+}
+
+/* Model and configuration facts. */
+void
+cbllm_engine_get_info(const cbllm_engine *e, cbllm_engine_info *info)
+{
+	const cbllm_model_config *c = &e->model->cfg;
+
+	info->vocab_size = c->vocab_size;
+	info->max_model_len = e->params.max_model_len;
+	info->n_layers = c->n_layers;
+	info->hidden = c->hidden;
+	info->weight_bytes = e->model->weight_bytes;
+	info->step_weight_bytes = e->model->step_weight_bytes;
+	info->matmul_params = e->model->matmul_params;
+	info->block_size = e->params.block_size;
+	info->num_kv_blocks = e->params.num_kv_blocks;
+	info->n_threads = threadpool_size(e->pool);
+	info->device = "cpu";
+	info->cpu_isa = cpu_backend_isa(e->be);
+	info->eos_id = e->eos_id;
+	info->bos_id = tokenizer_bos_id(e->tok);
+}
+
+/* The tokenizer of the loaded model. */
+const struct cbllm_tokenizer *
+cbllm_engine_tokenizer(const cbllm_engine *e)
+{
+	return e->tok;
+}
+
+/* Free every request and every part of the engine. */
+void
+cbllm_engine_destroy(cbllm_engine *e)
+{
+	if (e == NULL)
+		return;
+	DropTaken(e);
+	for (int b = 0; b < ENGINE_HASH_BUCKETS; b++)
+	{
+		cbllm_request *r = e->hash[b];
+
+		while (r != NULL)
+		{
+			cbllm_request *next = r->hnext;
+
+			request_free(r);
+			r = next;
+		}
+	}
+	free(e->step_seqs);
+	free(e->step_reqs);
+	sampler_free(e->sampler);
+	forward_free(e->fwd);
+	kv_cache_free(e->kv);
+	if (e->be)
+		e->be->destroy(e->be);
+	threadpool_destroy(e->pool);
+	tokenizer_free(e->tok);
+	model_free(e->model);
+	free(e);
+}

@@ -1,0 +1,103 @@
+/*
+ * engine_internal.h: the engine's private structures, shared by engine.c
+ * (the facade), request.c (a request's tokens and text) and scheduler.c
+ * (which requests run in a step).
+ */
+#ifndef CBLLM_ENGINE_INTERNAL_H
+#define CBLLM_ENGINE_INTERNAL_H
+
+#include "backend.h"
+#include "cbllm.h"
+#include "forward.h"
+#include "kv_cache.h"
+#include "model.h"
+#include "sampler.h"
+#include "threadpool.h"
+#include "tokenizer.h"
+
+typedef enum req_state
+{
+	REQ_WAITING,				/* queued, holds no KV blocks */
+	REQ_RUNNING,				/* admitted: prefilling or decoding, holds blocks */
+	REQ_FINISHED				/* done; waits for its last take */
+} req_state;
+
+typedef struct cbllm_request
+{
+	int64_t		id;
+	req_state	state;
+	int64_t		arrival;		/* submission order */
+	int32_t    *tokens;			/* (cap_tokens) prompt, then generated tokens */
+	int			n_tokens;
+	int			cap_tokens;
+	int			n_prompt;
+	int			n_computed;		/* positions [0, n_computed) have KV in the cache */
+	int32_t    *blocks;			/* (cap_blocks) block table */
+	int			n_blocks;
+	int			cap_blocks;
+	cbllm_sampling sp;			/* stop[] point into stop_strings */
+	char	   *stop_strings[CBLLM_MAX_STOP];
+	size_t		max_stop_len;
+	cbllm_rng	rng;
+	tokenizer_stream detok;
+	cbllm_buf	text;			/* generated text so far */
+	size_t		text_ready;		/* text[0, text_ready) can no longer change */
+	size_t		text_taken;		/* text[0, text_taken) was returned by take */
+	int			gen_taken;		/* generated tokens returned by take */
+	cbllm_finish finish;
+	char		error[CBLLM_ERR_MSG_LEN];
+	int			step_tokens;	/* tokens scheduled in the current step */
+	struct cbllm_request *prev; /* in the waiting or running list */
+	struct cbllm_request *next;
+	struct cbllm_request *hnext;	/* in the id hash chain */
+} cbllm_request;
+
+typedef struct req_list
+{
+	cbllm_request *head;
+	cbllm_request *tail;
+	int			n;
+} req_list;
+
+#define ENGINE_HASH_BUCKETS 4096
+
+struct cbllm_engine
+{
+	cbllm_engine_params params; /* limits resolved to their final values */
+	cbllm_model *model;
+	cbllm_tokenizer *tok;
+	cbllm_threadpool *pool;
+	cbllm_backend *be;
+	kv_cache   *kv;
+	cbllm_forward *fwd;
+	cbllm_sampler *sampler;
+	cbllm_request *hash[ENGINE_HASH_BUCKETS];	/* every live request by id */
+	req_list	waiting;		/* FCFS; preempted requests return to the front */
+	req_list	running;		/* in admission order */
+	int64_t		next_id;
+	int64_t		n_live;			/* requests waiting, running or finished-but-not-taken */
+	cbllm_request *taken;		/* a finished request returned by take, freed on the next call */
+	fwd_seq    *step_seqs;		/* (max_num_seqs) */
+	cbllm_request **step_reqs;	/* (max_num_seqs) */
+	int32_t		eos_id;			/* -1 when the model has none */
+	cbllm_stats stats;
+};
+
+/* req_list operations */
+void		req_list_push_back(req_list *l, cbllm_request *r);
+void		req_list_push_front(req_list *l, cbllm_request *r);
+void		req_list_remove(req_list *l, cbllm_request *r);
+
+/* request.c */
+int			request_create(cbllm_engine *e, const cbllm_request_input *in,
+						   const cbllm_sampling *sp, cbllm_request **out, cbllm_err *err);
+void		request_free(cbllm_request *r);
+int			request_ensure_blocks(cbllm_engine *e, cbllm_request *r, int n_positions);
+void		request_release_blocks(cbllm_engine *e, cbllm_request *r);
+int			request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token);
+void		request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *error);
+
+/* scheduler.c: choose the step's sequences; returns how many */
+int			scheduler_plan(cbllm_engine *e);
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * forward.h: the Llama forward pass over one step's flat token batch.
+ *
+ * Each sequence of the step contributes n_tokens new tokens at positions
+ * [pos0, pos0 + n_tokens): a whole prompt, a chunk of one, or one decode
+ * token.  Its block table must already cover those positions; the pass
+ * writes their keys and values into the cache and returns logits for the
+ * positions asked for.
+ */
+#ifndef CBLLM_FORWARD_H
+#define CBLLM_FORWARD_H
+
+#include "backend.h"
+
+typedef enum fwd_logits
+{
+	FWD_LOGITS_NONE = 0,		/* prefill chunk that does not end the prompt */
+	FWD_LOGITS_LAST = 1,		/* the last new token only */
+	FWD_LOGITS_ALL = 2			/* every new token */
+} fwd_logits;
+
+typedef struct fwd_seq
+{
+	const int32_t *tokens;		/* (n_tokens) new tokens */
+	int			n_tokens;
+	int			pos0;			/* position of tokens[0]; the cache holds [0, pos0) */
+	const int32_t *block_table; /* blocks covering [0, pos0 + n_tokens) */
+	fwd_logits	logits;
+} fwd_seq;
+
+typedef struct cbllm_forward cbllm_forward;
+
+typedef struct forward_params
+{
+	const cbllm_model *model;
+	cbllm_backend *backend;
+	kv_cache   *kv;
+	int			max_tokens;		/* most tokens in one step */
+	int			max_seqs;		/* most sequences in one step */
+	int			max_logit_rows; /* most logit rows in one step; 0: max_seqs */
+} forward_params;
+
+int			forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err);
+
+/*
+ * Run one step.  On success *logits points to (*n_rows, vocab) host floats,
+ * the rows in sequence order, valid until the next call.
+ */
+int			forward_run(cbllm_forward *f, const fwd_seq *seqs, int n_seqs,
+						const float **logits, int *n_rows, cbllm_err *err);
+
+void		forward_free(cbllm_forward *f);
+
+#endif

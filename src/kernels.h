@@ -1,0 +1,50 @@
+/*
+ * kernels.h: the CPU's inner loops, compiled once per instruction set
+ * (kernels_avx512.c, kernels_avx2.c, kernels_generic.c from one template,
+ * kernels_simd.inc) and chosen at run time by cpu_kernels_select().
+ *
+ * Batch invariance: every output element of matmul_rows is one dot product
+ * accumulated lane-wise in K order and reduced by the same horizontal sum,
+ * whatever the number of tokens, the tile it falls in, the thread that
+ * computes it, or whether its weights were packed to f32 first.  So a
+ * sequence's results never depend on what else is in the batch.
+ */
+#ifndef CBLLM_KERNELS_H
+#define CBLLM_KERNELS_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+/* Output rows one matmul task covers; also the packing scratch's height. */
+#define KERNEL_ROWS_PER_TASK 16
+
+typedef struct cpu_kernels
+{
+	const char *isa;			/* "avx512", "avx2" or "generic" */
+	int			lanes;			/* floats per vector */
+
+	/*
+	 * y[t * w->rows + r] = dot(x[t * w->cols ...], W[r, :]) for t in [0, T),
+	 * r in [r0, r1), r1 - r0 <= KERNEL_ROWS_PER_TASK.  x: (T, w->cols);
+	 * y: (T, w->rows); scratch: (KERNEL_ROWS_PER_TASK, w->cols) floats.
+	 */
+	void		(*matmul_rows) (const cbllm_weight *w, const float *x, int T, float *y,
+								int64_t r0, int64_t r1, float *scratch);
+	/* sum of a[i] * b[i], i < n */
+	float		(*dot) (const float *a, const float *b, int n);
+	/* y[i] += a * x[i], i < n */
+	void		(*axpy) (float *y, float a, const float *x, int n);
+} cpu_kernels;
+
+extern const cpu_kernels cpu_kernels_avx512;
+extern const cpu_kernels cpu_kernels_avx2;
+extern const cpu_kernels cpu_kernels_generic;
+
+/*
+ * The kernels for name ("avx512", "avx2", "generic"), or the best this CPU
+ * supports when name is NULL or "auto".  NULL when the CPU lacks the named set.
+ */
+const cpu_kernels *cpu_kernels_select(const char *name);
+
+#endif

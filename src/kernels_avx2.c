@@ -1,0 +1,31 @@
+/* kernels_avx2.c: the CPU kernels for AVX2 with FMA and F16C. */
+#include <immintrin.h>
+
+/* The lanes of v summed pairwise in a fixed order. */
+static inline float
+Hsum256(__m256 v)
+{
+	__m128		s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+#define V __m256
+#define VW 8
+#define V_ZERO() _mm256_setzero_ps()
+#define V_SET1(f) _mm256_set1_ps(f)
+#define V_LOAD(p) _mm256_loadu_ps(p)
+#define V_STORE(p, v) _mm256_storeu_ps((p), (v))
+#define V_LOAD_BF16(p) _mm256_castsi256_ps(_mm256_slli_epi32( \
+	_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *) (p))), 16))
+#define V_LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (p)))
+#define V_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define V_HSUM(v) Hsum256(v)
+#define MICRO_RO 4
+#define MICRO_RT 3
+#define KERNELS_NAME cpu_kernels_avx2
+#define KERNELS_ISA "avx2"
+
+#include "kernels_simd.inc"

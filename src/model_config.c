@@ -1,0 +1,196 @@
+/* model_config.c: read and validate a HuggingFace config.json for Llama-family models. */
+#include "model.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Read an integer field; missing fields take def (or fail when def < 0). */
+static int
+GetInt(const cJSON *root, const char *key, int def, int lo, int hi, int *out,
+	   const char *path, cbllm_err *err)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+
+	if (v == NULL || cJSON_IsNull(v))
+	{
+		if (def < 0)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: missing \"%s\"", path, key);
+		*out = def;
+		return CBLLM_OK;
+	}
+	if (!cJSON_IsNumber(v) || v->valuedouble != (double) (long long) v->valuedouble ||
+		v->valuedouble < lo || v->valuedouble > hi)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: \"%s\" must be an integer in [%d, %d]",
+						  path, key, lo, hi);
+	*out = (int) v->valuedouble;
+	return CBLLM_OK;
+}
+
+/* Read a token id given as an integer or a list (first element); -1 when absent. */
+static int
+GetTokenId(const cJSON *root, const char *key, int32_t *out, const char *path, cbllm_err *err)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+
+	if (cJSON_IsArray(v))
+		v = cJSON_GetArrayItem(v, 0);
+	if (v == NULL || cJSON_IsNull(v))
+	{
+		*out = -1;
+		return CBLLM_OK;
+	}
+	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > (1 << 24))
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: \"%s\" must be a token id", path, key);
+	*out = (int32_t) v->valuedouble;
+	return CBLLM_OK;
+}
+
+/* Read a positive number field with a default. */
+static int
+GetFloat(const cJSON *root, const char *key, double def, float *out,
+		 const char *path, cbllm_err *err)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+
+	if (v == NULL || cJSON_IsNull(v))
+	{
+		*out = (float) def;
+		return CBLLM_OK;
+	}
+	if (!cJSON_IsNumber(v) || !(v->valuedouble > 0))
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: \"%s\" must be a positive number",
+						  path, key);
+	*out = (float) v->valuedouble;
+	return CBLLM_OK;
+}
+
+/* Check the architecture and the features cbllm does not implement. */
+static int
+CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_err *err)
+{
+	const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+	const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+	const cJSON *bias = cJSON_GetObjectItemCaseSensitive(root, "attention_bias");
+	const cJSON *mlp_bias = cJSON_GetObjectItemCaseSensitive(root, "mlp_bias");
+	const char *name = NULL;
+
+	if (cJSON_IsArray(archs) && cJSON_IsString(cJSON_GetArrayItem(archs, 0)))
+		name = cJSON_GetArrayItem(archs, 0)->valuestring;
+	else if (cJSON_IsString(mt))
+		name = strcmp(mt->valuestring, "llama") == 0 ? "LlamaForCausalLM" :
+			strcmp(mt->valuestring, "mistral") == 0 ? "MistralForCausalLM" : mt->valuestring;
+	if (name == NULL)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: neither \"architectures\" nor \"model_type\" names the architecture",
+						  path);
+	if (strcmp(name, "LlamaForCausalLM") != 0 && strcmp(name, "MistralForCausalLM") != 0)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "%s: unsupported architecture \"%s\" (LlamaForCausalLM and MistralForCausalLM are supported)",
+						  path, name);
+	snprintf(cfg->arch, sizeof(cfg->arch), "%s", name);
+	if (act != NULL && !(cJSON_IsString(act) && strcmp(act->valuestring, "silu") == 0))
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "%s: unsupported hidden_act (only \"silu\" is supported)", path);
+	if (cJSON_IsTrue(bias) || cJSON_IsTrue(mlp_bias))
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "%s: attention or MLP biases are not supported", path);
+	return CBLLM_OK;
+}
+
+/* Read rope_scaling: none, or {"type"|"rope_type": "linear", "factor": f}. */
+static int
+GetRopeScaling(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_err *err)
+{
+	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+	const cJSON *type,
+			   *factor;
+
+	cfg->rope_scale = 1.0f;
+	if (rs == NULL || cJSON_IsNull(rs))
+		return CBLLM_OK;
+	type = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+	if (type == NULL)
+		type = cJSON_GetObjectItemCaseSensitive(rs, "type");
+	factor = cJSON_GetObjectItemCaseSensitive(rs, "factor");
+	if (!cJSON_IsString(type) || strcmp(type->valuestring, "linear") != 0 ||
+		!cJSON_IsNumber(factor) || !(factor->valuedouble >= 1))
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "%s: unsupported rope_scaling (only {\"type\": \"linear\", \"factor\" >= 1} is supported)",
+						  path);
+	cfg->rope_scale = (float) factor->valuedouble;
+	return CBLLM_OK;
+}
+
+/* Fill cfg from the parsed JSON. */
+static int
+ParseConfig(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_err *err)
+{
+	const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+	int			rc;
+	const int	big = 1 << 24;
+
+	if ((rc = CheckArchitecture(root, cfg, path, err)) ||
+		(rc = GetInt(root, "hidden_size", -1, 1, big, &cfg->hidden, path, err)) ||
+		(rc = GetInt(root, "num_hidden_layers", -1, 1, 4096, &cfg->n_layers, path, err)) ||
+		(rc = GetInt(root, "num_attention_heads", -1, 1, 4096, &cfg->n_heads, path, err)) ||
+		(rc = GetInt(root, "num_key_value_heads", cfg->n_heads, 1, 4096, &cfg->n_kv_heads, path, err)) ||
+		(rc = GetInt(root, "intermediate_size", -1, 1, big, &cfg->intermediate, path, err)) ||
+		(rc = GetInt(root, "vocab_size", -1, 1, big, &cfg->vocab_size, path, err)) ||
+		(rc = GetInt(root, "max_position_embeddings", 2048, 1, big, &cfg->max_pos, path, err)) ||
+		(rc = GetInt(root, "sliding_window", 0, 0, big, &cfg->sliding_window, path, err)) ||
+		(rc = GetTokenId(root, "bos_token_id", &cfg->bos_id, path, err)) ||
+		(rc = GetTokenId(root, "eos_token_id", &cfg->eos_id, path, err)) ||
+		(rc = GetFloat(root, "rope_theta", 10000.0, &cfg->rope_theta, path, err)) ||
+		(rc = GetFloat(root, "rms_norm_eps", 1e-6, &cfg->rms_eps, path, err)) ||
+		(rc = GetRopeScaling(root, cfg, path, err)))
+		return rc;
+	if (cfg->hidden % cfg->n_heads != 0 &&
+		cJSON_GetObjectItemCaseSensitive(root, "head_dim") == NULL)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: hidden_size %d is not a multiple of num_attention_heads %d",
+						  path, cfg->hidden, cfg->n_heads);
+	if ((rc = GetInt(root, "head_dim", cfg->hidden / cfg->n_heads, 2, 4096,
+					 &cfg->head_dim, path, err)))
+		return rc;
+	if (cfg->head_dim % 2 != 0)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: head_dim %d must be even", path,
+						  cfg->head_dim);
+	if (cfg->n_heads % cfg->n_kv_heads != 0)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
+						  path, cfg->n_heads, cfg->n_kv_heads);
+	cfg->tie_embeddings = cJSON_IsTrue(tie);
+	return CBLLM_OK;
+}
+
+/* Parse dir/config.json into cfg. */
+int
+model_config_load(const char *dir, cbllm_model_config *cfg, cbllm_err *err)
+{
+	char	   *path = cbllm_path_join(dir, "config.json");
+	char	   *text = NULL;
+	cJSON	   *root;
+	int			rc;
+
+	if (path == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	memset(cfg, 0, sizeof(*cfg));
+	rc = cbllm_read_file(path, &text, NULL, err);
+	if (rc != CBLLM_OK)
+	{
+		free(path);
+		return rc;
+	}
+	root = cJSON_Parse(text);
+	free(text);
+	if (root == NULL || !cJSON_IsObject(root))
+		rc = cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: invalid JSON (not a JSON object)", path);
+	else
+		rc = ParseConfig(root, cfg, path, err);
+	cJSON_Delete(root);
+	free(path);
+	return rc;
+}

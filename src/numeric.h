@@ -1,0 +1,66 @@
+/* numeric.h: scalar conversions between the stored dtypes and f32. */
+#ifndef CBLLM_NUMERIC_H
+#define CBLLM_NUMERIC_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "safetensors.h"
+
+/* bf16 to f32 is exact: the bf16 bits are the upper half of the f32. */
+static inline float
+cbllm_bf16_to_f32(uint16_t h)
+{
+	uint32_t	u = (uint32_t) h << 16;
+	float		f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* IEEE half to f32 (exact, including subnormals, infinities and NaN). */
+static inline float
+cbllm_f16_to_f32(uint16_t h)
+{
+	uint32_t	sign = (uint32_t) (h & 0x8000) << 16;
+	uint32_t	exp = (h >> 10) & 0x1f;
+	uint32_t	man = h & 0x3ff;
+	uint32_t	u;
+	float		f;
+
+	if (exp == 0x1f)
+		u = sign | 0x7f800000 | (man << 13);
+	else if (exp != 0)
+		u = sign | ((exp + 112) << 23) | (man << 13);
+	else if (man == 0)
+		u = sign;
+	else
+	{
+		/* subnormal: normalise the mantissa */
+		exp = 113;
+		while ((man & 0x400) == 0)
+		{
+			man <<= 1;
+			exp--;
+		}
+		u = sign | (exp << 23) | ((man & 0x3ff) << 13);
+	}
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* Convert n elements of dtype dt at src to f32. */
+static inline void
+cbllm_to_f32(cbllm_dtype dt, const void *src, float *dst, int64_t n)
+{
+	if (dt == CBLLM_F32)
+		memcpy(dst, src, sizeof(float) * n);
+	else if (dt == CBLLM_BF16)
+		for (int64_t i = 0; i < n; i++)
+			dst[i] = cbllm_bf16_to_f32(((const uint16_t *) src)[i]);
+	else
+		for (int64_t i = 0; i < n; i++)
+			dst[i] = cbllm_f16_to_f32(((const uint16_t *) src)[i]);
+}
+
+#endif

@@ -1,0 +1,314 @@
+/*
+ * safetensors.c: parse safetensors headers and map their data read-only.
+ *
+ * A file is an 8-byte little-endian header length N, N bytes of JSON
+ * ({name: {dtype, shape, data_offsets}, "__metadata__": {...}}), then the
+ * data.  Every offset is checked against the file size before any tensor is
+ * exposed, so a truncated or hostile file is an error, never a bad read.
+ */
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ST_MAX_HEADER (100u << 20)
+
+/* The safetensors name of a dtype. */
+const char *
+cbllm_dtype_name(cbllm_dtype dt)
+{
+	switch (dt)
+	{
+		case CBLLM_F32:
+			return "F32";
+		case CBLLM_F16:
+			return "F16";
+		case CBLLM_BF16:
+			return "BF16";
+	}
+	return "?";
+}
+
+/* Map a dtype string; returns -1 for dtypes cbllm does not compute with. */
+static int
+ParseDtype(const char *s)
+{
+	if (strcmp(s, "F32") == 0)
+		return CBLLM_F32;
+	if (strcmp(s, "F16") == 0)
+		return CBLLM_F16;
+	if (strcmp(s, "BF16") == 0)
+		return CBLLM_BF16;
+	return -1;
+}
+
+/* Validate one header entry and append it to the archive's tensor list. */
+static int
+AddTensor(st_archive *ar, int file, const cJSON *ent, const char *data,
+		  size_t data_len, const char *path, cbllm_err *err)
+{
+	const cJSON *dt = cJSON_GetObjectItemCaseSensitive(ent, "dtype");
+	const cJSON *shape = cJSON_GetObjectItemCaseSensitive(ent, "shape");
+	const cJSON *offs = cJSON_GetObjectItemCaseSensitive(ent, "data_offsets");
+	const char *name = ent->string;
+	st_tensor	t = {0};
+	size_t		nelem = 1;
+	double		b,
+				e;
+	int			d;
+	const cJSON *it;
+	st_tensor  *grown;
+
+	if (!cJSON_IsObject(ent) || !cJSON_IsString(dt) || !cJSON_IsArray(shape) ||
+		!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: tensor \"%s\" has a malformed header entry", path, name);
+	d = ParseDtype(dt->valuestring);
+	if (d < 0)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "%s: tensor \"%s\" has unsupported dtype %s (F32, F16 and BF16 are supported)",
+						  path, name, dt->valuestring);
+	t.dtype = (cbllm_dtype) d;
+	t.ndim = cJSON_GetArraySize(shape);
+	if (t.ndim > ST_MAX_DIMS)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: tensor \"%s\" has %d dimensions",
+						  path, name, t.ndim);
+	d = 0;
+	cJSON_ArrayForEach(it, shape)
+	{
+		if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 1e12)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: tensor \"%s\" has a bad shape",
+							  path, name);
+		t.shape[d++] = (int64_t) it->valuedouble;
+		nelem *= (size_t) it->valuedouble;
+	}
+	b = cJSON_GetArrayItem(offs, 0)->valuedouble;
+	e = cJSON_GetArrayItem(offs, 1)->valuedouble;
+	if (!cJSON_IsNumber(cJSON_GetArrayItem(offs, 0)) ||
+		!cJSON_IsNumber(cJSON_GetArrayItem(offs, 1)) || b < 0 || e < b)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: tensor \"%s\" has bad data_offsets",
+						  path, name);
+	if ((size_t) e > data_len)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: file is truncated: tensor \"%s\" ends at byte %.0f of the data but only %zu bytes are present",
+						  path, name, e, data_len);
+	t.nbytes = (size_t) e - (size_t) b;
+	if (t.nbytes != nelem * cbllm_dtype_size(t.dtype))
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: tensor \"%s\" holds %zu bytes but its shape and dtype need %zu",
+						  path, name, t.nbytes, nelem * cbllm_dtype_size(t.dtype));
+	t.data = data + (size_t) b;
+	t.file = file;
+	t.name = strdup(name);
+	if (t.name == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	grown = realloc(ar->tensors, sizeof(st_tensor) * (ar->n_tensors + 1));
+	if (grown == NULL)
+	{
+		free(t.name);
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	}
+	ar->tensors = grown;
+	ar->tensors[ar->n_tensors++] = t;
+	return CBLLM_OK;
+}
+
+/* Parse and map one safetensors file, adding its tensors to ar. */
+int
+st_add_file(st_archive *ar, const char *path, cbllm_err *err)
+{
+	int			fd;
+	struct stat sb;
+	void	   *map;
+	uint64_t	hlen = 0;
+	cJSON	   *hdr;
+	const cJSON *ent;
+	st_file    *files;
+	int			file,
+				rc = CBLLM_OK;
+	const unsigned char *p;
+
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return cbllm_fail(err, CBLLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+	if (fstat(fd, &sb) != 0)
+	{
+		close(fd);
+		return cbllm_fail(err, CBLLM_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+	}
+	if (sb.st_size < 8)
+	{
+		close(fd);
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: file is truncated: %lld bytes, too short for a safetensors header",
+						  path, (long long) sb.st_size);
+	}
+	map = mmap(NULL, (size_t) sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED)
+		return cbllm_fail(err, CBLLM_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
+	p = map;
+	for (int i = 7; i >= 0; i--)
+		hlen = (hlen << 8) | p[i];
+	if (hlen > ST_MAX_HEADER || hlen > (uint64_t) sb.st_size - 8)
+	{
+		munmap(map, (size_t) sb.st_size);
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: file is truncated or not safetensors: header length %llu exceeds the file size %lld",
+						  path, (unsigned long long) hlen, (long long) sb.st_size);
+	}
+	hdr = cJSON_ParseWithLength((const char *) p + 8, (size_t) hlen);
+	if (hdr == NULL || !cJSON_IsObject(hdr))
+	{
+		cJSON_Delete(hdr);
+		munmap(map, (size_t) sb.st_size);
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: the safetensors header is not a JSON object",
+						  path);
+	}
+	files = realloc(ar->files, sizeof(st_file) * (ar->n_files + 1));
+	if (files == NULL || (files[ar->n_files].path = strdup(path)) == NULL)
+	{
+		if (files)
+			ar->files = files;
+		cJSON_Delete(hdr);
+		munmap(map, (size_t) sb.st_size);
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	}
+	ar->files = files;
+	file = ar->n_files++;
+	files[file].map = map;
+	files[file].size = (size_t) sb.st_size;
+	cJSON_ArrayForEach(ent, hdr)
+	{
+		if (strcmp(ent->string, "__metadata__") == 0)
+			continue;
+		rc = AddTensor(ar, file, ent, (const char *) p + 8 + hlen,
+					   (size_t) sb.st_size - 8 - hlen, path, err);
+		if (rc != CBLLM_OK)
+			break;
+	}
+	cJSON_Delete(hdr);
+	return rc;
+}
+
+/* Open the shards listed by an index file's weight_map, each once. */
+static int
+OpenSharded(st_archive *ar, const char *dir, const char *index_path, cbllm_err *err)
+{
+	char	   *text;
+	cJSON	   *idx,
+			   *map;
+	const cJSON *ent;
+	int			rc;
+
+	rc = cbllm_read_file(index_path, &text, NULL, err);
+	if (rc != CBLLM_OK)
+		return rc;
+	idx = cJSON_Parse(text);
+	free(text);
+	if (idx == NULL)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: invalid JSON", index_path);
+	map = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
+	if (!cJSON_IsObject(map))
+	{
+		cJSON_Delete(idx);
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: no \"weight_map\" object", index_path);
+	}
+	cJSON_ArrayForEach(ent, map)
+	{
+		const cJSON *prev;
+		bool		seen = false;
+		char	   *path;
+
+		if (!cJSON_IsString(ent) || strchr(ent->valuestring, '/') != NULL)
+		{
+			cJSON_Delete(idx);
+			return cbllm_fail(err, CBLLM_ERR_FORMAT,
+							  "%s: weight_map entry \"%s\" is not a plain file name",
+							  index_path, ent->string);
+		}
+		for (prev = map->child; prev != ent; prev = prev->next)
+			if (strcmp(prev->valuestring, ent->valuestring) == 0)
+			{
+				seen = true;
+				break;
+			}
+		if (seen)
+			continue;
+		path = cbllm_path_join(dir, ent->valuestring);
+		rc = path ? st_add_file(ar, path, err) : cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+		free(path);
+		if (rc != CBLLM_OK)
+		{
+			cJSON_Delete(idx);
+			return rc;
+		}
+	}
+	cJSON_Delete(idx);
+	return CBLLM_OK;
+}
+
+/* Open a model directory's weights, single-file or sharded. */
+int
+st_open_dir(const char *dir, st_archive **out, cbllm_err *err)
+{
+	st_archive *ar = calloc(1, sizeof(st_archive));
+	char	   *single = cbllm_path_join(dir, "model.safetensors");
+	char	   *index = cbllm_path_join(dir, "model.safetensors.index.json");
+	int			rc;
+
+	if (ar == NULL || single == NULL || index == NULL)
+		rc = cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	else if (access(single, F_OK) == 0)
+		rc = st_add_file(ar, single, err);
+	else if (access(index, F_OK) == 0)
+		rc = OpenSharded(ar, dir, index, err);
+	else
+		rc = cbllm_fail(err, CBLLM_ERR_IO,
+						"%s: no model weights: neither model.safetensors nor model.safetensors.index.json exists",
+						dir);
+	free(single);
+	free(index);
+	if (rc != CBLLM_OK)
+	{
+		st_close(ar);
+		return rc;
+	}
+	*out = ar;
+	return CBLLM_OK;
+}
+
+/* Find a tensor by name (linear: a checkpoint has a few hundred). */
+const st_tensor *
+st_find(const st_archive *ar, const char *name)
+{
+	for (int i = 0; i < ar->n_tensors; i++)
+		if (strcmp(ar->tensors[i].name, name) == 0)
+			return &ar->tensors[i];
+	return NULL;
+}
+
+/* Unmap every file and free the archive. */
+void
+st_close(st_archive *ar)
+{
+	if (ar == NULL)
+		return;
+	for (int i = 0; i < ar->n_tensors; i++)
+		free(ar->tensors[i].name);
+	for (int i = 0; i < ar->n_files; i++)
+	{
+		munmap(ar->files[i].map, ar->files[i].size);
+		free(ar->files[i].path);
+	}
+	free(ar->tensors);
+	free(ar->files);
+	free(ar);
+}

@@ -1,0 +1,74 @@
+/*
+ * safetensors.h: memory-mapped reading of HuggingFace safetensors files, a
+ * single model.safetensors or a sharded set named by model.safetensors.index.json.
+ *
+ * Tensors keep their stored dtype; data points into the read-only mapping, so
+ * a bf16 checkpoint costs its file size in page cache and nothing more.
+ */
+#ifndef CBLLM_SAFETENSORS_H
+#define CBLLM_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+typedef enum cbllm_dtype
+{
+	CBLLM_F32 = 0,
+	CBLLM_F16 = 1,
+	CBLLM_BF16 = 2
+} cbllm_dtype;
+
+#define ST_MAX_DIMS 4
+
+/* Size in bytes of one element of a dtype. */
+static inline size_t
+cbllm_dtype_size(cbllm_dtype dt)
+{
+	return dt == CBLLM_F32 ? 4 : 2;
+}
+
+const char *cbllm_dtype_name(cbllm_dtype dt);
+
+typedef struct st_tensor
+{
+	char	   *name;
+	cbllm_dtype dtype;
+	int			ndim;
+	int64_t		shape[ST_MAX_DIMS];
+	const void *data;			/* into the file's mapping */
+	size_t		nbytes;
+	int			file;			/* index into st_archive.files */
+} st_tensor;
+
+typedef struct st_file
+{
+	char	   *path;
+	void	   *map;
+	size_t		size;
+} st_file;
+
+typedef struct st_archive
+{
+	st_file    *files;
+	int			n_files;
+	st_tensor  *tensors;
+	int			n_tensors;
+} st_archive;
+
+/*
+ * Open dir/model.safetensors, or dir/model.safetensors.index.json and its
+ * shards.  Errors name the file and the problem.
+ */
+int			st_open_dir(const char *dir, st_archive **out, cbllm_err *err);
+
+/* Parse and map one safetensors file, adding its tensors to ar. */
+int			st_add_file(st_archive *ar, const char *path, cbllm_err *err);
+
+/* Find a tensor by name, or NULL. */
+const st_tensor *st_find(const st_archive *ar, const char *name);
+
+void		st_close(st_archive *ar);
+
+#endif

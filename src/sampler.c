@@ -1,0 +1,285 @@
+/*
+ * sampler.c: token selection.  Sampling works on a candidate list: all
+ * tokens, or the top k found by selection in linear time; softmax with the
+ * temperature; for top-p, the smallest set of most likely tokens whose mass
+ * reaches p.  Only tokens that can belong to that set are sorted: those with
+ * probability below (1 - p) / n together weigh less than 1 - p, so the set
+ * lies among the others, and a histogram narrows the sort to one bucket.
+ */
+#include "sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HIST_BUCKETS 256
+
+typedef struct cand
+{
+	float		p;				/* logit, then probability */
+	int32_t		id;
+} cand;
+
+struct cbllm_sampler
+{
+	int			vocab;
+	cand	   *c;				/* (vocab) candidates */
+	cand	   *tmp;			/* (vocab) */
+};
+
+/* splitmix64, used to spread a seed over the generator state. */
+static uint64_t
+SplitMix(uint64_t *x)
+{
+	uint64_t	z = (*x += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* Seed the generator. */
+void
+rng_seed(cbllm_rng *r, uint64_t seed)
+{
+	for (int i = 0; i < 4; i++)
+		r->s[i] = SplitMix(&seed);
+}
+
+static inline uint64_t
+Rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+/* The next 64 random bits (xoshiro256**). */
+uint64_t
+rng_next(cbllm_rng *r)
+{
+	uint64_t   *s = r->s;
+	uint64_t	result = Rotl(s[1] * 5, 7) * 9;
+	uint64_t	t = s[1] << 17;
+
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = Rotl(s[3], 45);
+	return result;
+}
+
+/* A double uniform in [0, 1). */
+double
+rng_uniform(cbllm_rng *r)
+{
+	return (double) (rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Allocate candidate buffers for a vocabulary. */
+int
+sampler_create(int vocab_size, cbllm_sampler **out, cbllm_err *err)
+{
+	cbllm_sampler *s = calloc(1, sizeof(*s));
+
+	if (s == NULL || (s->c = malloc(sizeof(cand) * vocab_size)) == NULL ||
+		(s->tmp = malloc(sizeof(cand) * vocab_size)) == NULL)
+	{
+		sampler_free(s);
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	}
+	s->vocab = vocab_size;
+	*out = s;
+	return CBLLM_OK;
+}
+
+void
+sampler_free(cbllm_sampler *s)
+{
+	if (s == NULL)
+		return;
+	free(s->c);
+	free(s->tmp);
+	free(s);
+}
+
+/* The index of the largest logit, the first of equals; NaN never wins. */
+int32_t
+sampler_argmax(const float *logits, int n)
+{
+	int32_t		best = 0;
+
+	for (int i = 1; i < n; i++)
+		if (logits[i] > logits[best] || (isnan(logits[best]) && !isnan(logits[i])))
+			best = i;
+	return best;
+}
+
+/* Descending probability, then ascending id: a total order. */
+static int
+CandCmp(const void *a, const void *b)
+{
+	const cand *x = a,
+			   *y = b;
+
+	if (x->p != y->p)
+		return x->p > y->p ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Keep the k largest candidates (by value, ties by id) at the front of c[0..n); returns k. */
+static int
+SelectTopK(cand *c, int n, int k)
+{
+	int			lo = 0,
+				hi = n - 1;
+
+	/* quickselect: partition until position k-1 holds the k-th candidate */
+	while (lo < hi)
+	{
+		cand		pivot = c[(lo + hi) / 2];
+		int			i = lo,
+					j = hi;
+
+		while (i <= j)
+		{
+			while (CandCmp(&c[i], &pivot) < 0)
+				i++;
+			while (CandCmp(&c[j], &pivot) > 0)
+				j--;
+			if (i <= j)
+			{
+				cand		t = c[i];
+
+				c[i++] = c[j];
+				c[j--] = t;
+			}
+		}
+		if (k - 1 <= j)
+			hi = j;
+		else if (k - 1 >= i)
+			lo = i;
+		else
+			break;
+	}
+	return k;
+}
+
+/* Reduce c[0..n) (probabilities summing to total) to the top-p nucleus, sorted; returns its size. */
+static int
+Nucleus(cbllm_sampler *s, cand *c, int n, double total, float top_p)
+{
+	double		need = top_p * total;
+	double		floor_p = (1.0 - top_p) * total / n;
+	int			m = 0,
+				kept = 0;
+	float		pmax = 0;
+	double		mass = 0;
+	double		bucket_mass[HIST_BUCKETS] = {0};
+	int			b_cross = 0;
+	cand	   *t = s->tmp;
+
+	/* tokens below floor_p cannot be in the nucleus */
+	for (int i = 0; i < n; i++)
+		if (c[i].p >= floor_p)
+		{
+			c[m++] = c[i];
+			if (c[i].p > pmax)
+				pmax = c[i].p;
+		}
+	if (m <= 512)
+	{
+		qsort(c, m, sizeof(cand), CandCmp);
+		for (kept = 0; kept < m && mass < need; kept++)
+			mass += c[kept].p;
+		return kept > 0 ? kept : 1;
+	}
+	/* histogram over [floor_p, pmax]; find the bucket where the mass from the top crosses need */
+	for (int i = 0; i < m; i++)
+	{
+		int			b = (int) ((c[i].p - floor_p) / (pmax - floor_p + 1e-30) * (HIST_BUCKETS - 1));
+
+		bucket_mass[b] += c[i].p;
+	}
+	for (b_cross = HIST_BUCKETS - 1; b_cross > 0; b_cross--)
+	{
+		if (mass + bucket_mass[b_cross] >= need)
+			break;
+		mass += bucket_mass[b_cross];
+	}
+	/* everything above the crossing bucket, then the crossing bucket sorted until need */
+	{
+		int			above = 0,
+					at = 0;
+
+		for (int i = 0; i < m; i++)
+		{
+			int			b = (int) ((c[i].p - floor_p) / (pmax - floor_p + 1e-30) * (HIST_BUCKETS - 1));
+
+			if (b > b_cross)
+				t[above++] = c[i];
+		}
+		for (int i = 0; i < m; i++)
+		{
+			int			b = (int) ((c[i].p - floor_p) / (pmax - floor_p + 1e-30) * (HIST_BUCKETS - 1));
+
+			if (b == b_cross)
+				t[above + at++] = c[i];
+		}
+		qsort(t + above, at, sizeof(cand), CandCmp);
+		kept = above;
+		for (int i = 0; i < at && mass < need; i++)
+		{
+			mass += t[above + i].p;
+			kept++;
+		}
+		memcpy(c, t, sizeof(cand) * kept);
+	}
+	return kept > 0 ? kept : 1;
+}
+
+/* Choose a token: greedy when temperature is 0, else sample from the filtered softmax. */
+int32_t
+sampler_sample(cbllm_sampler *s, const float *logits, const sampler_params *p, cbllm_rng *rng)
+{
+	cand	   *c = s->c;
+	int			n = s->vocab;
+	float		mx = -INFINITY;
+	double		total = 0,
+				r;
+
+	if (p->temperature <= 0 || p->top_k == 1)
+		return sampler_argmax(logits, n);
+	for (int i = 0; i < n; i++)
+	{
+		c[i].p = isnan(logits[i]) ? -INFINITY : logits[i];
+		c[i].id = i;
+	}
+	if (p->top_k > 0 && p->top_k < n)
+		n = SelectTopK(c, n, p->top_k);
+	for (int i = 0; i < n; i++)
+		if (c[i].p > mx)
+			mx = c[i].p;
+	if (!isfinite(mx))
+		return sampler_argmax(logits, s->vocab);
+	for (int i = 0; i < n; i++)
+	{
+		c[i].p = expf((c[i].p - mx) / p->temperature);
+		total += c[i].p;
+	}
+	if (p->top_p < 1.0f)
+	{
+		n = Nucleus(s, c, n, total, p->top_p);
+		total = 0;
+		for (int i = 0; i < n; i++)
+			total += c[i].p;
+	}
+	r = rng_uniform(rng) * total;
+	for (int i = 0; i < n; i++)
+	{
+		r -= c[i].p;
+		if (r < 0)
+			return c[i].id;
+	}
+	return c[n - 1].id;
+}

@@ -1,0 +1,84 @@
+/*
+ * tokenizer.h: HuggingFace tokenizer.json BPE tokenizers of the SentencePiece
+ * kind (the Llama-2 family): "▁" Prepend/Replace normalizer, ranked merges,
+ * byte fallback, added/special tokens, BOS/EOS from tokenizer_config.json.
+ *
+ * Encoding follows HuggingFace: text is first split on added tokens (when
+ * special-token parsing is on), each remaining piece is normalized (Prepend
+ * "▁", spaces become "▁") and merged by BPE; characters missing from the
+ * vocabulary become <0xXX> byte tokens.  A BOS is prepended when the config
+ * asks for it, unless the text already starts with the BOS token.
+ *
+ * Decoding is streaming-safe: tokenizer_stream_push never emits part of a
+ * UTF-8 character; bytes of an unfinished character wait for the next token.
+ */
+#ifndef CBLLM_TOKENIZER_H
+#define CBLLM_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util.h"
+
+typedef struct cbllm_tokenizer cbllm_tokenizer;
+
+/*
+ * Load dir/tokenizer.json and (optionally) dir/tokenizer_config.json.
+ * On failure returns a negative status and a message naming the file and
+ * the problem.
+ */
+int			tokenizer_load(const char *dir, cbllm_tokenizer **out, cbllm_err *err);
+void		tokenizer_free(cbllm_tokenizer *tok);
+
+int			tokenizer_vocab_size(const cbllm_tokenizer *tok);	/* highest id + 1 */
+int32_t		tokenizer_bos_id(const cbllm_tokenizer *tok);	/* -1 when none */
+int32_t		tokenizer_eos_id(const cbllm_tokenizer *tok);	/* -1 when none */
+bool		tokenizer_is_special(const cbllm_tokenizer *tok, int32_t id);
+
+/* The stored piece of a token ("▁Hello", "<0x0A>", "<s>"), or NULL for a bad id. */
+const char *tokenizer_piece(const cbllm_tokenizer *tok, int32_t id);
+
+typedef struct tokenizer_encode_opts
+{
+	bool		add_bos;		/* prepend BOS if the config says so (add_bos_token) */
+	bool		parse_special;	/* recognise added-token text such as "<s>" */
+} tokenizer_encode_opts;
+
+/*
+ * Encode len bytes of text (need not be NUL-terminated; invalid UTF-8 is
+ * encoded byte by byte through byte fallback).  *ids is malloc'd and must be
+ * freed by the caller.
+ */
+int			tokenizer_encode(const cbllm_tokenizer *tok, const char *text, size_t len,
+							 tokenizer_encode_opts opts, int32_t **ids, int *n_ids,
+							 cbllm_err *err);
+
+/* Streaming decoder state: one per sequence. */
+typedef struct tokenizer_stream
+{
+	uint8_t		pending[4];		/* bytes of an unfinished UTF-8 character */
+	int			n_pending;
+	bool		strip_space;	/* drop one leading space (start of a whole text) */
+	bool		skip_special;	/* special tokens produce no text */
+} tokenizer_stream;
+
+/*
+ * strip_leading_space: true when decoding a whole text from its start (as
+ * HuggingFace's decode does); false for a continuation such as generated
+ * tokens after a prompt, where a leading space is part of the output.
+ */
+void		tokenizer_stream_init(tokenizer_stream *s, bool strip_leading_space,
+								  bool skip_special);
+
+/* Append the text that token id completes to out; returns a status. */
+int			tokenizer_stream_push(const cbllm_tokenizer *tok, tokenizer_stream *s,
+								  int32_t id, cbllm_buf *out);
+
+/* Flush bytes of an unfinished character as U+FFFD replacement characters. */
+int			tokenizer_stream_flush(tokenizer_stream *s, cbllm_buf *out);
+
+/* Decode a whole id sequence (strips the leading space, like HuggingFace). */
+int			tokenizer_decode(const cbllm_tokenizer *tok, const int32_t *ids, int n,
+							 bool skip_special, cbllm_buf *out, cbllm_err *err);
+
+#endif

@@ -1,0 +1,153 @@
+/* util.c: status codes, error messages, buffers and small file helpers. */
+#define _POSIX_C_SOURCE 200809L
+#include "util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Write a formatted message into err and return code. */
+int
+cbllm_fail(cbllm_err *err, int code, const char *fmt,...)
+{
+	if (err != NULL)
+	{
+		va_list		ap;
+
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+/* A short name for a status code. */
+const char *
+cbllm_status_name(int code)
+{
+	switch (code)
+	{
+		case CBLLM_OK:
+			return "ok";
+		case CBLLM_ERR_IO:
+			return "io error";
+		case CBLLM_ERR_FORMAT:
+			return "format error";
+		case CBLLM_ERR_UNSUPPORTED:
+			return "unsupported";
+		case CBLLM_ERR_NOMEM:
+			return "out of memory";
+		case CBLLM_ERR_INVALID:
+			return "invalid argument";
+		case CBLLM_ERR_TOO_LONG:
+			return "too long";
+		case CBLLM_ERR_FULL:
+			return "full";
+		case CBLLM_ERR_NOT_FOUND:
+			return "not found";
+		case CBLLM_ERR_INTERNAL:
+			return "internal error";
+		case CBLLM_ERR_DEVICE:
+			return "device error";
+	}
+	return "unknown error";
+}
+
+/* Append n bytes to b, growing it geometrically. */
+int
+cbllm_buf_append(cbllm_buf *b, const void *src, size_t n)
+{
+	if (b->len + n + 1 > b->cap)
+	{
+		size_t		cap = b->cap ? b->cap : 64;
+		char	   *p;
+
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		p = realloc(b->data, cap);
+		if (p == NULL)
+			return CBLLM_ERR_NOMEM;
+		b->data = p;
+		b->cap = cap;
+	}
+	if (n > 0)
+		memcpy(b->data + b->len, src, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return CBLLM_OK;
+}
+
+/* Release a buffer and leave it empty. */
+void
+cbllm_buf_free(cbllm_buf *b)
+{
+	free(b->data);
+	b->data = NULL;
+	b->len = b->cap = 0;
+}
+
+/* Read a whole file into a NUL-terminated malloc'd buffer. */
+int
+cbllm_read_file(const char *path, char **out, size_t *len, cbllm_err *err)
+{
+	FILE	   *f = fopen(path, "rb");
+	cbllm_buf	b = {0};
+	char		chunk[65536];
+	size_t		n;
+
+	if (f == NULL)
+		return cbllm_fail(err, CBLLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+	{
+		if (cbllm_buf_append(&b, chunk, n) != CBLLM_OK)
+		{
+			fclose(f);
+			cbllm_buf_free(&b);
+			return cbllm_fail(err, CBLLM_ERR_NOMEM, "%s: out of memory reading file", path);
+		}
+	}
+	if (ferror(f))
+	{
+		int			e = errno;
+
+		fclose(f);
+		cbllm_buf_free(&b);
+		return cbllm_fail(err, CBLLM_ERR_IO, "%s: read error: %s", path, strerror(e));
+	}
+	fclose(f);
+	if (b.data == NULL && cbllm_buf_append(&b, "", 0) != CBLLM_OK)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "%s: out of memory", path);
+	*out = b.data;
+	if (len)
+		*len = b.len;
+	return CBLLM_OK;
+}
+
+/* Join dir and name with a '/'. */
+char *
+cbllm_path_join(const char *dir, const char *name)
+{
+	size_t		a = strlen(dir),
+				b = strlen(name);
+	char	   *p = malloc(a + b + 2);
+
+	if (p == NULL)
+		return NULL;
+	memcpy(p, dir, a);
+	p[a] = '/';
+	memcpy(p + a + 1, name, b + 1);
+	return p;
+}
+
+/* Monotonic time in seconds. */
+double
+cbllm_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
+}

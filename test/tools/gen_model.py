@@ -1,0 +1,442 @@
+#!/usr/bin/python3
+"""Generate a tiny, deterministic HuggingFace Llama (or Mistral) checkpoint.
+
+    gen_model.py OUT_DIR [--hidden 64] [--layers 2] [--heads 4] [--kv-heads 4]
+                 [--intermediate 160] [--vocab 320] [--dtype f32|f16|bf16] [--tie]
+                 [--seed 0] [--max-pos 2048] [--rope-theta 10000] [--rms-eps 1e-5]
+                 [--shards 1] [--tokenizer-from DIR] [--arch llama|mistral]
+                 [--sliding-window N]
+
+OUT_DIR receives config.json, tokenizer.json, tokenizer_config.json and the weights,
+either model.safetensors or (with --shards N > 1) model.safetensors.index.json plus
+model-0000i-of-0000N.safetensors.  The same arguments give byte-identical files.
+
+Weights are random (numpy default_rng(seed)), drawn tensor by tensor in file order and
+written as soon as drawn, so a 130M-parameter model takes seconds and little memory:
+  embeddings ~ N(0, 1) (N(0, 1/sqrt(hidden)) when tied, as they are the lm_head too),
+  linear weights ~ N(0, 1/sqrt(in_features)), norm weights ~ 1 + N(0, 0.1).
+The draw order does not depend on --shards or --dtype, so a sharded model holds the same
+values as an unsharded one, and an f16/bf16 model is the f32 one rounded to nearest-even.
+
+Unless --tokenizer-from DIR is given (then DIR's tokenizer.json and tokenizer_config.json
+are copied and their vocabulary size wins over --vocab), the tokenizer is a small
+synthetic one in exactly the shape of Llama-2's tokenizer.json: <unk>=0, <s>=1, </s>=2,
+byte pieces <0x00>..<0xFF> at 3..258, then pieces learnt by BPE over the built-in corpus
+below (merges in learning order; once the corpus is exhausted, further merges join pairs
+of existing pieces), and the single characters of the corpus last.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from collections import Counter
+
+import numpy as np
+
+# A small lower-case English corpus for the synthetic tokenizer.  Capitals, digits and
+# any other character are left to byte fallback, which keeps the base alphabet small.
+CORPUS = """
+the quick brown fox jumps over the lazy dog. the dog does not mind, for the sun is warm
+and the grass is soft. after a while the fox comes back and sits down beside the dog,
+and the two of them watch the clouds drift slowly over the hills.
+
+a database is an organised collection of data that can be stored, queried and changed.
+when many people use the same database at the same time, the server must keep each
+transaction apart from the others, so that nobody reads data that is only half written.
+an index lets the server find the rows it needs without reading the whole table.
+
+language models read a sequence of tokens and predict the next one. each token is a
+small piece of text, such as a word, part of a word, or a single byte. the model turns
+every token into a vector, mixes the vectors with attention, and scores every possible
+next token. the token with the highest score is chosen when the model is greedy.
+
+it was a quiet morning in the little town by the river. the baker had opened his shop
+early, and the smell of fresh bread filled the street. children walked to school with
+their bags on their backs, talking about the games they would play in the afternoon.
+an old man sat on a bench near the water, feeding the birds and reading his paper.
+
+to make a good cup of tea, boil fresh water and pour it over the leaves. let it stand
+for three or four minutes, then remove the leaves so that the tea does not become
+bitter. some people like to add milk or sugar, while others drink it just as it is.
+"""
+
+SPECIAL_TOKENS = ["<unk>", "<s>", "</s>"]
+N_BYTE_PIECES = 256
+FIRST_LEARNT_ID = len(SPECIAL_TOKENS) + N_BYTE_PIECES  # 259, as in Llama-2
+SPACE = "\u2581"  # "▁", SentencePiece's word-boundary mark
+
+ST_DTYPE = {"f32": "F32", "f16": "F16", "bf16": "BF16"}
+TORCH_DTYPE = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+BYTES_PER_ELEM = {"f32": 4, "f16": 2, "bf16": 2}
+
+
+# --------------------------------------------------------------------------- arguments
+
+def parse_args(argv):
+    """Parse and validate the command line."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("out_dir")
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, default=4)
+    p.add_argument("--intermediate", type=int, default=160)
+    p.add_argument("--vocab", type=int, default=320)
+    p.add_argument("--dtype", choices=sorted(ST_DTYPE), default="f32")
+    p.add_argument("--tie", action="store_true", help="tie lm_head to the embeddings")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-pos", type=int, default=2048)
+    p.add_argument("--rope-theta", type=float, default=10000.0)
+    p.add_argument("--rms-eps", type=float, default=1e-5)
+    p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--tokenizer-from", metavar="DIR")
+    p.add_argument("--arch", choices=["llama", "mistral"], default="llama")
+    p.add_argument("--sliding-window", type=int, metavar="N")
+    a = p.parse_args(argv)
+
+    for name in ("hidden", "layers", "heads", "kv_heads", "intermediate", "max_pos", "shards"):
+        if getattr(a, name) < 1:
+            p.error("--%s must be at least 1" % name.replace("_", "-"))
+    if a.hidden % a.heads:
+        p.error("--hidden (%d) must be a multiple of --heads (%d)" % (a.hidden, a.heads))
+    if a.heads % a.kv_heads:
+        p.error("--heads (%d) must be a multiple of --kv-heads (%d)" % (a.heads, a.kv_heads))
+    if (a.hidden // a.heads) % 2:
+        p.error("head_dim = hidden/heads = %d must be even for RoPE" % (a.hidden // a.heads))
+    if a.sliding_window is not None:
+        if a.arch != "mistral":
+            p.error("--sliding-window needs --arch mistral")
+        if a.sliding_window < 1:
+            p.error("--sliding-window must be at least 1")
+    n_tensors = 9 * a.layers + 2 + (0 if a.tie else 1)
+    if a.shards > n_tensors:
+        p.error("--shards %d is more than the %d tensors" % (a.shards, n_tensors))
+    return a
+
+
+# --------------------------------------------------------------------------- tokenizer
+
+def corpus_words():
+    """The corpus as SentencePiece sees it: Counter of '▁word' strings."""
+    return Counter(SPACE + w for w in CORPUS.split())
+
+
+def corpus_alphabet(words):
+    """Distinct characters of the corpus, most frequent first (ties by code point)."""
+    chars = Counter()
+    for w, n in words.items():
+        for c in w:
+            chars[c] += n
+    return sorted(chars, key=lambda c: (-chars[c], c))
+
+
+def train_bpe(words, n_merges):
+    """Plain BPE: repeatedly merge the most frequent adjacent pair (ties: smallest pair).
+
+    Returns the merges in learning order as (left, right) tuples; stops early when
+    every word has become a single piece.
+    """
+    seqs = {tuple(w): n for w, n in words.items()}
+    merges = []
+    while len(merges) < n_merges:
+        pairs = Counter()
+        for seq, n in seqs.items():
+            for pair in zip(seq, seq[1:]):
+                pairs[pair] += n
+        if not pairs:
+            break
+        best = min(pairs, key=lambda pr: (-pairs[pr], pr))
+        merges.append(best)
+        seqs = {merge_pair(seq, best): n for seq, n in seqs.items()}
+    return merges
+
+
+def merge_pair(seq, pair):
+    """Replace every occurrence of the adjacent pair in seq by its concatenation."""
+    out, i = [], 0
+    while i < len(seq):
+        if i + 1 < len(seq) and (seq[i], seq[i + 1]) == pair:
+            out.append(seq[i] + seq[i + 1])
+            i += 2
+        else:
+            out.append(seq[i])
+            i += 1
+    return tuple(out)
+
+
+def fill_merges(pieces, known, n_more):
+    """Further merges once the corpus is exhausted: concatenate pairs of existing pieces.
+
+    Pairs are taken in a fixed order (earlier pieces first), skipping any result that is
+    already a piece, so each fill merge adds exactly one new piece.
+    """
+    out = []
+    for s in range(len(pieces)):
+        for t in range(s + 1):
+            for pair in ((pieces[s], pieces[t]), (pieces[t], pieces[s])):
+                joined = pair[0] + pair[1]
+                if joined in known:
+                    continue
+                known.add(joined)
+                out.append(pair)
+                if len(out) == n_more:
+                    return out
+    raise SystemExit("gen_model.py: cannot make %d more merges" % n_more)
+
+
+def build_tokenizer(vocab_size):
+    """A Llama-2-shaped tokenizer.json dict with exactly vocab_size pieces."""
+    words = corpus_words()
+    alphabet = corpus_alphabet(words)
+    n_merges = vocab_size - FIRST_LEARNT_ID - len(alphabet)
+    if n_merges < 0:
+        raise SystemExit("gen_model.py: --vocab %d is too small: the synthetic tokenizer needs at "
+                         "least %d (3 special + 256 byte pieces + %d characters)"
+                         % (vocab_size, FIRST_LEARNT_ID + len(alphabet), len(alphabet)))
+    merges = train_bpe(words, n_merges)
+    known = set(alphabet) | {a + b for a, b in merges}
+    if len(merges) < n_merges:
+        learnt = [a + b for a, b in merges] + alphabet
+        merges += fill_merges(learnt, known, n_merges - len(merges))
+
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
+    for b in range(N_BYTE_PIECES):
+        vocab["<0x%02X>" % b] = len(vocab)
+    for a, b in merges:
+        vocab[a + b] = len(vocab)
+    for c in alphabet:
+        vocab[c] = len(vocab)
+    assert len(vocab) == vocab_size
+    return llama2_tokenizer_json(vocab, ["%s %s" % m for m in merges])
+
+
+def llama2_tokenizer_json(vocab, merges):
+    """Wrap a BPE vocabulary and merge list in Llama-2's tokenizer.json structure."""
+    added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for i, t in enumerate(SPECIAL_TOKENS)]
+    bos = {"SpecialToken": {"id": "<s>", "type_id": 0}}
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": SPACE},
+            {"type": "Replace", "pattern": {"String": " "}, "content": SPACE}]},
+        "pre_tokenizer": None,
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [bos, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [bos, {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": "<s>", "type_id": 1}},
+                     {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": SPACE}, "content": " "},
+            {"type": "ByteFallback"},
+            {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": {
+            "type": "BPE", "dropout": None, "unk_token": "<unk>",
+            "continuing_subword_prefix": None, "end_of_word_suffix": None,
+            "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+            "vocab": vocab, "merges": merges},
+    }
+
+
+def tokenizer_config(max_pos):
+    """tokenizer_config.json for the synthetic tokenizer."""
+    return {"add_bos_token": True, "add_eos_token": False, "bos_token": "<s>",
+            "eos_token": "</s>", "unk_token": "<unk>", "model_max_length": max_pos,
+            "tokenizer_class": "LlamaTokenizer"}
+
+
+def copied_vocab_size(tok_dir):
+    """Vocabulary size of an existing tokenizer.json: one more than its largest id."""
+    with open(os.path.join(tok_dir, "tokenizer.json"), encoding="utf-8") as f:
+        tok = json.load(f)
+    ids = list(tok["model"]["vocab"].values()) + [t["id"] for t in tok.get("added_tokens", [])]
+    return max(ids) + 1
+
+
+def write_tokenizer(a, out_dir):
+    """Write or copy tokenizer.json and tokenizer_config.json; return the vocab size."""
+    if a.tokenizer_from:
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copyfile(os.path.join(a.tokenizer_from, name), os.path.join(out_dir, name))
+        return copied_vocab_size(a.tokenizer_from)
+    write_json(os.path.join(out_dir, "tokenizer.json"), build_tokenizer(a.vocab), compact=True)
+    write_json(os.path.join(out_dir, "tokenizer_config.json"), tokenizer_config(a.max_pos))
+    return a.vocab
+
+
+# --------------------------------------------------------------------------- config
+
+def model_config(a, vocab_size):
+    """The HF config.json dict."""
+    arch = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}[a.arch]
+    cfg = {
+        "architectures": [arch], "model_type": a.arch,
+        "hidden_size": a.hidden, "intermediate_size": a.intermediate,
+        "num_hidden_layers": a.layers, "num_attention_heads": a.heads,
+        "num_key_value_heads": a.kv_heads, "vocab_size": vocab_size,
+        "max_position_embeddings": a.max_pos, "rope_theta": a.rope_theta,
+        "rms_norm_eps": a.rms_eps, "tie_word_embeddings": a.tie,
+        "torch_dtype": TORCH_DTYPE[a.dtype], "bos_token_id": 1, "eos_token_id": 2,
+        "hidden_act": "silu", "attention_bias": False, "attention_dropout": 0.0,
+        "initializer_range": 0.02, "use_cache": True,
+    }
+    if a.arch == "llama":
+        cfg.update({"mlp_bias": False, "pretraining_tp": 1, "rope_scaling": None})
+    else:
+        cfg["sliding_window"] = a.sliding_window
+    return cfg
+
+
+def write_json(path, obj, compact=False):
+    """Write JSON deterministically: tokenizer.json on one line as HF does, configs indented."""
+    with open(path, "w", encoding="utf-8") as f:
+        if compact:
+            f.write(json.dumps(obj, ensure_ascii=False))
+        else:
+            f.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+# --------------------------------------------------------------------------- weights
+
+def tensor_specs(a, vocab):
+    """(name, shape, kind) of every tensor in HF order; kind is embed, linear or norm."""
+    hd = a.hidden // a.heads
+    # Tied, the embeddings are the lm_head too: scaled like a linear weight they no longer
+    # dominate the residual stream, which would make greedy decoding repeat the last token.
+    specs = [("model.embed_tokens.weight", (vocab, a.hidden), "linear" if a.tie else "embed")]
+    for i in range(a.layers):
+        p = "model.layers.%d." % i
+        specs += [
+            (p + "input_layernorm.weight", (a.hidden,), "norm"),
+            (p + "self_attn.q_proj.weight", (a.heads * hd, a.hidden), "linear"),
+            (p + "self_attn.k_proj.weight", (a.kv_heads * hd, a.hidden), "linear"),
+            (p + "self_attn.v_proj.weight", (a.kv_heads * hd, a.hidden), "linear"),
+            (p + "self_attn.o_proj.weight", (a.hidden, a.heads * hd), "linear"),
+            (p + "post_attention_layernorm.weight", (a.hidden,), "norm"),
+            (p + "mlp.gate_proj.weight", (a.intermediate, a.hidden), "linear"),
+            (p + "mlp.up_proj.weight", (a.intermediate, a.hidden), "linear"),
+            (p + "mlp.down_proj.weight", (a.hidden, a.intermediate), "linear"),
+        ]
+    specs.append(("model.norm.weight", (a.hidden,), "norm"))
+    if not a.tie:
+        specs.append(("lm_head.weight", (vocab, a.hidden), "linear"))
+    return specs
+
+
+def draw_tensor(rng, shape, kind):
+    """Draw one float32 tensor with the scale its kind needs to keep activations O(1)."""
+    x = rng.standard_normal(shape, dtype=np.float32)
+    if kind == "linear":
+        x *= np.float32(1.0 / np.sqrt(shape[1]))
+    elif kind == "norm":
+        x *= np.float32(0.1)
+        x += np.float32(1.0)
+    return x
+
+
+def f32_to_bf16_bits(x):
+    """Round float32 to bfloat16 (nearest, ties to even) and return the uint16 bits."""
+    u = np.ascontiguousarray(x, dtype="<f4").view("<u4").reshape(-1)
+    out = np.empty(u.shape, dtype="<u2")
+    step = 1 << 20  # in chunks, to keep the temporaries small
+    for s in range(0, u.size, step):
+        c = u[s:s + step]
+        half_minus_one_plus_lsb = np.uint32(0x7FFF) + ((c >> np.uint32(16)) & np.uint32(1))
+        out[s:s + step] = (c + half_minus_one_plus_lsb) >> np.uint32(16)
+    return out.reshape(np.shape(x))
+
+
+def encode(x, dtype):
+    """float32 array -> little-endian array in the file dtype."""
+    if dtype == "f32":
+        return x.astype("<f4", copy=False)
+    if dtype == "f16":
+        return x.astype("<f2")
+    return f32_to_bf16_bits(x)
+
+
+def split_shards(specs, n_shards, dtype):
+    """Split the tensor list, in order, into n_shards non-empty runs of about equal bytes."""
+    sizes = [int(np.prod(s)) * BYTES_PER_ELEM[dtype] for _, s, _ in specs]
+    total, shards, start, done = sum(sizes), [], 0, 0
+    for k in range(1, n_shards):
+        end = start + 1  # at least one tensor per shard ...
+        done += sizes[start]
+        while end < len(specs) - (n_shards - k) and done + sizes[end] <= total * k / n_shards:
+            done += sizes[end]  # ... and leave at least one for each later shard
+            end += 1
+        shards.append(specs[start:end])
+        start = end
+    shards.append(specs[start:])
+    return shards
+
+
+def safetensors_header(specs, dtype):
+    """The JSON header, space-padded to a multiple of 8 bytes."""
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, shape, _ in specs:
+        nbytes = int(np.prod(shape)) * BYTES_PER_ELEM[dtype]
+        header[name] = {"dtype": ST_DTYPE[dtype], "shape": list(shape),
+                        "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    return raw + b" " * (-len(raw) % 8)
+
+
+def write_safetensors(path, specs, dtype, rng):
+    """Write one safetensors file, drawing each tensor from rng just before writing it."""
+    header = safetensors_header(specs, dtype)
+    with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little"))
+        f.write(header)
+        for _, shape, kind in specs:
+            f.write(memoryview(encode(draw_tensor(rng, shape, kind), dtype)).cast("B"))
+
+
+def remove_old_weights(out_dir):
+    """Delete weight files a previous run left in out_dir, so no stale layout remains."""
+    for name in sorted(os.listdir(out_dir)):
+        if name in ("model.safetensors", "model.safetensors.index.json") or (
+                name.startswith("model-") and name.endswith(".safetensors")):
+            os.remove(os.path.join(out_dir, name))
+
+
+def write_weights(a, out_dir, vocab):
+    """Write model.safetensors, or the shards and their index."""
+    remove_old_weights(out_dir)
+    specs = tensor_specs(a, vocab)
+    rng = np.random.default_rng(a.seed)
+    if a.shards == 1:
+        write_safetensors(os.path.join(out_dir, "model.safetensors"), specs, a.dtype, rng)
+        return
+    weight_map, total = {}, 0
+    for k, part in enumerate(split_shards(specs, a.shards, a.dtype), 1):
+        fname = "model-%05d-of-%05d.safetensors" % (k, a.shards)
+        write_safetensors(os.path.join(out_dir, fname), part, a.dtype, rng)
+        for name, shape, _ in part:
+            weight_map[name] = fname
+            total += int(np.prod(shape)) * BYTES_PER_ELEM[a.dtype]
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    write_json(os.path.join(out_dir, "model.safetensors.index.json"), index)
+
+
+# --------------------------------------------------------------------------- main
+
+def main(argv=None):
+    a = parse_args(sys.argv[1:] if argv is None else argv)
+    os.makedirs(a.out_dir, exist_ok=True)
+    vocab = write_tokenizer(a, a.out_dir)
+    write_json(os.path.join(a.out_dir, "config.json"), model_config(a, vocab))
+    write_weights(a, a.out_dir, vocab)
+
+
+if __name__ == "__main__":
+    main()

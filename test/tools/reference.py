@@ -1,0 +1,203 @@
+#!/usr/bin/python3
+"""Independent float64 numpy forward of a HuggingFace Llama/Mistral checkpoint.
+
+    reference.py MODEL_DIR --prompt-ids "1 5 9" [--logits] [--greedy N]
+
+The correctness oracle for cbllm: it shares no code with the C engine.  It reads
+config.json and the safetensors weights (single file or sharded with an index), decodes
+F32/F16/BF16 exactly into float64 and runs the HF Llama forward:
+
+    x = embed[ids]
+    per layer:  h = rmsnorm(x) * w_in;  q, k, v = h Wq^T, h Wk^T, h Wv^T
+                RoPE (HF rotate_half), causal softmax(q k^T / sqrt(head_dim)) v with GQA
+                (query head j reads kv head j // (heads / kv_heads)) and, when the config
+                has a sliding_window W, only keys at positions > p - W;
+                x += attn Wo^T;  h = rmsnorm(x) * w_post;  x += (silu(h Wg^T) * h Wu^T) Wd^T
+    logits = rmsnorm(x) * w_norm @ lm_head^T   (embed^T when the embeddings are tied)
+
+--logits prints one line per prompt position: vocab_size numbers in "%.17g".
+--greedy N appends N argmax tokens (never stopping at EOS) and prints the generated ids
+on one line.  Greedy decoding keeps a KV cache; each step runs only the new token.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+
+# --------------------------------------------------------------------------- loading
+
+def read_safetensors(path):
+    """All tensors of one safetensors file as float64 arrays, keyed by name."""
+    raw = np.memmap(path, dtype=np.uint8, mode="r")
+    n = int(raw[:8].view("<u8")[0])
+    header = json.loads(bytes(raw[8:8 + n]).decode("utf-8"))
+    header.pop("__metadata__", None)
+    base = 8 + n
+    out = {}
+    for name, info in header.items():
+        begin, end = info["data_offsets"]
+        out[name] = decode(raw[base + begin:base + end], info["dtype"]).reshape(info["shape"])
+    return out
+
+
+def decode(buf, dtype):
+    """Little-endian bytes of one tensor -> float64, exactly."""
+    if dtype == "F32":
+        return buf.view("<f4").astype(np.float64)
+    if dtype == "F16":
+        return buf.view("<f2").astype(np.float64)
+    if dtype == "BF16":  # bf16 is the upper half of a float32
+        return (buf.view("<u2").astype(np.uint32) << 16).view("<f4").astype(np.float64)
+    raise SystemExit("reference.py: unsupported dtype %s" % dtype)
+
+
+def load_weights(model_dir):
+    """Tensors from model.safetensors, or from every shard named in the index."""
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    if not os.path.exists(index):
+        return read_safetensors(os.path.join(model_dir, "model.safetensors"))
+    with open(index) as f:
+        files = sorted(set(json.load(f)["weight_map"].values()))
+    weights = {}
+    for fname in files:
+        weights.update(read_safetensors(os.path.join(model_dir, fname)))
+    return weights
+
+
+class Model:
+    """Config values and weights the forward needs."""
+
+    def __init__(self, model_dir):
+        with open(os.path.join(model_dir, "config.json")) as f:
+            cfg = json.load(f)
+        if cfg.get("rope_scaling"):
+            raise SystemExit("reference.py: rope_scaling is not supported")
+        self.n_layers = cfg["num_hidden_layers"]
+        self.n_heads = cfg["num_attention_heads"]
+        self.n_kv_heads = cfg.get("num_key_value_heads") or self.n_heads
+        self.head_dim = cfg.get("head_dim") or cfg["hidden_size"] // self.n_heads
+        self.eps = cfg["rms_norm_eps"]
+        self.theta = cfg.get("rope_theta", 10000.0)
+        self.window = cfg.get("sliding_window")  # None: full causal attention
+        self.w = load_weights(model_dir)
+        tied = cfg.get("tie_word_embeddings", False)
+        self.lm_head = self.w["model.embed_tokens.weight" if tied else "lm_head.weight"]
+
+    def layer(self, i, name):
+        """Weight `name` of layer i, e.g. layer(0, 'self_attn.q_proj')."""
+        return self.w["model.layers.%d.%s.weight" % (i, name)]
+
+
+# --------------------------------------------------------------------------- forward
+
+def rmsnorm(x, w, eps):
+    """x / sqrt(mean(x^2) + eps) * w, over the last axis."""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rope(x, pos, theta):
+    """HF rotary embedding on x [heads, T, head_dim] at positions pos [T]."""
+    d = x.shape[-1]
+    inv_freq = 1.0 / theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
+    ang = np.outer(pos, inv_freq)                      # [T, d/2]
+    cos = np.concatenate([np.cos(ang), np.cos(ang)], axis=-1)
+    sin = np.concatenate([np.sin(ang), np.sin(ang)], axis=-1)
+    rotated = np.concatenate([-x[..., d // 2:], x[..., :d // 2]], axis=-1)
+    return x * cos + rotated * sin
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def attention(m, i, h, pos, cache):
+    """Self-attention of layer i for new rows h [T, hidden] at positions pos; grows cache."""
+    def heads(name, n):  # [T, n * head_dim] -> [n, T, head_dim]
+        y = h @ m.layer(i, "self_attn." + name).T
+        return y.reshape(h.shape[0], n, m.head_dim).transpose(1, 0, 2)
+
+    q = rope(heads("q_proj", m.n_heads), pos, m.theta)
+    k = rope(heads("k_proj", m.n_kv_heads), pos, m.theta)
+    v = heads("v_proj", m.n_kv_heads)
+    ks, vs, kpos = cache[i]
+    ks, vs, kpos = np.concatenate([ks, k], 1), np.concatenate([vs, v], 1), np.append(kpos, pos)
+    cache[i] = (ks, vs, kpos)
+
+    group = m.n_heads // m.n_kv_heads
+    ks, vs = np.repeat(ks, group, axis=0), np.repeat(vs, group, axis=0)  # head j -> kv j // group
+    scores = q @ ks.transpose(0, 2, 1) / np.sqrt(m.head_dim)           # [heads, T, S]
+    allowed = kpos[None, :] <= pos[:, None]
+    if m.window is not None:
+        allowed &= kpos[None, :] > pos[:, None] - m.window
+    scores = np.where(allowed, scores, -np.inf)
+    p = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    out = (p @ vs).transpose(1, 0, 2).reshape(h.shape[0], m.n_heads * m.head_dim)
+    return out @ m.layer(i, "self_attn.o_proj").T
+
+
+def forward(m, ids, cache):
+    """Logits [T, vocab] for tokens ids that follow the cache's tokens; extends the cache."""
+    start = len(cache[0][2])
+    pos = np.arange(start, start + len(ids), dtype=np.float64)
+    x = m.w["model.embed_tokens.weight"][np.asarray(ids)]
+    for i in range(m.n_layers):
+        h = rmsnorm(x, m.layer(i, "input_layernorm"), m.eps)
+        x = x + attention(m, i, h, pos, cache)
+        h = rmsnorm(x, m.layer(i, "post_attention_layernorm"), m.eps)
+        mlp = silu(h @ m.layer(i, "mlp.gate_proj").T) * (h @ m.layer(i, "mlp.up_proj").T)
+        x = x + mlp @ m.layer(i, "mlp.down_proj").T
+    return rmsnorm(x, m.w["model.norm.weight"], m.eps) @ m.lm_head.T
+
+
+def empty_cache(m):
+    """Per layer: keys [kv_heads, 0, head_dim], values likewise, key positions [0]."""
+    e = np.zeros((m.n_kv_heads, 0, m.head_dim))
+    return [(e, e, np.zeros(0)) for _ in range(m.n_layers)]
+
+
+def greedy(m, ids, n):
+    """The n argmax tokens that follow prompt ids."""
+    cache = empty_cache(m)
+    logits, out = forward(m, ids, cache), []
+    for step in range(n):
+        out.append(int(np.argmax(logits[-1])))
+        if step + 1 < n:
+            logits = forward(m, [out[-1]], cache)
+    return out
+
+
+# --------------------------------------------------------------------------- main
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("model_dir")
+    p.add_argument("--prompt-ids", required=True, help='space-separated token ids, e.g. "1 5 9"')
+    p.add_argument("--logits", action="store_true",
+                   help="print the logits of every prompt position")
+    p.add_argument("--greedy", type=int, metavar="N", help="print N greedily generated ids")
+    a = p.parse_args(argv)
+    ids = [int(t) for t in a.prompt_ids.split()]
+    if not ids:
+        p.error("--prompt-ids is empty")
+    if not a.logits and a.greedy is None:
+        p.error("nothing to do: give --logits and/or --greedy N")
+
+    m = Model(a.model_dir)
+    vocab = m.w["model.embed_tokens.weight"].shape[0]
+    if any(t < 0 or t >= vocab for t in ids):
+        p.error("prompt ids must lie in 0..%d" % (vocab - 1))
+    out = sys.stdout
+    if a.logits:
+        for row in forward(m, ids, empty_cache(m)):
+            out.write(" ".join("%.17g" % v for v in row) + "\n")
+    if a.greedy is not None:
+        out.write(" ".join(str(t) for t in greedy(m, ids, a.greedy)) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,362 @@
+/*
+ * cbllm-cli: drive the cbllm engine without a server.
+ *
+ *   cbllm-cli generate -m DIR (-p TEXT | --prompt-ids "1 2 3") [options]
+ *   cbllm-cli tokenize -m DIR [--raw]          (text on standard input)
+ *   cbllm-cli logits   -m DIR --prompt-ids "1 2 3"
+ *   cbllm-cli bench    -m DIR [--batch 1,8,32] [--prompt-len N] [--gen N] [--prefill N]
+ *
+ * Every failure prints one line "cbllm-cli: error: ..." and exits 1.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cbllm.h"
+#include "cli_bench.h"
+#include "tokenizer.h"
+
+/* Print the usage text. */
+static void
+Usage(FILE *f)
+{
+	fputs("usage:\n"
+		  "  cbllm-cli generate -m DIR (-p TEXT | --prompt-ids \"ID ...\") [-n MAX_TOKENS]\n"
+		  "            [--temp T] [--top-p P] [--top-k K] [--seed S] [--stop STR]... [--ids]\n"
+		  "            [--ignore-eos] [--no-bos]\n"
+		  "  cbllm-cli tokenize -m DIR [--raw]        reads text from standard input\n"
+		  "  cbllm-cli logits -m DIR --prompt-ids \"ID ...\"\n"
+		  "  cbllm-cli bench -m DIR [--batch 1,8,32] [--prompt-len N] [--gen N] [--prefill N]\n"
+		  "common options: --threads N  --isa auto|avx512|avx2|generic  --max-model-len N\n"
+		  "                --kv-blocks N  --block-size N  --max-num-seqs N  --max-batched-tokens N\n",
+		  f);
+}
+
+/* Print an error line and return the exit status 1. */
+static int
+Fail(const char *msg)
+{
+	fprintf(stderr, "cbllm-cli: error: %s\n", msg);
+	return 1;
+}
+
+/* Parse an integer option value strictly. */
+static int
+ParseInt(const char *s, long lo, long hi, long *out)
+{
+	char	   *end;
+	long		v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end != '\0' || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Parse "1 2 3" (spaces or commas) into a malloc'd id array. */
+static int
+ParseIds(const char *s, int32_t **ids, int *n)
+{
+	int			cap = 16,
+				k = 0;
+	int32_t    *a = malloc(sizeof(int32_t) * cap);
+
+	while (a != NULL && *s)
+	{
+		char	   *end;
+		long		v;
+
+		while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n')
+			s++;
+		if (*s == '\0')
+			break;
+		errno = 0;
+		v = strtol(s, &end, 10);
+		if (end == s || errno || v < 0 || v > INT32_MAX)
+		{
+			free(a);
+			return -1;
+		}
+		if (k == cap)
+		{
+			int32_t    *b = realloc(a, sizeof(int32_t) * (cap *= 2));
+
+			if (b == NULL)
+			{
+				free(a);
+				return -1;
+			}
+			a = b;
+		}
+		a[k++] = (int32_t) v;
+		s = end;
+	}
+	if (a == NULL)
+		return -1;
+	*ids = a;
+	*n = k;
+	return 0;
+}
+
+/* All options of all subcommands. */
+typedef struct cli_opts
+{
+	cbllm_engine_params ep;
+	cbllm_sampling sp;
+	const char *prompt;
+	const char *prompt_ids;
+	bool		print_ids;
+	bool		raw;
+	bool		no_bos;
+	bench_opts	bench;
+} cli_opts;
+
+/* Parse argv[2..] into o; returns 0, or -1 after printing an error. */
+static int
+ParseArgs(int argc, char **argv, cli_opts *o)
+{
+	for (int i = 2; i < argc; i++)
+	{
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		long		n;
+		int			takes = 1;
+
+		if (strcmp(a, "--ids") == 0)
+			o->print_ids = true, takes = 0;
+		else if (strcmp(a, "--raw") == 0)
+			o->raw = true, takes = 0;
+		else if (strcmp(a, "--no-bos") == 0)
+			o->no_bos = true, takes = 0;
+		else if (strcmp(a, "--ignore-eos") == 0)
+			o->sp.ignore_eos = true, takes = 0;
+		else if (v == NULL)
+		{
+			fprintf(stderr, "cbllm-cli: error: option %s needs a value (or is unknown)\n", a);
+			return -1;
+		}
+		else if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0)
+			o->ep.model_dir = v;
+		else if (strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0)
+			o->prompt = v;
+		else if (strcmp(a, "--prompt-ids") == 0)
+			o->prompt_ids = v;
+		else if (strcmp(a, "--isa") == 0)
+			o->ep.cpu_isa = v;
+		else if (strcmp(a, "--temp") == 0)
+			o->sp.temperature = strtof(v, NULL);
+		else if (strcmp(a, "--top-p") == 0)
+			o->sp.top_p = strtof(v, NULL);
+		else if (strcmp(a, "--seed") == 0 && ParseInt(v, 0, 0x7fffffffffffffffL, &n) == 0)
+			o->sp.seed = (uint64_t) n, o->sp.has_seed = true;
+		else if (strcmp(a, "--stop") == 0 && o->sp.n_stop < CBLLM_MAX_STOP)
+			o->sp.stop[o->sp.n_stop++] = v;
+		else if (strcmp(a, "--batch") == 0)
+			o->bench.batches = v;
+		else if (ParseInt(v, 0, 1L << 40, &n) != 0)
+		{
+			fprintf(stderr, "cbllm-cli: error: bad value \"%s\" for %s\n", v, a);
+			return -1;
+		}
+		else if (strcmp(a, "-n") == 0 || strcmp(a, "--max-tokens") == 0)
+			o->sp.max_tokens = (int) n;
+		else if (strcmp(a, "--top-k") == 0)
+			o->sp.top_k = (int) n;
+		else if (strcmp(a, "--threads") == 0)
+			o->ep.n_threads = (int) n;
+		else if (strcmp(a, "--max-model-len") == 0)
+			o->ep.max_model_len = (int) n;
+		else if (strcmp(a, "--kv-blocks") == 0)
+			o->ep.num_kv_blocks = (int) n;
+		else if (strcmp(a, "--block-size") == 0)
+			o->ep.block_size = (int) n;
+		else if (strcmp(a, "--max-num-seqs") == 0)
+			o->ep.max_num_seqs = (int) n;
+		else if (strcmp(a, "--max-batched-tokens") == 0)
+			o->ep.max_num_batched_tokens = (int) n;
+		else if (strcmp(a, "--prompt-len") == 0)
+			o->bench.prompt_len = (int) n;
+		else if (strcmp(a, "--gen") == 0)
+			o->bench.gen_len = (int) n;
+		else if (strcmp(a, "--prefill") == 0)
+			o->bench.prefill_len = (int) n;
+		else
+		{
+			fprintf(stderr, "cbllm-cli: error: unknown option %s\n", a);
+			return -1;
+		}
+		i += takes;
+	}
+	if (o->ep.model_dir == NULL)
+	{
+		fprintf(stderr, "cbllm-cli: error: -m DIR (the model directory) is required\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* generate: stream text (or print ids) of one request. */
+static int
+CmdGenerate(cli_opts *o)
+{
+	cbllm_engine *e;
+	cbllm_err	err;
+	cbllm_request_input in = {0};
+	int32_t    *ids = NULL;
+	int64_t		id;
+	int			active = 1,
+				status = 0;
+	bool		first = true;
+
+	if ((o->prompt == NULL) == (o->prompt_ids == NULL))
+		return Fail("give exactly one of -p TEXT and --prompt-ids \"ID ...\"");
+	if (o->prompt_ids != NULL && ParseIds(o->prompt_ids, &ids, &in.n_ids) != 0)
+		return Fail("--prompt-ids must be non-negative integers separated by spaces");
+	if (o->prompt != NULL)
+	{
+		in.text = o->prompt;
+		in.text_len = strlen(o->prompt);
+		in.add_bos = !o->no_bos;
+	}
+	in.ids = ids;
+	if (o->ep.max_num_seqs == 0)
+		o->ep.max_num_seqs = 4;
+	if (cbllm_engine_create(&o->ep, &e, &err) != CBLLM_OK)
+	{
+		free(ids);
+		return Fail(err.msg);
+	}
+	if (cbllm_engine_submit(e, &in, &o->sp, &id, &err) != CBLLM_OK)
+		status = Fail(err.msg);
+	while (status == 0 && active > 0)
+	{
+		cbllm_output out;
+
+		if (cbllm_engine_step(e, &active, &err) != CBLLM_OK ||
+			cbllm_engine_take(e, id, &out, &err) != CBLLM_OK)
+		{
+			status = Fail(err.msg);
+			break;
+		}
+		if (o->print_ids)
+			for (int i = 0; i < out.n_tokens; i++, first = false)
+				printf(first ? "%d" : " %d", out.tokens[i]);
+		else
+			fwrite(out.text, 1, out.text_len, stdout);
+		fflush(stdout);
+		if (out.finish == CBLLM_FINISH_ERROR)
+			status = Fail(out.error);
+		if (out.finish != CBLLM_FINISH_NONE)
+			break;
+	}
+	if (status == 0)
+		printf("\n");
+	cbllm_engine_destroy(e);
+	free(ids);
+	return status;
+}
+
+/* tokenize: standard input to ids. */
+static int
+CmdTokenize(cli_opts *o)
+{
+	cbllm_tokenizer *tok;
+	cbllm_err	err;
+	cbllm_buf	text = {0};
+	char		chunk[65536];
+	size_t		n;
+	int32_t    *ids;
+	int			n_ids;
+	tokenizer_encode_opts eo = {.add_bos = !o->raw && !o->no_bos, .parse_special = !o->raw};
+
+	while ((n = fread(chunk, 1, sizeof(chunk), stdin)) > 0)
+		if (cbllm_buf_append(&text, chunk, n) != CBLLM_OK)
+			return Fail("out of memory");
+	if (tokenizer_load(o->ep.model_dir, &tok, &err) != CBLLM_OK)
+	{
+		cbllm_buf_free(&text);
+		return Fail(err.msg);
+	}
+	if (tokenizer_encode(tok, text.data ? text.data : "", text.len, eo, &ids, &n_ids, &err) != CBLLM_OK)
+	{
+		tokenizer_free(tok);
+		cbllm_buf_free(&text);
+		return Fail(err.msg);
+	}
+	for (int i = 0; i < n_ids; i++)
+		printf(i ? " %d" : "%d", ids[i]);
+	printf("\n");
+	free(ids);
+	tokenizer_free(tok);
+	cbllm_buf_free(&text);
+	return 0;
+}
+
+/* logits: one line of vocab_size floats per prompt position. */
+static int
+CmdLogits(cli_opts *o)
+{
+	cbllm_engine *e;
+	cbllm_engine_info info;
+	cbllm_err	err;
+	int32_t    *ids;
+	int			n;
+	float	   *lg;
+	int			status = 0;
+
+	if (o->prompt_ids == NULL || ParseIds(o->prompt_ids, &ids, &n) != 0 || n == 0)
+		return Fail("logits needs --prompt-ids \"ID ...\" with at least one id");
+	if (cbllm_engine_create(&o->ep, &e, &err) != CBLLM_OK)
+	{
+		free(ids);
+		return Fail(err.msg);
+	}
+	cbllm_engine_get_info(e, &info);
+	lg = malloc(sizeof(float) * (size_t) n * info.vocab_size);
+	if (lg == NULL)
+		status = Fail("out of memory");
+	else if (cbllm_engine_prompt_logits(e, ids, n, lg, &err) != CBLLM_OK)
+		status = Fail(err.msg);
+	else
+		for (int p = 0; p < n; p++)
+		{
+			for (int v = 0; v < info.vocab_size; v++)
+				printf(v ? " %.9g" : "%.9g", lg[(size_t) p * info.vocab_size + v]);
+			printf("\n");
+		}
+	free(lg);
+	free(ids);
+	cbllm_engine_destroy(e);
+	return status;
+}
+
+int
+main(int argc, char **argv)
+{
+	cli_opts	o;
+
+	memset(&o, 0, sizeof(o));
+	o.sp = cbllm_sampling_default();
+	o.sp.max_tokens = 64;
+	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)
+	{
+		Usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 1 : 0;
+	}
+	if (ParseArgs(argc, argv, &o) != 0)
+		return 1;
+	if (strcmp(argv[1], "generate") == 0)
+		return CmdGenerate(&o);
+	if (strcmp(argv[1], "tokenize") == 0)
+		return CmdTokenize(&o);
+	if (strcmp(argv[1], "logits") == 0)
+		return CmdLogits(&o);
+	if (strcmp(argv[1], "bench") == 0)
+		return cli_bench_run(&o.ep, &o.bench);
+	fprintf(stderr, "cbllm-cli: error: unknown command \"%s\"\n", argv[1]);
+	Usage(stderr);
+	return 1;
+}

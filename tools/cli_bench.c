@@ -1,0 +1,200 @@
+/*
+ * cli_bench.c: cbllm-cli bench.  For each batch size B it submits B requests
+ * with prompt_len-token prompts, prefills them, then times gen_len decode
+ * steps of B sequences each and reports the median step; then it times the
+ * prefill of one prompt_len-token prompt.  Weight bytes read per step and
+ * FLOPs per step put the times next to the machine's bandwidth and peak.
+ */
+#include "cli_bench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Ascending doubles, for medians. */
+static int
+DoubleCmp(const void *a, const void *b)
+{
+	double		x = *(const double *) a,
+				y = *(const double *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Deterministic prompt ids in [3, vocab). */
+static void
+FillPrompt(int32_t *ids, int n, int vocab, unsigned seed)
+{
+	for (int i = 0; i < n; i++)
+	{
+		seed = seed * 1103515245u + 12345u;
+		ids[i] = 3 + (int32_t) ((seed >> 8) % (unsigned) (vocab - 3));
+	}
+}
+
+/* Median seconds of decode steps with B sequences; returns < 0 on error. */
+static double
+TimeDecode(cbllm_engine *e, int B, const bench_opts *o, int vocab)
+{
+	int32_t    *ids = malloc(sizeof(int32_t) * o->prompt_len);
+	int64_t    *rid = malloc(sizeof(int64_t) * B);
+	double	   *t = malloc(sizeof(double) * o->gen_len);
+	cbllm_sampling sp = cbllm_sampling_default();
+	cbllm_err	err;
+	cbllm_stats st;
+	int			active,
+				n_t = 0;
+	double		med = -1;
+
+	sp.max_tokens = o->gen_len + 2;
+	sp.ignore_eos = true;
+	for (int b = 0; ids && rid && t && b < B; b++)
+	{
+		cbllm_request_input in = {.ids = ids, .n_ids = o->prompt_len};
+
+		FillPrompt(ids, o->prompt_len, vocab, 1000u + b);
+		if (cbllm_engine_submit(e, &in, &sp, &rid[b], &err) != CBLLM_OK)
+		{
+			fprintf(stderr, "cbllm-cli: error: %s\n", err.msg);
+			goto done;
+		}
+	}
+	/* prefill until every sequence decodes */
+	do
+	{
+		if (cbllm_engine_step(e, &active, &err) != CBLLM_OK)
+			goto fail;
+		cbllm_engine_stats(e, &st);
+	} while (st.n_waiting > 0 || st.tokens_generated < B);
+	for (n_t = 0; n_t < o->gen_len; n_t++)
+	{
+		double		t0 = cbllm_now();
+
+		if (cbllm_engine_step(e, &active, &err) != CBLLM_OK)
+			goto fail;
+		t[n_t] = cbllm_now() - t0;
+	}
+	qsort(t, n_t, sizeof(double), DoubleCmp);
+	med = t[n_t / 2];
+	for (int b = 0; b < B; b++)
+		cbllm_engine_abort(e, rid[b], NULL);
+	goto done;
+fail:
+	fprintf(stderr, "cbllm-cli: error: %s\n", err.msg);
+done:
+	free(ids);
+	free(rid);
+	free(t);
+	return med;
+}
+
+/* Seconds of one prefill step of n tokens (median of 3). */
+static double
+TimePrefill(cbllm_engine *e, int n, int vocab)
+{
+	int32_t    *ids = malloc(sizeof(int32_t) * n);
+	double		t[3];
+	cbllm_sampling sp = cbllm_sampling_default();
+	cbllm_err	err;
+
+	if (ids == NULL)
+		return -1;
+	sp.max_tokens = 1;
+	FillPrompt(ids, n, vocab, 7);
+	for (int k = 0; k < 3; k++)
+	{
+		cbllm_request_input in = {.ids = ids, .n_ids = n};
+		int64_t		id;
+		int			active;
+		cbllm_output out;
+		double		t0;
+
+		if (cbllm_engine_submit(e, &in, &sp, &id, &err) != CBLLM_OK)
+		{
+			fprintf(stderr, "cbllm-cli: error: %s\n", err.msg);
+			free(ids);
+			return -1;
+		}
+		t0 = cbllm_now();
+		if (cbllm_engine_step(e, &active, &err) != CBLLM_OK)
+		{
+			fprintf(stderr, "cbllm-cli: error: %s\n", err.msg);
+			free(ids);
+			return -1;
+		}
+		t[k] = cbllm_now() - t0;
+		cbllm_engine_take(e, id, &out, NULL);
+		cbllm_engine_abort(e, id, NULL);
+	}
+	free(ids);
+	qsort(t, 3, sizeof(double), DoubleCmp);
+	return t[1];
+}
+
+/* Run the benchmark and print one line per batch size, then prefill. */
+int
+cli_bench_run(const cbllm_engine_params *ep_in, const bench_opts *oin)
+{
+	bench_opts	o = *oin;
+	cbllm_engine_params ep = *ep_in;
+	cbllm_engine *e;
+	cbllm_engine_info info;
+	cbllm_err	err;
+	char		list[256];
+	int			max_b = 1;
+
+	o.batches = o.batches ? o.batches : "1,8,32";
+	o.prompt_len = o.prompt_len > 0 ? o.prompt_len : 64;
+	o.gen_len = o.gen_len > 0 ? o.gen_len : 32;
+	o.prefill_len = o.prefill_len > 0 ? o.prefill_len : 256;
+	snprintf(list, sizeof(list), "%s", o.batches);
+	for (char *s = strtok(list, ","); s; s = strtok(NULL, ","))
+		if (atoi(s) > max_b)
+			max_b = atoi(s);
+	if (ep.max_num_seqs < max_b)
+		ep.max_num_seqs = max_b;
+	if (ep.max_num_batched_tokens < o.prefill_len)
+		ep.max_num_batched_tokens = o.prefill_len > max_b * o.prompt_len ? o.prefill_len :
+			max_b * o.prompt_len;
+	if (ep.max_model_len == 0)
+		ep.max_model_len = o.prompt_len + o.gen_len + 8 > o.prefill_len + 8 ?
+			o.prompt_len + o.gen_len + 8 : o.prefill_len + 8;
+	if (cbllm_engine_create(&ep, &e, &err) != CBLLM_OK)
+	{
+		fprintf(stderr, "cbllm-cli: error: %s\n", err.msg);
+		return 1;
+	}
+	cbllm_engine_get_info(e, &info);
+	printf("# model %s: %d layers, hidden %d, vocab %d, %.1f MB of weights\n", ep.model_dir,
+		   info.n_layers, info.hidden, info.vocab_size, info.weight_bytes / 1e6);
+	printf("# cpu kernels %s, %d threads, context %d tokens per sequence\n", info.cpu_isa,
+		   info.n_threads, o.prompt_len);
+	printf("%-8s %14s %14s %16s %14s\n", "batch", "step_ms", "tokens_per_s", "weight_GB_per_s",
+		   "GFLOP_per_s");
+	snprintf(list, sizeof(list), "%s", o.batches);
+	for (char *s = strtok(list, ","); s; s = strtok(NULL, ","))
+	{
+		int			B = atoi(s);
+		double		t = B > 0 ? TimeDecode(e, B, &o, info.vocab_size) : -1;
+		if (t <= 0)
+		{
+			cbllm_engine_destroy(e);
+			return 1;
+		}
+		printf("%-8d %14.3f %14.1f %16.2f %14.1f\n", B, t * 1e3, B / t,
+			   info.step_weight_bytes / t / 1e9, 2.0 * info.matmul_params * B / t / 1e9);
+	}
+	{
+		double		t = TimePrefill(e, o.prefill_len, info.vocab_size);
+
+		if (t <= 0)
+		{
+			cbllm_engine_destroy(e);
+			return 1;
+		}
+		printf("prefill  %d tokens: %.1f ms, %.1f tokens/s, %.1f GFLOP/s\n", o.prefill_len,
+			   t * 1e3, o.prefill_len / t, 2.0 * info.matmul_params * o.prefill_len / t / 1e9);
+	}
+	cbllm_engine_destroy(e);
+	return 0;
+}

@@ -1,0 +1,17 @@
+/* cli_bench.h: cbllm-cli bench: timing of decode steps and prefill. */
+#ifndef CBLLM_CLI_BENCH_H
+#define CBLLM_CLI_BENCH_H
+
+#include "cbllm.h"
+
+typedef struct bench_opts
+{
+	const char *batches;		/* "1,8,32" */
+	int			prompt_len;		/* context of each decoding sequence; 0: 64 */
+	int			gen_len;		/* decode steps timed per batch size; 0: 32 */
+	int			prefill_len;	/* prompt length of the prefill measurement; 0: 256 */
+} bench_opts;
+
+int			cli_bench_run(const cbllm_engine_params *ep, const bench_opts *o);
+
+#endif
