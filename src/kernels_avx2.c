@@ -22,6 +22,7 @@ Hsum256(__m256 v)
 	_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *) (p))), 16))
 #define V_LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (p)))
 #define V_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define V_PREFETCH(p) _mm_prefetch((const char *) (p), _MM_HINT_T0)
 #define V_HSUM(v) Hsum256(v)
 #define MICRO_RO 4
 #define MICRO_RT 3

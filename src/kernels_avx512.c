@@ -11,6 +11,7 @@
 	_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *) (p))), 16))
 #define V_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) (p)))
 #define V_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define V_PREFETCH(p) _mm_prefetch((const char *) (p), _MM_HINT_T0)
 #define V_HSUM(v) _mm512_reduce_add_ps(v)
 #define MICRO_RO 4
 #define MICRO_RT 6

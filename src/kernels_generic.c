@@ -23,6 +23,7 @@ LoadF16(const uint16_t *p)
 #define V_LOAD_BF16(p) LoadBf16(p)
 #define V_LOAD_F16(p) LoadF16(p)
 #define V_FMA(a, b, c) __builtin_fmaf((a), (b), (c))
+#define V_PREFETCH(p) ((void) (p))
 #define V_HSUM(v) (v)
 #define MICRO_RO 4
 #define MICRO_RT 4

@@ -56,6 +56,21 @@ ParseInt(const char *s, long lo, long hi, long *out)
 	return 0;
 }
 
+/* Parse a float option value strictly. */
+static int
+ParseFloat(const char *s, float *out)
+{
+	char	   *end;
+	float		v;
+
+	errno = 0;
+	v = strtof(s, &end);
+	if (errno || end == s || *end != '\0')
+		return -1;
+	*out = v;
+	return 0;
+}
+
 /* Parse "1 2 3" (spaces or commas) into a malloc'd id array. */
 static int
 ParseIds(const char *s, int32_t **ids, int *n)
@@ -146,14 +161,23 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 			o->prompt_ids = v;
 		else if (strcmp(a, "--isa") == 0)
 			o->ep.cpu_isa = v;
-		else if (strcmp(a, "--temp") == 0)
-			o->sp.temperature = strtof(v, NULL);
-		else if (strcmp(a, "--top-p") == 0)
-			o->sp.top_p = strtof(v, NULL);
-		else if (strcmp(a, "--seed") == 0 && ParseInt(v, 0, 0x7fffffffffffffffL, &n) == 0)
-			o->sp.seed = (uint64_t) n, o->sp.has_seed = true;
-		else if (strcmp(a, "--stop") == 0 && o->sp.n_stop < CBLLM_MAX_STOP)
+		else if (strcmp(a, "--temp") == 0 || strcmp(a, "--top-p") == 0)
+		{
+			if (ParseFloat(v, a[2] == 't' && a[3] == 'e' ? &o->sp.temperature : &o->sp.top_p) != 0)
+			{
+				fprintf(stderr, "cbllm-cli: error: bad value \"%s\" for %s\n", v, a);
+				return -1;
+			}
+		}
+		else if (strcmp(a, "--stop") == 0)
+		{
+			if (o->sp.n_stop == CBLLM_MAX_STOP)
+			{
+				fprintf(stderr, "cbllm-cli: error: at most %d --stop strings\n", CBLLM_MAX_STOP);
+				return -1;
+			}
 			o->sp.stop[o->sp.n_stop++] = v;
+		}
 		else if (strcmp(a, "--batch") == 0)
 			o->bench.batches = v;
 		else if (ParseInt(v, 0, 1L << 40, &n) != 0)
@@ -161,6 +185,8 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 			fprintf(stderr, "cbllm-cli: error: bad value \"%s\" for %s\n", v, a);
 			return -1;
 		}
+		else if (strcmp(a, "--seed") == 0)
+			o->sp.seed = (uint64_t) n, o->sp.has_seed = true;
 		else if (strcmp(a, "-n") == 0 || strcmp(a, "--max-tokens") == 0)
 			o->sp.max_tokens = (int) n;
 		else if (strcmp(a, "--top-k") == 0)
