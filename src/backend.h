@@ -40,6 +40,8 @@ typedef struct fwd_batch
 
 typedef struct cbllm_backend cbllm_backend;
 
+#define BACKEND_MAX_GROUP 3
+
 struct cbllm_backend
 {
 	const char *name;
@@ -55,8 +57,12 @@ struct cbllm_backend
 	/* out (T, dim) = x / rms(x) * w */
 	void		(*rmsnorm) (cbllm_backend *be, const float *x, const float *w, int T, int dim,
 							float eps, float *out);
-	/* y (T, w->rows) = x (T, w->cols) @ w^T */
-	void		(*matmul) (cbllm_backend *be, const cbllm_weight *w, const float *x, int T, float *y);
+	/*
+	 * y[i] (T, w[i]->rows) = x (T, cols) @ w[i]^T for i < n (at most
+	 * BACKEND_MAX_GROUP): matrices that read the same input run as one group.
+	 */
+	void		(*matmul) (cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x,
+						   int T, float *const *y);
 	/* rotate x (T, n_heads, head_dim) in place by the positions of the step */
 	void		(*rope) (cbllm_backend *be, float *x, int T, int n_heads, const fwd_batch *b);
 	/* write k, v (T, n_kv_heads, head_dim) of the step into the layer's cache slots */

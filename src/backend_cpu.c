@@ -105,33 +105,43 @@ CpuRmsnorm(cbllm_backend *be, const float *x, const float *w, int T, int dim, fl
 typedef struct matmul_job
 {
 	cpu_ctx    *c;
-	const cbllm_weight *w;
+	int			n;
+	const cbllm_weight *const *w;
 	const float *x;
 	int			T;
-	float	   *y;
+	float	   *const *y;
+	int			first_task[BACKEND_MAX_GROUP + 1];	/* task ranges of each matrix */
 } matmul_job;
 
-/* One task: a block of KERNEL_ROWS_PER_TASK output rows. */
+/* One task: a block of KERNEL_ROWS_PER_TASK output rows of one of the matrices. */
 static void
 MatmulTask(void *arg, int task, int thread)
 {
 	matmul_job *j = arg;
-	int64_t		r0 = (int64_t) task * KERNEL_ROWS_PER_TASK;
-	int64_t		r1 = r0 + KERNEL_ROWS_PER_TASK < j->w->rows ? r0 + KERNEL_ROWS_PER_TASK : j->w->rows;
+	int			i = 0;
+	int64_t		r0,
+				r1;
 
-	j->c->k->matmul_rows(j->w, j->x, j->T, j->y, r0, r1,
+	while (task >= j->first_task[i + 1])
+		i++;
+	r0 = (int64_t) (task - j->first_task[i]) * KERNEL_ROWS_PER_TASK;
+	r1 = r0 + KERNEL_ROWS_PER_TASK < j->w[i]->rows ? r0 + KERNEL_ROWS_PER_TASK : j->w[i]->rows;
+	j->c->k->matmul_rows(j->w[i], j->x, j->T, j->y[i], r0, r1,
 						 j->c->scratch + thread * j->c->scratch_stride);
 }
 
-/* y = x @ w^T over the pool. */
+/* y[i] = x @ w[i]^T for a group of matrices, all in one parallel loop. */
 static void
-CpuMatmul(cbllm_backend *be, const cbllm_weight *w, const float *x, int T, float *y)
+CpuMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x, int T,
+		  float *const *y)
 {
 	cpu_ctx    *c = be->ctx;
-	matmul_job	j = {c, w, x, T, y};
+	matmul_job	j = {c, n, w, x, T, y, {0}};
 
-	threadpool_run(c->pool, (int) ((w->rows + KERNEL_ROWS_PER_TASK - 1) / KERNEL_ROWS_PER_TASK),
-				   MatmulTask, &j);
+	for (int i = 0; i < n; i++)
+		j.first_task[i + 1] = j.first_task[i] +
+			(int) ((w[i]->rows + KERNEL_ROWS_PER_TASK - 1) / KERNEL_ROWS_PER_TASK);
+	threadpool_run(c->pool, j.first_task[n], MatmulTask, &j);
 }
 
 /* Rotate pairs (i, i + head_dim/2) of every head by the token's angles (HF rotate_half). */

@@ -152,21 +152,20 @@ Layer(cbllm_forward *f, int l, const fwd_batch *b)
 	int			T = b->n_tokens;
 
 	be->rmsnorm(be, f->x, w->attn_norm, T, c->hidden, c->rms_eps, f->h);
-	be->matmul(be, &w->wq, f->h, T, f->q);
-	be->matmul(be, &w->wk, f->h, T, f->k);
-	be->matmul(be, &w->wv, f->h, T, f->v);
+	be->matmul(be, 3, (const cbllm_weight *[]) {&w->wq, &w->wk, &w->wv}, f->h, T,
+			   (float *[]) {f->q, f->k, f->v});
 	be->rope(be, f->q, T, c->n_heads, b);
 	be->rope(be, f->k, T, c->n_kv_heads, b);
 	be->kv_store(be, f->kv, l, f->k, f->v, b);
 	be->attention(be, f->kv, l, f->q, b, f->att);
-	be->matmul(be, &w->wo, f->att, T, f->h);
+	be->matmul(be, 1, (const cbllm_weight *[]) {&w->wo}, f->att, T, (float *[]) {f->h});
 	be->add(be, f->x, f->h, (int64_t) T * c->hidden);
 
 	be->rmsnorm(be, f->x, w->mlp_norm, T, c->hidden, c->rms_eps, f->h);
-	be->matmul(be, &w->w_gate, f->h, T, f->gate);
-	be->matmul(be, &w->w_up, f->h, T, f->up);
+	be->matmul(be, 2, (const cbllm_weight *[]) {&w->w_gate, &w->w_up}, f->h, T,
+			   (float *[]) {f->gate, f->up});
 	be->silu_mul(be, f->gate, f->up, (int64_t) T * c->intermediate);
-	be->matmul(be, &w->w_down, f->gate, T, f->h);
+	be->matmul(be, 1, (const cbllm_weight *[]) {&w->w_down}, f->gate, T, (float *[]) {f->h});
 	be->add(be, f->x, f->h, (int64_t) T * c->hidden);
 }
 
@@ -195,7 +194,8 @@ forward_run(cbllm_forward *f, const fwd_seq *seqs, int n_seqs, const float **log
 		return CBLLM_OK;
 	be->gather_rows(be, f->x, f->rows, rows, c->hidden, f->h);
 	be->rmsnorm(be, f->h, f->model->final_norm, rows, c->hidden, c->rms_eps, f->h);
-	be->matmul(be, &f->model->lm_head, f->h, rows, f->logits_dev);
+	be->matmul(be, 1, (const cbllm_weight *[]) {&f->model->lm_head}, f->h, rows,
+			   (float *[]) {f->logits_dev});
 	return be->download(be, f->logits_dev, f->logits, (size_t) rows * c->vocab_size, err);
 }
 

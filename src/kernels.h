@@ -17,7 +17,7 @@
 #include "model.h"
 
 /* Output rows one matmul task covers; also the packing scratch's height. */
-#define KERNEL_ROWS_PER_TASK 16
+#define KERNEL_ROWS_PER_TASK 32
 
 typedef struct cpu_kernels
 {
