@@ -48,6 +48,9 @@ ENGINE_LIB  = build/libcbllm_engine.a
 
 UNIT_TESTS = \
 	build/test/test_tokenizer \
+	build/test/test_loader \
+	build/test/test_sampler \
+	build/test/test_kv_cache \
 	build/test/test_engine
 
 CLI = bin/cbllm-cli

@@ -28,10 +28,11 @@ kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err)
 	kv_cache   *kv;
 	size_t		n;
 
-	if (p->n_blocks < 1 || p->block_size < 1 || p->block_size > 1024)
+	if (p->n_blocks < 1 || p->block_size < 1 || p->block_size > 1024 ||
+		p->n_layers < 1 || p->n_kv_heads < 1 || p->head_dim < 1)
 		return cbllm_fail(err, CBLLM_ERR_INVALID,
-						  "kv cache: %d blocks of %d positions is not a valid pool",
-						  p->n_blocks, p->block_size);
+						  "kv cache: %d blocks of %d positions, %d layers, %d KV heads of dimension %d is not a valid pool",
+						  p->n_blocks, p->block_size, p->n_layers, p->n_kv_heads, p->head_dim);
 	kv = calloc(1, sizeof(*kv));
 	if (kv == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
@@ -99,7 +100,8 @@ kv_cache_alloc(kv_cache *kv)
 void
 kv_cache_ref(kv_cache *kv, int32_t block)
 {
-	kv->refcount[block]++;
+	if (block >= 0 && block < kv->n_blocks && kv->refcount[block] > 0)
+		kv->refcount[block]++;
 }
 
 /* Drop an owner; free the block when none remain. */

@@ -18,7 +18,8 @@ BindWeight(cbllm_model *m, const char *name, int64_t rows, int64_t cols,
 	const st_tensor *t = st_find(m->st, name);
 
 	if (t == NULL)
-		return cbllm_fail(err, CBLLM_ERR_FORMAT, "model weights: missing tensor \"%s\"", name);
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model weights: missing tensor \"%s\"",
+						  m->dir, name);
 	if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols)
 	{
 		char		found[96] = "[";
@@ -48,7 +49,8 @@ BindNorm(cbllm_model *m, const char *name, int64_t n, float **out, cbllm_err *er
 	float	   *v;
 
 	if (t == NULL)
-		return cbllm_fail(err, CBLLM_ERR_FORMAT, "model weights: missing tensor \"%s\"", name);
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model weights: missing tensor \"%s\"",
+						  m->dir, name);
 	if (t->ndim != 1 || t->shape[0] != n)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT,
 						  "%s: tensor \"%s\" has the wrong shape: expected [%lld] from config.json",
@@ -115,6 +117,7 @@ model_load(const char *dir, cbllm_model **out, cbllm_err *err)
 	if (m == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 	c = &m->cfg;
+	m->dir = dir;
 	if ((rc = model_config_load(dir, &m->cfg, err)) ||
 		(rc = st_open_dir(dir, &m->st, err)))
 		goto fail;
@@ -147,6 +150,7 @@ model_load(const char *dir, cbllm_model **out, cbllm_err *err)
 			AddStepWeight(m, ws[k]);
 	}
 	AddStepWeight(m, &m->lm_head);
+	m->dir = NULL;
 	*out = m;
 	return CBLLM_OK;
 fail:

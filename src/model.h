@@ -56,6 +56,7 @@ typedef struct cbllm_layer
 typedef struct cbllm_model
 {
 	cbllm_model_config cfg;
+	const char *dir;			/* the caller's string, valid during model_load only */
 	st_archive *st;
 	cbllm_weight embed;			/* (vocab, hidden) */
 	cbllm_layer *layers;		/* (n_layers) */

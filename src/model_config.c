@@ -93,7 +93,8 @@ CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, 
 	snprintf(cfg->arch, sizeof(cfg->arch), "%s", name);
 	if (act != NULL && !(cJSON_IsString(act) && strcmp(act->valuestring, "silu") == 0))
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "%s: unsupported hidden_act (only \"silu\" is supported)", path);
+						  "%s: unsupported hidden_act \"%s\" (only \"silu\" is supported)", path,
+						  cJSON_IsString(act) ? act->valuestring : "?");
 	if (cJSON_IsTrue(bias) || cJSON_IsTrue(mlp_bias))
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "%s: attention or MLP biases are not supported", path);

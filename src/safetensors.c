@@ -83,7 +83,8 @@ AddTensor(st_archive *ar, int file, const cJSON *ent, const char *data,
 	d = 0;
 	cJSON_ArrayForEach(it, shape)
 	{
-		if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 1e12)
+		if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 1e12 ||
+			(double) nelem * it->valuedouble > 1e15)	/* no size_t overflow below */
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: tensor \"%s\" has a bad shape",
 							  path, name);
 		t.shape[d++] = (int64_t) it->valuedouble;
@@ -229,10 +230,12 @@ OpenSharded(st_archive *ar, const char *dir, const char *index_path, cbllm_err *
 
 		if (!cJSON_IsString(ent) || strchr(ent->valuestring, '/') != NULL)
 		{
+			/* format the message before the JSON (and ent->string) is freed */
+			rc = cbllm_fail(err, CBLLM_ERR_FORMAT,
+							"%s: weight_map entry \"%s\" is not a plain file name",
+							index_path, ent->string);
 			cJSON_Delete(idx);
-			return cbllm_fail(err, CBLLM_ERR_FORMAT,
-							  "%s: weight_map entry \"%s\" is not a plain file name",
-							  index_path, ent->string);
+			return rc;
 		}
 		for (prev = map->child; prev != ent; prev = prev->next)
 			if (strcmp(prev->valuestring, ent->valuestring) == 0)

@@ -281,5 +281,9 @@ sampler_sample(cbllm_sampler *s, const float *logits, const sampler_params *p, c
 		if (r < 0)
 			return c[i].id;
 	}
-	return c[n - 1].id;
+	/* rounding left r >= 0: the last candidate that has any mass */
+	for (int i = n - 1; i > 0; i--)
+		if (c[i].p > 0)
+			return c[i].id;
+	return c[0].id;
 }

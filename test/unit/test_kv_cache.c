@@ -1,0 +1,331 @@
+/*
+ * test_kv_cache.c: unit tests of the paged KV cache's block pool: parameter
+ * checks, allocation until empty, release, reference counts, double release,
+ * and the layout of K and V (every (layer, block, slot) has its own memory).
+ */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kv_cache.h"
+#include "tap.h"
+
+/* Create a cache; NULL (with a failed check) when creation fails. */
+static kv_cache *
+new_cache(int n_blocks, int block_size, int n_layers, int n_kv_heads, int head_dim)
+{
+	kv_cache_params p = {n_blocks, block_size, n_layers, n_kv_heads, head_dim};
+	kv_cache   *kv = NULL;
+	cbllm_err	err = {{0}};
+
+	if (kv_cache_create(&p, &kv, &err) != CBLLM_OK)
+	{
+		TAP_OK(false, "kv_cache_create(%d, %d, %d, %d, %d): %s", n_blocks, block_size,
+			   n_layers, n_kv_heads, head_dim, err.msg);
+		return NULL;
+	}
+	return kv;
+}
+
+/* Invalid parameters fail as CBLLM_ERR_INVALID with a message, creating nothing. */
+static void
+test_invalid_params(void)
+{
+	struct
+	{
+		const char *what;
+		kv_cache_params p;
+	}			cases[] = {
+		{"0 blocks", {0, 16, 2, 2, 8}},
+		{"-3 blocks", {-3, 16, 2, 2, 8}},
+		{"block_size 0", {4, 0, 2, 2, 8}},
+		{"block_size -16", {4, -16, 2, 2, 8}},
+		{"block_size 2048 (above 1024)", {4, 2048, 2, 2, 8}},
+		{"0 layers", {4, 16, 0, 2, 8}},
+		{"0 KV heads", {4, 16, 2, 0, 8}},
+		{"head_dim 0", {4, 16, 2, 2, 0}},
+		{"-1 layers", {4, 16, -1, 2, 8}},
+		{"-2 KV heads and head_dim -4 (a positive product)", {4, 16, 2, -2, -4}},
+	};
+
+	for (int i = 0; i < (int) (sizeof(cases) / sizeof(cases[0])); i++)
+	{
+		kv_cache   *kv = NULL;
+		cbllm_err	err = {{0}};
+		int			rc = kv_cache_create(&cases[i].p, &kv, &err);
+
+		TAP_OK(rc == CBLLM_ERR_INVALID && kv == NULL && err.msg[0] != '\0',
+			   "kv_cache_create with %s fails as invalid (%s): %s", cases[i].what,
+			   cbllm_status_name(rc), err.msg);
+		if (rc == CBLLM_OK)
+			kv_cache_free(kv);
+	}
+	kv_cache_free(NULL);		/* a no-op; a crash here fails the plan */
+}
+
+/* A new pool: fields, all blocks free, block_bytes. */
+static void
+test_create(void)
+{
+	kv_cache   *kv = new_cache(5, 16, 3, 2, 8);
+	bool		zero = true;
+
+	TAP_OK(kv_cache_block_bytes(16, 3, 2, 8) == (size_t) 2 * 16 * 3 * 2 * 8 * 4,
+		   "block_bytes of (16 positions, 3 layers, 2 heads, dim 8) is K + V in f32: 6144");
+	if (kv == NULL)
+		return;
+	TAP_OK(kv->n_blocks == 5 && kv->block_size == 16 && kv->n_layers == 3 &&
+		   kv->n_kv_heads == 2 && kv->head_dim == 8 && kv->block_floats == 16 * 2 * 8,
+		   "the pool records its geometry; a block holds 256 floats per layer");
+	TAP_OK(kv->n_free == 5, "all 5 blocks start free");
+	for (int b = 0; b < 5; b++)
+		zero = zero && kv->refcount[b] == 0;
+	TAP_OK(zero, "all reference counts start at 0");
+	kv_cache_free(kv);
+}
+
+/* Whether ids[0..n) are distinct and all in [0, n_blocks). */
+static bool
+distinct_ids(const int32_t *ids, int n, int n_blocks)
+{
+	bool	   *seen = calloc(n_blocks, sizeof(bool));
+	bool		ok = true;
+
+	for (int i = 0; i < n && ok; i++)
+	{
+		if (ids[i] < 0 || ids[i] >= n_blocks || seen[ids[i]])
+			ok = false;
+		else
+			seen[ids[i]] = true;
+	}
+	free(seen);
+	return ok;
+}
+
+/* Allocation: distinct ids until empty, then -1; release returns blocks. */
+static void
+test_alloc_release(void)
+{
+	const int	nb = 8;
+	kv_cache   *kv = new_cache(nb, 4, 1, 1, 2);
+	int32_t		ids[8];
+	int32_t		again;
+	bool		counts = true;
+
+	if (kv == NULL)
+		return;
+	for (int i = 0; i < nb; i++)
+	{
+		ids[i] = kv_cache_alloc(kv);
+		counts = counts && kv->n_free == nb - 1 - i && ids[i] >= 0 && kv->refcount[ids[i]] == 1;
+	}
+	TAP_OK(distinct_ids(ids, nb, nb), "8 allocations return 8 distinct ids in [0, 8)");
+	TAP_OK(counts, "each allocation takes one free block and gives it reference count 1");
+	TAP_OK(kv_cache_alloc(kv) == -1 && kv_cache_alloc(kv) == -1 && kv->n_free == 0,
+		   "the empty pool returns -1, repeatedly, without going negative");
+
+	kv_cache_release(kv, ids[3]);
+	TAP_OK(kv->n_free == 1 && kv->refcount[ids[3]] == 0, "release frees the block");
+	again = kv_cache_alloc(kv);
+	TAP_OK(again == ids[3] && kv_cache_alloc(kv) == -1,
+		   "the released block is the one handed out next, and only it");
+	for (int i = 0; i < nb; i++)
+		kv_cache_release(kv, ids[i]);
+	TAP_OK(kv->n_free == nb, "releasing every block frees the whole pool");
+	for (int i = 0; i < nb; i++)
+		ids[i] = kv_cache_alloc(kv);
+	TAP_OK(distinct_ids(ids, nb, nb) && kv_cache_alloc(kv) == -1,
+		   "after a full release the pool hands out 8 distinct ids again");
+	kv_cache_free(kv);
+}
+
+/* Reference counts: a shared block is free only after every owner releases it. */
+static void
+test_refcount(void)
+{
+	kv_cache   *kv = new_cache(2, 4, 1, 1, 2);
+	int32_t		a,
+				b;
+
+	if (kv == NULL)
+		return;
+	a = kv_cache_alloc(kv);
+	b = kv_cache_alloc(kv);
+	kv_cache_ref(kv, a);
+	TAP_OK(kv->refcount[a] == 2 && kv->refcount[b] == 1, "ref raises the count to 2");
+	kv_cache_release(kv, a);
+	TAP_OK(kv->refcount[a] == 1 && kv->n_free == 0 && kv_cache_alloc(kv) == -1,
+		   "the first of two releases keeps the block in use");
+	kv_cache_release(kv, a);
+	TAP_OK(kv->refcount[a] == 0 && kv->n_free == 1, "the second release frees it");
+	TAP_OK(kv_cache_alloc(kv) == a && kv->refcount[a] == 1, "and it can be allocated again");
+	kv_cache_ref(kv, b);
+	kv_cache_ref(kv, b);
+	kv_cache_release(kv, b);
+	kv_cache_release(kv, b);
+	TAP_OK(kv->refcount[b] == 1 && kv->n_free == 0, "three owners: two releases leave one");
+	kv_cache_release(kv, b);
+	TAP_OK(kv->refcount[b] == 0 && kv->n_free == 1, "the third release frees it");
+	kv_cache_free(kv);
+}
+
+/* A double release (or a bogus id) does not corrupt the free list. */
+static void
+test_double_release(void)
+{
+	const int	nb = 6;
+	kv_cache   *kv = new_cache(nb, 4, 1, 1, 2);
+	int32_t		ids[7];
+	int32_t		a;
+	int			n = 0;
+	bool		bounded = true;
+
+	if (kv == NULL)
+		return;
+	a = kv_cache_alloc(kv);
+	kv_cache_release(kv, a);
+	kv_cache_release(kv, a);
+	bounded = kv->n_free == nb;
+	kv_cache_release(kv, a);
+	kv_cache_release(kv, -1);
+	kv_cache_release(kv, nb);
+	kv_cache_release(kv, 1 << 30);
+	bounded = bounded && kv->n_free == nb && kv->refcount[a] == 0;
+	TAP_OK(bounded, "double and triple release and out-of-range ids leave n_free at n_blocks (%d)",
+		   kv->n_free);
+	while (n < 7 && (ids[n] = kv_cache_alloc(kv)) >= 0)
+		n++;
+	TAP_OK(n == nb && distinct_ids(ids, n, nb),
+		   "after the double release the pool hands out %d distinct ids, then -1 (got %d)", nb, n);
+
+	/* a double release of a block while the others are in use */
+	kv_cache_release(kv, ids[2]);
+	kv_cache_release(kv, ids[2]);
+	TAP_OK(kv->n_free == 1, "a double release of one block in a full pool frees one slot (%d)",
+		   kv->n_free);
+	a = kv_cache_alloc(kv);
+	TAP_OK(a == ids[2] && kv_cache_alloc(kv) == -1,
+		   "that block comes back once, and the pool is then empty");
+	kv_cache_free(kv);
+}
+
+/* One (pointer, length) span of K or V memory. */
+typedef struct span
+{
+	const float *p;
+	int			n;
+	int			kind;			/* 0: K, 1: V */
+} span;
+
+/* qsort order of spans by address. */
+static int
+span_cmp(const void *a, const void *b)
+{
+	const span *x = a,
+			   *y = b;
+
+	return x->p < y->p ? -1 : x->p > y->p;
+}
+
+/* The value stored in element e of (layer, block, slot) of K (kind 0) or V (kind 1). */
+static float
+cell_value(int kind, int layer, int block, int slot, int e)
+{
+	return (float) (((((kind * 7 + layer) * 11 + block) * 13 + slot) * 17 + e) + 1) *
+		(kind ? -1.0f : 1.0f);
+}
+
+/* K and V of distinct (layer, block, slot) never overlap, and hold what was written. */
+static void
+test_layout(void)
+{
+	const int	nb = 3,
+				bs = 4,
+				nl = 2,
+				nh = 2,
+				hd = 3;
+	const int	row = nh * hd;
+	const int64_t per = (int64_t) nl * nb * bs * row;	/* floats of K (or V) */
+	kv_cache   *kv = new_cache(nb, bs, nl, nh, hd);
+	span	   *sp = malloc(sizeof(span) * 2 * nl * nb * bs);
+	int			n = 0;
+	bool		inside = true,
+				disjoint = true,
+				intact = true;
+
+	if (kv == NULL)
+		return;
+	for (int kind = 0; kind < 2; kind++)
+		for (int l = 0; l < nl; l++)
+			for (int b = 0; b < nb; b++)
+				for (int s = 0; s < bs; s++)
+				{
+					const float *p = kind ? kv_cache_v(kv, l, b, s) : kv_cache_k(kv, l, b, s);
+					const float *base = kind ? kv->v : kv->k;
+
+					if (p < base || p + row > base + per)
+						inside = false;
+					sp[n].p = p;
+					sp[n].n = row;
+					sp[n].kind = kind;
+					n++;
+				}
+	TAP_OK(inside, "every K and V row of (layer, block, slot) lies inside its %lld-float array",
+		   (long long) per);
+	qsort(sp, n, sizeof(span), span_cmp);
+	for (int i = 0; i + 1 < n; i++)
+		if (sp[i].p + sp[i].n > sp[i + 1].p)
+			disjoint = false;
+	TAP_OK(disjoint, "the %d K and V rows (2 x 2 layers x 3 blocks x 4 slots) never overlap", n);
+
+	/* write every element of every row, then read all of them back */
+	for (int kind = 0; kind < 2; kind++)
+		for (int l = 0; l < nl; l++)
+			for (int b = 0; b < nb; b++)
+				for (int s = 0; s < bs; s++)
+				{
+					float	   *p = kind ? kv_cache_v(kv, l, b, s) : kv_cache_k(kv, l, b, s);
+
+					for (int e = 0; e < row; e++)
+						p[e] = cell_value(kind, l, b, s, e);
+				}
+	for (int kind = 0; kind < 2; kind++)
+		for (int l = 0; l < nl; l++)
+			for (int b = 0; b < nb; b++)
+				for (int s = 0; s < bs; s++)
+				{
+					const float *p = kind ? kv_cache_v(kv, l, b, s) : kv_cache_k(kv, l, b, s);
+
+					for (int e = 0; e < row; e++)
+						if (p[e] != cell_value(kind, l, b, s, e))
+							intact = false;
+				}
+	TAP_OK(intact, "distinct values written to every element of K and V read back intact");
+
+	/* allocation and release never touch the stored keys and values */
+	{
+		int32_t		a = kv_cache_alloc(kv),
+					b = kv_cache_alloc(kv);
+
+		kv_cache_release(kv, a);
+		kv_cache_release(kv, b);
+		kv_cache_release(kv, a);
+		TAP_OK(kv_cache_k(kv, 1, 2, 3)[5] == cell_value(0, 1, 2, 3, 5) &&
+			   kv_cache_v(kv, 0, 0, 0)[0] == cell_value(1, 0, 0, 0, 0),
+			   "alloc and release leave the stored K and V alone");
+	}
+	free(sp);
+	kv_cache_free(kv);
+}
+
+int
+main(void)
+{
+	test_invalid_params();
+	test_create();
+	test_alloc_release();
+	test_refcount();
+	test_double_release();
+	test_layout();
+	return tap_done();
+}
