@@ -192,8 +192,12 @@ cli_bench_run(const cbllm_engine_params *ep_in, const bench_opts *oin)
 			cbllm_engine_destroy(e);
 			return 1;
 		}
+		/* every token goes through the layers; only the last one through lm_head */
+		double		lm_head = (double) info.vocab_size * info.hidden;
+		double		flops = 2.0 * ((info.matmul_params - lm_head) * o.prefill_len + lm_head);
+
 		printf("prefill  %d tokens: %.1f ms, %.1f tokens/s, %.1f GFLOP/s\n", o.prefill_len,
-			   t * 1e3, o.prefill_len / t, 2.0 * info.matmul_params * o.prefill_len / t / 1e9);
+			   t * 1e3, o.prefill_len / t, flops / t / 1e9);
 	}
 	cbllm_engine_destroy(e);
 	return 0;
