@@ -37,6 +37,7 @@ ENGINE_SRCS = \
 	src/kernels_avx512.c \
 	src/backend_cpu.c \
 	src/kv_cache.c \
+	src/swap_space.c \
 	src/forward.c \
 	src/sampler.c \
 	src/request.c \

@@ -25,6 +25,7 @@
 
 #include "kv_cache.h"
 #include "model.h"
+#include "swap_space.h"
 #include "threadpool.h"
 
 typedef struct fwd_batch
@@ -78,6 +79,11 @@ struct cbllm_backend
 	/* out (n, dim) = rows of x (., dim) */
 	void		(*gather_rows) (cbllm_backend *be, const float *x, const int32_t *rows, int n,
 								int dim, float *out);
+	/* copy n cache blocks to swap blocks (out) or swap blocks to cache blocks (in) */
+	int			(*swap_out) (cbllm_backend *be, const kv_cache *kv, swap_space *sw,
+							 const int32_t *blocks, const int32_t *swap_ids, int n, cbllm_err *err);
+	int			(*swap_in) (cbllm_backend *be, kv_cache *kv, const swap_space *sw,
+							const int32_t *blocks, const int32_t *swap_ids, int n, cbllm_err *err);
 	/* copy n floats of backend memory to host memory */
 	int			(*download) (cbllm_backend *be, const float *src, float *dst, size_t n,
 							 cbllm_err *err);

@@ -5,6 +5,7 @@
  * do not depend on the number of threads or on the batch.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -282,6 +283,43 @@ CpuGatherRows(cbllm_backend *be, const float *x, const int32_t *rows, int n, int
 		memmove(out + (int64_t) i * dim, x + (int64_t) rows[i] * dim, sizeof(float) * dim);
 }
 
+/* Copy one block's K and V, layer by layer, between the cache and the swap area. */
+static void
+CopyBlock(const kv_cache *kv, const swap_space *sw, int32_t block, int32_t sid, bool to_swap)
+{
+	for (int l = 0; l < kv->n_layers; l++)
+	{
+		size_t		bytes = sizeof(float) * kv->block_floats;
+		float	   *ck = kv_cache_k(kv, l, block, 0);
+		float	   *cv = kv_cache_v(kv, l, block, 0);
+		float	   *hk = sw->k + sid * sw->block_floats + (int64_t) l * kv->block_floats;
+		float	   *hv = sw->v + sid * sw->block_floats + (int64_t) l * kv->block_floats;
+
+		memcpy(to_swap ? hk : ck, to_swap ? ck : hk, bytes);
+		memcpy(to_swap ? hv : cv, to_swap ? cv : hv, bytes);
+	}
+}
+
+/* Cache blocks to swap blocks. */
+static int
+CpuSwapOut(cbllm_backend *be, const kv_cache *kv, swap_space *sw, const int32_t *blocks,
+		   const int32_t *swap_ids, int n, cbllm_err *err)
+{
+	for (int i = 0; i < n; i++)
+		CopyBlock(kv, sw, blocks[i], swap_ids[i], true);
+	return CBLLM_OK;
+}
+
+/* Swap blocks back to cache blocks. */
+static int
+CpuSwapIn(cbllm_backend *be, kv_cache *kv, const swap_space *sw, const int32_t *blocks,
+		  const int32_t *swap_ids, int n, cbllm_err *err)
+{
+	for (int i = 0; i < n; i++)
+		CopyBlock(kv, sw, blocks[i], swap_ids[i], false);
+	return CBLLM_OK;
+}
+
 /* Host to host copy. */
 static int
 CpuDownload(cbllm_backend *be, const float *src, float *dst, size_t n, cbllm_err *err)
@@ -371,6 +409,8 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	be->silu_mul = CpuSiluMul;
 	be->add = CpuAdd;
 	be->gather_rows = CpuGatherRows;
+	be->swap_out = CpuSwapOut;
+	be->swap_in = CpuSwapIn;
 	be->download = CpuDownload;
 	be->destroy = CpuDestroy;
 	*out = be;

@@ -25,6 +25,17 @@
 
 typedef struct cbllm_engine cbllm_engine;
 
+typedef enum cbllm_preempt_mode
+{
+	CBLLM_PREEMPT_AUTO = 0,		/* per victim: swap when copying is cheaper than recomputing */
+	CBLLM_PREEMPT_RECOMPUTE,	/* drop the victim's KV and rebuild it by prefill */
+	CBLLM_PREEMPT_SWAP			/* copy its blocks to host swap space and back */
+} cbllm_preempt_mode;
+
+/* "auto", "recompute", "swap"; -1 for an unknown name. */
+int			cbllm_preempt_mode_parse(const char *name);
+const char *cbllm_preempt_mode_name(cbllm_preempt_mode m);
+
 typedef struct cbllm_engine_params
 {
 	const char *model_dir;		/* HuggingFace model directory */
@@ -38,6 +49,11 @@ typedef struct cbllm_engine_params
 	int			num_kv_blocks;	/* KV pool size in blocks; 0: from kv_cache_bytes */
 	size_t		kv_cache_bytes; /* KV pool size in bytes; 0: room for max_num_seqs full sequences, at most 4 GiB */
 	int			max_queued;		/* most requests waiting or running; 0: 4096 */
+	cbllm_preempt_mode preempt_mode;	/* when the KV pool runs out; default auto */
+	int			num_swap_blocks;	/* host swap area in blocks; 0: from swap_space_bytes */
+	size_t		swap_space_bytes;	/* host swap area in bytes; 0: a quarter of the KV pool; SIZE_MAX: none */
+	bool		no_prefix_caching;	/* turn automatic prefix caching off */
+	bool		static_batching;	/* baseline: run each batch to completion before the next */
 } cbllm_engine_params;
 
 typedef enum cbllm_finish
@@ -101,7 +117,15 @@ typedef struct cbllm_stats
 	int64_t		tokens_prompt;	/* prompt tokens computed (including recomputation) */
 	int64_t		tokens_generated;
 	int64_t		batch_seqs_sum; /* sum over steps of the sequences in the step */
-	int64_t		preemptions;
+	int64_t		preemptions;	/* all preemptions */
+	int64_t		preemptions_recompute;
+	int64_t		preemptions_swap;
+	int			n_swapped;		/* requests whose KV is in swap space now */
+	int			swap_blocks_total;
+	int			swap_blocks_free;
+	int			kv_blocks_cached;	/* free blocks still holding a cached prefix */
+	int64_t		prefix_queries; /* full prompt blocks looked up */
+	int64_t		prefix_hits;	/* of those, found in the cache */
 	double		forward_seconds;
 } cbllm_stats;
 

@@ -4,6 +4,7 @@
  * samples a token for every sequence that finished its prompt or decoded,
  * and records the results in each request (request.c).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,26 @@ cbllm_finish_name(cbllm_finish f)
 			return "error";
 	}
 	return "?";
+}
+
+/* Parse a preemption mode name. */
+int
+cbllm_preempt_mode_parse(const char *name)
+{
+	if (name == NULL || strcmp(name, "auto") == 0)
+		return CBLLM_PREEMPT_AUTO;
+	if (strcmp(name, "recompute") == 0)
+		return CBLLM_PREEMPT_RECOMPUTE;
+	if (strcmp(name, "swap") == 0)
+		return CBLLM_PREEMPT_SWAP;
+	return -1;
+}
+
+/* The name of a preemption mode. */
+const char *
+cbllm_preempt_mode_name(cbllm_preempt_mode m)
+{
+	return m == CBLLM_PREEMPT_RECOMPUTE ? "recompute" : m == CBLLM_PREEMPT_SWAP ? "swap" : "auto";
 }
 
 /* Greedy decoding of up to 16 tokens. */
@@ -98,6 +119,18 @@ ResolveParams(cbllm_engine *e, const cbllm_engine_params *in, cbllm_err *err)
 							  block_bytes);
 	}
 	p->kv_cache_bytes = (size_t) p->num_kv_blocks * block_bytes;
+	if (p->preempt_mode > CBLLM_PREEMPT_SWAP)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "unknown preemption mode %d", p->preempt_mode);
+	if (p->num_swap_blocks <= 0)
+	{
+		if (p->swap_space_bytes == SIZE_MAX)
+			p->num_swap_blocks = 0;
+		else if (p->swap_space_bytes > 0)
+			p->num_swap_blocks = (int) (p->swap_space_bytes / block_bytes);
+		else
+			p->num_swap_blocks = p->num_kv_blocks / 4;
+	}
+	p->swap_space_bytes = (size_t) p->num_swap_blocks * block_bytes;
 	return CBLLM_OK;
 }
 
@@ -119,8 +152,12 @@ CreateCompute(cbllm_engine *e, cbllm_err *err)
 		return rc;
 	bp.pool = e->pool;
 	if ((rc = cpu_backend_create(&bp, &e->be, err)) ||
-		(rc = kv_cache_create(&kp, &e->kv, err)))
+		(rc = kv_cache_create(&kp, &e->kv, err)) ||
+		(rc = swap_space_create(p->num_swap_blocks, (int64_t) c->n_layers * e->kv->block_floats,
+								&e->swap, err)))
 		return rc;
+	e->sec_per_prefill_token = 1e-3;	/* replaced by measurements as steps run */
+	e->swap_bytes_per_sec = 4e9;
 	fp.model = e->model;
 	fp.backend = e->be;
 	fp.kv = e->kv;
@@ -228,7 +265,7 @@ cbllm_engine_submit(cbllm_engine *e, const cbllm_request_input *in, const cbllm_
 	r->hnext = e->hash[r->id & (ENGINE_HASH_BUCKETS - 1)];
 	e->hash[r->id & (ENGINE_HASH_BUCKETS - 1)] = r;
 	e->n_live++;
-	req_list_push_back(&e->waiting, r);
+	req_list_insert(&e->waiting, r);
 	*id = r->id;
 	return CBLLM_OK;
 }
@@ -249,7 +286,8 @@ cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
 	int			n_rows = 0,
 				row = 0,
 				rc = CBLLM_OK;
-	int			n_seqs;
+	int			n_seqs,
+				n_step_tokens = 0;
 	int			vocab = e->model->cfg.vocab_size;
 	double		t0;
 	cbllm_err	local;
@@ -262,7 +300,8 @@ cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
 	{
 		t0 = cbllm_now();
 		rc = forward_run(e->fwd, e->step_seqs, n_seqs, &logits, &n_rows, err);
-		e->stats.forward_seconds += cbllm_now() - t0;
+		t0 = cbllm_now() - t0;
+		e->stats.forward_seconds += t0;
 		if (rc != CBLLM_OK)
 			FailStep(e, n_seqs, err->msg);
 		else
@@ -277,13 +316,18 @@ cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
 
 				if (r->n_computed < r->n_prompt)
 					e->stats.tokens_prompt += r->step_tokens;
+				n_step_tokens += r->step_tokens;
 				r->n_computed += r->step_tokens;
+				request_register_blocks(e, r);
 				if (e->step_seqs[i].logits == FWD_LOGITS_NONE)
 					continue;
 				tok = sampler_sample(e->sampler, logits + (size_t) row++ * vocab, &spp, &r->rng);
 				if (request_append_token(e, r, tok) != CBLLM_OK)
 					request_finish(e, r, CBLLM_FINISH_ERROR, "out of memory recording output");
 			}
+			if (n_step_tokens >= 64)
+				e->sec_per_prefill_token = 0.8 * e->sec_per_prefill_token +
+					0.2 * t0 / n_step_tokens;
 		}
 	}
 	if (n_active)
@@ -392,7 +436,15 @@ cbllm_engine_stats(const cbllm_engine *e, cbllm_stats *st)
 	st->n_waiting = e->waiting.n;
 	st->n_running = e->running.n;
 	st->kv_blocks_total = e->kv->n_blocks;
-	st->kv_blocks_free = e->kv->n_free;
+	st->kv_blocks_free = kv_cache_available(e->kv);
+	st->kv_blocks_cached = e->kv->n_evictable;
+	st->prefix_queries = e->kv->prefix_queries;
+	st->prefix_hits = e->kv->prefix_hits;
+	st->swap_blocks_total = e->swap->n_blocks;
+	st->swap_blocks_free = e->swap->n_free;
+	st->n_swapped = 0;
+	for (cbllm_request *r = e->waiting.head; r != NULL; r = r->next)
+		st->n_swapped += r->swapped;
 }
 
 /* Model and configuration facts. */
@@ -448,6 +500,7 @@ cbllm_engine_destroy(cbllm_engine *e)
 	sampler_free(e->sampler);
 	forward_free(e->fwd);
 	kv_cache_free(e->kv);
+	swap_space_free(e->swap);
 	if (e->be)
 		e->be->destroy(e->be);
 	threadpool_destroy(e->pool);

@@ -47,6 +47,11 @@ typedef struct cbllm_request
 	cbllm_finish finish;
 	char		error[CBLLM_ERR_MSG_LEN];
 	int			step_tokens;	/* tokens scheduled in the current step */
+	bool		swapped;		/* its KV is in swap space (swap_ids), n_computed kept */
+	int32_t    *swap_ids;		/* (n_swap) swap blocks, in block-table order */
+	int			n_swap;
+	uint64_t   *hashes;			/* (cap_blocks) prefix hashes of its full blocks */
+	int			n_hashed;		/* full blocks hashed (and offered to the cache) */
 	struct cbllm_request *prev; /* in the waiting or running list */
 	struct cbllm_request *next;
 	struct cbllm_request *hnext;	/* in the id hash chain */
@@ -69,6 +74,7 @@ struct cbllm_engine
 	cbllm_threadpool *pool;
 	cbllm_backend *be;
 	kv_cache   *kv;
+	swap_space *swap;
 	cbllm_forward *fwd;
 	cbllm_sampler *sampler;
 	cbllm_request *hash[ENGINE_HASH_BUCKETS];	/* every live request by id */
@@ -80,20 +86,25 @@ struct cbllm_engine
 	fwd_seq    *step_seqs;		/* (max_num_seqs) */
 	cbllm_request **step_reqs;	/* (max_num_seqs) */
 	int32_t		eos_id;			/* -1 when the model has none */
+	int64_t		static_batch_last;	/* static batching: newest arrival of the batch */
+	double		sec_per_prefill_token;	/* measured, for the auto preemption choice */
+	double		swap_bytes_per_sec; /* measured, for the auto preemption choice */
 	cbllm_stats stats;
 };
 
-/* req_list operations */
-void		req_list_push_back(req_list *l, cbllm_request *r);
-void		req_list_push_front(req_list *l, cbllm_request *r);
+/* req_list operations; lists are kept in (priority desc, arrival asc) order */
+void		req_list_insert(req_list *l, cbllm_request *r);
 void		req_list_remove(req_list *l, cbllm_request *r);
 
 /* request.c */
 int			request_create(cbllm_engine *e, const cbllm_request_input *in,
 						   const cbllm_sampling *sp, cbllm_request **out, cbllm_err *err);
 void		request_free(cbllm_request *r);
+int			request_reserve_table(cbllm_request *r, int n);
 int			request_ensure_blocks(cbllm_engine *e, cbllm_request *r, int n_positions);
 void		request_release_blocks(cbllm_engine *e, cbllm_request *r);
+void		request_release_swap(cbllm_engine *e, cbllm_request *r);
+void		request_register_blocks(cbllm_engine *e, cbllm_request *r);
 int			request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token);
 void		request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *error);
 

@@ -47,7 +47,18 @@ kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err)
 	kv->v = MapFloats(n);
 	kv->free_ids = malloc(sizeof(int32_t) * p->n_blocks);
 	kv->refcount = calloc(p->n_blocks, sizeof(int32_t));
-	if (kv->k == NULL || kv->v == NULL || kv->free_ids == NULL || kv->refcount == NULL)
+	kv->hash = calloc(p->n_blocks, sizeof(uint64_t));
+	kv->lru_prev = malloc(sizeof(int32_t) * p->n_blocks);
+	kv->lru_next = malloc(sizeof(int32_t) * p->n_blocks);
+	kv->table_cap = 16;
+	while (kv->table_cap < 2 * p->n_blocks)
+		kv->table_cap *= 2;
+	kv->table_key = calloc(kv->table_cap, sizeof(uint64_t));
+	kv->table_block = calloc(kv->table_cap, sizeof(int32_t));
+	kv->lru_head = kv->lru_tail = -1;
+	if (kv->k == NULL || kv->v == NULL || kv->free_ids == NULL || kv->refcount == NULL ||
+		kv->hash == NULL || kv->lru_prev == NULL || kv->lru_next == NULL ||
+		kv->table_key == NULL || kv->table_block == NULL)
 	{
 		size_t		mb = kv_cache_block_bytes(p->block_size, p->n_layers, p->n_kv_heads,
 											  p->head_dim) * p->n_blocks >> 20;
@@ -80,18 +91,119 @@ kv_cache_free(kv_cache *kv)
 		munmap(kv->v, n);
 	free(kv->free_ids);
 	free(kv->refcount);
+	free(kv->hash);
+	free(kv->lru_prev);
+	free(kv->lru_next);
+	free(kv->table_key);
+	free(kv->table_block);
 	free(kv);
 }
 
-/* Take a free block, or -1. */
+#define SLOT_EMPTY 0
+#define SLOT_DELETED 1
+
+/* Find the table slot holding hash, or -1. */
+static int
+TableFind(const kv_cache *kv, uint64_t hash)
+{
+	int			mask = kv->table_cap - 1;
+
+	for (int i = (int) (hash & mask), n = 0; n < kv->table_cap; i = (i + 1) & mask, n++)
+	{
+		if (kv->table_key[i] == SLOT_EMPTY)
+			return -1;
+		if (kv->table_key[i] == hash)
+			return i;
+	}
+	return -1;
+}
+
+/* Insert hash -> block (the caller checked it is absent). */
+static void
+TableInsert(kv_cache *kv, uint64_t hash, int32_t block)
+{
+	int			mask = kv->table_cap - 1;
+	int			i = (int) (hash & mask);
+
+	while (kv->table_key[i] != SLOT_EMPTY && kv->table_key[i] != SLOT_DELETED)
+		i = (i + 1) & mask;
+	kv->table_key[i] = hash;
+	kv->table_block[i] = block;
+}
+
+/* Rebuild the table from the registered blocks, dropping deleted slots. */
+static void
+TableRebuild(kv_cache *kv)
+{
+	for (int i = 0; i < kv->table_cap; i++)
+		kv->table_key[i] = SLOT_EMPTY;
+	for (int b = 0; b < kv->n_blocks; b++)
+		if (kv->hash[b] != 0)
+			TableInsert(kv, kv->hash[b], b);
+	kv->table_deleted = 0;
+}
+
+/* Forget a block's registration. */
+static void
+Unregister(kv_cache *kv, int32_t block)
+{
+	int			i = TableFind(kv, kv->hash[block]);
+
+	if (i >= 0 && kv->table_block[i] == block)
+	{
+		kv->table_key[i] = SLOT_DELETED;
+		kv->table_deleted++;
+	}
+	kv->hash[block] = 0;
+	if (kv->table_deleted > kv->table_cap / 4)
+		TableRebuild(kv);
+}
+
+/* Unlink an evictable block from the LRU list. */
+static void
+LruRemove(kv_cache *kv, int32_t b)
+{
+	if (kv->lru_prev[b] >= 0)
+		kv->lru_next[kv->lru_prev[b]] = kv->lru_next[b];
+	else
+		kv->lru_head = kv->lru_next[b];
+	if (kv->lru_next[b] >= 0)
+		kv->lru_prev[kv->lru_next[b]] = kv->lru_prev[b];
+	else
+		kv->lru_tail = kv->lru_prev[b];
+	kv->n_evictable--;
+}
+
+/* Append a block to the LRU list (most recently released). */
+static void
+LruAppend(kv_cache *kv, int32_t b)
+{
+	kv->lru_prev[b] = kv->lru_tail;
+	kv->lru_next[b] = -1;
+	if (kv->lru_tail >= 0)
+		kv->lru_next[kv->lru_tail] = b;
+	else
+		kv->lru_head = b;
+	kv->lru_tail = b;
+	kv->n_evictable++;
+}
+
+/* Take a free block, else evict the least recently released cached block; -1 when none. */
 int32_t
 kv_cache_alloc(kv_cache *kv)
 {
 	int32_t		b;
 
-	if (kv->n_free == 0)
+	if (kv->n_free > 0)
+		b = kv->free_ids[--kv->n_free];
+	else if (kv->lru_head >= 0)
+	{
+		b = kv->lru_head;
+		LruRemove(kv, b);
+		Unregister(kv, b);
+	}
+	else
 		return -1;
-	b = kv->free_ids[--kv->n_free];
 	kv->refcount[b] = 1;
 	return b;
 }
@@ -104,12 +216,78 @@ kv_cache_ref(kv_cache *kv, int32_t block)
 		kv->refcount[block]++;
 }
 
-/* Drop an owner; free the block when none remain. */
+/* Drop an owner; free the block (or park it on the LRU list if registered) when none remain. */
 void
 kv_cache_release(kv_cache *kv, int32_t block)
 {
 	if (block < 0 || block >= kv->n_blocks || kv->refcount[block] <= 0)
 		return;					/* a double release is ignored, never corrupts the pool */
-	if (--kv->refcount[block] == 0)
+	if (--kv->refcount[block] > 0)
+		return;
+	if (kv->hash[block] != 0)
+		LruAppend(kv, block);
+	else
 		kv->free_ids[kv->n_free++] = block;
+}
+
+/* FNV-1a over the parent hash and the token ids, then a 64-bit finaliser; never 0 or 1. */
+uint64_t
+kv_cache_block_hash(uint64_t parent, const int32_t *tokens, int n)
+{
+	uint64_t	h = 0xcbf29ce484222325ULL;
+
+	for (int i = 0; i < 8; i++)
+		h = (h ^ ((parent >> (8 * i)) & 0xff)) * 0x100000001b3ULL;
+	for (int t = 0; t < n; t++)
+		for (int i = 0; i < 4; i++)
+			h = (h ^ (((uint32_t) tokens[t] >> (8 * i)) & 0xff)) * 0x100000001b3ULL;
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	return h > SLOT_DELETED ? h : h + 2;
+}
+
+/* Find a registered block by hash and take an owner's reference to it. */
+int32_t
+kv_cache_lookup(kv_cache *kv, uint64_t hash)
+{
+	int			i = TableFind(kv, hash);
+	int32_t		b;
+
+	kv->prefix_queries++;
+	if (i < 0)
+		return -1;
+	b = kv->table_block[i];
+	if (kv->refcount[b] == 0)
+		LruRemove(kv, b);
+	kv->refcount[b]++;
+	kv->prefix_hits++;
+	return b;
+}
+
+/* Register a full block under hash unless the hash is already cached. */
+void
+kv_cache_register(kv_cache *kv, int32_t block, uint64_t hash)
+{
+	if (block < 0 || block >= kv->n_blocks || kv->hash[block] != 0 || TableFind(kv, hash) >= 0)
+		return;
+	kv->hash[block] = hash;
+	TableInsert(kv, hash, block);
+}
+
+/* Drop every registration; evictable blocks become free. */
+void
+kv_cache_reset_prefix(kv_cache *kv)
+{
+	while (kv->lru_head >= 0)
+	{
+		int32_t		b = kv->lru_head;
+
+		LruRemove(kv, b);
+		kv->hash[b] = 0;
+		kv->free_ids[kv->n_free++] = b;
+	}
+	for (int b = 0; b < kv->n_blocks; b++)
+		kv->hash[b] = 0;
+	TableRebuild(kv);
 }

@@ -4,6 +4,12 @@
  * (the ids of its blocks in position order), so memory grows with the tokens
  * actually held, not with the maximum length.  Blocks carry reference counts
  * so that sequences sharing a prefix can share its full blocks.
+ *
+ * Prefix caching: a full block can be registered under a hash of (parent
+ * block's hash, its tokens).  When its last owner releases it, a registered
+ * block is not freed but parked on an LRU list, still findable by its hash;
+ * allocation takes free blocks first and then evicts the least recently
+ * released cached block.  So "available" = free + evictable.
  */
 #ifndef CBLLM_KV_CACHE_H
 #define CBLLM_KV_CACHE_H
@@ -25,7 +31,19 @@ typedef struct kv_cache
 	float	   *v;				/* (n_layers, n_blocks, block_size, n_kv_heads, head_dim) */
 	int32_t    *free_ids;		/* (n_blocks) stack of free block ids; top at n_free - 1 */
 	int			n_free;
-	int32_t    *refcount;		/* (n_blocks) owners of each block; 0 when free */
+	int32_t    *refcount;		/* (n_blocks) owners of each block; 0 when free or evictable */
+	uint64_t   *hash;			/* (n_blocks) prefix hash of a registered block, 0 when none */
+	int32_t    *lru_prev;		/* (n_blocks) evictable list links, -1 at the ends */
+	int32_t    *lru_next;		/* (n_blocks) */
+	int32_t		lru_head;		/* least recently released evictable block, -1 when none */
+	int32_t		lru_tail;
+	int			n_evictable;
+	uint64_t   *table_key;		/* (table_cap) open-addressing hash -> block; 0 empty, 1 deleted */
+	int32_t    *table_block;	/* (table_cap) */
+	int			table_cap;		/* a power of two >= 2 * n_blocks */
+	int			table_deleted;	/* deleted slots; the table is rebuilt past cap / 4 */
+	int64_t		prefix_queries; /* blocks looked up */
+	int64_t		prefix_hits;	/* blocks found */
 } kv_cache;
 
 typedef struct kv_cache_params
@@ -43,13 +61,32 @@ size_t		kv_cache_block_bytes(int block_size, int n_layers, int n_kv_heads, int h
 int			kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err);
 void		kv_cache_free(kv_cache *kv);
 
-/* Take a free block (reference count 1), or -1 when the pool is empty. */
+/* Take a free block, else evict a cached one (reference count 1); -1 when none. */
 int32_t		kv_cache_alloc(kv_cache *kv);
+
+/* Blocks that kv_cache_alloc can still hand out (free + evictable). */
+static inline int
+kv_cache_available(const kv_cache *kv)
+{
+	return kv->n_free + kv->n_evictable;
+}
+
+/* The hash of a full block: its parent's hash (0 for the first) and its tokens. */
+uint64_t	kv_cache_block_hash(uint64_t parent, const int32_t *tokens, int n);
+
+/* A registered block with this hash, now owned once more by the caller; -1 when none. */
+int32_t		kv_cache_lookup(kv_cache *kv, uint64_t hash);
+
+/* Register a full block under hash (no effect if another block holds it). */
+void		kv_cache_register(kv_cache *kv, int32_t block, uint64_t hash);
+
+/* Drop every registered hash (cached blocks become plain free blocks). */
+void		kv_cache_reset_prefix(kv_cache *kv);
 
 /* Add an owner to a block in use. */
 void		kv_cache_ref(kv_cache *kv, int32_t block);
 
-/* Drop an owner; the block returns to the pool when none are left. */
+/* Drop an owner; with none left the block returns to the pool (or the LRU list if registered). */
 void		kv_cache_release(kv_cache *kv, int32_t block);
 
 /* Keys of (layer, block, slot): n_kv_heads * head_dim floats. */

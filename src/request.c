@@ -15,31 +15,32 @@
 
 #include "engine_internal.h"
 
-/* Append r at the end of l. */
-void
-req_list_push_back(req_list *l, cbllm_request *r)
+/* True when a runs before b: higher priority, then earlier arrival. */
+static inline bool
+RunsBefore(const cbllm_request *a, const cbllm_request *b)
 {
-	r->next = NULL;
-	r->prev = l->tail;
-	if (l->tail)
-		l->tail->next = r;
-	else
-		l->head = r;
-	l->tail = r;
-	l->n++;
+	return a->sp.priority != b->sp.priority ? a->sp.priority > b->sp.priority :
+		a->arrival < b->arrival;
 }
 
-/* Insert r at the front of l. */
+/* Insert r in (priority desc, arrival asc) order, searching from the back. */
 void
-req_list_push_front(req_list *l, cbllm_request *r)
+req_list_insert(req_list *l, cbllm_request *r)
 {
-	r->prev = NULL;
-	r->next = l->head;
-	if (l->head)
-		l->head->prev = r;
+	cbllm_request *after = l->tail;
+
+	while (after != NULL && RunsBefore(r, after))
+		after = after->prev;
+	r->prev = after;
+	r->next = after ? after->next : l->head;
+	if (r->next)
+		r->next->prev = r;
 	else
 		l->tail = r;
-	l->head = r;
+	if (after)
+		after->next = r;
+	else
+		l->head = r;
 	l->n++;
 }
 
@@ -185,8 +186,32 @@ request_free(cbllm_request *r)
 		free(r->stop_strings[i]);
 	free(r->tokens);
 	free(r->blocks);
+	free(r->hashes);
+	free(r->swap_ids);
 	cbllm_buf_free(&r->text);
 	free(r);
+}
+
+/* Make room in r's block table (and its hashes) for n entries. */
+int
+request_reserve_table(cbllm_request *r, int n)
+{
+	int			cap = n > 2 * r->cap_blocks ? n : 2 * r->cap_blocks;
+	int32_t    *b;
+	uint64_t   *h;
+
+	if (n <= r->cap_blocks)
+		return CBLLM_OK;
+	b = realloc(r->blocks, sizeof(int32_t) * cap);
+	if (b == NULL)
+		return CBLLM_ERR_NOMEM;
+	r->blocks = b;
+	h = realloc(r->hashes, sizeof(uint64_t) * cap);
+	if (h == NULL)
+		return CBLLM_ERR_NOMEM;
+	r->hashes = h;
+	r->cap_blocks = cap;
+	return CBLLM_OK;
 }
 
 /* Grow r's block table to cover n_positions; CBLLM_ERR_FULL when the pool runs dry. */
@@ -195,16 +220,9 @@ request_ensure_blocks(cbllm_engine *e, cbllm_request *r, int n_positions)
 {
 	int			need = (n_positions + e->kv->block_size - 1) / e->kv->block_size;
 
-	if (need > r->cap_blocks)
-	{
-		int32_t    *b = realloc(r->blocks, sizeof(int32_t) * need);
-
-		if (b == NULL)
-			return CBLLM_ERR_NOMEM;
-		r->blocks = b;
-		r->cap_blocks = need;
-	}
-	if (need - r->n_blocks > e->kv->n_free)
+	if (request_reserve_table(r, need) != CBLLM_OK)
+		return CBLLM_ERR_NOMEM;
+	if (need - r->n_blocks > kv_cache_available(e->kv))
 		return CBLLM_ERR_FULL;
 	while (r->n_blocks < need)
 		r->blocks[r->n_blocks++] = kv_cache_alloc(e->kv);
@@ -218,7 +236,40 @@ request_release_blocks(cbllm_engine *e, cbllm_request *r)
 	for (int i = 0; i < r->n_blocks; i++)
 		kv_cache_release(e->kv, r->blocks[i]);
 	r->n_blocks = 0;
+	r->n_hashed = 0;
+	if (!r->swapped)
+		r->n_computed = 0;
+}
+
+/* Return r's swap blocks, if any; its KV is then gone. */
+void
+request_release_swap(cbllm_engine *e, cbllm_request *r)
+{
+	if (!r->swapped)
+		return;
+	swap_space_release(e->swap, r->n_swap, r->swap_ids);
+	r->n_swap = 0;
+	r->swapped = false;
 	r->n_computed = 0;
+}
+
+/* Offer r's newly filled blocks to the prefix cache under their chained hashes. */
+void
+request_register_blocks(cbllm_engine *e, cbllm_request *r)
+{
+	int			bs = e->kv->block_size;
+
+	if (e->params.no_prefix_caching)
+		return;
+	while (r->n_hashed < r->n_blocks && (r->n_hashed + 1) * bs <= r->n_computed)
+	{
+		int			b = r->n_hashed;
+		uint64_t	parent = b > 0 ? r->hashes[b - 1] : 0;
+
+		r->hashes[b] = kv_cache_block_hash(parent, r->tokens + (int64_t) b * bs, bs);
+		kv_cache_register(e->kv, r->blocks[b], r->hashes[b]);
+		r->n_hashed++;
+	}
 }
 
 /* Move text_ready forward to what no stop string can still remove. */
@@ -313,6 +364,7 @@ request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *
 	else if (r->state == REQ_WAITING)
 		req_list_remove(&e->waiting, r);
 	request_release_blocks(e, r);
+	request_release_swap(e, r);
 	r->state = REQ_FINISHED;
 	r->finish = why;
 	if (error != NULL)
