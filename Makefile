@@ -52,7 +52,8 @@ UNIT_TESTS = \
 	build/test/test_loader \
 	build/test/test_sampler \
 	build/test/test_kv_cache \
-	build/test/test_engine
+	build/test/test_engine \
+	build/test/test_scheduler
 
 CLI = bin/cbllm-cli
 
