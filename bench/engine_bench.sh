@@ -2,7 +2,7 @@
 # engine_bench.sh: the engine-core figures on this machine: memory read
 # bandwidth and FP32 FMA peak (bench/probe_*.c), then cbllm-cli bench on a
 # generated ~130M-parameter model (hidden 768, 12 layers, vocab 32000) in F32
-# and BF16: decode tokens/s at batch 1, 8, 32 and prefill tokens/s.
+# and BF16 (cbllm-cli bench-steps): decode tokens/s at batch 1, 8, 32 and prefill tokens/s.
 #
 # usage: bench/engine_bench.sh [WORKDIR] [RUNS]   (default build/bench, 3 runs each)
 set -eu
@@ -27,7 +27,7 @@ for r in $(seq "$runs"); do
 done
 for dt in f32 bf16; do
 	for r in $(seq "$runs"); do
-		bin/cbllm-cli bench -m "$work/m130-$dt" --batch 1,8,32 --prompt-len 64 --gen 24 \
+		bin/cbllm-cli bench-steps -m "$work/m130-$dt" --batch 1,8,32 --context 64 --steps 24 \
 			--prefill 256 --threads "$threads"
 	done
 done

@@ -52,9 +52,22 @@ err=$($cli frobnicate -m "$model" 2>&1 >/dev/null)
 [ $? -ne 0 ]
 ok $? "an unknown command exits non-zero"
 
-bench=$($cli bench -m "$model" --batch 1,4 --prompt-len 8 --gen 4 --prefill 16 --threads 2)
+bench=$($cli bench-steps -m "$model" --batch 1,4 --context 8 --steps 4 --prefill 16 --threads 2)
 [ $? -eq 0 ] && echo "$bench" | grep -Eq '^4 +[0-9.]+ +[0-9.]+' && echo "$bench" | grep -q '^prefill'
-ok $? "bench prints a row per batch size and the prefill line"
+ok $? "bench-steps prints a row per batch size and the prefill line"
+
+bench=$($cli bench -m "$model" --concurrency 1,4 --requests 6 --prompt-len 10..40 --gen-len 5..12 --prefix-len 16 --json --threads 2)
+[ $? -eq 0 ] && [ "$(echo "$bench" | grep -c '"concurrency"')" -eq 2 ] &&
+	echo "$bench" | grep -q '"concurrency": 4, "requests": 6' && echo "$bench" | grep -q '"prefix_hit_rate"'
+ok $? "bench --json prints one JSON object per concurrency level"
+
+bench=$($cli bench -m "$model" --concurrency 4 --requests 6 --prompt-len 10..40 --gen-len 5..12 --static --json --threads 2)
+[ $? -eq 0 ] && echo "$bench" | grep -q '"mode": "static"'
+ok $? "bench --static runs the same workload with static batching"
+
+err=$($cli bench -m "$model" --prompt-len 40..10 2>&1 >/dev/null)
+[ $? -ne 0 ] && echo "$err" | grep -q "A..B"
+ok $? "a reversed range is refused ($err)"
 
 echo "1..$n"
 [ $fails -eq 0 ]

@@ -4,17 +4,22 @@
  *   cbllm-cli generate -m DIR (-p TEXT | --prompt-ids "1 2 3") [options]
  *   cbllm-cli tokenize -m DIR [--raw]          (text on standard input)
  *   cbllm-cli logits   -m DIR --prompt-ids "1 2 3"
- *   cbllm-cli bench    -m DIR [--batch 1,8,32] [--prompt-len N] [--gen N] [--prefill N]
+ *   cbllm-cli bench    -m DIR [--concurrency 1,4,8,16,32] [--requests N] [--prompt-len A..B]
+ *                      [--gen-len A..B] [--static] [--json]     (the serving workload)
+ *   cbllm-cli bench-hol -m DIR [--static]              (the head-of-line case)
+ *   cbllm-cli bench-steps -m DIR [--batch 1,8,32] [--context N] [--steps N] [--prefill N]
  *
  * Every failure prints one line "cbllm-cli: error: ..." and exits 1.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cbllm.h"
 #include "cli_bench.h"
+#include "cli_workload.h"
 #include "tokenizer.h"
 
 /* Print the usage text. */
@@ -27,9 +32,14 @@ Usage(FILE *f)
 		  "            [--ignore-eos] [--no-bos]\n"
 		  "  cbllm-cli tokenize -m DIR [--raw]        reads text from standard input\n"
 		  "  cbllm-cli logits -m DIR --prompt-ids \"ID ...\"\n"
-		  "  cbllm-cli bench -m DIR [--batch 1,8,32] [--prompt-len N] [--gen N] [--prefill N]\n"
+		  "  cbllm-cli bench -m DIR [--concurrency 1,4,8,16,32] [--requests N] [--prompt-len A..B]\n"
+		  "            [--gen-len A..B] [--prefix-len N] [--temp T] [--top-p P] [--seed S]\n"
+		  "            [--static] [--json]\n"
+		  "  cbllm-cli bench-hol -m DIR [--static]   (1 request of 500 tokens, 7 of 20)\n"
+		  "  cbllm-cli bench-steps -m DIR [--batch 1,8,32] [--context N] [--steps N] [--prefill N]\n"
 		  "common options: --threads N  --isa auto|avx512|avx2|generic  --max-model-len N\n"
-		  "                --kv-blocks N  --block-size N  --max-num-seqs N  --max-batched-tokens N\n",
+		  "                --kv-blocks N  --block-size N  --max-num-seqs N  --max-batched-tokens N\n"
+		  "                --preempt auto|recompute|swap  --swap-blocks N  --no-prefix-cache\n",
 		  f);
 }
 
@@ -126,7 +136,10 @@ typedef struct cli_opts
 	bool		print_ids;
 	bool		raw;
 	bool		no_bos;
+	bool		temp_given;
+	bool		top_p_given;
 	bench_opts	bench;
+	workload_opts work;
 } cli_opts;
 
 /* Parse argv[2..] into o; returns 0, or -1 after printing an error. */
@@ -148,6 +161,12 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 			o->no_bos = true, takes = 0;
 		else if (strcmp(a, "--ignore-eos") == 0)
 			o->sp.ignore_eos = true, takes = 0;
+		else if (strcmp(a, "--static") == 0)
+			o->ep.static_batching = true, takes = 0;
+		else if (strcmp(a, "--json") == 0)
+			o->work.json = true, takes = 0;
+		else if (strcmp(a, "--no-prefix-cache") == 0)
+			o->ep.no_prefix_caching = true, takes = 0;
 		else if (v == NULL)
 		{
 			fprintf(stderr, "cbllm-cli: error: option %s needs a value (or is unknown)\n", a);
@@ -163,11 +182,14 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 			o->ep.cpu_isa = v;
 		else if (strcmp(a, "--temp") == 0 || strcmp(a, "--top-p") == 0)
 		{
-			if (ParseFloat(v, a[2] == 't' && a[3] == 'e' ? &o->sp.temperature : &o->sp.top_p) != 0)
+			bool		is_temp = a[2] == 't' && a[3] == 'e';
+
+			if (ParseFloat(v, is_temp ? &o->sp.temperature : &o->sp.top_p) != 0)
 			{
 				fprintf(stderr, "cbllm-cli: error: bad value \"%s\" for %s\n", v, a);
 				return -1;
 			}
+			*(is_temp ? &o->temp_given : &o->top_p_given) = true;
 		}
 		else if (strcmp(a, "--stop") == 0)
 		{
@@ -180,6 +202,28 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 		}
 		else if (strcmp(a, "--batch") == 0)
 			o->bench.batches = v;
+		else if (strcmp(a, "--concurrency") == 0)
+			o->work.concurrency = v;
+		else if (strcmp(a, "--preempt") == 0)
+		{
+			if (cbllm_preempt_mode_parse(v) < 0)
+			{
+				fprintf(stderr, "cbllm-cli: error: --preempt must be auto, recompute or swap\n");
+				return -1;
+			}
+			o->ep.preempt_mode = cbllm_preempt_mode_parse(v);
+		}
+		else if (strcmp(a, "--prompt-len") == 0 || strcmp(a, "--gen-len") == 0)
+		{
+			bool		p = a[2] == 'p';
+
+			if (workload_parse_range(v, p ? &o->work.prompt_min : &o->work.gen_min,
+									 p ? &o->work.prompt_max : &o->work.gen_max) != 0)
+			{
+				fprintf(stderr, "cbllm-cli: error: %s takes N or A..B, not \"%s\"\n", a, v);
+				return -1;
+			}
+		}
 		else if (ParseInt(v, 0, 1L << 40, &n) != 0)
 		{
 			fprintf(stderr, "cbllm-cli: error: bad value \"%s\" for %s\n", v, a);
@@ -203,10 +247,16 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 			o->ep.max_num_seqs = (int) n;
 		else if (strcmp(a, "--max-batched-tokens") == 0)
 			o->ep.max_num_batched_tokens = (int) n;
-		else if (strcmp(a, "--prompt-len") == 0)
-			o->bench.prompt_len = (int) n;
-		else if (strcmp(a, "--gen") == 0)
-			o->bench.gen_len = (int) n;
+		else if (strcmp(a, "--context") == 0)
+			o->bench.context = (int) n;
+		else if (strcmp(a, "--steps") == 0)
+			o->bench.steps = (int) n;
+		else if (strcmp(a, "--requests") == 0)
+			o->work.requests = (int) n;
+		else if (strcmp(a, "--prefix-len") == 0)
+			o->work.prefix_len = n == 0 ? -1 : (int) n;
+		else if (strcmp(a, "--swap-blocks") == 0)
+			o->ep.num_swap_blocks = (int) n, o->ep.swap_space_bytes = n == 0 ? SIZE_MAX : 0;
 		else if (strcmp(a, "--prefill") == 0)
 			o->bench.prefill_len = (int) n;
 		else
@@ -381,6 +431,15 @@ main(int argc, char **argv)
 	if (strcmp(argv[1], "logits") == 0)
 		return CmdLogits(&o);
 	if (strcmp(argv[1], "bench") == 0)
+	{
+		o.work.temperature = o.temp_given ? o.sp.temperature : -1;
+		o.work.top_p = o.top_p_given ? o.sp.top_p : 0;
+		o.work.seed = o.sp.has_seed ? (unsigned) o.sp.seed : 1;
+		return cli_workload_run(&o.ep, &o.work);
+	}
+	if (strcmp(argv[1], "bench-hol") == 0)
+		return cli_hol_run(&o.ep, 20, 500, 64);
+	if (strcmp(argv[1], "bench-steps") == 0)
 		return cli_bench_run(&o.ep, &o.bench);
 	fprintf(stderr, "cbllm-cli: error: unknown command \"%s\"\n", argv[1]);
 	Usage(stderr);

@@ -1,8 +1,8 @@
 /*
- * cli_bench.c: cbllm-cli bench.  For each batch size B it submits B requests
- * with prompt_len-token prompts, prefills them, then times gen_len decode
+ * cli_bench.c: cbllm-cli bench-steps.  For each batch size B it submits B
+ * requests with context-token prompts, prefills them, then times gen_len decode
  * steps of B sequences each and reports the median step; then it times the
- * prefill of one prompt_len-token prompt.  Weight bytes read per step and
+ * prefill of one prefill-token prompt.  Weight bytes read per step and
  * FLOPs per step put the times next to the machine's bandwidth and peak.
  */
 #include "cli_bench.h"
@@ -36,9 +36,9 @@ FillPrompt(int32_t *ids, int n, int vocab, unsigned seed)
 static double
 TimeDecode(cbllm_engine *e, int B, const bench_opts *o, int vocab)
 {
-	int32_t    *ids = malloc(sizeof(int32_t) * o->prompt_len);
+	int32_t    *ids = malloc(sizeof(int32_t) * o->context);
 	int64_t    *rid = malloc(sizeof(int64_t) * B);
-	double	   *t = malloc(sizeof(double) * o->gen_len);
+	double	   *t = malloc(sizeof(double) * o->steps);
 	cbllm_sampling sp = cbllm_sampling_default();
 	cbllm_err	err;
 	cbllm_stats st;
@@ -46,13 +46,13 @@ TimeDecode(cbllm_engine *e, int B, const bench_opts *o, int vocab)
 				n_t = 0;
 	double		med = -1;
 
-	sp.max_tokens = o->gen_len + 2;
+	sp.max_tokens = o->steps + 2;
 	sp.ignore_eos = true;
 	for (int b = 0; ids && rid && t && b < B; b++)
 	{
-		cbllm_request_input in = {.ids = ids, .n_ids = o->prompt_len};
+		cbllm_request_input in = {.ids = ids, .n_ids = o->context};
 
-		FillPrompt(ids, o->prompt_len, vocab, 1000u + b);
+		FillPrompt(ids, o->context, vocab, 1000u + b);
 		if (cbllm_engine_submit(e, &in, &sp, &rid[b], &err) != CBLLM_OK)
 		{
 			fprintf(stderr, "cbllm-cli: error: %s\n", err.msg);
@@ -66,7 +66,7 @@ TimeDecode(cbllm_engine *e, int B, const bench_opts *o, int vocab)
 			goto fail;
 		cbllm_engine_stats(e, &st);
 	} while (st.n_waiting > 0 || st.tokens_generated < B);
-	for (n_t = 0; n_t < o->gen_len; n_t++)
+	for (n_t = 0; n_t < o->steps; n_t++)
 	{
 		double		t0 = cbllm_now();
 
@@ -144,8 +144,8 @@ cli_bench_run(const cbllm_engine_params *ep_in, const bench_opts *oin)
 	int			max_b = 1;
 
 	o.batches = o.batches ? o.batches : "1,8,32";
-	o.prompt_len = o.prompt_len > 0 ? o.prompt_len : 64;
-	o.gen_len = o.gen_len > 0 ? o.gen_len : 32;
+	o.context = o.context > 0 ? o.context : 64;
+	o.steps = o.steps > 0 ? o.steps : 32;
 	o.prefill_len = o.prefill_len > 0 ? o.prefill_len : 256;
 	snprintf(list, sizeof(list), "%s", o.batches);
 	for (char *s = strtok(list, ","); s; s = strtok(NULL, ","))
@@ -154,11 +154,11 @@ cli_bench_run(const cbllm_engine_params *ep_in, const bench_opts *oin)
 	if (ep.max_num_seqs < max_b)
 		ep.max_num_seqs = max_b;
 	if (ep.max_num_batched_tokens < o.prefill_len)
-		ep.max_num_batched_tokens = o.prefill_len > max_b * o.prompt_len ? o.prefill_len :
-			max_b * o.prompt_len;
+		ep.max_num_batched_tokens = o.prefill_len > max_b * o.context ? o.prefill_len :
+			max_b * o.context;
 	if (ep.max_model_len == 0)
-		ep.max_model_len = o.prompt_len + o.gen_len + 8 > o.prefill_len + 8 ?
-			o.prompt_len + o.gen_len + 8 : o.prefill_len + 8;
+		ep.max_model_len = o.context + o.steps + 8 > o.prefill_len + 8 ?
+			o.context + o.steps + 8 : o.prefill_len + 8;
 	if (cbllm_engine_create(&ep, &e, &err) != CBLLM_OK)
 	{
 		fprintf(stderr, "cbllm-cli: error: %s\n", err.msg);
@@ -168,7 +168,7 @@ cli_bench_run(const cbllm_engine_params *ep_in, const bench_opts *oin)
 	printf("# model %s: %d layers, hidden %d, vocab %d, %.1f MB of weights\n", ep.model_dir,
 		   info.n_layers, info.hidden, info.vocab_size, info.weight_bytes / 1e6);
 	printf("# cpu kernels %s, %d threads, context %d tokens per sequence\n", info.cpu_isa,
-		   info.n_threads, o.prompt_len);
+		   info.n_threads, o.context);
 	printf("%-8s %14s %14s %16s %14s\n", "batch", "step_ms", "tokens_per_s", "weight_GB_per_s",
 		   "GFLOP_per_s");
 	snprintf(list, sizeof(list), "%s", o.batches);

@@ -1,4 +1,4 @@
-/* cli_bench.h: cbllm-cli bench: timing of decode steps and prefill. */
+/* cli_bench.h: cbllm-cli bench-steps: timing of decode steps and prefill. */
 #ifndef CBLLM_CLI_BENCH_H
 #define CBLLM_CLI_BENCH_H
 
@@ -7,8 +7,8 @@
 typedef struct bench_opts
 {
 	const char *batches;		/* "1,8,32" */
-	int			prompt_len;		/* context of each decoding sequence; 0: 64 */
-	int			gen_len;		/* decode steps timed per batch size; 0: 32 */
+	int			context;		/* prompt length of each decoding sequence; 0: 64 */
+	int			steps;			/* decode steps timed per batch size; 0: 32 */
 	int			prefill_len;	/* prompt length of the prefill measurement; 0: 256 */
 } bench_opts;
 
