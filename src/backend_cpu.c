@@ -223,28 +223,38 @@ AttentionTask(void *arg, int task, int thread)
 	float		scale = 1.0f / sqrtf((float) hd);
 	float		mx = -INFINITY,
 				sum = 0;
+	int64_t		stride = (int64_t) kv->n_kv_heads * hd;	/* floats between positions */
 
-	for (int i = first; i <= p; i++)
+	/* scores, a block (or the part of it in the window) at a time */
+	for (int i = first; i <= p;)
 	{
-		const float *kr = kv_cache_k(kv, j->layer, table[i / kv->block_size],
-									 i % kv->block_size) + (int64_t) kvh * hd;
+		int			b = i / kv->block_size,
+					off = i % kv->block_size;
+		int			n = kv->block_size - off < p + 1 - i ? kv->block_size - off : p + 1 - i;
 
-		s[i] = c->k->dot(q, kr, hd) * scale;
-		if (s[i] > mx)
-			mx = s[i];
+		c->k->scores(q, kv_cache_k(kv, j->layer, table[b], off) + (int64_t) kvh * hd, stride, n,
+					 hd, scale, s + i);
+		i += n;
 	}
+	for (int i = first; i <= p; i++)
+		mx = s[i] > mx ? s[i] : mx;
 	for (int i = first; i <= p; i++)
 	{
 		s[i] = expf(s[i] - mx);
 		sum += s[i];
 	}
-	memset(out, 0, sizeof(float) * hd);
 	for (int i = first; i <= p; i++)
+		s[i] /= sum;
+	memset(out, 0, sizeof(float) * hd);
+	for (int i = first; i <= p;)
 	{
-		const float *vr = kv_cache_v(kv, j->layer, table[i / kv->block_size],
-									 i % kv->block_size) + (int64_t) kvh * hd;
+		int			b = i / kv->block_size,
+					off = i % kv->block_size;
+		int			n = kv->block_size - off < p + 1 - i ? kv->block_size - off : p + 1 - i;
 
-		c->k->axpy(out, s[i] / sum, vr, hd);
+		c->k->accumulate(out, s + i, kv_cache_v(kv, j->layer, table[b], off) + (int64_t) kvh * hd,
+						 stride, n, hd);
+		i += n;
 	}
 }
 

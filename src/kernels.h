@@ -35,6 +35,12 @@ typedef struct cpu_kernels
 	float		(*dot) (const float *a, const float *b, int n);
 	/* y[i] += a * x[i], i < n */
 	void		(*axpy) (float *y, float a, const float *x, int n);
+	/* s[i] = scale * dot(q, k + i * stride, hd) for i < n: attention scores of n cached keys */
+	void		(*scores) (const float *q, const float *k, int64_t stride, int n, int hd,
+						   float scale, float *s);
+	/* out += sum over i < n, in order, of w[i] * (v + i * stride)[0..hd) */
+	void		(*accumulate) (float *out, const float *w, const float *v, int64_t stride, int n,
+							   int hd);
 } cpu_kernels;
 
 extern const cpu_kernels cpu_kernels_avx512;

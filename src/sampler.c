@@ -2,9 +2,9 @@
  * sampler.c: token selection.  Sampling works on a candidate list: all
  * tokens, or the top k found by selection in linear time; softmax with the
  * temperature; for top-p, the smallest set of most likely tokens whose mass
- * reaches p.  Only tokens that can belong to that set are sorted: those with
- * probability below (1 - p) / n together weigh less than 1 - p, so the set
- * lies among the others, and a histogram narrows the sort to one bucket.
+ * reaches p.  Only tokens that can belong to that set are considered: those
+ * with probability below (1 - p) / n together weigh less than 1 - p, so the
+ * set lies among the others; then histograms narrow the sort to a handful.
  */
 #include "sampler.h"
 
@@ -165,75 +165,79 @@ SelectTopK(cand *c, int n, int k)
 	return k;
 }
 
-/* Reduce c[0..n) (probabilities summing to total) to the top-p nucleus, sorted; returns its size. */
+/* Bucket of probability p in a histogram of HIST_BUCKETS over [lo, hi]. */
+static inline int
+Bucket(float p, double lo, double hi)
+{
+	int			b = (int) ((p - lo) / (hi - lo) * HIST_BUCKETS);
+
+	return b < 0 ? 0 : b >= HIST_BUCKETS ? HIST_BUCKETS - 1 : b;
+}
+
+/*
+ * Reduce c[0..n) (probabilities summing to total) to the top-p nucleus;
+ * returns its size.  The nucleus is every token above a threshold plus, from
+ * the tokens at the threshold, the most likely ones until the mass reaches
+ * top_p.  The threshold is found by histograms that zoom into the bucket
+ * where the mass from the top crosses top_p, so only a handful of tokens are
+ * ever sorted, even for a nearly flat distribution.
+ */
 static int
 Nucleus(cbllm_sampler *s, cand *c, int n, double total, float top_p)
 {
 	double		need = top_p * total;
-	double		floor_p = (1.0 - top_p) * total / n;
+	double		lo = (1.0 - top_p) * total / n;	/* below this a token cannot be in it */
+	double		hi = 0,
+				mass = 0;			/* mass of the tokens already kept */
 	int			m = 0,
 				kept = 0;
-	float		pmax = 0;
-	double		mass = 0;
-	double		bucket_mass[HIST_BUCKETS] = {0};
-	int			b_cross = 0;
 	cand	   *t = s->tmp;
 
-	/* tokens below floor_p cannot be in the nucleus */
 	for (int i = 0; i < n; i++)
-		if (c[i].p >= floor_p)
+		if (c[i].p >= lo)
 		{
-			c[m++] = c[i];
-			if (c[i].p > pmax)
-				pmax = c[i].p;
+			t[m++] = c[i];
+			hi = c[i].p > hi ? c[i].p : hi;
 		}
-	if (m <= 512)
+	/* t[0..m) are the undecided tokens, all with p in [lo, hi] */
+	while (m > 64 && hi > lo)
 	{
-		qsort(c, m, sizeof(cand), CandCmp);
-		for (kept = 0; kept < m && mass < need; kept++)
-			mass += c[kept].p;
-		return kept > 0 ? kept : 1;
-	}
-	/* histogram over [floor_p, pmax]; find the bucket where the mass from the top crosses need */
-	for (int i = 0; i < m; i++)
-	{
-		int			b = (int) ((c[i].p - floor_p) / (pmax - floor_p + 1e-30) * (HIST_BUCKETS - 1));
-
-		bucket_mass[b] += c[i].p;
-	}
-	for (b_cross = HIST_BUCKETS - 1; b_cross > 0; b_cross--)
-	{
-		if (mass + bucket_mass[b_cross] >= need)
-			break;
-		mass += bucket_mass[b_cross];
-	}
-	/* everything above the crossing bucket, then the crossing bucket sorted until need */
-	{
-		int			above = 0,
-					at = 0;
+		double		bmass[HIST_BUCKETS] = {0};
+		int			cross,
+					k = 0,
+					moved = 0;
 
 		for (int i = 0; i < m; i++)
-		{
-			int			b = (int) ((c[i].p - floor_p) / (pmax - floor_p + 1e-30) * (HIST_BUCKETS - 1));
-
-			if (b > b_cross)
-				t[above++] = c[i];
-		}
+			bmass[Bucket(t[i].p, lo, hi)] += t[i].p;
+		for (cross = HIST_BUCKETS - 1; cross > 0 && mass + bmass[cross] < need; cross--)
+			mass += bmass[cross];
+		/* keep buckets above the crossing one, leave only the crossing bucket undecided */
 		for (int i = 0; i < m; i++)
 		{
-			int			b = (int) ((c[i].p - floor_p) / (pmax - floor_p + 1e-30) * (HIST_BUCKETS - 1));
+			int			b = Bucket(t[i].p, lo, hi);
 
-			if (b == b_cross)
-				t[above + at++] = c[i];
+			if (b > cross)
+				c[kept++] = t[i];
+			else if (b == cross)
+				t[k++] = t[i];
 		}
-		qsort(t + above, at, sizeof(cand), CandCmp);
-		kept = above;
-		for (int i = 0; i < at && mass < need; i++)
+		moved = m - k;
+		m = k;
 		{
-			mass += t[above + i].p;
-			kept++;
+			double		nlo = lo + (hi - lo) * cross / HIST_BUCKETS;
+			double		nhi = lo + (hi - lo) * (cross + 1) / HIST_BUCKETS;
+
+			if (moved == 0 && nhi - nlo >= hi - lo)
+				break;			/* no progress: equal probabilities */
+			lo = nlo;
+			hi = nhi;
 		}
-		memcpy(c, t, sizeof(cand) * kept);
+	}
+	qsort(t, m, sizeof(cand), CandCmp);
+	for (int i = 0; i < m && mass < need; i++)
+	{
+		mass += t[i].p;
+		c[kept++] = t[i];
 	}
 	return kept > 0 ? kept : 1;
 }
