@@ -134,7 +134,24 @@ ResolveParams(cbllm_engine *e, const cbllm_engine_params *in, cbllm_err *err)
 	return CBLLM_OK;
 }
 
-/* Create the compute parts: pool, backend, cache, forward workspace, sampler. */
+/* One sampler scratch per compute thread. */
+static int
+CreateSamplers(cbllm_engine *e, cbllm_err *err)
+{
+	int			n = threadpool_size(e->pool);
+	int			rc;
+
+	e->samplers = calloc(n, sizeof(cbllm_sampler *));
+	if (e->samplers == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	e->n_samplers = n;
+	for (int i = 0; i < n; i++)
+		if ((rc = sampler_create(e->model->cfg.vocab_size, &e->samplers[i], err)) != CBLLM_OK)
+			return rc;
+	return CBLLM_OK;
+}
+
+/* Create the compute parts: pool, backend, cache, forward workspace, samplers. */
 static int
 CreateCompute(cbllm_engine *e, cbllm_err *err)
 {
@@ -165,11 +182,12 @@ CreateCompute(cbllm_engine *e, cbllm_err *err)
 	fp.max_seqs = p->max_num_seqs;
 	fp.max_logit_rows = p->max_num_seqs;
 	if ((rc = forward_create(&fp, &e->fwd, err)) ||
-		(rc = sampler_create(c->vocab_size, &e->sampler, err)))
+		(rc = CreateSamplers(e, err)))
 		return rc;
 	e->step_seqs = calloc(p->max_num_seqs, sizeof(fwd_seq));
 	e->step_reqs = calloc(p->max_num_seqs, sizeof(cbllm_request *));
-	if (e->step_seqs == NULL || e->step_reqs == NULL)
+	e->step_tokens = calloc(p->max_num_seqs, sizeof(int32_t));
+	if (e->step_seqs == NULL || e->step_reqs == NULL || e->step_tokens == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 	return CBLLM_OK;
 }
@@ -278,17 +296,51 @@ FailStep(cbllm_engine *e, int n_seqs, const char *msg)
 		request_finish(e, e->step_reqs[i], CBLLM_FINISH_ERROR, msg);
 }
 
+typedef struct sample_job
+{
+	cbllm_engine *e;
+	const float *logits;		/* (rows, vocab) */
+	const int32_t *seq_of_row;	/* (rows) index into step_reqs */
+} sample_job;
+
+/* One task: sample the token of one logits row with the thread's own scratch. */
+static void
+SampleTask(void *arg, int row, int thread)
+{
+	sample_job *j = arg;
+	cbllm_engine *e = j->e;
+	int			i = j->seq_of_row[row];
+	cbllm_request *r = e->step_reqs[i];
+	sampler_params spp = {r->sp.temperature, r->sp.top_p, r->sp.top_k};
+
+	e->step_tokens[i] = sampler_sample(e->samplers[thread],
+									   j->logits + (size_t) row * e->model->cfg.vocab_size,
+									   &spp, &r->rng);
+}
+
+/* Sample every sequence that has logits this step, in parallel (each request has its own RNG). */
+static void
+SampleStep(cbllm_engine *e, int n_seqs, const float *logits)
+{
+	int32_t		rows[n_seqs > 0 ? n_seqs : 1];
+	int			n = 0;
+	sample_job	j = {e, logits, rows};
+
+	for (int i = 0; i < n_seqs; i++)
+		if (e->step_seqs[i].logits != FWD_LOGITS_NONE)
+			rows[n++] = i;
+	threadpool_run(e->pool, n, SampleTask, &j);
+}
+
 /* One iteration: plan, run the forward pass, sample, record. */
 int
 cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
 {
 	const float *logits;
 	int			n_rows = 0,
-				row = 0,
 				rc = CBLLM_OK;
 	int			n_seqs,
 				n_step_tokens = 0;
-	int			vocab = e->model->cfg.vocab_size;
 	double		t0;
 	cbllm_err	local;
 
@@ -308,11 +360,10 @@ cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
 		{
 			e->stats.steps++;
 			e->stats.batch_seqs_sum += n_seqs;
+			SampleStep(e, n_seqs, logits);
 			for (int i = 0; i < n_seqs; i++)
 			{
 				cbllm_request *r = e->step_reqs[i];
-				sampler_params spp = {r->sp.temperature, r->sp.top_p, r->sp.top_k};
-				int32_t		tok;
 
 				if (r->n_computed < r->n_prompt)
 					e->stats.tokens_prompt += r->step_tokens;
@@ -321,8 +372,7 @@ cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
 				request_register_blocks(e, r);
 				if (e->step_seqs[i].logits == FWD_LOGITS_NONE)
 					continue;
-				tok = sampler_sample(e->sampler, logits + (size_t) row++ * vocab, &spp, &r->rng);
-				if (request_append_token(e, r, tok) != CBLLM_OK)
+				if (request_append_token(e, r, e->step_tokens[i]) != CBLLM_OK)
 					request_finish(e, r, CBLLM_FINISH_ERROR, "out of memory recording output");
 			}
 			if (n_step_tokens >= 64)
@@ -497,7 +547,10 @@ cbllm_engine_destroy(cbllm_engine *e)
 	}
 	free(e->step_seqs);
 	free(e->step_reqs);
-	sampler_free(e->sampler);
+	for (int i = 0; i < e->n_samplers; i++)
+		sampler_free(e->samplers[i]);
+	free(e->samplers);
+	free(e->step_tokens);
 	forward_free(e->fwd);
 	kv_cache_free(e->kv);
 	swap_space_free(e->swap);

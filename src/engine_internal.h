@@ -76,7 +76,8 @@ struct cbllm_engine
 	kv_cache   *kv;
 	swap_space *swap;
 	cbllm_forward *fwd;
-	cbllm_sampler *sampler;
+	cbllm_sampler **samplers;	/* (n_samplers) one per compute thread */
+	int			n_samplers;
 	cbllm_request *hash[ENGINE_HASH_BUCKETS];	/* every live request by id */
 	req_list	waiting;		/* FCFS; preempted requests return to the front */
 	req_list	running;		/* in admission order */
@@ -85,6 +86,7 @@ struct cbllm_engine
 	cbllm_request *taken;		/* a finished request returned by take, freed on the next call */
 	fwd_seq    *step_seqs;		/* (max_num_seqs) */
 	cbllm_request **step_reqs;	/* (max_num_seqs) */
+	int32_t    *step_tokens;	/* (max_num_seqs) token sampled for each step sequence */
 	int32_t		eos_id;			/* -1 when the model has none */
 	int64_t		static_batch_last;	/* static batching: newest arrival of the batch */
 	double		sec_per_prefill_token;	/* measured, for the auto preemption choice */

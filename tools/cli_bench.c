@@ -153,6 +153,7 @@ cli_bench_run(const cbllm_engine_params *ep_in, const bench_opts *oin)
 			max_b = atoi(s);
 	if (ep.max_num_seqs < max_b)
 		ep.max_num_seqs = max_b;
+	ep.no_prefix_caching = true;	/* the prefill runs repeat one prompt: time computing it */
 	if (ep.max_num_batched_tokens < o.prefill_len)
 		ep.max_num_batched_tokens = o.prefill_len > max_b * o.context ? o.prefill_len :
 			max_b * o.context;
