@@ -6,9 +6,17 @@
 #
 # The engine core (src/) is plain C11 and builds without PostgreSQL.
 
-# The PostgreSQL module (bgworker/, sql/, cbllm.control) joins this build
-# with the background worker; until then PGXS only provides install paths.
+EXTENSION   = cbllm
 EXTVERSION  = 0.1.0
+MODULE_big  = cbllm
+OBJS        = bgworker/cbllm.o bgworker/guc.o bgworker/channel.o bgworker/worker.o \
+              bgworker/client.o bgworker/sql_generate.o bgworker/sql_tokenize.o \
+              bgworker/sql_status.o
+DATA        = sql/cbllm--$(EXTVERSION).sql
+PG_CPPFLAGS = -Isrc
+PG_CFLAGS   = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers \
+              -Wno-sign-compare -Wno-implicit-fallthrough
+SHLIB_LINK  = build/libcbllm_engine.a -lcjson -lm -lpthread
 
 PG_CONFIG  ?= pg_config
 PGXS       := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
@@ -101,7 +109,10 @@ clean-engine:
 
 ifneq ($(PGXS),)
 EXTRA_CLEAN = build bin
+# no LLVM bitcode: the engine is linked in statically and clang may be absent
+override with_llvm = no
 include $(PGXS)
+$(shlib): $(ENGINE_LIB)
 install: install-cli
 install-cli: $(CLI)
 	$(INSTALL_PROGRAM) $(CLI) '$(DESTDIR)$(bindir)/cbllm-cli'

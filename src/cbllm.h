@@ -25,16 +25,16 @@
 
 typedef struct cbllm_engine cbllm_engine;
 
-typedef enum cbllm_preempt_mode
+typedef enum cbllm_preempt
 {
 	CBLLM_PREEMPT_AUTO = 0,		/* per victim: swap when copying is cheaper than recomputing */
 	CBLLM_PREEMPT_RECOMPUTE,	/* drop the victim's KV and rebuild it by prefill */
 	CBLLM_PREEMPT_SWAP			/* copy its blocks to host swap space and back */
-} cbllm_preempt_mode;
+} cbllm_preempt;
 
 /* "auto", "recompute", "swap"; -1 for an unknown name. */
 int			cbllm_preempt_mode_parse(const char *name);
-const char *cbllm_preempt_mode_name(cbllm_preempt_mode m);
+const char *cbllm_preempt_mode_name(cbllm_preempt m);
 
 typedef struct cbllm_engine_params
 {
@@ -49,7 +49,7 @@ typedef struct cbllm_engine_params
 	int			num_kv_blocks;	/* KV pool size in blocks; 0: from kv_cache_bytes */
 	size_t		kv_cache_bytes; /* KV pool size in bytes; 0: room for max_num_seqs full sequences, at most 4 GiB */
 	int			max_queued;		/* most requests waiting or running; 0: 4096 */
-	cbllm_preempt_mode preempt_mode;	/* when the KV pool runs out; default auto */
+	cbllm_preempt preempt_mode;	/* when the KV pool runs out; default auto */
 	int			num_swap_blocks;	/* host swap area in blocks; 0: from swap_space_bytes */
 	size_t		swap_space_bytes;	/* host swap area in bytes; 0: a quarter of the KV pool; SIZE_MAX: none */
 	bool		no_prefix_caching;	/* turn automatic prefix caching off */

@@ -53,7 +53,7 @@ cbllm_preempt_mode_parse(const char *name)
 
 /* The name of a preemption mode. */
 const char *
-cbllm_preempt_mode_name(cbllm_preempt_mode m)
+cbllm_preempt_mode_name(cbllm_preempt m)
 {
 	return m == CBLLM_PREEMPT_RECOMPUTE ? "recompute" : m == CBLLM_PREEMPT_SWAP ? "swap" : "auto";
 }

@@ -56,7 +56,7 @@ MakePrompt(const workload *w, int k, int32_t *ids)
 
 /* An engine with block size 4 and the given limits and modes. */
 static cbllm_engine *
-NewEngine(int max_seqs, int budget, int kv_blocks, cbllm_preempt_mode mode, int swap_blocks,
+NewEngine(int max_seqs, int budget, int kv_blocks, cbllm_preempt mode, int swap_blocks,
 		  bool no_prefix, bool static_batching)
 {
 	cbllm_engine_params p = {0};
@@ -183,7 +183,7 @@ TestPreemption(void)
 	struct
 	{
 		const char *name;
-		cbllm_preempt_mode mode;
+		cbllm_preempt mode;
 		int			swap_blocks;
 	}			modes[] = {
 		{"recompute", CBLLM_PREEMPT_RECOMPUTE, 0},

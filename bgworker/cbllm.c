@@ -1,0 +1,23 @@
+/*
+ * cbllm.c: the module's entry point.  _PG_init only composes: it defines the
+ * GUCs, requests the shared-memory channel and registers the engine worker.
+ */
+#include "cbllm_pg.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+/* Set up cbllm when the postmaster preloads it. */
+void
+_PG_init(void)
+{
+	CbllmDefineGucs();
+	if (!process_shared_preload_libraries_in_progress)
+		return;					/* loaded in a session: calls explain how to preload it */
+	CbllmRequestShmem();
+	CbllmRegisterWorker();
+}

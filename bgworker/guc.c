@@ -1,0 +1,99 @@
+/*
+ * guc.c: cbllm's configuration parameters.  Those that size shared memory
+ * or the engine are fixed at server start; the per-request cap can change
+ * with a reload, and the load wait is per session.
+ */
+#include "cbllm_pg.h"
+
+#include "utils/guc.h"
+
+char	   *cbllm_model = NULL;
+char	   *cbllm_device = NULL;
+int			cbllm_threads = 0;
+int			cbllm_max_num_seqs = 64;
+int			cbllm_max_num_batched_tokens = 2048;
+int			cbllm_max_model_len = 0;
+int			cbllm_kv_cache_size_mb = 0;
+int			cbllm_block_size = 16;
+int			cbllm_preempt_mode = 0;
+int			cbllm_swap_space_mb = 0;
+bool		cbllm_enable_prefix_caching = true;
+int			cbllm_max_queued_requests = 256;
+int			cbllm_max_tokens_limit = 4096;
+int			cbllm_max_prompt_bytes = 65536;
+int			cbllm_output_buffer_bytes = 16384;
+int			cbllm_load_timeout_ms = 60000;
+
+static const struct config_enum_entry preempt_options[] = {
+	{"auto", 0, false},
+	{"recompute", 1, false},
+	{"swap", 2, false},
+	{NULL, 0, false}
+};
+
+/* Check that the device is one this build supports. */
+static bool
+CheckDevice(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || strcmp(*newval, "cpu") == 0 || strcmp(*newval, "auto") == 0)
+		return true;
+	GUC_check_errdetail("cbllm.device must be \"cpu\" or \"auto\".");
+	return false;
+}
+
+/* Define every cbllm.* parameter. */
+void
+CbllmDefineGucs(void)
+{
+	DefineCustomStringVariable("cbllm.model",
+							   "Directory of the HuggingFace model the engine loads.",
+							   "Empty: the engine starts without a model.",
+							   &cbllm_model, "", PGC_POSTMASTER, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("cbllm.device", "Compute device: cpu or auto.", NULL,
+							   &cbllm_device, "auto", PGC_POSTMASTER, 0, CheckDevice, NULL, NULL);
+	DefineCustomIntVariable("cbllm.threads", "Compute threads of the engine (0: one per CPU).",
+							NULL, &cbllm_threads, 0, 0, 1024, PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.max_num_seqs", "Most sequences in one engine step.", NULL,
+							&cbllm_max_num_seqs, 64, 1, 4096, PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.max_num_batched_tokens", "Most tokens in one engine step.",
+							NULL, &cbllm_max_num_batched_tokens, 2048, 1, 1 << 20, PGC_POSTMASTER,
+							0, NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.max_model_len",
+							"Longest sequence, prompt plus output, in tokens (0: the model's).",
+							NULL, &cbllm_max_model_len, 0, 0, 1 << 24, PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.kv_cache_size", "Memory for the KV cache (0: automatic).",
+							NULL, &cbllm_kv_cache_size_mb, 0, 0, INT_MAX / 2, PGC_POSTMASTER,
+							GUC_UNIT_MB, NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.block_size", "Positions per KV cache block.", NULL,
+							&cbllm_block_size, 16, 1, 1024, PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("cbllm.preempt_mode",
+							 "How requests are preempted when the KV cache is full.", NULL,
+							 &cbllm_preempt_mode, 0, preempt_options, PGC_POSTMASTER, 0,
+							 NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.swap_space", "Host memory for swapped-out KV blocks (0: a quarter of the KV cache).",
+							NULL, &cbllm_swap_space_mb, 0, 0, INT_MAX / 2, PGC_POSTMASTER,
+							GUC_UNIT_MB, NULL, NULL, NULL);
+	DefineCustomBoolVariable("cbllm.enable_prefix_caching", "Reuse the KV of shared prompt prefixes.",
+							 NULL, &cbllm_enable_prefix_caching, true, PGC_POSTMASTER, 0,
+							 NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.max_queued_requests",
+							"Request slots: most requests queued or running at once.", NULL,
+							&cbllm_max_queued_requests, 256, 1, 65536, PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.max_tokens_limit", "Largest max_tokens a request may ask for.",
+							NULL, &cbllm_max_tokens_limit, 4096, 1, 1 << 24, PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.max_prompt_bytes", "Largest prompt, in bytes, with its stop strings.",
+							NULL, &cbllm_max_prompt_bytes, 65536, 1024, 64 << 20, PGC_POSTMASTER,
+							GUC_UNIT_BYTE, NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.output_buffer_size",
+							"Shared output buffer per request; the worker holds what does not fit.",
+							NULL, &cbllm_output_buffer_bytes, 16384, 256, 64 << 20, PGC_POSTMASTER,
+							GUC_UNIT_BYTE, NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.load_timeout", "How long a call waits for the model to load.",
+							NULL, &cbllm_load_timeout_ms, 60000, 0, INT_MAX, PGC_USERSET,
+							GUC_UNIT_MS, NULL, NULL, NULL);
+	MarkGUCPrefixReserved("cbllm");
+}

@@ -1,0 +1,300 @@
+/*
+ * sql_generate.c: llm_generate (one prompt, or an array submitted at once),
+ * llm_generate_stream (one row per text piece, value per call), and their
+ * argument handling.
+ */
+#include "cbllm_pg.h"
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+PG_FUNCTION_INFO_V1(llm_generate);
+PG_FUNCTION_INFO_V1(llm_generate_array);
+PG_FUNCTION_INFO_V1(llm_generate_stream);
+
+#define DEFAULT_MAX_TOKENS 256
+
+/*
+ * Read the options shared by every form: (prompt, max_tokens, temperature,
+ * top_p, top_k, seed, stop, priority) at argument positions 1..7.  NULL
+ * options take their defaults.
+ */
+static void
+ReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->max_tokens = PG_ARGISNULL(1) ? DEFAULT_MAX_TOKENS : PG_GETARG_INT32(1);
+	a->temperature = PG_ARGISNULL(2) ? 0.0 : PG_GETARG_FLOAT8(2);
+	a->top_p = PG_ARGISNULL(3) ? 1.0 : PG_GETARG_FLOAT8(3);
+	a->top_k = PG_ARGISNULL(4) ? 0 : PG_GETARG_INT32(4);
+	a->has_seed = !PG_ARGISNULL(5);
+	a->seed = a->has_seed ? PG_GETARG_INT64(5) : 0;
+	a->priority = PG_ARGISNULL(7) ? 0 : PG_GETARG_INT32(7);
+	if (!PG_ARGISNULL(6))
+	{
+		ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(6);
+		Datum	   *elems;
+		bool	   *nulls;
+		int			n;
+
+		if (ARR_NDIM(arr) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("stop must be a one-dimensional text array")));
+		deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+		if (n > CBLLM_MAX_STOP_STRINGS)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("at most %d stop strings are allowed, not %d", CBLLM_MAX_STOP_STRINGS, n),
+					 errhint("Keep the most specific stop strings.")));
+		for (int k = 0; k < n; k++)
+		{
+			text	   *t;
+
+			if (nulls[k])
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("stop strings must not be NULL")));
+			t = DatumGetTextPP(elems[k]);
+			a->stop[k] = pg_server_to_any(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), PG_UTF8);
+			a->stop_len[k] = a->stop[k] == VARDATA_ANY(t) ? VARSIZE_ANY_EXHDR(t) : strlen(a->stop[k]);
+		}
+		a->n_stop = n;
+	}
+}
+
+/* Set the prompt of a (in UTF-8, the model's encoding) and check everything. */
+static void
+SetPrompt(CbllmRequestArgs *a, text *prompt)
+{
+	a->prompt = pg_server_to_any(VARDATA_ANY(prompt), VARSIZE_ANY_EXHDR(prompt), PG_UTF8);
+	a->prompt_len = a->prompt == VARDATA_ANY(prompt) ? VARSIZE_ANY_EXHDR(prompt) :
+		strlen(a->prompt);
+	CbllmCheckArgs(a);
+}
+
+/* Generated UTF-8 text as a text value in the database encoding. */
+static text *
+ToText(const char *s, int len)
+{
+	char	   *conv = pg_any_to_server(s, len, PG_UTF8);
+
+	return conv == s ? cstring_to_text_with_len(s, len) : cstring_to_text(conv);
+}
+
+/* Submit a, raising a clear error when every slot is busy. */
+static void
+SubmitOrFail(const CbllmRequestArgs *a, CbllmHandle *h)
+{
+	if (!CbllmSubmit(a, h, false))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("too many queued cbllm requests"),
+				 errdetail("All %d request slots are in use.", cbllm_shared->n_slots),
+				 errhint("Retry later, or raise cbllm.max_queued_requests (requires a restart).")));
+}
+
+/* Wait for h to finish, collecting all its text into buf; raises on failure. */
+static void
+CollectAll(CbllmHandle *h, StringInfo buf)
+{
+	bool		failed;
+	int			code;
+	char		msg[CBLLM_ERROR_LEN];
+
+	while (!CbllmPoll(h, buf, &failed, &code, msg))
+		CbllmWait(h);
+	CbllmRelease(h);
+	if (failed)
+		CbllmRaiseFailure(code, msg);
+}
+
+/* llm_generate(prompt text, ...options) returns text */
+Datum
+llm_generate(PG_FUNCTION_ARGS)
+{
+	CbllmRequestArgs a;
+	CbllmHandle h = {-1, 0, 0};
+	StringInfoData buf;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	ReadOptions(fcinfo, &a);
+	SetPrompt(&a, PG_GETARG_TEXT_PP(0));
+	SubmitOrFail(&a, &h);
+	initStringInfo(&buf);
+	CollectAll(&h, &buf);
+	PG_RETURN_TEXT_P(ToText(buf.data, buf.len));
+}
+
+/*
+ * llm_generate(prompts text[], ...options, on_error text) returns text[]:
+ * every element is submitted before any is awaited, so the engine batches
+ * them; results come back in order.  NULL elements give NULL.  With on_error
+ * 'null' a failing element gives NULL (and a WARNING) instead of an error.
+ */
+Datum
+llm_generate_array(PG_FUNCTION_ARGS)
+{
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	CbllmRequestArgs a;
+	CbllmHandle *hs;
+	Datum	   *out;
+	bool	   *out_null;
+	bool		null_on_error = false;
+	int			next = 0;
+	int			dims[1],
+				lbs[1] = {1};
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	if (!PG_ARGISNULL(8))
+	{
+		char	   *mode = text_to_cstring(PG_GETARG_TEXT_PP(8));
+
+		if (strcmp(mode, "null") == 0)
+			null_on_error = true;
+		else if (strcmp(mode, "raise") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("on_error must be 'raise' or 'null', not '%s'", mode)));
+	}
+	arr = PG_GETARG_ARRAYTYPE_P(0);
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("prompts must be a one-dimensional text array")));
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	ReadOptions(fcinfo, &a);
+	hs = palloc(sizeof(CbllmHandle) * (n > 0 ? n : 1));
+	out = palloc0(sizeof(Datum) * (n > 0 ? n : 1));
+	out_null = palloc(sizeof(bool) * (n > 0 ? n : 1));
+	for (int i = 0; i < n; i++)
+	{
+		hs[i].slot = -1;
+		out_null[i] = true;
+	}
+	CbllmWaitReady();
+	/* submit as many as slots allow, then collect in order, submitting more as slots free */
+	for (int i = 0; i < n; i++)
+	{
+		StringInfoData buf;
+		bool		failed;
+		int			code;
+		char		msg[CBLLM_ERROR_LEN];
+
+		for (; next < n; next++)
+		{
+			if (nulls[next])
+				continue;
+			SetPrompt(&a, DatumGetTextPP(elems[next]));
+			if (!CbllmSubmit(&a, &hs[next], next == i))
+				break;
+		}
+		if (nulls[i])
+			continue;
+		initStringInfo(&buf);
+		while (!CbllmPoll(&hs[i], &buf, &failed, &code, msg))
+			CbllmWait(&hs[i]);
+		CbllmRelease(&hs[i]);
+		if (failed && !null_on_error)
+			CbllmRaiseFailure(code, msg);
+		if (failed)
+			ereport(WARNING,
+					(errcode(code ? code : ERRCODE_INTERNAL_ERROR),
+					 errmsg("cbllm: element %d failed: %s", i + 1, msg)));
+		else
+		{
+			out[i] = PointerGetDatum(ToText(buf.data, buf.len));
+			out_null[i] = false;
+		}
+		pfree(buf.data);
+	}
+	dims[0] = n;
+	PG_RETURN_ARRAYTYPE_P(construct_md_array(out, out_null, n > 0 ? 1 : 0, dims, lbs, TEXTOID,
+											 -1, false, TYPALIGN_INT));
+}
+
+typedef struct StreamState
+{
+	CbllmHandle h;
+	bool		done;
+} StreamState;
+
+/* ExprContext shutdown: the scan was abandoned (LIMIT, cursor closed, error). */
+static void
+StreamShutdown(Datum arg)
+{
+	StreamState *st = (StreamState *) DatumGetPointer(arg);
+
+	if (!st->done)
+		CbllmCancel(&st->h);
+	st->done = true;
+}
+
+/* llm_generate_stream(prompt text, ...options) returns setof text, one row per piece */
+Datum
+llm_generate_stream(PG_FUNCTION_ARGS)
+{
+	FuncCallContext *fctx;
+	StreamState *st;
+	StringInfoData buf;
+	bool		failed = false;
+	int			code = 0;
+	char		msg[CBLLM_ERROR_LEN];
+
+	if (SRF_IS_FIRSTCALL())
+	{
+		MemoryContext old;
+		CbllmRequestArgs a;
+		ReturnSetInfo *rsi = (ReturnSetInfo *) fcinfo->resultinfo;
+
+		fctx = SRF_FIRSTCALL_INIT();
+		if (PG_ARGISNULL(0))
+			SRF_RETURN_DONE(fctx);
+		/* the state outlives the SRF's own context: the shutdown callback reads it */
+		old = MemoryContextSwitchTo(rsi != NULL && IsA(rsi, ReturnSetInfo) && rsi->econtext ?
+									rsi->econtext->ecxt_per_query_memory :
+									fctx->multi_call_memory_ctx);
+		st = palloc0(sizeof(StreamState));
+		st->h.slot = -1;
+		fctx->user_fctx = st;
+		MemoryContextSwitchTo(old);
+		ReadOptions(fcinfo, &a);
+		SetPrompt(&a, PG_GETARG_TEXT_PP(0));
+		SubmitOrFail(&a, &st->h);
+		if (rsi != NULL && IsA(rsi, ReturnSetInfo) && rsi->econtext != NULL)
+			RegisterExprContextCallback(rsi->econtext, StreamShutdown, PointerGetDatum(st));
+	}
+	fctx = SRF_PERCALL_SETUP();
+	st = fctx->user_fctx;
+	if (st == NULL || st->done)
+		SRF_RETURN_DONE(fctx);
+	initStringInfo(&buf);
+	for (;;)
+	{
+		bool		over = CbllmPollPiece(&st->h, &buf, &failed, &code, msg);
+
+		if (buf.len > 0)
+			break;				/* one piece: return it as a row */
+		if (over)
+		{
+			st->done = true;
+			CbllmRelease(&st->h);
+			if (failed)
+				CbllmRaiseFailure(code, msg);
+			SRF_RETURN_DONE(fctx);
+		}
+		CbllmWait(&st->h);
+	}
+	SRF_RETURN_NEXT(fctx, PointerGetDatum(ToText(buf.data, buf.len)));
+}
