@@ -41,6 +41,19 @@ for c in ${levels//,/ }; do
 	"${runas[@]}" build/sql_bench "host=$base port=$port dbname=postgres" "$c" "$requests" \
 		"$pmin" "$pmax" "$gmin" "$gmax"
 done
+echo "# streaming overhead: 200 tokens, llm_generate vs a cursor fetching one piece at a time (median of 5)"
+psql=("${runas[@]}" "$bindir/psql" -h "$base" -p $port -d postgres -qXAt)
+for mode in plain cursor; do
+	for r in 1 2 3 4 5; do
+		t0=$(date +%s.%N)
+		if [ $mode = plain ]; then
+			"${psql[@]}" -c "SELECT length(llm_generate('stream overhead $r', 200, stop => NULL))" >/dev/null
+		else
+			"${psql[@]}" -v FETCH_COUNT=1 -c "SELECT llm_generate_stream('stream overhead $r', 200)" >/dev/null
+		fi
+		echo "$(date +%s.%N) - $t0" | bc
+	done | sort -n | sed -n 3p | awk -v m=$mode '{printf "%s: %.1f ms per 200-token request\n", m, $1 * 1000}'
+done
 "${runas[@]}" "$bindir/pg_ctl" -D "$base/data" -m fast stop >/dev/null
 trap 'rm -rf "$base"' EXIT
 echo "# cbllm-cli bench, same engine settings, in-process; prompts $prompt tokens"

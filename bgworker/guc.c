@@ -7,6 +7,8 @@
 
 #include "utils/guc.h"
 
+#include "compat.h"
+
 char	   *cbllm_model = NULL;
 char	   *cbllm_device = NULL;
 int			cbllm_threads = 0;
