@@ -51,7 +51,7 @@ for mode in plain cursor; do
 		else
 			"${psql[@]}" -v FETCH_COUNT=1 -c "SELECT llm_generate_stream('stream overhead $r', 200)" >/dev/null
 		fi
-		echo "$(date +%s.%N) - $t0" | bc
+		awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN {print a - b}'
 	done | sort -n | sed -n 3p | awk -v m=$mode '{printf "%s: %.1f ms per 200-token request\n", m, $1 * 1000}'
 done
 "${runas[@]}" "$bindir/pg_ctl" -D "$base/data" -m fast stop >/dev/null
