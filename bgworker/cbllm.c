@@ -15,9 +15,14 @@ void		_PG_init(void);
 void
 _PG_init(void)
 {
-	CbllmDefineGucs();
+	/*
+	 * Loaded in a session (CREATE EXTENSION without preloading): define
+	 * nothing, since postmaster-level parameters cannot be created after
+	 * startup; every call then says how to preload cbllm.
+	 */
 	if (!process_shared_preload_libraries_in_progress)
-		return;					/* loaded in a session: calls explain how to preload it */
+		return;
+	CbllmDefineGucs();
 	CbllmRequestShmem();
 	CbllmRegisterWorker();
 }

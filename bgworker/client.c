@@ -18,7 +18,15 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "tcop/dest.h"
+#include "tcop/tcopprot.h"
+
 #include "../src/cbllm.h"
+
+#if PG_VERSION_NUM >= 140000
+/* from libpq/libpq.h, whose includes need GSSAPI headers a build may lack */
+extern bool pq_check_connection(void);
+#endif
 
 #define MAX_OWNED 4096
 
@@ -275,9 +283,10 @@ RegisterCallbacks(void)
 bool
 CbllmSubmit(const CbllmRequestArgs *a, CbllmHandle *h, bool wait_for_slot)
 {
-	int			n = cbllm_shared->n_slots;
+	int			n;
 
-	CbllmWaitReady();
+	CbllmWaitReady();			/* raises first if cbllm was not preloaded */
+	n = cbllm_shared->n_slots;
 	RegisterCallbacks();
 	if (n_owned >= MAX_OWNED)
 		ereport(ERROR,
@@ -446,13 +455,39 @@ CbllmCheckWorker(const CbllmHandle *h)
 				 errhint("The worker restarts by itself; run the statement again.")));
 }
 
+/*
+ * A client that went away while we wait: PostgreSQL only notices at the next
+ * write, or with client_connection_check_interval; a generation can take
+ * minutes, so look at the socket ourselves, at most every 250 ms.
+ */
+static void
+CheckClientConnection(void)
+{
+#if PG_VERSION_NUM >= 140000
+	static TimestampTz last_check = 0;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (MyProcPort == NULL || whereToSendOutput != DestRemote ||
+		!TimestampDifferenceExceeds(last_check, now, 250))
+		return;
+	last_check = now;
+	if (!pq_check_connection())
+	{
+		ClientConnectionLost = true;
+		InterruptPending = true;
+		CHECK_FOR_INTERRUPTS(); /* FATAL: connection to client lost */
+	}
+#endif
+}
+
 /* Check the worker, then sleep until it sets our latch (or a second passes); stays cancellable. */
 void
 CbllmWait(CbllmHandle *h)
 {
 	CbllmCheckWorker(h);
-	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000L,
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 250L,
 					 PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
+	CheckClientConnection();
 }

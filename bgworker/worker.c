@@ -592,5 +592,6 @@ cbllm_worker_main(Datum arg)
 			ResetLatch(MyLatch);
 		}
 	}
-	proc_exit(0);
+	/* exit status 1: the postmaster restarts the worker unless the server is stopping */
+	proc_exit(1);
 }
