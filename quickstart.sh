@@ -10,7 +10,7 @@ cd "$(dirname "$0")"
 base=/tmp/cbllm-quickstart
 port=5439
 if [ "$(id -u)" = 0 ]; then
-	if ! dpkg -s libcjson-dev python3-numpy postgresql-15 postgresql-server-dev-15 >/dev/null 2>&1; then
+	if ! dpkg -s libcjson-dev libkrb5-dev python3-numpy postgresql-15 postgresql-server-dev-15 >/dev/null 2>&1; then
 		export DEBIAN_FRONTEND=noninteractive
 		apt-get update -qq
 		apt-get install -y -qq --no-install-recommends build-essential libcjson-dev \

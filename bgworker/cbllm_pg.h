@@ -208,6 +208,7 @@ bool		CbllmPoll(CbllmHandle *h, StringInfo buf, bool *failed, int *errcode_out,
 bool		CbllmPollPiece(CbllmHandle *h, StringInfo buf, bool *failed, int *errcode_out,
 						   char *errmsg_out);
 void		CbllmCheckWorker(const CbllmHandle *h);
+void		CbllmFlushClient(void);
 void		CbllmWait(CbllmHandle *h);
 void		CbllmRelease(CbllmHandle *h);
 void		CbllmCancel(CbllmHandle *h);

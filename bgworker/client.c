@@ -18,15 +18,11 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "libpq/libpq.h"
 #include "tcop/dest.h"
 #include "tcop/tcopprot.h"
 
 #include "../src/cbllm.h"
-
-#if PG_VERSION_NUM >= 140000
-/* from libpq/libpq.h, whose includes need GSSAPI headers a build may lack */
-extern bool pq_check_connection(void);
-#endif
 
 #define MAX_OWNED 4096
 
@@ -478,6 +474,17 @@ CheckClientConnection(void)
 		CHECK_FOR_INTERRUPTS(); /* FATAL: connection to client lost */
 	}
 #endif
+}
+
+/*
+ * Send the rows already produced to the client now (a streaming SRF in the
+ * target list otherwise reaches the client only when the output buffer fills).
+ */
+void
+CbllmFlushClient(void)
+{
+	if (whereToSendOutput == DestRemote)
+		pq_flush();
 }
 
 /* Check the worker, then sleep until it sets our latch (or a second passes); stays cancellable. */

@@ -279,6 +279,7 @@ llm_generate_stream(PG_FUNCTION_ARGS)
 	st = fctx->user_fctx;
 	if (st == NULL || st->done)
 		SRF_RETURN_DONE(fctx);
+	CbllmFlushClient();			/* the previous piece's row goes out before we wait */
 	initStringInfo(&buf);
 	for (;;)
 	{
