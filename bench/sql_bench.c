@@ -5,8 +5,11 @@
  *   SELECT llm_generate_stream($prompt, $max_tokens, 0.7, 0.95, 0, $seed)
  * in libpq single-row mode, so every text piece is timed when it reaches the
  * client: time to first token from sending the query, inter-token latency
- * between pieces, throughput as pieces over wall time (a piece is one
- * generated token's text; EOS is not ignored here, so lengths may end early).
+ * between pieces, and throughput both as pieces over wall time and as the
+ * engine's generated tokens (cbllm_status().tokens_generated, read before and
+ * after) over wall time.  A piece is the text of one step's token; a token
+ * that ends inside a UTF-8 character has no piece of its own, so pieces can
+ * be fewer than tokens.  EOS is not ignored here, so lengths may end early.
  * Prompts are random words of the same length ranges as cbllm-cli bench.
  *
  * usage: sql_bench CONNINFO CONCURRENCY REQUESTS PROMPT_MIN PROMPT_MAX GEN_MIN GEN_MAX
@@ -44,6 +47,19 @@ Cmp(const void *a, const void *b)
 				y = *(const double *) b;
 
 	return x < y ? -1 : x > y;
+}
+
+/* The engine's generated-token counter, read on a separate connection. */
+static long long
+TokensGenerated(PGconn *conn)
+{
+	PGresult   *r = PQexec(conn, "SELECT tokens_generated FROM cbllm_status()");
+	long long	v = -1;
+
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+		v = atoll(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return v;
 }
 
 static double *samples[2];
@@ -148,7 +164,17 @@ main(int argc, char **argv)
 	pmax = atoi(argv[5]);
 	gmin = atoi(argv[6]);
 	gmax = atoi(argv[7]);
+	PGconn	   *mon;
+	long long	tok0;
+
 	cl = calloc(C, sizeof(client));
+	mon = PQconnectdb(argv[1]);
+	if (PQstatus(mon) != CONNECTION_OK)
+	{
+		fprintf(stderr, "sql_bench: %s", PQerrorMessage(mon));
+		return 1;
+	}
+	tok0 = TokensGenerated(mon);
 	for (int i = 0; i < C; i++)
 	{
 		cl[i].conn = PQconnectdb(argv[1]);
@@ -215,7 +241,13 @@ main(int argc, char **argv)
 	printf("concurrency %d requests %d:", C, N);
 	Report("ttft", 0);
 	Report("itl", 1);
-	printf(" pieces_per_s %.1f wall_s %.2f\n", pieces / (Now() - t0), Now() - t0);
+	{
+		double		wall = Now() - t0;
+
+		printf(" pieces_per_s %.1f tokens_per_s %.1f wall_s %.2f\n", pieces / wall,
+			   (TokensGenerated(mon) - tok0) / wall, wall);
+	}
+	PQfinish(mon);
 	for (int i = 0; i < C; i++)
 		PQfinish(cl[i].conn);
 	return 0;
