@@ -10,7 +10,9 @@
  * after) over wall time.  A piece is the text of one step's token; a token
  * that ends inside a UTF-8 character has no piece of its own, so pieces can
  * be fewer than tokens.  EOS is not ignored here, so lengths may end early.
- * Prompts are random words of the same length ranges as cbllm-cli bench.
+ * Prompts are random words of the same length ranges as cbllm-cli bench,
+ * different at each concurrency level so that one level's prompts do not sit
+ * in the prefix cache for the next.
  *
  * usage: sql_bench CONNINFO CONCURRENCY REQUESTS PROMPT_MIN PROMPT_MAX GEN_MIN GEN_MAX
  */
@@ -150,7 +152,7 @@ main(int argc, char **argv)
 	int			sent = 0,
 				done = 0;
 	long		pieces = 0;
-	unsigned	rng = 12345;
+	unsigned	rng;
 	double		t0;
 
 	if (argc != 8)
@@ -159,6 +161,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 	C = atoi(argv[2]);
+	rng = 12345u + (unsigned) C * 7919u;	/* other prompts at each level: no prefix-cache carry-over */
 	N = atoi(argv[3]);
 	pmin = atoi(argv[4]);
 	pmax = atoi(argv[5]);
