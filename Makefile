@@ -38,6 +38,7 @@ ENGINE_SRCS = \
 	src/model_config.c \
 	src/model.c \
 	src/tokenizer.c \
+	src/tokenizer_load.c \
 	src/threadpool.c \
 	src/cpu_features.c \
 	src/kernels_generic.c \

@@ -1,0 +1,595 @@
+/*
+ * tokenizer_load.c: reading a HuggingFace tokenizer.json (BPE of the
+ * SentencePiece kind, Llama-2 family) and its tokenizer_config.json.
+ *
+ * Loading copies what encoding and decoding need out of the cJSON tree into
+ * flat tables and frees the tree: an id-indexed array of token entries
+ * (piece text, byte value of <0xXX> pieces, special flag); an
+ * open-addressing hash of the model vocabulary (piece -> id); an
+ * open-addressing hash of the merges keyed by the pair of ids (-> rank,
+ * merged id); the added tokens sorted by first byte then by length, for
+ * leftmost-longest matching; the normalizer as a list of Prepend/Replace
+ * steps; an optional Metaspace pre-tokenizer.  All strings live in one arena.
+ *
+ * Encoding and decoding, which read these tables, are in tokenizer.c.
+ */
+#include "tokenizer_internal.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TOK_MAX_ID		(1 << 24)	/* ids must be below this */
+#define JGET(o, k)		cJSON_GetObjectItemCaseSensitive(o, k)
+#define JSTR(o, k)		cJSON_GetStringValue(JGET(o, k))
+
+/* ---------------------------------------------------------------- utils */
+
+/* Copy n bytes plus a NUL into the tokenizer's string arena. */
+static char *
+arena_dup(cbllm_tokenizer *tok, const char *s, size_t n)
+{
+	tok_block  *b = tok->arena;
+
+	if (b == NULL || b->cap - b->used < n + 1)
+	{
+		size_t		cap = n + 1 > 65536 ? n + 1 : 65536;
+
+		if ((b = malloc(sizeof(tok_block) + cap)) == NULL)
+			return NULL;
+		*b = (tok_block) {tok->arena, 0, cap};
+		tok->arena = b;
+	}
+	memcpy(b->data + b->used, s, n);
+	b->data[b->used + n] = '\0';
+	b->used += n + 1;
+	return b->data + b->used - n - 1;
+}
+
+/* Whether s[0..n) is entirely valid UTF-8. */
+static bool
+utf8_valid(const char *s, size_t n)
+{
+	for (size_t i = 0, l; i < n; i += l)
+		if ((l = utf8_len(s + i, n - i)) == 0)
+			return false;
+	return true;
+}
+
+/* Mask of a power-of-two table size at least twice n. */
+static uint32_t
+table_mask(size_t n)
+{
+	uint32_t	size = 16;
+
+	while (size < 2 * n)
+		size *= 2;
+	return size - 1;
+}
+
+/* ------------------------------------------------------------- loading */
+
+/* Read and parse a JSON object file; on failure the message names the file. */
+static int
+load_json(const char *path, cJSON **out, cbllm_err *err)
+{
+	char	   *text;
+	size_t		len;
+	const char *end = NULL;
+	int			rc;
+
+	if ((rc = cbllm_read_file(path, &text, &len, err)) != CBLLM_OK)
+		return rc;
+	*out = cJSON_ParseWithLengthOpts(text, len, &end, false);
+	if (*out == NULL)
+	{
+		size_t		off = end && end >= text && end <= text + len ? (size_t) (end - text) : 0;
+		int			line = 1;
+
+		for (size_t i = 0; i < off; i++)
+			line += text[i] == '\n';
+		free(text);
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: invalid JSON at line %d (byte %zu)", path, line, off);
+	}
+	free(text);
+	if (cJSON_IsObject(*out))
+		return CBLLM_OK;
+	cJSON_Delete(*out);
+	*out = NULL;
+	return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: not a JSON object", path);
+}
+
+/* Read an optional boolean member into *out; absent or null leaves it alone. */
+static int
+get_bool(const cJSON *obj, const char *key, bool *out, const char *path,
+		 const char *where, cbllm_err *err)
+{
+	const cJSON *v = JGET(obj, key);
+
+	if (v == NULL || cJSON_IsNull(v))
+		return CBLLM_OK;
+	if (!cJSON_IsBool(v))
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: %s\"%s\" must be a boolean", path, where, key);
+	*out = cJSON_IsTrue(v);
+	return CBLLM_OK;
+}
+
+/* Whether v is an integer in [0, limit); stores it in *id. */
+static bool
+get_id(const cJSON *v, int64_t limit, int32_t *id)
+{
+	double		d = cJSON_IsNumber(v) ? v->valuedouble : -1;
+
+	if (!(d >= 0 && d < (double) limit) || (double) (int32_t) d != d)
+		return false;
+	*id = (int32_t) d;
+	return true;
+}
+
+/* Append the steps of a normalizer (recursing into Sequence). */
+static int
+load_normalizer(cbllm_tokenizer *tok, const cJSON *n, int depth, const char *path, cbllm_err *err)
+{
+	const char *t = JSTR(n, "type");
+	tok_norm   *st = &tok->norm[tok->n_norm];
+	const cJSON *it;
+
+	if (n == NULL || cJSON_IsNull(n))
+		return CBLLM_OK;
+	if (!cJSON_IsObject(n) || t == NULL)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: normalizer must be null or an object with a \"type\"", path);
+	if (strcmp(t, "Sequence") == 0)
+	{
+		if (!cJSON_IsArray(JGET(n, "normalizers")) || depth > 4)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: bad Sequence normalizer", path);
+		cJSON_ArrayForEach(it, JGET(n, "normalizers"))
+		{
+			int			rc = load_normalizer(tok, it, depth + 1, path, err);
+
+			if (rc != CBLLM_OK)
+				return rc;
+		}
+		return CBLLM_OK;
+	}
+	if (tok->n_norm == TOK_MAX_NORM)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: too many normalizer steps", path);
+	if (strcmp(t, "Prepend") == 0)
+		*st = (tok_norm) {true, JSTR(n, "prepend"), "", 0, 0};
+	else if (strcmp(t, "Replace") == 0)
+	{
+		if (JGET(JGET(n, "pattern"), "Regex") != NULL)
+			return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: Replace normalizer with a Regex pattern is not supported", path);
+		*st = (tok_norm) {false, JSTR(JGET(n, "pattern"), "String"), JSTR(n, "content"), 0, 0};
+	}
+	else
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: unsupported normalizer type %.64s", path, t);
+	if (st->a == NULL || st->b == NULL || (!st->prepend && *st->a == '\0'))
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: %s normalizer lacks its strings", path, t);
+	st->alen = strlen(st->a);
+	st->blen = strlen(st->b);
+	if ((st->a = arena_dup(tok, st->a, st->alen)) == NULL || (st->b = arena_dup(tok, st->b, st->blen)) == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "%s: out of memory", path);
+	tok->n_norm++;
+	return CBLLM_OK;
+}
+
+/* Read the pre-tokenizer: null, or Metaspace with the "▁" replacement. */
+static int
+load_pretokenizer(cbllm_tokenizer *tok, const cJSON *p, const char *path, cbllm_err *err)
+{
+	const char *t = JSTR(p, "type"),
+			   *rep = JSTR(p, "replacement"),
+			   *scheme = JSTR(p, "prepend_scheme");
+	bool		add_prefix = true;
+	int			rc;
+
+	if (p == NULL || cJSON_IsNull(p))
+		return CBLLM_OK;
+	if (t == NULL || strcmp(t, "Metaspace") != 0)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: unsupported pre_tokenizer type %.64s", path, t ? t : "(none)");
+	if (rep != NULL && strcmp(rep, TOK_META) != 0)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: Metaspace replacement must be \"" TOK_META "\"", path);
+	tok->meta_split = true;
+	if ((rc = get_bool(p, "split", &tok->meta_split, path, "pre_tokenizer: ", err)) != CBLLM_OK ||
+		(rc = get_bool(p, "add_prefix_space", &add_prefix, path, "pre_tokenizer: ", err)) != CBLLM_OK)
+		return rc;
+	tok->meta = scheme == NULL ? (add_prefix ? META_ALWAYS : META_NEVER) :
+		strcmp(scheme, "always") == 0 ? META_ALWAYS : strcmp(scheme, "first") == 0 ? META_FIRST :
+		strcmp(scheme, "never") == 0 ? META_NEVER : META_NONE;
+	if (tok->meta == META_NONE)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: bad Metaspace prepend_scheme %.32s", path, scheme);
+	return CBLLM_OK;
+}
+
+/* Validate the ids of the vocabulary and the added tokens, then allocate the entries. */
+static int
+size_tables(cbllm_tokenizer *tok, const cJSON *vocab, const cJSON *added, const char *path, cbllm_err *err)
+{
+	const cJSON *it;
+	int32_t		id, max = -1;
+	int64_t		limit;
+	int			k = 0;
+
+	cJSON_ArrayForEach(it, vocab)
+	{
+		if (!get_id(it, TOK_MAX_ID, &id))
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.vocab: id of \"%.64s\" is not an integer in [0, %d)",
+							  path, it->string, TOK_MAX_ID);
+		max = id > max ? id : max;
+	}
+	if (added != NULL && !cJSON_IsNull(added) && !cJSON_IsArray(added))
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: added_tokens must be an array", path);
+	added = cJSON_IsArray(added) ? added : NULL;
+	tok->n_added = cJSON_GetArraySize(added);
+	limit = (int64_t) max + 1 + tok->n_added;	/* added tokens may extend the vocabulary */
+	cJSON_ArrayForEach(it, added)
+	{
+		const char *content = JSTR(it, "content");
+
+		if (!get_id(JGET(it, "id"), limit, &id))
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: added_tokens[%d]: id is not an integer in [0, %lld)",
+							  path, k, (long long) limit);
+		if (content == NULL || *content == '\0')
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: added_tokens[%d]: content must be a non-empty string", path, k);
+		max = id > max ? id : max;
+		k++;
+	}
+	tok->n_ids = max + 1;
+	if ((tok->ent = calloc(tok->n_ids + 1, sizeof(tok_entry))) == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "%s: out of memory", path);
+	for (int i = 0; i < tok->n_ids; i++)
+		tok->ent[i].byte = -1;
+	return CBLLM_OK;
+}
+
+/* Fill the entries and the hash of the model vocabulary (ids already validated). */
+static int
+load_vocab(cbllm_tokenizer *tok, const cJSON *vocab, const char *path, cbllm_err *err)
+{
+	const cJSON *it;
+
+	tok->vocab_mask = table_mask(cJSON_GetArraySize(vocab));
+	if ((tok->vocab = calloc(tok->vocab_mask + 1, sizeof(tok_slot))) == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "%s: out of memory", path);
+	cJSON_ArrayForEach(it, vocab)
+	{
+		size_t		len = strlen(it->string);
+		int32_t		id = (int32_t) it->valuedouble;
+		uint32_t	h = hash_bytes(it->string, len) & tok->vocab_mask;
+		tok_entry  *e = &tok->ent[id];
+
+		if (e->piece != NULL)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.vocab: id %d is used twice", path, id);
+		if (!utf8_valid(it->string, len))
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.vocab: piece with id %d is not valid UTF-8", path, id);
+		if (vocab_find(tok, it->string, len) >= 0)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.vocab: piece \"%.64s\" appears twice", path, it->string);
+		if ((e->piece = arena_dup(tok, it->string, len)) == NULL)
+			return cbllm_fail(err, CBLLM_ERR_NOMEM, "%s: out of memory", path);
+		while (tok->vocab[h].s)
+			h = (h + 1) & tok->vocab_mask;
+		tok->vocab[h] = (tok_slot) {e->piece, (uint32_t) len, id};
+		e->len = (uint32_t) len;
+	}
+	return CBLLM_OK;
+}
+
+/* Read the merges ("a b" or ["a", "b"]; rank = index) into their hash. */
+static int
+load_merges(cbllm_tokenizer *tok, const cJSON *merges, const char *path, cbllm_err *err)
+{
+	const cJSON *it;
+	int			rank = 0;
+
+	if (merges != NULL && !cJSON_IsNull(merges) && !cJSON_IsArray(merges))
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.merges must be an array", path);
+	tok->merge_mask = table_mask(cJSON_GetArraySize(merges));
+	if ((tok->merges = malloc((size_t) (tok->merge_mask + 1) * sizeof(tok_merge))) == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "%s: out of memory", path);
+	memset(tok->merges, 0xFF, (size_t) (tok->merge_mask + 1) * sizeof(tok_merge));
+	merges = cJSON_IsArray(merges) ? merges : NULL;
+	cJSON_ArrayForEach(it, merges)
+	{
+		const char *a = it->valuestring, *b = NULL;
+		size_t		alen = 0, blen = 0, bad;
+		int32_t		ia, ib, im;
+		char		both[512];
+		tok_merge  *m;
+
+		if (cJSON_IsString(it) && (b = strchr(a, ' ')) != NULL && strchr(b + 1, ' ') == NULL)
+			alen = (size_t) (b - a), blen = strlen(++b);
+		else if (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 2 &&
+				 (a = cJSON_GetStringValue(it->child)) != NULL && (b = cJSON_GetStringValue(it->child->next)) != NULL)
+			alen = strlen(a), blen = strlen(b);
+		else
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.merges[%d] is not \"a b\" or [\"a\", \"b\"]", path, rank);
+		ia = vocab_find(tok, a, alen);
+		ib = vocab_find(tok, b, blen);
+		bad = ia < 0 ? alen : blen;
+		if (ia < 0 || ib < 0)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.merges[%d] names a piece not in the vocabulary: \"%.*s\"",
+							  path, rank, (int) (bad < 200 ? bad : 200), ia < 0 ? a : b);
+		if (alen + blen > sizeof(both))
+			return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: model.merges[%d] is too long", path, rank);
+		memcpy(both, a, alen);
+		memcpy(both + alen, b, blen);
+		if ((im = vocab_find(tok, both, alen + blen)) < 0)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.merges[%d]: merged piece \"%.*s\" is not in the vocabulary",
+							  path, rank, (int) (alen + blen), both);
+		if ((m = merge_slot(tok, ia, ib))->key == UINT64_MAX)	/* a duplicate keeps its first rank */
+			*m = (tok_merge) {(uint64_t) (uint32_t) ia << 32 | (uint32_t) ib, rank, im};
+		rank++;
+	}
+	return CBLLM_OK;
+}
+
+/* Order added tokens by first byte, then longest first. */
+static int
+added_cmp(const void *x, const void *y)
+{
+	const tok_added *a = x, *b = y;
+
+	if ((uint8_t) a->match[0] != (uint8_t) b->match[0])
+		return (uint8_t) a->match[0] - (uint8_t) b->match[0];
+	return a->len < b->len ? 1 : a->len > b->len ? -1 : 0;
+}
+
+/* Fill the added tokens (validated by size_tables) into the entries and the match table. */
+static int
+load_added(cbllm_tokenizer *tok, const cJSON *list, const char *path, cbllm_err *err)
+{
+	const cJSON *it;
+	cbllm_buf	nb = {0};
+	int			k = 0, rc = CBLLM_OK;
+
+	if ((tok->added = calloc(tok->n_added + 1, sizeof(tok_added))) == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "%s: out of memory", path);
+	list = tok->n_added > 0 ? list : NULL;
+	cJSON_ArrayForEach(it, list)
+	{
+		tok_added  *a = &tok->added[k];
+		const char *content = JSTR(it, "content");
+		size_t		len = strlen(content);
+		tok_entry  *e = &tok->ent[a->id = (int32_t) JGET(it, "id")->valuedouble];
+		char		where[48];
+
+		snprintf(where, sizeof(where), "added_tokens[%d]: ", k++);
+		if ((rc = get_bool(it, "special", &a->special, path, where, err)) != CBLLM_OK)
+			break;
+		a->normalized = !a->special;
+		if ((rc = get_bool(it, "lstrip", &a->lstrip, path, where, err)) != CBLLM_OK ||
+			(rc = get_bool(it, "rstrip", &a->rstrip, path, where, err)) != CBLLM_OK ||
+			(rc = get_bool(it, "normalized", &a->normalized, path, where, err)) != CBLLM_OK)
+			break;
+		if (!utf8_valid(content, len))
+		{
+			rc = cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: %scontent is not valid UTF-8", path, where);
+			break;
+		}
+		if (e->piece == NULL || e->len != len || memcmp(e->piece, content, len) != 0)
+			*e = (tok_entry) {arena_dup(tok, content, len), (uint32_t) len, -1, false};
+		e->special |= a->special;
+		a->match = e->piece;
+		a->len = e->len;
+		if (a->normalized && (rc = tok_normalize(tok, content, len, &nb)) == CBLLM_OK)
+		{
+			a->match = arena_dup(tok, nb.data, nb.len);
+			a->len = (uint32_t) nb.len;
+		}
+		if (rc != CBLLM_OK || e->piece == NULL || a->match == NULL)
+		{
+			rc = cbllm_fail(err, CBLLM_ERR_NOMEM, "%s: out of memory", path);
+			break;
+		}
+		if (a->len == 0)
+		{
+			rc = cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: %scontent normalizes to nothing", path, where);
+			break;
+		}
+	}
+	cbllm_buf_free(&nb);
+	if (rc != CBLLM_OK)
+		return rc;
+	qsort(tok->added, tok->n_added, sizeof(tok_added), added_cmp);
+	for (int c = 0, i = 0; c <= 256; c++)
+	{
+		while (i < tok->n_added && (uint8_t) tok->added[i].match[0] < c)
+			i++;
+		tok->first[c] = i;
+	}
+	return CBLLM_OK;
+}
+
+/* Id of a token by its text: an added token first, then the vocabulary; or -1. */
+static int32_t
+find_token(const cbllm_tokenizer *tok, const char *s)
+{
+	size_t		n = strlen(s);
+
+	for (int i = 0; i < tok->n_added; i++)
+	{
+		const tok_entry *e = &tok->ent[tok->added[i].id];
+
+		if (e->len == n && memcmp(e->piece, s, n) == 0)
+			return tok->added[i].id;
+	}
+	return vocab_find(tok, s, n);
+}
+
+/* Resolve a config token member (string, {"content": ...} or null) to an id. */
+static int
+config_token(const cbllm_tokenizer *tok, const cJSON *root, const char *key, int32_t *id,
+			 const char *path, cbllm_err *err)
+{
+	const cJSON *v = JGET(root, key);
+	const char *s = cJSON_IsObject(v) ? JSTR(v, "content") : cJSON_GetStringValue(v);
+
+	if (v == NULL || cJSON_IsNull(v))
+	{
+		*id = v ? -1 : *id;
+		return CBLLM_OK;
+	}
+	if (s == NULL)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: \"%s\" must be a string or an object with a \"content\" string", path, key);
+	if ((*id = find_token(tok, s)) < 0)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: %s \"%.64s\" is not in the vocabulary", path, key, s);
+	return CBLLM_OK;
+}
+
+/* Read dir/tokenizer_config.json if present: BOS/EOS and whether to add them. */
+static int
+load_config(cbllm_tokenizer *tok, const char *dir, cbllm_err *err)
+{
+	char	   *path = cbllm_path_join(dir, "tokenizer_config.json");
+	cJSON	   *root = NULL;
+	int			rc = CBLLM_OK;
+
+	if (path == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	tok->bos_id = find_token(tok, "<s>");	/* defaults when the config is silent */
+	tok->eos_id = find_token(tok, "</s>");
+	if (access(path, F_OK) == 0 && (rc = load_json(path, &root, err)) == CBLLM_OK &&
+		(rc = config_token(tok, root, "bos_token", &tok->bos_id, path, err)) == CBLLM_OK)
+		rc = config_token(tok, root, "eos_token", &tok->eos_id, path, err);
+	tok->add_bos = tok->bos_id >= 0;
+	if (rc == CBLLM_OK && (rc = get_bool(root, "add_bos_token", &tok->add_bos, path, "", err)) == CBLLM_OK)
+		rc = get_bool(root, "add_eos_token", &tok->add_eos, path, "", err);
+	cJSON_Delete(root);
+	free(path);
+	return rc;
+}
+
+/* Read the BPE model section (options, vocabulary, merges) and the added tokens' ids. */
+static int
+load_model(cbllm_tokenizer *tok, const cJSON *root, const cJSON *model, const char *path, cbllm_err *err)
+{
+	const cJSON *vocab = JGET(model, "vocab"),
+			   *unk = JGET(model, "unk_token"),
+			   *type = JGET(model, "type"),
+			   *dropout = JGET(model, "dropout");
+	const char *prefix = JSTR(model, "continuing_subword_prefix"),
+			   *suffix = JSTR(model, "end_of_word_suffix");
+	int			rc;
+
+	if (!cJSON_IsObject(model))
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: \"model\" must be an object", path);
+	if ((type != NULL && !cJSON_IsString(type)) || (type == NULL && JGET(model, "merges") == NULL))
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.type must be a string", path);
+	if (type != NULL && strcmp(type->valuestring, "BPE") != 0)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: unsupported tokenizer model type %.64s", path, type->valuestring);
+	if (!cJSON_IsObject(vocab))
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.vocab must be an object", path);
+	if ((prefix && *prefix) || (suffix && *suffix) || (cJSON_IsNumber(dropout) && dropout->valuedouble > 0))
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "%s: BPE with a subword prefix, word suffix or dropout is not supported", path);
+	if (unk != NULL && !cJSON_IsNull(unk) && !cJSON_IsString(unk))
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.unk_token must be a string or null", path);
+	if ((rc = get_bool(model, "byte_fallback", &tok->byte_fallback, path, "model: ", err)) != CBLLM_OK ||
+		(rc = get_bool(model, "fuse_unk", &tok->fuse_unk, path, "model: ", err)) != CBLLM_OK ||
+		(rc = get_bool(model, "ignore_merges", &tok->ignore_merges, path, "model: ", err)) != CBLLM_OK ||
+		(rc = size_tables(tok, vocab, JGET(root, "added_tokens"), path, err)) != CBLLM_OK ||
+		(rc = load_vocab(tok, vocab, path, err)) != CBLLM_OK ||
+		(rc = load_merges(tok, JGET(model, "merges"), path, err)) != CBLLM_OK)
+		return rc;
+	tok->unk_id = cJSON_IsString(unk) ? vocab_find(tok, unk->valuestring, strlen(unk->valuestring)) : -1;
+	for (int b = 0; b < 256; b++)
+	{
+		char		name[8];
+
+		snprintf(name, sizeof(name), "<0x%02X>", b);
+		if ((tok->byte_id[b] = vocab_find(tok, name, 6)) >= 0)
+			tok->ent[tok->byte_id[b]].byte = (int16_t) b;
+	}
+	return CBLLM_OK;
+}
+
+/* Load dir/tokenizer.json and dir/tokenizer_config.json. */
+int
+tokenizer_load(const char *dir, cbllm_tokenizer **out, cbllm_err *err)
+{
+	cbllm_tokenizer *tok;
+	cJSON	   *root = NULL;
+	int			rc;
+
+	*out = NULL;
+	if (dir == NULL)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "tokenizer_load: no directory");
+	if ((tok = calloc(1, sizeof(*tok))) == NULL || (tok->path = cbllm_path_join(dir, "tokenizer.json")) == NULL)
+	{
+		free(tok);
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "tokenizer_load: out of memory");
+	}
+	if ((rc = load_json(tok->path, &root, err)) == CBLLM_OK &&
+		(rc = load_model(tok, root, JGET(root, "model"), tok->path, err)) == CBLLM_OK &&
+		(rc = load_normalizer(tok, JGET(root, "normalizer"), 0, tok->path, err)) == CBLLM_OK &&
+		(rc = load_pretokenizer(tok, JGET(root, "pre_tokenizer"), tok->path, err)) == CBLLM_OK)
+		rc = load_added(tok, JGET(root, "added_tokens"), tok->path, err);
+	cJSON_Delete(root);
+	if (rc == CBLLM_OK)
+		rc = load_config(tok, dir, err);
+	if (rc != CBLLM_OK)
+	{
+		tokenizer_free(tok);
+		return rc;
+	}
+	*out = tok;
+	return CBLLM_OK;
+}
+
+/* Release a tokenizer and everything it owns. */
+void
+tokenizer_free(cbllm_tokenizer *tok)
+{
+	if (tok == NULL)
+		return;
+	while (tok->arena)
+	{
+		tok_block  *next = tok->arena->next;
+
+		free(tok->arena);
+		tok->arena = next;
+	}
+	free(tok->ent);
+	free(tok->vocab);
+	free(tok->merges);
+	free(tok->added);
+	free(tok->path);
+	free(tok);
+}
+
+/* Highest id + 1. */
+int
+tokenizer_vocab_size(const cbllm_tokenizer *tok)
+{
+	return tok ? tok->n_ids : 0;
+}
+
+/* BOS id, or -1. */
+int32_t
+tokenizer_bos_id(const cbllm_tokenizer *tok)
+{
+	return tok ? tok->bos_id : -1;
+}
+
+/* EOS id, or -1. */
+int32_t
+tokenizer_eos_id(const cbllm_tokenizer *tok)
+{
+	return tok ? tok->eos_id : -1;
+}
+
+/* Whether id is a special added token. */
+bool
+tokenizer_is_special(const cbllm_tokenizer *tok, int32_t id)
+{
+	return tok && id >= 0 && id < tok->n_ids && tok->ent[id].special;
+}
+
+/* The stored piece of a token, or NULL. */
+const char *
+tokenizer_piece(const cbllm_tokenizer *tok, int32_t id)
+{
+	return tok && id >= 0 && id < tok->n_ids ? tok->ent[id].piece : NULL;
+}
