@@ -293,6 +293,8 @@ CbllmSubmit(const CbllmRequestArgs *a, CbllmHandle *h, bool wait_for_slot)
 		next_slot_hint = MyProcPid % n;
 	for (int tries = 0;; tries++)
 	{
+		int			n_cancelled = 0;
+
 		for (int k = 0; k < n; k++)
 		{
 			int			i = (next_slot_hint + k) % n;
@@ -302,6 +304,7 @@ CbllmSubmit(const CbllmRequestArgs *a, CbllmHandle *h, bool wait_for_slot)
 			SpinLockAcquire(&s->mutex);
 			if (s->state != SLOT_FREE)
 			{
+				n_cancelled += s->state == SLOT_CANCELLED;
 				SpinLockRelease(&s->mutex);
 				continue;
 			}
@@ -348,7 +351,8 @@ CbllmSubmit(const CbllmRequestArgs *a, CbllmHandle *h, bool wait_for_slot)
 			WakeWorker();
 			return true;
 		}
-		if (!wait_for_slot)
+		/* cancelled slots are being freed by the worker: worth a short wait */
+		if (!wait_for_slot && (n_cancelled == 0 || tries >= 200))
 			return false;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10L,
 						 PG_WAIT_EXTENSION);

@@ -91,7 +91,31 @@ SELECT llm_generate(ARRAY['x'], on_error => 'ignore');
 SELECT llm_generate(ARRAY['hi', repeat('long ', 600)], 4);
 SELECT llm_detokenize(ARRAY[999999]);
 
--- nothing is left running, and the functions are volatile
+-- every request slot taken (64 here): the next request fails clearly, and the
+-- aborted transaction gives all the slots back
+DO $$
+DECLARE
+  c refcursor;
+  piece text;
+BEGIN
+  FOR i IN 1..64 LOOP
+    c := 'hold' || i;
+    OPEN c FOR SELECT llm_generate_stream('hold a slot ' || i, 20);
+    FETCH c INTO piece;
+  END LOOP;
+  PERFORM llm_generate('one too many', 4);
+END $$;
+SELECT llm_generate('a slot is free again', 4) IS NOT NULL AS slots_released;
+
+-- nothing is left running (cancellation is asynchronous: wait up to 10 s), and
+-- the functions are volatile
+DO $$
+BEGIN
+  FOR i IN 1..100 LOOP
+    EXIT WHEN (SELECT requests_running + requests_waiting + kv_blocks_used FROM cbllm_status()) = 0;
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
 SELECT requests_running, requests_waiting, kv_blocks_used FROM cbllm_status();
 SELECT proname, provolatile, proisstrict FROM pg_proc
 WHERE proname LIKE 'llm%' OR proname = 'cbllm_status' ORDER BY proname, pronargs;
