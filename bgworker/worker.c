@@ -153,6 +153,20 @@ FailSlot(int i, uint64 serial, int errcode_in, const char *msg)
 		SetLatch(l);
 }
 
+/* Read slot i's state and serial under its lock. */
+static CbllmSlotState
+ReadSlot(int i, uint64 *serial)
+{
+	CbllmSlot  *s = CbllmGetSlot(i);
+	CbllmSlotState st;
+
+	SpinLockAcquire(&s->mutex);
+	st = s->state;
+	*serial = s->serial;
+	SpinLockRelease(&s->mutex);
+	return st;
+}
+
 /* Forget the worker's record of slot i (aborting its request if the engine has it). */
 static void
 DropWorkerSlot(int i)
@@ -415,14 +429,9 @@ RefuseAll(int errcode_in, const char *msg)
 {
 	for (int i = 0; i < cbllm_shared->n_slots; i++)
 	{
-		CbllmSlot  *s = CbllmGetSlot(i);
 		uint64		serial;
-		CbllmSlotState st;
+		CbllmSlotState st = ReadSlot(i, &serial);
 
-		SpinLockAcquire(&s->mutex);
-		st = s->state;
-		serial = s->serial;
-		SpinLockRelease(&s->mutex);
 		if (st == SLOT_SUBMITTED || st == SLOT_CANCELLED)
 			FailSlot(i, serial, errcode_in, msg);
 	}
@@ -470,14 +479,9 @@ Iterate(void)
 
 	for (int i = 0; i < cbllm_shared->n_slots; i++)
 	{
-		CbllmSlot  *s = CbllmGetSlot(i);
-		CbllmSlotState st;
 		uint64		serial;
+		CbllmSlotState st = ReadSlot(i, &serial);
 
-		SpinLockAcquire(&s->mutex);
-		st = s->state;
-		serial = s->serial;
-		SpinLockRelease(&s->mutex);
 		if (st == SLOT_SUBMITTED)
 		{
 			if (wslots[i].active)
@@ -533,15 +537,9 @@ cbllm_worker_main(Datum arg)
 	/* requests a previous worker was running are lost: fail them */
 	for (int i = 0; i < cbllm_shared->n_slots; i++)
 	{
-		CbllmSlot  *s = CbllmGetSlot(i);
 		uint64		serial;
-		CbllmSlotState st;
 
-		SpinLockAcquire(&s->mutex);
-		st = s->state;
-		serial = s->serial;
-		SpinLockRelease(&s->mutex);
-		if (st == SLOT_RUNNING)
+		if (ReadSlot(i, &serial) == SLOT_RUNNING)
 			FailSlot(i, serial, ERRCODE_CONNECTION_FAILURE,
 					 "the cbllm worker restarted while this request was running");
 	}

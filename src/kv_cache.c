@@ -2,23 +2,12 @@
 #include "kv_cache.h"
 
 #include <stdlib.h>
-#include <sys/mman.h>
 
 /* Bytes of K and V for one block across all layers. */
 size_t
 kv_cache_block_bytes(int block_size, int n_layers, int n_kv_heads, int head_dim)
 {
 	return (size_t) 2 * block_size * n_layers * n_kv_heads * head_dim * sizeof(float);
-}
-
-/* Map zero-filled memory for one of K or V (pages are touched lazily). */
-static float *
-MapFloats(size_t n)
-{
-	void	   *p = mmap(NULL, n * sizeof(float), PROT_READ | PROT_WRITE,
-						 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-
-	return p == MAP_FAILED ? NULL : p;
 }
 
 /* Create a pool of p->n_blocks blocks, all free. */
@@ -43,8 +32,8 @@ kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err)
 	kv->head_dim = p->head_dim;
 	kv->block_floats = (int64_t) p->block_size * p->n_kv_heads * p->head_dim;
 	n = (size_t) p->n_layers * p->n_blocks * kv->block_floats;
-	kv->k = MapFloats(n);
-	kv->v = MapFloats(n);
+	kv->k = cbllm_map_zeroed(n * sizeof(float));
+	kv->v = cbllm_map_zeroed(n * sizeof(float));
 	kv->free_ids = malloc(sizeof(int32_t) * p->n_blocks);
 	kv->refcount = calloc(p->n_blocks, sizeof(int32_t));
 	kv->hash = calloc(p->n_blocks, sizeof(uint64_t));
@@ -85,10 +74,8 @@ kv_cache_free(kv_cache *kv)
 	if (kv == NULL)
 		return;
 	n = (size_t) kv->n_layers * kv->n_blocks * kv->block_floats * sizeof(float);
-	if (kv->k)
-		munmap(kv->k, n);
-	if (kv->v)
-		munmap(kv->v, n);
+	cbllm_unmap(kv->k, n);
+	cbllm_unmap(kv->v, n);
 	free(kv->free_ids);
 	free(kv->refcount);
 	free(kv->hash);

@@ -2,20 +2,6 @@
 #include "swap_space.h"
 
 #include <stdlib.h>
-#include <sys/mman.h>
-
-/* Map n floats of zero-filled memory, touched lazily. */
-static float *
-MapFloats(size_t n)
-{
-	void	   *p;
-
-	if (n == 0)
-		return NULL;
-	p = mmap(NULL, n * sizeof(float), PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
-}
 
 /* Create the area with every block free. */
 int
@@ -30,8 +16,8 @@ swap_space_create(int n_blocks, int64_t block_floats, swap_space **out, cbllm_er
 	sw->block_floats = block_floats;
 	if (sw->n_blocks > 0)
 	{
-		sw->k = MapFloats(n);
-		sw->v = MapFloats(n);
+		sw->k = cbllm_map_zeroed(n * sizeof(float));
+		sw->v = cbllm_map_zeroed(n * sizeof(float));
 		sw->free_ids = malloc(sizeof(int32_t) * sw->n_blocks);
 		if (sw->k == NULL || sw->v == NULL || sw->free_ids == NULL)
 		{
@@ -57,10 +43,8 @@ swap_space_free(swap_space *sw)
 	if (sw == NULL)
 		return;
 	n = (size_t) sw->n_blocks * sw->block_floats * sizeof(float);
-	if (sw->k)
-		munmap(sw->k, n);
-	if (sw->v)
-		munmap(sw->v, n);
+	cbllm_unmap(sw->k, n);
+	cbllm_unmap(sw->v, n);
 	free(sw->free_ids);
 	free(sw);
 }

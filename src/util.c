@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 /* Write a formatted message into err and return code. */
@@ -140,6 +141,27 @@ cbllm_path_join(const char *dir, const char *name)
 	p[a] = '/';
 	memcpy(p + a + 1, name, b + 1);
 	return p;
+}
+
+/* Zero-filled anonymous memory whose pages are touched only when used. */
+void *
+cbllm_map_zeroed(size_t bytes)
+{
+	void	   *p;
+
+	if (bytes == 0)
+		return NULL;
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			 -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* Release memory from cbllm_map_zeroed (NULL is ignored). */
+void
+cbllm_unmap(void *p, size_t bytes)
+{
+	if (p != NULL)
+		munmap(p, bytes);
 }
 
 /* Monotonic time in seconds. */

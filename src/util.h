@@ -58,6 +58,10 @@ int			cbllm_read_file(const char *path, char **out, size_t *len, cbllm_err *err)
 /* Join dir and name with a '/' into a malloc'd string, or NULL when out of memory. */
 char	   *cbllm_path_join(const char *dir, const char *name);
 
+/* bytes of zero-filled private memory, touched lazily; NULL on failure or for 0 bytes. */
+void	   *cbllm_map_zeroed(size_t bytes);
+void		cbllm_unmap(void *p, size_t bytes);
+
 /* Monotonic time in seconds. */
 double		cbllm_now(void);
 
