@@ -193,6 +193,7 @@ typedef struct CbllmHandle
 	int			slot;
 	uint64		serial;
 	uint32		worker_generation;
+	bool		session;		/* survives transaction end (llm_submit); else cancelled at it */
 } CbllmHandle;
 
 void		CbllmCheckArgs(const CbllmRequestArgs *a);
@@ -209,6 +210,7 @@ bool		CbllmPollPiece(CbllmHandle *h, StringInfo buf, bool *failed, int *errcode_
 						   char *errmsg_out);
 void		CbllmCheckWorker(const CbllmHandle *h);
 void		CbllmFlushClient(void);
+bool		CbllmFindOwned(int slot, uint64 serial, CbllmHandle *h);
 void		CbllmWait(CbllmHandle *h);
 void		CbllmRelease(CbllmHandle *h);
 void		CbllmCancel(CbllmHandle *h);

@@ -229,35 +229,52 @@ CbllmRelease(CbllmHandle *h)
 	CbllmCancel(h);
 }
 
-/* Cancel every request this backend still holds. */
+/* Cancel every request this backend still holds (or only the transaction's). */
 static void
-CancelAllOwned(void)
+CancelAllOwned(bool include_session)
 {
-	while (n_owned > 0)
+	for (int i = n_owned - 1; i >= 0; i--)
 	{
-		CbllmHandle h = owned[n_owned - 1];
+		CbllmHandle h;
 
-		CbllmCancel(&h);
-		if (n_owned > 0 && owned[n_owned - 1].slot == h.slot &&
-			owned[n_owned - 1].serial == h.serial)
-			n_owned--;
+		if (i >= n_owned || (owned[i].session && !include_session))
+			continue;
+		h = owned[i];
+		CbllmCancel(&h);		/* removes it from owned[] */
 	}
 }
 
-/* Transaction end: nothing survives it (streams are closed with their portals). */
+/* The owned request with this slot and serial, if this backend holds it. */
+bool
+CbllmFindOwned(int slot, uint64 serial, CbllmHandle *h)
+{
+	for (int i = 0; i < n_owned; i++)
+		if (owned[i].slot == slot && owned[i].serial == serial)
+		{
+			*h = owned[i];
+			return true;
+		}
+	return false;
+}
+
+/*
+ * Transaction end: the transaction's requests do not survive it (streams are
+ * closed with their portals); requests submitted with llm_submit live on
+ * until collected or until the session ends.
+ */
 static void
 CbllmXactCallback(XactEvent event, void *arg)
 {
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_COMMIT ||
 		event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE)
-		CancelAllOwned();
+		CancelAllOwned(false);
 }
 
-/* Backend exit: cancel what is in flight. */
+/* Backend exit: cancel everything in flight. */
 static void
 CbllmExitCallback(int code, Datum arg)
 {
-	CancelAllOwned();
+	CancelAllOwned(true);
 }
 
 /* Register the cleanup callbacks once per backend. */
@@ -319,6 +336,7 @@ CbllmSubmit(const CbllmRequestArgs *a, CbllmHandle *h, bool wait_for_slot)
 
 			/* fill the request; the slot is ours while CLAIMED */
 			h->worker_generation = pg_atomic_read_u32(&cbllm_shared->worker_generation);
+			owned[n_owned - 1] = *h;
 			s->worker_generation = h->worker_generation;
 			s->max_tokens = a->max_tokens;
 			s->temperature = a->temperature;

@@ -13,10 +13,16 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 
 PG_FUNCTION_INFO_V1(llm_generate);
 PG_FUNCTION_INFO_V1(llm_generate_array);
 PG_FUNCTION_INFO_V1(llm_generate_stream);
+PG_FUNCTION_INFO_V1(llm_submit);
+PG_FUNCTION_INFO_V1(llm_result);
+
+/* An llm_submit id: the slot in the low 16 bits, its serial above. */
+#define ASYNC_SLOT_BITS 16
 
 #define DEFAULT_MAX_TOKENS 256
 
@@ -175,7 +181,7 @@ llm_generate_array(PG_FUNCTION_ARGS)
 				 errmsg("prompts must be a one-dimensional text array")));
 	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
 	ReadOptions(fcinfo, &a);
-	hs = palloc(sizeof(CbllmHandle) * (n > 0 ? n : 1));
+	hs = palloc0(sizeof(CbllmHandle) * (n > 0 ? n : 1));
 	out = palloc0(sizeof(Datum) * (n > 0 ? n : 1));
 	out_null = palloc(sizeof(bool) * (n > 0 ? n : 1));
 	for (int i = 0; i < n; i++)
@@ -298,4 +304,106 @@ llm_generate_stream(PG_FUNCTION_ARGS)
 		CbllmWait(&st->h);
 	}
 	SRF_RETURN_NEXT(fctx, PointerGetDatum(ToText(buf.data, buf.len)));
+}
+
+/*
+ * llm_submit(prompt text, ...options, transaction_scoped boolean) returns
+ * bigint: queue a request and return at once.  The request belongs to the
+ * session: it survives the transaction and is cancelled when the session
+ * ends without collecting it; with transaction_scoped it is cancelled when
+ * the transaction ends instead (what a batch job that collects before each
+ * COMMIT wants, so that an interruption leaves nothing running).
+ */
+Datum
+llm_submit(PG_FUNCTION_ARGS)
+{
+	CbllmRequestArgs a;
+	CbllmHandle h = {-1, 0, 0, true};
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	h.session = PG_NARGS() < 9 || PG_ARGISNULL(8) || !PG_GETARG_BOOL(8);
+	ReadOptions(fcinfo, &a);
+	SetPrompt(&a, PG_GETARG_TEXT_PP(0));
+	SubmitOrFail(&a, &h);
+	PG_RETURN_INT64((int64) ((h.serial << ASYNC_SLOT_BITS) | (uint64) h.slot));
+}
+
+/*
+ * Text collected so far for this session's llm_submit requests, by slot
+ * (a slow collector must not leave the worker holding the whole output).
+ */
+typedef struct AsyncText
+{
+	uint64		serial;
+	StringInfoData text;
+} AsyncText;
+
+static AsyncText *async_text = NULL;
+
+/* The collected-text buffer of handle h, emptied when h is a new request. */
+static StringInfo
+AsyncBuffer(const CbllmHandle *h)
+{
+	AsyncText  *a;
+
+	if (async_text == NULL)
+		async_text = MemoryContextAllocZero(TopMemoryContext,
+											sizeof(AsyncText) * cbllm_shared->n_slots);
+	a = &async_text[h->slot];
+	if (a->text.data == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		initStringInfo(&a->text);
+		MemoryContextSwitchTo(old);
+	}
+	if (a->serial != h->serial)
+	{
+		resetStringInfo(&a->text);
+		a->serial = h->serial;
+	}
+	return &a->text;
+}
+
+/*
+ * llm_result(id bigint, wait boolean DEFAULT true) returns text: the text of a
+ * request from llm_submit.  Without wait it returns NULL while the request is
+ * still running (taking in what has arrived so far).  A result can be
+ * collected once; a failed request raises its error.
+ */
+Datum
+llm_result(PG_FUNCTION_ARGS)
+{
+	int64		id = PG_GETARG_INT64(0);
+	bool		wait = PG_ARGISNULL(1) ? true : PG_GETARG_BOOL(1);
+	CbllmHandle h;
+	StringInfo	buf;
+	bool		failed,
+				over;
+	int			code;
+	char		msg[CBLLM_ERROR_LEN];
+	text	   *result;
+
+	if (id < 0 || cbllm_shared == NULL ||
+		!CbllmFindOwned((int) (id & ((1 << ASYNC_SLOT_BITS) - 1)),
+						(uint64) id >> ASYNC_SLOT_BITS, &h))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("no cbllm request %lld in this session", (long long) id),
+				 errdetail("A request id comes from llm_submit in the same session, and its result can be collected once.")));
+	buf = AsyncBuffer(&h);
+	while (!(over = CbllmPoll(&h, buf, &failed, &code, msg)) && wait)
+		CbllmWait(&h);
+	if (!over)
+		PG_RETURN_NULL();
+	CbllmRelease(&h);
+	if (failed)
+	{
+		resetStringInfo(buf);
+		CbllmRaiseFailure(code, msg);
+	}
+	result = ToText(buf->data, buf->len);
+	resetStringInfo(buf);
+	PG_RETURN_TEXT_P(result);
 }

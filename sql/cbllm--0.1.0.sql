@@ -78,3 +78,148 @@ CREATE FUNCTION cbllm_status(OUT state text,
 RETURNS record
 AS 'MODULE_PATHNAME', 'cbllm_status'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+-- Asynchronous use: submit now, collect later in the same session.  A
+-- submitted request survives the transaction; one never collected is
+-- cancelled when the session ends (or, with transaction_scoped, when the
+-- transaction ends).
+CREATE FUNCTION llm_submit(prompt text,
+                           max_tokens integer DEFAULT 256,
+                           temperature double precision DEFAULT 0,
+                           top_p double precision DEFAULT 1,
+                           top_k integer DEFAULT 0,
+                           seed bigint DEFAULT NULL,
+                           stop text[] DEFAULT NULL,
+                           priority integer DEFAULT 0,
+                           transaction_scoped boolean DEFAULT false)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'llm_submit'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- The text of a submitted request; with wait => false, NULL while it runs.
+CREATE FUNCTION llm_result(id bigint, wait boolean DEFAULT true)
+RETURNS text
+AS 'MODULE_PATHNAME', 'llm_result'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+-- ---------------------------------------------------------------------------
+-- Table enrichment: cbllm.enrich fills target_column from a prompt expression
+-- for every row where it is NULL, a chunk of rows at a time: the chunk's
+-- prompts are all submitted before any is awaited (so the engine batches
+-- them), results are written, and each chunk is committed, so an interrupted
+-- job loses at most one chunk and a second CALL continues where it stopped.
+-- A row that fails is recorded in cbllm.enrich_errors and skipped.  It runs
+-- with the caller's rights; identifiers are quoted, prompt_sql and where_sql
+-- are SQL expressions over the table's columns.
+CREATE SCHEMA cbllm;
+
+CREATE TABLE cbllm.enrich_errors (
+    id          bigserial PRIMARY KEY,
+    tbl         regclass NOT NULL,
+    key_value   text NOT NULL,
+    sqlstate    text NOT NULL,
+    error       text NOT NULL,
+    failed_at   timestamptz NOT NULL DEFAULT now()
+);
+GRANT USAGE ON SCHEMA cbllm TO PUBLIC;
+GRANT SELECT, INSERT ON cbllm.enrich_errors TO PUBLIC;
+GRANT USAGE ON SEQUENCE cbllm.enrich_errors_id_seq TO PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('cbllm.enrich_errors', '');
+
+CREATE PROCEDURE cbllm.enrich(tbl regclass,
+                              key_column name,
+                              prompt_sql text,
+                              target_column name,
+                              where_sql text DEFAULT NULL,
+                              chunk_size integer DEFAULT 256,
+                              max_tokens integer DEFAULT 256,
+                              temperature double precision DEFAULT 0,
+                              top_p double precision DEFAULT 1,
+                              top_k integer DEFAULT 0,
+                              seed bigint DEFAULT NULL,
+                              stop text[] DEFAULT NULL,
+                              priority integer DEFAULT 0)
+LANGUAGE plpgsql
+AS $enrich$
+DECLARE
+    key_type    text;
+    target_type text;
+    filter      text := coalesce(nullif(btrim(where_sql), ''), 'true');
+    todo        bigint;
+    done        bigint := 0;
+    failed      bigint := 0;
+    skip        text[] := '{}';
+    ids         bigint[];
+    keys        text[];
+    r           record;
+    res         text;
+    t0          timestamptz := clock_timestamp();
+    tok0        bigint;
+    tok         bigint;
+BEGIN
+    IF tbl IS NULL OR key_column IS NULL OR prompt_sql IS NULL OR target_column IS NULL THEN
+        RAISE EXCEPTION 'cbllm.enrich: tbl, key_column, prompt_sql and target_column must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF chunk_size IS NULL OR chunk_size < 1 OR chunk_size > 4096 THEN
+        RAISE EXCEPTION 'cbllm.enrich: chunk_size must be between 1 and 4096, not %', chunk_size
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Each chunk is submitted at once and committed after it is written.';
+    END IF;
+    SELECT format_type(atttypid, atttypmod) INTO key_type FROM pg_attribute
+     WHERE attrelid = tbl AND attname = key_column AND attnum > 0 AND NOT attisdropped;
+    IF key_type IS NULL THEN
+        RAISE EXCEPTION 'cbllm.enrich: column % does not exist in %', quote_ident(key_column), tbl
+            USING ERRCODE = 'undefined_column';
+    END IF;
+    SELECT format_type(atttypid, atttypmod) INTO target_type FROM pg_attribute
+     WHERE attrelid = tbl AND attname = target_column AND attnum > 0 AND NOT attisdropped;
+    IF target_type IS NULL THEN
+        RAISE EXCEPTION 'cbllm.enrich: column % does not exist in %', quote_ident(target_column), tbl
+            USING ERRCODE = 'undefined_column';
+    END IF;
+    IF target_type NOT IN ('text', 'character varying') AND target_type NOT LIKE 'character varying(%' THEN
+        RAISE EXCEPTION 'cbllm.enrich: target column % is of type %, not text', quote_ident(target_column), target_type
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
+    EXECUTE format('SELECT count(*) FROM %s WHERE %I IS NULL AND (%s)', tbl, target_column, filter)
+       INTO todo;
+    SELECT tokens_generated INTO tok0 FROM cbllm_status();
+    RAISE NOTICE 'cbllm.enrich: % rows of % to do', todo, tbl;
+    LOOP
+        ids := '{}';
+        keys := '{}';
+        FOR r IN EXECUTE format(
+            'SELECT %1$I::text AS k, (%2$s)::text AS p FROM %3$s'
+            ' WHERE %4$I IS NULL AND (%5$s) AND NOT (%1$I::text = ANY ($1))'
+            ' ORDER BY %1$I LIMIT %6$s',
+            key_column, prompt_sql, tbl, target_column, filter, chunk_size) USING skip
+        LOOP
+            keys := keys || r.k;
+            ids := ids || llm_submit(r.p, max_tokens, temperature, top_p, top_k, seed, stop,
+                                     priority, transaction_scoped => true);
+        END LOOP;
+        EXIT WHEN cardinality(keys) = 0;
+        FOR i IN 1 .. cardinality(keys) LOOP
+            BEGIN
+                IF ids[i] IS NULL THEN
+                    RAISE EXCEPTION 'the prompt is NULL' USING ERRCODE = 'null_value_not_allowed';
+                END IF;
+                res := llm_result(ids[i]);
+                EXECUTE format('UPDATE %s SET %I = $1 WHERE %I = $2::%s', tbl, target_column,
+                               key_column, key_type) USING res, keys[i];
+                done := done + 1;
+            EXCEPTION WHEN OTHERS THEN
+                INSERT INTO cbllm.enrich_errors (tbl, key_value, sqlstate, error)
+                VALUES (tbl, keys[i], SQLSTATE, SQLERRM);
+                skip := skip || keys[i];
+                failed := failed + 1;
+            END;
+        END LOOP;
+        SELECT tokens_generated INTO tok FROM cbllm_status();
+        RAISE NOTICE 'cbllm.enrich: % of % rows done, % failed, % tokens/s', done, todo, failed,
+            round((tok - tok0) / greatest(extract(epoch FROM clock_timestamp() - t0), 0.001)::numeric, 1);
+        COMMIT;
+    END LOOP;
+END
+$enrich$;
