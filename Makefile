@@ -11,7 +11,7 @@ EXTVERSION  = 0.1.0
 MODULE_big  = cbllm
 OBJS        = bgworker/cbllm.o bgworker/guc.o bgworker/channel.o bgworker/worker.o \
               bgworker/client.o bgworker/sql_generate.o bgworker/sql_tokenize.o \
-              bgworker/sql_status.o
+              bgworker/sql_status.o bgworker/stats.o
 DATA        = sql/cbllm--$(EXTVERSION).sql
 PG_CPPFLAGS = -Isrc
 PG_CFLAGS   = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers \
@@ -114,6 +114,8 @@ EXTRA_CLEAN = build bin
 override with_llvm = no
 include $(PGXS)
 $(shlib): $(ENGINE_LIB)
+# PGXS rules do not track headers: rebuild the glue when its headers change
+$(OBJS): bgworker/cbllm_pg.h bgworker/compat.h src/cbllm.h src/tokenizer.h src/util.h
 install: install-cli
 install-cli: $(CLI)
 	$(INSTALL_PROGRAM) $(CLI) '$(DESTDIR)$(bindir)/cbllm-cli'

@@ -92,7 +92,12 @@ typedef struct CbllmSlot
 	int			stop_len[CBLLM_MAX_STOP_STRINGS];	/* stop strings follow the prompt in prompt_buf */
 	int			prompt_len;		/* bytes of prompt text at the start of prompt_buf */
 
+	Oid			owner_role;		/* backend at claim, under mutex: the submitting user */
+	TimestampTz submitted_at;	/* backend at submit, under mutex */
+
 	/* the result: worker, under mutex */
+	int			phase;			/* a cbllm_phase, for cbllm.requests */
+	TimestampTz first_token_at; /* 0 until the first token */
 	int			n_prompt_tokens;
 	int			n_generated;
 	int			finish;			/* a cbllm_finish once DONE */
@@ -102,6 +107,17 @@ typedef struct CbllmSlot
 	uint64		out_tail;		/* backend, under mutex: bytes ever read from out_buf */
 	/* prompt_buf (cbllm.max_prompt_bytes) and out_buf (cbllm.output_buffer_bytes) follow */
 } CbllmSlot;
+
+/* Latencies kept as log-spaced histograms (bucket b: [0.1 ms * 1.25^b, 0.1 ms * 1.25^(b+1))). */
+#define CBLLM_HIST_BUCKETS 96
+#define CBLLM_N_LATENCY 4		/* ttft, itl, queue, e2e */
+
+typedef struct CbllmHistogram
+{
+	uint64		count;
+	double		sum_seconds;
+	uint64		buckets[CBLLM_HIST_BUCKETS];
+} CbllmHistogram;
 
 /*
  * The shared header.  Engine fields are written by the worker under
@@ -132,6 +148,16 @@ typedef struct CbllmShared
 	int64		prefix_hits;
 	int			max_model_len;
 	TimestampTz started_at;
+	int			kv_blocks_cached;	/* worker, under info_lock */
+	int			swap_blocks_total;
+	int			swap_blocks_free;
+	int			n_swapped;
+	int64		preemptions_recompute;
+	int64		preemptions_swap;
+
+	/* latency histograms since stats_reset_at: worker adds, cbllm.reset_stats() clears, under info_lock */
+	TimestampTz stats_reset_at;
+	CbllmHistogram latency[CBLLM_N_LATENCY];
 
 	/* set at startup, read-only afterwards */
 	int			n_slots;
@@ -164,6 +190,10 @@ CbllmSlotOut(CbllmSlot *s)
 {
 	return CbllmSlotPrompt(s) + cbllm_shared->prompt_cap;
 }
+
+/* ---- latency statistics (stats.c) ---- */
+void		CbllmRecordLatency(int metric, double seconds);	/* worker, takes info_lock */
+double		CbllmHistogramQuantile(const CbllmHistogram *h, double q);
 
 /* ---- the worker (worker.c) ---- */
 void		CbllmRegisterWorker(void);

@@ -328,6 +328,7 @@ CbllmSubmit(const CbllmRequestArgs *a, CbllmHandle *h, bool wait_for_slot)
 			s->state = SLOT_CLAIMED;
 			s->serial++;
 			s->owner_pid = MyProcPid;
+			s->owner_role = GetUserId();
 			s->owner_latch = MyLatch;
 			h->slot = i;
 			h->serial = s->serial;
@@ -362,7 +363,10 @@ CbllmSubmit(const CbllmRequestArgs *a, CbllmHandle *h, bool wait_for_slot)
 			s->errcode = 0;
 			s->error[0] = '\0';
 			s->out_head = s->out_tail = 0;
+			s->phase = 0;
+			s->first_token_at = 0;
 			SpinLockAcquire(&s->mutex);
+			s->submitted_at = GetCurrentTimestamp();
 			s->state = SLOT_SUBMITTED;
 			SpinLockRelease(&s->mutex);
 			next_slot_hint = (i + 1) % n;

@@ -7,6 +7,7 @@
 #include "utils/timestamp.h"
 
 PG_FUNCTION_INFO_V1(cbllm_status);
+PG_FUNCTION_INFO_V1(cbllm_requests);
 
 /* The name of an engine state. */
 static const char *
@@ -34,8 +35,8 @@ cbllm_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
 	CbllmShared snap;
-	Datum		v[16];
-	bool		n[16] = {0};
+	Datum		v[25];
+	bool		n[25] = {0};
 
 	if (cbllm_shared == NULL)
 		ereport(ERROR,
@@ -66,5 +67,82 @@ cbllm_status(PG_FUNCTION_ARGS)
 	v[14] = Int32GetDatum(snap.worker_pid);
 	n[14] = snap.worker_pid == 0;
 	v[15] = Int32GetDatum(snap.max_model_len);
+	v[16] = Int32GetDatum(snap.kv_blocks_cached);
+	v[17] = Int32GetDatum(snap.swap_blocks_total);
+	v[18] = Int32GetDatum(snap.swap_blocks_total - snap.swap_blocks_free);
+	v[19] = Int32GetDatum(snap.n_swapped);
+	v[20] = Int64GetDatum(snap.preemptions_recompute);
+	v[21] = Int64GetDatum(snap.preemptions_swap);
+	v[22] = Float8GetDatum(snap.prefix_queries ? (double) snap.prefix_hits / snap.prefix_queries : 0.0);
+	v[23] = TimestampTzGetDatum(snap.started_at);
+	n[23] = snap.started_at == 0;
+	v[24] = Int64GetDatum(snap.batch_seqs_sum);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), v, n)));
+}
+
+/* The name of a slot state, as cbllm.requests shows it (with the engine phase). */
+static const char *
+RequestState(CbllmSlotState st, int phase)
+{
+	static const char *const phases[] = {"queued", "prefill", "decode", "preempted", "swapped",
+	"finished"};
+
+	switch (st)
+	{
+		case SLOT_CLAIMED:
+		case SLOT_SUBMITTED:
+			return "submitted";
+		case SLOT_RUNNING:
+			return phase >= 0 && phase <= 5 ? phases[phase] : "running";
+		case SLOT_DONE:
+			return "done";
+		case SLOT_FAILED:
+			return "failed";
+		case SLOT_CANCELLED:
+			return "cancelled";
+		default:
+			return "free";
+	}
+}
+
+/* cbllm_requests(): one row per live request, each copied under its slot's lock. */
+Datum
+cbllm_requests(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (cbllm_shared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cbllm is not loaded"),
+				 errhint("Add cbllm to shared_preload_libraries and restart the server.")));
+	InitMaterializedSRF(fcinfo, 0);
+	for (int i = 0; i < cbllm_shared->n_slots; i++)
+	{
+		CbllmSlot  *s = CbllmGetSlot(i);
+		CbllmSlot	c;
+		Datum		v[10];
+		bool		n[10] = {0};
+
+		SpinLockAcquire(&s->mutex);
+		memcpy(&c, s, sizeof(c));
+		SpinLockRelease(&s->mutex);
+		if (c.state == SLOT_FREE || c.state == SLOT_CLAIMED)
+			continue;
+		v[0] = Int64GetDatum((int64) ((c.serial << 16) | (uint64) i));
+		v[1] = Int32GetDatum(c.owner_pid);
+		v[2] = ObjectIdGetDatum(c.owner_role);
+		v[3] = CStringGetTextDatum(RequestState(c.state, c.phase));
+		v[4] = Int32GetDatum(c.priority);
+		v[5] = Int32GetDatum(c.n_prompt_tokens);
+		v[6] = Int32GetDatum(c.n_generated);
+		v[7] = TimestampTzGetDatum(c.submitted_at);
+		v[8] = Float8GetDatum((double) (now - c.submitted_at) / 1000.0);
+		v[9] = Float8GetDatum((double) (c.first_token_at - c.submitted_at) / 1000.0);
+		n[5] = c.n_prompt_tokens == 0;
+		n[9] = c.first_token_at == 0;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, n);
+	}
+	return (Datum) 0;
 }

@@ -40,6 +40,10 @@ typedef struct WorkerSlot
 	int			finish;
 	int			n_prompt;
 	int			n_generated;
+	int			phase;			/* cbllm_phase from the latest take */
+	TimestampTz submitted_at;	/* from the slot */
+	TimestampTz first_token_at; /* 0 until the first token */
+	TimestampTz last_token_at;
 	int			errcode;
 	char		error[CBLLM_ERROR_LEN];
 } WorkerSlot;
@@ -214,6 +218,7 @@ StartSlot(int i)
 	sp.ignore_eos = s->ignore_eos;
 	sp.n_stop = s->n_stop;
 	in.text_len = s->prompt_len;
+	w->submitted_at = s->submitted_at;
 	total = s->prompt_len;
 	for (int k = 0; k < s->n_stop; k++)
 		total += s->stop_len[k];
@@ -241,6 +246,8 @@ StartSlot(int i)
 	w->serial = serial;
 	w->finished = false;
 	w->n_prompt = w->n_generated = 0;
+	w->phase = CBLLM_PHASE_QUEUED;
+	w->first_token_at = w->last_token_at = 0;
 	rc = cbllm_engine_submit(engine, &in, &sp, &w->engine_id, &err);
 	pfree(buf);
 	if (rc != CBLLM_OK)
@@ -330,6 +337,8 @@ Deliver(int i)
 	}
 	s->n_prompt_tokens = w->n_prompt;
 	s->n_generated = w->n_generated;
+	s->phase = w->phase;
+	s->first_token_at = w->first_token_at;
 	if (used > 0)
 		l = s->owner_latch;
 	if (w->finished && used == w->pending.len)
@@ -365,6 +374,43 @@ Deliver(int i)
 	return true;
 }
 
+/* Seconds from a to b. */
+static double
+Seconds(TimestampTz a, TimestampTz b)
+{
+	return (double) (b - a) / USECS_PER_SEC;
+}
+
+/* Add the latencies new output reveals: first token, gaps between tokens, queue time, the end. */
+static void
+RecordTimings(WorkerSlot *w, const cbllm_output *o)
+{
+	TimestampTz now;
+
+	if (o->n_tokens == 0 && o->finish == CBLLM_FINISH_NONE)
+		return;
+	now = GetCurrentTimestamp();
+	if (o->n_tokens > 0)
+	{
+		int			gaps = o->n_tokens;
+
+		if (w->first_token_at == 0)
+		{
+			w->first_token_at = now;
+			CbllmRecordLatency(0, Seconds(w->submitted_at, now));
+			if (o->queue_seconds >= 0)
+				CbllmRecordLatency(2, o->queue_seconds);
+			gaps--;
+		}
+		else
+			for (int k = 0; k < gaps; k++)
+				CbllmRecordLatency(1, Seconds(w->last_token_at, now) / gaps);
+		w->last_token_at = now;
+	}
+	if (o->finish != CBLLM_FINISH_NONE && o->finish != CBLLM_FINISH_ERROR)
+		CbllmRecordLatency(3, Seconds(w->submitted_at, now));
+}
+
 /* Collect the engine's output for slot i into its pending pieces. */
 static void
 Collect(int i)
@@ -388,6 +434,8 @@ Collect(int i)
 		AppendPiece(&w->pending, o.text, o.text_len);
 	w->n_prompt = o.n_prompt;
 	w->n_generated = o.n_generated;
+	w->phase = o.phase;
+	RecordTimings(w, &o);
 	if (o.finish != CBLLM_FINISH_NONE)
 	{
 		w->finished = true;
@@ -420,6 +468,12 @@ PublishStats(void)
 	cbllm_shared->preemptions = st.preemptions;
 	cbllm_shared->prefix_queries = st.prefix_queries;
 	cbllm_shared->prefix_hits = st.prefix_hits;
+	cbllm_shared->kv_blocks_cached = st.kv_blocks_cached;
+	cbllm_shared->swap_blocks_total = st.swap_blocks_total;
+	cbllm_shared->swap_blocks_free = st.swap_blocks_free;
+	cbllm_shared->n_swapped = st.n_swapped;
+	cbllm_shared->preemptions_recompute = st.preemptions_recompute;
+	cbllm_shared->preemptions_swap = st.preemptions_swap;
 	SpinLockRelease(&cbllm_shared->info_lock);
 }
 

@@ -74,7 +74,16 @@ CREATE FUNCTION cbllm_status(OUT state text,
                              OUT mean_batch_size double precision,
                              OUT preemptions bigint,
                              OUT worker_pid integer,
-                             OUT max_model_len integer)
+                             OUT max_model_len integer,
+                             OUT kv_blocks_cached integer,
+                             OUT swap_blocks_total integer,
+                             OUT swap_blocks_used integer,
+                             OUT requests_swapped integer,
+                             OUT preemptions_recompute bigint,
+                             OUT preemptions_swap bigint,
+                             OUT prefix_cache_hit_rate double precision,
+                             OUT started_at timestamptz,
+                             OUT batch_sequences bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'cbllm_status'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -223,3 +232,52 @@ BEGIN
     END LOOP;
 END
 $enrich$;
+
+-- ---------------------------------------------------------------------------
+-- Observability.  Reading these copies shared counters under short locks;
+-- it never waits for the engine.
+
+-- The engine: state, model, memory, queues, counters, uptime.
+CREATE VIEW cbllm.engine AS
+SELECT state, reason, model, device, cpu_isa,
+       kv_blocks_total, kv_blocks_used, kv_blocks_cached,
+       swap_blocks_total, swap_blocks_used,
+       requests_running, requests_waiting, requests_swapped,
+       steps, mean_batch_size, tokens_prompt AS tokens_in, tokens_generated AS tokens_out,
+       preemptions, preemptions_recompute, preemptions_swap,
+       prefix_cache_hit_rate, worker_pid, max_model_len,
+       now() - started_at AS uptime
+FROM cbllm_status();
+
+-- One row per live request.
+CREATE FUNCTION cbllm.requests_snapshot(OUT id bigint, OUT pid integer, OUT role oid,
+                                        OUT state text, OUT priority integer,
+                                        OUT prompt_tokens integer, OUT generated_tokens integer,
+                                        OUT submitted_at timestamptz, OUT age_ms double precision,
+                                        OUT ttft_ms double precision)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'cbllm_requests'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE VIEW cbllm.requests AS
+SELECT r.id, r.pid, r.role::regrole AS role, r.state, r.priority, r.prompt_tokens,
+       r.generated_tokens, r.submitted_at, r.age_ms, r.ttft_ms
+FROM cbllm.requests_snapshot() r;
+
+-- Latency percentiles since the last cbllm.reset_stats(): time to first
+-- token, inter-token latency, queue time, end-to-end (log-spaced histograms:
+-- percentiles are within 12%).
+CREATE FUNCTION cbllm.latency_snapshot(OUT metric text, OUT samples bigint, OUT mean_ms double precision,
+                                       OUT p50_ms double precision, OUT p90_ms double precision,
+                                       OUT p99_ms double precision, OUT since timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'cbllm_latency'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE VIEW cbllm.stats AS SELECT * FROM cbllm.latency_snapshot();
+
+CREATE FUNCTION cbllm.reset_stats() RETURNS void
+AS 'MODULE_PATHNAME', 'cbllm_reset_stats'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE EXECUTE ON FUNCTION cbllm.reset_stats() FROM PUBLIC;
+GRANT SELECT ON cbllm.engine, cbllm.requests, cbllm.stats TO PUBLIC;

@@ -95,6 +95,18 @@ typedef struct cbllm_request_input
 	bool		add_bos;		/* text only: prepend BOS as the tokenizer config says */
 } cbllm_request_input;
 
+typedef enum cbllm_phase
+{
+	CBLLM_PHASE_QUEUED = 0,		/* waiting for its first admission */
+	CBLLM_PHASE_PREFILL,		/* computing its prompt (or recomputing after preemption) */
+	CBLLM_PHASE_DECODE,			/* generating */
+	CBLLM_PHASE_PREEMPTED,		/* waiting again after preemption by recompute */
+	CBLLM_PHASE_SWAPPED,		/* waiting with its KV in swap space */
+	CBLLM_PHASE_FINISHED
+} cbllm_phase;
+
+const char *cbllm_phase_name(cbllm_phase p);
+
 typedef struct cbllm_output
 {
 	const int32_t *tokens;		/* tokens generated since the last take */
@@ -104,6 +116,8 @@ typedef struct cbllm_output
 	cbllm_finish finish;		/* NONE while running */
 	int			n_prompt;		/* prompt tokens */
 	int			n_generated;	/* tokens generated so far */
+	cbllm_phase phase;			/* where the request is now */
+	double		queue_seconds;	/* submit to first admission; -1 while still queued */
 	const char *error;			/* message when finish is ERROR */
 } cbllm_output;
 

@@ -279,6 +279,7 @@ cbllm_engine_submit(cbllm_engine *e, const cbllm_request_input *in, const cbllm_
 		return rc;
 	r->id = e->next_id++;
 	r->arrival = r->id;
+	r->t_submit = cbllm_now();
 	r->state = REQ_WAITING;
 	r->hnext = e->hash[r->id & (ENGINE_HASH_BUCKETS - 1)];
 	e->hash[r->id & (ENGINE_HASH_BUCKETS - 1)] = r;
@@ -386,6 +387,28 @@ cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
 	return rc;
 }
 
+/* The name of a phase. */
+const char *
+cbllm_phase_name(cbllm_phase p)
+{
+	static const char *const names[] = {"queued", "prefill", "decode", "preempted", "swapped",
+	"finished"};
+
+	return p <= CBLLM_PHASE_FINISHED ? names[p] : "?";
+}
+
+/* Where a request is now, for observers. */
+static cbllm_phase
+RequestPhase(const cbllm_request *r)
+{
+	if (r->state == REQ_FINISHED)
+		return CBLLM_PHASE_FINISHED;
+	if (r->state == REQ_WAITING)
+		return r->swapped ? CBLLM_PHASE_SWAPPED :
+			r->t_admitted > 0 ? CBLLM_PHASE_PREEMPTED : CBLLM_PHASE_QUEUED;
+	return r->n_computed < r->n_tokens - 1 ? CBLLM_PHASE_PREFILL : CBLLM_PHASE_DECODE;
+}
+
 /* Return what a request produced since its last take. */
 int
 cbllm_engine_take(cbllm_engine *e, int64_t id, cbllm_output *out, cbllm_err *err)
@@ -405,6 +428,8 @@ cbllm_engine_take(cbllm_engine *e, int64_t id, cbllm_output *out, cbllm_err *err
 	out->finish = r->finish;
 	out->n_prompt = r->n_prompt;
 	out->n_generated = n_gen;
+	out->phase = RequestPhase(r);
+	out->queue_seconds = r->t_admitted > 0 ? r->t_admitted - r->t_submit : -1;
 	out->error = r->finish == CBLLM_FINISH_ERROR ? r->error : NULL;
 	r->gen_taken = n_gen;
 	r->text_taken = r->text_ready;

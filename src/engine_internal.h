@@ -27,6 +27,8 @@ typedef struct cbllm_request
 	int64_t		id;
 	req_state	state;
 	int64_t		arrival;		/* submission order */
+	double		t_submit;		/* cbllm_now() at submit */
+	double		t_admitted;		/* cbllm_now() at first admission, 0 before */
 	int32_t    *tokens;			/* (cap_tokens) prompt, then generated tokens */
 	int			n_tokens;
 	int			cap_tokens;

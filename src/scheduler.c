@@ -278,6 +278,8 @@ PlanWaiting(cbllm_engine *e, int *n_seqs, int *budget)
 		}
 		req_list_remove(&e->waiting, r);
 		r->state = REQ_RUNNING;
+		if (r->t_admitted == 0)
+			r->t_admitted = cbllm_now();
 		req_list_insert(&e->running, r);
 		if (static_mode && r->arrival > e->static_batch_last)
 			e->static_batch_last = r->arrival;
