@@ -117,7 +117,11 @@ LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 -- prompts are all submitted before any is awaited (so the engine batches
 -- them), results are written, and each chunk is committed, so an interrupted
 -- job loses at most one chunk and a second CALL continues where it stopped.
--- A row that fails is recorded in cbllm.enrich_errors and skipped.  It runs
+-- A row that fails is recorded in cbllm.enrich_errors and skipped.  Rows are
+-- locked while their chunk runs (FOR UPDATE SKIP LOCKED), so concurrent CALLs
+-- on one table share the work instead of doing rows twice, and rows another
+-- transaction holds are left for a later CALL.  When the request slots run
+-- out, a chunk is cut short and the rest comes back in the next one.  It runs
 -- with the caller's rights; identifiers are quoted, prompt_sql and where_sql
 -- are SQL expressions over the table's columns.
 CREATE SCHEMA cbllm;
@@ -165,6 +169,8 @@ DECLARE
     t0          timestamptz := clock_timestamp();
     tok0        bigint;
     tok         bigint;
+    n_seen      integer;
+    req         bigint;
 BEGIN
     IF tbl IS NULL OR key_column IS NULL OR prompt_sql IS NULL OR target_column IS NULL THEN
         RAISE EXCEPTION 'cbllm.enrich: tbl, key_column, prompt_sql and target_column must not be NULL'
@@ -198,17 +204,37 @@ BEGIN
     LOOP
         ids := '{}';
         keys := '{}';
+        n_seen := 0;
         FOR r IN EXECUTE format(
             'SELECT %1$I::text AS k, (%2$s)::text AS p FROM %3$s'
             ' WHERE %4$I IS NULL AND (%5$s) AND NOT (%1$I::text = ANY ($1))'
-            ' ORDER BY %1$I LIMIT %6$s',
+            ' ORDER BY %1$I LIMIT %6$s FOR UPDATE SKIP LOCKED',
             key_column, prompt_sql, tbl, target_column, filter, chunk_size) USING skip
         LOOP
+            n_seen := n_seen + 1;
+            BEGIN
+                req := llm_submit(r.p, max_tokens, temperature, top_p, top_k, seed, stop,
+                                 priority, transaction_scoped => true);
+            EXCEPTION
+                WHEN insufficient_resources THEN
+                    -- every request slot is taken: collect this chunk first, the
+                    -- rest of the rows come back in the next chunk
+                    IF cardinality(keys) > 0 THEN
+                        EXIT;
+                    END IF;
+                    RAISE;
+                WHEN OTHERS THEN
+                    -- a prompt llm_submit rejects (too many bytes, ...): record it
+                    INSERT INTO cbllm.enrich_errors (tbl, key_value, sqlstate, error)
+                    VALUES (tbl, r.k, SQLSTATE, SQLERRM);
+                    skip := skip || r.k;
+                    failed := failed + 1;
+                    CONTINUE;
+            END;
             keys := keys || r.k;
-            ids := ids || llm_submit(r.p, max_tokens, temperature, top_p, top_k, seed, stop,
-                                     priority, transaction_scoped => true);
+            ids := ids || req;
         END LOOP;
-        EXIT WHEN cardinality(keys) = 0;
+        EXIT WHEN n_seen = 0;
         FOR i IN 1 .. cardinality(keys) LOOP
             BEGIN
                 IF ids[i] IS NULL THEN

@@ -53,7 +53,8 @@ CALL cbllm.enrich('"Reviews; DROP TABLE x"', 'key id', $$'Summarise: ' || "body 
 SELECT count(*) AS errors_recorded FROM cbllm.enrich_errors;
 RESET client_min_messages;
 
--- argument checks
+-- argument checks (without the PL/pgSQL context lines)
+\set SHOW_CONTEXT never
 CALL cbllm.enrich('"Reviews; DROP TABLE x"', 'no such column', $$'x'$$, 'sum"mary');
 CALL cbllm.enrich('"Reviews; DROP TABLE x"', 'key id', $$'x'$$, 'no such column');
 CALL cbllm.enrich('"Reviews; DROP TABLE x"', 'key id', $$'x'$$, 'key id');
