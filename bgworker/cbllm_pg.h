@@ -98,6 +98,7 @@ typedef struct CbllmSlot
 	/* the result: worker, under mutex */
 	int			phase;			/* a cbllm_phase, for cbllm.requests */
 	TimestampTz first_token_at; /* 0 until the first token */
+	double		queue_seconds;	/* submit to first admission in the engine; -1 while queued */
 	int			n_prompt_tokens;
 	int			n_generated;
 	int			finish;			/* a cbllm_finish once DONE */

@@ -364,6 +364,7 @@ CbllmSubmit(const CbllmRequestArgs *a, CbllmHandle *h, bool wait_for_slot)
 			s->error[0] = '\0';
 			s->out_head = s->out_tail = 0;
 			s->phase = 0;
+			s->queue_seconds = -1;
 			s->first_token_at = 0;
 			SpinLockAcquire(&s->mutex);
 			s->submitted_at = GetCurrentTimestamp();

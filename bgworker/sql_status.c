@@ -122,8 +122,8 @@ cbllm_requests(PG_FUNCTION_ARGS)
 	{
 		CbllmSlot  *s = CbllmGetSlot(i);
 		CbllmSlot	c;
-		Datum		v[10];
-		bool		n[10] = {0};
+		Datum		v[11];
+		bool		n[11] = {0};
 
 		SpinLockAcquire(&s->mutex);
 		memcpy(&c, s, sizeof(c));
@@ -140,8 +140,10 @@ cbllm_requests(PG_FUNCTION_ARGS)
 		v[7] = TimestampTzGetDatum(c.submitted_at);
 		v[8] = Float8GetDatum((double) (now - c.submitted_at) / 1000.0);
 		v[9] = Float8GetDatum((double) (c.first_token_at - c.submitted_at) / 1000.0);
+		v[10] = Float8GetDatum(c.queue_seconds * 1000.0);
 		n[5] = c.n_prompt_tokens == 0;
 		n[9] = c.first_token_at == 0;
+		n[10] = c.queue_seconds < 0;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, n);
 	}
 	return (Datum) 0;

@@ -41,6 +41,7 @@ typedef struct WorkerSlot
 	int			n_prompt;
 	int			n_generated;
 	int			phase;			/* cbllm_phase from the latest take */
+	double		queue_seconds;	/* from the latest take */
 	TimestampTz submitted_at;	/* from the slot */
 	TimestampTz first_token_at; /* 0 until the first token */
 	TimestampTz last_token_at;
@@ -247,6 +248,7 @@ StartSlot(int i)
 	w->finished = false;
 	w->n_prompt = w->n_generated = 0;
 	w->phase = CBLLM_PHASE_QUEUED;
+	w->queue_seconds = -1;
 	w->first_token_at = w->last_token_at = 0;
 	rc = cbllm_engine_submit(engine, &in, &sp, &w->engine_id, &err);
 	pfree(buf);
@@ -338,6 +340,7 @@ Deliver(int i)
 	s->n_prompt_tokens = w->n_prompt;
 	s->n_generated = w->n_generated;
 	s->phase = w->phase;
+	s->queue_seconds = w->queue_seconds;
 	s->first_token_at = w->first_token_at;
 	if (used > 0)
 		l = s->owner_latch;
@@ -435,6 +438,7 @@ Collect(int i)
 	w->n_prompt = o.n_prompt;
 	w->n_generated = o.n_generated;
 	w->phase = o.phase;
+	w->queue_seconds = o.queue_seconds;
 	RecordTimings(w, &o);
 	if (o.finish != CBLLM_FINISH_NONE)
 	{

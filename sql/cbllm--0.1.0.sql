@@ -280,14 +280,14 @@ CREATE FUNCTION cbllm.requests_snapshot(OUT id bigint, OUT pid integer, OUT role
                                         OUT state text, OUT priority integer,
                                         OUT prompt_tokens integer, OUT generated_tokens integer,
                                         OUT submitted_at timestamptz, OUT age_ms double precision,
-                                        OUT ttft_ms double precision)
+                                        OUT ttft_ms double precision, OUT queued_ms double precision)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'cbllm_requests'
 LANGUAGE C VOLATILE PARALLEL SAFE;
 
 CREATE VIEW cbllm.requests AS
 SELECT r.id, r.pid, r.role::regrole AS role, r.state, r.priority, r.prompt_tokens,
-       r.generated_tokens, r.submitted_at, r.age_ms, r.ttft_ms
+       r.generated_tokens, r.submitted_at, r.age_ms, r.queued_ms, r.ttft_ms
 FROM cbllm.requests_snapshot() r;
 
 -- Latency percentiles since the last cbllm.reset_stats(): time to first

@@ -21,7 +21,8 @@ MOVE 1 IN c;
 SELECT count(*) AS live, bool_and(pid = pg_backend_pid()) AS mine,
        bool_and(role = current_user::regrole) AS my_role,
        bool_and(state IN ('prefill', 'decode', 'done')) AS sensible_state,
-       bool_and(prompt_tokens > 0 AND ttft_ms >= 0) AS has_ttft
+       bool_and(prompt_tokens > 0 AND ttft_ms >= 0) AS has_ttft,
+       bool_and(queued_ms >= 0 AND queued_ms <= ttft_ms) AS queued_before_first_token
 FROM cbllm.requests;
 CLOSE c;
 COMMIT;
