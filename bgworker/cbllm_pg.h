@@ -227,6 +227,7 @@ typedef struct CbllmHandle
 	bool		session;		/* survives transaction end (llm_submit); else cancelled at it */
 } CbllmHandle;
 
+void		CbllmCheckLoaded(void);
 void		CbllmCheckArgs(const CbllmRequestArgs *a);
 void		CbllmWaitReady(void);
 bool		CbllmSubmit(const CbllmRequestArgs *a, CbllmHandle *h, bool wait_for_slot);

@@ -32,8 +32,8 @@ static bool callbacks_registered = false;
 static int	next_slot_hint = -1;
 
 /* Error out unless cbllm was loaded by shared_preload_libraries. */
-static void
-CheckLoaded(void)
+void
+CbllmCheckLoaded(void)
 {
 	if (cbllm_shared == NULL)
 		ereport(ERROR,
@@ -128,7 +128,7 @@ CbllmWaitReady(void)
 	TimestampTz start = GetCurrentTimestamp();
 	char		reason[CBLLM_REASON_LEN];
 
-	CheckLoaded();
+	CbllmCheckLoaded();
 	for (;;)
 	{
 		CbllmEngineState st = EngineState(reason, NULL);

@@ -38,11 +38,7 @@ cbllm_status(PG_FUNCTION_ARGS)
 	Datum		v[25];
 	bool		n[25] = {0};
 
-	if (cbllm_shared == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cbllm is not loaded"),
-				 errhint("Add cbllm to shared_preload_libraries and restart the server.")));
+	CbllmCheckLoaded();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "cbllm_status must return a composite type");
 	SpinLockAcquire(&cbllm_shared->info_lock);
@@ -112,11 +108,7 @@ cbllm_requests(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (cbllm_shared == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cbllm is not loaded"),
-				 errhint("Add cbllm to shared_preload_libraries and restart the server.")));
+	CbllmCheckLoaded();
 	InitMaterializedSRF(fcinfo, 0);
 	for (int i = 0; i < cbllm_shared->n_slots; i++)
 	{

@@ -26,11 +26,7 @@ GetTokenizer(void)
 
 	if (tokenizer != NULL)
 		return tokenizer;
-	if (cbllm_shared == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cbllm is not loaded"),
-				 errhint("Add cbllm to shared_preload_libraries and restart the server.")));
+	CbllmCheckLoaded();
 	if (cbllm_model == NULL || cbllm_model[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

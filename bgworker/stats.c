@@ -76,11 +76,7 @@ cbllm_latency(PG_FUNCTION_ARGS)
 	CbllmHistogram hist[CBLLM_N_LATENCY];
 	TimestampTz since;
 
-	if (cbllm_shared == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cbllm is not loaded"),
-				 errhint("Add cbllm to shared_preload_libraries and restart the server.")));
+	CbllmCheckLoaded();
 	InitMaterializedSRF(fcinfo, 0);
 	SpinLockAcquire(&cbllm_shared->info_lock);
 	memcpy(hist, cbllm_shared->latency, sizeof(hist));
@@ -110,11 +106,7 @@ cbllm_latency(PG_FUNCTION_ARGS)
 Datum
 cbllm_reset_stats(PG_FUNCTION_ARGS)
 {
-	if (cbllm_shared == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cbllm is not loaded"),
-				 errhint("Add cbllm to shared_preload_libraries and restart the server.")));
+	CbllmCheckLoaded();
 	SpinLockAcquire(&cbllm_shared->info_lock);
 	memset(cbllm_shared->latency, 0, sizeof(cbllm_shared->latency));
 	cbllm_shared->stats_reset_at = GetCurrentTimestamp();
