@@ -66,6 +66,18 @@ UNIT_TESTS = \
 
 CLI = bin/cbllm-cli
 
+# CUDA kernels: built when nvcc is found (or CUDA=1), skipped with CUDA=0.
+# They need no GPU to build; their test skips itself without a device.
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(wildcard $(CUDA_HOME)/bin/nvcc)
+CUDA      ?= $(if $(NVCC),1,0)
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+CUDA_LIB   = build/libcbllm_cuda.a
+CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
+ifeq ($(CUDA),1)
+UNIT_TESTS += build/test/test_cuda_ops
+endif
+
 .PHONY: engine unit-tests check-all clean-engine install-cli
 
 all: engine $(CLI) unit-tests
@@ -99,6 +111,19 @@ $(CLI): $(CLI_SRCS) tools/*.h $(ENGINE_LIB) | bin
 
 build/test/%: test/unit/%.c test/unit/tap.h $(ENGINE_LIB) | build/test
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itest/unit $< $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
+
+build/cuda:
+	mkdir -p $@
+
+build/cuda/%.o: cuda/%.cu cuda/*.h src/util.h | build/cuda
+	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -c $< -o $@
+
+$(CUDA_LIB): build/cuda/cuda_ops.o
+	rm -f $@
+	ar rcs $@ $^
+
+build/test/test_cuda_ops: test/unit/test_cuda_ops.c test/unit/tap.h $(CUDA_LIB) $(ENGINE_LIB) | build/test
+	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itest/unit $< $(CUDA_LIB) $(ENGINE_LIB) $(ENGINE_LIBS) $(CUDA_LIBS) -o $@
 
 unit-tests: $(UNIT_TESTS)
 

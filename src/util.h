@@ -12,6 +12,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C"
+{
+#endif
+
 typedef enum cbllm_status
 {
 	CBLLM_OK = 0,
@@ -64,5 +69,9 @@ void		cbllm_unmap(void *p, size_t bytes);
 
 /* Monotonic time in seconds. */
 double		cbllm_now(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
