@@ -73,7 +73,8 @@ NVCC      ?= $(wildcard $(CUDA_HOME)/bin/nvcc)
 CUDA      ?= $(if $(NVCC),1,0)
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
 CUDA_LIB   = build/libcbllm_cuda.a
-CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
+CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart_static -ldl -lrt -lpthread -lstdc++ \
+             -Wl,-rpath,$(CUDA_HOME)/lib64
 ifeq ($(CUDA),1)
 UNIT_TESTS += build/test/test_cuda_ops
 endif
@@ -118,7 +119,7 @@ build/cuda:
 build/cuda/%.o: cuda/%.cu cuda/*.h src/util.h | build/cuda
 	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -c $< -o $@
 
-$(CUDA_LIB): build/cuda/cuda_ops.o
+$(CUDA_LIB): build/cuda/cuda_ops.o build/cuda/cuda_gemm.o
 	rm -f $@
 	ar rcs $@ $^
 

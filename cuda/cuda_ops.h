@@ -54,6 +54,18 @@ int			cuda_embed(const void *d_emb, int dtype, int dim, const int32_t *d_tokens,
 /* d_out[r] = index of the largest of row r of d_logits (rows, n); the first of equals */
 int			cuda_argmax(const float *d_logits, int rows, int n, int32_t *d_out, cbllm_err *err);
 
+/* A cuBLAS handle (opaque). */
+int			cuda_blas_create(void **handle, cbllm_err *err);
+void		cuda_blas_destroy(void *handle);
+
+/*
+ * d_y (T, rows) = d_x (T, cols) @ W^T, W (rows, cols) row-major on the device
+ * in dtype 1 (f16) or 2 (bf16); d_x is converted to that type in d_xh
+ * (T * cols halves of scratch) and cuBLAS accumulates in f32.
+ */
+int			cuda_matmul(void *handle, const void *d_w, int dtype, int rows, int cols,
+						const float *d_x, int T, void *d_xh, float *d_y, cbllm_err *err);
+
 #ifdef __cplusplus
 }
 #endif

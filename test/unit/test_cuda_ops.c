@@ -254,6 +254,60 @@ TestEmbedArgmax(void)
 	cuda_free(demb), cuda_free(dtok), cuda_free(dout), cuda_free(dx);
 }
 
+/* The cuBLAS linear layer against the CPU, bf16 weights: within bf16 rounding of the activations. */
+static void
+TestMatmul(void)
+{
+	int			rows = 300,
+				cols = 256,
+				T = 5;
+	float	   *w = HostArray((size_t) rows * cols, false),
+			   *x = HostArray((size_t) T * cols, false),
+			   *ref = malloc(sizeof(float) * T * rows),
+			   *y0 = HostArray((size_t) T * rows, true);
+	uint16_t   *wb = malloc(sizeof(uint16_t) * rows * cols);
+	void	   *dw = NULL,
+			   *dxh = NULL,
+			   *blas = NULL;
+	float	   *dx,
+			   *dy,
+			   *got;
+	cbllm_err	err;
+	int			rc;
+
+	for (int i = 0; i < rows * cols; i++)
+	{
+		uint32_t	u;
+
+		memcpy(&u, &w[i], 4);
+		wb[i] = (uint16_t) (u >> 16);
+	}
+	for (int t = 0; t < T; t++)
+		for (int r = 0; r < rows; r++)
+		{
+			double		s = 0;
+
+			for (int k = 0; k < cols; k++)
+				s += (double) cbllm_bf16_to_f32(wb[r * cols + k]) * x[t * cols + k];
+			ref[t * rows + r] = (float) s;
+		}
+	rc = cuda_blas_create(&blas, &err);
+	cuda_alloc(&dw, sizeof(uint16_t) * rows * cols, NULL);
+	cuda_upload(dw, wb, sizeof(uint16_t) * rows * cols, NULL);
+	cuda_alloc(&dxh, sizeof(uint16_t) * T * cols, NULL);
+	dx = Up(x, (size_t) T * cols);
+	dy = Up(y0, (size_t) T * rows);
+	if (rc == CBLLM_OK)
+		rc = cuda_matmul(blas, dw, CBLLM_BF16, rows, cols, dx, T, dxh, dy, &err);
+	got = Down(dy, (size_t) T * rows);
+	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, (size_t) T * rows) < 2e-2,
+		   "cuBLAS bf16 matmul matches the CPU within bf16 tolerance and writes every element (rel err %.2g)%s%s",
+		   RelErr(got, ref, (size_t) T * rows), rc ? ": " : "", rc ? err.msg : "");
+	cuda_blas_destroy(blas);
+	free(w), free(x), free(ref), free(y0), free(wb), free(got);
+	cuda_free(dw), cuda_free(dxh), cuda_free(dx), cuda_free(dy);
+}
+
 int
 main(void)
 {
@@ -261,7 +315,7 @@ main(void)
 
 	if (n == 0)
 	{
-		printf("1..0 # SKIP no CUDA device here: the 6 CUDA kernel checks need one (test/gpu/check.sh runs them)\n");
+		printf("1..0 # SKIP no CUDA device here: the 7 CUDA kernel checks need one (test/gpu/check.sh runs them)\n");
 		return 0;
 	}
 	TAP_DIAG("%d CUDA device(s)", n);
@@ -269,5 +323,6 @@ main(void)
 	TestElementwise();
 	TestRope();
 	TestEmbedArgmax();
+	TestMatmul();
 	return tap_done();
 }

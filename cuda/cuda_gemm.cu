@@ -1,0 +1,85 @@
+/*
+ * cuda_gemm.cu: the linear layers on cuBLAS.  y (T, rows) = x (T, cols) @ W^T
+ * with W (rows, cols) row-major in bf16 or f16 as stored; x is converted to
+ * the weights' type and cuBLAS accumulates in f32 (tensor cores).
+ */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "cuda_ops.h"
+
+/* f32 -> bf16/f16, grid-stride. */
+__global__ static void
+ToHalfKernel(const float *x, void *out, int64_t n, int bf16)
+{
+	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
+		 i += (int64_t) gridDim.x * blockDim.x)
+	{
+		if (bf16)
+			((__nv_bfloat16 *) out)[i] = __float2bfloat16(x[i]);
+		else
+			((__half *) out)[i] = __float2half(x[i]);
+	}
+}
+
+/* A cuBLAS status as a cbllm status. */
+static int
+CheckBlas(cublasStatus_t s, const char *what, cbllm_err *err)
+{
+	if (s == CUBLAS_STATUS_SUCCESS)
+		return CBLLM_OK;
+	return cbllm_fail(err, CBLLM_ERR_DEVICE, "cuBLAS %s failed with status %d", what, (int) s);
+}
+
+extern "C" int
+cuda_blas_create(void **handle, cbllm_err *err)
+{
+	return CheckBlas(cublasCreate((cublasHandle_t *) handle), "create", err);
+}
+
+extern "C" void
+cuda_blas_destroy(void *handle)
+{
+	if (handle != NULL)
+		(void) cublasDestroy((cublasHandle_t) handle);
+}
+
+/*
+ * y = x @ W^T.  cuBLAS is column-major: W row-major (rows, cols) is W^T
+ * column-major (cols, rows), so y^T (rows, T) = W (rows x cols, read as op T
+ * of the column-major (cols, rows)) @ x^T (cols, T).  d_xh is scratch of
+ * T * cols halves.
+ */
+extern "C" int
+cuda_matmul(void *handle, const void *d_w, int dtype, int rows, int cols, const float *d_x,
+			int T, void *d_xh, float *d_y, cbllm_err *err)
+{
+	const float alpha = 1.0f,
+				beta = 0.0f;
+	cudaDataType_t type;
+	int64_t		n = (int64_t) T * cols;
+	int			blocks = (int) ((n + 255) / 256 < 65535 ? (n + 255) / 256 : 65535);
+	cudaError_t e;
+
+	if (T <= 0)
+		return CBLLM_OK;
+	if (dtype == 2)
+		type = CUDA_R_16BF;
+	else if (dtype == 1)
+		type = CUDA_R_16F;
+	else
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "cuda_matmul: weights must be bf16 or f16 on the GPU");
+	ToHalfKernel<<<blocks < 1 ? 1 : blocks, 256>>>(d_x, d_xh, n, dtype == 2);
+	if ((e = cudaGetLastError()) != cudaSuccess)
+		return cbllm_fail(err, CBLLM_ERR_DEVICE, "CUDA convert failed: %s", cudaGetErrorString(e));
+	return CheckBlas(cublasGemmEx((cublasHandle_t) handle, CUBLAS_OP_T, CUBLAS_OP_N,
+								  rows, T, cols, &alpha,
+								  d_w, type, cols,
+								  d_xh, type, cols,
+								  &beta, d_y, CUDA_R_32F, rows,
+								  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+					 "GemmEx", err);
+}
