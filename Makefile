@@ -119,7 +119,7 @@ build/cuda:
 build/cuda/%.o: cuda/%.cu cuda/*.h src/util.h | build/cuda
 	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -c $< -o $@
 
-$(CUDA_LIB): build/cuda/cuda_ops.o build/cuda/cuda_gemm.o
+$(CUDA_LIB): build/cuda/cuda_ops.o build/cuda/cuda_gemm.o build/cuda/cuda_attention.o
 	rm -f $@
 	ar rcs $@ $^
 

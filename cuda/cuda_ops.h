@@ -54,6 +54,20 @@ int			cuda_embed(const void *d_emb, int dtype, int dim, const int32_t *d_tokens,
 /* d_out[r] = index of the largest of row r of d_logits (rows, n); the first of equals */
 int			cuda_argmax(const float *d_logits, int rows, int n, int32_t *d_out, cbllm_err *err);
 
+/*
+ * d_out (T, n_heads, head_dim) = causal attention of d_q (T, n_heads,
+ * head_dim) over one layer's paged cache d_k_cache, d_v_cache (n_blocks,
+ * block_size, n_kv_heads, head_dim).  Token t (sequence d_seq[t], position
+ * d_pos[t]) sees positions [0, pos] (the last sliding_window of them when
+ * > 0) through row d_seq[t] of d_tables (n_seqs, max_blocks).  max_ctx
+ * bounds every position + 1.
+ */
+int			cuda_attention(const float *d_q, const float *d_k_cache, const float *d_v_cache,
+						   const int32_t *d_tables, int max_blocks, const int32_t *d_pos,
+						   const int32_t *d_seq, int T, int n_heads, int n_kv_heads, int head_dim,
+						   int block_size, int sliding_window, int max_ctx, float *d_out,
+						   cbllm_err *err);
+
 /* A cuBLAS handle (opaque). */
 int			cuda_blas_create(void **handle, cbllm_err *err);
 void		cuda_blas_destroy(void *handle);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../../cuda/cuda_ops.h"
+#include "backend.h"
 #include "numeric.h"
 #include "tap.h"
 
@@ -308,6 +309,93 @@ TestMatmul(void)
 	cuda_free(dw), cuda_free(dxh), cuda_free(dx), cuda_free(dy);
 }
 
+/* Paged attention (GQA, a prefill chunk and a decode token, and a sliding window) against the CPU backend. */
+static void
+TestAttention(int window)
+{
+	cbllm_model_config cfg = {0};
+	cbllm_threadpool *pool = NULL;
+	cbllm_backend *be = NULL;
+	kv_cache   *kv = NULL;
+	kv_cache_params kp = {16, 4, 1, 2, 32};
+	cpu_backend_params bp;
+	int32_t		table0[8] = {3, 7, 1, 0, 0, 0, 0, 0},
+				table1[8] = {2, 4, 5, 6, 8, 9, 0, 0};
+	const int32_t *tables[2] = {table0, table1};
+	int32_t		flat[16],
+				pos[6] = {5, 6, 7, 8, 9, 20},
+				seq[6] = {0, 0, 0, 0, 0, 1};
+	int64_t		slot[6] = {0};
+	fwd_batch	b = {6, NULL, pos, seq, slot, 2, tables};
+	int			T = 6,
+				H = 4,
+				hd = 32;
+	size_t		nq = (size_t) T * H * hd;
+	size_t		ncache = (size_t) 16 * 4 * 2 * 32;
+	float	   *q = HostArray(nq, false),
+			   *ref = malloc(sizeof(float) * nq),
+			   *out0 = HostArray(nq, true),
+			   *got = NULL;
+	float	   *dq = NULL,
+			   *dk = NULL,
+			   *dv = NULL,
+			   *dout = NULL;
+	void	   *dtab = NULL,
+			   *dpos = NULL,
+			   *dseq = NULL;
+	cbllm_err	err;
+	int			rc;
+
+	cfg.hidden = H * hd;
+	cfg.n_layers = 1;
+	cfg.n_heads = H;
+	cfg.n_kv_heads = 2;
+	cfg.head_dim = hd;
+	cfg.intermediate = 64;
+	cfg.vocab_size = 16;
+	cfg.max_pos = 64;
+	cfg.rope_theta = 10000;
+	cfg.rope_scale = 1;
+	cfg.rms_eps = 1e-5f;
+	cfg.sliding_window = window;
+	bp = (cpu_backend_params) {&cfg, NULL, NULL, 8, 64};
+	if (threadpool_create(1, &pool, &err) != CBLLM_OK || (bp.pool = pool, cpu_backend_create(&bp, &be, &err)) != CBLLM_OK ||
+		kv_cache_create(&kp, &kv, &err) != CBLLM_OK)
+	{
+		TAP_OK(false, "attention test set-up: %s", err.msg);
+		return;
+	}
+	for (size_t i = 0; i < ncache; i++)
+	{
+		kv->k[i] = Rand();
+		kv->v[i] = Rand();
+	}
+	be->attention(be, kv, 0, q, &b, ref);
+	memcpy(flat, table0, sizeof(table0));
+	memcpy(flat + 8, table1, sizeof(table1));
+	dq = Up(q, nq);
+	dk = Up(kv->k, ncache);
+	dv = Up(kv->v, ncache);
+	dout = Up(out0, nq);
+	cuda_alloc(&dtab, sizeof(flat), NULL);
+	cuda_upload(dtab, flat, sizeof(flat), NULL);
+	cuda_alloc(&dpos, sizeof(pos), NULL);
+	cuda_upload(dpos, pos, sizeof(pos), NULL);
+	cuda_alloc(&dseq, sizeof(seq), NULL);
+	cuda_upload(dseq, seq, sizeof(seq), NULL);
+	rc = cuda_attention(dq, dk, dv, dtab, 8, dpos, dseq, T, H, 2, hd, 4, window, 64, dout, &err);
+	got = Down(dout, nq);
+	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, nq) < 1e-5,
+		   "paged attention (GQA, prefill chunk and decode token, window %d) matches the CPU backend (rel err %.2g)",
+		   window, RelErr(got, ref, nq));
+	free(q), free(ref), free(out0), free(got);
+	cuda_free(dq), cuda_free(dk), cuda_free(dv), cuda_free(dout);
+	cuda_free(dtab), cuda_free(dpos), cuda_free(dseq);
+	kv_cache_free(kv);
+	be->destroy(be);
+	threadpool_destroy(pool);
+}
+
 int
 main(void)
 {
@@ -315,7 +403,7 @@ main(void)
 
 	if (n == 0)
 	{
-		printf("1..0 # SKIP no CUDA device here: the 7 CUDA kernel checks need one (test/gpu/check.sh runs them)\n");
+		printf("1..0 # SKIP no CUDA device here: the 9 CUDA kernel checks need one (test/gpu/check.sh runs them)\n");
 		return 0;
 	}
 	TAP_DIAG("%d CUDA device(s)", n);
@@ -324,5 +412,7 @@ main(void)
 	TestRope();
 	TestEmbedArgmax();
 	TestMatmul();
+	TestAttention(0);
+	TestAttention(6);
 	return tap_done();
 }
