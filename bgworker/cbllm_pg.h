@@ -62,6 +62,20 @@ typedef enum CbllmEngineState
 #define CBLLM_ERROR_LEN 512
 #define CBLLM_MAX_STOP_STRINGS 8
 
+/* A request's generation parameters, as the SQL call gave them. */
+typedef struct CbllmParams
+{
+	int			max_tokens;
+	double		temperature;
+	double		top_p;
+	int			top_k;
+	bool		has_seed;
+	int64		seed;
+	int			priority;
+	int			n_stop;
+	int			stop_len[CBLLM_MAX_STOP_STRINGS];	/* bytes of each stop string */
+} CbllmParams;
+
 /*
  * One request slot.  Every field says who writes it, under which lock:
  * "mutex" is the slot's spinlock; the state machine is
@@ -80,16 +94,7 @@ typedef struct CbllmSlot
 	uint32		worker_generation;	/* backend at submit (the worker it expects), under mutex */
 
 	/* the request: backend, under mutex, before SUBMITTED; then read-only */
-	int			max_tokens;
-	double		temperature;
-	double		top_p;
-	int			top_k;
-	bool		has_seed;
-	int64		seed;
-	int			priority;
-	bool		ignore_eos;
-	int			n_stop;
-	int			stop_len[CBLLM_MAX_STOP_STRINGS];	/* stop strings follow the prompt in prompt_buf */
+	CbllmParams params;			/* its stop strings follow the prompt in prompt_buf */
 	int			prompt_len;		/* bytes of prompt text at the start of prompt_buf */
 
 	Oid			owner_role;		/* backend at claim, under mutex: the submitting user */
@@ -206,16 +211,8 @@ typedef struct CbllmRequestArgs
 {
 	const char *prompt;
 	int			prompt_len;
-	int			max_tokens;
-	double		temperature;
-	double		top_p;
-	int			top_k;
-	bool		has_seed;
-	int64		seed;
-	int			priority;
-	int			n_stop;
-	const char *stop[CBLLM_MAX_STOP_STRINGS];
-	int			stop_len[CBLLM_MAX_STOP_STRINGS];
+	CbllmParams params;
+	const char *stop[CBLLM_MAX_STOP_STRINGS];	/* params.stop_len[k] bytes each */
 } CbllmRequestArgs;
 
 /* A request this backend has in flight. */

@@ -62,40 +62,40 @@ CbllmCheckArgs(const CbllmRequestArgs *a)
 {
 	int			bytes = a->prompt_len;
 
-	if (a->max_tokens < 1 || a->max_tokens > cbllm_max_tokens_limit)
+	if (a->params.max_tokens < 1 || a->params.max_tokens > cbllm_max_tokens_limit)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_tokens must be between 1 and %d, not %d", cbllm_max_tokens_limit,
-						a->max_tokens),
+						a->params.max_tokens),
 				 errhint("The upper limit is cbllm.max_tokens_limit.")));
-	if (!(a->temperature >= 0) || isinf(a->temperature))
+	if (!(a->params.temperature >= 0) || isinf(a->params.temperature))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("temperature must be a finite number >= 0, not %g", a->temperature),
+				 errmsg("temperature must be a finite number >= 0, not %g", a->params.temperature),
 				 errhint("Use 0 for greedy decoding.")));
-	if (!(a->top_p > 0 && a->top_p <= 1))
+	if (!(a->params.top_p > 0 && a->params.top_p <= 1))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("top_p must be in (0, 1], not %g", a->top_p),
+				 errmsg("top_p must be in (0, 1], not %g", a->params.top_p),
 				 errhint("Use 1 to turn nucleus sampling off.")));
-	if (a->top_k < 0)
+	if (a->params.top_k < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("top_k must be >= 0, not %d", a->top_k),
+				 errmsg("top_k must be >= 0, not %d", a->params.top_k),
 				 errhint("Use 0 to turn top-k sampling off.")));
-	if (a->priority < -1000 || a->priority > 1000)
+	if (a->params.priority < -1000 || a->params.priority > 1000)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("priority must be between -1000 and 1000, not %d", a->priority),
+				 errmsg("priority must be between -1000 and 1000, not %d", a->params.priority),
 				 errhint("Higher priorities are served first.")));
-	for (int k = 0; k < a->n_stop; k++)
+	for (int k = 0; k < a->params.n_stop; k++)
 	{
-		if (a->stop_len[k] == 0)
+		if (a->params.stop_len[k] == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("stop strings must not be empty"),
 					 errhint("Remove empty strings from the stop array.")));
-		bytes += a->stop_len[k];
+		bytes += a->params.stop_len[k];
 	}
 	if (bytes > cbllm_max_prompt_bytes)
 		ereport(ERROR,
@@ -339,24 +339,15 @@ CbllmSubmit(const CbllmRequestArgs *a, CbllmHandle *h, bool wait_for_slot)
 			h->worker_generation = pg_atomic_read_u32(&cbllm_shared->worker_generation);
 			owned[n_owned - 1] = *h;
 			s->worker_generation = h->worker_generation;
-			s->max_tokens = a->max_tokens;
-			s->temperature = a->temperature;
-			s->top_p = a->top_p;
-			s->top_k = a->top_k;
-			s->has_seed = a->has_seed;
-			s->seed = a->seed;
-			s->priority = a->priority;
-			s->ignore_eos = false;
-			s->n_stop = a->n_stop;
+			s->params = a->params;
 			s->prompt_len = a->prompt_len;
 			p = CbllmSlotPrompt(s);
 			memcpy(p, a->prompt, a->prompt_len);
 			p += a->prompt_len;
-			for (int j = 0; j < a->n_stop; j++)
+			for (int j = 0; j < a->params.n_stop; j++)
 			{
-				s->stop_len[j] = a->stop_len[j];
-				memcpy(p, a->stop[j], a->stop_len[j]);
-				p += a->stop_len[j];
+				memcpy(p, a->stop[j], a->params.stop_len[j]);
+				p += a->params.stop_len[j];
 			}
 			s->n_prompt_tokens = s->n_generated = 0;
 			s->finish = 0;

@@ -35,13 +35,13 @@ static void
 ReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a)
 {
 	memset(a, 0, sizeof(*a));
-	a->max_tokens = PG_ARGISNULL(1) ? DEFAULT_MAX_TOKENS : PG_GETARG_INT32(1);
-	a->temperature = PG_ARGISNULL(2) ? 0.0 : PG_GETARG_FLOAT8(2);
-	a->top_p = PG_ARGISNULL(3) ? 1.0 : PG_GETARG_FLOAT8(3);
-	a->top_k = PG_ARGISNULL(4) ? 0 : PG_GETARG_INT32(4);
-	a->has_seed = !PG_ARGISNULL(5);
-	a->seed = a->has_seed ? PG_GETARG_INT64(5) : 0;
-	a->priority = PG_ARGISNULL(7) ? 0 : PG_GETARG_INT32(7);
+	a->params.max_tokens = PG_ARGISNULL(1) ? DEFAULT_MAX_TOKENS : PG_GETARG_INT32(1);
+	a->params.temperature = PG_ARGISNULL(2) ? 0.0 : PG_GETARG_FLOAT8(2);
+	a->params.top_p = PG_ARGISNULL(3) ? 1.0 : PG_GETARG_FLOAT8(3);
+	a->params.top_k = PG_ARGISNULL(4) ? 0 : PG_GETARG_INT32(4);
+	a->params.has_seed = !PG_ARGISNULL(5);
+	a->params.seed = a->params.has_seed ? PG_GETARG_INT64(5) : 0;
+	a->params.priority = PG_ARGISNULL(7) ? 0 : PG_GETARG_INT32(7);
 	if (!PG_ARGISNULL(6))
 	{
 		ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(6);
@@ -69,9 +69,9 @@ ReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a)
 						 errmsg("stop strings must not be NULL")));
 			t = DatumGetTextPP(elems[k]);
 			a->stop[k] = pg_server_to_any(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), PG_UTF8);
-			a->stop_len[k] = a->stop[k] == VARDATA_ANY(t) ? VARSIZE_ANY_EXHDR(t) : strlen(a->stop[k]);
+			a->params.stop_len[k] = a->stop[k] == VARDATA_ANY(t) ? VARSIZE_ANY_EXHDR(t) : strlen(a->stop[k]);
 		}
-		a->n_stop = n;
+		a->params.n_stop = n;
 	}
 }
 

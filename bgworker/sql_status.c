@@ -126,7 +126,7 @@ cbllm_requests(PG_FUNCTION_ARGS)
 		v[1] = Int32GetDatum(c.owner_pid);
 		v[2] = ObjectIdGetDatum(c.owner_role);
 		v[3] = CStringGetTextDatum(RequestState(c.state, c.phase));
-		v[4] = Int32GetDatum(c.priority);
+		v[4] = Int32GetDatum(c.params.priority);
 		v[5] = Int32GetDatum(c.n_prompt_tokens);
 		v[6] = Int32GetDatum(c.n_generated);
 		v[7] = TimestampTzGetDatum(c.submitted_at);

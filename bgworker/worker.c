@@ -209,34 +209,33 @@ StartSlot(int i)
 		return;
 	}
 	serial = s->serial;
-	sp.max_tokens = s->max_tokens;
-	sp.temperature = (float) s->temperature;
-	sp.top_p = (float) s->top_p;
-	sp.top_k = s->top_k;
-	sp.has_seed = s->has_seed;
-	sp.seed = (uint64_t) s->seed;
-	sp.priority = s->priority;
-	sp.ignore_eos = s->ignore_eos;
-	sp.n_stop = s->n_stop;
+	sp.max_tokens = s->params.max_tokens;
+	sp.temperature = (float) s->params.temperature;
+	sp.top_p = (float) s->params.top_p;
+	sp.top_k = s->params.top_k;
+	sp.has_seed = s->params.has_seed;
+	sp.seed = (uint64_t) s->params.seed;
+	sp.priority = s->params.priority;
+	sp.n_stop = s->params.n_stop;
 	in.text_len = s->prompt_len;
 	w->submitted_at = s->submitted_at;
 	total = s->prompt_len;
-	for (int k = 0; k < s->n_stop; k++)
-		total += s->stop_len[k];
+	for (int k = 0; k < s->params.n_stop; k++)
+		total += s->params.stop_len[k];
 	/* layout: prompt, NUL, then each stop string with its NUL */
-	buf = palloc(total + s->n_stop + 1);
+	buf = palloc(total + s->params.n_stop + 1);
 	src = CbllmSlotPrompt(s);
 	memcpy(buf, src, s->prompt_len);
 	buf[s->prompt_len] = '\0';
 	off = s->prompt_len + 1;
 	src += s->prompt_len;
-	for (int k = 0; k < s->n_stop; k++)
+	for (int k = 0; k < s->params.n_stop; k++)
 	{
-		memcpy(buf + off, src, s->stop_len[k]);
-		buf[off + s->stop_len[k]] = '\0';
+		memcpy(buf + off, src, s->params.stop_len[k]);
+		buf[off + s->params.stop_len[k]] = '\0';
 		sp.stop[k] = buf + off;
-		off += s->stop_len[k] + 1;
-		src += s->stop_len[k];
+		off += s->params.stop_len[k] + 1;
+		src += s->params.stop_len[k];
 	}
 	s->state = SLOT_RUNNING;
 	SpinLockRelease(&s->mutex);
