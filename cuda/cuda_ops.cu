@@ -286,3 +286,28 @@ cuda_argmax(const float *d_logits, int rows, int n, int32_t *d_out, cbllm_err *e
 	ArgmaxKernel<<<rows, ROW_THREADS>>>(d_logits, n, d_out);
 	return CheckLaunch("argmax", err);
 }
+
+/* One block per token: copy its k and v rows into their cache slots. */
+__global__ static void
+KvStoreKernel(float *k_cache, float *v_cache, const float *k, const float *v,
+			  const int64_t *slots, int64_t row)
+{
+	int64_t		dst = slots[blockIdx.x] * row;
+	int64_t		src = (int64_t) blockIdx.x * row;
+
+	for (int64_t i = threadIdx.x; i < row; i += blockDim.x)
+	{
+		k_cache[dst + i] = k[src + i];
+		v_cache[dst + i] = v[src + i];
+	}
+}
+
+extern "C" int
+cuda_kv_store(float *d_k_cache, float *d_v_cache, const float *d_k, const float *d_v,
+			  const int64_t *d_slots, int T, int64_t row, cbllm_err *err)
+{
+	if (T <= 0)
+		return CBLLM_OK;
+	KvStoreKernel<<<T, ROW_THREADS>>>(d_k_cache, d_v_cache, d_k, d_v, d_slots, row);
+	return CheckLaunch("kv_store", err);
+}

@@ -68,6 +68,13 @@ int			cuda_attention(const float *d_q, const float *d_k_cache, const float *d_v_
 						   int block_size, int sliding_window, int max_ctx, float *d_out,
 						   cbllm_err *err);
 
+/*
+ * Write the step's keys and values, d_k and d_v (T, row floats), into one
+ * layer's cache (n_blocks * block_size slots of row floats) at d_slots[t].
+ */
+int			cuda_kv_store(float *d_k_cache, float *d_v_cache, const float *d_k, const float *d_v,
+						  const int64_t *d_slots, int T, int64_t row, cbllm_err *err);
+
 /* A cuBLAS handle (opaque). */
 int			cuda_blas_create(void **handle, cbllm_err *err);
 void		cuda_blas_destroy(void *handle);

@@ -309,6 +309,48 @@ TestMatmul(void)
 	cuda_free(dw), cuda_free(dxh), cuda_free(dx), cuda_free(dy);
 }
 
+/* The scatter of a step's keys and values into cache slots: exactly the rows written, nothing else. */
+static void
+TestKvStore(void)
+{
+	int			T = 3,
+				slots_n = 10;
+	int64_t		row = 40,
+				slots[3] = {7, 0, 4};
+	float	   *k = HostArray((size_t) T * row, false),
+			   *v = HostArray((size_t) T * row, false),
+			   *cache0 = HostArray((size_t) slots_n * row, false),
+			   *kref = malloc(sizeof(float) * slots_n * row),
+			   *vref = malloc(sizeof(float) * slots_n * row),
+			   *gk,
+			   *gv;
+	float	   *dk = Up(k, (size_t) T * row),
+			   *dv = Up(v, (size_t) T * row),
+			   *dkc = Up(cache0, (size_t) slots_n * row),
+			   *dvc = Up(cache0, (size_t) slots_n * row);
+	void	   *dslots = NULL;
+	cbllm_err	err;
+	int			rc;
+
+	memcpy(kref, cache0, sizeof(float) * slots_n * row);
+	memcpy(vref, cache0, sizeof(float) * slots_n * row);
+	for (int t = 0; t < T; t++)
+	{
+		memcpy(kref + slots[t] * row, k + t * row, sizeof(float) * row);
+		memcpy(vref + slots[t] * row, v + t * row, sizeof(float) * row);
+	}
+	cuda_alloc(&dslots, sizeof(slots), NULL);
+	cuda_upload(dslots, slots, sizeof(slots), NULL);
+	rc = cuda_kv_store(dkc, dvc, dk, dv, dslots, T, row, &err);
+	gk = Down(dkc, (size_t) slots_n * row);
+	gv = Down(dvc, (size_t) slots_n * row);
+	TAP_OK(rc == CBLLM_OK && memcmp(gk, kref, sizeof(float) * slots_n * row) == 0 &&
+		   memcmp(gv, vref, sizeof(float) * slots_n * row) == 0,
+		   "kv_store writes each token's k and v to its slot and leaves the other slots as they were");
+	free(k), free(v), free(cache0), free(kref), free(vref), free(gk), free(gv);
+	cuda_free(dk), cuda_free(dv), cuda_free(dkc), cuda_free(dvc), cuda_free(dslots);
+}
+
 /* Paged attention (GQA, a prefill chunk and a decode token, and a sliding window) against the CPU backend. */
 static void
 TestAttention(int window)
@@ -403,7 +445,7 @@ main(void)
 
 	if (n == 0)
 	{
-		printf("1..0 # SKIP no CUDA device here: the 9 CUDA kernel checks need one (test/gpu/check.sh runs them)\n");
+		printf("1..0 # SKIP no CUDA device here: the 10 CUDA kernel checks need one (test/gpu/check.sh runs them)\n");
 		return 0;
 	}
 	TAP_DIAG("%d CUDA device(s)", n);
@@ -412,6 +454,7 @@ main(void)
 	TestRope();
 	TestEmbedArgmax();
 	TestMatmul();
+	TestKvStore();
 	TestAttention(0);
 	TestAttention(6);
 	return tap_done();
