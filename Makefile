@@ -16,7 +16,7 @@ DATA        = sql/cbllm--$(EXTVERSION).sql
 PG_CPPFLAGS = -Isrc
 PG_CFLAGS   = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers \
               -Wno-sign-compare -Wno-implicit-fallthrough
-SHLIB_LINK  = build/libcbllm_engine.a -lcjson -lm -lpthread
+SHLIB_LINK  = build/libcbllm_engine.a -lcjson -lm -lpthread $(if $(filter 1,$(CUDA)),$(CUDA_LIBS))
 
 PG_CONFIG  ?= pg_config
 PGXS       := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
@@ -72,11 +72,14 @@ CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(wildcard $(CUDA_HOME)/bin/nvcc)
 CUDA      ?= $(if $(NVCC),1,0)
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
-CUDA_LIB   = build/libcbllm_cuda.a
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart_static -ldl -lrt -lpthread -lstdc++ \
              -Wl,-rpath,$(CUDA_HOME)/lib64
 ifeq ($(CUDA),1)
-UNIT_TESTS += build/test/test_cuda_ops
+UNIT_TESTS    += build/test/test_cuda_ops
+ENGINE_CFLAGS += -DCBLLM_WITH_CUDA
+ENGINE_OBJS   += build/cuda/backend_cuda.o build/cuda/cuda_ops.o build/cuda/cuda_gemm.o \
+                 build/cuda/cuda_attention.o
+ENGINE_LIBS   += $(CUDA_LIBS)
 endif
 
 .PHONY: engine unit-tests check-all clean-engine install-cli
@@ -119,12 +122,8 @@ build/cuda:
 build/cuda/%.o: cuda/%.cu cuda/*.h src/util.h | build/cuda
 	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -c $< -o $@
 
-$(CUDA_LIB): build/cuda/cuda_ops.o build/cuda/cuda_gemm.o build/cuda/cuda_attention.o
-	rm -f $@
-	ar rcs $@ $^
-
-build/test/test_cuda_ops: test/unit/test_cuda_ops.c test/unit/tap.h $(CUDA_LIB) $(ENGINE_LIB) | build/test
-	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itest/unit $< $(CUDA_LIB) $(ENGINE_LIB) $(ENGINE_LIBS) $(CUDA_LIBS) -o $@
+build/cuda/backend_cuda.o: cuda/backend_cuda.c cuda/*.h src/*.h | build/cuda
+	$(ENGINE_CC) $(ENGINE_CFLAGS) -c $< -o $@
 
 unit-tests: $(UNIT_TESTS)
 

@@ -37,9 +37,10 @@ static const struct config_enum_entry preempt_options[] = {
 static bool
 CheckDevice(char **newval, void **extra, GucSource source)
 {
-	if (*newval == NULL || strcmp(*newval, "cpu") == 0 || strcmp(*newval, "auto") == 0)
+	if (*newval == NULL || strcmp(*newval, "cpu") == 0 || strcmp(*newval, "auto") == 0 ||
+		strcmp(*newval, "cuda") == 0)
 		return true;
-	GUC_check_errdetail("cbllm.device must be \"cpu\" or \"auto\".");
+	GUC_check_errdetail("cbllm.device must be \"cpu\", \"cuda\" or \"auto\".");
 	return false;
 }
 
@@ -52,7 +53,7 @@ CbllmDefineGucs(void)
 							   "Empty: the engine starts without a model.",
 							   &cbllm_model, "", PGC_POSTMASTER, GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
-	DefineCustomStringVariable("cbllm.device", "Compute device: cpu or auto.", NULL,
+	DefineCustomStringVariable("cbllm.device", "Compute device: cpu, cuda, or auto (cuda when a GPU is present).", NULL,
 							   &cbllm_device, "auto", PGC_POSTMASTER, 0, CheckDevice, NULL, NULL);
 	DefineCustomIntVariable("cbllm.threads", "Compute threads of the engine (0: one per CPU).",
 							NULL, &cbllm_threads, 0, 0, 1024, PGC_POSTMASTER, 0, NULL, NULL, NULL);

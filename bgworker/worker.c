@@ -504,7 +504,7 @@ LoadEngine(cbllm_err *err)
 
 	memset(&p, 0, sizeof(p));
 	p.model_dir = cbllm_model;
-	p.device = "cpu";
+	p.device = cbllm_device;
 	p.n_threads = cbllm_threads;
 	p.max_num_seqs = cbllm_max_num_seqs;
 	p.max_num_batched_tokens = cbllm_max_num_batched_tokens;

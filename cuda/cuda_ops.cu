@@ -89,6 +89,12 @@ cuda_download(void *dst, const void *d_src, size_t bytes, cbllm_err *err)
 	return Check(cudaMemcpy(dst, d_src, bytes, cudaMemcpyDeviceToHost), "download", err);
 }
 
+extern "C" int
+cuda_copy(void *d_dst, const void *d_src, size_t bytes, cbllm_err *err)
+{
+	return Check(cudaMemcpy(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice), "copy", err);
+}
+
 /* Sum of v over the block (ROW_THREADS threads), returned to every thread. */
 __device__ static float
 BlockSum(float v)

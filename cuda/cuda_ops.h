@@ -26,6 +26,7 @@ int			cuda_alloc(void **d_ptr, size_t bytes, cbllm_err *err);
 void		cuda_free(void *d_ptr);
 int			cuda_upload(void *d_dst, const void *src, size_t bytes, cbllm_err *err);
 int			cuda_download(void *dst, const void *d_src, size_t bytes, cbllm_err *err);
+int			cuda_copy(void *d_dst, const void *d_src, size_t bytes, cbllm_err *err);
 
 /* d_out (T, dim) = d_x / rms(d_x) * d_w */
 int			cuda_rmsnorm(const float *d_x, const float *d_w, int T, int dim, float eps,

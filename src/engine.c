@@ -12,6 +12,11 @@
 
 #include "engine_internal.h"
 
+#ifdef CBLLM_WITH_CUDA
+#include "../cuda/backend_cuda.h"
+#include "../cuda/cuda_ops.h"
+#endif
+
 #define DEFAULT_MAX_SEQS 64
 #define DEFAULT_MAX_BATCHED 2048
 #define DEFAULT_BLOCK_SIZE 16
@@ -161,15 +166,41 @@ CreateCompute(cbllm_engine *e, cbllm_err *err)
 	kv_cache_params kp = {p->num_kv_blocks, p->block_size, c->n_layers, c->n_kv_heads, c->head_dim};
 	forward_params fp;
 	int			rc;
+	const char *device = p->device != NULL && p->device[0] != '\0' ? p->device : "cpu";
+	bool		use_cuda = false;
 
-	if (p->device != NULL && strcmp(p->device, "cpu") != 0)
-		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "unsupported device \"%s\" (use \"cpu\")",
-						  p->device);
+	if (strcmp(device, "cuda") == 0)
+		use_cuda = true;
+	else if (strcmp(device, "auto") == 0)
+	{
+#ifdef CBLLM_WITH_CUDA
+		use_cuda = cuda_device_count() > 0;
+#endif
+	}
+	else if (strcmp(device, "cpu") != 0)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "unsupported device \"%s\" (use \"cpu\", \"cuda\" or \"auto\")", device);
+#ifndef CBLLM_WITH_CUDA
+	if (use_cuda)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "this build of cbllm has no CUDA support: rebuild with CUDA=1 where nvcc is installed");
+#endif
 	if ((rc = threadpool_create(p->n_threads, &e->pool, err)))
 		return rc;
 	bp.pool = e->pool;
-	if ((rc = cpu_backend_create(&bp, &e->be, err)) ||
-		(rc = kv_cache_create(&kp, &e->kv, err)) ||
+	if (use_cuda)
+	{
+#ifdef CBLLM_WITH_CUDA
+		cuda_backend_params cp = {e->model, p->max_num_batched_tokens, p->max_num_seqs,
+			p->max_model_len, p->num_kv_blocks, p->block_size};
+
+		if ((rc = cuda_backend_create(&cp, &e->be, err)))
+			return rc;
+#endif
+	}
+	else if ((rc = cpu_backend_create(&bp, &e->be, err)))
+		return rc;
+	if ((rc = kv_cache_create(&kp, &e->kv, err)) ||
 		(rc = swap_space_create(p->num_swap_blocks, (int64_t) c->n_layers * e->kv->block_floats,
 								&e->swap, err)))
 		return rc;
@@ -538,8 +569,8 @@ cbllm_engine_get_info(const cbllm_engine *e, cbllm_engine_info *info)
 	info->block_size = e->params.block_size;
 	info->num_kv_blocks = e->params.num_kv_blocks;
 	info->n_threads = threadpool_size(e->pool);
-	info->device = "cpu";
-	info->cpu_isa = cpu_backend_isa(e->be);
+	info->device = e->be->name;
+	info->cpu_isa = strcmp(e->be->name, "cpu") == 0 ? cpu_backend_isa(e->be) : "none";
 	info->eos_id = e->eos_id;
 	info->bos_id = tokenizer_bos_id(e->tok);
 }

@@ -37,7 +37,8 @@ Usage(FILE *f)
 		  "            [--static] [--json]\n"
 		  "  cbllm-cli bench-hol -m DIR [--static]   (1 request of 500 tokens, 7 of 20)\n"
 		  "  cbllm-cli bench-steps -m DIR [--batch 1,8,32] [--context N] [--steps N] [--prefill N]\n"
-		  "common options: --threads N  --isa auto|avx512|avx2|generic  --max-model-len N\n"
+		  "common options: --device cpu|cuda|auto  --threads N  --isa auto|avx512|avx2|generic\n"
+		  "                --max-model-len N\n"
 		  "                --kv-blocks N  --block-size N  --max-num-seqs N  --max-batched-tokens N\n"
 		  "                --preempt auto|recompute|swap  --swap-blocks N  --no-prefix-cache\n",
 		  f);
@@ -180,6 +181,8 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 			o->prompt_ids = v;
 		else if (strcmp(a, "--isa") == 0)
 			o->ep.cpu_isa = v;
+		else if (strcmp(a, "--device") == 0)
+			o->ep.device = v;
 		else if (strcmp(a, "--temp") == 0 || strcmp(a, "--top-p") == 0)
 		{
 			bool		is_temp = a[2] == 't' && a[3] == 'e';

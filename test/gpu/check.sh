@@ -6,5 +6,12 @@
 set -eu
 cd "$(dirname "$0")/../.."
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-make -s CUDA=1 build/test/test_cuda_ops
-build/test/test_cuda_ops
+make -s CUDA=1 all
+model=$(mktemp -d)
+/usr/bin/python3 test/tools/gen_model.py "$model" --hidden 64 --layers 2 --heads 4 --kv-heads 2 \
+	--intermediate 160 --vocab 400 --dtype bf16 --seed 1 >/dev/null || python3 test/tools/gen_model.py \
+	"$model" --hidden 64 --layers 2 --heads 4 --kv-heads 2 --intermediate 160 --vocab 400 --dtype bf16 --seed 1
+build/test/test_cuda_ops "$model"
+echo "== greedy tokens, CPU then GPU"
+bin/cbllm-cli generate -m "$model" --prompt-ids "1 15 267 42 300 7 99 180" -n 16 --ids --device cpu
+bin/cbllm-cli generate -m "$model" --prompt-ids "1 15 267 42 300 7 99 180" -n 16 --ids --device cuda
