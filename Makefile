@@ -119,7 +119,7 @@ build/test/%: test/unit/%.c test/unit/tap.h $(ENGINE_LIB) | build/test
 build/cuda:
 	mkdir -p $@
 
-build/cuda/%.o: cuda/%.cu cuda/*.h src/util.h | build/cuda
+build/cuda/%.o: cuda/%.cu cuda/*.h cuda/*.cuh src/util.h | build/cuda
 	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -c $< -o $@
 
 build/cuda/backend_cuda.o: cuda/backend_cuda.c cuda/*.h src/*.h | build/cuda

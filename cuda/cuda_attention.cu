@@ -10,40 +10,10 @@
 
 #include <math.h>
 
+#include "block_reduce.cuh"
 #include "cuda_ops.h"
 
 #define ATT_THREADS 128
-
-/* Reduce v over the block with op (max or sum); every thread gets the result. */
-__device__ static float
-BlockReduce(float v, bool is_max)
-{
-	__shared__ float part[ATT_THREADS / 32];
-	int			lane = threadIdx.x % 32,
-				warp = threadIdx.x / 32;
-
-	for (int o = 16; o > 0; o /= 2)
-	{
-		float		u = __shfl_down_sync(0xffffffff, v, o);
-
-		v = is_max ? fmaxf(v, u) : v + u;
-	}
-	if (lane == 0)
-		part[warp] = v;
-	__syncthreads();
-	if (threadIdx.x == 0)
-	{
-		float		r = part[0];
-
-		for (int w = 1; w < ATT_THREADS / 32; w++)
-			r = is_max ? fmaxf(r, part[w]) : r + part[w];
-		part[0] = r;
-	}
-	__syncthreads();
-	v = part[0];
-	__syncthreads();
-	return v;
-}
 
 __global__ static void
 AttentionKernel(const float *q, const float *k_cache, const float *v_cache,
@@ -74,7 +44,7 @@ AttentionKernel(const float *q, const float *k_cache, const float *v_cache,
 		scores[j - first] = s * scale;
 		mx = fmaxf(mx, s * scale);
 	}
-	mx = BlockReduce(mx, true);
+	mx = BlockReduce<ATT_THREADS, true>(mx);
 	for (int j = first + threadIdx.x; j <= p; j += blockDim.x)
 	{
 		float		e = expf(scores[j - first] - mx);
@@ -82,7 +52,7 @@ AttentionKernel(const float *q, const float *k_cache, const float *v_cache,
 		scores[j - first] = e;
 		sum += e;
 	}
-	sum = BlockReduce(sum, false);
+	sum = BlockReduce<ATT_THREADS, false>(sum);
 	for (int d = threadIdx.x; d < head_dim; d += blockDim.x)
 	{
 		float		acc = 0;

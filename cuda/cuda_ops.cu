@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "block_reduce.cuh"
 #include "cuda_ops.h"
 
 #define ROW_THREADS 256
@@ -95,33 +96,6 @@ cuda_copy(void *d_dst, const void *d_src, size_t bytes, cbllm_err *err)
 	return Check(cudaMemcpy(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice), "copy", err);
 }
 
-/* Sum of v over the block (ROW_THREADS threads), returned to every thread. */
-__device__ static float
-BlockSum(float v)
-{
-	__shared__ float partial[ROW_THREADS / 32];
-	int			lane = threadIdx.x % 32,
-				warp = threadIdx.x / 32;
-
-	for (int o = 16; o > 0; o /= 2)
-		v += __shfl_down_sync(0xffffffff, v, o);
-	if (lane == 0)
-		partial[warp] = v;
-	__syncthreads();
-	if (warp == 0)
-	{
-		v = lane < ROW_THREADS / 32 ? partial[lane] : 0.0f;
-		for (int o = 16; o > 0; o /= 2)
-			v += __shfl_down_sync(0xffffffff, v, o);
-		if (lane == 0)
-			partial[0] = v;
-	}
-	__syncthreads();
-	v = partial[0];
-	__syncthreads();
-	return v;
-}
-
 __global__ static void
 RmsnormKernel(const float *x, const float *w, int dim, float eps, float *out)
 {
@@ -132,7 +106,7 @@ RmsnormKernel(const float *x, const float *w, int dim, float eps, float *out)
 
 	for (int i = threadIdx.x; i < dim; i += blockDim.x)
 		ss += xr[i] * xr[i];
-	ss = BlockSum(ss);
+	ss = BlockReduce<ROW_THREADS, false>(ss);
 	scale = rsqrtf(ss / dim + eps);
 	for (int i = threadIdx.x; i < dim; i += blockDim.x)
 		o[i] = xr[i] * scale * w[i];

@@ -6,20 +6,11 @@
  * FLOPs per step put the times next to the machine's bandwidth and peak.
  */
 #include "cli_bench.h"
+#include "cli_workload.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Ascending doubles, for medians. */
-static int
-DoubleCmp(const void *a, const void *b)
-{
-	double		x = *(const double *) a,
-				y = *(const double *) b;
-
-	return x < y ? -1 : x > y;
-}
 
 /* Deterministic prompt ids in [3, vocab). */
 static void
@@ -74,7 +65,7 @@ TimeDecode(cbllm_engine *e, int B, const bench_opts *o, int vocab)
 			goto fail;
 		t[n_t] = cbllm_now() - t0;
 	}
-	qsort(t, n_t, sizeof(double), DoubleCmp);
+	qsort(t, n_t, sizeof(double), cli_cmp_double);
 	med = t[n_t / 2];
 	for (int b = 0; b < B; b++)
 		cbllm_engine_abort(e, rid[b], NULL);
@@ -127,7 +118,7 @@ TimePrefill(cbllm_engine *e, int n, int vocab)
 		cbllm_engine_abort(e, id, NULL);
 	}
 	free(ids);
-	qsort(t, 3, sizeof(double), DoubleCmp);
+	qsort(t, 3, sizeof(double), cli_cmp_double);
 	return t[1];
 }
 

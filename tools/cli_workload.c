@@ -48,8 +48,8 @@ SamplesAdd(samples *s, double x)
 	return 0;
 }
 
-static int
-CmpDouble(const void *a, const void *b)
+int
+cli_cmp_double(const void *a, const void *b)
 {
 	double		x = *(const double *) a,
 				y = *(const double *) b;
@@ -66,7 +66,7 @@ Summarise(samples *s, double *mean, double *p50, double *p99)
 	*mean = *p50 = *p99 = 0;
 	if (s->n == 0)
 		return;
-	qsort(s->v, s->n, sizeof(double), CmpDouble);
+	qsort(s->v, s->n, sizeof(double), cli_cmp_double);
 	for (int i = 0; i < s->n; i++)
 		sum += s->v[i];
 	*mean = sum / s->n;

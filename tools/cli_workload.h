@@ -21,6 +21,9 @@ typedef struct workload_opts
 	unsigned	seed;
 } workload_opts;
 
+/* Ascending order of doubles, for qsort (medians and percentiles). */
+int			cli_cmp_double(const void *a, const void *b);
+
 /* Parse "A..B" (or "A") into lo, hi; 0 on success. */
 int			workload_parse_range(const char *s, int *lo, int *hi);
 
