@@ -76,6 +76,12 @@ int			cuda_attention(const float *d_q, const float *d_k_cache, const float *d_v_
 int			cuda_kv_store(float *d_k_cache, float *d_v_cache, const float *d_k, const float *d_v,
 						  const int64_t *d_slots, int T, int64_t row, cbllm_err *err);
 
+/*
+ * Device-to-device copy bandwidth in GB/s (bytes read plus bytes written per
+ * second), the median of iters copies of bytes each.
+ */
+int			cuda_copy_bandwidth(size_t bytes, int iters, double *gbps, cbllm_err *err);
+
 /* A cuBLAS handle (opaque). */
 int			cuda_blas_create(void **handle, cbllm_err *err);
 void		cuda_blas_destroy(void *handle);

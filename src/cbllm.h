@@ -39,7 +39,9 @@ const char *cbllm_preempt_mode_name(cbllm_preempt m);
 typedef struct cbllm_engine_params
 {
 	const char *model_dir;		/* HuggingFace model directory */
-	const char *device;			/* "cpu" (NULL: cpu) */
+	const char *device;			/* "cpu", "cuda" or "auto" (NULL: cpu) */
+	const char *load_format;	/* "auto" (NULL: safetensors) or "dummy": random weights from config.json alone, for benchmarks */
+	double		gpu_memory_utilization;	/* cuda: fraction of the device's memory for weights, workspace and KV pool; 0: 0.9 */
 	const char *cpu_isa;		/* CPU kernel set: NULL/"auto", "avx512", "avx2", "generic" */
 	int			n_threads;		/* compute threads; 0: one per online CPU */
 	int			max_num_seqs;	/* most sequences in one step; 0: 64 */
@@ -179,6 +181,7 @@ typedef struct cbllm_engine_info
 	int64_t		matmul_params;	/* their elements: a token costs 2 * matmul_params FLOPs in them */
 	int			block_size;
 	int			num_kv_blocks;
+	size_t		kv_bytes_per_token;	/* K and V of one position over all layers, as the backend stores them */
 	int			n_threads;
 	const char *device;
 	const char *cpu_isa;

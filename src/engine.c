@@ -568,6 +568,7 @@ cbllm_engine_get_info(const cbllm_engine *e, cbllm_engine_info *info)
 	info->matmul_params = e->model->matmul_params;
 	info->block_size = e->params.block_size;
 	info->num_kv_blocks = e->params.num_kv_blocks;
+	info->kv_bytes_per_token = kv_cache_block_bytes(1, e->model->cfg.n_layers, e->model->cfg.n_kv_heads, e->model->cfg.head_dim);
 	info->n_threads = threadpool_size(e->pool);
 	info->device = e->be->name;
 	info->cpu_isa = strcmp(e->be->name, "cpu") == 0 ? cpu_backend_isa(e->be) : "none";
