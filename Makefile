@@ -16,7 +16,7 @@ DATA        = sql/cbllm--$(EXTVERSION).sql
 PG_CPPFLAGS = -Isrc
 PG_CFLAGS   = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers \
               -Wno-sign-compare -Wno-implicit-fallthrough
-SHLIB_LINK  = build/libcbllm_engine.a -lcjson -lm -lpthread $(if $(filter 1,$(CUDA)),$(CUDA_LIBS))
+SHLIB_LINK  = build/libcbllm_engine.a $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) -lcjson -lm -lpthread $(if $(filter 1,$(CUDA)),$(CUDA_LIBS))
 
 PG_CONFIG  ?= pg_config
 PGXS       := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
@@ -37,6 +37,7 @@ ENGINE_SRCS = \
 	src/safetensors.c \
 	src/model_config.c \
 	src/model.c \
+	src/model_dummy.c \
 	src/tokenizer.c \
 	src/tokenizer_load.c \
 	src/threadpool.c \
@@ -67,19 +68,26 @@ UNIT_TESTS = \
 CLI = bin/cbllm-cli
 
 # CUDA kernels: built when nvcc is found (or CUDA=1), skipped with CUDA=0.
-# They need no GPU to build; their test skips itself without a device.
+# They need no GPU to build.  The kernels form build/libcbllm_cuda.a; the
+# same kernels compiled by g++ against a CPU emulator of CUDA
+# (test/cuda_emu) form build/emu/libcbllm_cuda_emu.a, which the *_emu test
+# programs link instead, so CI runs the CUDA backend without a GPU.
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(wildcard $(CUDA_HOME)/bin/nvcc)
 CUDA      ?= $(if $(NVCC),1,0)
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart_static -ldl -lrt -lpthread -lstdc++ \
              -Wl,-rpath,$(CUDA_HOME)/lib64
+CUDA_KERNELS = cuda_runtime_ops cuda_ops cuda_gemm cuda_attention cuda_sample
+CUDA_LIB     = build/libcbllm_cuda.a
+CUDA_EMU_LIB = build/emu/libcbllm_cuda_emu.a
+EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu
 ifeq ($(CUDA),1)
-UNIT_TESTS    += build/test/test_cuda_ops
+UNIT_TESTS    += build/test/test_cuda_ops build/test/test_engine_cuda $(EMU_TESTS)
 ENGINE_CFLAGS += -DCBLLM_WITH_CUDA
-ENGINE_OBJS   += build/cuda/backend_cuda.o build/cuda/cuda_ops.o build/cuda/cuda_gemm.o \
-                 build/cuda/cuda_attention.o
-ENGINE_LIBS   += $(CUDA_LIBS)
+ENGINE_OBJS   += build/cuda/backend_cuda.o
+ENGINE_LIBS   := $(CUDA_LIB) $(ENGINE_LIBS) $(CUDA_LIBS)
+EMU_LIBS       = $(CUDA_EMU_LIB) -lcjson -lm -pthread -lstdc++
 endif
 
 .PHONY: engine unit-tests check-all clean-engine install-cli
@@ -110,17 +118,41 @@ $(ENGINE_LIB): $(ENGINE_OBJS)
 
 CLI_SRCS = tools/cbllm-cli.c tools/cli_bench.c tools/cli_workload.c
 
-$(CLI): $(CLI_SRCS) tools/*.h $(ENGINE_LIB) | bin
+$(CLI): $(CLI_SRCS) tools/*.h $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) | bin
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itools $(CLI_SRCS) $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
 
-build/test/%: test/unit/%.c test/unit/tap.h $(ENGINE_LIB) | build/test
+build/test/%: test/unit/%.c test/unit/*.h $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) | build/test
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itest/unit $< $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
 
-build/cuda:
+# the same test programs on the emulated device
+build/test/test_cuda_ops_emu: test/unit/test_cuda_ops.c test/unit/*.h $(ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
+	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itest/unit $< $(ENGINE_LIB) $(EMU_LIBS) -o $@
+
+build/test/test_engine_cuda_emu: test/unit/test_engine_cuda.c test/unit/*.h $(ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
+	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itest/unit $< $(ENGINE_LIB) $(EMU_LIBS) -o $@
+
+build/cuda build/emu:
 	mkdir -p $@
 
 build/cuda/%.o: cuda/%.cu cuda/*.h cuda/*.cuh src/util.h | build/cuda
 	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -c $< -o $@
+
+$(CUDA_LIB): $(patsubst %,build/cuda/%.o,$(CUDA_KERNELS))
+	rm -f $@
+	ar rcs $@ $^
+
+EMU_CXXFLAGS = -std=c++17 -O1 -g -fPIC -Wall -Wextra -Werror -Wno-unused-parameter \
+               -Wno-unknown-pragmas -DCBLLM_CUDA_EMU -Itest/cuda_emu/include -Itest/cuda_emu
+
+build/emu/%.o: cuda/%.cu cuda/*.h cuda/*.cuh test/cuda_emu/*.h src/util.h | build/emu
+	g++ $(EMU_CXXFLAGS) -x c++ -c $< -o $@
+
+build/emu/cuda_emu.o: test/cuda_emu/cuda_emu.cc test/cuda_emu/*.h | build/emu
+	g++ $(EMU_CXXFLAGS) -c $< -o $@
+
+$(CUDA_EMU_LIB): $(patsubst %,build/emu/%.o,$(CUDA_KERNELS)) build/emu/cuda_emu.o
+	rm -f $@
+	ar rcs $@ $^
 
 build/cuda/backend_cuda.o: cuda/backend_cuda.c cuda/*.h src/*.h | build/cuda
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -c $< -o $@
@@ -138,7 +170,7 @@ EXTRA_CLEAN = build bin
 # no LLVM bitcode: the engine is linked in statically and clang may be absent
 override with_llvm = no
 include $(PGXS)
-$(shlib): $(ENGINE_LIB)
+$(shlib): $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB))
 # PGXS rules do not track headers: rebuild the glue when its headers change
 $(OBJS): bgworker/cbllm_pg.h bgworker/compat.h src/cbllm.h src/tokenizer.h src/util.h
 install: install-cli

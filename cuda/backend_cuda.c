@@ -1,8 +1,19 @@
 /*
  * backend_cuda.c: the backend table on the GPU.  Plain C: it reaches CUDA
- * only through cuda_ops.h.  Errors inside an operation are remembered and
- * reported by the next begin_step or download, whose status fails the step
- * (the engine then fails that step's requests and keeps running).
+ * only through cuda_ops.h.
+ *
+ * A step: begin_step copies the batch (tokens, positions, slots, block
+ * tables, rows, RoPE angles) through page-locked staging buffers onto the
+ * compute stream; every operation launches there; end_step finishes it.
+ * Errors inside an operation (the table's operations return nothing) are
+ * remembered and reported by end_step, sample or download, whose status
+ * fails the step; the engine then fails that step's requests and goes on.
+ *
+ * Graphs: a padded decode step (fwd_batch.graph) of a size seen before is
+ * not launched operation by operation: begin_step uploads the batch, the
+ * operations do nothing, and end_step replays the graph recorded the first
+ * time that size ran.  Every operation reads its per-step data from the
+ * fixed device buffers, so a replay computes the new batch.
  */
 #include "backend_cuda.h"
 
@@ -12,14 +23,23 @@
 #include <string.h>
 
 #include "cuda_ops.h"
-#include "numeric.h"
+
+#define MAX_GRAPH_SIZES 48
 
 typedef struct dev_weight
 {
-	const void *host;			/* the host pointer the engine passes (weight data or norm) */
+	const void *host;			/* the host data the engine passes (NULL for dummy weights) */
+	uint64_t	seed;			/* dummy weights: their seed; 0 otherwise */
 	void	   *dev;
-	int			dtype;			/* on the device: 0 f32 (norms), 1 f16, 2 bf16 */
+	int			dtype;			/* on the device: CBLLM_F32 (norms), CBLLM_F16 or CBLLM_BF16 */
 } dev_weight;
+
+typedef enum step_mode
+{
+	STEP_EAGER,					/* operations launch as they are called */
+	STEP_RECORD,				/* operations are recorded into a graph */
+	STEP_REPLAY					/* operations do nothing; end_step replays the graph */
+} step_mode;
 
 typedef struct cuda_ctx
 {
@@ -28,29 +48,54 @@ typedef struct cuda_ctx
 	dev_weight *w;				/* (n_w) uploaded tensors */
 	int			n_w;
 	int			cap_w;
-	float	   *k_cache;		/* (n_layers, n_blocks, block_size, n_kv_heads, head_dim) */
-	float	   *v_cache;
-	int64_t		block_floats;	/* floats of one block in one layer */
-	int			n_blocks;
+	size_t		weight_bytes;	/* device bytes of the uploaded tensors */
+	/* the KV pool: bf16, the engine's block layout, plus the pad block */
+	uint16_t   *k_cache;		/* (n_layers, n_blocks + 1, block_size, n_kv_heads, head_dim) */
+	uint16_t   *v_cache;
+	int64_t		block_elems;	/* elements of one block in one layer */
+	int			n_blocks;		/* blocks of the engine's pool; block n_blocks pads */
 	int			block_size;
 	int			max_tokens;
 	int			max_seqs;
 	int			max_ctx;
 	int			max_blocks;		/* table row length: ceil(max_ctx / block_size) */
+	cuda_stream stream;			/* every step's work */
+	cuda_stream swap_stream;	/* swap copies */
+	cuda_event	ev_compute;		/* compute stream reached a swap */
+	cuda_event	ev_swap;		/* swap copies done */
+	bool		swap_pending;	/* the next step must wait for ev_swap */
+	const void *swap_pinned;	/* the host swap area, once page-locked */
 	/* device copies of the step's batch */
 	int32_t    *d_tokens;		/* (max_tokens) */
 	int32_t    *d_pos;			/* (max_tokens) */
 	int32_t    *d_seq;			/* (max_tokens) */
 	int64_t    *d_slots;		/* (max_tokens) */
+	int32_t    *d_rows;			/* (max_tokens) */
 	int32_t    *d_tables;		/* (max_seqs, max_blocks) */
 	float	   *d_cos;			/* (max_tokens, head_dim / 2) */
 	float	   *d_sin;
 	void	   *d_xh;			/* (max_tokens, max_k) halves: matmul input */
-	/* host staging */
-	int32_t    *h_tables;		/* (max_seqs, max_blocks) */
+	cuda_sample_params *d_sample;	/* (max_tokens) */
+	int32_t    *d_sampled;		/* (max_tokens) */
+	/* page-locked staging of the same */
+	int32_t    *h_tokens;
+	int32_t    *h_pos;
+	int32_t    *h_seq;
+	int64_t    *h_slots;
+	int32_t    *h_rows;
+	int32_t    *h_tables;
 	float	   *h_cos;
 	float	   *h_sin;
+	cuda_sample_params *h_sample;
+	int32_t    *h_sampled;
 	double	   *inv_freq;		/* (head_dim / 2) */
+	/* graphs, one per padded decode size */
+	bool		no_graphs;
+	int			n_sizes;
+	int			sizes[MAX_GRAPH_SIZES];	/* ascending */
+	cuda_graph	graphs[MAX_GRAPH_SIZES];
+	step_mode	mode;
+	int			graph_index;	/* of the step being recorded or replayed */
 	int			failed;			/* an operation failed since the last check */
 	cbllm_err	err;
 } cuda_ctx;
@@ -63,25 +108,60 @@ Note(cuda_ctx *c, int rc)
 		c->failed = rc;
 }
 
-/* The device copy of a host tensor. */
+/* Report and clear a remembered failure. */
+static int
+TakeFailure(cuda_ctx *c, cbllm_err *err)
+{
+	if (!c->failed)
+		return CBLLM_OK;
+	*err = c->err;
+	c->failed = 0;
+	return CBLLM_ERR_DEVICE;
+}
+
+/* The device copy of a host tensor or of a dummy tensor. */
 static const dev_weight *
-Find(const cuda_ctx *c, const void *host)
+Find(const cuda_ctx *c, const void *host, uint64_t seed)
 {
 	for (int i = 0; i < c->n_w; i++)
-		if (c->w[i].host == host)
+		if (c->w[i].host == host && c->w[i].seed == seed)
 			return &c->w[i];
 	return NULL;
 }
 
-/* Upload n elements of a host tensor (as half precision unless keep_f32). */
-static int
-Upload(cuda_ctx *c, const void *host, cbllm_dtype dt, size_t n, bool keep_f32, cbllm_err *err)
+/* The device copy of a weight matrix. */
+static const dev_weight *
+FindWeight(const cuda_ctx *c, const cbllm_weight *w)
 {
-	dev_weight  d = {host, NULL, 0};
+	return Find(c, w->data, w->data != NULL ? 0 : w->dummy_seed);
+}
+
+/* F32 to BF16, nearest even. */
+static void
+ToBf16(const float *src, uint16_t *dst, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+	{
+		uint32_t	u;
+
+		memcpy(&u, src + i, 4);
+		dst[i] = (uint16_t) ((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+	}
+}
+
+/* Upload n elements of a tensor: norms as F32, matrices as F16/BF16 (F32 rounded to BF16). */
+static int
+Upload(cuda_ctx *c, const void *host, uint64_t seed, float scale, cbllm_dtype dt, size_t n,
+	   bool is_norm, cbllm_err *err)
+{
+	dev_weight	d = {host, host != NULL ? 0 : seed, NULL, CBLLM_BF16};
+	size_t		bytes = n * (is_norm ? 4 : 2);
 	int			rc;
 
-	if (Find(c, host) != NULL)
+	if (Find(c, d.host, d.seed) != NULL)
 		return CBLLM_OK;		/* tied embeddings: one upload */
+	if (host == NULL && seed == 0)
+		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "a weight has neither data nor a dummy seed");
 	if (c->n_w == c->cap_w)
 	{
 		int			cap = c->cap_w ? 2 * c->cap_w : 64;
@@ -92,39 +172,32 @@ Upload(cuda_ctx *c, const void *host, cbllm_dtype dt, size_t n, bool keep_f32, c
 		c->w = g;
 		c->cap_w = cap;
 	}
-	if (keep_f32)
+	if ((rc = cuda_alloc(&d.dev, bytes, err)) != CBLLM_OK)
+		return rc;
+	if (is_norm)
 	{
 		d.dtype = CBLLM_F32;
-		rc = cuda_alloc(&d.dev, n * 4, err);
-		if (rc == CBLLM_OK)
-			rc = cuda_upload(d.dev, host, n * 4, err);
+		rc = cuda_upload(d.dev, host, bytes, err);
 	}
+	else if (host == NULL)
+		rc = cuda_fill_dummy(d.dev, (int64_t) n, seed, scale, err);
 	else if (dt != CBLLM_F32)
 	{
 		d.dtype = dt;
-		rc = cuda_alloc(&d.dev, n * 2, err);
-		if (rc == CBLLM_OK)
-			rc = cuda_upload(d.dev, host, n * 2, err);
+		rc = cuda_upload(d.dev, host, bytes, err);
 	}
 	else
 	{
-		/* F32 checkpoint: round to BF16 (nearest even) for the tensor cores */
-		uint16_t   *h = malloc(n * 2);
+		uint16_t   *h = malloc(bytes);
 
 		if (h == NULL)
-			return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
-		for (size_t i = 0; i < n; i++)
+			rc = cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+		else
 		{
-			uint32_t	u;
-
-			memcpy(&u, (const float *) host + i, 4);
-			h[i] = (uint16_t) ((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+			ToBf16(host, h, n);
+			rc = cuda_upload(d.dev, h, bytes, err);
+			free(h);
 		}
-		d.dtype = CBLLM_BF16;
-		rc = cuda_alloc(&d.dev, n * 2, err);
-		if (rc == CBLLM_OK)
-			rc = cuda_upload(d.dev, h, n * 2, err);
-		free(h);
 	}
 	if (rc != CBLLM_OK)
 	{
@@ -132,7 +205,29 @@ Upload(cuda_ctx *c, const void *host, cbllm_dtype dt, size_t n, bool keep_f32, c
 		return rc;
 	}
 	c->w[c->n_w++] = d;
+	c->weight_bytes += bytes;
 	return CBLLM_OK;
+}
+
+/* Device bytes of the model's tensors (a tied lm_head counted once). */
+static size_t
+ModelDeviceBytes(const cbllm_model *m)
+{
+	const cbllm_model_config *cfg = &m->cfg;
+	size_t		b = 2 * (size_t) (m->embed.rows * m->embed.cols) + 4 * (size_t) cfg->hidden *
+		(1 + 2 * (size_t) cfg->n_layers);
+
+	if (!cfg->tie_embeddings)
+		b += 2 * (size_t) (m->lm_head.rows * m->lm_head.cols);
+	for (int l = 0; l < cfg->n_layers; l++)
+	{
+		const cbllm_layer *L = &m->layers[l];
+		const cbllm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+
+		for (int i = 0; i < 7; i++)
+			b += 2 * (size_t) (ws[i]->rows * ws[i]->cols);
+	}
+	return b;
 }
 
 /* Upload every matrix and norm of the model. */
@@ -140,10 +235,20 @@ static int
 UploadModel(cuda_ctx *c, const cbllm_model *m, cbllm_err *err)
 {
 	const cbllm_model_config *cfg = &m->cfg;
+	size_t		need = ModelDeviceBytes(m),
+				free_b = 0,
+				total_b = 0;
 	int			rc;
 
-#define UPW(w) Upload(c, (w).data, (w).dtype, (size_t) ((w).rows * (w).cols), false, err)
-#define UPN(p) Upload(c, (p), CBLLM_F32, (size_t) cfg->hidden, true, err)
+	if ((rc = cuda_mem_info(&free_b, &total_b, err)) != CBLLM_OK)
+		return rc;
+	if (need > free_b)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM,
+						  "the model's weights need %zu MiB on the GPU but only %zu MiB of %zu MiB are free; use a GPU with more memory or stop what else holds it",
+						  need >> 20, free_b >> 20, total_b >> 20);
+#define UPW(w) Upload(c, (w).data, (w).dummy_seed, (w).dummy_scale, (w).dtype, \
+					  (size_t) ((w).rows * (w).cols), false, err)
+#define UPN(p) Upload(c, (p), 0, 1.0f, CBLLM_F32, (size_t) cfg->hidden, true, err)
 	if ((rc = UPW(m->embed)) || (rc = UPW(m->lm_head)) || (rc = UPN(m->final_norm)))
 		return rc;
 	for (int l = 0; l < cfg->n_layers; l++)
@@ -157,7 +262,7 @@ UploadModel(cuda_ctx *c, const cbllm_model *m, cbllm_err *err)
 	}
 #undef UPW
 #undef UPN
-	return CBLLM_OK;
+	return cuda_stream_sync(NULL, err);	/* dummy fills run on the legacy stream */
 }
 
 static void *
@@ -165,7 +270,7 @@ CudaAlloc(cbllm_backend *be, size_t bytes)
 {
 	void	   *p = NULL;
 
-	return cuda_alloc(&p, bytes ? bytes : 4, NULL) == CBLLM_OK ? p : NULL;
+	return cuda_alloc(&p, bytes, NULL) == CBLLM_OK ? p : NULL;
 }
 
 static void
@@ -174,33 +279,38 @@ CudaFree(cbllm_backend *be, void *p)
 	cuda_free(p);
 }
 
-/* Upload the step's batch: tokens, positions, sequences, slots, block tables, RoPE angles. */
+/* The graph size a decode step of T tokens is padded to; 0 when it runs eagerly. */
 static int
-CudaBeginStep(cbllm_backend *be, const fwd_batch *b, cbllm_err *err)
+CudaGraphTokens(cbllm_backend *be, int T)
 {
 	cuda_ctx   *c = be->ctx;
+
+	if (c->no_graphs)
+		return 0;
+	for (int i = 0; i < c->n_sizes; i++)
+		if (c->sizes[i] >= T)
+			return c->sizes[i];
+	return 0;
+}
+
+/* Fill the staging buffers with the batch and copy them to the device. */
+static int
+UploadBatch(cuda_ctx *c, const fwd_batch *b, cbllm_err *err)
+{
 	int			T = b->n_tokens,
 				half = c->cfg.head_dim / 2;
 	int			need[b->n_seqs > 0 ? b->n_seqs : 1];
 	int			rc;
 
-	if (c->failed)
-	{
-		*err = c->err;
-		c->failed = 0;
-		return CBLLM_ERR_DEVICE;
-	}
-	if (T > c->max_tokens || b->n_seqs > c->max_seqs)
-		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "step exceeds the GPU workspace");
 	for (int s = 0; s < b->n_seqs; s++)
 		need[s] = 0;
 	for (int t = 0; t < T; t++)
 	{
 		int			blocks = b->pos[t] / c->block_size + 1;
 
-		if (b->pos[t] >= c->max_ctx)
-			return cbllm_fail(err, CBLLM_ERR_INTERNAL, "position %d exceeds the context of %d",
-							  b->pos[t], c->max_ctx);
+		if (b->pos[t] < 0 || b->pos[t] >= c->max_ctx || b->seq[t] < 0 || b->seq[t] >= b->n_seqs)
+			return cbllm_fail(err, CBLLM_ERR_INTERNAL, "token %d: position %d or sequence %d out of range",
+							  t, b->pos[t], b->seq[t]);
 		if (blocks > need[b->seq[t]])
 			need[b->seq[t]] = blocks;
 		for (int i = 0; i < half; i++)
@@ -211,29 +321,122 @@ CudaBeginStep(cbllm_backend *be, const fwd_batch *b, cbllm_err *err)
 			c->h_sin[(int64_t) t * half + i] = (float) sin(a);
 		}
 	}
+	memcpy(c->h_tokens, b->tokens, sizeof(int32_t) * T);
+	memcpy(c->h_pos, b->pos, sizeof(int32_t) * T);
+	memcpy(c->h_seq, b->seq, sizeof(int32_t) * T);
+	memcpy(c->h_slots, b->slot, sizeof(int64_t) * T);
+	memcpy(c->h_rows, b->rows, sizeof(int32_t) * b->n_rows);
 	for (int s = 0; s < b->n_seqs; s++)
 		memcpy(c->h_tables + (int64_t) s * c->max_blocks, b->block_tables[s],
 			   sizeof(int32_t) * need[s]);
-	if ((rc = cuda_upload(c->d_tokens, b->tokens, sizeof(int32_t) * T, err)) ||
-		(rc = cuda_upload(c->d_pos, b->pos, sizeof(int32_t) * T, err)) ||
-		(rc = cuda_upload(c->d_seq, b->seq, sizeof(int32_t) * T, err)) ||
-		(rc = cuda_upload(c->d_slots, b->slot, sizeof(int64_t) * T, err)) ||
-		(rc = cuda_upload(c->d_tables, c->h_tables,
-						  sizeof(int32_t) * (size_t) b->n_seqs * c->max_blocks, err)) ||
-		(rc = cuda_upload(c->d_cos, c->h_cos, sizeof(float) * (size_t) T * half, err)) ||
-		(rc = cuda_upload(c->d_sin, c->h_sin, sizeof(float) * (size_t) T * half, err)))
+	if ((rc = cuda_copy_async(c->d_tokens, c->h_tokens, sizeof(int32_t) * T, c->stream, err)) ||
+		(rc = cuda_copy_async(c->d_pos, c->h_pos, sizeof(int32_t) * T, c->stream, err)) ||
+		(rc = cuda_copy_async(c->d_seq, c->h_seq, sizeof(int32_t) * T, c->stream, err)) ||
+		(rc = cuda_copy_async(c->d_slots, c->h_slots, sizeof(int64_t) * T, c->stream, err)) ||
+		(rc = cuda_copy_async(c->d_rows, c->h_rows, sizeof(int32_t) * b->n_rows, c->stream, err)) ||
+		(rc = cuda_copy_async(c->d_tables, c->h_tables,
+							  sizeof(int32_t) * (size_t) b->n_seqs * c->max_blocks, c->stream, err)) ||
+		(rc = cuda_copy_async(c->d_cos, c->h_cos, sizeof(float) * (size_t) T * half, c->stream, err)) ||
+		(rc = cuda_copy_async(c->d_sin, c->h_sin, sizeof(float) * (size_t) T * half, c->stream, err)))
 		return rc;
 	return CBLLM_OK;
 }
+
+/* Upload the step's batch; for a graph step, start recording or prepare the replay. */
+static int
+CudaBeginStep(cbllm_backend *be, const fwd_batch *b, cbllm_err *err)
+{
+	cuda_ctx   *c = be->ctx;
+	int			rc;
+
+	c->mode = STEP_EAGER;
+	if ((rc = TakeFailure(c, err)) != CBLLM_OK)
+		return rc;
+	if (c->k_cache == NULL)
+		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "the GPU KV pool is not allocated");
+	if (b->n_tokens > c->max_tokens || b->n_seqs > c->max_seqs || b->n_rows > c->max_tokens)
+		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "step exceeds the GPU workspace");
+	if (c->swap_pending)
+	{
+		if ((rc = cuda_stream_wait(c->stream, c->ev_swap, err)) != CBLLM_OK)
+			return rc;
+		c->swap_pending = false;
+	}
+	if ((rc = UploadBatch(c, b, err)) != CBLLM_OK)
+		return rc;
+	if (!b->graph || c->no_graphs)
+		return CBLLM_OK;
+	for (c->graph_index = 0; c->graph_index < c->n_sizes; c->graph_index++)
+		if (c->sizes[c->graph_index] == b->n_tokens)
+			break;
+	if (c->graph_index == c->n_sizes)
+		return CBLLM_OK;
+	if (c->graphs[c->graph_index] != NULL)
+		c->mode = STEP_REPLAY;
+	else
+	{
+		if ((rc = cuda_capture_begin(c->stream, err)) != CBLLM_OK)
+		{
+			c->no_graphs = true;
+			return rc;
+		}
+		c->mode = STEP_RECORD;
+	}
+	return CBLLM_OK;
+}
+
+/* Finish the step: end a recording and replay the graph; report failures. */
+static int
+CudaEndStep(cbllm_backend *be, cbllm_err *err)
+{
+	cuda_ctx   *c = be->ctx;
+	step_mode	mode = c->mode;
+	int			rc = CBLLM_OK;
+
+	c->mode = STEP_EAGER;
+	if (mode == STEP_RECORD)
+	{
+		cuda_graph	g = NULL;
+		cbllm_err	end_err;
+
+		rc = cuda_capture_end(c->stream, &g, &end_err);
+		if (rc == CBLLM_OK && c->failed)
+		{
+			cuda_graph_destroy(g);
+			g = NULL;
+			rc = TakeFailure(c, err);
+		}
+		else if (rc != CBLLM_OK)
+			*err = end_err;
+		if (rc != CBLLM_OK)
+		{
+			/* the step did not run; the caller runs it again eagerly */
+			c->no_graphs = true;
+			return rc;
+		}
+		c->graphs[c->graph_index] = g;
+		mode = STEP_REPLAY;
+	}
+	if (mode == STEP_REPLAY)
+		rc = cuda_graph_launch(c->graphs[c->graph_index], c->stream, err);
+	if (rc == CBLLM_OK)
+		rc = TakeFailure(c, err);
+	return rc;
+}
+
+/* Whether an operation launches now (not during a replayed step). */
+#define LIVE(c) ((c)->mode != STEP_REPLAY)
 
 static void
 CudaEmbed(cbllm_backend *be, const cbllm_weight *emb, const fwd_batch *b, float *x)
 {
 	cuda_ctx   *c = be->ctx;
-	const dev_weight *d = Find(c, emb->data);
+	const dev_weight *d = FindWeight(c, emb);
 
-	Note(c, d ? cuda_embed(d->dev, d->dtype, (int) emb->cols, c->d_tokens, b->n_tokens, x, &c->err) :
-		 cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "embedding not on the GPU"));
+	if (LIVE(c))
+		Note(c, d ? cuda_embed(d->dev, d->dtype, (int) emb->cols, c->d_tokens, b->n_tokens, x,
+							   c->stream, &c->err) :
+			 cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "embedding not on the GPU"));
 }
 
 static void
@@ -241,10 +444,23 @@ CudaRmsnorm(cbllm_backend *be, const float *x, const float *w, int T, int dim, f
 			float *out)
 {
 	cuda_ctx   *c = be->ctx;
-	const dev_weight *d = Find(c, w);
+	const dev_weight *d = Find(c, w, 0);
 
-	Note(c, d ? cuda_rmsnorm(x, d->dev, T, dim, eps, out, &c->err) :
-		 cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "norm weights not on the GPU"));
+	if (LIVE(c))
+		Note(c, d ? cuda_rmsnorm(x, d->dev, T, dim, eps, out, c->stream, &c->err) :
+			 cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "norm weights not on the GPU"));
+}
+
+static void
+CudaAddRmsnorm(cbllm_backend *be, float *x, const float *y, const float *w, int T, int dim,
+			   float eps, float *out)
+{
+	cuda_ctx   *c = be->ctx;
+	const dev_weight *d = Find(c, w, 0);
+
+	if (LIVE(c))
+		Note(c, d ? cuda_add_rmsnorm(x, y, d->dev, T, dim, eps, out, c->stream, &c->err) :
+			 cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "norm weights not on the GPU"));
 }
 
 static void
@@ -253,12 +469,14 @@ CudaMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *
 {
 	cuda_ctx   *c = be->ctx;
 
+	if (!LIVE(c))
+		return;
 	for (int i = 0; i < n; i++)
 	{
-		const dev_weight *d = Find(c, w[i]->data);
+		const dev_weight *d = FindWeight(c, w[i]);
 
 		Note(c, d ? cuda_matmul(c->blas, d->dev, d->dtype, (int) w[i]->rows, (int) w[i]->cols, x,
-								T, c->d_xh, y[i], &c->err) :
+								T, c->d_xh, y[i], c->stream, &c->err) :
 			 cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "a weight is not on the GPU"));
 	}
 }
@@ -268,7 +486,8 @@ CudaRope(cbllm_backend *be, float *x, int T, int n_heads, const fwd_batch *b)
 {
 	cuda_ctx   *c = be->ctx;
 
-	Note(c, cuda_rope(x, c->d_cos, c->d_sin, T, n_heads, c->cfg.head_dim, &c->err));
+	if (LIVE(c))
+		Note(c, cuda_rope(x, c->d_cos, c->d_sin, T, n_heads, c->cfg.head_dim, c->stream, &c->err));
 }
 
 static void
@@ -276,10 +495,11 @@ CudaKvStore(cbllm_backend *be, kv_cache *kv, int layer, const float *k, const fl
 			const fwd_batch *b)
 {
 	cuda_ctx   *c = be->ctx;
-	int64_t		off = (int64_t) layer * c->n_blocks * c->block_floats;
+	int64_t		off = (int64_t) layer * (c->n_blocks + 1) * c->block_elems;
 
-	Note(c, cuda_kv_store(c->k_cache + off, c->v_cache + off, k, v, c->d_slots, b->n_tokens,
-						  (int64_t) c->cfg.n_kv_heads * c->cfg.head_dim, &c->err));
+	if (LIVE(c))
+		Note(c, cuda_kv_store(c->k_cache + off, c->v_cache + off, k, v, c->d_slots, b->n_tokens,
+							  (int64_t) c->cfg.n_kv_heads * c->cfg.head_dim, c->stream, &c->err));
 }
 
 static void
@@ -287,12 +507,13 @@ CudaAttention(cbllm_backend *be, const kv_cache *kv, int layer, const float *q,
 			  const fwd_batch *b, float *out)
 {
 	cuda_ctx   *c = be->ctx;
-	int64_t		off = (int64_t) layer * c->n_blocks * c->block_floats;
+	int64_t		off = (int64_t) layer * (c->n_blocks + 1) * c->block_elems;
 
-	Note(c, cuda_attention(q, c->k_cache + off, c->v_cache + off, c->d_tables, c->max_blocks,
-						   c->d_pos, c->d_seq, b->n_tokens, c->cfg.n_heads, c->cfg.n_kv_heads,
-						   c->cfg.head_dim, c->block_size, c->cfg.sliding_window, c->max_ctx,
-						   out, &c->err));
+	if (LIVE(c))
+		Note(c, cuda_attention(q, c->k_cache + off, c->v_cache + off, c->d_tables, c->max_blocks,
+							   c->d_pos, c->d_seq, b->n_tokens, c->cfg.n_heads, c->cfg.n_kv_heads,
+							   c->cfg.head_dim, c->block_size, c->cfg.sliding_window, c->max_ctx,
+							   out, c->stream, &c->err));
 }
 
 static void
@@ -300,7 +521,8 @@ CudaSiluMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
 {
 	cuda_ctx   *c = be->ctx;
 
-	Note(c, cuda_silu_mul(gate, up, n, &c->err));
+	if (LIVE(c))
+		Note(c, cuda_silu_mul(gate, up, n, c->stream, &c->err));
 }
 
 static void
@@ -308,55 +530,108 @@ CudaAdd(cbllm_backend *be, float *x, const float *y, int64_t n)
 {
 	cuda_ctx   *c = be->ctx;
 
-	Note(c, cuda_add(x, y, n, &c->err));
+	if (LIVE(c))
+		Note(c, cuda_add(x, y, n, c->stream, &c->err));
 }
 
+/* The rows are the step's rows, already on the device (begin_step). */
 static void
 CudaGatherRows(cbllm_backend *be, const float *x, const int32_t *rows, int n, int dim, float *out)
 {
 	cuda_ctx   *c = be->ctx;
 
-	for (int i = 0; i < n; i++)
-		Note(c, cuda_copy(out + (int64_t) i * dim, x + (int64_t) rows[i] * dim,
-						  sizeof(float) * dim, &c->err));
+	if (LIVE(c))
+		Note(c, cuda_gather_rows(x, c->d_rows, n, dim, out, c->stream, &c->err));
 }
 
-/* Copy device memory to the host; reports any failure of the step's operations. */
+/* Draw each row's token on the device; only the ids come back. */
+static int
+CudaSample(cbllm_backend *be, const float *logits, int n_rows, int vocab,
+		   const backend_sample_params *p, int32_t *tokens, cbllm_err *err)
+{
+	cuda_ctx   *c = be->ctx;
+	int			rc;
+
+	if ((rc = TakeFailure(c, err)) != CBLLM_OK)
+		return rc;
+	if (n_rows > c->max_tokens)
+		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "%d rows exceed the GPU workspace", n_rows);
+	for (int r = 0; r < n_rows; r++)
+	{
+		c->h_sample[r].temperature = p[r].temperature;
+		c->h_sample[r].top_p = p[r].top_p;
+		c->h_sample[r].top_k = p[r].top_k;
+		c->h_sample[r].u = p[r].u;
+	}
+	if ((rc = cuda_copy_async(c->d_sample, c->h_sample, sizeof(cuda_sample_params) * n_rows,
+							  c->stream, err)) ||
+		(rc = cuda_sample(logits, n_rows, vocab, c->d_sample, c->d_sampled, c->stream, err)) ||
+		(rc = cuda_copy_async(c->h_sampled, c->d_sampled, sizeof(int32_t) * n_rows, c->stream,
+							  err)) ||
+		(rc = cuda_stream_sync(c->stream, err)))
+		return rc;
+	memcpy(tokens, c->h_sampled, sizeof(int32_t) * n_rows);
+	return CBLLM_OK;
+}
+
+/* Copy device memory to the host once the step is done; reports any failure of its operations. */
 static int
 CudaDownload(cbllm_backend *be, const float *src, float *dst, size_t n, cbllm_err *err)
 {
 	cuda_ctx   *c = be->ctx;
+	int			rc;
 
-	if (c->failed)
-	{
-		*err = c->err;
-		c->failed = 0;
-		return CBLLM_ERR_DEVICE;
-	}
-	return cuda_download(dst, src, sizeof(float) * n, err);
+	if ((rc = TakeFailure(c, err)) != CBLLM_OK ||
+		(rc = cuda_copy_async(dst, src, sizeof(float) * n, c->stream, err)) ||
+		(rc = cuda_stream_sync(c->stream, err)))
+		return rc;
+	return CBLLM_OK;
 }
 
-/* Blocks between the device cache and host swap space, layer by layer. */
+/*
+ * Blocks between the device pool and the host swap area, layer by layer, on
+ * the swap stream: after the compute stream's work so far, and before the
+ * next step's (begin_step waits for ev_swap).
+ */
 static int
 CudaSwap(cuda_ctx *c, swap_space *sw, const int32_t *blocks, const int32_t *ids, int n,
 		 bool out, cbllm_err *err)
 {
-	size_t		bytes = sizeof(float) * c->block_floats;
+	size_t		bytes = sizeof(uint16_t) * c->block_elems;
+	int			rc;
 
+	if (2 * c->block_elems > sw->block_floats / c->cfg.n_layers * 2)
+		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "swap blocks are smaller than GPU blocks");
+	if (c->swap_pinned != sw->k && sw->n_blocks > 0)
+	{
+		size_t		area = sizeof(float) * (size_t) sw->n_blocks * sw->block_floats;
+
+		/* page-locked memory makes the copies asynchronous; without it they still work */
+		if (cuda_host_register(sw->k, area, err) == CBLLM_OK &&
+			cuda_host_register(sw->v, area, err) == CBLLM_OK)
+			c->swap_pinned = sw->k;
+	}
+	if ((rc = cuda_event_record(c->ev_compute, c->stream, err)) ||
+		(rc = cuda_stream_wait(c->swap_stream, c->ev_compute, err)))
+		return rc;
 	for (int i = 0; i < n; i++)
 		for (int l = 0; l < c->cfg.n_layers; l++)
 		{
-			int64_t		doff = ((int64_t) l * c->n_blocks + blocks[i]) * c->block_floats;
-			int64_t		hoff = ids[i] * sw->block_floats + (int64_t) l * c->block_floats;
-			int			rc = out ?
-				cuda_download(sw->k + hoff, c->k_cache + doff, bytes, err) ||
-				cuda_download(sw->v + hoff, c->v_cache + doff, bytes, err) :
-				cuda_upload(c->k_cache + doff, sw->k + hoff, bytes, err) ||
-				cuda_upload(c->v_cache + doff, sw->v + hoff, bytes, err);
+			int64_t		doff = ((int64_t) l * (c->n_blocks + 1) + blocks[i]) * c->block_elems;
+			char	   *hk = (char *) (sw->k + (int64_t) ids[i] * sw->block_floats) + (size_t) l * bytes;
+			char	   *hv = (char *) (sw->v + (int64_t) ids[i] * sw->block_floats) + (size_t) l * bytes;
 
+			rc = out ?
+				cuda_copy_async(hk, c->k_cache + doff, bytes, c->swap_stream, err) ||
+				cuda_copy_async(hv, c->v_cache + doff, bytes, c->swap_stream, err) :
+				cuda_copy_async(c->k_cache + doff, hk, bytes, c->swap_stream, err) ||
+				cuda_copy_async(c->v_cache + doff, hv, bytes, c->swap_stream, err);
 			if (rc)
 				return CBLLM_ERR_DEVICE;
 		}
+	if ((rc = cuda_event_record(c->ev_swap, c->swap_stream, err)) != CBLLM_OK)
+		return rc;
+	c->swap_pending = true;
 	return CBLLM_OK;
 }
 
@@ -385,6 +660,12 @@ CudaDestroy(cbllm_backend *be)
 	c = be->ctx;
 	if (c != NULL)
 	{
+		if (c->stream != NULL)
+			(void) cuda_stream_sync(c->stream, NULL);
+		if (c->swap_stream != NULL)
+			(void) cuda_stream_sync(c->swap_stream, NULL);
+		for (int i = 0; i < c->n_sizes; i++)
+			cuda_graph_destroy(c->graphs[i]);
 		for (int i = 0; i < c->n_w; i++)
 			cuda_free(c->w[i].dev);
 		free(c->w);
@@ -394,21 +675,84 @@ CudaDestroy(cbllm_backend *be)
 		cuda_free(c->d_pos);
 		cuda_free(c->d_seq);
 		cuda_free(c->d_slots);
+		cuda_free(c->d_rows);
 		cuda_free(c->d_tables);
 		cuda_free(c->d_cos);
 		cuda_free(c->d_sin);
 		cuda_free(c->d_xh);
-		free(c->h_tables);
-		free(c->h_cos);
-		free(c->h_sin);
+		cuda_free(c->d_sample);
+		cuda_free(c->d_sampled);
+		cuda_host_free(c->h_tokens);
+		cuda_host_free(c->h_pos);
+		cuda_host_free(c->h_seq);
+		cuda_host_free(c->h_slots);
+		cuda_host_free(c->h_rows);
+		cuda_host_free(c->h_tables);
+		cuda_host_free(c->h_cos);
+		cuda_host_free(c->h_sin);
+		cuda_host_free(c->h_sample);
+		cuda_host_free(c->h_sampled);
 		free(c->inv_freq);
+		cuda_event_destroy(c->ev_compute);
+		cuda_event_destroy(c->ev_swap);
+		cuda_stream_destroy(c->stream);
+		cuda_stream_destroy(c->swap_stream);
 		cuda_blas_destroy(c->blas);
 		free(c);
 	}
 	free(be);
 }
 
-/* Create the GPU backend: upload the model, allocate the KV pool and the step buffers. */
+/* Device and page-locked buffers of the step. */
+static int
+AllocStepBuffers(cuda_ctx *c, cbllm_err *err)
+{
+	size_t		T = (size_t) c->max_tokens,
+				half = (size_t) c->cfg.head_dim / 2,
+				tables = (size_t) c->max_seqs * c->max_blocks;
+	int64_t		max_k = c->cfg.intermediate > c->cfg.hidden ? c->cfg.intermediate : c->cfg.hidden;
+	int			rc;
+
+	if ((int64_t) c->cfg.n_heads * c->cfg.head_dim > max_k)
+		max_k = (int64_t) c->cfg.n_heads * c->cfg.head_dim;
+	if ((rc = cuda_alloc((void **) &c->d_tokens, sizeof(int32_t) * T, err)) ||
+		(rc = cuda_alloc((void **) &c->d_pos, sizeof(int32_t) * T, err)) ||
+		(rc = cuda_alloc((void **) &c->d_seq, sizeof(int32_t) * T, err)) ||
+		(rc = cuda_alloc((void **) &c->d_slots, sizeof(int64_t) * T, err)) ||
+		(rc = cuda_alloc((void **) &c->d_rows, sizeof(int32_t) * T, err)) ||
+		(rc = cuda_alloc((void **) &c->d_tables, sizeof(int32_t) * tables, err)) ||
+		(rc = cuda_alloc((void **) &c->d_cos, sizeof(float) * T * half, err)) ||
+		(rc = cuda_alloc((void **) &c->d_sin, sizeof(float) * T * half, err)) ||
+		(rc = cuda_alloc(&c->d_xh, 2 * T * (size_t) max_k, err)) ||
+		(rc = cuda_alloc((void **) &c->d_sample, sizeof(cuda_sample_params) * T, err)) ||
+		(rc = cuda_alloc((void **) &c->d_sampled, sizeof(int32_t) * T, err)) ||
+		(rc = cuda_host_alloc((void **) &c->h_tokens, sizeof(int32_t) * T, err)) ||
+		(rc = cuda_host_alloc((void **) &c->h_pos, sizeof(int32_t) * T, err)) ||
+		(rc = cuda_host_alloc((void **) &c->h_seq, sizeof(int32_t) * T, err)) ||
+		(rc = cuda_host_alloc((void **) &c->h_slots, sizeof(int64_t) * T, err)) ||
+		(rc = cuda_host_alloc((void **) &c->h_rows, sizeof(int32_t) * T, err)) ||
+		(rc = cuda_host_alloc((void **) &c->h_tables, sizeof(int32_t) * tables, err)) ||
+		(rc = cuda_host_alloc((void **) &c->h_cos, sizeof(float) * T * half, err)) ||
+		(rc = cuda_host_alloc((void **) &c->h_sin, sizeof(float) * T * half, err)) ||
+		(rc = cuda_host_alloc((void **) &c->h_sample, sizeof(cuda_sample_params) * T, err)) ||
+		(rc = cuda_host_alloc((void **) &c->h_sampled, sizeof(int32_t) * T, err)))
+		return rc;
+	memset(c->h_tables, 0, sizeof(int32_t) * tables);
+	return CBLLM_OK;
+}
+
+/* The padded decode sizes: 1, 2, 4, 8, then every multiple of 8 up to max_seqs. */
+static void
+GraphSizes(cuda_ctx *c)
+{
+	int			lim = c->max_seqs < c->max_tokens ? c->max_seqs : c->max_tokens;
+
+	c->n_sizes = 0;
+	for (int s = 1; s <= lim && c->n_sizes < MAX_GRAPH_SIZES; s = s < 8 ? 2 * s : s + 8)
+		c->sizes[c->n_sizes++] = s;
+}
+
+/* Create the GPU backend: upload the model and allocate the step buffers. */
 int
 cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err *err)
 {
@@ -416,8 +760,6 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	cbllm_backend *be = calloc(1, sizeof(*be));
 	cuda_ctx   *c = calloc(1, sizeof(*c));
 	int			half = cfg->head_dim / 2;
-	int64_t		max_k = cfg->intermediate > cfg->hidden ? cfg->intermediate : cfg->hidden;
-	size_t		cache;
 	int			rc;
 
 	if (be == NULL || c == NULL)
@@ -433,38 +775,27 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 		return cbllm_fail(err, CBLLM_ERR_DEVICE, "no CUDA device is available");
 	}
 	c->cfg = *cfg;
-	c->n_blocks = p->n_kv_blocks;
 	c->block_size = p->block_size;
-	c->block_floats = (int64_t) p->block_size * cfg->n_kv_heads * cfg->head_dim;
+	c->block_elems = (int64_t) p->block_size * cfg->n_kv_heads * cfg->head_dim;
 	c->max_tokens = p->max_tokens;
 	c->max_seqs = p->max_seqs;
 	c->max_ctx = p->max_ctx;
 	c->max_blocks = (p->max_ctx + p->block_size - 1) / p->block_size;
-	if ((int64_t) cfg->n_heads * cfg->head_dim > max_k)
-		max_k = (int64_t) cfg->n_heads * cfg->head_dim;
-	cache = sizeof(float) * (size_t) cfg->n_layers * c->n_blocks * c->block_floats;
-	if ((rc = cuda_blas_create(&c->blas, err)) ||
-		(rc = UploadModel(c, p->model, err)) ||
-		(rc = cuda_alloc((void **) &c->k_cache, cache, err)) ||
-		(rc = cuda_alloc((void **) &c->v_cache, cache, err)) ||
-		(rc = cuda_alloc((void **) &c->d_tokens, sizeof(int32_t) * p->max_tokens, err)) ||
-		(rc = cuda_alloc((void **) &c->d_pos, sizeof(int32_t) * p->max_tokens, err)) ||
-		(rc = cuda_alloc((void **) &c->d_seq, sizeof(int32_t) * p->max_tokens, err)) ||
-		(rc = cuda_alloc((void **) &c->d_slots, sizeof(int64_t) * p->max_tokens, err)) ||
-		(rc = cuda_alloc((void **) &c->d_tables,
-						 sizeof(int32_t) * (size_t) p->max_seqs * c->max_blocks, err)) ||
-		(rc = cuda_alloc((void **) &c->d_cos, sizeof(float) * (size_t) p->max_tokens * half, err)) ||
-		(rc = cuda_alloc((void **) &c->d_sin, sizeof(float) * (size_t) p->max_tokens * half, err)) ||
-		(rc = cuda_alloc(&c->d_xh, 2 * (size_t) p->max_tokens * max_k, err)))
+	c->no_graphs = p->no_graphs;
+	GraphSizes(c);
+	if ((rc = UploadModel(c, p->model, err)) ||
+		(rc = cuda_blas_create(&c->blas, err)) ||
+		(rc = cuda_stream_create(&c->stream, err)) ||
+		(rc = cuda_stream_create(&c->swap_stream, err)) ||
+		(rc = cuda_event_create(&c->ev_compute, err)) ||
+		(rc = cuda_event_create(&c->ev_swap, err)) ||
+		(rc = AllocStepBuffers(c, err)))
 	{
 		CudaDestroy(be);
 		return rc;
 	}
-	c->h_tables = calloc((size_t) p->max_seqs * c->max_blocks, sizeof(int32_t));
-	c->h_cos = malloc(sizeof(float) * (size_t) p->max_tokens * half);
-	c->h_sin = malloc(sizeof(float) * (size_t) p->max_tokens * half);
 	c->inv_freq = malloc(sizeof(double) * half);
-	if (!c->h_tables || !c->h_cos || !c->h_sin || !c->inv_freq)
+	if (c->inv_freq == NULL)
 	{
 		CudaDestroy(be);
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
@@ -472,9 +803,13 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	for (int i = 0; i < half; i++)
 		c->inv_freq[i] = 1.0 / pow((double) cfg->rope_theta, (2.0 * i) / cfg->head_dim);
 	be->name = "cuda";
+	be->kv_elem_bytes = sizeof(uint16_t);
+	be->pad_block = -1;			/* set with the pool */
 	be->alloc = CudaAlloc;
 	be->free = CudaFree;
+	be->graph_tokens = CudaGraphTokens;
 	be->begin_step = CudaBeginStep;
+	be->end_step = CudaEndStep;
 	be->embed = CudaEmbed;
 	be->rmsnorm = CudaRmsnorm;
 	be->matmul = CudaMatmul;
@@ -483,11 +818,70 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	be->attention = CudaAttention;
 	be->silu_mul = CudaSiluMul;
 	be->add = CudaAdd;
+	be->add_rmsnorm = CudaAddRmsnorm;
 	be->gather_rows = CudaGatherRows;
+	be->sample = CudaSample;
 	be->swap_out = CudaSwapOut;
 	be->swap_in = CudaSwapIn;
 	be->download = CudaDownload;
 	be->destroy = CudaDestroy;
 	*out = be;
+	return CBLLM_OK;
+}
+
+/* Device bytes of one KV block over all layers, keys and values. */
+static size_t
+BlockBytes(const cuda_ctx *c)
+{
+	return 2 * sizeof(uint16_t) * (size_t) c->cfg.n_layers * c->block_elems;
+}
+
+int
+cuda_backend_kv_blocks(cbllm_backend *be, double utilization, int *n_blocks, cbllm_err *err)
+{
+	cuda_ctx   *c = be->ctx;
+	size_t		free_b = 0,
+				total_b = 0,
+				used,
+				allowed,
+				blocks;
+	int			rc;
+
+	if ((rc = cuda_mem_info(&free_b, &total_b, err)) != CBLLM_OK)
+		return rc;
+	used = total_b - free_b;
+	allowed = (size_t) (utilization * (double) total_b);
+	blocks = allowed > used ? (allowed - used) / BlockBytes(c) : 0;
+	if (blocks < 2)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM,
+						  "no GPU memory is left for the KV cache: %zu MiB of %zu MiB are in use (the weights take %zu MiB) and gpu_memory_utilization %g allows %zu MiB; raise cbllm.gpu_memory_utilization or lower cbllm.max_num_batched_tokens",
+						  used >> 20, total_b >> 20, c->weight_bytes >> 20, utilization,
+						  allowed >> 20);
+	blocks -= 1;				/* the pad block */
+	*n_blocks = blocks > (size_t) 0x7fffffff ? 0x7fffffff : (int) blocks;
+	return CBLLM_OK;
+}
+
+int
+cuda_backend_alloc_kv(cbllm_backend *be, int n_blocks, cbllm_err *err)
+{
+	cuda_ctx   *c = be->ctx;
+	size_t		half_bytes = BlockBytes(c) / 2 * (size_t) (n_blocks + 1);
+	int			rc;
+
+	if ((rc = cuda_alloc((void **) &c->k_cache, half_bytes, err)) ||
+		(rc = cuda_alloc((void **) &c->v_cache, half_bytes, err)))
+	{
+		char		msg[CBLLM_ERR_MSG_LEN];
+
+		snprintf(msg, sizeof(msg), "%s", err->msg);
+		cuda_free(c->k_cache);
+		c->k_cache = NULL;
+		return cbllm_fail(err, CBLLM_ERR_NOMEM,
+						  "the KV cache of %d blocks does not fit on the GPU: %s; lower cbllm.kv_cache_size or leave it 0 to size it from cbllm.gpu_memory_utilization",
+						  n_blocks, msg);
+	}
+	c->n_blocks = n_blocks;
+	be->pad_block = n_blocks;
 	return CBLLM_OK;
 }

@@ -1,9 +1,18 @@
 /*
  * backend_cuda.h: the compute backend table on an NVIDIA GPU (backend.h),
- * built from the kernels of cuda_ops.h.  Weights are uploaded once (F32
- * checkpoints as BF16, F16 and BF16 as stored); the KV pool lives on the
- * device with the same block layout as the engine's kv_cache; the swap area
- * stays in host memory.
+ * built from the kernels of cuda_ops.h.
+ *
+ *   cuda_backend_create     upload the weights (F32 checkpoints as BF16, F16
+ *                           and BF16 as stored, dummy weights generated on
+ *                           the device) and allocate the step workspace
+ *   cuda_backend_kv_blocks  how many KV blocks fit the memory budget
+ *   cuda_backend_alloc_kv   allocate the KV pool (bf16, the engine's block
+ *                           layout, plus one pad block for graph padding)
+ *
+ * Steps run on one stream; decode steps are recorded once per padded batch
+ * size as CUDA graphs and replayed.  Swap copies run on their own stream
+ * between the device pool and the page-locked host swap area, ordered
+ * against the compute stream with events.
  */
 #ifndef CBLLM_BACKEND_CUDA_H
 #define CBLLM_BACKEND_CUDA_H
@@ -16,10 +25,21 @@ typedef struct cuda_backend_params
 	int			max_tokens;		/* most tokens in one step */
 	int			max_seqs;		/* most sequences in one step */
 	int			max_ctx;		/* longest sequence */
-	int			n_kv_blocks;	/* KV pool size, as the engine's kv_cache */
 	int			block_size;
+	bool		no_graphs;		/* run decode steps eagerly */
 } cuda_backend_params;
 
 int			cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err *err);
+
+/*
+ * KV blocks that fit in utilization * total device memory once the weights,
+ * the workspace and whatever else holds device memory are counted; an error
+ * naming the setting to change when none fit.
+ */
+int			cuda_backend_kv_blocks(cbllm_backend *be, double utilization, int *n_blocks,
+								   cbllm_err *err);
+
+/* Allocate the KV pool of n_blocks blocks (and the pad block). */
+int			cuda_backend_alloc_kv(cbllm_backend *be, int n_blocks, cbllm_err *err);
 
 #endif

@@ -1,96 +1,170 @@
 /*
- * cuda_attention.cu: causal attention over the paged KV cache, for decode
- * tokens and prefill chunks alike.  One block per (token, head): its threads
- * score every visible key (read through the sequence's block table) into
- * shared memory, the block takes the max and the sum, and then each thread
- * accumulates some of the head's dimensions over the keys.  GQA: head h
- * reads KV head h / (n_heads / n_kv_heads).
+ * cuda_attention.cu: causal attention over the paged bf16 KV cache, for
+ * decode tokens and prefill chunks alike.  One block of ATT_WARPS warps per
+ * (token, head), in one pass over the sequence's block table:
+ *
+ *   1. scores: each warp takes every ATT_WARPS-th visible key; its lanes
+ *      read the key row together (lane l holds dims l, l + 32, ...), and a
+ *      shuffle tree sums the dot product into shared memory;
+ *   2. softmax: a block-wide max and sum over the scores;
+ *   3. values: each warp accumulates its keys' value rows weighted by the
+ *      scores (lanes again over dims), and the warps' partial sums are added
+ *      through shared memory.
+ *
+ * GQA: head h reads KV head h / (n_heads / n_kv_heads).  The shared memory
+ * holds the scores of up to max_ctx keys, so one launch fits every batch of
+ * the same token count, which lets CUDA graphs replay it.
  */
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <math.h>
 
 #include "block_reduce.cuh"
 #include "cuda_ops.h"
+#include "launch.cuh"
 
-#define ATT_THREADS 128
+#define ATT_WARPS 4
+#define ATT_THREADS (ATT_WARPS * 32)
+#define ATT_MAX_DPL 8			/* dims per lane: head_dim <= 256 */
+
+/* Cache offset (in elements) of position j of a sequence with block table table. */
+__device__ static inline int64_t
+Slot(const int32_t *table, int j, int block_size)
+{
+	return (int64_t) table[j / block_size] * block_size + j % block_size;
+}
 
 __global__ static void
-AttentionKernel(const float *q, const float *k_cache, const float *v_cache,
+AttentionKernel(const float *q, const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
 				const int32_t *tables, int max_blocks, const int32_t *pos, const int32_t *seq,
 				int n_heads, int n_kv_heads, int head_dim, int block_size, int window,
-				float scale, float *out)
+				int score_cap, float scale, float *out)
 {
-	extern __shared__ float scores[];	/* (max_ctx) */
+	CBLLM_DYN_SHARED(float, smem);
+	float	   *scores = smem;	/* (score_cap) */
+	float	   *partial = smem + score_cap; /* (ATT_WARPS, head_dim) */
 	int			t = blockIdx.x / n_heads,
 				h = blockIdx.x % n_heads;
 	int			kvh = h / (n_heads / n_kv_heads);
+	int			lane = threadIdx.x % 32,
+				warp = threadIdx.x / 32;
 	int			p = pos[t];
 	int			first = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
 	const int32_t *table = tables + (int64_t) seq[t] * max_blocks;
 	const float *qv = q + ((int64_t) t * n_heads + h) * head_dim;
-	int64_t		stride = (int64_t) n_kv_heads * head_dim;	/* floats between positions */
+	int64_t		stride = (int64_t) n_kv_heads * head_dim;	/* elements between positions */
+	float		qr[ATT_MAX_DPL],
+				acc[ATT_MAX_DPL];
 	float		mx = -INFINITY,
 				sum = 0;
 
-	for (int j = first + threadIdx.x; j <= p; j += blockDim.x)
+#pragma unroll
+	for (int i = 0; i < ATT_MAX_DPL; i++)
 	{
-		const float *kr = k_cache + ((int64_t) table[j / block_size] * block_size + j % block_size) *
-			stride + (int64_t) kvh * head_dim;
+		int			d = lane + 32 * i;
+
+		qr[i] = d < head_dim ? qv[d] * scale : 0.0f;
+		acc[i] = 0.0f;
+	}
+	/* 1. scores of the visible keys */
+	for (int j = first + warp; j <= p; j += ATT_WARPS)
+	{
+		const __nv_bfloat16 *kr = k_cache + Slot(table, j, block_size) * stride +
+			(int64_t) kvh * head_dim;
 		float		s = 0;
 
-		for (int d = 0; d < head_dim; d++)
-			s += qv[d] * kr[d];
-		scores[j - first] = s * scale;
-		mx = fmaxf(mx, s * scale);
+#pragma unroll
+		for (int i = 0; i < ATT_MAX_DPL; i++)
+		{
+			int			d = lane + 32 * i;
+
+			if (d < head_dim)
+				s += qr[i] * __bfloat162float(kr[d]);
+		}
+		for (int o = 16; o > 0; o /= 2)
+			s += __shfl_xor_sync(0xffffffff, s, o);
+		if (lane == 0)
+			scores[j - first] = s;
 	}
+	__syncthreads();
+	/* 2. softmax */
+	for (int j = first + (int) threadIdx.x; j <= p; j += ATT_THREADS)
+		mx = fmaxf(mx, scores[j - first]);
 	mx = BlockReduce<ATT_THREADS, true>(mx);
-	for (int j = first + threadIdx.x; j <= p; j += blockDim.x)
+	for (int j = first + (int) threadIdx.x; j <= p; j += ATT_THREADS)
 	{
 		float		e = expf(scores[j - first] - mx);
 
 		scores[j - first] = e;
 		sum += e;
 	}
-	sum = BlockReduce<ATT_THREADS, false>(sum);
-	for (int d = threadIdx.x; d < head_dim; d += blockDim.x)
+	sum = BlockReduce<ATT_THREADS, false>(sum);	/* its barrier publishes the exponentials */
+	/* 3. weighted values, each warp over its keys */
+	for (int j = first + warp; j <= p; j += ATT_WARPS)
 	{
-		float		acc = 0;
+		const __nv_bfloat16 *vr = v_cache + Slot(table, j, block_size) * stride +
+			(int64_t) kvh * head_dim;
+		float		w = scores[j - first];
 
-		for (int j = first; j <= p; j++)
-			acc += scores[j - first] *
-				v_cache[((int64_t) table[j / block_size] * block_size + j % block_size) * stride +
-						(int64_t) kvh * head_dim + d];
-		out[((int64_t) t * n_heads + h) * head_dim + d] = acc / sum;
+#pragma unroll
+		for (int i = 0; i < ATT_MAX_DPL; i++)
+		{
+			int			d = lane + 32 * i;
+
+			if (d < head_dim)
+				acc[i] += w * __bfloat162float(vr[d]);
+		}
+	}
+#pragma unroll
+	for (int i = 0; i < ATT_MAX_DPL; i++)
+	{
+		int			d = lane + 32 * i;
+
+		if (d < head_dim)
+			partial[warp * head_dim + d] = acc[i];
+	}
+	__syncthreads();
+	for (int d = threadIdx.x; d < head_dim; d += ATT_THREADS)
+	{
+		float		v = 0;
+
+		for (int w = 0; w < ATT_WARPS; w++)
+			v += partial[w * head_dim + d];
+		out[((int64_t) t * n_heads + h) * head_dim + d] = v / sum;
 	}
 }
 
 extern "C" int
-cuda_attention(const float *d_q, const float *d_k_cache, const float *d_v_cache,
+cuda_attention(const float *d_q, const uint16_t *d_k_cache, const uint16_t *d_v_cache,
 			   const int32_t *d_tables, int max_blocks, const int32_t *d_pos,
 			   const int32_t *d_seq, int T, int n_heads, int n_kv_heads, int head_dim,
-			   int block_size, int sliding_window, int max_ctx, float *d_out, cbllm_err *err)
+			   int block_size, int sliding_window, int max_ctx, float *d_out, cuda_stream s,
+			   cbllm_err *err)
 {
-	size_t		shared = sizeof(float) * (size_t) (sliding_window > 0 && sliding_window < max_ctx ?
-													sliding_window : max_ctx);
+	int			cap = sliding_window > 0 && sliding_window < max_ctx ? sliding_window : max_ctx;
+	size_t		shared = sizeof(float) * ((size_t) cap + (size_t) ATT_WARPS * head_dim);
 	cudaError_t e;
 
 	if (T <= 0)
 		return CBLLM_OK;
+	if (head_dim > 32 * ATT_MAX_DPL || n_kv_heads <= 0 || n_heads % n_kv_heads != 0)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "cuda_attention: head_dim %d with %d heads and %d KV heads is not supported (head_dim at most %d)",
+						  head_dim, n_heads, n_kv_heads, 32 * ATT_MAX_DPL);
 	if (shared > 200 * 1024)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "cuda_attention: a context of %d positions exceeds the kernel's shared memory",
+						  "cuda_attention: a context of %d positions exceeds the kernel's shared memory; lower max_model_len",
 						  max_ctx);
 	if (shared > 48 * 1024 &&
 		(e = cudaFuncSetAttribute(AttentionKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
 								  (int) shared)) != cudaSuccess)
 		return cbllm_fail(err, CBLLM_ERR_DEVICE, "CUDA attention set-up failed: %s",
 						  cudaGetErrorString(e));
-	AttentionKernel<<<T * n_heads, ATT_THREADS, shared>>>(d_q, d_k_cache, d_v_cache, d_tables,
-														  max_blocks, d_pos, d_seq, n_heads,
-														  n_kv_heads, head_dim, block_size,
-														  sliding_window,
-														  1.0f / sqrtf((float) head_dim), d_out);
+	CBLLM_LAUNCH(AttentionKernel, T * n_heads, ATT_THREADS, shared, s, d_q,
+				 (const __nv_bfloat16 *) d_k_cache, (const __nv_bfloat16 *) d_v_cache, d_tables,
+				 max_blocks, d_pos, d_seq, n_heads, n_kv_heads, head_dim, block_size,
+				 sliding_window, cap, 1.0f / sqrtf((float) head_dim), d_out);
 	if ((e = cudaGetLastError()) != cudaSuccess)
 		return cbllm_fail(err, CBLLM_ERR_DEVICE, "CUDA attention failed: %s", cudaGetErrorString(e));
 	return CBLLM_OK;

@@ -8,7 +8,19 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <stdlib.h>
+
 #include "cuda_ops.h"
+#include "launch.cuh"
+
+#define BLAS_WORKSPACE (32u << 20)
+
+/* A cuBLAS handle with a workspace of its own: no allocation happens inside a graph capture. */
+typedef struct BlasCtx
+{
+	cublasHandle_t h;
+	void	   *ws;
+} BlasCtx;
 
 /* f32 -> bf16/f16, grid-stride. */
 __global__ static void
@@ -33,17 +45,36 @@ CheckBlas(cublasStatus_t s, const char *what, cbllm_err *err)
 	return cbllm_fail(err, CBLLM_ERR_DEVICE, "cuBLAS %s failed with status %d", what, (int) s);
 }
 
-extern "C" int
-cuda_blas_create(void **handle, cbllm_err *err)
-{
-	return CheckBlas(cublasCreate((cublasHandle_t *) handle), "create", err);
-}
-
 extern "C" void
 cuda_blas_destroy(void *handle)
 {
-	if (handle != NULL)
-		(void) cublasDestroy((cublasHandle_t) handle);
+	BlasCtx    *b = (BlasCtx *) handle;
+
+	if (b == NULL)
+		return;
+	if (b->h != NULL)
+		(void) cublasDestroy(b->h);
+	cuda_free(b->ws);
+	free(b);
+}
+
+extern "C" int
+cuda_blas_create(void **handle, cbllm_err *err)
+{
+	BlasCtx    *b = (BlasCtx *) calloc(1, sizeof(BlasCtx));
+	int			rc;
+
+	if (b == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	if ((rc = CheckBlas(cublasCreate(&b->h), "create", err)) ||
+		(rc = cuda_alloc(&b->ws, BLAS_WORKSPACE, err)) ||
+		(rc = CheckBlas(cublasSetWorkspace(b->h, b->ws, BLAS_WORKSPACE), "workspace", err)))
+	{
+		cuda_blas_destroy(b);
+		return rc;
+	}
+	*handle = b;
+	return CBLLM_OK;
 }
 
 /*
@@ -54,7 +85,7 @@ cuda_blas_destroy(void *handle)
  */
 extern "C" int
 cuda_matmul(void *handle, const void *d_w, int dtype, int rows, int cols, const float *d_x,
-			int T, void *d_xh, float *d_y, cbllm_err *err)
+			int T, void *d_xh, float *d_y, cuda_stream s, cbllm_err *err)
 {
 	const float alpha = 1.0f,
 				beta = 0.0f;
@@ -62,6 +93,8 @@ cuda_matmul(void *handle, const void *d_w, int dtype, int rows, int cols, const 
 	int64_t		n = (int64_t) T * cols;
 	int			blocks = (int) ((n + 255) / 256 < 65535 ? (n + 255) / 256 : 65535);
 	cudaError_t e;
+	BlasCtx    *b = (BlasCtx *) handle;
+	int			rc;
 
 	if (T <= 0)
 		return CBLLM_OK;
@@ -72,10 +105,12 @@ cuda_matmul(void *handle, const void *d_w, int dtype, int rows, int cols, const 
 	else
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "cuda_matmul: weights must be bf16 or f16 on the GPU");
-	ToHalfKernel<<<blocks < 1 ? 1 : blocks, 256>>>(d_x, d_xh, n, dtype == 2);
+	CBLLM_LAUNCH(ToHalfKernel, blocks < 1 ? 1 : blocks, 256, 0, s, d_x, d_xh, n, dtype == 2);
 	if ((e = cudaGetLastError()) != cudaSuccess)
 		return cbllm_fail(err, CBLLM_ERR_DEVICE, "CUDA convert failed: %s", cudaGetErrorString(e));
-	return CheckBlas(cublasGemmEx((cublasHandle_t) handle, CUBLAS_OP_T, CUBLAS_OP_N,
+	if ((rc = CheckBlas(cublasSetStream(b->h, s), "SetStream", err)))
+		return rc;
+	return CheckBlas(cublasGemmEx(b->h, CUBLAS_OP_T, CUBLAS_OP_N,
 								  rows, T, cols, &alpha,
 								  d_w, type, cols,
 								  d_xh, type, cols,

@@ -1,9 +1,10 @@
 /*
- * cuda_ops.cu: elementwise and row kernels of the CUDA backend: RMSNorm,
- * SiLU-and-multiply, residual add, RoPE, embedding lookup, argmax.  One
- * block per row for the row kernels (a warp-shuffle tree then shared memory
- * across warps); a grid-stride loop for the elementwise ones.  Every CUDA
- * call is checked and turned into a status code with a message.
+ * cuda_ops.cu: elementwise and row kernels of the CUDA backend: RMSNorm (and
+ * RMSNorm fused with the residual add), SiLU-and-multiply, residual add,
+ * RoPE, embedding lookup, row gather, the KV-cache scatter and dummy
+ * weights.  One block per row for the row kernels (a warp-shuffle tree then
+ * shared memory across warps); a grid-stride loop for the elementwise ones.
+ * Every launch is checked and turned into a status code with a message.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,23 +15,19 @@
 
 #include "block_reduce.cuh"
 #include "cuda_ops.h"
+#include "launch.cuh"
 
 #define ROW_THREADS 256
 
-/* Turn the last CUDA error into a status; what names the call. */
-static int
-Check(cudaError_t e, const char *what, cbllm_err *err)
-{
-	if (e == cudaSuccess)
-		return CBLLM_OK;
-	return cbllm_fail(err, CBLLM_ERR_DEVICE, "CUDA %s failed: %s", what, cudaGetErrorString(e));
-}
-
-/* Status of the kernel just launched. */
+/* Status of the kernel just launched; what names it. */
 static int
 CheckLaunch(const char *what, cbllm_err *err)
 {
-	return Check(cudaGetLastError(), what, err);
+	cudaError_t e = cudaGetLastError();
+
+	if (e == cudaSuccess)
+		return CBLLM_OK;
+	return cbllm_fail(err, CBLLM_ERR_DEVICE, "CUDA %s failed: %s", what, cudaGetErrorString(e));
 }
 
 /* Blocks for a grid-stride loop over n elements. */
@@ -40,60 +37,6 @@ GridFor(int64_t n)
 	int64_t		b = (n + 255) / 256;
 
 	return (int) (b < 1 ? 1 : b > 65535 ? 65535 : b);
-}
-
-extern "C" int
-cuda_device_count(void)
-{
-	int			n = 0;
-
-	if (cudaGetDeviceCount(&n) != cudaSuccess)
-	{
-		(void) cudaGetLastError();	/* clear it: no device or no driver */
-		return 0;
-	}
-	return n;
-}
-
-extern "C" int
-cuda_alloc(void **d_ptr, size_t bytes, cbllm_err *err)
-{
-	size_t		free_b = 0,
-				total_b = 0;
-	cudaError_t e = cudaMalloc(d_ptr, bytes);
-
-	if (e == cudaSuccess)
-		return CBLLM_OK;
-	(void) cudaGetLastError();
-	(void) cudaMemGetInfo(&free_b, &total_b);
-	return cbllm_fail(err, CBLLM_ERR_NOMEM,
-					  "CUDA out of memory: %zu MiB needed, %zu MiB free of %zu MiB (%s)",
-					  bytes >> 20, free_b >> 20, total_b >> 20, cudaGetErrorString(e));
-}
-
-extern "C" void
-cuda_free(void *d_ptr)
-{
-	if (d_ptr != NULL)
-		(void) cudaFree(d_ptr);
-}
-
-extern "C" int
-cuda_upload(void *d_dst, const void *src, size_t bytes, cbllm_err *err)
-{
-	return Check(cudaMemcpy(d_dst, src, bytes, cudaMemcpyHostToDevice), "upload", err);
-}
-
-extern "C" int
-cuda_download(void *dst, const void *d_src, size_t bytes, cbllm_err *err)
-{
-	return Check(cudaMemcpy(dst, d_src, bytes, cudaMemcpyDeviceToHost), "download", err);
-}
-
-extern "C" int
-cuda_copy(void *d_dst, const void *d_src, size_t bytes, cbllm_err *err)
-{
-	return Check(cudaMemcpy(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice), "copy", err);
 }
 
 __global__ static void
@@ -114,11 +57,11 @@ RmsnormKernel(const float *x, const float *w, int dim, float eps, float *out)
 
 extern "C" int
 cuda_rmsnorm(const float *d_x, const float *d_w, int T, int dim, float eps, float *d_out,
-			 cbllm_err *err)
+			 cuda_stream s, cbllm_err *err)
 {
 	if (T <= 0)
 		return CBLLM_OK;
-	RmsnormKernel<<<T, ROW_THREADS>>>(d_x, d_w, dim, eps, d_out);
+	CBLLM_LAUNCH(RmsnormKernel, T, ROW_THREADS, 0, s, d_x, d_w, dim, eps, d_out);
 	return CheckLaunch("rmsnorm", err);
 }
 
@@ -135,11 +78,11 @@ SiluMulKernel(float *gate, const float *up, int64_t n)
 }
 
 extern "C" int
-cuda_silu_mul(float *d_gate, const float *d_up, int64_t n, cbllm_err *err)
+cuda_silu_mul(float *d_gate, const float *d_up, int64_t n, cuda_stream s, cbllm_err *err)
 {
 	if (n <= 0)
 		return CBLLM_OK;
-	SiluMulKernel<<<GridFor(n), 256>>>(d_gate, d_up, n);
+	CBLLM_LAUNCH(SiluMulKernel, GridFor(n), 256, 0, s, d_gate, d_up, n);
 	return CheckLaunch("silu_mul", err);
 }
 
@@ -152,11 +95,11 @@ AddKernel(float *x, const float *y, int64_t n)
 }
 
 extern "C" int
-cuda_add(float *d_x, const float *d_y, int64_t n, cbllm_err *err)
+cuda_add(float *d_x, const float *d_y, int64_t n, cuda_stream s, cbllm_err *err)
 {
 	if (n <= 0)
 		return CBLLM_OK;
-	AddKernel<<<GridFor(n), 256>>>(d_x, d_y, n);
+	CBLLM_LAUNCH(AddKernel, GridFor(n), 256, 0, s, d_x, d_y, n);
 	return CheckLaunch("add", err);
 }
 
@@ -184,11 +127,11 @@ RopeKernel(float *x, const float *cs, const float *sn, int n_heads, int head_dim
 
 extern "C" int
 cuda_rope(float *d_x, const float *d_cos, const float *d_sin, int T, int n_heads, int head_dim,
-		  cbllm_err *err)
+		  cuda_stream s, cbllm_err *err)
 {
 	if (T <= 0)
 		return CBLLM_OK;
-	RopeKernel<<<T, ROW_THREADS>>>(d_x, d_cos, d_sin, n_heads, head_dim);
+	CBLLM_LAUNCH(RopeKernel, T, ROW_THREADS, 0, s, d_x, d_cos, d_sin, n_heads, head_dim);
 	return CheckLaunch("rope", err);
 }
 
@@ -210,66 +153,19 @@ EmbedKernel(const void *emb, int dtype, int dim, const int32_t *tokens, float *x
 
 extern "C" int
 cuda_embed(const void *d_emb, int dtype, int dim, const int32_t *d_tokens, int T, float *d_x,
-		   cbllm_err *err)
+		   cuda_stream s, cbllm_err *err)
 {
 	if (T <= 0)
 		return CBLLM_OK;
 	if (dtype < 0 || dtype > 2)
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "embed: unknown dtype %d", dtype);
-	EmbedKernel<<<T, ROW_THREADS>>>(d_emb, dtype, dim, d_tokens, d_x);
+	CBLLM_LAUNCH(EmbedKernel, T, ROW_THREADS, 0, s, d_emb, dtype, dim, d_tokens, d_x);
 	return CheckLaunch("embed", err);
 }
 
-/* One block per row: each thread scans a strided slice, then a shared-memory tree; ties keep the lower index. */
+/* One block per token: its k and v rows, rounded to bf16, into their cache slots. */
 __global__ static void
-ArgmaxKernel(const float *logits, int n, int32_t *out)
-{
-	__shared__ float best_v[ROW_THREADS];
-	__shared__ int best_i[ROW_THREADS];
-	const float *row = logits + (int64_t) blockIdx.x * n;
-	float		bv = -INFINITY;
-	int			bi = n;
-
-	for (int i = threadIdx.x; i < n; i += blockDim.x)
-		if (row[i] > bv || (row[i] == bv && i < bi))
-		{
-			bv = row[i];
-			bi = i;
-		}
-	best_v[threadIdx.x] = bv;
-	best_i[threadIdx.x] = bi;
-	__syncthreads();
-	for (int s = blockDim.x / 2; s > 0; s /= 2)
-	{
-		if (threadIdx.x < s)
-		{
-			float		ov = best_v[threadIdx.x + s];
-			int			oi = best_i[threadIdx.x + s];
-
-			if (ov > best_v[threadIdx.x] || (ov == best_v[threadIdx.x] && oi < best_i[threadIdx.x]))
-			{
-				best_v[threadIdx.x] = ov;
-				best_i[threadIdx.x] = oi;
-			}
-		}
-		__syncthreads();
-	}
-	if (threadIdx.x == 0)
-		out[blockIdx.x] = best_i[0] < n ? best_i[0] : 0;
-}
-
-extern "C" int
-cuda_argmax(const float *d_logits, int rows, int n, int32_t *d_out, cbllm_err *err)
-{
-	if (rows <= 0)
-		return CBLLM_OK;
-	ArgmaxKernel<<<rows, ROW_THREADS>>>(d_logits, n, d_out);
-	return CheckLaunch("argmax", err);
-}
-
-/* One block per token: copy its k and v rows into their cache slots. */
-__global__ static void
-KvStoreKernel(float *k_cache, float *v_cache, const float *k, const float *v,
+KvStoreKernel(__nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache, const float *k, const float *v,
 			  const int64_t *slots, int64_t row)
 {
 	int64_t		dst = slots[blockIdx.x] * row;
@@ -277,17 +173,100 @@ KvStoreKernel(float *k_cache, float *v_cache, const float *k, const float *v,
 
 	for (int64_t i = threadIdx.x; i < row; i += blockDim.x)
 	{
-		k_cache[dst + i] = k[src + i];
-		v_cache[dst + i] = v[src + i];
+		k_cache[dst + i] = __float2bfloat16(k[src + i]);
+		v_cache[dst + i] = __float2bfloat16(v[src + i]);
 	}
 }
 
 extern "C" int
-cuda_kv_store(float *d_k_cache, float *d_v_cache, const float *d_k, const float *d_v,
-			  const int64_t *d_slots, int T, int64_t row, cbllm_err *err)
+cuda_kv_store(uint16_t *d_k_cache, uint16_t *d_v_cache, const float *d_k, const float *d_v,
+			  const int64_t *d_slots, int T, int64_t row, cuda_stream s, cbllm_err *err)
 {
 	if (T <= 0)
 		return CBLLM_OK;
-	KvStoreKernel<<<T, ROW_THREADS>>>(d_k_cache, d_v_cache, d_k, d_v, d_slots, row);
+	CBLLM_LAUNCH(KvStoreKernel, T, ROW_THREADS, 0, s, (__nv_bfloat16 *) d_k_cache,
+				 (__nv_bfloat16 *) d_v_cache, d_k, d_v, d_slots, row);
 	return CheckLaunch("kv_store", err);
+}
+
+/* One block per row: x += y, then out = x / rms(x) * w. */
+__global__ static void
+AddRmsnormKernel(float *x, const float *y, const float *w, int dim, float eps, float *out)
+{
+	float	   *xr = x + (int64_t) blockIdx.x * dim;
+	const float *yr = y + (int64_t) blockIdx.x * dim;
+	float	   *o = out + (int64_t) blockIdx.x * dim;
+	float		ss = 0;
+	float		scale;
+
+	for (int i = threadIdx.x; i < dim; i += blockDim.x)
+	{
+		float		v = xr[i] + yr[i];
+
+		xr[i] = v;
+		ss += v * v;
+	}
+	ss = BlockReduce<ROW_THREADS, false>(ss);
+	scale = rsqrtf(ss / dim + eps);
+	for (int i = threadIdx.x; i < dim; i += blockDim.x)
+		o[i] = xr[i] * scale * w[i];
+}
+
+extern "C" int
+cuda_add_rmsnorm(float *d_x, const float *d_y, const float *d_w, int T, int dim, float eps,
+				 float *d_out, cuda_stream s, cbllm_err *err)
+{
+	if (T <= 0)
+		return CBLLM_OK;
+	CBLLM_LAUNCH(AddRmsnormKernel, T, ROW_THREADS, 0, s, d_x, d_y, d_w, dim, eps, d_out);
+	return CheckLaunch("add_rmsnorm", err);
+}
+
+/* One block per output row. */
+__global__ static void
+GatherRowsKernel(const float *x, const int32_t *rows, int dim, float *out)
+{
+	const float *src = x + (int64_t) rows[blockIdx.x] * dim;
+	float	   *dst = out + (int64_t) blockIdx.x * dim;
+
+	for (int i = threadIdx.x; i < dim; i += blockDim.x)
+		dst[i] = src[i];
+}
+
+extern "C" int
+cuda_gather_rows(const float *d_x, const int32_t *d_rows, int n, int dim, float *d_out,
+				 cuda_stream s, cbllm_err *err)
+{
+	if (n <= 0)
+		return CBLLM_OK;
+	CBLLM_LAUNCH(GatherRowsKernel, n, ROW_THREADS, 0, s, d_x, d_rows, dim, d_out);
+	return CheckLaunch("gather_rows", err);
+}
+
+/* Element i of a dummy tensor: the hash of model.h's dummy_value, scaled, as bf16. */
+__global__ static void
+FillDummyKernel(__nv_bfloat16 *w, int64_t n, uint64_t seed, float scale)
+{
+	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
+		 i += (int64_t) gridDim.x * blockDim.x)
+	{
+		uint64_t	z = seed + (uint64_t) i * 0x9e3779b97f4a7c15ULL;
+		float		u;
+
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+		z ^= z >> 31;
+		u = (float) (z >> 40) * (2.0f / 16777216.0f) - 1.0f;
+		w[i] = __float2bfloat16(u * scale);
+	}
+}
+
+extern "C" int
+cuda_fill_dummy(uint16_t *d_w, int64_t n, uint64_t seed, float scale, cbllm_err *err)
+{
+	if (n <= 0)
+		return CBLLM_OK;
+	CBLLM_LAUNCH(FillDummyKernel, GridFor(n), 256, 0, (cuda_stream) 0, (__nv_bfloat16 *) d_w, n,
+				 seed, scale);
+	return CheckLaunch("fill_dummy", err);
 }

@@ -1,10 +1,13 @@
 /*
- * cuda_ops.h: the CUDA kernels of the compute backend, reached from C.
+ * cuda_ops.h: the CUDA runtime calls and kernels of the compute backend,
+ * reached from C.
  *
  * Every function returns a cbllm_status (0 ok) and, on a CUDA error, fills
  * err with the failing call and CUDA's message; nothing here aborts.
- * Pointers named d_* are device memory; shapes are given as in backend.h.
- * This header includes no CUDA and no PostgreSQL header.
+ * Pointers named d_* are device memory, h_* pinned host memory; shapes are
+ * given as in backend.h.  Kernels run on the stream given (NULL: the legacy
+ * stream) and are launched asynchronously; so are the *_async copies.  This
+ * header includes no CUDA and no PostgreSQL header.
  */
 #ifndef CBLLM_CUDA_OPS_H
 #define CBLLM_CUDA_OPS_H
@@ -19,62 +22,55 @@ extern "C"
 {
 #endif
 
+/* A CUDA stream, event and instantiated graph (the runtime's own types). */
+typedef struct CUstream_st *cuda_stream;
+typedef struct CUevent_st *cuda_event;
+typedef struct CUgraphExec_st *cuda_graph;
+
+/* ------------------------------------------------------ cuda_runtime_ops.cu */
+
 /* Number of usable CUDA devices; 0 when there is none or no driver. */
 int			cuda_device_count(void);
 
+/* The device's name and memory, e.g. "NVIDIA H200, 143771 MiB". */
+void		cuda_device_describe(char *buf, size_t len);
+
+/* Free and total device memory in bytes. */
+int			cuda_mem_info(size_t *free_b, size_t *total_b, cbllm_err *err);
+
 int			cuda_alloc(void **d_ptr, size_t bytes, cbllm_err *err);
 void		cuda_free(void *d_ptr);
+/* Page-locked host memory, for asynchronous copies. */
+int			cuda_host_alloc(void **h_ptr, size_t bytes, cbllm_err *err);
+void		cuda_host_free(void *h_ptr);
+/* Page-lock (or release) existing host memory. */
+int			cuda_host_register(void *p, size_t bytes, cbllm_err *err);
+void		cuda_host_unregister(void *p);
+
+/* Synchronous copies (never while a stream captures a graph). */
 int			cuda_upload(void *d_dst, const void *src, size_t bytes, cbllm_err *err);
 int			cuda_download(void *dst, const void *d_src, size_t bytes, cbllm_err *err);
 int			cuda_copy(void *d_dst, const void *d_src, size_t bytes, cbllm_err *err);
+/* Copies ordered on a stream; host memory should be page-locked. */
+int			cuda_copy_async(void *dst, const void *src, size_t bytes, cuda_stream s,
+							cbllm_err *err);
 
-/* d_out (T, dim) = d_x / rms(d_x) * d_w */
-int			cuda_rmsnorm(const float *d_x, const float *d_w, int T, int dim, float eps,
-						 float *d_out, cbllm_err *err);
+int			cuda_stream_create(cuda_stream *s, cbllm_err *err);
+void		cuda_stream_destroy(cuda_stream s);
+int			cuda_stream_sync(cuda_stream s, cbllm_err *err);
+int			cuda_event_create(cuda_event *e, cbllm_err *err);
+void		cuda_event_destroy(cuda_event e);
+int			cuda_event_record(cuda_event e, cuda_stream s, cbllm_err *err);
+/* Make stream s wait (on the device) for the work recorded in e. */
+int			cuda_stream_wait(cuda_stream s, cuda_event e, cbllm_err *err);
+int			cuda_event_sync(cuda_event e, cbllm_err *err);
 
-/* d_gate[i] = silu(d_gate[i]) * d_up[i] */
-int			cuda_silu_mul(float *d_gate, const float *d_up, int64_t n, cbllm_err *err);
-
-/* d_x[i] += d_y[i] */
-int			cuda_add(float *d_x, const float *d_y, int64_t n, cbllm_err *err);
-
-/*
- * Rotate d_x (T, n_heads, head_dim) in place, pairs (i, i + head_dim/2), by
- * angle pos[t] * inv_freq[i]: d_cos, d_sin (T, head_dim / 2).
- */
-int			cuda_rope(float *d_x, const float *d_cos, const float *d_sin, int T, int n_heads,
-					  int head_dim, cbllm_err *err);
-
-/*
- * d_x (T, dim) = rows d_tokens[t] of an embedding table d_emb (vocab, dim)
- * stored as dtype (0 f32, 1 f16, 2 bf16, as cbllm_dtype).
- */
-int			cuda_embed(const void *d_emb, int dtype, int dim, const int32_t *d_tokens, int T,
-					   float *d_x, cbllm_err *err);
-
-/* d_out[r] = index of the largest of row r of d_logits (rows, n); the first of equals */
-int			cuda_argmax(const float *d_logits, int rows, int n, int32_t *d_out, cbllm_err *err);
-
-/*
- * d_out (T, n_heads, head_dim) = causal attention of d_q (T, n_heads,
- * head_dim) over one layer's paged cache d_k_cache, d_v_cache (n_blocks,
- * block_size, n_kv_heads, head_dim).  Token t (sequence d_seq[t], position
- * d_pos[t]) sees positions [0, pos] (the last sliding_window of them when
- * > 0) through row d_seq[t] of d_tables (n_seqs, max_blocks).  max_ctx
- * bounds every position + 1.
- */
-int			cuda_attention(const float *d_q, const float *d_k_cache, const float *d_v_cache,
-						   const int32_t *d_tables, int max_blocks, const int32_t *d_pos,
-						   const int32_t *d_seq, int T, int n_heads, int n_kv_heads, int head_dim,
-						   int block_size, int sliding_window, int max_ctx, float *d_out,
-						   cbllm_err *err);
-
-/*
- * Write the step's keys and values, d_k and d_v (T, row floats), into one
- * layer's cache (n_blocks * block_size slots of row floats) at d_slots[t].
- */
-int			cuda_kv_store(float *d_k_cache, float *d_v_cache, const float *d_k, const float *d_v,
-						  const int64_t *d_slots, int T, int64_t row, cbllm_err *err);
+/* Record what is launched on s from now on, instead of running it. */
+int			cuda_capture_begin(cuda_stream s, cbllm_err *err);
+/* Stop recording and make the recording an executable graph. */
+int			cuda_capture_end(cuda_stream s, cuda_graph *g, cbllm_err *err);
+int			cuda_graph_launch(cuda_graph g, cuda_stream s, cbllm_err *err);
+void		cuda_graph_destroy(cuda_graph g);
 
 /*
  * Device-to-device copy bandwidth in GB/s (bytes read plus bytes written per
@@ -82,7 +78,103 @@ int			cuda_kv_store(float *d_k_cache, float *d_v_cache, const float *d_k, const 
  */
 int			cuda_copy_bandwidth(size_t bytes, int iters, double *gbps, cbllm_err *err);
 
-/* A cuBLAS handle (opaque). */
+/* -------------------------------------------------------------- cuda_ops.cu */
+
+/* d_out (T, dim) = d_x / rms(d_x) * d_w */
+int			cuda_rmsnorm(const float *d_x, const float *d_w, int T, int dim, float eps,
+						 float *d_out, cuda_stream s, cbllm_err *err);
+
+/* d_x += d_y, then d_out = rmsnorm(d_x) * d_w: the residual add fused with the next norm */
+int			cuda_add_rmsnorm(float *d_x, const float *d_y, const float *d_w, int T, int dim,
+							 float eps, float *d_out, cuda_stream s, cbllm_err *err);
+
+/* d_gate[i] = silu(d_gate[i]) * d_up[i] */
+int			cuda_silu_mul(float *d_gate, const float *d_up, int64_t n, cuda_stream s,
+						  cbllm_err *err);
+
+/* d_x[i] += d_y[i] */
+int			cuda_add(float *d_x, const float *d_y, int64_t n, cuda_stream s, cbllm_err *err);
+
+/*
+ * Rotate d_x (T, n_heads, head_dim) in place, pairs (i, i + head_dim/2), by
+ * angle pos[t] * inv_freq[i]: d_cos, d_sin (T, head_dim / 2).
+ */
+int			cuda_rope(float *d_x, const float *d_cos, const float *d_sin, int T, int n_heads,
+					  int head_dim, cuda_stream s, cbllm_err *err);
+
+/*
+ * d_x (T, dim) = rows d_tokens[t] of an embedding table d_emb (vocab, dim)
+ * stored as dtype (0 f32, 1 f16, 2 bf16, as cbllm_dtype).
+ */
+int			cuda_embed(const void *d_emb, int dtype, int dim, const int32_t *d_tokens, int T,
+					   float *d_x, cuda_stream s, cbllm_err *err);
+
+/* d_out (n, dim) = rows d_rows[i] of d_x */
+int			cuda_gather_rows(const float *d_x, const int32_t *d_rows, int n, int dim,
+							 float *d_out, cuda_stream s, cbllm_err *err);
+
+/*
+ * Write the step's keys and values, d_k and d_v (T, row floats), as bf16
+ * into one layer's cache (n_blocks * block_size slots of row halves) at
+ * d_slots[t].
+ */
+int			cuda_kv_store(uint16_t *d_k_cache, uint16_t *d_v_cache, const float *d_k,
+						  const float *d_v, const int64_t *d_slots, int T, int64_t row,
+						  cuda_stream s, cbllm_err *err);
+
+/*
+ * Fill n bf16 elements with dummy weights: element i is
+ * dummy_value(seed, i) * scale (model.h), rounded to nearest even.
+ */
+int			cuda_fill_dummy(uint16_t *d_w, int64_t n, uint64_t seed, float scale,
+							cbllm_err *err);
+
+/* -------------------------------------------------------- cuda_attention.cu */
+
+/*
+ * d_out (T, n_heads, head_dim) = causal attention of d_q (T, n_heads,
+ * head_dim) over one layer's paged bf16 cache d_k_cache, d_v_cache
+ * (n_blocks, block_size, n_kv_heads, head_dim).  Token t (sequence d_seq[t],
+ * position d_pos[t]) sees positions [0, pos] (the last sliding_window of them
+ * when > 0) through row d_seq[t] of d_tables (n_seqs, max_blocks).  max_ctx
+ * bounds every position + 1 and sizes the kernel's shared memory, so one
+ * launch serves any batch of the same T (a CUDA graph replays it).
+ */
+int			cuda_attention(const float *d_q, const uint16_t *d_k_cache,
+						   const uint16_t *d_v_cache, const int32_t *d_tables, int max_blocks,
+						   const int32_t *d_pos, const int32_t *d_seq, int T, int n_heads,
+						   int n_kv_heads, int head_dim, int block_size, int sliding_window,
+						   int max_ctx, float *d_out, cuda_stream s, cbllm_err *err);
+
+/* ----------------------------------------------------------- cuda_sample.cu */
+
+/* d_out[r] = index of the largest of row r of d_logits (rows, n); the first of equals */
+int			cuda_argmax(const float *d_logits, int rows, int n, int32_t *d_out, cuda_stream s,
+						cbllm_err *err);
+
+/* The sampling parameters of one logits row. */
+typedef struct cuda_sample_params
+{
+	float		temperature;	/* <= 0: greedy */
+	float		top_p;			/* (0, 1]; 1: off */
+	int32_t		top_k;			/* 0: off */
+	float		u;				/* uniform draw in [0, 1) from the request's generator */
+} cuda_sample_params;
+
+/*
+ * d_out[r] = a token drawn from row r of d_logits (rows, n) with d_params[r]:
+ * the top_k largest logits (ties by lower id), softmax at the temperature,
+ * then the smallest set of most likely tokens whose mass reaches top_p, and
+ * the token where u * (their mass) falls, walking them in id order.
+ * Greedy rows (temperature <= 0 or top_k == 1) take the argmax.
+ */
+int			cuda_sample(const float *d_logits, int rows, int n,
+						const cuda_sample_params *d_params, int32_t *d_out, cuda_stream s,
+						cbllm_err *err);
+
+/* ------------------------------------------------------------- cuda_gemm.cu */
+
+/* A cuBLAS handle (opaque) with its own workspace, so that GEMMs can be captured in graphs. */
 int			cuda_blas_create(void **handle, cbllm_err *err);
 void		cuda_blas_destroy(void *handle);
 
@@ -92,7 +184,8 @@ void		cuda_blas_destroy(void *handle);
  * (T * cols halves of scratch) and cuBLAS accumulates in f32.
  */
 int			cuda_matmul(void *handle, const void *d_w, int dtype, int rows, int cols,
-						const float *d_x, int T, void *d_xh, float *d_y, cbllm_err *err);
+						const float *d_x, int T, void *d_xh, float *d_y, cuda_stream s,
+						cbllm_err *err);
 
 #ifdef __cplusplus
 }

@@ -13,13 +13,20 @@
  *   seq[i]           (T)        index of its sequence in [0, n_seqs)
  *   slot[i]          (T)        KV slot written: block * block_size + pos % block_size
  *   block_tables[s]  (n_seqs)   block ids of sequence s, in position order
+ *   rows[r]          (n_rows)   batch entries whose logits the step computes
  *
  * Token i attends to positions [0, pos[i]] of its sequence (or the last
  * sliding_window of them), read through the block table.
+ *
+ * A backend may replay recorded decode steps (CUDA graphs): it says through
+ * graph_tokens how many tokens a decode step of T tokens is padded to, and
+ * the forward pass pads it with tokens of an extra sequence whose only block
+ * is pad_block, a block the backend keeps for this, then marks the batch.
  */
 #ifndef CBLLM_BACKEND_H
 #define CBLLM_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,7 +44,19 @@ typedef struct fwd_batch
 	const int64_t *slot;
 	int			n_seqs;
 	const int32_t *const *block_tables;
+	int			n_rows;
+	const int32_t *rows;
+	bool		graph;			/* a padded decode step: the backend may record or replay it */
 } fwd_batch;
+
+/* The sampling of one logits row by a backend (sample below). */
+typedef struct backend_sample_params
+{
+	float		temperature;	/* <= 0: greedy */
+	float		top_p;			/* (0, 1]; 1: off */
+	int32_t		top_k;			/* 0: off */
+	float		u;				/* uniform draw in [0, 1) from the request's generator */
+} backend_sample_params;
 
 typedef struct cbllm_backend cbllm_backend;
 
@@ -47,6 +66,8 @@ struct cbllm_backend
 {
 	const char *name;
 	void	   *ctx;
+	int			kv_elem_bytes;	/* bytes of one cached key or value element */
+	int			pad_block;		/* a KV block id for padding tokens; -1 when graph_tokens is NULL */
 
 	void	   *(*alloc) (cbllm_backend *be, size_t bytes);
 	void		(*free) (cbllm_backend *be, void *p);
@@ -55,6 +76,10 @@ struct cbllm_backend
 	int			(*begin_step) (cbllm_backend *be, const fwd_batch *b, cbllm_err *err);
 	/* x (T, hidden) = embedding rows of b->tokens */
 	void		(*embed) (cbllm_backend *be, const cbllm_weight *emb, const fwd_batch *b, float *x);
+	/* Optional: the padded size of a decode step of T tokens; 0 or T to run it as it is. */
+	int			(*graph_tokens) (cbllm_backend *be, int T);
+	/* Optional: after the step's last operation; a negative status fails the step. */
+	int			(*end_step) (cbllm_backend *be, cbllm_err *err);
 	/* out (T, dim) = x / rms(x) * w */
 	void		(*rmsnorm) (cbllm_backend *be, const float *x, const float *w, int T, int dim,
 							float eps, float *out);
@@ -76,6 +101,9 @@ struct cbllm_backend
 	void		(*silu_mul) (cbllm_backend *be, float *gate, const float *up, int64_t n);
 	/* x[i] += y[i] */
 	void		(*add) (cbllm_backend *be, float *x, const float *y, int64_t n);
+	/* Optional: x += y, then out (T, dim) = rmsnorm(x) * w */
+	void		(*add_rmsnorm) (cbllm_backend *be, float *x, const float *y, const float *w, int T,
+								int dim, float eps, float *out);
 	/* out (n, dim) = rows of x (., dim) */
 	void		(*gather_rows) (cbllm_backend *be, const float *x, const int32_t *rows, int n,
 								int dim, float *out);
@@ -84,6 +112,12 @@ struct cbllm_backend
 							 const int32_t *blocks, const int32_t *swap_ids, int n, cbllm_err *err);
 	int			(*swap_in) (cbllm_backend *be, kv_cache *kv, const swap_space *sw,
 							const int32_t *blocks, const int32_t *swap_ids, int n, cbllm_err *err);
+	/*
+	 * Optional: tokens[r] = a token drawn from row r of logits (n_rows,
+	 * vocab) in backend memory with p[r]; only the ids reach the host.
+	 */
+	int			(*sample) (cbllm_backend *be, const float *logits, int n_rows, int vocab,
+						   const backend_sample_params *p, int32_t *tokens, cbllm_err *err);
 	/* copy n floats of backend memory to host memory */
 	int			(*download) (cbllm_backend *be, const float *src, float *dst, size_t n,
 							 cbllm_err *err);

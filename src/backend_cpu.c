@@ -407,6 +407,8 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	for (int i = 0; i < half; i++)
 		c->inv_freq[i] = 1.0 / pow((double) cfg->rope_theta, (2.0 * i) / cfg->head_dim);
 	be->name = "cpu";
+	be->kv_elem_bytes = sizeof(float);
+	be->pad_block = -1;
 	be->alloc = CpuAlloc;
 	be->free = CpuFree;
 	be->begin_step = CpuBeginStep;

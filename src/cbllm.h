@@ -42,6 +42,7 @@ typedef struct cbllm_engine_params
 	const char *device;			/* "cpu", "cuda" or "auto" (NULL: cpu) */
 	const char *load_format;	/* "auto" (NULL: safetensors) or "dummy": random weights from config.json alone, for benchmarks */
 	double		gpu_memory_utilization;	/* cuda: fraction of the device's memory for weights, workspace and KV pool; 0: 0.9 */
+	bool		no_cuda_graphs;	/* cuda: launch decode steps kernel by kernel instead of replaying graphs */
 	const char *cpu_isa;		/* CPU kernel set: NULL/"auto", "avx512", "avx2", "generic" */
 	int			n_threads;		/* compute threads; 0: one per online CPU */
 	int			max_num_seqs;	/* most sequences in one step; 0: 64 */

@@ -22,6 +22,8 @@
 #define DEFAULT_BLOCK_SIZE 16
 #define DEFAULT_MAX_QUEUED 4096
 #define DEFAULT_KV_CAP_BYTES ((size_t) 4 << 30)
+#define DEFAULT_SWAP_CAP_BYTES ((size_t) 4 << 30)
+#define DEFAULT_GPU_MEMORY_UTILIZATION 0.9
 
 /* A name for a finish reason. */
 const char *
@@ -105,7 +107,24 @@ ResolveParams(cbllm_engine *e, const cbllm_engine_params *in, cbllm_err *err)
 						  p->max_num_seqs, p->max_num_batched_tokens);
 	if (p->block_size > 1024)
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "block_size %d is above 1024", p->block_size);
+	if (p->gpu_memory_utilization == 0)
+		p->gpu_memory_utilization = DEFAULT_GPU_MEMORY_UTILIZATION;
+	if (!(p->gpu_memory_utilization > 0 && p->gpu_memory_utilization <= 1))
+		return cbllm_fail(err, CBLLM_ERR_INVALID,
+						  "gpu_memory_utilization %g is not in (0, 1]", p->gpu_memory_utilization);
 	block_bytes = kv_cache_block_bytes(p->block_size, c->n_layers, c->n_kv_heads, c->head_dim);
+	if (e->on_gpu)
+	{
+		/* bf16 on the device: half the bytes; no size given: from the memory budget, later */
+		block_bytes /= 2;
+		if (p->num_kv_blocks <= 0 && p->kv_cache_bytes > 0)
+			p->num_kv_blocks = (int) (p->kv_cache_bytes / block_bytes);
+		if (p->num_kv_blocks <= 0 && p->kv_cache_bytes > 0)
+			return cbllm_fail(err, CBLLM_ERR_INVALID,
+							  "the KV cache of %zu bytes holds no block of %zu bytes",
+							  p->kv_cache_bytes, block_bytes);
+		return CBLLM_OK;
+	}
 	if (p->num_kv_blocks <= 0)
 	{
 		size_t		bytes = p->kv_cache_bytes;
@@ -123,7 +142,20 @@ ResolveParams(cbllm_engine *e, const cbllm_engine_params *in, cbllm_err *err)
 							  "the KV cache of %zu bytes holds no block of %zu bytes", bytes,
 							  block_bytes);
 	}
-	p->kv_cache_bytes = (size_t) p->num_kv_blocks * block_bytes;
+	return CBLLM_OK;
+}
+
+/* Once the pool size is known: its bytes and the swap area (default a quarter of it, at most 4 GiB). */
+static int
+ResolveSwap(cbllm_engine *e, cbllm_err *err)
+{
+	cbllm_engine_params *p = &e->params;
+	const cbllm_model_config *c = &e->model->cfg;
+	size_t		block_bytes = kv_cache_block_bytes(p->block_size, c->n_layers, c->n_kv_heads,
+												   c->head_dim);
+	size_t		dev_block_bytes = block_bytes / sizeof(float) * e->be->kv_elem_bytes;
+
+	p->kv_cache_bytes = (size_t) p->num_kv_blocks * dev_block_bytes;
 	if (p->preempt_mode > CBLLM_PREEMPT_SWAP)
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "unknown preemption mode %d", p->preempt_mode);
 	if (p->num_swap_blocks <= 0)
@@ -131,11 +163,15 @@ ResolveParams(cbllm_engine *e, const cbllm_engine_params *in, cbllm_err *err)
 		if (p->swap_space_bytes == SIZE_MAX)
 			p->num_swap_blocks = 0;
 		else if (p->swap_space_bytes > 0)
-			p->num_swap_blocks = (int) (p->swap_space_bytes / block_bytes);
+			p->num_swap_blocks = (int) (p->swap_space_bytes / dev_block_bytes);
 		else
+		{
 			p->num_swap_blocks = p->num_kv_blocks / 4;
+			if ((size_t) p->num_swap_blocks * dev_block_bytes > DEFAULT_SWAP_CAP_BYTES)
+				p->num_swap_blocks = (int) (DEFAULT_SWAP_CAP_BYTES / dev_block_bytes);
+		}
 	}
-	p->swap_space_bytes = (size_t) p->num_swap_blocks * block_bytes;
+	p->swap_space_bytes = (size_t) p->num_swap_blocks * dev_block_bytes;
 	return CBLLM_OK;
 }
 
@@ -156,64 +192,108 @@ CreateSamplers(cbllm_engine *e, cbllm_err *err)
 	return CBLLM_OK;
 }
 
-/* Create the compute parts: pool, backend, cache, forward workspace, samplers. */
+/* Whether the engine runs on the GPU: device "cuda", or "auto" with a GPU present. */
 static int
-CreateCompute(cbllm_engine *e, cbllm_err *err)
+ChooseDevice(const cbllm_engine_params *p, bool *on_gpu, cbllm_err *err)
 {
-	const cbllm_engine_params *p = &e->params;
-	const cbllm_model_config *c = &e->model->cfg;
-	cpu_backend_params bp = {c, NULL, p->cpu_isa, p->max_num_batched_tokens, p->max_model_len};
-	kv_cache_params kp = {p->num_kv_blocks, p->block_size, c->n_layers, c->n_kv_heads, c->head_dim};
-	forward_params fp;
-	int			rc;
 	const char *device = p->device != NULL && p->device[0] != '\0' ? p->device : "cpu";
-	bool		use_cuda = false;
 
+	*on_gpu = false;
 	if (strcmp(device, "cuda") == 0)
-		use_cuda = true;
+		*on_gpu = true;
 	else if (strcmp(device, "auto") == 0)
 	{
 #ifdef CBLLM_WITH_CUDA
-		use_cuda = cuda_device_count() > 0;
+		*on_gpu = cuda_device_count() > 0;
 #endif
 	}
 	else if (strcmp(device, "cpu") != 0)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "unsupported device \"%s\" (use \"cpu\", \"cuda\" or \"auto\")", device);
 #ifndef CBLLM_WITH_CUDA
-	if (use_cuda)
+	if (*on_gpu)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "this build of cbllm has no CUDA support: rebuild with CUDA=1 where nvcc is installed");
 #endif
+	return CBLLM_OK;
+}
+
+/*
+ * The GPU backend, then the workspace, then a KV pool sized from what is
+ * left of the memory budget (unless a size was given).
+ */
+static int
+CreateGpuCompute(cbllm_engine *e, cbllm_err *err)
+{
+#ifdef CBLLM_WITH_CUDA
+	cbllm_engine_params *p = &e->params;
+	cuda_backend_params cp = {e->model, p->max_num_batched_tokens, p->max_num_seqs,
+		p->max_model_len, p->block_size, p->no_cuda_graphs};
+	forward_params fp = {e->model, NULL, NULL, p->max_num_batched_tokens, p->max_num_seqs,
+	p->max_num_seqs};
+	int			rc;
+
+	if ((rc = cuda_backend_create(&cp, &e->be, err)))
+		return rc;
+	fp.backend = e->be;
+	if ((rc = forward_create(&fp, &e->fwd, err)))
+		return rc;
+	if (p->num_kv_blocks <= 0 &&
+		(rc = cuda_backend_kv_blocks(e->be, p->gpu_memory_utilization, &p->num_kv_blocks, err)))
+		return rc;
+	return cuda_backend_alloc_kv(e->be, p->num_kv_blocks, err);
+#else
+	return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "this build of cbllm has no CUDA support");
+#endif
+}
+
+/* Create the compute parts: pool, backend, forward workspace, cache, swap area, samplers. */
+static int
+CreateCompute(cbllm_engine *e, cbllm_err *err)
+{
+	cbllm_engine_params *p = &e->params;
+	const cbllm_model_config *c = &e->model->cfg;
+	cpu_backend_params bp = {c, NULL, p->cpu_isa, p->max_num_batched_tokens, p->max_model_len};
+	kv_cache_params kp;
+	forward_params fp;
+	int			rc;
+
 	if ((rc = threadpool_create(p->n_threads, &e->pool, err)))
 		return rc;
 	bp.pool = e->pool;
-	if (use_cuda)
+	if (e->on_gpu)
 	{
-#ifdef CBLLM_WITH_CUDA
-		cuda_backend_params cp = {e->model, p->max_num_batched_tokens, p->max_num_seqs,
-			p->max_model_len, p->num_kv_blocks, p->block_size};
-
-		if ((rc = cuda_backend_create(&cp, &e->be, err)))
+		if ((rc = CreateGpuCompute(e, err)))
 			return rc;
-#endif
 	}
-	else if ((rc = cpu_backend_create(&bp, &e->be, err)))
-		return rc;
-	if ((rc = kv_cache_create(&kp, &e->kv, err)) ||
+	else
+	{
+		fp.model = e->model;
+		fp.kv = NULL;
+		fp.max_tokens = p->max_num_batched_tokens;
+		fp.max_seqs = p->max_num_seqs;
+		fp.max_logit_rows = p->max_num_seqs;
+		if ((rc = cpu_backend_create(&bp, &e->be, err)))
+			return rc;
+		fp.backend = e->be;
+		if ((rc = forward_create(&fp, &e->fwd, err)))
+			return rc;
+	}
+	kp.n_blocks = p->num_kv_blocks;
+	kp.block_size = p->block_size;
+	kp.n_layers = c->n_layers;
+	kp.n_kv_heads = c->n_kv_heads;
+	kp.head_dim = c->head_dim;
+	kp.no_data = e->on_gpu;
+	if ((rc = ResolveSwap(e, err)) ||
+		(rc = kv_cache_create(&kp, &e->kv, err)) ||
 		(rc = swap_space_create(p->num_swap_blocks, (int64_t) c->n_layers * e->kv->block_floats,
 								&e->swap, err)))
 		return rc;
+	forward_set_kv(e->fwd, e->kv);
 	e->sec_per_prefill_token = 1e-3;	/* replaced by measurements as steps run */
 	e->swap_bytes_per_sec = 4e9;
-	fp.model = e->model;
-	fp.backend = e->be;
-	fp.kv = e->kv;
-	fp.max_tokens = p->max_num_batched_tokens;
-	fp.max_seqs = p->max_num_seqs;
-	fp.max_logit_rows = p->max_num_seqs;
-	if ((rc = forward_create(&fp, &e->fwd, err)) ||
-		(rc = CreateSamplers(e, err)))
+	if ((rc = CreateSamplers(e, err)))
 		return rc;
 	e->step_seqs = calloc(p->max_num_seqs, sizeof(fwd_seq));
 	e->step_reqs = calloc(p->max_num_seqs, sizeof(cbllm_request *));
@@ -228,6 +308,7 @@ int
 cbllm_engine_create(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 {
 	cbllm_engine *e;
+	model_load_params lp;
 	int			rc;
 
 	if (p == NULL || p->model_dir == NULL || p->model_dir[0] == '\0')
@@ -236,7 +317,12 @@ cbllm_engine_create(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err 
 	if (e == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 	e->next_id = 1;
-	if ((rc = model_load(p->model_dir, &e->model, err)) ||
+	if ((rc = ChooseDevice(p, &e->on_gpu, err)))
+		goto fail;
+	lp.dir = p->model_dir;
+	lp.format = p->load_format;
+	lp.dummy_on_host = !e->on_gpu;	/* the GPU backend makes dummy weights on the device */
+	if ((rc = model_load_ex(&lp, &e->model, err)) ||
 		(rc = tokenizer_load(p->model_dir, &e->tok, err)))
 		goto fail;
 	if (tokenizer_vocab_size(e->tok) > e->model->cfg.vocab_size)
@@ -350,25 +436,60 @@ SampleTask(void *arg, int row, int thread)
 									   &spp, &r->rng);
 }
 
-/* Sample every sequence that has logits this step, in parallel (each request has its own RNG). */
-static void
-SampleStep(cbllm_engine *e, int n_seqs, const float *logits)
+/*
+ * Sample every sequence that has logits this step: on the backend when it
+ * can (only ids come back), else on the host in parallel.  Each request
+ * draws from its own generator in both cases, one uniform per sampled
+ * (non-greedy) token.
+ */
+static int
+SampleStep(cbllm_engine *e, int n_seqs, cbllm_err *err)
 {
 	int32_t		rows[n_seqs > 0 ? n_seqs : 1];
-	int			n = 0;
-	sample_job	j = {e, logits, rows};
+	int			n = 0,
+				rc;
+	const float *logits;
 
 	for (int i = 0; i < n_seqs; i++)
 		if (e->step_seqs[i].logits != FWD_LOGITS_NONE)
 			rows[n++] = i;
-	threadpool_run(e->pool, n, SampleTask, &j);
+	if (forward_can_sample(e->fwd))
+	{
+		backend_sample_params p[n > 0 ? n : 1];
+		int32_t		tok[n > 0 ? n : 1];
+
+		for (int r = 0; r < n; r++)
+		{
+			const cbllm_sampling *sp = &e->step_reqs[rows[r]]->sp;
+
+			p[r].temperature = sp->temperature;
+			p[r].top_p = sp->top_p;
+			p[r].top_k = sp->top_k;
+			p[r].u = sp->temperature > 0 && sp->top_k != 1 ?
+				(float) rng_uniform(&e->step_reqs[rows[r]]->rng) : 0.0f;
+			if (p[r].u >= 1.0f)
+				p[r].u = 0.99999994f;	/* a double just below 1 rounds up to 1 as a float */
+		}
+		if ((rc = forward_sample(e->fwd, p, tok, err)) != CBLLM_OK)
+			return rc;
+		for (int r = 0; r < n; r++)
+			e->step_tokens[rows[r]] = tok[r];
+		return CBLLM_OK;
+	}
+	if ((rc = forward_logits(e->fwd, &logits, err)) != CBLLM_OK)
+		return rc;
+	{
+		sample_job	j = {e, logits, rows};
+
+		threadpool_run(e->pool, n, SampleTask, &j);
+	}
+	return CBLLM_OK;
 }
 
 /* One iteration: plan, run the forward pass, sample, record. */
 int
 cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
 {
-	const float *logits;
 	int			n_rows = 0,
 				rc = CBLLM_OK;
 	int			n_seqs,
@@ -383,7 +504,9 @@ cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
 	if (n_seqs > 0)
 	{
 		t0 = cbllm_now();
-		rc = forward_run(e->fwd, e->step_seqs, n_seqs, &logits, &n_rows, err);
+		rc = forward_run(e->fwd, e->step_seqs, n_seqs, &n_rows, err);
+		if (rc == CBLLM_OK)
+			rc = SampleStep(e, n_seqs, err);
 		t0 = cbllm_now() - t0;
 		e->stats.forward_seconds += t0;
 		if (rc != CBLLM_OK)
@@ -392,7 +515,6 @@ cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
 		{
 			e->stats.steps++;
 			e->stats.batch_seqs_sum += n_seqs;
-			SampleStep(e, n_seqs, logits);
 			for (int i = 0; i < n_seqs; i++)
 			{
 				cbllm_request *r = e->step_reqs[i];
@@ -524,7 +646,9 @@ cbllm_engine_prompt_logits(cbllm_engine *e, const int32_t *ids, int n, float *ou
 		s.pos0 = pos;
 		s.block_table = tmp.blocks;
 		s.logits = FWD_LOGITS_ALL;
-		rc = forward_run(e->fwd, &s, 1, &lg, &rows, err);
+		rc = forward_run(e->fwd, &s, 1, &rows, err);
+		if (rc == CBLLM_OK)
+			rc = forward_logits(e->fwd, &lg, err);
 		if (rc == CBLLM_OK)
 			memcpy(out + (size_t) pos * vocab, lg, sizeof(float) * rows * vocab);
 		pos += chunk;
@@ -568,7 +692,8 @@ cbllm_engine_get_info(const cbllm_engine *e, cbllm_engine_info *info)
 	info->matmul_params = e->model->matmul_params;
 	info->block_size = e->params.block_size;
 	info->num_kv_blocks = e->params.num_kv_blocks;
-	info->kv_bytes_per_token = kv_cache_block_bytes(1, e->model->cfg.n_layers, e->model->cfg.n_kv_heads, e->model->cfg.head_dim);
+	info->kv_bytes_per_token = kv_cache_block_bytes(1, c->n_layers, c->n_kv_heads, c->head_dim) /
+		sizeof(float) * e->be->kv_elem_bytes;
 	info->n_threads = threadpool_size(e->pool);
 	info->device = e->be->name;
 	info->cpu_isa = strcmp(e->be->name, "cpu") == 0 ? cpu_backend_isa(e->be) : "none";

@@ -71,6 +71,7 @@ typedef struct req_list
 struct cbllm_engine
 {
 	cbllm_engine_params params; /* limits resolved to their final values */
+	bool		on_gpu;			/* the CUDA backend runs the steps */
 	cbllm_model *model;
 	cbllm_tokenizer *tok;
 	cbllm_threadpool *pool;

@@ -9,7 +9,13 @@
  *       h = rmsnorm(x);  x += (silu(h Wgate) * h Wup) Wdown
  *   logits = rmsnorm(x[rows asked]) Wlm_head
  *
- * Every linear layer is one matmul over all T tokens of the step.
+ * Every linear layer is one matmul over all T tokens of the step.  Where
+ * the backend fuses the residual add with the next norm, each "x += ...;
+ * h = rmsnorm(x)" pair is one operation.
+ *
+ * A decode step (one token per sequence) on a backend that records steps
+ * is padded to the backend's size with tokens of an extra sequence that
+ * owns only the backend's pad block; their rows are computed and ignored.
  */
 #include "forward.h"
 
@@ -24,6 +30,8 @@ struct cbllm_forward
 	int			max_tokens;
 	int			max_seqs;
 	int			max_rows;		/* most logit rows */
+	int			n_rows;			/* logit rows of the last step */
+	bool		no_graphs;		/* recording failed once: run every step as it is */
 	/* backend activations */
 	float	   *x;				/* (max_tokens, hidden) residual stream */
 	float	   *h;				/* (max_tokens, hidden) normed input / projection output */
@@ -41,6 +49,7 @@ struct cbllm_forward
 	int64_t    *slot;			/* (max_tokens) */
 	int32_t    *rows;			/* (max_tokens) batch rows whose logits are wanted */
 	const int32_t **tables;		/* (max_seqs) */
+	int32_t		pad_table[1];	/* block table of the padding sequence */
 	float	   *logits;			/* (max_rows, vocab) host copy */
 };
 
@@ -92,13 +101,33 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 	return CBLLM_OK;
 }
 
+/* The padded size of this step when the backend replays decode steps of that size; 0 otherwise. */
+static int
+GraphTokens(cbllm_forward *f, const fwd_seq *seqs, int n_seqs)
+{
+	cbllm_backend *be = f->be;
+	int			G;
+
+	if (f->no_graphs || be->graph_tokens == NULL || be->pad_block < 0 || n_seqs < 1)
+		return 0;
+	for (int s = 0; s < n_seqs; s++)
+		if (seqs[s].n_tokens != 1 || seqs[s].logits != FWD_LOGITS_LAST)
+			return 0;
+	G = be->graph_tokens(be, n_seqs);
+	if (G < n_seqs || G > f->max_tokens || G > f->max_rows || G > f->max_seqs)
+		return 0;
+	return G;
+}
+
 /* Flatten the sequences into the batch arrays; returns the number of logit rows. */
 static int
-BuildBatch(cbllm_forward *f, const fwd_seq *seqs, int n_seqs, fwd_batch *b, cbllm_err *err)
+BuildBatch(cbllm_forward *f, const fwd_seq *seqs, int n_seqs, bool allow_graph, fwd_batch *b,
+		   cbllm_err *err)
 {
 	int			T = 0,
 				n_rows = 0;
 	int			bs = f->kv->block_size;
+	int			G = allow_graph ? GraphTokens(f, seqs, n_seqs) : 0;
 
 	if (n_seqs > f->max_seqs)
 		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "%d sequences exceed the step limit of %d",
@@ -132,6 +161,23 @@ BuildBatch(cbllm_forward *f, const fwd_seq *seqs, int n_seqs, fwd_batch *b, cbll
 			}
 		}
 	}
+	f->n_rows = n_rows;
+	b->graph = G > 0;
+	if (G > T)
+	{
+		/* padding: one sequence at position 0 of the pad block */
+		f->pad_table[0] = f->be->pad_block;
+		f->tables[n_seqs] = f->pad_table;
+		for (; T < G; T++)
+		{
+			f->tokens[T] = 0;
+			f->pos[T] = 0;
+			f->seq[T] = n_seqs;
+			f->slot[T] = (int64_t) f->be->pad_block * bs;
+			f->rows[T] = T;
+		}
+		n_seqs++;
+	}
 	b->n_tokens = T;
 	b->tokens = f->tokens;
 	b->pos = f->pos;
@@ -139,19 +185,40 @@ BuildBatch(cbllm_forward *f, const fwd_seq *seqs, int n_seqs, fwd_batch *b, cbll
 	b->slot = f->slot;
 	b->n_seqs = n_seqs;
 	b->block_tables = f->tables;
+	b->n_rows = b->graph ? T : n_rows;
+	b->rows = f->rows;
 	return n_rows;
 }
 
-/* One decoder layer over the batch, updating the residual stream f->x. */
+/* x += y, then out = rmsnorm(x) * w: fused when the backend can. */
 static void
-Layer(cbllm_forward *f, int l, const fwd_batch *b)
+AddNorm(cbllm_forward *f, float *x, const float *y, const float *w, int T, float *out)
+{
+	const cbllm_model_config *c = &f->model->cfg;
+	cbllm_backend *be = f->be;
+
+	if (be->add_rmsnorm != NULL)
+		be->add_rmsnorm(be, x, y, w, T, c->hidden, c->rms_eps, out);
+	else
+	{
+		be->add(be, x, y, (int64_t) T * c->hidden);
+		be->rmsnorm(be, x, w, T, c->hidden, c->rms_eps, out);
+	}
+}
+
+/*
+ * One decoder layer over the batch, updating the residual stream f->x.  On
+ * entry f->h holds rmsnorm(x) for this layer's attention; on exit it holds
+ * the norm for next_norm (the next layer's), or x is complete when NULL.
+ */
+static void
+Layer(cbllm_forward *f, int l, const fwd_batch *b, const float *next_norm)
 {
 	const cbllm_model_config *c = &f->model->cfg;
 	const cbllm_layer *w = &f->model->layers[l];
 	cbllm_backend *be = f->be;
 	int			T = b->n_tokens;
 
-	be->rmsnorm(be, f->x, w->attn_norm, T, c->hidden, c->rms_eps, f->h);
 	be->matmul(be, 3, (const cbllm_weight *[]) {&w->wq, &w->wk, &w->wv}, f->h, T,
 			   (float *[]) {f->q, f->k, f->v});
 	be->rope(be, f->q, T, c->n_heads, b);
@@ -159,44 +226,105 @@ Layer(cbllm_forward *f, int l, const fwd_batch *b)
 	be->kv_store(be, f->kv, l, f->k, f->v, b);
 	be->attention(be, f->kv, l, f->q, b, f->att);
 	be->matmul(be, 1, (const cbllm_weight *[]) {&w->wo}, f->att, T, (float *[]) {f->h});
-	be->add(be, f->x, f->h, (int64_t) T * c->hidden);
+	AddNorm(f, f->x, f->h, w->mlp_norm, T, f->h);
 
-	be->rmsnorm(be, f->x, w->mlp_norm, T, c->hidden, c->rms_eps, f->h);
 	be->matmul(be, 2, (const cbllm_weight *[]) {&w->w_gate, &w->w_up}, f->h, T,
 			   (float *[]) {f->gate, f->up});
 	be->silu_mul(be, f->gate, f->up, (int64_t) T * c->intermediate);
 	be->matmul(be, 1, (const cbllm_weight *[]) {&w->w_down}, f->gate, T, (float *[]) {f->h});
-	be->add(be, f->x, f->h, (int64_t) T * c->hidden);
+	if (next_norm != NULL)
+		AddNorm(f, f->x, f->h, next_norm, T, f->h);
+	else
+		be->add(be, f->x, f->h, (int64_t) T * c->hidden);
+}
+
+/* The whole pass over a built batch, leaving the logits in f->logits_dev. */
+static int
+RunPass(cbllm_forward *f, const fwd_batch *b, cbllm_err *err)
+{
+	const cbllm_model_config *c = &f->model->cfg;
+	cbllm_backend *be = f->be;
+	int			rc;
+
+	if ((rc = be->begin_step(be, b, err)) != CBLLM_OK)
+		return rc;
+	be->embed(be, &f->model->embed, b, f->x);
+	be->rmsnorm(be, f->x, f->model->layers[0].attn_norm, b->n_tokens, c->hidden, c->rms_eps,
+				f->h);
+	for (int l = 0; l < c->n_layers; l++)
+		Layer(f, l, b, l + 1 < c->n_layers ? f->model->layers[l + 1].attn_norm : NULL);
+	if (b->n_rows > 0)
+	{
+		be->gather_rows(be, f->x, b->rows, b->n_rows, c->hidden, f->h);
+		be->rmsnorm(be, f->h, f->model->final_norm, b->n_rows, c->hidden, c->rms_eps, f->h);
+		be->matmul(be, 1, (const cbllm_weight *[]) {&f->model->lm_head}, f->h, b->n_rows,
+				   (float *[]) {f->logits_dev});
+	}
+	return be->end_step != NULL ? be->end_step(be, err) : CBLLM_OK;
 }
 
 /* Run one step over the flattened sequences. */
 int
-forward_run(cbllm_forward *f, const fwd_seq *seqs, int n_seqs, const float **logits,
-			int *n_rows, cbllm_err *err)
+forward_run(cbllm_forward *f, const fwd_seq *seqs, int n_seqs, int *n_rows, cbllm_err *err)
 {
-	const cbllm_model_config *c = &f->model->cfg;
-	cbllm_backend *be = f->be;
 	fwd_batch	b;
 	int			rows,
 				rc;
 
-	rows = BuildBatch(f, seqs, n_seqs, &b, err);
+	rows = BuildBatch(f, seqs, n_seqs, true, &b, err);
 	if (rows < 0)
 		return rows;
-	if ((rc = be->begin_step(be, &b, err)) != CBLLM_OK)
-		return rc;
-	be->embed(be, &f->model->embed, &b, f->x);
-	for (int l = 0; l < c->n_layers; l++)
-		Layer(f, l, &b);
-	*n_rows = rows;
+	rc = RunPass(f, &b, err);
+	if (rc != CBLLM_OK && b.graph)
+	{
+		/* recording or replay failed before anything ran: run the step as it is from now on */
+		f->no_graphs = true;
+		if ((rows = BuildBatch(f, seqs, n_seqs, false, &b, err)) < 0)
+			return rows;
+		rc = RunPass(f, &b, err);
+	}
+	*n_rows = rc == CBLLM_OK ? rows : 0;
+	f->n_rows = *n_rows;
+	return rc;
+}
+
+/* The last step's logits (n_rows, vocab) on the host, valid until the next step. */
+int
+forward_logits(cbllm_forward *f, const float **logits, cbllm_err *err)
+{
+	int			rc = CBLLM_OK;
+
+	if (f->n_rows > 0)
+		rc = f->be->download(f->be, f->logits_dev, f->logits,
+							 (size_t) f->n_rows * f->model->cfg.vocab_size, err);
 	*logits = f->logits;
-	if (rows == 0)
+	return rc;
+}
+
+/* Whether the backend samples on its own (forward_sample). */
+bool
+forward_can_sample(const cbllm_forward *f)
+{
+	return f->be->sample != NULL;
+}
+
+/* tokens[r] = a token drawn by the backend from row r of the last step's logits. */
+int
+forward_sample(cbllm_forward *f, const backend_sample_params *p, int32_t *tokens, cbllm_err *err)
+{
+	if (f->be->sample == NULL)
+		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "the %s backend does not sample", f->be->name);
+	if (f->n_rows == 0)
 		return CBLLM_OK;
-	be->gather_rows(be, f->x, f->rows, rows, c->hidden, f->h);
-	be->rmsnorm(be, f->h, f->model->final_norm, rows, c->hidden, c->rms_eps, f->h);
-	be->matmul(be, 1, (const cbllm_weight *[]) {&f->model->lm_head}, f->h, rows,
-			   (float *[]) {f->logits_dev});
-	return be->download(be, f->logits_dev, f->logits, (size_t) rows * c->vocab_size, err);
+	return f->be->sample(f->be, f->logits_dev, f->n_rows, f->model->cfg.vocab_size, p, tokens,
+						 err);
+}
+
+/* Attach the KV cache (a device backend sizes it after the workspace is allocated). */
+void
+forward_set_kv(cbllm_forward *f, kv_cache *kv)
+{
+	f->kv = kv;
 }
 
 /* Free the workspace. */

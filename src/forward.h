@@ -34,7 +34,7 @@ typedef struct forward_params
 {
 	const cbllm_model *model;
 	cbllm_backend *backend;
-	kv_cache   *kv;
+	kv_cache   *kv;				/* may be NULL until forward_set_kv */
 	int			max_tokens;		/* most tokens in one step */
 	int			max_seqs;		/* most sequences in one step */
 	int			max_logit_rows; /* most logit rows in one step; 0: max_seqs */
@@ -43,11 +43,24 @@ typedef struct forward_params
 int			forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err);
 
 /*
- * Run one step.  On success *logits points to (*n_rows, vocab) host floats,
- * the rows in sequence order, valid until the next call.
+ * Run one step; its logits (*n_rows of them, in sequence order) stay in
+ * backend memory for forward_logits or forward_sample.
  */
-int			forward_run(cbllm_forward *f, const fwd_seq *seqs, int n_seqs,
-						const float **logits, int *n_rows, cbllm_err *err);
+int			forward_run(cbllm_forward *f, const fwd_seq *seqs, int n_seqs, int *n_rows,
+						cbllm_err *err);
+
+/* The last step's logits (n_rows, vocab) on the host, valid until the next step. */
+int			forward_logits(cbllm_forward *f, const float **logits, cbllm_err *err);
+
+/* Whether the backend samples on the device (forward_sample). */
+bool		forward_can_sample(const cbllm_forward *f);
+
+/* tokens[r] = a token drawn from row r of the last step's logits with p[r]. */
+int			forward_sample(cbllm_forward *f, const backend_sample_params *p, int32_t *tokens,
+						   cbllm_err *err);
+
+/* Attach the KV cache when forward_create was given none. */
+void		forward_set_kv(cbllm_forward *f, kv_cache *kv);
 
 void		forward_free(cbllm_forward *f);
 

@@ -32,8 +32,11 @@ kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err)
 	kv->head_dim = p->head_dim;
 	kv->block_floats = (int64_t) p->block_size * p->n_kv_heads * p->head_dim;
 	n = (size_t) p->n_layers * p->n_blocks * kv->block_floats;
-	kv->k = cbllm_map_zeroed(n * sizeof(float));
-	kv->v = cbllm_map_zeroed(n * sizeof(float));
+	if (!p->no_data)
+	{
+		kv->k = cbllm_map_zeroed(n * sizeof(float));
+		kv->v = cbllm_map_zeroed(n * sizeof(float));
+	}
 	kv->free_ids = malloc(sizeof(int32_t) * p->n_blocks);
 	kv->refcount = calloc(p->n_blocks, sizeof(int32_t));
 	kv->hash = calloc(p->n_blocks, sizeof(uint64_t));
@@ -45,7 +48,7 @@ kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err)
 	kv->table_key = calloc(kv->table_cap, sizeof(uint64_t));
 	kv->table_block = calloc(kv->table_cap, sizeof(int32_t));
 	kv->lru_head = kv->lru_tail = -1;
-	if (kv->k == NULL || kv->v == NULL || kv->free_ids == NULL || kv->refcount == NULL ||
+	if ((!p->no_data && (kv->k == NULL || kv->v == NULL)) || kv->free_ids == NULL || kv->refcount == NULL ||
 		kv->hash == NULL || kv->lru_prev == NULL || kv->lru_next == NULL ||
 		kv->table_key == NULL || kv->table_block == NULL)
 	{

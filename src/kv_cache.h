@@ -14,6 +14,7 @@
 #ifndef CBLLM_KV_CACHE_H
 #define CBLLM_KV_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,7 +28,7 @@ typedef struct kv_cache
 	int			n_kv_heads;
 	int			head_dim;
 	int64_t		block_floats;	/* floats of one block in one layer: block_size * n_kv_heads * head_dim */
-	float	   *k;				/* (n_layers, n_blocks, block_size, n_kv_heads, head_dim) */
+	float	   *k;				/* (n_layers, n_blocks, block_size, n_kv_heads, head_dim); NULL with no_data */
 	float	   *v;				/* (n_layers, n_blocks, block_size, n_kv_heads, head_dim) */
 	int32_t    *free_ids;		/* (n_blocks) stack of free block ids; top at n_free - 1 */
 	int			n_free;
@@ -53,6 +54,7 @@ typedef struct kv_cache_params
 	int			n_layers;
 	int			n_kv_heads;
 	int			head_dim;
+	bool		no_data;		/* only the bookkeeping: the keys and values live in a device backend */
 } kv_cache_params;
 
 /* Bytes of K and V for one block across all layers. */

@@ -1,6 +1,7 @@
 /*
- * model.c: bind a checkpoint's tensors to the Llama layer structure,
- * checking every name, shape and dtype against config.json.
+ * model.c: load a model: bind a checkpoint's tensors to the Llama layer
+ * structure, checking every name, shape and dtype against config.json, or
+ * hand the layers to the dummy loader (model_dummy.c).
  */
 #include "model.h"
 
@@ -106,42 +107,70 @@ AddStepWeight(cbllm_model *m, const cbllm_weight *w)
 	m->step_weight_bytes += (size_t) (w->rows * w->cols) * cbllm_dtype_size(w->dtype);
 }
 
+/* Open the safetensors checkpoint of m->dir and bind every weight to m's layers. */
+static int
+BindCheckpoint(cbllm_model *m, cbllm_err *err)
+{
+	const cbllm_model_config *c = &m->cfg;
+	int			rc;
+
+	if ((rc = st_open_dir(m->dir, &m->st, err)))
+		return rc;
+	m->layers = calloc(c->n_layers, sizeof(cbllm_layer));
+	if (m->layers == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	if ((rc = BindWeight(m, "model.embed_tokens.weight", c->vocab_size, c->hidden, &m->embed, err)))
+		return rc;
+	for (int i = 0; i < c->n_layers; i++)
+		if ((rc = BindLayer(m, i, err)))
+			return rc;
+	if ((rc = BindNorm(m, "model.norm.weight", c->hidden, &m->final_norm, err)))
+		return rc;
+	if (st_find(m->st, "lm_head.weight") != NULL || !c->tie_embeddings)
+		return BindWeight(m, "lm_head.weight", c->vocab_size, c->hidden, &m->lm_head, err);
+	m->lm_head = m->embed;
+	return CBLLM_OK;
+}
+
+/* Whether a load format names the safetensors checkpoint. */
+static bool
+IsCheckpointFormat(const char *format)
+{
+	return format == NULL || strcmp(format, "auto") == 0 || strcmp(format, "safetensors") == 0;
+}
+
 /* Load config.json and bind every weight of the model in dir. */
 int
 model_load(const char *dir, cbllm_model **out, cbllm_err *err)
 {
-	cbllm_model *m = calloc(1, sizeof(cbllm_model));
-	const cbllm_model_config *c;
+	model_load_params p = {.dir = dir, .format = NULL, .dummy_on_host = false};
+
+	return model_load_ex(&p, out, err);
+}
+
+/* Load config.json, then the checkpoint's weights or dummy ones, as p->format says. */
+int
+model_load_ex(const model_load_params *p, cbllm_model **out, cbllm_err *err)
+{
+	bool		dummy = p->format != NULL && strcmp(p->format, "dummy") == 0;
+	cbllm_model *m;
 	int			rc;
 
+	if (!dummy && !IsCheckpointFormat(p->format))
+		return cbllm_fail(err, CBLLM_ERR_INVALID,
+						  "unknown load format \"%s\" (accepted: \"auto\", \"safetensors\", \"dummy\")",
+						  p->format);
+	m = calloc(1, sizeof(cbllm_model));
 	if (m == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
-	c = &m->cfg;
-	m->dir = dir;
-	if ((rc = model_config_load(dir, &m->cfg, err)) ||
-		(rc = st_open_dir(dir, &m->st, err)))
-		goto fail;
-	m->layers = calloc(c->n_layers, sizeof(cbllm_layer));
-	if (m->layers == NULL)
+	m->dir = p->dir;
+	if ((rc = model_config_load(p->dir, &m->cfg, err)) ||
+		(rc = dummy ? model_load_dummy(m, p->dummy_on_host, err) : BindCheckpoint(m, err)))
 	{
-		rc = cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
-		goto fail;
+		model_free(m);
+		return rc;
 	}
-	if ((rc = BindWeight(m, "model.embed_tokens.weight", c->vocab_size, c->hidden, &m->embed, err)))
-		goto fail;
-	for (int i = 0; i < c->n_layers; i++)
-		if ((rc = BindLayer(m, i, err)))
-			goto fail;
-	if ((rc = BindNorm(m, "model.norm.weight", c->hidden, &m->final_norm, err)))
-		goto fail;
-	if (st_find(m->st, "lm_head.weight") != NULL || !c->tie_embeddings)
-	{
-		if ((rc = BindWeight(m, "lm_head.weight", c->vocab_size, c->hidden, &m->lm_head, err)))
-			goto fail;
-	}
-	else
-		m->lm_head = m->embed;
-	for (int i = 0; i < c->n_layers; i++)
+	for (int i = 0; i < m->cfg.n_layers; i++)
 	{
 		const cbllm_weight *ws[7] = {&m->layers[i].wq, &m->layers[i].wk, &m->layers[i].wv,
 			&m->layers[i].wo, &m->layers[i].w_gate, &m->layers[i].w_up, &m->layers[i].w_down};
@@ -153,12 +182,9 @@ model_load(const char *dir, cbllm_model **out, cbllm_err *err)
 	m->dir = NULL;
 	*out = m;
 	return CBLLM_OK;
-fail:
-	model_free(m);
-	return rc;
 }
 
-/* Release the model's converted norms and its mappings. */
+/* Release the model's converted norms, its own matrices and its mappings. */
 void
 model_free(cbllm_model *m)
 {
@@ -167,9 +193,27 @@ model_free(cbllm_model *m)
 	if (m->layers)
 		for (int i = 0; i < m->cfg.n_layers; i++)
 		{
-			free(m->layers[i].attn_norm);
-			free(m->layers[i].mlp_norm);
+			cbllm_layer *l = &m->layers[i];
+
+			free(l->attn_norm);
+			free(l->mlp_norm);
+			if (m->owns_matrices)
+			{
+				free((void *) l->wq.data);
+				free((void *) l->wk.data);
+				free((void *) l->wv.data);
+				free((void *) l->wo.data);
+				free((void *) l->w_gate.data);
+				free((void *) l->w_up.data);
+				free((void *) l->w_down.data);
+			}
 		}
+	if (m->owns_matrices)
+	{
+		if (m->lm_head.data != m->embed.data)
+			free((void *) m->lm_head.data);
+		free((void *) m->embed.data);
+	}
 	free(m->layers);
 	free(m->final_norm);
 	st_close(m->st);

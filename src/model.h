@@ -1,6 +1,13 @@
 /*
  * model.h: a Llama-family checkpoint: its configuration (config.json) and its
  * weights, which stay in their stored dtype inside the safetensors mapping.
+ *
+ * The "dummy" load format (model_dummy.c) reads config.json alone and gives
+ * every matrix deterministic pseudo-random bf16 values, for benchmarks of a
+ * model's geometry without its weight files.  Element i of a dummy matrix is
+ * dummy_value(dummy_seed, i) * dummy_scale, multiplied in f32 and rounded to
+ * bf16 (nearest even); a device backend may generate it from those two fields
+ * when data is NULL.
  */
 #ifndef CBLLM_MODEL_H
 #define CBLLM_MODEL_H
@@ -37,7 +44,10 @@ typedef struct cbllm_weight
 	cbllm_dtype dtype;
 	int64_t		rows;
 	int64_t		cols;
-	const void *data;
+	const void *data;			/* (rows, cols); NULL for a dummy not filled on the host */
+	uint64_t	dummy_seed;		/* nonzero: a dummy tensor whose values are
+								 * dummy_value(dummy_seed, i) * dummy_scale */
+	float		dummy_scale;	/* 1 / sqrt(cols) for a dummy tensor, 0 otherwise */
 } cbllm_weight;
 
 typedef struct cbllm_layer
@@ -57,7 +67,8 @@ typedef struct cbllm_model
 {
 	cbllm_model_config cfg;
 	const char *dir;			/* the caller's string, valid during model_load only */
-	st_archive *st;
+	st_archive *st;				/* NULL for the dummy format */
+	bool		owns_matrices;	/* the matrices' data are malloc'd (dummy on the host) */
 	cbllm_weight embed;			/* (vocab, hidden) */
 	cbllm_layer *layers;		/* (n_layers) */
 	float	   *final_norm;		/* (hidden), converted to f32 */
@@ -70,8 +81,43 @@ typedef struct cbllm_model
 /* Parse dir/config.json; errors name the file and the problem. */
 int			model_config_load(const char *dir, cbllm_model_config *cfg, cbllm_err *err);
 
-/* Load config and weights of the model in dir. */
+/* What model_load_ex loads, and from where. */
+typedef struct model_load_params
+{
+	const char *dir;
+	const char *format;			/* NULL or "auto" or "safetensors": the checkpoint;
+								 * "dummy": random weights */
+	bool		dummy_on_host;	/* dummy: fill host buffers now (CPU backend); false
+								 * leaves data NULL for a device backend to generate */
+} model_load_params;
+
+/* Load config and weights of the model in dir (the safetensors checkpoint). */
 int			model_load(const char *dir, cbllm_model **out, cbllm_err *err);
+
+/* Load config and weights as p says: from the checkpoint or as dummies. */
+int			model_load_ex(const model_load_params *p, cbllm_model **out, cbllm_err *err);
+
+/* Release a loaded or partly loaded model (NULL is allowed). */
 void		model_free(cbllm_model *m);
+
+/* Give m (its cfg loaded) dummy matrices and unit norms (model_dummy.c). */
+int			model_load_dummy(cbllm_model *m, bool on_host, cbllm_err *err);
+
+/*
+ * The dummy value of element i of a tensor, before scaling: uniform in [-1, 1).
+ * A splitmix64 hash of seed + i * golden ratio; its top 24 bits make the value,
+ * exactly, so the CUDA kernel that generates dummies on the device reproduces
+ * it bit for bit.  Do not change the formula.
+ */
+static inline float
+dummy_value(uint64_t seed, uint64_t i)
+{
+	uint64_t	z = seed + i * 0x9e3779b97f4a7c15ULL;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	z ^= z >> 31;
+	return (float) (z >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
 
 #endif

@@ -18,6 +18,18 @@ cbllm_bf16_to_f32(uint16_t h)
 	return f;
 }
 
+/* f32 to bf16, rounded to nearest even; NaN stays a (quiet) NaN. */
+static inline uint16_t
+cbllm_f32_to_bf16(float f)
+{
+	uint32_t	u;
+
+	memcpy(&u, &f, 4);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t) ((u >> 16) | 0x0040);
+	return (uint16_t) ((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
 /* IEEE half to f32 (exact, including subnormals, infinities and NaN). */
 static inline float
 cbllm_f16_to_f32(uint16_t h)

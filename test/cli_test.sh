@@ -69,5 +69,46 @@ err=$($cli bench -m "$model" --prompt-len 40..10 2>&1 >/dev/null)
 [ $? -ne 0 ] && echo "$err" | grep -q "A..B"
 ok $? "a reversed range is refused ($err)"
 
+bench=$($cli bench -m "$model" --concurrency 1,4 --requests 6 --prompt-len 10..20 --gen-len 5..12 --bandwidth 20 --json --threads 2)
+[ $? -eq 0 ] && [ "$(echo "$bench" | grep -Ec '"decode_step_ms": \{"p50": [0-9.]+\}, "decode_steps": [1-9][0-9]*, "floor_ms": \{"p50": [0-9.]+\}, "x_floor": [0-9.]+\}$')" -eq 2 ]
+ok $? "bench --bandwidth --json adds the decode step, its floor and their ratio to every level"
+
+bench=$($cli bench -m "$model" --concurrency 4 --requests 6 --prompt-len 10..20 --gen-len 5..12 --json --threads 2)
+[ $? -eq 0 ] && echo "$bench" | grep -q '"floor_ms": {"p50": null}, "x_floor": null}$' &&
+	echo "$bench" | grep -Eq '"decode_step_ms": \{"p50": [0-9.]+\}'
+ok $? "bench --json without --bandwidth times decode steps and gives a null floor"
+
+bench=$($cli bench -m "$model" --concurrency 4 --requests 6 --prompt-len 10..20 --gen-len 5..12 --bandwidth 20 --threads 2)
+[ $? -eq 0 ] && echo "$bench" | head -1 | grep -Eq 'decode_ms +floor_ms +x_floor$' &&
+	echo "$bench" | grep -Eq '^4 .* [0-9.]+ +[0-9.]+ +[0-9.]+$'
+ok $? "bench --bandwidth prints the decode_ms, floor_ms and x_floor columns"
+
+for bad in 0 1.5 -0.2 abc; do
+	err=$($cli bench -m "$model" --gpu-memory-utilization "$bad" 2>&1 >/dev/null)
+	[ $? -ne 0 ] && [ "$(echo "$err" | wc -l)" -eq 1 ] && echo "$err" | grep -q "gpu-memory-utilization must be a fraction"
+	ok $? "--gpu-memory-utilization $bad is refused with one error line ($err)"
+done
+
+err=$($cli generate -m "$model" -p x --load-format bogus 2>&1 >/dev/null)
+[ $? -ne 0 ] && echo "$err" | grep -q "load-format must be auto or dummy"
+ok $? "an unknown --load-format is refused ($err)"
+
+err=$($cli bench -m "$model" --bandwidth -5 2>&1 >/dev/null)
+[ $? -ne 0 ] && echo "$err" | grep -q "bandwidth must be a positive number"
+ok $? "a negative --bandwidth is refused ($err)"
+
+out=$($cli generate -m "$model" -p "hello world" -n 4 --temp 0 --ids --ignore-eos --load-format auto --gpu-memory-utilization 0.5)
+[ $? -eq 0 ] && [ "$(echo "$out" | wc -w)" -eq 4 ]
+ok $? "--load-format auto and a valid --gpu-memory-utilization are accepted ($out)"
+
+out=$($cli membw --device cpu)
+[ $? -eq 0 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -Eq '^copy_bandwidth_GBps [0-9]+\.[0-9]$' &&
+	awk '{ exit !($2 > 0) }' <<<"$out"
+ok $? "membw --device cpu prints one line copy_bandwidth_GBps with a positive number ($out)"
+
+err=$($cli membw --device tpu 2>&1 >/dev/null)
+[ $? -ne 0 ] && echo "$err" | grep -q "cpu, cuda or auto"
+ok $? "membw refuses an unknown device ($err)"
+
 echo "1..$n"
 [ $fails -eq 0 ]

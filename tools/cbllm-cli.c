@@ -5,9 +5,11 @@
  *   cbllm-cli tokenize -m DIR [--raw]          (text on standard input)
  *   cbllm-cli logits   -m DIR --prompt-ids "1 2 3"
  *   cbllm-cli bench    -m DIR [--concurrency 1,4,8,16,32] [--requests N] [--prompt-len A..B]
- *                      [--gen-len A..B] [--static] [--json]     (the serving workload)
+ *                      [--gen-len A..B] [--static] [--json] [--bandwidth GBPS]
+ *                      (the serving workload; GBPS adds each decode step's bandwidth floor)
  *   cbllm-cli bench-hol -m DIR [--static]              (the head-of-line case)
  *   cbllm-cli bench-steps -m DIR [--batch 1,8,32] [--context N] [--steps N] [--prefill N]
+ *   cbllm-cli membw [--device cpu|cuda]        (copy bandwidth: "copy_bandwidth_GBps X")
  *
  * Every failure prints one line "cbllm-cli: error: ..." and exits 1.
  */
@@ -34,11 +36,12 @@ Usage(FILE *f)
 		  "  cbllm-cli logits -m DIR --prompt-ids \"ID ...\"\n"
 		  "  cbllm-cli bench -m DIR [--concurrency 1,4,8,16,32] [--requests N] [--prompt-len A..B]\n"
 		  "            [--gen-len A..B] [--prefix-len N] [--temp T] [--top-p P] [--seed S]\n"
-		  "            [--static] [--json]\n"
+		  "            [--static] [--json] [--bandwidth GBPS]\n"
 		  "  cbllm-cli bench-hol -m DIR [--static]   (1 request of 500 tokens, 7 of 20)\n"
 		  "  cbllm-cli bench-steps -m DIR [--batch 1,8,32] [--context N] [--steps N] [--prefill N]\n"
+		  "  cbllm-cli membw [--device cpu|cuda]     device copy bandwidth (read + write) in GB/s\n"
 		  "common options: --device cpu|cuda|auto  --threads N  --isa auto|avx512|avx2|generic\n"
-		  "                --max-model-len N\n"
+		  "                --max-model-len N  --load-format auto|dummy  --gpu-memory-utilization F\n"
 		  "                --kv-blocks N  --block-size N  --max-num-seqs N  --max-batched-tokens N\n"
 		  "                --preempt auto|recompute|swap  --swap-blocks N  --no-prefix-cache\n",
 		  f);
@@ -76,6 +79,21 @@ ParseFloat(const char *s, float *out)
 
 	errno = 0;
 	v = strtof(s, &end);
+	if (errno || end == s || *end != '\0')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Parse a double option value strictly. */
+static int
+ParseDouble(const char *s, double *out)
+{
+	char	   *end;
+	double		v;
+
+	errno = 0;
+	v = strtod(s, &end);
 	if (errno || end == s || *end != '\0')
 		return -1;
 	*out = v;
@@ -183,6 +201,40 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 			o->ep.cpu_isa = v;
 		else if (strcmp(a, "--device") == 0)
 			o->ep.device = v;
+		else if (strcmp(a, "--load-format") == 0)
+		{
+			if (strcmp(v, "auto") != 0 && strcmp(v, "dummy") != 0)
+			{
+				fprintf(stderr, "cbllm-cli: error: --load-format must be auto or dummy, "
+						"not \"%s\"\n", v);
+				return -1;
+			}
+			o->ep.load_format = v;
+		}
+		else if (strcmp(a, "--gpu-memory-utilization") == 0)
+		{
+			double		f;
+
+			if (ParseDouble(v, &f) != 0 || !(f > 0 && f <= 1))
+			{
+				fprintf(stderr, "cbllm-cli: error: --gpu-memory-utilization must be a fraction "
+						"in (0, 1], not \"%s\"\n", v);
+				return -1;
+			}
+			o->ep.gpu_memory_utilization = f;
+		}
+		else if (strcmp(a, "--bandwidth") == 0)
+		{
+			double		g;
+
+			if (ParseDouble(v, &g) != 0 || !(g > 0 && g < 1e6))
+			{
+				fprintf(stderr, "cbllm-cli: error: --bandwidth must be a positive number "
+						"of GB/s, not \"%s\"\n", v);
+				return -1;
+			}
+			o->work.bandwidth_gbps = g;
+		}
 		else if (strcmp(a, "--temp") == 0 || strcmp(a, "--top-p") == 0)
 		{
 			bool		is_temp = a[2] == 't' && a[3] == 'e';
@@ -269,7 +321,7 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 		}
 		i += takes;
 	}
-	if (o->ep.model_dir == NULL)
+	if (o->ep.model_dir == NULL && strcmp(argv[1], "membw") != 0)
 	{
 		fprintf(stderr, "cbllm-cli: error: -m DIR (the model directory) is required\n");
 		return -1;
@@ -444,6 +496,8 @@ main(int argc, char **argv)
 		return cli_hol_run(&o.ep, 20, 500, 64);
 	if (strcmp(argv[1], "bench-steps") == 0)
 		return cli_bench_run(&o.ep, &o.bench);
+	if (strcmp(argv[1], "membw") == 0)
+		return cli_membw_run(o.ep.device);
 	fprintf(stderr, "cbllm-cli: error: unknown command \"%s\"\n", argv[1]);
 	Usage(stderr);
 	return 1;

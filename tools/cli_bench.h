@@ -14,4 +14,7 @@ typedef struct bench_opts
 
 int			cli_bench_run(const cbllm_engine_params *ep, const bench_opts *o);
 
+/* membw: print "copy_bandwidth_GBps X" for device "cpu" (NULL), "cuda" or "auto". */
+int			cli_membw_run(const char *device);
+
 #endif

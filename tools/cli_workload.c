@@ -8,6 +8,23 @@
  * temperature 0.7 / top-p 0.95.  Time to first token is measured from
  * submission, inter-token latency is every gap between later tokens, and
  * throughput is generated tokens over the level's wall time.
+ *
+ * Every cbllm_engine_step is timed.  A step is a decode step when the
+ * engine's counters show that it computed no prompt token and generated at
+ * least one.  With a bandwidth B (--bandwidth, GB/s) each decode step also
+ * gets a floor: the bytes it must read at least, the weights of one forward
+ * pass (info.step_weight_bytes) plus the K and V of every position each of
+ * its sequences attends to (context length * info.kv_bytes_per_token), over
+ * B.  The sequences of a decode step are taken to be the requests that
+ * received a token from it: in a step without prompt tokens every scheduled
+ * sequence samples exactly one token and nothing else produces one, so the
+ * set is exact rather than the approximation "every client past its first
+ * token and not finished", which would also count requests left out of the
+ * step (preempted, swapped out, or beyond max_num_seqs).  A sequence that
+ * had generated g tokens before the step attends to prompt + g positions
+ * (its prompt, its earlier tokens' K and V, and the token it feeds now).
+ * The level reports the median decode step, the median floor and their
+ * ratio.
  */
 #include "cli_workload.h"
 
@@ -72,6 +89,28 @@ Summarise(samples *s, double *mean, double *p50, double *p99)
 	*mean = sum / s->n;
 	*p50 = s->v[(int) (0.50 * (s->n - 1) + 0.5)];
 	*p99 = s->v[(int) (0.99 * (s->n - 1) + 0.5)];
+}
+
+/* Sort s and read its median (nearest rank); 0 when empty. */
+static double
+Median(samples *s)
+{
+	double		mean,
+				p50,
+				p99;
+
+	Summarise(s, &mean, &p50, &p99);
+	return p50;
+}
+
+/* A JSON number, or null when there is none (has false). */
+static void
+JsonNumber(char *buf, size_t len, double v, bool has)
+{
+	if (has)
+		snprintf(buf, len, "%.3f", v);
+	else
+		snprintf(buf, len, "null");
 }
 
 /* Parse "A..B" or "A". */
@@ -149,25 +188,111 @@ SubmitOne(cbllm_engine *e, const workload_opts *o, int vocab, unsigned *rng, int
 	return rc;
 }
 
+/* What one concurrency level measured. */
+typedef struct level_result
+{
+	samples		ttft;			/* seconds from submission to the first token */
+	samples		itl;			/* seconds between later tokens */
+	samples		steps;			/* seconds of each decode step */
+	samples		floors;			/* each decode step's floor in seconds (with a bandwidth) */
+	int64_t		gen_tokens;
+	double		wall;			/* seconds of the level */
+	cbllm_stats st;				/* the engine's counters at the end */
+} level_result;
+
+/* Free the samples of r. */
+static void
+LevelFree(level_result *r)
+{
+	free(r->ttft.v);
+	free(r->itl.v);
+	free(r->steps.v);
+	free(r->floors.v);
+}
+
+/* Record a decode step of dt seconds whose sequences attend to ctx positions in all. */
+static void
+AddDecodeStep(level_result *r, const cbllm_engine_info *info, const workload_opts *o,
+			  double dt, int64_t ctx)
+{
+	SamplesAdd(&r->steps, dt);
+	if (o->bandwidth_gbps > 0)
+		SamplesAdd(&r->floors, ((double) info->step_weight_bytes +
+							   (double) ctx * (double) info->kv_bytes_per_token) /
+				   (o->bandwidth_gbps * 1e9));
+}
+
+/* Print the level's line: a table row, or a JSON object with --json. */
+static void
+PrintLevel(const cbllm_engine_params *ep, const workload_opts *o, int C, level_result *r)
+{
+	const cbllm_stats *st = &r->st;
+	double		m[6],
+				step_ms = Median(&r->steps) * 1e3,
+				floor_ms = Median(&r->floors) * 1e3;
+	bool		has_step = r->steps.n > 0,
+				has_floor = r->floors.n > 0 && floor_ms > 0;
+	double		batch = st->steps ? (double) st->batch_seqs_sum / st->steps : 0.0,
+				hits = st->prefix_queries ? (double) st->prefix_hits / st->prefix_queries : 0.0;
+
+	Summarise(&r->ttft, &m[0], &m[1], &m[2]);
+	Summarise(&r->itl, &m[3], &m[4], &m[5]);
+	if (o->json)
+	{
+		char		js[32],
+					jf[32],
+					jx[32];
+
+		JsonNumber(js, sizeof(js), step_ms, has_step);
+		JsonNumber(jf, sizeof(jf), floor_ms, has_floor);
+		JsonNumber(jx, sizeof(jx), has_floor ? step_ms / floor_ms : 0, has_step && has_floor);
+		printf("{\"mode\": \"%s\", \"concurrency\": %d, \"requests\": %d, "
+			   "\"ttft_ms\": {\"mean\": %.2f, \"p50\": %.2f, \"p99\": %.2f}, "
+			   "\"itl_ms\": {\"mean\": %.2f, \"p50\": %.2f, \"p99\": %.2f}, "
+			   "\"tokens_per_s\": %.2f, \"generated_tokens\": %lld, \"wall_s\": %.3f, "
+			   "\"mean_batch\": %.2f, \"preemptions\": %lld, \"prefix_hit_rate\": %.4f, "
+			   "\"decode_step_ms\": {\"p50\": %s}, \"decode_steps\": %d, "
+			   "\"floor_ms\": {\"p50\": %s}, \"x_floor\": %s}\n",
+			   ep->static_batching ? "static" : "continuous", C, o->requests,
+			   m[0] * 1e3, m[1] * 1e3, m[2] * 1e3, m[3] * 1e3, m[4] * 1e3, m[5] * 1e3,
+			   r->gen_tokens / r->wall, (long long) r->gen_tokens, r->wall,
+			   batch, (long long) st->preemptions, hits, js, r->steps.n, jf, jx);
+	}
+	else
+	{
+		char		cs[16] = "-",
+					cf[16] = "-",
+					cx[16] = "-";
+
+		if (has_step)
+			snprintf(cs, sizeof(cs), "%.3f", step_ms);
+		if (has_floor)
+			snprintf(cf, sizeof(cf), "%.3f", floor_ms);
+		if (has_step && has_floor)
+			snprintf(cx, sizeof(cx), "%.2f", step_ms / floor_ms);
+		printf("%-11d %8.1f %8.1f %8.1f %8.2f %8.2f %8.2f %10.1f %8.2f %8lld %8.1f%% "
+			   "%9s %9s %8s\n", C,
+			   m[0] * 1e3, m[1] * 1e3, m[2] * 1e3, m[3] * 1e3, m[4] * 1e3, m[5] * 1e3,
+			   r->gen_tokens / r->wall, batch, (long long) st->preemptions, 100.0 * hits,
+			   cs, cf, cx);
+	}
+	fflush(stdout);
+}
+
 /* Run one concurrency level on a fresh engine and print its line. */
 static int
 RunLevel(const cbllm_engine_params *ep, const workload_opts *o, int C)
 {
 	cbllm_engine *e;
 	cbllm_engine_info info;
-	cbllm_stats st;
 	cbllm_err	err;
 	client_req *cl = calloc(C, sizeof(client_req));
-	samples		ttft = {0},
-				itl = {0};
+	level_result r = {0};
 	unsigned	rng = o->seed * 7919u + (unsigned) C;
 	int			submitted = 0,
 				done = 0,
 				active;
-	int64_t		gen_tokens = 0;
-	double		t0,
-				wall,
-				m[6];
+	double		t0;
 
 	if (cl == NULL || cbllm_engine_create(ep, &e, &err) != CBLLM_OK)
 	{
@@ -182,26 +307,35 @@ RunLevel(const cbllm_engine_params *ep, const workload_opts *o, int C)
 			goto fail;
 	while (done < o->requests)
 	{
-		double		now;
+		cbllm_stats before,
+					after;
+		double		t_step,
+					now;
+		int64_t		ctx = 0;	/* positions the step's sequences attend to */
 
+		cbllm_engine_stats(e, &before);
+		t_step = cbllm_now();
 		if (cbllm_engine_step(e, &active, &err) != CBLLM_OK)
 			goto fail;
 		now = cbllm_now();
+		cbllm_engine_stats(e, &after);
 		for (int c = 0; c < C; c++)
 		{
 			cbllm_output out;
 
 			if (cl[c].id == 0 || cbllm_engine_take(e, cl[c].id, &out, &err) != CBLLM_OK)
 				continue;
+			if (out.n_tokens > 0)
+				ctx += out.n_prompt + out.n_generated - out.n_tokens;
 			for (int t = 0; t < out.n_tokens; t++)
 			{
 				if (cl[c].n_gen++ == 0)
-					SamplesAdd(&ttft, now - cl[c].t_submit);
+					SamplesAdd(&r.ttft, now - cl[c].t_submit);
 				else
-					SamplesAdd(&itl, now - cl[c].t_last);
+					SamplesAdd(&r.itl, now - cl[c].t_last);
 				cl[c].t_last = now;
 			}
-			gen_tokens += out.n_tokens;
+			r.gen_tokens += out.n_tokens;
 			if (out.finish == CBLLM_FINISH_NONE)
 				continue;
 			if (out.finish == CBLLM_FINISH_ERROR)
@@ -215,41 +349,23 @@ RunLevel(const cbllm_engine_params *ep, const workload_opts *o, int C)
 				SubmitOne(e, o, info.vocab_size, &rng, submitted++, &cl[c], &err) != CBLLM_OK)
 				goto fail;
 		}
+		if (after.tokens_prompt == before.tokens_prompt &&
+			after.tokens_generated > before.tokens_generated)
+			AddDecodeStep(&r, &info, o, now - t_step, ctx);
 	}
-	wall = cbllm_now() - t0;
-	cbllm_engine_stats(e, &st);
-	Summarise(&ttft, &m[0], &m[1], &m[2]);
-	Summarise(&itl, &m[3], &m[4], &m[5]);
-	if (o->json)
-		printf("{\"mode\": \"%s\", \"concurrency\": %d, \"requests\": %d, "
-			   "\"ttft_ms\": {\"mean\": %.2f, \"p50\": %.2f, \"p99\": %.2f}, "
-			   "\"itl_ms\": {\"mean\": %.2f, \"p50\": %.2f, \"p99\": %.2f}, "
-			   "\"tokens_per_s\": %.2f, \"generated_tokens\": %lld, \"wall_s\": %.3f, "
-			   "\"mean_batch\": %.2f, \"preemptions\": %lld, \"prefix_hit_rate\": %.4f}\n",
-			   ep->static_batching ? "static" : "continuous", C, o->requests,
-			   m[0] * 1e3, m[1] * 1e3, m[2] * 1e3, m[3] * 1e3, m[4] * 1e3, m[5] * 1e3,
-			   gen_tokens / wall, (long long) gen_tokens, wall,
-			   st.steps ? (double) st.batch_seqs_sum / st.steps : 0.0, (long long) st.preemptions,
-			   st.prefix_queries ? (double) st.prefix_hits / st.prefix_queries : 0.0);
-	else
-		printf("%-11d %8.1f %8.1f %8.1f %8.2f %8.2f %8.2f %10.1f %8.2f %8lld %8.1f%%\n", C,
-			   m[0] * 1e3, m[1] * 1e3, m[2] * 1e3, m[3] * 1e3, m[4] * 1e3, m[5] * 1e3,
-			   gen_tokens / wall, st.steps ? (double) st.batch_seqs_sum / st.steps : 0.0,
-			   (long long) st.preemptions,
-			   st.prefix_queries ? 100.0 * st.prefix_hits / st.prefix_queries : 0.0);
-	fflush(stdout);
+	r.wall = cbllm_now() - t0;
+	cbllm_engine_stats(e, &r.st);
+	PrintLevel(ep, o, C, &r);
 	cbllm_engine_destroy(e);
 	free(cl);
-	free(ttft.v);
-	free(itl.v);
+	LevelFree(&r);
 	return 0;
 fail:
 	fprintf(stderr, "cbllm-cli: error: %s\n", err.msg);
 fail_quiet:
 	cbllm_engine_destroy(e);
 	free(cl);
-	free(ttft.v);
-	free(itl.v);
+	LevelFree(&r);
 	return 1;
 }
 
@@ -286,9 +402,9 @@ cli_workload_run(const cbllm_engine_params *ep_in, const workload_opts *oin)
 	if (ep.max_model_len == 0)
 		ep.max_model_len = o.prompt_max + o.gen_max + 1;
 	if (!o.json)
-		printf("%-11s %8s %8s %8s %8s %8s %8s %10s %8s %8s %9s\n", "concurrency",
+		printf("%-11s %8s %8s %8s %8s %8s %8s %10s %8s %8s %9s %9s %9s %8s\n", "concurrency",
 			   "ttft_ms", "ttft_p50", "ttft_p99", "itl_ms", "itl_p50", "itl_p99", "tokens/s",
-			   "batch", "preempt", "prefix_hit");
+			   "batch", "preempt", "prefix_hit", "decode_ms", "floor_ms", "x_floor");
 	snprintf(list, sizeof(list), "%s", o.concurrency);
 	for (char *s = strtok(list, ","); s; s = strtok(NULL, ","))
 		if (RunLevel(&ep, &o, atoi(s)) != 0)

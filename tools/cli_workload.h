@@ -19,6 +19,7 @@ typedef struct workload_opts
 	float		top_p;			/* 0: 0.95 */
 	bool		json;
 	unsigned	seed;
+	double		bandwidth_gbps; /* memory bandwidth for each decode step's floor; 0: no floor */
 } workload_opts;
 
 /* Ascending order of doubles, for qsort (medians and percentiles). */

@@ -5,11 +5,17 @@
                  [--intermediate 160] [--vocab 320] [--dtype f32|f16|bf16] [--tie]
                  [--seed 0] [--max-pos 2048] [--rope-theta 10000] [--rms-eps 1e-5]
                  [--shards 1] [--tokenizer-from DIR] [--arch llama|mistral]
-                 [--sliding-window N]
+                 [--sliding-window N] [--no-weights]
 
 OUT_DIR receives config.json, tokenizer.json, tokenizer_config.json and the weights,
 either model.safetensors or (with --shards N > 1) model.safetensors.index.json plus
 model-0000i-of-0000N.safetensors.  The same arguments give byte-identical files.
+
+With --no-weights no weight file is written (and any old one is removed): the folder is
+for cbllm's "dummy" load format, which generates bf16 weights from config.json alone, so
+even Llama-2-7B's geometry (--hidden 4096 --layers 32 --heads 32 --kv-heads 32
+--intermediate 11008 --vocab 32000 --max-pos 4096) takes a second.  --dtype then only
+sets config.json's torch_dtype, bfloat16 unless given.
 
 Weights are random (numpy default_rng(seed)), drawn tensor by tensor in file order and
 written as soon as drawn, so a 130M-parameter model takes seconds and little memory:
@@ -84,7 +90,8 @@ def parse_args(argv):
     p.add_argument("--kv-heads", type=int, default=4)
     p.add_argument("--intermediate", type=int, default=160)
     p.add_argument("--vocab", type=int, default=320)
-    p.add_argument("--dtype", choices=sorted(ST_DTYPE), default="f32")
+    p.add_argument("--dtype", choices=sorted(ST_DTYPE),
+                   help="weight dtype (default f32; bf16 with --no-weights)")
     p.add_argument("--tie", action="store_true", help="tie lm_head to the embeddings")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-pos", type=int, default=2048)
@@ -94,7 +101,11 @@ def parse_args(argv):
     p.add_argument("--tokenizer-from", metavar="DIR")
     p.add_argument("--arch", choices=["llama", "mistral"], default="llama")
     p.add_argument("--sliding-window", type=int, metavar="N")
+    p.add_argument("--no-weights", action="store_true",
+                   help="write config and tokenizer only, for the dummy load format")
     a = p.parse_args(argv)
+    if a.dtype is None:
+        a.dtype = "bf16" if a.no_weights else "f32"
 
     for name in ("hidden", "layers", "heads", "kv_heads", "intermediate", "max_pos", "shards"):
         if getattr(a, name) < 1:
@@ -110,6 +121,8 @@ def parse_args(argv):
             p.error("--sliding-window needs --arch mistral")
         if a.sliding_window < 1:
             p.error("--sliding-window must be at least 1")
+    if a.no_weights and a.shards != 1:
+        p.error("--shards needs weights: it cannot go with --no-weights")
     n_tensors = 9 * a.layers + 2 + (0 if a.tie else 1)
     if a.shards > n_tensors:
         p.error("--shards %d is more than the %d tensors" % (a.shards, n_tensors))
@@ -435,7 +448,10 @@ def main(argv=None):
     os.makedirs(a.out_dir, exist_ok=True)
     vocab = write_tokenizer(a, a.out_dir)
     write_json(os.path.join(a.out_dir, "config.json"), model_config(a, vocab))
-    write_weights(a, a.out_dir, vocab)
+    if a.no_weights:
+        remove_old_weights(a.out_dir)
+    else:
+        write_weights(a, a.out_dir, vocab)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,13 @@
 /*
  * test_cuda_ops.c: every CUDA kernel against a plain CPU computation on
- * random inputs: the relative error is within float tolerance and every
- * output element is written (outputs start as NaN).  Without a CUDA device
- * the whole test is skipped, and says so.
+ * random inputs: the relative error is within float (or bf16) tolerance and
+ * every output element is written (outputs start as NaN); device sampling
+ * against the distribution it must draw from; a recorded graph replayed on
+ * new data; the dummy-weight fill against the host's rule.
+ *
+ * Built twice: against CUDA (run on a GPU by test/gpu/check.sh; skipped,
+ * and saying so, without one) and against the CPU emulator of CUDA
+ * (test/cuda_emu), which runs the same kernels' logic in CI.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -12,7 +17,9 @@
 #include "../../cuda/cuda_ops.h"
 #include "backend.h"
 #include "cbllm.h"
+#include "model.h"
 #include "numeric.h"
+#include "compare.h"
 #include "tap.h"
 
 static unsigned rng_state = 12345;
@@ -23,23 +30,6 @@ Rand(void)
 {
 	rng_state = rng_state * 1664525u + 1013904223u;
 	return (float) ((rng_state >> 8) * (1.0 / 8388608.0) - 1.0);
-}
-
-/* Max |a - b| / max |b| over n, or +inf if a holds a NaN (an element not written). */
-static double
-RelErr(const float *a, const float *b, size_t n)
-{
-	double		worst = 0,
-				scale = 1e-30;
-
-	for (size_t i = 0; i < n; i++)
-	{
-		if (isnan(a[i]))
-			return INFINITY;
-		worst = fmax(worst, fabs((double) a[i] - b[i]));
-		scale = fmax(scale, fabs((double) b[i]));
-	}
-	return worst / scale;
 }
 
 /* Device copy of n floats of host data. */
@@ -87,22 +77,22 @@ HostArray(size_t n, bool nan)
 	return h;
 }
 
-static void
-TestRmsnorm(void)
+/* Device buffer of n bytes copied from host data. */
+static void *
+UpBytes(const void *h, size_t n)
 {
-	int			T = 7,
-				dim = 1000;
-	float	   *x = HostArray((size_t) T * dim, false),
-			   *w = HostArray(dim, false),
-			   *ref = HostArray((size_t) T * dim, false),
-			   *out0 = HostArray((size_t) T * dim, true);
-	float	   *dx = Up(x, (size_t) T * dim),
-			   *dw = Up(w, dim),
-			   *dout = Up(out0, (size_t) T * dim),
-			   *got;
-	cbllm_err	err;
-	int			rc;
+	void	   *d = NULL;
 
+	if (cuda_alloc(&d, n, NULL) != CBLLM_OK)
+		return NULL;
+	cuda_upload(d, h, n, NULL);
+	return d;
+}
+
+/* Reference RMSNorm of T rows, in double. */
+static void
+RefRmsnorm(const float *x, const float *w, int T, int dim, float *out)
+{
 	for (int t = 0; t < T; t++)
 	{
 		double		ss = 0;
@@ -110,15 +100,57 @@ TestRmsnorm(void)
 		for (int i = 0; i < dim; i++)
 			ss += (double) x[t * dim + i] * x[t * dim + i];
 		for (int i = 0; i < dim; i++)
-			ref[t * dim + i] = (float) (x[t * dim + i] / sqrt(ss / dim + 1e-5) * w[i]);
+			out[t * dim + i] = (float) (x[t * dim + i] / sqrt(ss / dim + 1e-5) * w[i]);
 	}
-	rc = cuda_rmsnorm(dx, dw, T, dim, 1e-5f, dout, &err);
-	got = Down(dout, (size_t) T * dim);
-	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, (size_t) T * dim) < 1e-5,
+}
+
+static void
+TestRmsnorm(void)
+{
+	int			T = 7,
+				dim = 1000;
+	size_t		n = (size_t) T * dim;
+	float	   *x = HostArray(n, false),
+			   *y = HostArray(n, false),
+			   *w = HostArray(dim, false),
+			   *ref = HostArray(n, false),
+			   *sum = HostArray(n, false),
+			   *out0 = HostArray(n, true);
+	float	   *dx = Up(x, n),
+			   *dy = Up(y, n),
+			   *dw = Up(w, dim),
+			   *dout = Up(out0, n),
+			   *got,
+			   *gotx;
+	cbllm_err	err;
+	int			rc;
+
+	RefRmsnorm(x, w, T, dim, ref);
+	rc = cuda_rmsnorm(dx, dw, T, dim, 1e-5f, dout, NULL, &err);
+	got = Down(dout, n);
+	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n) < 1e-5,
 		   "rmsnorm matches the CPU within 1e-5 and writes every element (rel err %.2g)",
-		   RelErr(got, ref, (size_t) T * dim));
-	free(x), free(w), free(ref), free(out0), free(got);
-	cuda_free(dx), cuda_free(dw), cuda_free(dout);
+		   RelErr(got, ref, n));
+	free(got);
+	/* fused: x += y, out = rmsnorm(x) */
+	for (size_t i = 0; i < n; i++)
+		sum[i] = x[i] + y[i];
+	RefRmsnorm(sum, w, T, dim, ref);
+	cuda_upload(dout, out0, sizeof(float) * n, NULL);
+	rc = cuda_add_rmsnorm(dx, dy, dw, T, dim, 1e-5f, dout, NULL, &err);
+	got = Down(dout, n);
+	gotx = Down(dx, n);
+	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n) < 1e-5 && RelErr(gotx, sum, n) == 0,
+		   "add_rmsnorm leaves x + y in x and its rmsnorm in out (rel err %.2g)", RelErr(got, ref, n));
+	free(got), free(gotx);
+	/* in place, as the forward pass uses it: out is y */
+	cuda_upload(dx, x, sizeof(float) * n, NULL);
+	rc = cuda_add_rmsnorm(dx, dy, dw, T, dim, 1e-5f, dy, NULL, &err);
+	got = Down(dy, n);
+	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n) < 1e-5,
+		   "add_rmsnorm may write its result over y (rel err %.2g)", RelErr(got, ref, n));
+	free(x), free(y), free(w), free(ref), free(sum), free(out0), free(got);
+	cuda_free(dx), cuda_free(dy), cuda_free(dw), cuda_free(dout);
 }
 
 static void
@@ -136,14 +168,14 @@ TestElementwise(void)
 
 	for (int64_t i = 0; i < n; i++)
 		ref[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-	rc = cuda_silu_mul(dg, du, n, &err);
+	rc = cuda_silu_mul(dg, du, n, NULL, &err);
 	got = Down(dg, n);
 	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n) < 1e-5, "silu_mul matches the CPU (rel err %.2g)",
 		   RelErr(got, ref, n));
 	free(got);
 	for (int64_t i = 0; i < n; i++)
 		ref[i] += u[i];
-	rc = cuda_add(dg, du, n, &err);
+	rc = cuda_add(dg, du, n, NULL, &err);
 	got = Down(dg, n);
 	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n) < 1e-5, "add matches the CPU (rel err %.2g)",
 		   RelErr(got, ref, n));
@@ -193,7 +225,7 @@ TestRope(void)
 	dx = Up(x, n);
 	dc = Up(cs, (size_t) T * half);
 	ds = Up(sn, (size_t) T * half);
-	rc = cuda_rope(dx, dc, ds, T, H, hd, &err);
+	rc = cuda_rope(dx, dc, ds, T, H, hd, NULL, &err);
 	got = Down(dx, n);
 	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n) < 1e-6, "rope matches the CPU (rel err %.2g)",
 		   RelErr(got, ref, n));
@@ -202,20 +234,25 @@ TestRope(void)
 }
 
 static void
-TestEmbedArgmax(void)
+TestEmbedGatherArgmax(void)
 {
 	int			vocab = 50,
 				dim = 48,
 				T = 4;
-	int32_t		tokens[4] = {3, 0, 49, 3};
+	int32_t		tokens[4] = {3, 0, 49, 3},
+				rows[3] = {2, 0, 2};
 	float	   *emb = HostArray((size_t) vocab * dim, false);
 	uint16_t   *emb16 = malloc(sizeof(uint16_t) * vocab * dim);
 	float	   *ref = malloc(sizeof(float) * T * dim),
-			   *x0 = HostArray((size_t) T * dim, true);
-	void	   *demb = NULL,
-			   *dtok = NULL,
+			   *x0 = HostArray((size_t) T * dim, true),
+			   *g0 = HostArray((size_t) 3 * dim, true),
+			   *gref = malloc(sizeof(float) * 3 * dim);
+	void	   *demb,
+			   *dtok,
+			   *drows,
 			   *dout = NULL;
 	float	   *dx,
+			   *dg,
 			   *got;
 	int32_t		am[4],
 				am_ref[4];
@@ -233,27 +270,37 @@ TestEmbedArgmax(void)
 	for (int t = 0; t < T; t++)
 		for (int i = 0; i < dim; i++)
 			ref[t * dim + i] = cbllm_bf16_to_f32(emb16[tokens[t] * dim + i]);
-	cuda_alloc(&demb, sizeof(uint16_t) * vocab * dim, NULL);
-	cuda_upload(demb, emb16, sizeof(uint16_t) * vocab * dim, NULL);
-	cuda_alloc(&dtok, sizeof(tokens), NULL);
-	cuda_upload(dtok, tokens, sizeof(tokens), NULL);
+	demb = UpBytes(emb16, sizeof(uint16_t) * vocab * dim);
+	dtok = UpBytes(tokens, sizeof(tokens));
 	dx = Up(x0, (size_t) T * dim);
-	rc = cuda_embed(demb, CBLLM_BF16, dim, dtok, T, dx, &err);
+	rc = cuda_embed(demb, CBLLM_BF16, dim, dtok, T, dx, NULL, &err);
 	got = Down(dx, (size_t) T * dim);
 	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, (size_t) T * dim) == 0,
 		   "embed of a bf16 table gives exactly the widened rows");
-	/* argmax over the rows of ref, with a tie planted in row 1 */
+	free(got);
+	/* gather rows 2, 0, 2 */
+	for (int r = 0; r < 3; r++)
+		memcpy(gref + r * dim, ref + rows[r] * dim, sizeof(float) * dim);
+	drows = UpBytes(rows, sizeof(rows));
+	dg = Up(g0, (size_t) 3 * dim);
+	rc = cuda_gather_rows(dx, drows, 3, dim, dg, NULL, &err);
+	got = Down(dg, (size_t) 3 * dim);
+	TAP_OK(rc == CBLLM_OK && RelErr(got, gref, (size_t) 3 * dim) == 0,
+		   "gather_rows copies exactly the rows asked for, in order, repeats included");
+	free(got);
+	/* argmax over the rows of ref, with a tie planted in row 1 and a NaN in row 2 */
 	ref[1 * dim + 5] = ref[1 * dim + 9] = 7.0f;
 	for (int t = 0; t < T; t++)
 		am_ref[t] = sampler_argmax_ref(ref + t * dim, dim);
+	ref[2 * dim + 0] = NAN;
 	cuda_upload(dx, ref, sizeof(float) * T * dim, NULL);
 	cuda_alloc(&dout, sizeof(am), NULL);
-	rc = cuda_argmax(dx, T, dim, dout, &err);
+	rc = cuda_argmax(dx, T, dim, dout, NULL, &err);
 	cuda_download(am, dout, sizeof(am), NULL);
 	TAP_OK(rc == CBLLM_OK && memcmp(am, am_ref, sizeof(am)) == 0 && am[1] == 5,
-		   "argmax matches the CPU per row, the first of equal maxima winning");
-	free(emb), free(emb16), free(ref), free(x0), free(got);
-	cuda_free(demb), cuda_free(dtok), cuda_free(dout), cuda_free(dx);
+		   "argmax matches the CPU per row, the first of equal maxima winning and NaN never winning");
+	free(emb), free(emb16), free(ref), free(x0), free(g0), free(gref);
+	cuda_free(demb), cuda_free(dtok), cuda_free(drows), cuda_free(dout), cuda_free(dx), cuda_free(dg);
 }
 
 /* The cuBLAS linear layer against the CPU, bf16 weights: within bf16 rounding of the activations. */
@@ -268,12 +315,13 @@ TestMatmul(void)
 			   *ref = malloc(sizeof(float) * T * rows),
 			   *y0 = HostArray((size_t) T * rows, true);
 	uint16_t   *wb = malloc(sizeof(uint16_t) * rows * cols);
-	void	   *dw = NULL,
+	void	   *dw,
 			   *dxh = NULL,
 			   *blas = NULL;
 	float	   *dx,
 			   *dy,
 			   *got;
+	cuda_stream s = NULL;
 	cbllm_err	err;
 	int			rc;
 
@@ -287,30 +335,34 @@ TestMatmul(void)
 	for (int t = 0; t < T; t++)
 		for (int r = 0; r < rows; r++)
 		{
-			double		s = 0;
+			double		sum = 0;
 
 			for (int k = 0; k < cols; k++)
-				s += (double) cbllm_bf16_to_f32(wb[r * cols + k]) * x[t * cols + k];
-			ref[t * rows + r] = (float) s;
+				sum += (double) cbllm_bf16_to_f32(wb[r * cols + k]) * x[t * cols + k];
+			ref[t * rows + r] = (float) sum;
 		}
 	rc = cuda_blas_create(&blas, &err);
-	cuda_alloc(&dw, sizeof(uint16_t) * rows * cols, NULL);
-	cuda_upload(dw, wb, sizeof(uint16_t) * rows * cols, NULL);
+	if (rc == CBLLM_OK)
+		rc = cuda_stream_create(&s, &err);
+	dw = UpBytes(wb, sizeof(uint16_t) * rows * cols);
 	cuda_alloc(&dxh, sizeof(uint16_t) * T * cols, NULL);
 	dx = Up(x, (size_t) T * cols);
 	dy = Up(y0, (size_t) T * rows);
 	if (rc == CBLLM_OK)
-		rc = cuda_matmul(blas, dw, CBLLM_BF16, rows, cols, dx, T, dxh, dy, &err);
+		rc = cuda_matmul(blas, dw, CBLLM_BF16, rows, cols, dx, T, dxh, dy, s, &err);
+	if (rc == CBLLM_OK)
+		rc = cuda_stream_sync(s, &err);
 	got = Down(dy, (size_t) T * rows);
 	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, (size_t) T * rows) < 2e-2,
-		   "cuBLAS bf16 matmul matches the CPU within bf16 tolerance and writes every element (rel err %.2g)%s%s",
+		   "cuBLAS bf16 matmul on a stream matches the CPU within bf16 tolerance and writes every element (rel err %.2g)%s%s",
 		   RelErr(got, ref, (size_t) T * rows), rc ? ": " : "", rc ? err.msg : "");
+	cuda_stream_destroy(s);
 	cuda_blas_destroy(blas);
 	free(w), free(x), free(ref), free(y0), free(wb), free(got);
 	cuda_free(dw), cuda_free(dxh), cuda_free(dx), cuda_free(dy);
 }
 
-/* The scatter of a step's keys and values into cache slots: exactly the rows written, nothing else. */
+/* The scatter of a step's keys and values into bf16 cache slots: the rows written, nothing else. */
 static void
 TestKvStore(void)
 {
@@ -318,49 +370,57 @@ TestKvStore(void)
 				slots_n = 10;
 	int64_t		row = 40,
 				slots[3] = {7, 0, 4};
+	size_t		nc = (size_t) slots_n * row;
 	float	   *k = HostArray((size_t) T * row, false),
-			   *v = HostArray((size_t) T * row, false),
-			   *cache0 = HostArray((size_t) slots_n * row, false),
-			   *kref = malloc(sizeof(float) * slots_n * row),
-			   *vref = malloc(sizeof(float) * slots_n * row),
-			   *gk,
-			   *gv;
+			   *v = HostArray((size_t) T * row, false);
+	uint16_t   *cache0 = malloc(sizeof(uint16_t) * nc),
+			   *kref = malloc(sizeof(uint16_t) * nc),
+			   *vref = malloc(sizeof(uint16_t) * nc),
+			   *gk = malloc(sizeof(uint16_t) * nc),
+			   *gv = malloc(sizeof(uint16_t) * nc);
 	float	   *dk = Up(k, (size_t) T * row),
-			   *dv = Up(v, (size_t) T * row),
-			   *dkc = Up(cache0, (size_t) slots_n * row),
-			   *dvc = Up(cache0, (size_t) slots_n * row);
-	void	   *dslots = NULL;
+			   *dv = Up(v, (size_t) T * row);
+	void	   *dkc,
+			   *dvc,
+			   *dslots;
 	cbllm_err	err;
 	int			rc;
 
-	memcpy(kref, cache0, sizeof(float) * slots_n * row);
-	memcpy(vref, cache0, sizeof(float) * slots_n * row);
+	for (size_t i = 0; i < nc; i++)
+		cache0[i] = (uint16_t) (0x3f00 + i % 97);
+	memcpy(kref, cache0, sizeof(uint16_t) * nc);
+	memcpy(vref, cache0, sizeof(uint16_t) * nc);
 	for (int t = 0; t < T; t++)
-	{
-		memcpy(kref + slots[t] * row, k + t * row, sizeof(float) * row);
-		memcpy(vref + slots[t] * row, v + t * row, sizeof(float) * row);
-	}
-	cuda_alloc(&dslots, sizeof(slots), NULL);
-	cuda_upload(dslots, slots, sizeof(slots), NULL);
-	rc = cuda_kv_store(dkc, dvc, dk, dv, dslots, T, row, &err);
-	gk = Down(dkc, (size_t) slots_n * row);
-	gv = Down(dvc, (size_t) slots_n * row);
-	TAP_OK(rc == CBLLM_OK && memcmp(gk, kref, sizeof(float) * slots_n * row) == 0 &&
-		   memcmp(gv, vref, sizeof(float) * slots_n * row) == 0,
-		   "kv_store writes each token's k and v to its slot and leaves the other slots as they were");
+		for (int i = 0; i < row; i++)
+		{
+			kref[slots[t] * row + i] = cbllm_f32_to_bf16(k[t * row + i]);
+			vref[slots[t] * row + i] = cbllm_f32_to_bf16(v[t * row + i]);
+		}
+	dkc = UpBytes(cache0, sizeof(uint16_t) * nc);
+	dvc = UpBytes(cache0, sizeof(uint16_t) * nc);
+	dslots = UpBytes(slots, sizeof(slots));
+	rc = cuda_kv_store(dkc, dvc, dk, dv, dslots, T, row, NULL, &err);
+	cuda_download(gk, dkc, sizeof(uint16_t) * nc, NULL);
+	cuda_download(gv, dvc, sizeof(uint16_t) * nc, NULL);
+	TAP_OK(rc == CBLLM_OK && memcmp(gk, kref, sizeof(uint16_t) * nc) == 0 &&
+		   memcmp(gv, vref, sizeof(uint16_t) * nc) == 0,
+		   "kv_store writes each token's k and v, rounded to bf16, to its slot and leaves the other slots as they were");
 	free(k), free(v), free(cache0), free(kref), free(vref), free(gk), free(gv);
 	cuda_free(dk), cuda_free(dv), cuda_free(dkc), cuda_free(dvc), cuda_free(dslots);
 }
 
-/* Paged attention (GQA, a prefill chunk and a decode token, and a sliding window) against the CPU backend. */
+/*
+ * Paged attention (GQA, a prefill chunk and a decode token, a sliding
+ * window) against the CPU backend, both reading the same bf16-valued cache.
+ */
 static void
-TestAttention(int window)
+TestAttention(int window, int hd)
 {
 	cbllm_model_config cfg = {0};
 	cbllm_threadpool *pool = NULL;
 	cbllm_backend *be = NULL;
 	kv_cache   *kv = NULL;
-	kv_cache_params kp = {16, 4, 1, 2, 32};
+	kv_cache_params kp = {16, 4, 1, 2, hd, false};
 	cpu_backend_params bp;
 	int32_t		table0[8] = {3, 7, 1, 0, 0, 0, 0, 0},
 				table1[8] = {2, 4, 5, 6, 8, 9, 0, 0};
@@ -369,23 +429,24 @@ TestAttention(int window)
 				pos[6] = {5, 6, 7, 8, 9, 20},
 				seq[6] = {0, 0, 0, 0, 0, 1};
 	int64_t		slot[6] = {0};
-	fwd_batch	b = {6, NULL, pos, seq, slot, 2, tables};
+	fwd_batch	b = {6, NULL, pos, seq, slot, 2, tables, 0, NULL, false};
 	int			T = 6,
-				H = 4,
-				hd = 32;
+				H = 4;
 	size_t		nq = (size_t) T * H * hd;
-	size_t		ncache = (size_t) 16 * 4 * 2 * 32;
+	size_t		ncache = (size_t) 16 * 4 * 2 * hd;
 	float	   *q = HostArray(nq, false),
 			   *ref = malloc(sizeof(float) * nq),
 			   *out0 = HostArray(nq, true),
 			   *got = NULL;
-	float	   *dq = NULL,
-			   *dk = NULL,
-			   *dv = NULL,
-			   *dout = NULL;
-	void	   *dtab = NULL,
-			   *dpos = NULL,
-			   *dseq = NULL;
+	uint16_t   *k16 = malloc(sizeof(uint16_t) * ncache),
+			   *v16 = malloc(sizeof(uint16_t) * ncache);
+	float	   *dq,
+			   *dout;
+	void	   *dk,
+			   *dv,
+			   *dtab,
+			   *dpos,
+			   *dseq;
 	cbllm_err	err;
 	int			rc;
 
@@ -410,28 +471,27 @@ TestAttention(int window)
 	}
 	for (size_t i = 0; i < ncache; i++)
 	{
-		kv->k[i] = Rand();
-		kv->v[i] = Rand();
+		k16[i] = cbllm_f32_to_bf16(Rand());
+		v16[i] = cbllm_f32_to_bf16(Rand());
+		kv->k[i] = cbllm_bf16_to_f32(k16[i]);
+		kv->v[i] = cbllm_bf16_to_f32(v16[i]);
 	}
 	be->attention(be, kv, 0, q, &b, ref);
 	memcpy(flat, table0, sizeof(table0));
 	memcpy(flat + 8, table1, sizeof(table1));
 	dq = Up(q, nq);
-	dk = Up(kv->k, ncache);
-	dv = Up(kv->v, ncache);
+	dk = UpBytes(k16, sizeof(uint16_t) * ncache);
+	dv = UpBytes(v16, sizeof(uint16_t) * ncache);
 	dout = Up(out0, nq);
-	cuda_alloc(&dtab, sizeof(flat), NULL);
-	cuda_upload(dtab, flat, sizeof(flat), NULL);
-	cuda_alloc(&dpos, sizeof(pos), NULL);
-	cuda_upload(dpos, pos, sizeof(pos), NULL);
-	cuda_alloc(&dseq, sizeof(seq), NULL);
-	cuda_upload(dseq, seq, sizeof(seq), NULL);
-	rc = cuda_attention(dq, dk, dv, dtab, 8, dpos, dseq, T, H, 2, hd, 4, window, 64, dout, &err);
+	dtab = UpBytes(flat, sizeof(flat));
+	dpos = UpBytes(pos, sizeof(pos));
+	dseq = UpBytes(seq, sizeof(seq));
+	rc = cuda_attention(dq, dk, dv, dtab, 8, dpos, dseq, T, H, 2, hd, 4, window, 64, dout, NULL, &err);
 	got = Down(dout, nq);
 	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, nq) < 1e-5,
-		   "paged attention (GQA, prefill chunk and decode token, window %d) matches the CPU backend (rel err %.2g)",
-		   window, RelErr(got, ref, nq));
-	free(q), free(ref), free(out0), free(got);
+		   "paged attention (GQA, prefill chunk and decode token, window %d, head_dim %d) matches the CPU backend (rel err %.2g)",
+		   window, hd, RelErr(got, ref, nq));
+	free(q), free(ref), free(out0), free(got), free(k16), free(v16);
 	cuda_free(dq), cuda_free(dk), cuda_free(dv), cuda_free(dout);
 	cuda_free(dtab), cuda_free(dpos), cuda_free(dseq);
 	kv_cache_free(kv);
@@ -439,76 +499,306 @@ TestAttention(int window)
 	threadpool_destroy(pool);
 }
 
-/*
- * The whole engine on both devices: a tiny generated model's prompt logits
- * agree within BF16 tolerance (the GPU rounds F32 weights and activations
- * to BF16), and the greedy tokens are reported side by side.
- */
-static void
-TestEngineBothDevices(const char *model_dir)
+/* Draw one token per (row params) on the device for rows sharing one logits row. */
+static int
+DrawMany(const float *logits, int n, const cuda_sample_params *p, int rows, int32_t *out)
 {
-	cbllm_engine_params p = {0};
-	cbllm_engine *cpu = NULL,
-			   *gpu = NULL;
-	cbllm_engine_info info;
+	float	   *all = malloc(sizeof(float) * (size_t) n * rows);
+	float	   *dl;
+	void	   *dp,
+			   *dout = NULL;
 	cbllm_err	err;
-	int32_t		ids[12] = {1, 15, 267, 42, 300, 7, 99, 180, 3, 250, 61, 128};
-	float	   *a,
-			   *b;
 	int			rc;
 
-	p.model_dir = model_dir;
-	p.max_model_len = 256;
-	p.max_num_seqs = 16;
-	p.num_kv_blocks = 64;
-	p.device = "cpu";
-	rc = cbllm_engine_create(&p, &cpu, &err);
-	p.device = "cuda";
+	for (int r = 0; r < rows; r++)
+		memcpy(all + (size_t) r * n, logits, sizeof(float) * n);
+	dl = Up(all, (size_t) n * rows);
+	dp = UpBytes(p, sizeof(cuda_sample_params) * rows);
+	cuda_alloc(&dout, sizeof(int32_t) * rows, NULL);
+	rc = cuda_sample(dl, rows, n, dp, dout, NULL, &err);
 	if (rc == CBLLM_OK)
-		rc = cbllm_engine_create(&p, &gpu, &err);
-	TAP_OK(rc == CBLLM_OK, "the engine starts on the CPU and on the GPU%s%s", rc ? ": " : "",
-		   rc ? err.msg : "");
+		rc = cuda_download(out, dout, sizeof(int32_t) * rows, &err);
 	if (rc != CBLLM_OK)
+		TAP_DIAG("sampling failed: %s", err.msg);
+	free(all);
+	cuda_free(dl), cuda_free(dp), cuda_free(dout);
+	return rc;
+}
+
+/*
+ * The distribution device sampling must draw from, by the host's rules:
+ * top-k by logit (ties to the lower id), softmax at the temperature, then
+ * the smallest most-likely set reaching top_p.  prob[i] is 0 outside it.
+ */
+static void
+RefDistribution(const float *l, int n, float temp, int top_k, float top_p, double *prob)
+{
+	int		   *ord = malloc(sizeof(int) * n);
+	double		mx = -INFINITY,
+				total = 0,
+				mass = 0;
+	int			keep;
+
+	for (int i = 0; i < n; i++)
+		ord[i] = i;
+	/* insertion sort by (logit desc, id asc): n is small */
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && (l[ord[j]] > l[ord[j - 1]] ||
+								  (l[ord[j]] == l[ord[j - 1]] && ord[j] < ord[j - 1])); j--)
+		{
+			int			t = ord[j];
+
+			ord[j] = ord[j - 1];
+			ord[j - 1] = t;
+		}
+	keep = top_k > 0 && top_k < n ? top_k : n;
+	for (int i = 0; i < n; i++)
+		prob[i] = 0;
+	mx = l[ord[0]];
+	for (int i = 0; i < keep; i++)
+		total += exp((l[ord[i]] - mx) / temp);
+	for (int i = 0; i < keep && (top_p >= 1 || mass < top_p * total); i++)
 	{
-		cbllm_engine_destroy(cpu);
+		prob[ord[i]] = exp((l[ord[i]] - mx) / temp);
+		mass += prob[ord[i]];
+	}
+	for (int i = 0; i < n; i++)
+		prob[i] /= mass;
+	free(ord);
+}
+
+/*
+ * Sampling on a grid of G uniform draws: the share of the grid each token
+ * gets equals its probability (within 2 / G: the grid's resolution), and no
+ * token outside the set is ever drawn.
+ */
+static void
+CheckGrid(const char *what, const float *l, int n, float temp, int top_k, float top_p)
+{
+	enum
+	{
+		G = 200
+	};
+	cuda_sample_params p[G];
+	int32_t		got[G];
+	double		prob[64],
+				worst = 0;
+	int			count[64] = {0},
+				outside = 0;
+
+	for (int g = 0; g < G; g++)
+		p[g] = (cuda_sample_params) {temp, top_p, top_k, (g + 0.5f) / G};
+	RefDistribution(l, n, temp, top_k, top_p, prob);
+	if (DrawMany(l, n, p, G, got) != CBLLM_OK)
+	{
+		TAP_OK(false, "%s: sampling ran", what);
 		return;
 	}
-	cbllm_engine_get_info(cpu, &info);
-	a = malloc(sizeof(float) * 12 * info.vocab_size);
-	b = malloc(sizeof(float) * 12 * info.vocab_size);
-	rc = cbllm_engine_prompt_logits(cpu, ids, 12, a, &err);
+	for (int g = 0; g < G; g++)
+	{
+		if (got[g] < 0 || got[g] >= n || prob[got[g]] == 0)
+			outside++;
+		else
+			count[got[g]]++;
+	}
+	for (int i = 0; i < n; i++)
+		worst = fmax(worst, fabs((double) count[i] / G - prob[i]));
+	TAP_OK(outside == 0 && worst <= 2.0 / G,
+		   "sampling (%s): draws follow the filtered distribution (worst share error %.3f, %d outside the set)",
+		   what, worst, outside);
+}
+
+static void
+TestSampling(void)
+{
+	float		l[40],
+				flat[24],
+				probs4[4] = {0.5f, 0.3f, 0.15f, 0.05f},
+				lp[4];
+	cuda_sample_params gp[3] = {{0, 1, 0, 0.3f}, {0.8f, 0.9f, 1, 0.7f}, {1.0f, 1.0f, 0, 0.999f}};
+	int32_t		got[3];
+	float		rows3[3 * 40];
+
+	for (int i = 0; i < 40; i++)
+		l[i] = 2.0f * Rand();
+	l[17] = 3.5f;
+	for (int i = 0; i < 24; i++)
+		flat[i] = i % 3 == 0 ? 1.0f : -1.0f;	/* ties: ids 0, 3, 6, ... share the top */
+	for (int i = 0; i < 4; i++)
+		lp[i] = logf(probs4[i]);
+	/* greedy rows and top_k 1 take the argmax, whatever u */
+	memcpy(rows3, l, sizeof(l));
+	memcpy(rows3 + 40, l, sizeof(l));
+	memcpy(rows3 + 80, l, sizeof(l));
+	rows3[80 + 17] = NAN;
+	{
+		float	   *dl = Up(rows3, 120);
+		void	   *dp = UpBytes(gp, sizeof(gp)),
+				   *dout = NULL;
+		cbllm_err	err;
+		int			rc;
+
+		cuda_alloc(&dout, sizeof(got), NULL);
+		rc = cuda_sample(dl, 3, 40, dp, dout, NULL, &err);
+		cuda_download(got, dout, sizeof(got), NULL);
+		TAP_OK(rc == CBLLM_OK && got[0] == 17 && got[1] == 17 && got[2] != 17 && got[2] >= 0 &&
+			   got[2] < 40,
+			   "sampling: temperature 0 and top_k 1 give the argmax; a NaN logit is never drawn (got %d %d %d)", got[0], got[1], got[2]);
+		cuda_free(dl), cuda_free(dp), cuda_free(dout);
+	}
+	CheckGrid("temperature 1", lp, 4, 1.0f, 0, 1.0f);
+	CheckGrid("top_p 0.75 keeps the two most likely", lp, 4, 1.0f, 0, 0.75f);
+	CheckGrid("temperature 0.7, top_p 0.95", l, 40, 0.7f, 0, 0.95f);
+	CheckGrid("top_k 5", l, 40, 1.0f, 5, 1.0f);
+	CheckGrid("top_k 5, top_p 0.6, temperature 1.3", l, 40, 1.3f, 5, 0.6f);
+	CheckGrid("top_k 3 among 8 tied maxima takes the lowest ids", flat, 24, 1.0f, 3, 1.0f);
+	CheckGrid("top_p 0.2 among tied maxima takes the lowest ids", flat, 24, 1.0f, 0, 0.2f);
+}
+
+/* The dummy-weight fill equals the host's rule bit for bit. */
+static void
+TestFillDummy(void)
+{
+	int64_t		n = 5003;
+	uint64_t	seed = 0x1234567887654321ULL;
+	float		scale = 0.0625f;
+	uint16_t   *got = malloc(sizeof(uint16_t) * n);
+	void	   *d = NULL;
+	int			bad = 0;
+	cbllm_err	err;
+	int			rc;
+
+	cuda_alloc(&d, sizeof(uint16_t) * n, NULL);
+	rc = cuda_fill_dummy(d, n, seed, scale, &err);
+	cuda_download(got, d, sizeof(uint16_t) * n, NULL);
+	for (int64_t i = 0; i < n; i++)
+		bad += got[i] != cbllm_f32_to_bf16(dummy_value(seed, (uint64_t) i) * scale);
+	TAP_OK(rc == CBLLM_OK && bad == 0, "dummy weights made on the device equal the host's (%d differ)",
+		   bad);
+	free(got);
+	cuda_free(d);
+}
+
+/*
+ * A recorded graph (copy in, add, rmsnorm) replayed twice on new input:
+ * each replay computes the new data, since kernels read it from the same
+ * buffers; and the stream, events and asynchronous copies keep order.
+ */
+static void
+TestGraph(void)
+{
+	int			T = 3,
+				dim = 64;
+	size_t		n = (size_t) T * dim;
+	float	   *x = HostArray(n, false),
+			   *w = HostArray(dim, false),
+			   *ref = malloc(sizeof(float) * n),
+			   *got = malloc(sizeof(float) * n),
+			   *h_in = NULL;
+	float	   *dx = Up(x, n),
+			   *dy = Up(x, n),
+			   *dw = Up(w, dim),
+			   *dout = Up(x, n);
+	cuda_stream s = NULL;
+	cuda_event	e = NULL;
+	cuda_graph	g = NULL;
+	cbllm_err	err;
+	int			rc,
+				ok = 1;
+
+	rc = cuda_stream_create(&s, &err);
 	if (rc == CBLLM_OK)
-		rc = cbllm_engine_prompt_logits(gpu, ids, 12, b, &err);
-	TAP_OK(rc == CBLLM_OK && RelErr(b, a, (size_t) 12 * info.vocab_size) < 5e-2,
-		   "GPU prompt logits match the CPU within BF16 tolerance (rel err %.2g)%s%s",
-		   rc == CBLLM_OK ? RelErr(b, a, (size_t) 12 * info.vocab_size) : -1.0,
+		rc = cuda_event_create(&e, &err);
+	if (rc == CBLLM_OK)
+		rc = cuda_host_alloc((void **) &h_in, sizeof(float) * n, &err);
+	if (rc == CBLLM_OK)
+		rc = cuda_capture_begin(s, &err);
+	if (rc == CBLLM_OK)
+	{
+		rc = cuda_copy_async(dy, h_in, sizeof(float) * n, s, &err);
+		if (rc == CBLLM_OK)
+			rc = cuda_add_rmsnorm(dx, dy, dw, T, dim, 1e-5f, dout, s, &err);
+		if (rc == CBLLM_OK)
+			rc = cuda_capture_end(s, &g, &err);
+		else
+			(void) cuda_capture_end(s, &g, NULL);
+	}
+	for (int round = 0; round < 2 && rc == CBLLM_OK; round++)
+	{
+		float	   *xs = HostArray(n, false),
+				   *sum = malloc(sizeof(float) * n);
+
+		/* new data: x on the device, y through the pinned buffer the graph copies from */
+		for (size_t i = 0; i < n; i++)
+		{
+			h_in[i] = (float) round + Rand();
+			sum[i] = xs[i] + h_in[i];
+		}
+		RefRmsnorm(sum, w, T, dim, ref);
+		rc = cuda_copy_async(dx, xs, sizeof(float) * n, s, &err);
+		if (rc == CBLLM_OK)
+			rc = cuda_graph_launch(g, s, &err);
+		if (rc == CBLLM_OK)
+			rc = cuda_event_record(e, s, &err);
+		if (rc == CBLLM_OK)
+			rc = cuda_event_sync(e, &err);
+		if (rc == CBLLM_OK)
+			rc = cuda_download(got, dout, sizeof(float) * n, &err);
+		ok = ok && rc == CBLLM_OK && RelErr(got, ref, n) < 1e-5;
+		free(xs), free(sum);
+	}
+	TAP_OK(rc == CBLLM_OK && ok, "a recorded graph replays on new data in the same buffers%s%s",
 		   rc ? ": " : "", rc ? err.msg : "");
-	free(a);
-	free(b);
-	cbllm_engine_destroy(cpu);
-	cbllm_engine_destroy(gpu);
+	cuda_graph_destroy(g);
+	cuda_event_destroy(e);
+	cuda_stream_destroy(s);
+	cuda_host_free(h_in);
+	free(x), free(w), free(ref), free(got);
+	cuda_free(dx), cuda_free(dy), cuda_free(dw), cuda_free(dout);
+}
+
+/* Out-of-memory errors say how much was asked for and how much is free. */
+static void
+TestOutOfMemory(void)
+{
+	size_t		free_b = 0,
+				total_b = 0;
+	void	   *d = NULL;
+	cbllm_err	err;
+	int			rc;
+
+	cuda_mem_info(&free_b, &total_b, NULL);
+	rc = cuda_alloc(&d, total_b + ((size_t) 1 << 30), &err);
+	TAP_OK(rc == CBLLM_ERR_NOMEM && d == NULL && strstr(err.msg, "MiB needed") != NULL &&
+		   strstr(err.msg, "MiB free") != NULL,
+		   "an allocation larger than the device fails with the sizes in the message: %s", err.msg);
 }
 
 int
 main(int argc, char **argv)
 {
 	int			n = cuda_device_count();
+	char		dev[300];
 
 	if (n == 0)
 	{
-		printf("1..0 # SKIP no CUDA device here: the CUDA kernel and engine checks need one (test/gpu/check.sh runs them)\n");
+		printf("1..0 # SKIP no CUDA device here: the CUDA kernel checks need one (test/gpu/check.sh runs them; test_cuda_ops_emu runs them on the CPU emulator)\n");
 		return 0;
 	}
-	TAP_DIAG("%d CUDA device(s)", n);
+	cuda_device_describe(dev, sizeof(dev));
+	TAP_DIAG("device: %s", dev);
 	TestRmsnorm();
 	TestElementwise();
 	TestRope();
-	TestEmbedArgmax();
+	TestEmbedGatherArgmax();
 	TestMatmul();
 	TestKvStore();
-	TestAttention(0);
-	TestAttention(6);
-	if (argc > 1)
-		TestEngineBothDevices(argv[1]);
+	TestAttention(0, 32);
+	TestAttention(6, 32);
+	TestAttention(0, 80);
+	TestSampling();
+	TestFillDummy();
+	TestGraph();
+	TestOutOfMemory();
 	return tap_done();
 }

@@ -14,7 +14,7 @@
 static kv_cache *
 new_cache(int n_blocks, int block_size, int n_layers, int n_kv_heads, int head_dim)
 {
-	kv_cache_params p = {n_blocks, block_size, n_layers, n_kv_heads, head_dim};
+	kv_cache_params p = {n_blocks, block_size, n_layers, n_kv_heads, head_dim, false};
 	kv_cache   *kv = NULL;
 	cbllm_err	err = {{0}};
 
@@ -36,16 +36,16 @@ test_invalid_params(void)
 		const char *what;
 		kv_cache_params p;
 	}			cases[] = {
-		{"0 blocks", {0, 16, 2, 2, 8}},
-		{"-3 blocks", {-3, 16, 2, 2, 8}},
-		{"block_size 0", {4, 0, 2, 2, 8}},
-		{"block_size -16", {4, -16, 2, 2, 8}},
-		{"block_size 2048 (above 1024)", {4, 2048, 2, 2, 8}},
-		{"0 layers", {4, 16, 0, 2, 8}},
-		{"0 KV heads", {4, 16, 2, 0, 8}},
-		{"head_dim 0", {4, 16, 2, 2, 0}},
-		{"-1 layers", {4, 16, -1, 2, 8}},
-		{"-2 KV heads and head_dim -4 (a positive product)", {4, 16, 2, -2, -4}},
+		{"0 blocks", {0, 16, 2, 2, 8, false}},
+		{"-3 blocks", {-3, 16, 2, 2, 8, false}},
+		{"block_size 0", {4, 0, 2, 2, 8, false}},
+		{"block_size -16", {4, -16, 2, 2, 8, false}},
+		{"block_size 2048 (above 1024)", {4, 2048, 2, 2, 8, false}},
+		{"0 layers", {4, 16, 0, 2, 8, false}},
+		{"0 KV heads", {4, 16, 2, 0, 8, false}},
+		{"head_dim 0", {4, 16, 2, 2, 0, false}},
+		{"-1 layers", {4, 16, -1, 2, 8, false}},
+		{"-2 KV heads and head_dim -4 (a positive product)", {4, 16, 2, -2, -4, false}},
 	};
 
 	for (int i = 0; i < (int) (sizeof(cases) / sizeof(cases[0])); i++)

@@ -1,0 +1,2 @@
+/* cuda_runtime.h for the CPU emulator of the CUDA kernels (test/cuda_emu/cuda_emu.h). */
+#include "../cuda_emu.h"

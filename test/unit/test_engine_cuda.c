@@ -1,0 +1,388 @@
+/*
+ * test_engine_cuda.c: the whole engine on the CUDA backend against the CPU
+ * backend on a tiny generated bf16 model: prompt logits agree within bf16
+ * tolerance and greedy tokens are equal; concurrent requests (decode steps
+ * replayed from CUDA graphs, padded to the graph sizes) give the same tokens
+ * as with graphs off and as each request alone; swap preemption through
+ * host memory gives the same tokens; seeded sampling on the device is
+ * reproducible; dummy weights made on the device match the host's; the KV
+ * pool follows gpu_memory_utilization and too small a budget says which
+ * setting to change.
+ *
+ * Built against CUDA (run by test/gpu/check.sh; skipped without a GPU) and
+ * against the CPU emulator of CUDA (test_engine_cuda_emu, run in CI).
+ *
+ * usage: test_engine_cuda BF16_MODEL_DIR DUMMY_MODEL_DIR
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../cuda/cuda_ops.h"
+#include "cbllm.h"
+#include "compare.h"
+#include "tap.h"
+
+#define N_REQ 7
+#define GEN 16
+
+static const char *model_dir;
+
+/* Engine on a device with small limits; kv_blocks 0 sizes the pool from the memory budget. */
+static cbllm_engine *
+NewEngine(const char *dir, const char *device, int kv_blocks, bool no_graphs, cbllm_preempt mode,
+		  const char *format, cbllm_err *err)
+{
+	cbllm_engine_params p = {0};
+	cbllm_engine *e = NULL;
+
+	p.model_dir = dir;
+	p.device = device;
+	p.load_format = format;
+	p.n_threads = 2;
+	p.max_num_seqs = 8;
+	p.max_num_batched_tokens = 64;
+	p.num_kv_blocks = kv_blocks;
+	p.block_size = 4;
+	p.max_model_len = 128;
+	p.no_cuda_graphs = no_graphs;
+	p.preempt_mode = mode;
+	p.gpu_memory_utilization = 0.5;
+	p.num_swap_blocks = 64;
+	if (cbllm_engine_create(&p, &e, err) != CBLLM_OK)
+		return NULL;
+	return e;
+}
+
+/* Deterministic prompt ids of length n. */
+static void
+MakePrompt(int32_t *ids, int n, int k, int vocab)
+{
+	ids[0] = 1;
+	for (int i = 1; i < n; i++)
+		ids[i] = 3 + (int32_t) ((k * 7919u + i * 104729u) % (unsigned) (vocab - 3));
+}
+
+/*
+ * Run requests 0..n-1 (prompt k has 5 + 3k tokens) together, sampling sp,
+ * and collect GEN tokens each; false on an engine error.
+ */
+static bool
+RunTogether(cbllm_engine *e, int first, int n, const cbllm_sampling *sp, int32_t out[][GEN])
+{
+	cbllm_engine_info info;
+	int64_t		ids[N_REQ];
+	int			got[N_REQ] = {0},
+				active = 1;
+	cbllm_err	err;
+
+	cbllm_engine_get_info(e, &info);
+	for (int i = 0; i < n; i++)
+	{
+		int32_t		prompt[64];
+		int			len = 5 + 3 * (first + i);
+		cbllm_request_input in = {0};
+
+		MakePrompt(prompt, len, first + i, info.vocab_size);
+		in.ids = prompt;
+		in.n_ids = len;
+		if (cbllm_engine_submit(e, &in, sp, &ids[i], &err) != CBLLM_OK)
+		{
+			TAP_DIAG("submit: %s", err.msg);
+			return false;
+		}
+	}
+	while (active > 0)
+	{
+		if (cbllm_engine_step(e, &active, &err) != CBLLM_OK)
+		{
+			TAP_DIAG("step: %s", err.msg);
+			return false;
+		}
+		for (int i = 0; i < n; i++)
+		{
+			cbllm_output o;
+
+			if (ids[i] == 0)
+				continue;
+			if (cbllm_engine_take(e, ids[i], &o, &err) != CBLLM_OK)
+				return false;
+			for (int t = 0; t < o.n_tokens && got[i] < GEN; t++)
+				out[i][got[i]++] = o.tokens[t];
+			if (o.finish == CBLLM_FINISH_ERROR)
+			{
+				TAP_DIAG("request failed: %s", o.error);
+				return false;
+			}
+			if (o.finish != CBLLM_FINISH_NONE)
+				ids[i] = 0;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		if (got[i] != GEN)
+			return false;
+	return true;
+}
+
+/* Greedy, GEN tokens, EOS ignored. */
+static cbllm_sampling
+Greedy(void)
+{
+	cbllm_sampling sp = cbllm_sampling_default();
+
+	sp.max_tokens = GEN;
+	sp.ignore_eos = true;
+	return sp;
+}
+
+/* Prompt logits and greedy tokens on both devices. */
+static void
+TestAgainstCpu(void)
+{
+	cbllm_err	err;
+	cbllm_engine *cpu = NewEngine(model_dir, "cpu", 64, false, CBLLM_PREEMPT_AUTO, NULL, &err);
+	cbllm_engine *gpu = cpu ? NewEngine(model_dir, "cuda", 64, false, CBLLM_PREEMPT_AUTO, NULL, &err) : NULL;
+	cbllm_engine_info info,
+				cinfo;
+	cbllm_sampling sp = Greedy();
+	int32_t		ids[12] = {1, 15, 267, 42, 300, 7, 99, 180, 3, 250, 61, 128};
+	int32_t		a_tok[1][GEN],
+				b_tok[1][GEN];
+	float	   *a,
+			   *b;
+	int			rc;
+
+	TAP_OK(gpu != NULL, "the engine starts on the CPU and on the GPU%s%s", gpu ? "" : ": ",
+		   gpu ? "" : err.msg);
+	if (gpu == NULL)
+	{
+		cbllm_engine_destroy(cpu);
+		return;
+	}
+	cbllm_engine_get_info(gpu, &info);
+	cbllm_engine_get_info(cpu, &cinfo);
+	TAP_OK(strcmp(info.device, "cuda") == 0 && 2 * info.kv_bytes_per_token == cinfo.kv_bytes_per_token,
+		   "the engine reports the cuda device and a bf16 KV cache (%zu bytes per position)",
+		   info.kv_bytes_per_token);
+	a = malloc(sizeof(float) * 12 * info.vocab_size);
+	b = malloc(sizeof(float) * 12 * info.vocab_size);
+	rc = cbllm_engine_prompt_logits(cpu, ids, 12, a, &err);
+	if (rc == CBLLM_OK)
+		rc = cbllm_engine_prompt_logits(gpu, ids, 12, b, &err);
+	TAP_OK(rc == CBLLM_OK && RelErr(b, a, (size_t) 12 * info.vocab_size) < 5e-2,
+		   "GPU prompt logits match the CPU within bf16 tolerance (rel err %.2g)%s%s",
+		   rc == CBLLM_OK ? RelErr(b, a, (size_t) 12 * info.vocab_size) : -1.0,
+		   rc ? ": " : "", rc ? err.msg : "");
+	rc = RunTogether(cpu, 2, 1, &sp, a_tok) && RunTogether(gpu, 2, 1, &sp, b_tok);
+	{
+		int			same = 0;
+
+		while (rc && same < GEN && a_tok[0][same] == b_tok[0][same])
+			same++;
+		TAP_OK(rc && same == GEN, "greedy tokens on the GPU equal the CPU's for %d steps (%d equal)",
+			   GEN, same);
+	}
+	free(a);
+	free(b);
+	cbllm_engine_destroy(cpu);
+	cbllm_engine_destroy(gpu);
+}
+
+/* Count the requests whose tokens differ between two runs. */
+static int
+Differ(int32_t a[][GEN], int32_t b[][GEN], int n)
+{
+	int			d = 0;
+
+	for (int i = 0; i < n; i++)
+		d += memcmp(a[i], b[i], sizeof(int32_t) * GEN) != 0;
+	return d;
+}
+
+/* Concurrency with and without graphs, and each request alone; then swap preemption. */
+static void
+TestBatchesGraphsSwap(void)
+{
+	cbllm_err	err;
+	cbllm_sampling sp = Greedy();
+	int32_t		graphs[N_REQ][GEN],
+				eager[N_REQ][GEN],
+				alone[N_REQ][GEN],
+				swapped[N_REQ][GEN];
+	cbllm_engine *e = NewEngine(model_dir, "cuda", 64, false, CBLLM_PREEMPT_AUTO, NULL, &err);
+	cbllm_engine *x = NewEngine(model_dir, "cuda", 64, true, CBLLM_PREEMPT_AUTO, NULL, &err);
+	cbllm_engine *s;
+	cbllm_stats st;
+	bool		ok;
+
+	if (e == NULL || x == NULL)
+	{
+		TAP_OK(false, "engines with and without graphs start: %s", err.msg);
+		cbllm_engine_destroy(e);
+		cbllm_engine_destroy(x);
+		return;
+	}
+	ok = RunTogether(e, 0, N_REQ, &sp, graphs) && RunTogether(x, 0, N_REQ, &sp, eager);
+	for (int i = 0; ok && i < N_REQ; i++)
+		ok = RunTogether(e, i, 1, &sp, &alone[i]);
+	TAP_OK(ok && Differ(graphs, eager, N_REQ) == 0,
+		   "%d concurrent requests give the same greedy tokens with decode graphs as without (%d differ)",
+		   N_REQ, ok ? Differ(graphs, eager, N_REQ) : -1);
+	TAP_OK(ok && Differ(graphs, alone, N_REQ) == 0,
+		   "each request gives the same tokens alone as in the batch (%d differ)",
+		   ok ? Differ(graphs, alone, N_REQ) : -1);
+	cbllm_engine_destroy(e);
+	cbllm_engine_destroy(x);
+	/* a pool of 14 blocks of 4: the batch cannot all fit, so some are swapped out and back */
+	s = NewEngine(model_dir, "cuda", 14, false, CBLLM_PREEMPT_SWAP, NULL, &err);
+	ok = s != NULL && RunTogether(s, 0, N_REQ, &sp, swapped);
+	if (s != NULL)
+		cbllm_engine_stats(s, &st);
+	TAP_OK(ok && st.preemptions_swap > 0 && Differ(graphs, swapped, N_REQ) == 0,
+		   "with a pool too small for the batch, swap preemption through host memory (%lld swaps) keeps every request's tokens (%d differ)",
+		   ok ? (long long) st.preemptions_swap : -1LL, ok ? Differ(graphs, swapped, N_REQ) : -1);
+	TAP_OK(ok && st.kv_blocks_free == st.kv_blocks_total && st.swap_blocks_free == st.swap_blocks_total,
+		   "every KV and swap block is free again afterwards");
+	cbllm_engine_destroy(s);
+}
+
+/* Seeded sampling on the device repeats; another seed differs; tokens stay in the vocabulary. */
+static void
+TestSeededSampling(void)
+{
+	cbllm_err	err;
+	cbllm_engine *e = NewEngine(model_dir, "cuda", 64, false, CBLLM_PREEMPT_AUTO, NULL, &err);
+	cbllm_engine_info info;
+	cbllm_sampling sp = Greedy();
+	int32_t		a[3][GEN],
+				b[3][GEN],
+				c[3][GEN];
+	bool		ok,
+				in_vocab = true;
+
+	if (e == NULL)
+	{
+		TAP_OK(false, "engine starts: %s", err.msg);
+		return;
+	}
+	cbllm_engine_get_info(e, &info);
+	sp.temperature = 0.9f;
+	sp.top_p = 0.95f;
+	sp.top_k = 50;
+	sp.has_seed = true;
+	sp.seed = 42;
+	ok = RunTogether(e, 0, 3, &sp, a) && RunTogether(e, 0, 3, &sp, b);
+	sp.seed = 43;
+	ok = ok && RunTogether(e, 0, 3, &sp, c);
+	for (int i = 0; i < 3; i++)
+		for (int t = 0; t < GEN; t++)
+			in_vocab = in_vocab && a[i][t] >= 0 && a[i][t] < info.vocab_size;
+	TAP_OK(ok && Differ(a, b, 3) == 0 && in_vocab,
+		   "seeded sampling on the device gives the same tokens twice");
+	TAP_OK(ok && Differ(a, c, 3) > 0, "another seed gives other tokens");
+	cbllm_engine_destroy(e);
+}
+
+/* Dummy weights generated on the device give the logits of the same dummy weights on the CPU. */
+static void
+TestDummyWeights(const char *dummy_dir)
+{
+	cbllm_err	err;
+	cbllm_engine *cpu = NewEngine(dummy_dir, "cpu", 64, false, CBLLM_PREEMPT_AUTO, "dummy", &err);
+	cbllm_engine *gpu = cpu ? NewEngine(dummy_dir, "cuda", 64, false, CBLLM_PREEMPT_AUTO, "dummy", &err) : NULL;
+	cbllm_engine_info info;
+	int32_t		ids[6] = {1, 5, 9, 33, 7, 2};
+	float	   *a,
+			   *b;
+	int			rc;
+
+	TAP_OK(gpu != NULL, "a model directory without weights loads with load_format dummy on both devices%s%s",
+		   gpu ? "" : ": ", gpu ? "" : err.msg);
+	if (gpu == NULL)
+	{
+		cbllm_engine_destroy(cpu);
+		return;
+	}
+	cbllm_engine_get_info(cpu, &info);
+	a = malloc(sizeof(float) * 6 * info.vocab_size);
+	b = malloc(sizeof(float) * 6 * info.vocab_size);
+	rc = cbllm_engine_prompt_logits(cpu, ids, 6, a, &err);
+	if (rc == CBLLM_OK)
+		rc = cbllm_engine_prompt_logits(gpu, ids, 6, b, &err);
+	TAP_OK(rc == CBLLM_OK && RelErr(b, a, (size_t) 6 * info.vocab_size) < 5e-2,
+		   "dummy weights made on the device give the CPU's logits (rel err %.2g)",
+		   rc == CBLLM_OK ? RelErr(b, a, (size_t) 6 * info.vocab_size) : -1.0);
+	free(a);
+	free(b);
+	cbllm_engine_destroy(cpu);
+	cbllm_engine_destroy(gpu);
+}
+
+/* The KV pool follows gpu_memory_utilization; too small a budget names the setting. */
+static void
+TestMemoryBudget(void)
+{
+	cbllm_engine_params p = {0};
+	cbllm_engine *e = NULL;
+	cbllm_engine_info info;
+	cbllm_err	err;
+	size_t		free_b = 0,
+				total_b = 0;
+	int			rc;
+
+	cuda_mem_info(&free_b, &total_b, NULL);
+	p.model_dir = model_dir;
+	p.device = "cuda";
+	p.max_num_seqs = 8;
+	p.max_num_batched_tokens = 64;
+	p.max_model_len = 128;
+	p.gpu_memory_utilization = 0.25;
+	rc = cbllm_engine_create(&p, &e, &err);
+	if (rc == CBLLM_OK)
+		cbllm_engine_get_info(e, &info);
+	TAP_OK(rc == CBLLM_OK && info.num_kv_blocks > 0 &&
+		   (double) info.num_kv_blocks * info.block_size * info.kv_bytes_per_token <= 0.25 * total_b,
+		   "gpu_memory_utilization 0.25 sizes the KV pool within a quarter of the device (%d blocks)",
+		   rc == CBLLM_OK ? info.num_kv_blocks : -1);
+	cbllm_engine_destroy(e);
+	e = NULL;
+	p.gpu_memory_utilization = 1e-6;
+	rc = cbllm_engine_create(&p, &e, &err);
+	TAP_OK(rc == CBLLM_ERR_NOMEM && strstr(err.msg, "cbllm.gpu_memory_utilization") != NULL,
+		   "a budget with no room for the KV cache fails and names the setting: %s",
+		   rc ? err.msg : "(it started)");
+	cbllm_engine_destroy(e);
+	e = NULL;
+	p.gpu_memory_utilization = 1.5;
+	rc = cbllm_engine_create(&p, &e, &err);
+	TAP_OK(rc == CBLLM_ERR_INVALID, "gpu_memory_utilization above 1 is rejected: %s",
+		   rc ? err.msg : "(it started)");
+	cbllm_engine_destroy(e);
+}
+
+int
+main(int argc, char **argv)
+{
+	char		dev[300];
+
+	if (argc < 3)
+	{
+		fprintf(stderr, "usage: test_engine_cuda BF16_MODEL_DIR DUMMY_MODEL_DIR\n");
+		return 2;
+	}
+	if (cuda_device_count() == 0)
+	{
+		printf("1..0 # SKIP no CUDA device here: the engine's GPU checks need one (test/gpu/check.sh runs them; test_engine_cuda_emu runs them on the CPU emulator)\n");
+		return 0;
+	}
+	model_dir = argv[1];
+	cuda_device_describe(dev, sizeof(dev));
+	TAP_DIAG("device: %s", dev);
+	TestAgainstCpu();
+	TestBatchesGraphsSwap();
+	TestSeededSampling();
+	TestDummyWeights(argv[2]);
+	TestMemoryBudget();
+	return tap_done();
+}
