@@ -19,6 +19,9 @@ int			cbllm_kv_cache_size_mb = 0;
 int			cbllm_block_size = 16;
 int			cbllm_preempt_mode = 0;
 int			cbllm_swap_space_mb = 0;
+double		cbllm_gpu_memory_utilization = 0.9;
+int			cbllm_load_format = 0;
+bool		cbllm_cuda_graphs = true;
 bool		cbllm_enable_prefix_caching = true;
 int			cbllm_max_queued_requests = 256;
 int			cbllm_max_tokens_limit = 4096;
@@ -30,6 +33,12 @@ static const struct config_enum_entry preempt_options[] = {
 	{"auto", 0, false},
 	{"recompute", 1, false},
 	{"swap", 2, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry load_format_options[] = {
+	{"auto", 0, false},
+	{"dummy", 1, false},
 	{NULL, 0, false}
 };
 
@@ -55,6 +64,17 @@ CbllmDefineGucs(void)
 							   NULL, NULL, NULL);
 	DefineCustomStringVariable("cbllm.device", "Compute device: cpu, cuda, or auto (cuda when a GPU is present).", NULL,
 							   &cbllm_device, "auto", PGC_POSTMASTER, 0, CheckDevice, NULL, NULL);
+	DefineCustomRealVariable("cbllm.gpu_memory_utilization",
+							 "Fraction of the GPU's memory cbllm may use for weights, workspace and the KV cache.",
+							 "With cbllm.kv_cache_size 0 the KV cache takes what is left of it after the weights.",
+							 &cbllm_gpu_memory_utilization, 0.9, 0.01, 1.0, PGC_POSTMASTER, 0,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("cbllm.cuda_graphs", "Replay decode steps from CUDA graphs on the GPU.",
+							 NULL, &cbllm_cuda_graphs, true, PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("cbllm.load_format",
+							 "How the weights are loaded: auto (the safetensors files) or dummy (random weights from config.json alone, for benchmarks).",
+							 NULL, &cbllm_load_format, 0, load_format_options, PGC_POSTMASTER,
+							 GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("cbllm.threads", "Compute threads of the engine (0: one per CPU).",
 							NULL, &cbllm_threads, 0, 0, 1024, PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("cbllm.max_num_seqs", "Most sequences in one engine step.", NULL,

@@ -515,6 +515,9 @@ LoadEngine(cbllm_err *err)
 	p.preempt_mode = (cbllm_preempt) cbllm_preempt_mode;
 	p.swap_space_bytes = (size_t) cbllm_swap_space_mb << 20;
 	p.no_prefix_caching = !cbllm_enable_prefix_caching;
+	p.gpu_memory_utilization = cbllm_gpu_memory_utilization;
+	p.no_cuda_graphs = !cbllm_cuda_graphs;
+	p.load_format = cbllm_load_format == 1 ? "dummy" : "auto";
 	rc = cbllm_engine_create(&p, &engine, err);
 	if (rc != CBLLM_OK)
 		return rc;

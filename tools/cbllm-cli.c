@@ -43,7 +43,8 @@ Usage(FILE *f)
 		  "common options: --device cpu|cuda|auto  --threads N  --isa auto|avx512|avx2|generic\n"
 		  "                --max-model-len N  --load-format auto|dummy  --gpu-memory-utilization F\n"
 		  "                --kv-blocks N  --block-size N  --max-num-seqs N  --max-batched-tokens N\n"
-		  "                --preempt auto|recompute|swap  --swap-blocks N  --no-prefix-cache\n",
+		  "                --preempt auto|recompute|swap  --swap-blocks N  --no-prefix-cache\n"
+		  "                --no-cuda-graphs\n",
 		  f);
 }
 
@@ -186,6 +187,8 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 			o->work.json = true, takes = 0;
 		else if (strcmp(a, "--no-prefix-cache") == 0)
 			o->ep.no_prefix_caching = true, takes = 0;
+		else if (strcmp(a, "--no-cuda-graphs") == 0)
+			o->ep.no_cuda_graphs = true, takes = 0;
 		else if (v == NULL)
 		{
 			fprintf(stderr, "cbllm-cli: error: option %s needs a value (or is unknown)\n", a);

@@ -1,17 +1,144 @@
 #!/usr/bin/env bash
-# test/gpu/check.sh: the checks that need an NVIDIA GPU, as one script for a
-# machine that has one: build with CUDA, then run every CUDA kernel against
-# the CPU on random inputs (test/unit/test_cuda_ops.c).  It grows with the
-# CUDA backend (greedy generation on both backends, the reference workload).
-set -eu
+# test/gpu/check.sh: every check that needs an NVIDIA GPU, as one script that
+# finishes in under 8 minutes on one H200:
+#
+#   1. build with CUDA (sm_90 only, to save time; CUDA_ARCH overrides);
+#   2. every CUDA kernel against the CPU on random inputs, device sampling,
+#      graphs, dummy weights (build/test/test_cuda_ops);
+#   3. the engine on both backends on a tiny generated model: logits close,
+#      greedy tokens equal for 16 steps, graphs on and off, swap, seeds, the
+#      memory budget (build/test/test_engine_cuda), and the greedy ids side
+#      by side from cbllm-cli;
+#   4. the reference workload on Llama-2-7B geometry with dummy bf16 weights
+#      made on the device, at concurrency 1, 4, 8, 16, 32, with the decode
+#      step time beside the bandwidth floor (the measured copy bandwidth);
+#      and concurrency 1 without CUDA graphs, for their effect;
+#   5. the same workload through HuggingFace transformers (a time budget per
+#      level), and one table of both.
+#
+# usage: test/gpu/check.sh [OUT_DIR]     (default $OUT, else build/gpu-check)
+#        CHECK_EMULATED=1 test/gpu/check.sh   rehearse it here without a GPU:
+#            the emulated device, a tiny model instead of 7B, no transformers
+#
+# It needs nvcc, make, gcc and python3 with numpy; cJSON's headers and
+# library come from the system or, where they are missing, from the Debian
+# packages that test/gpu/fetch-deps.sh puts in .deps/.  Each part runs even
+# when an earlier one failed; the last line counts the parts that failed.
+set -u
 cd "$(dirname "$0")/../.."
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-make -s CUDA=1 all
-model=$(mktemp -d)
-/usr/bin/python3 test/tools/gen_model.py "$model" --hidden 64 --layers 2 --heads 4 --kv-heads 2 \
-	--intermediate 160 --vocab 400 --dtype bf16 --seed 1 >/dev/null || python3 test/tools/gen_model.py \
-	"$model" --hidden 64 --layers 2 --heads 4 --kv-heads 2 --intermediate 160 --vocab 400 --dtype bf16 --seed 1
-build/test/test_cuda_ops "$model"
-echo "== greedy tokens, CPU then GPU"
-bin/cbllm-cli generate -m "$model" --prompt-ids "1 15 267 42 300 7 99 180" -n 16 --ids --device cpu
-bin/cbllm-cli generate -m "$model" --prompt-ids "1 15 267 42 300 7 99 180" -n 16 --ids --device cuda
+out=${1:-${OUT:-build/gpu-check}}
+mkdir -p "$out"
+log="$out/check.log"
+exec > >(tee "$log") 2>&1
+emulated=${CHECK_EMULATED:-0}
+failed=()
+PY=python3
+$PY -c 'import numpy' 2>/dev/null || PY=/usr/bin/python3
+
+part() { echo; echo "== $*  ($(date +%T))"; }
+fail() { echo "FAILED: $*"; failed+=("$*"); }
+
+part "machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader || true
+nvcc --version | tail -2 || true
+nproc
+
+part "cJSON"
+if ! echo '#include <cjson/cJSON.h>' | gcc -E - >/dev/null 2>&1; then
+	if ls .deps/libcjson*.deb >/dev/null 2>&1; then
+		mkdir -p .deps/root
+		for d in .deps/libcjson*.deb; do dpkg -x "$d" .deps/root; done
+		lib=$(dirname "$(find "$PWD/.deps/root" -name 'libcjson.so*' | head -1)")
+		export CPATH="$PWD/.deps/root/usr/include${CPATH:+:$CPATH}"
+		export LIBRARY_PATH="$lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
+		export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+		echo "cJSON from .deps ($lib)"
+	else
+		echo "no cJSON headers and no .deps/libcjson*.deb: run test/gpu/fetch-deps.sh where apt works"
+	fi
+else
+	echo "cJSON from the system"
+fi
+
+part "build"
+if [ "$emulated" = 1 ]; then
+	make -s -j"$(nproc)" all build/emu/cbllm-cli || fail "build"
+	cli=build/emu/cbllm-cli
+	device_tests=(build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu)
+else
+	make -s -j"$(nproc)" CUDA=1 CUDA_ARCH="${CUDA_ARCH:--gencode arch=compute_90,code=sm_90}" all || fail "build"
+	cli=bin/cbllm-cli
+	device_tests=(build/test/test_cuda_ops build/test/test_engine_cuda)
+fi
+
+models=$(mktemp -d)
+$PY test/tools/gen_model.py "$models/tiny" --hidden 64 --layers 2 --heads 4 --kv-heads 2 \
+	--intermediate 160 --vocab 400 --dtype bf16 --seed 1 >/dev/null || fail "tiny model"
+$PY test/tools/gen_model.py "$models/tiny-dummy" --hidden 64 --layers 2 --heads 4 --kv-heads 2 \
+	--intermediate 160 --vocab 400 --no-weights >/dev/null || fail "tiny dummy model"
+
+part "kernels against the CPU"
+"${device_tests[0]}" | tee "$out/kernels.tap"
+[ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/kernels.tap" || fail "kernel checks"
+
+part "engine on both backends"
+"${device_tests[1]}" "$models/tiny" "$models/tiny-dummy" | tee "$out/engine.tap"
+[ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/engine.tap" || fail "engine checks"
+
+part "greedy tokens, CPU then GPU"
+ids="1 15 267 42 300 7 99 180"
+a=$(bin/cbllm-cli generate -m "$models/tiny" --prompt-ids "$ids" -n 16 --ids --device cpu)
+b=$($cli generate -m "$models/tiny" --prompt-ids "$ids" -n 16 --ids --device cuda)
+echo "cpu:  $a"
+echo "cuda: $b"
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "greedy tokens differ"
+
+part "copy bandwidth"
+bw=$($cli membw --device cuda | awk '/copy_bandwidth_GBps/ {print $2}')
+echo "device copy bandwidth: ${bw:-?} GB/s (bytes read + written)"
+[ -n "$bw" ] || { fail "bandwidth"; bw=4000; }
+
+# the workload: 7B geometry on a GPU, a tiny model when rehearsing
+if [ "$emulated" = 1 ]; then
+	wl_model=$models/tiny-dummy
+	wl=(--concurrency 1,4 --requests 6 --prompt-len 10..20 --gen-len 8..16)
+	hf_budget=0
+else
+	wl_model=$models/llama-2-7b-dummy
+	$PY test/tools/gen_model.py "$wl_model" --hidden 4096 --layers 32 --heads 32 --kv-heads 32 \
+		--intermediate 11008 --vocab 32000 --max-pos 4096 --no-weights >/dev/null || fail "7B config"
+	wl=(--concurrency 1,4,8,16,32 --requests 50 --prompt-len 50..200 --gen-len 100..500)
+	hf_budget=${HF_BUDGET:-30}
+fi
+
+part "cbllm: the reference workload, dummy bf16 weights on the device"
+$cli bench -m "$wl_model" --device cuda --load-format dummy "${wl[@]}" --temp 0.7 --top-p 0.95 \
+	--seed 1 --bandwidth "$bw" --json >"$out/cbllm.json" || fail "cbllm bench"
+cat "$out/cbllm.json"
+
+part "cbllm: concurrency 1 without CUDA graphs"
+$cli bench -m "$wl_model" --device cuda --load-format dummy --no-cuda-graphs --concurrency 1 \
+	--requests 5 "${wl[@]:4}" --temp 0.7 --top-p 0.95 --seed 1 --bandwidth "$bw" || fail "eager bench"
+
+part "transformers: the same workload"
+if [ "$hf_budget" -gt 0 ]; then
+	PYTHONUNBUFFERED=1 timeout 300 $PY test/gpu/hf_baseline.py "${wl[@]}" --time-budget "$hf_budget" \
+		--bandwidth "$bw" --json >"$out/transformers.json" || fail "transformers baseline"
+	cat "$out/transformers.json"
+else
+	$PY test/gpu/hf_baseline.py "${wl[@]}" --dry-run --fake-step-ms 1 --json >"$out/transformers.json" ||
+		fail "transformers dry run"
+	echo "(rehearsal: a fake transformers run)"
+fi
+
+part "table"
+$PY bench/gpu_table.py "$out/cbllm.json" "$out/transformers.json" | tee "$out/table.md" || fail "table"
+
+rm -rf "$models"
+echo
+if [ ${#failed[@]} -eq 0 ]; then
+	echo "gpu check: all parts passed"
+else
+	echo "gpu check: ${#failed[@]} part(s) failed: ${failed[*]}"
+fi
+exit ${#failed[@]}
