@@ -72,7 +72,7 @@ typedef struct cuda_ctx
 	int64_t    *d_slots;		/* (max_tokens) */
 	int32_t    *d_rows;			/* (max_tokens) */
 	int32_t    *d_tables;		/* (max_seqs, max_blocks) */
-	float	   *d_cos;			/* (max_tokens, head_dim / 2) */
+	float	   *d_cos;			/* (max_ctx, head_dim / 2) RoPE table of every position */
 	float	   *d_sin;
 	void	   *d_xh;			/* (max_tokens, max_k) halves: matmul input */
 	cuda_sample_params *d_sample;	/* (max_tokens) */
@@ -84,11 +84,8 @@ typedef struct cuda_ctx
 	int64_t    *h_slots;
 	int32_t    *h_rows;
 	int32_t    *h_tables;
-	float	   *h_cos;
-	float	   *h_sin;
 	cuda_sample_params *h_sample;
 	int32_t    *h_sampled;
-	double	   *inv_freq;		/* (head_dim / 2) */
 	/* graphs, one per padded decode size */
 	bool		no_graphs;
 	int			n_sizes;
@@ -297,8 +294,7 @@ CudaGraphTokens(cbllm_backend *be, int T)
 static int
 UploadBatch(cuda_ctx *c, const fwd_batch *b, cbllm_err *err)
 {
-	int			T = b->n_tokens,
-				half = c->cfg.head_dim / 2;
+	int			T = b->n_tokens;
 	int			need[b->n_seqs > 0 ? b->n_seqs : 1];
 	int			rc;
 
@@ -313,13 +309,6 @@ UploadBatch(cuda_ctx *c, const fwd_batch *b, cbllm_err *err)
 							  t, b->pos[t], b->seq[t]);
 		if (blocks > need[b->seq[t]])
 			need[b->seq[t]] = blocks;
-		for (int i = 0; i < half; i++)
-		{
-			double		a = (double) b->pos[t] / c->cfg.rope_scale * c->inv_freq[i];
-
-			c->h_cos[(int64_t) t * half + i] = (float) cos(a);
-			c->h_sin[(int64_t) t * half + i] = (float) sin(a);
-		}
 	}
 	memcpy(c->h_tokens, b->tokens, sizeof(int32_t) * T);
 	memcpy(c->h_pos, b->pos, sizeof(int32_t) * T);
@@ -335,9 +324,7 @@ UploadBatch(cuda_ctx *c, const fwd_batch *b, cbllm_err *err)
 		(rc = cuda_copy_async(c->d_slots, c->h_slots, sizeof(int64_t) * T, c->stream, err)) ||
 		(rc = cuda_copy_async(c->d_rows, c->h_rows, sizeof(int32_t) * b->n_rows, c->stream, err)) ||
 		(rc = cuda_copy_async(c->d_tables, c->h_tables,
-							  sizeof(int32_t) * (size_t) b->n_seqs * c->max_blocks, c->stream, err)) ||
-		(rc = cuda_copy_async(c->d_cos, c->h_cos, sizeof(float) * (size_t) T * half, c->stream, err)) ||
-		(rc = cuda_copy_async(c->d_sin, c->h_sin, sizeof(float) * (size_t) T * half, c->stream, err)))
+							  sizeof(int32_t) * (size_t) b->n_seqs * c->max_blocks, c->stream, err)))
 		return rc;
 	return CBLLM_OK;
 }
@@ -487,7 +474,8 @@ CudaRope(cbllm_backend *be, float *x, int T, int n_heads, const fwd_batch *b)
 	cuda_ctx   *c = be->ctx;
 
 	if (LIVE(c))
-		Note(c, cuda_rope(x, c->d_cos, c->d_sin, T, n_heads, c->cfg.head_dim, c->stream, &c->err));
+		Note(c, cuda_rope(x, c->d_cos, c->d_sin, c->d_pos, T, n_heads, c->cfg.head_dim, c->stream,
+						  &c->err));
 }
 
 static void
@@ -688,11 +676,8 @@ CudaDestroy(cbllm_backend *be)
 		cuda_host_free(c->h_slots);
 		cuda_host_free(c->h_rows);
 		cuda_host_free(c->h_tables);
-		cuda_host_free(c->h_cos);
-		cuda_host_free(c->h_sin);
 		cuda_host_free(c->h_sample);
 		cuda_host_free(c->h_sampled);
-		free(c->inv_freq);
 		cuda_event_destroy(c->ev_compute);
 		cuda_event_destroy(c->ev_swap);
 		cuda_stream_destroy(c->stream);
@@ -721,8 +706,8 @@ AllocStepBuffers(cuda_ctx *c, cbllm_err *err)
 		(rc = cuda_alloc((void **) &c->d_slots, sizeof(int64_t) * T, err)) ||
 		(rc = cuda_alloc((void **) &c->d_rows, sizeof(int32_t) * T, err)) ||
 		(rc = cuda_alloc((void **) &c->d_tables, sizeof(int32_t) * tables, err)) ||
-		(rc = cuda_alloc((void **) &c->d_cos, sizeof(float) * T * half, err)) ||
-		(rc = cuda_alloc((void **) &c->d_sin, sizeof(float) * T * half, err)) ||
+		(rc = cuda_alloc((void **) &c->d_cos, sizeof(float) * (size_t) c->max_ctx * half, err)) ||
+		(rc = cuda_alloc((void **) &c->d_sin, sizeof(float) * (size_t) c->max_ctx * half, err)) ||
 		(rc = cuda_alloc(&c->d_xh, 2 * T * (size_t) max_k, err)) ||
 		(rc = cuda_alloc((void **) &c->d_sample, sizeof(cuda_sample_params) * T, err)) ||
 		(rc = cuda_alloc((void **) &c->d_sampled, sizeof(int32_t) * T, err)) ||
@@ -732,13 +717,46 @@ AllocStepBuffers(cuda_ctx *c, cbllm_err *err)
 		(rc = cuda_host_alloc((void **) &c->h_slots, sizeof(int64_t) * T, err)) ||
 		(rc = cuda_host_alloc((void **) &c->h_rows, sizeof(int32_t) * T, err)) ||
 		(rc = cuda_host_alloc((void **) &c->h_tables, sizeof(int32_t) * tables, err)) ||
-		(rc = cuda_host_alloc((void **) &c->h_cos, sizeof(float) * T * half, err)) ||
-		(rc = cuda_host_alloc((void **) &c->h_sin, sizeof(float) * T * half, err)) ||
 		(rc = cuda_host_alloc((void **) &c->h_sample, sizeof(cuda_sample_params) * T, err)) ||
 		(rc = cuda_host_alloc((void **) &c->h_sampled, sizeof(int32_t) * T, err)))
 		return rc;
 	memset(c->h_tables, 0, sizeof(int32_t) * tables);
 	return CBLLM_OK;
+}
+
+/* cos and sin of every position's RoPE angles, computed in double once. */
+static int
+UploadRopeTables(cuda_ctx *c, cbllm_err *err)
+{
+	int			half = c->cfg.head_dim / 2;
+	size_t		n = (size_t) c->max_ctx * half;
+	float	   *cs = malloc(sizeof(float) * n),
+			   *sn = malloc(sizeof(float) * n);
+	int			rc;
+
+	if (cs == NULL || sn == NULL)
+		rc = cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	else
+	{
+		for (int i = 0; i < half; i++)
+		{
+			double		inv_freq = 1.0 / pow((double) c->cfg.rope_theta, (2.0 * i) / c->cfg.head_dim);
+
+			for (int p = 0; p < c->max_ctx; p++)
+			{
+				double		a = (double) p / c->cfg.rope_scale * inv_freq;
+
+				cs[(size_t) p * half + i] = (float) cos(a);
+				sn[(size_t) p * half + i] = (float) sin(a);
+			}
+		}
+		rc = cuda_upload(c->d_cos, cs, sizeof(float) * n, err);
+		if (rc == CBLLM_OK)
+			rc = cuda_upload(c->d_sin, sn, sizeof(float) * n, err);
+	}
+	free(cs);
+	free(sn);
+	return rc;
 }
 
 /* The padded decode sizes: 1, 2, 4, 8, then every multiple of 8 up to max_seqs. */
@@ -759,7 +777,6 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	const cbllm_model_config *cfg = &p->model->cfg;
 	cbllm_backend *be = calloc(1, sizeof(*be));
 	cuda_ctx   *c = calloc(1, sizeof(*c));
-	int			half = cfg->head_dim / 2;
 	int			rc;
 
 	if (be == NULL || c == NULL)
@@ -794,14 +811,11 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 		CudaDestroy(be);
 		return rc;
 	}
-	c->inv_freq = malloc(sizeof(double) * half);
-	if (c->inv_freq == NULL)
+	if ((rc = UploadRopeTables(c, err)))
 	{
 		CudaDestroy(be);
-		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+		return rc;
 	}
-	for (int i = 0; i < half; i++)
-		c->inv_freq[i] = 1.0 / pow((double) cfg->rope_theta, (2.0 * i) / cfg->head_dim);
 	be->name = "cuda";
 	be->kv_elem_bytes = sizeof(uint16_t);
 	be->pad_block = -1;			/* set with the pool */

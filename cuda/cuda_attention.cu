@@ -3,9 +3,10 @@
  * decode tokens and prefill chunks alike.  One block of ATT_WARPS warps per
  * (token, head), in one pass over the sequence's block table:
  *
- *   1. scores: each warp takes every ATT_WARPS-th visible key; its lanes
- *      read the key row together (lane l holds dims l, l + 32, ...), and a
- *      shuffle tree sums the dot product into shared memory;
+ *   1. scores: the warps take turns over runs of ATT_UNROLL visible keys
+ *      (whose loads are in flight together); a warp's lanes read each key
+ *      row together (lane l holds dims l, l + 32, ...), and a shuffle tree
+ *      sums each dot product into shared memory;
  *   2. softmax: a block-wide max and sum over the scores;
  *   3. values: each warp accumulates its keys' value rows weighted by the
  *      scores (lanes again over dims), and the warps' partial sums are added
@@ -27,6 +28,7 @@
 #define ATT_WARPS 4
 #define ATT_THREADS (ATT_WARPS * 32)
 #define ATT_MAX_DPL 8			/* dims per lane: head_dim <= 256 */
+#define ATT_UNROLL 4			/* keys a warp reads at once */
 
 /* Cache offset (in elements) of position j of a sequence with block table table. */
 __device__ static inline int64_t
@@ -67,25 +69,40 @@ AttentionKernel(const float *q, const __nv_bfloat16 *k_cache, const __nv_bfloat1
 		qr[i] = d < head_dim ? qv[d] * scale : 0.0f;
 		acc[i] = 0.0f;
 	}
-	/* 1. scores of the visible keys */
-	for (int j = first + warp; j <= p; j += ATT_WARPS)
+	/* 1. scores of the visible keys, ATT_UNROLL keys per warp at a time so their loads overlap */
+	for (int j0 = first + warp * ATT_UNROLL; j0 <= p; j0 += ATT_WARPS * ATT_UNROLL)
 	{
-		const __nv_bfloat16 *kr = k_cache + Slot(table, j, block_size) * stride +
-			(int64_t) kvh * head_dim;
-		float		s = 0;
+		float		s[ATT_UNROLL];
 
 #pragma unroll
-		for (int i = 0; i < ATT_MAX_DPL; i++)
+		for (int u = 0; u < ATT_UNROLL; u++)
 		{
-			int			d = lane + 32 * i;
+			int			j = j0 + u;
 
-			if (d < head_dim)
-				s += qr[i] * __bfloat162float(kr[d]);
+			s[u] = 0;
+			if (j <= p)
+			{
+				const __nv_bfloat16 *kr = k_cache + Slot(table, j, block_size) * stride +
+					(int64_t) kvh * head_dim;
+
+#pragma unroll
+				for (int i = 0; i < ATT_MAX_DPL; i++)
+				{
+					int			d = lane + 32 * i;
+
+					if (d < head_dim)
+						s[u] += qr[i] * __bfloat162float(kr[d]);
+				}
+			}
 		}
-		for (int o = 16; o > 0; o /= 2)
-			s += __shfl_xor_sync(0xffffffff, s, o);
-		if (lane == 0)
-			scores[j - first] = s;
+#pragma unroll
+		for (int u = 0; u < ATT_UNROLL; u++)
+		{
+			for (int o = 16; o > 0; o /= 2)
+				s[u] += __shfl_xor_sync(0xffffffff, s[u], o);
+			if (lane == 0 && j0 + u <= p)
+				scores[j0 + u - first] = s[u];
+		}
 	}
 	__syncthreads();
 	/* 2. softmax */
@@ -100,20 +117,29 @@ AttentionKernel(const float *q, const __nv_bfloat16 *k_cache, const __nv_bfloat1
 		sum += e;
 	}
 	sum = BlockReduce<ATT_THREADS, false>(sum);	/* its barrier publishes the exponentials */
-	/* 3. weighted values, each warp over its keys */
-	for (int j = first + warp; j <= p; j += ATT_WARPS)
+	/* 3. weighted values, each warp over its keys, ATT_UNROLL at a time */
+	for (int j0 = first + warp * ATT_UNROLL; j0 <= p; j0 += ATT_WARPS * ATT_UNROLL)
 	{
-		const __nv_bfloat16 *vr = v_cache + Slot(table, j, block_size) * stride +
-			(int64_t) kvh * head_dim;
-		float		w = scores[j - first];
+#pragma unroll
+		for (int u = 0; u < ATT_UNROLL; u++)
+		{
+			int			j = j0 + u;
+
+			if (j <= p)
+			{
+				const __nv_bfloat16 *vr = v_cache + Slot(table, j, block_size) * stride +
+					(int64_t) kvh * head_dim;
+				float		w = scores[j - first];
 
 #pragma unroll
-		for (int i = 0; i < ATT_MAX_DPL; i++)
-		{
-			int			d = lane + 32 * i;
+				for (int i = 0; i < ATT_MAX_DPL; i++)
+				{
+					int			d = lane + 32 * i;
 
-			if (d < head_dim)
-				acc[i] += w * __bfloat162float(vr[d]);
+					if (d < head_dim)
+						acc[i] += w * __bfloat162float(vr[d]);
+				}
+			}
 		}
 	}
 #pragma unroll

@@ -103,14 +103,15 @@ cuda_add(float *d_x, const float *d_y, int64_t n, cuda_stream s, cbllm_err *err)
 	return CheckLaunch("add", err);
 }
 
-/* One block per token, threads over (head, pair). */
+/* One block per token, threads over (head, pair); the angles come from the position's table row. */
 __global__ static void
-RopeKernel(float *x, const float *cs, const float *sn, int n_heads, int head_dim)
+RopeKernel(float *x, const float *cs, const float *sn, const int32_t *pos, int n_heads,
+		   int head_dim)
 {
 	int			t = blockIdx.x,
 				half = head_dim / 2;
-	const float *c = cs + (int64_t) t * half;
-	const float *s = sn + (int64_t) t * half;
+	const float *c = cs + (int64_t) pos[t] * half;
+	const float *s = sn + (int64_t) pos[t] * half;
 
 	for (int k = threadIdx.x; k < n_heads * half; k += blockDim.x)
 	{
@@ -126,12 +127,12 @@ RopeKernel(float *x, const float *cs, const float *sn, int n_heads, int head_dim
 }
 
 extern "C" int
-cuda_rope(float *d_x, const float *d_cos, const float *d_sin, int T, int n_heads, int head_dim,
-		  cuda_stream s, cbllm_err *err)
+cuda_rope(float *d_x, const float *d_cos, const float *d_sin, const int32_t *d_pos, int T,
+		  int n_heads, int head_dim, cuda_stream s, cbllm_err *err)
 {
 	if (T <= 0)
 		return CBLLM_OK;
-	CBLLM_LAUNCH(RopeKernel, T, ROW_THREADS, 0, s, d_x, d_cos, d_sin, n_heads, head_dim);
+	CBLLM_LAUNCH(RopeKernel, T, ROW_THREADS, 0, s, d_x, d_cos, d_sin, d_pos, n_heads, head_dim);
 	return CheckLaunch("rope", err);
 }
 

@@ -97,10 +97,11 @@ int			cuda_add(float *d_x, const float *d_y, int64_t n, cuda_stream s, cbllm_err
 
 /*
  * Rotate d_x (T, n_heads, head_dim) in place, pairs (i, i + head_dim/2), by
- * angle pos[t] * inv_freq[i]: d_cos, d_sin (T, head_dim / 2).
+ * the angle of position d_pos[t]: d_cos, d_sin (max positions, head_dim / 2)
+ * hold cos and sin of pos * inv_freq[i] for every position.
  */
-int			cuda_rope(float *d_x, const float *d_cos, const float *d_sin, int T, int n_heads,
-					  int head_dim, cuda_stream s, cbllm_err *err);
+int			cuda_rope(float *d_x, const float *d_cos, const float *d_sin, const int32_t *d_pos,
+					  int T, int n_heads, int head_dim, cuda_stream s, cbllm_err *err);
 
 /*
  * d_x (T, dim) = rows d_tokens[t] of an embedding table d_emb (vocab, dim)

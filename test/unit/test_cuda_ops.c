@@ -183,32 +183,36 @@ TestElementwise(void)
 	cuda_free(dg), cuda_free(du);
 }
 
+/* RoPE with per-position angle tables, positions out of order. */
 static void
 TestRope(void)
 {
 	int			T = 5,
 				H = 6,
 				hd = 64,
-				half = 32;
+				half = 32,
+				P = 40;
+	int32_t		pos[5] = {3, 39, 0, 17, 3};
 	size_t		n = (size_t) T * H * hd;
 	float	   *x = HostArray(n, false),
 			   *ref = malloc(n * sizeof(float)),
-			   *cs = malloc(sizeof(float) * T * half),
-			   *sn = malloc(sizeof(float) * T * half);
+			   *cs = malloc(sizeof(float) * P * half),
+			   *sn = malloc(sizeof(float) * P * half);
 	float	   *dx,
 			   *dc,
 			   *ds,
 			   *got;
+	void	   *dpos;
 	cbllm_err	err;
 	int			rc;
 
-	for (int t = 0; t < T; t++)
+	for (int p = 0; p < P; p++)
 		for (int i = 0; i < half; i++)
 		{
-			double		a = (t * 37 + 3) / pow(10000.0, 2.0 * i / hd);
+			double		a = p / pow(10000.0, 2.0 * i / hd);
 
-			cs[t * half + i] = (float) cos(a);
-			sn[t * half + i] = (float) sin(a);
+			cs[p * half + i] = (float) cos(a);
+			sn[p * half + i] = (float) sin(a);
 		}
 	memcpy(ref, x, n * sizeof(float));
 	for (int t = 0; t < T; t++)
@@ -217,20 +221,23 @@ TestRope(void)
 			{
 				float	   *v = ref + ((size_t) t * H + h) * hd;
 				float		a = v[i],
-							b = v[i + half];
+							b = v[i + half],
+							c = cs[pos[t] * half + i],
+							s = sn[pos[t] * half + i];
 
-				v[i] = a * cs[t * half + i] - b * sn[t * half + i];
-				v[i + half] = b * cs[t * half + i] + a * sn[t * half + i];
+				v[i] = a * c - b * s;
+				v[i + half] = b * c + a * s;
 			}
 	dx = Up(x, n);
-	dc = Up(cs, (size_t) T * half);
-	ds = Up(sn, (size_t) T * half);
-	rc = cuda_rope(dx, dc, ds, T, H, hd, NULL, &err);
+	dc = Up(cs, (size_t) P * half);
+	ds = Up(sn, (size_t) P * half);
+	dpos = UpBytes(pos, sizeof(pos));
+	rc = cuda_rope(dx, dc, ds, dpos, T, H, hd, NULL, &err);
 	got = Down(dx, n);
-	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n) < 1e-6, "rope matches the CPU (rel err %.2g)",
-		   RelErr(got, ref, n));
+	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n) < 1e-6,
+		   "rope with per-position tables matches the CPU (rel err %.2g)", RelErr(got, ref, n));
 	free(x), free(ref), free(cs), free(sn), free(got);
-	cuda_free(dx), cuda_free(dc), cuda_free(ds);
+	cuda_free(dx), cuda_free(dc), cuda_free(ds), cuda_free(dpos);
 }
 
 static void
