@@ -129,7 +129,7 @@ build/test/test_cuda_ops_emu: test/unit/test_cuda_ops.c test/unit/*.h $(ENGINE_L
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itest/unit $< $(ENGINE_LIB) $(EMU_LIBS) -o $@
 
 build/test/test_engine_cuda_emu: test/unit/test_engine_cuda.c test/unit/*.h $(ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
-	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itest/unit $< $(ENGINE_LIB) $(EMU_LIBS) -o $@
+	$(ENGINE_CC) $(ENGINE_CFLAGS) -DCBLLM_CUDA_EMU -Itest/unit $< $(ENGINE_LIB) $(EMU_LIBS) -o $@
 
 # the command-line tool on the emulated device, for rehearsing test/gpu/check.sh without a GPU
 build/emu/cbllm-cli: $(CLI_SRCS) tools/*.h $(ENGINE_LIB) $(CUDA_EMU_LIB) | build/emu

@@ -534,7 +534,8 @@ LoadEngine(cbllm_err *err)
 static bool
 Iterate(void)
 {
-	int			active = 0;
+	int			active = 0,
+				rc;
 	cbllm_err	err;
 
 	for (int i = 0; i < cbllm_shared->n_slots; i++)
@@ -555,7 +556,8 @@ Iterate(void)
 			FailSlot(i, serial, 0, "");
 		}
 	}
-	if (cbllm_engine_step(engine, &active, &err) != CBLLM_OK)
+	rc = cbllm_engine_step(engine, &active, &err);
+	if (rc != CBLLM_OK)
 		elog(LOG, "cbllm: engine step failed: %s", err.msg);
 	for (int i = 0; i < cbllm_shared->n_slots; i++)
 	{
@@ -568,6 +570,12 @@ Iterate(void)
 			DropWorkerSlot(i);
 	}
 	PublishStats();
+	if (rc == CBLLM_ERR_DEVICE_LOST)
+	{
+		/* the failed requests have their errors; a fresh process gets a fresh device context */
+		ereport(LOG, (errmsg("cbllm: restarting the worker: %s", err.msg)));
+		proc_exit(1);
+	}
 	return active > 0;
 }
 

@@ -637,6 +637,13 @@ CudaSwapIn(cbllm_backend *be, kv_cache *kv, const swap_space *sw, const int32_t 
 	return CudaSwap(be->ctx, (swap_space *) sw, blocks, ids, n, false, err);
 }
 
+/* False once a fault has poisoned the CUDA context. */
+static bool
+CudaHealthy(cbllm_backend *be)
+{
+	return cuda_device_ok() != 0;
+}
+
 /* Free everything on the device and the host. */
 static void
 CudaDestroy(cbllm_backend *be)
@@ -838,6 +845,7 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	be->swap_out = CudaSwapOut;
 	be->swap_in = CudaSwapIn;
 	be->download = CudaDownload;
+	be->healthy = CudaHealthy;
 	be->destroy = CudaDestroy;
 	*out = be;
 	return CBLLM_OK;

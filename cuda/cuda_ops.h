@@ -35,6 +35,9 @@ int			cuda_device_count(void);
 /* The device's name and memory, e.g. "NVIDIA H200, 143771 MiB". */
 void		cuda_device_describe(char *buf, size_t len);
 
+/* Whether the device still works: false after a fault that poisons the context. */
+int			cuda_device_ok(void);
+
 /* Free and total device memory in bytes. */
 int			cuda_mem_info(size_t *free_b, size_t *total_b, cbllm_err *err);
 

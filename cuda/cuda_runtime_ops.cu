@@ -49,6 +49,15 @@ cuda_device_describe(char *buf, size_t len)
 }
 
 extern "C" int
+cuda_device_ok(void)
+{
+	if (cudaDeviceSynchronize() == cudaSuccess)
+		return 1;
+	(void) cudaGetLastError();	/* a non-sticky error clears; a sticky one stays */
+	return cudaDeviceSynchronize() == cudaSuccess;
+}
+
+extern "C" int
 cuda_mem_info(size_t *free_b, size_t *total_b, cbllm_err *err)
 {
 	return Check(cudaMemGetInfo(free_b, total_b), "memory query", err);

@@ -118,6 +118,8 @@ struct cbllm_backend
 	 */
 	int			(*sample) (cbllm_backend *be, const float *logits, int n_rows, int vocab,
 						   const backend_sample_params *p, int32_t *tokens, cbllm_err *err);
+	/* Optional: false when the device can no longer run anything (a sticky fault). */
+	bool		(*healthy) (cbllm_backend *be);
 	/* copy n floats of backend memory to host memory */
 	int			(*download) (cbllm_backend *be, const float *src, float *dst, size_t n,
 							 cbllm_err *err);

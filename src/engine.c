@@ -388,6 +388,8 @@ cbllm_engine_submit(cbllm_engine *e, const cbllm_request_input *in, const cbllm_
 	DropTaken(e);
 	if (in == NULL || sp == NULL)
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "missing request input or sampling parameters");
+	if (e->lost)
+		return cbllm_fail(err, CBLLM_ERR_DEVICE_LOST, "%s", e->lost_msg);
 	if (e->n_live >= e->params.max_queued)
 		return cbllm_fail(err, CBLLM_ERR_FULL,
 						  "too many requests: %lld are queued or running (the limit is %d)",
@@ -404,6 +406,16 @@ cbllm_engine_submit(cbllm_engine *e, const cbllm_request_input *in, const cbllm_
 	req_list_insert(&e->waiting, r);
 	*id = r->id;
 	return CBLLM_OK;
+}
+
+/* Fail every waiting and running request: the device is gone. */
+static void
+FailAll(cbllm_engine *e)
+{
+	while (e->running.head != NULL)
+		request_finish(e, e->running.head, CBLLM_FINISH_ERROR, e->lost_msg);
+	while (e->waiting.head != NULL)
+		request_finish(e, e->waiting.head, CBLLM_FINISH_ERROR, e->lost_msg);
 }
 
 /* Fail every request of a step that could not run. */
@@ -500,6 +512,13 @@ cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
 	if (err == NULL)
 		err = &local;
 	DropTaken(e);
+	if (e->lost)
+	{
+		FailAll(e);
+		if (n_active)
+			*n_active = 0;
+		return cbllm_fail(err, CBLLM_ERR_DEVICE_LOST, "%s", e->lost_msg);
+	}
 	n_seqs = scheduler_plan(e);
 	if (n_seqs > 0)
 	{
@@ -510,7 +529,19 @@ cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
 		t0 = cbllm_now() - t0;
 		e->stats.forward_seconds += t0;
 		if (rc != CBLLM_OK)
+		{
 			FailStep(e, n_seqs, err->msg);
+			if (rc == CBLLM_ERR_DEVICE && e->be->healthy != NULL && !e->be->healthy(e->be))
+			{
+				/* a sticky fault: nothing will run on this device again */
+				e->lost = true;
+				snprintf(e->lost_msg, sizeof(e->lost_msg),
+						 "the %s device failed and cannot continue (%.400s); the engine must be recreated",
+						 e->be->name, err->msg);
+				FailAll(e);
+				rc = cbllm_fail(err, CBLLM_ERR_DEVICE_LOST, "%s", e->lost_msg);
+			}
+		}
 		else
 		{
 			e->stats.steps++;

@@ -72,6 +72,8 @@ struct cbllm_engine
 {
 	cbllm_engine_params params; /* limits resolved to their final values */
 	bool		on_gpu;			/* the CUDA backend runs the steps */
+	bool		lost;			/* the device failed for good: every step and submit fails */
+	char		lost_msg[CBLLM_ERR_MSG_LEN];
 	cbllm_model *model;
 	cbllm_tokenizer *tok;
 	cbllm_threadpool *pool;

@@ -53,6 +53,8 @@ cbllm_status_name(int code)
 			return "internal error";
 		case CBLLM_ERR_DEVICE:
 			return "device error";
+		case CBLLM_ERR_DEVICE_LOST:
+			return "device lost";
 	}
 	return "unknown error";
 }

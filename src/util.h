@@ -29,7 +29,8 @@ typedef enum cbllm_status
 	CBLLM_ERR_FULL = -7,		/* no room: queue or KV pool exhausted */
 	CBLLM_ERR_NOT_FOUND = -8,	/* an unknown request id or name */
 	CBLLM_ERR_INTERNAL = -9,	/* a bug: an invariant does not hold */
-	CBLLM_ERR_DEVICE = -10		/* a compute device failed */
+	CBLLM_ERR_DEVICE = -10,		/* a compute device failed */
+	CBLLM_ERR_DEVICE_LOST = -11 /* the device is unusable until the engine is recreated */
 } cbllm_status;
 
 #define CBLLM_ERR_MSG_LEN 512

@@ -54,6 +54,14 @@ struct cublasContext
 /* ------------------------------------------------------------ diagnostics */
 static cudaError_t last_error = cudaSuccess;
 static int	n_capturing = 0;	/* streams capturing now */
+static bool device_lost = false;	/* a sticky fault: every call fails */
+
+extern "C" void
+cuda_emu_fail_device(void)
+{
+	device_lost = true;
+	last_error = cudaErrorIllegalAddress;
+}
 
 /* A programming error the device would also reject: report it and stop the test. */
 [[noreturn]] static void
@@ -67,6 +75,8 @@ Fatal(const char *what)
 static cudaError_t
 SetError(cudaError_t e)
 {
+	if (device_lost)
+		return last_error = cudaErrorIllegalAddress;
 	if (e != cudaSuccess && last_error == cudaSuccess)
 		last_error = e;
 	return e;
@@ -266,6 +276,8 @@ RunKernel(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &fn)
 cudaError_t
 cuda_emu::enqueue(cudaStream_t s, std::function<void()> fn)
 {
+	if (device_lost)
+		return SetError(cudaErrorIllegalAddress);
 	if (s != NULL && s->capturing)
 	{
 		s->graph->ops.push_back(std::move(fn));
@@ -382,6 +394,8 @@ cudaError_t
 cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
 {
 	(void) kind;
+	if (device_lost)
+		return SetError(cudaErrorIllegalAddress);
 	if (IllegalDuringCapture())
 		return SetError(cudaErrorStreamCaptureImplicit);
 	if (bytes > 0)
@@ -466,6 +480,8 @@ cudaGetErrorString(cudaError_t e)
 			return "no CUDA-capable device is detected";
 		case cudaErrorInvalidResourceHandle:
 			return "invalid resource handle";
+		case cudaErrorIllegalAddress:
+			return "an illegal memory access was encountered";
 		case cudaErrorStreamCaptureUnsupported:
 			return "operation not permitted when stream is capturing";
 		case cudaErrorStreamCaptureInvalidated:
@@ -481,7 +497,8 @@ cudaGetLastError(void)
 {
 	cudaError_t e = last_error;
 
-	last_error = cudaSuccess;
+	if (!device_lost)
+		last_error = cudaSuccess;
 	return e;
 }
 
@@ -494,6 +511,8 @@ cudaPeekAtLastError(void)
 cudaError_t
 cudaDeviceSynchronize(void)
 {
+	if (device_lost)
+		return SetError(cudaErrorIllegalAddress);
 	if (IllegalDuringCapture())
 		return SetError(cudaErrorStreamCaptureUnsupported);
 	return cudaSuccess;
@@ -528,6 +547,8 @@ cudaStreamDestroy(cudaStream_t s)
 cudaError_t
 cudaStreamSynchronize(cudaStream_t s)
 {
+	if (device_lost)
+		return SetError(cudaErrorIllegalAddress);
 	if (s != NULL && s->capturing)
 	{
 		s->invalid = true;
@@ -658,6 +679,8 @@ cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned long long flags
 cudaError_t
 cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s)
 {
+	if (device_lost)
+		return SetError(cudaErrorIllegalAddress);
 	if (x == NULL)
 		return SetError(cudaErrorInvalidResourceHandle);
 	if (s != NULL && s->capturing)

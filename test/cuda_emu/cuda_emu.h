@@ -59,6 +59,7 @@ typedef enum cudaError
 	cudaErrorInvalidConfiguration = 9,
 	cudaErrorNoDevice = 100,
 	cudaErrorInvalidResourceHandle = 400,
+	cudaErrorIllegalAddress = 700,
 	cudaErrorStreamCaptureUnsupported = 900,
 	cudaErrorStreamCaptureInvalidated = 901,
 	cudaErrorStreamCaptureImplicit = 906
@@ -161,6 +162,9 @@ cudaFuncSetAttribute(F *, cudaFuncAttribute, int)
 {
 	return cudaSuccess;
 }
+
+/* Make the device fail for good, as after an illegal address: every later call fails (tests). */
+extern "C" void cuda_emu_fail_device(void);
 
 /* --------------------------------------------------------- kernel threads */
 namespace cuda_emu

@@ -361,6 +361,55 @@ TestMemoryBudget(void)
 	cbllm_engine_destroy(e);
 }
 
+#ifdef CBLLM_CUDA_EMU
+void		cuda_emu_fail_device(void);
+
+/*
+ * A fault that poisons the device mid-run (the emulator's stand-in for an
+ * illegal address): the running requests fail with a message naming it,
+ * the step says the device is lost, and later steps and submits fail fast.
+ */
+static void
+TestDeviceLost(void)
+{
+	cbllm_err	err;
+	cbllm_engine *e = NewEngine(model_dir, "cuda", 64, false, CBLLM_PREEMPT_AUTO, NULL, &err);
+	cbllm_sampling sp = Greedy();
+	int32_t		prompt[5] = {1, 20, 30, 40, 50};
+	cbllm_request_input in = {0};
+	cbllm_output o;
+	int64_t		id = 0,
+				id2;
+	int			active,
+				rc,
+				rc2,
+				rc3;
+
+	if (e == NULL)
+	{
+		TAP_OK(false, "engine starts: %s", err.msg);
+		return;
+	}
+	in.ids = prompt;
+	in.n_ids = 5;
+	cbllm_engine_submit(e, &in, &sp, &id, &err);
+	cbllm_engine_step(e, &active, &err);
+	cbllm_engine_step(e, &active, &err);
+	cuda_emu_fail_device();
+	rc = cbllm_engine_step(e, &active, &err);
+	cbllm_engine_take(e, id, &o, NULL);
+	TAP_OK(rc == CBLLM_ERR_DEVICE_LOST && o.finish == CBLLM_FINISH_ERROR && o.error != NULL &&
+		   strstr(o.error, "illegal memory access") != NULL,
+		   "a sticky device fault fails the running request with the device's message and reports the device lost: %s",
+		   o.error ? o.error : "(no error)");
+	rc2 = cbllm_engine_submit(e, &in, &sp, &id2, &err);
+	rc3 = cbllm_engine_step(e, &active, &err);
+	TAP_OK(rc2 == CBLLM_ERR_DEVICE_LOST && rc3 == CBLLM_ERR_DEVICE_LOST && active == 0,
+		   "after that, submits and steps fail at once instead of hanging");
+	cbllm_engine_destroy(e);
+}
+#endif
+
 int
 main(int argc, char **argv)
 {
@@ -384,5 +433,8 @@ main(int argc, char **argv)
 	TestSeededSampling();
 	TestDummyWeights(argv[2]);
 	TestMemoryBudget();
+#ifdef CBLLM_CUDA_EMU
+	TestDeviceLost();			/* last: the emulated device stays broken */
+#endif
 	return tap_done();
 }
