@@ -63,8 +63,10 @@ typedef struct cuda_ctx
 	cuda_stream swap_stream;	/* swap copies */
 	cuda_event	ev_compute;		/* compute stream reached a swap */
 	cuda_event	ev_swap;		/* swap copies done */
+	cuda_event	ev_staged;		/* the last batch upload has read the staging buffers */
 	bool		swap_pending;	/* the next step must wait for ev_swap */
-	const void *swap_pinned;	/* the host swap area, once page-locked */
+	void	   *swap_pinned_k;	/* the host swap area, once page-locked */
+	void	   *swap_pinned_v;
 	/* device copies of the step's batch */
 	int32_t    *d_tokens;		/* (max_tokens) */
 	int32_t    *d_pos;			/* (max_tokens) */
@@ -298,6 +300,9 @@ UploadBatch(cuda_ctx *c, const fwd_batch *b, cbllm_err *err)
 	int			need[b->n_seqs > 0 ? b->n_seqs : 1];
 	int			rc;
 
+	/* the previous step's copies may still be reading the staging buffers */
+	if ((rc = cuda_event_sync(c->ev_staged, err)) != CBLLM_OK)
+		return rc;
 	for (int s = 0; s < b->n_seqs; s++)
 		need[s] = 0;
 	for (int t = 0; t < T; t++)
@@ -324,7 +329,8 @@ UploadBatch(cuda_ctx *c, const fwd_batch *b, cbllm_err *err)
 		(rc = cuda_copy_async(c->d_slots, c->h_slots, sizeof(int64_t) * T, c->stream, err)) ||
 		(rc = cuda_copy_async(c->d_rows, c->h_rows, sizeof(int32_t) * b->n_rows, c->stream, err)) ||
 		(rc = cuda_copy_async(c->d_tables, c->h_tables,
-							  sizeof(int32_t) * (size_t) b->n_seqs * c->max_blocks, c->stream, err)))
+							  sizeof(int32_t) * (size_t) b->n_seqs * c->max_blocks, c->stream, err)) ||
+		(rc = cuda_event_record(c->ev_staged, c->stream, err)))
 		return rc;
 	return CBLLM_OK;
 }
@@ -590,14 +596,21 @@ CudaSwap(cuda_ctx *c, swap_space *sw, const int32_t *blocks, const int32_t *ids,
 
 	if (2 * c->block_elems > sw->block_floats / c->cfg.n_layers * 2)
 		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "swap blocks are smaller than GPU blocks");
-	if (c->swap_pinned != sw->k && sw->n_blocks > 0)
+	if (c->swap_pinned_k != sw->k && sw->n_blocks > 0)
 	{
 		size_t		area = sizeof(float) * (size_t) sw->n_blocks * sw->block_floats;
 
 		/* page-locked memory makes the copies asynchronous; without it they still work */
-		if (cuda_host_register(sw->k, area, err) == CBLLM_OK &&
-			cuda_host_register(sw->v, area, err) == CBLLM_OK)
-			c->swap_pinned = sw->k;
+		if (cuda_host_register(sw->k, area, err) == CBLLM_OK)
+		{
+			if (cuda_host_register(sw->v, area, err) == CBLLM_OK)
+			{
+				c->swap_pinned_k = sw->k;
+				c->swap_pinned_v = sw->v;
+			}
+			else
+				cuda_host_unregister(sw->k);
+		}
 	}
 	if ((rc = cuda_event_record(c->ev_compute, c->stream, err)) ||
 		(rc = cuda_stream_wait(c->swap_stream, c->ev_compute, err)))
@@ -659,8 +672,11 @@ CudaDestroy(cbllm_backend *be)
 			(void) cuda_stream_sync(c->stream, NULL);
 		if (c->swap_stream != NULL)
 			(void) cuda_stream_sync(c->swap_stream, NULL);
+		cuda_host_unregister(c->swap_pinned_k);
+		cuda_host_unregister(c->swap_pinned_v);
 		for (int i = 0; i < c->n_sizes; i++)
 			cuda_graph_destroy(c->graphs[i]);
+		cuda_blas_destroy(c->blas);
 		for (int i = 0; i < c->n_w; i++)
 			cuda_free(c->w[i].dev);
 		free(c->w);
@@ -687,9 +703,9 @@ CudaDestroy(cbllm_backend *be)
 		cuda_host_free(c->h_sampled);
 		cuda_event_destroy(c->ev_compute);
 		cuda_event_destroy(c->ev_swap);
+		cuda_event_destroy(c->ev_staged);
 		cuda_stream_destroy(c->stream);
 		cuda_stream_destroy(c->swap_stream);
-		cuda_blas_destroy(c->blas);
 		free(c);
 	}
 	free(be);
@@ -813,6 +829,7 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 		(rc = cuda_stream_create(&c->swap_stream, err)) ||
 		(rc = cuda_event_create(&c->ev_compute, err)) ||
 		(rc = cuda_event_create(&c->ev_swap, err)) ||
+		(rc = cuda_event_create(&c->ev_staged, err)) ||
 		(rc = AllocStepBuffers(c, err)))
 	{
 		CudaDestroy(be);

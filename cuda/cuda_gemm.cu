@@ -20,6 +20,8 @@ typedef struct BlasCtx
 {
 	cublasHandle_t h;
 	void	   *ws;
+	cuda_stream stream;			/* the stream last set; setting one resets the workspace */
+	bool		stream_set;
 } BlasCtx;
 
 /* f32 -> bf16/f16, grid-stride. */
@@ -108,8 +110,12 @@ cuda_matmul(void *handle, const void *d_w, int dtype, int rows, int cols, const 
 	CBLLM_LAUNCH(ToHalfKernel, blocks < 1 ? 1 : blocks, 256, 0, s, d_x, d_xh, n, dtype == 2);
 	if ((e = cudaGetLastError()) != cudaSuccess)
 		return cbllm_fail(err, CBLLM_ERR_DEVICE, "CUDA convert failed: %s", cudaGetErrorString(e));
-	if ((rc = CheckBlas(cublasSetStream(b->h, s), "SetStream", err)))
+	if ((!b->stream_set || b->stream != s) &&
+		((rc = CheckBlas(cublasSetStream(b->h, s), "SetStream", err)) ||
+		 (rc = CheckBlas(cublasSetWorkspace(b->h, b->ws, BLAS_WORKSPACE), "workspace", err))))
 		return rc;
+	b->stream = s;
+	b->stream_set = true;
 	return CheckBlas(cublasGemmEx(b->h, CUBLAS_OP_T, CUBLAS_OP_N,
 								  rows, T, cols, &alpha,
 								  d_w, type, cols,

@@ -50,7 +50,7 @@ void		cuda_host_free(void *h_ptr);
 int			cuda_host_register(void *p, size_t bytes, cbllm_err *err);
 void		cuda_host_unregister(void *p);
 
-/* Synchronous copies (never while a stream captures a graph). */
+/* Copies finished on return, in the legacy stream's order (never while a stream captures a graph). */
 int			cuda_upload(void *d_dst, const void *src, size_t bytes, cbllm_err *err);
 int			cuda_download(void *dst, const void *d_src, size_t bytes, cbllm_err *err);
 int			cuda_copy(void *d_dst, const void *d_src, size_t bytes, cbllm_err *err);

@@ -123,10 +123,17 @@ cuda_host_unregister(void *p)
 		(void) cudaHostUnregister(p);
 }
 
+/*
+ * cudaMemcpy from pageable memory may return before the data reaches the
+ * device, and a device-to-device cudaMemcpy always may; kernels on other
+ * streams are not ordered after it.  So the synchronous copies wait.
+ */
 extern "C" int
 cuda_upload(void *d_dst, const void *src, size_t bytes, cbllm_err *err)
 {
-	return Check(cudaMemcpy(d_dst, src, bytes, cudaMemcpyHostToDevice), "upload", err);
+	int			rc = Check(cudaMemcpy(d_dst, src, bytes, cudaMemcpyHostToDevice), "upload", err);
+
+	return rc ? rc : Check(cudaStreamSynchronize(0), "upload", err);
 }
 
 extern "C" int
@@ -138,7 +145,9 @@ cuda_download(void *dst, const void *d_src, size_t bytes, cbllm_err *err)
 extern "C" int
 cuda_copy(void *d_dst, const void *d_src, size_t bytes, cbllm_err *err)
 {
-	return Check(cudaMemcpy(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice), "copy", err);
+	int			rc = Check(cudaMemcpy(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice), "copy", err);
+
+	return rc ? rc : Check(cudaStreamSynchronize(0), "copy", err);
 }
 
 extern "C" int

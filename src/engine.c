@@ -765,10 +765,10 @@ cbllm_engine_destroy(cbllm_engine *e)
 	free(e->samplers);
 	free(e->step_tokens);
 	forward_free(e->fwd);
+	if (e->be)
+		e->be->destroy(e->be);	/* first: it waits for copies into the swap area and releases it */
 	kv_cache_free(e->kv);
 	swap_space_free(e->swap);
-	if (e->be)
-		e->be->destroy(e->be);
 	threadpool_destroy(e->pool);
 	tokenizer_free(e->tok);
 	model_free(e->model);
