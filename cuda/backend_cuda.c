@@ -462,15 +462,28 @@ CudaMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *
 {
 	cuda_ctx   *c = be->ctx;
 
+	int			converted = 0;	/* dtype x is in d_xh as, 0: not yet */
+
 	if (!LIVE(c))
 		return;
 	for (int i = 0; i < n; i++)
 	{
 		const dev_weight *d = FindWeight(c, w[i]);
 
-		Note(c, d ? cuda_matmul(c->blas, d->dev, d->dtype, (int) w[i]->rows, (int) w[i]->cols, x,
-								T, c->d_xh, y[i], c->stream, &c->err) :
-			 cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "a weight is not on the GPU"));
+		if (d == NULL)
+		{
+			Note(c, cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "a weight is not on the GPU"));
+			return;
+		}
+		/* the group shares its input: convert it once */
+		if (converted != d->dtype)
+		{
+			Note(c, cuda_to_half(x, (int64_t) T * w[i]->cols, d->dtype, c->d_xh, c->stream,
+								 &c->err));
+			converted = d->dtype;
+		}
+		Note(c, cuda_gemm_half(c->blas, d->dev, d->dtype, (int) w[i]->rows, (int) w[i]->cols,
+							   c->d_xh, T, y[i], c->stream, &c->err));
 	}
 }
 
@@ -591,48 +604,62 @@ static int
 CudaSwap(cuda_ctx *c, swap_space *sw, const int32_t *blocks, const int32_t *ids, int n,
 		 bool out, cbllm_err *err)
 {
-	size_t		bytes = sizeof(uint16_t) * c->block_elems;
+	size_t		bytes = sizeof(uint16_t) * c->block_elems;	/* one block of one layer */
+	size_t		dpitch = bytes * (size_t) (c->n_blocks + 1);	/* device: layer to layer */
 	int			rc;
 
-	if (2 * c->block_elems > sw->block_floats / c->cfg.n_layers * 2)
+	if ((size_t) sw->block_floats * sizeof(float) < bytes * c->cfg.n_layers)
 		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "swap blocks are smaller than GPU blocks");
-	if (c->swap_pinned_k != sw->k && sw->n_blocks > 0)
-	{
-		size_t		area = sizeof(float) * (size_t) sw->n_blocks * sw->block_floats;
-
-		/* page-locked memory makes the copies asynchronous; without it they still work */
-		if (cuda_host_register(sw->k, area, err) == CBLLM_OK)
-		{
-			if (cuda_host_register(sw->v, area, err) == CBLLM_OK)
-			{
-				c->swap_pinned_k = sw->k;
-				c->swap_pinned_v = sw->v;
-			}
-			else
-				cuda_host_unregister(sw->k);
-		}
-	}
 	if ((rc = cuda_event_record(c->ev_compute, c->stream, err)) ||
 		(rc = cuda_stream_wait(c->swap_stream, c->ev_compute, err)))
 		return rc;
 	for (int i = 0; i < n; i++)
-		for (int l = 0; l < c->cfg.n_layers; l++)
-		{
-			int64_t		doff = ((int64_t) l * (c->n_blocks + 1) + blocks[i]) * c->block_elems;
-			char	   *hk = (char *) (sw->k + (int64_t) ids[i] * sw->block_floats) + (size_t) l * bytes;
-			char	   *hv = (char *) (sw->v + (int64_t) ids[i] * sw->block_floats) + (size_t) l * bytes;
+	{
+		/* a block is one 2-D copy: a row per layer */
+		int64_t		doff = (int64_t) blocks[i] * c->block_elems;
+		char	   *hk = (char *) (sw->k + (int64_t) ids[i] * sw->block_floats);
+		char	   *hv = (char *) (sw->v + (int64_t) ids[i] * sw->block_floats);
 
-			rc = out ?
-				cuda_copy_async(hk, c->k_cache + doff, bytes, c->swap_stream, err) ||
-				cuda_copy_async(hv, c->v_cache + doff, bytes, c->swap_stream, err) :
-				cuda_copy_async(c->k_cache + doff, hk, bytes, c->swap_stream, err) ||
-				cuda_copy_async(c->v_cache + doff, hv, bytes, c->swap_stream, err);
-			if (rc)
-				return CBLLM_ERR_DEVICE;
-		}
+		rc = out ?
+			cuda_copy_2d_async(hk, bytes, c->k_cache + doff, dpitch, bytes, c->cfg.n_layers,
+							   c->swap_stream, err) ||
+			cuda_copy_2d_async(hv, bytes, c->v_cache + doff, dpitch, bytes, c->cfg.n_layers,
+							   c->swap_stream, err) :
+			cuda_copy_2d_async(c->k_cache + doff, dpitch, hk, bytes, bytes, c->cfg.n_layers,
+							   c->swap_stream, err) ||
+			cuda_copy_2d_async(c->v_cache + doff, dpitch, hv, bytes, bytes, c->cfg.n_layers,
+							   c->swap_stream, err);
+		if (rc)
+			return CBLLM_ERR_DEVICE;
+	}
 	if ((rc = cuda_event_record(c->ev_swap, c->swap_stream, err)) != CBLLM_OK)
 		return rc;
 	c->swap_pending = true;
+	return CBLLM_OK;
+}
+
+/*
+ * Page-lock the host swap area once, so that swap copies run asynchronously.
+ * Where the system refuses, swapping still works, with staged copies.
+ */
+static int
+CudaPrepareSwap(cbllm_backend *be, swap_space *sw, cbllm_err *err)
+{
+	cuda_ctx   *c = be->ctx;
+	size_t		area = sizeof(float) * (size_t) sw->n_blocks * sw->block_floats;
+	cbllm_err	ignored;
+
+	if (sw->n_blocks == 0 || c->swap_pinned_k == sw->k)
+		return CBLLM_OK;
+	if (cuda_host_register(sw->k, area, &ignored) != CBLLM_OK)
+		return CBLLM_OK;
+	if (cuda_host_register(sw->v, area, &ignored) != CBLLM_OK)
+	{
+		cuda_host_unregister(sw->k);
+		return CBLLM_OK;
+	}
+	c->swap_pinned_k = sw->k;
+	c->swap_pinned_v = sw->v;
 	return CBLLM_OK;
 }
 
@@ -859,6 +886,7 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	be->add_rmsnorm = CudaAddRmsnorm;
 	be->gather_rows = CudaGatherRows;
 	be->sample = CudaSample;
+	be->prepare_swap = CudaPrepareSwap;
 	be->swap_out = CudaSwapOut;
 	be->swap_in = CudaSwapIn;
 	be->download = CudaDownload;

@@ -79,37 +79,43 @@ cuda_blas_create(void **handle, cbllm_err *err)
 	return CBLLM_OK;
 }
 
+/* d_xh (n halves of dtype) = d_x (n floats). */
+extern "C" int
+cuda_to_half(const float *d_x, int64_t n, int dtype, void *d_xh, cuda_stream s, cbllm_err *err)
+{
+	int			blocks = (int) ((n + 255) / 256 < 65535 ? (n + 255) / 256 : 65535);
+	cudaError_t e;
+
+	if (n <= 0)
+		return CBLLM_OK;
+	if (dtype != 1 && dtype != 2)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "cuda_to_half: dtype %d is not f16 or bf16", dtype);
+	CBLLM_LAUNCH(ToHalfKernel, blocks < 1 ? 1 : blocks, 256, 0, s, d_x, d_xh, n, dtype == 2);
+	if ((e = cudaGetLastError()) != cudaSuccess)
+		return cbllm_fail(err, CBLLM_ERR_DEVICE, "CUDA convert failed: %s", cudaGetErrorString(e));
+	return CBLLM_OK;
+}
+
 /*
  * y = x @ W^T.  cuBLAS is column-major: W row-major (rows, cols) is W^T
  * column-major (cols, rows), so y^T (rows, T) = W (rows x cols, read as op T
- * of the column-major (cols, rows)) @ x^T (cols, T).  d_xh is scratch of
- * T * cols halves.
+ * of the column-major (cols, rows)) @ x^T (cols, T).
  */
 extern "C" int
-cuda_matmul(void *handle, const void *d_w, int dtype, int rows, int cols, const float *d_x,
-			int T, void *d_xh, float *d_y, cuda_stream s, cbllm_err *err)
+cuda_gemm_half(void *handle, const void *d_w, int dtype, int rows, int cols, const void *d_xh,
+			   int T, float *d_y, cuda_stream s, cbllm_err *err)
 {
 	const float alpha = 1.0f,
 				beta = 0.0f;
-	cudaDataType_t type;
-	int64_t		n = (int64_t) T * cols;
-	int			blocks = (int) ((n + 255) / 256 < 65535 ? (n + 255) / 256 : 65535);
-	cudaError_t e;
+	cudaDataType_t type = dtype == 2 ? CUDA_R_16BF : CUDA_R_16F;
 	BlasCtx    *b = (BlasCtx *) handle;
 	int			rc;
 
 	if (T <= 0)
 		return CBLLM_OK;
-	if (dtype == 2)
-		type = CUDA_R_16BF;
-	else if (dtype == 1)
-		type = CUDA_R_16F;
-	else
+	if (dtype != 1 && dtype != 2)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "cuda_matmul: weights must be bf16 or f16 on the GPU");
-	CBLLM_LAUNCH(ToHalfKernel, blocks < 1 ? 1 : blocks, 256, 0, s, d_x, d_xh, n, dtype == 2);
-	if ((e = cudaGetLastError()) != cudaSuccess)
-		return cbllm_fail(err, CBLLM_ERR_DEVICE, "CUDA convert failed: %s", cudaGetErrorString(e));
 	if ((!b->stream_set || b->stream != s) &&
 		((rc = CheckBlas(cublasSetStream(b->h, s), "SetStream", err)) ||
 		 (rc = CheckBlas(cublasSetWorkspace(b->h, b->ws, BLAS_WORKSPACE), "workspace", err))))
@@ -123,4 +129,13 @@ cuda_matmul(void *handle, const void *d_w, int dtype, int rows, int cols, const 
 								  &beta, d_y, CUDA_R_32F, rows,
 								  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
 					 "GemmEx", err);
+}
+
+extern "C" int
+cuda_matmul(void *handle, const void *d_w, int dtype, int rows, int cols, const float *d_x,
+			int T, void *d_xh, float *d_y, cuda_stream s, cbllm_err *err)
+{
+	int			rc = cuda_to_half(d_x, (int64_t) T * cols, dtype, d_xh, s, err);
+
+	return rc ? rc : cuda_gemm_half(handle, d_w, dtype, rows, cols, d_xh, T, d_y, s, err);
 }

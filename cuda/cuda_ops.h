@@ -57,6 +57,9 @@ int			cuda_copy(void *d_dst, const void *d_src, size_t bytes, cbllm_err *err);
 /* Copies ordered on a stream; host memory should be page-locked. */
 int			cuda_copy_async(void *dst, const void *src, size_t bytes, cuda_stream s,
 							cbllm_err *err);
+/* rows rows of width bytes, dst_pitch and src_pitch bytes apart, ordered on a stream. */
+int			cuda_copy_2d_async(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+							   size_t width, size_t rows, cuda_stream s, cbllm_err *err);
 
 int			cuda_stream_create(cuda_stream *s, cbllm_err *err);
 void		cuda_stream_destroy(cuda_stream s);
@@ -181,6 +184,14 @@ int			cuda_sample(const float *d_logits, int rows, int n,
 /* A cuBLAS handle (opaque) with its own workspace, so that GEMMs can be captured in graphs. */
 int			cuda_blas_create(void **handle, cbllm_err *err);
 void		cuda_blas_destroy(void *handle);
+
+/* d_xh (n halves: dtype 1 f16, 2 bf16) = d_x (n floats), rounded to nearest even. */
+int			cuda_to_half(const float *d_x, int64_t n, int dtype, void *d_xh, cuda_stream s,
+						 cbllm_err *err);
+
+/* d_y (T, rows) = d_xh (T, cols, halves) @ W^T in cuBLAS, f32 accumulation. */
+int			cuda_gemm_half(void *handle, const void *d_w, int dtype, int rows, int cols,
+						   const void *d_xh, int T, float *d_y, cuda_stream s, cbllm_err *err);
 
 /*
  * d_y (T, rows) = d_x (T, cols) @ W^T, W (rows, cols) row-major on the device

@@ -159,6 +159,16 @@ cuda_copy_async(void *dst, const void *src, size_t bytes, cuda_stream s, cbllm_e
 }
 
 extern "C" int
+cuda_copy_2d_async(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+				   size_t rows, cuda_stream s, cbllm_err *err)
+{
+	if (width == 0 || rows == 0)
+		return CBLLM_OK;
+	return Check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDefault,
+								   s), "asynchronous 2-D copy", err);
+}
+
+extern "C" int
 cuda_stream_create(cuda_stream *s, cbllm_err *err)
 {
 	return Check(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking), "stream creation", err);

@@ -107,6 +107,8 @@ struct cbllm_backend
 	/* out (n, dim) = rows of x (., dim) */
 	void		(*gather_rows) (cbllm_backend *be, const float *x, const int32_t *rows, int n,
 								int dim, float *out);
+	/* Optional: get the host swap area ready (page-lock it); once, before any swap. */
+	int			(*prepare_swap) (cbllm_backend *be, swap_space *sw, cbllm_err *err);
 	/* copy n cache blocks to swap blocks (out) or swap blocks to cache blocks (in) */
 	int			(*swap_out) (cbllm_backend *be, const kv_cache *kv, swap_space *sw,
 							 const int32_t *blocks, const int32_t *swap_ids, int n, cbllm_err *err);

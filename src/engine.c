@@ -287,8 +287,10 @@ CreateCompute(cbllm_engine *e, cbllm_err *err)
 	kp.no_data = e->on_gpu;
 	if ((rc = ResolveSwap(e, err)) ||
 		(rc = kv_cache_create(&kp, &e->kv, err)) ||
-		(rc = swap_space_create(p->num_swap_blocks, (int64_t) c->n_layers * e->kv->block_floats,
-								&e->swap, err)))
+		(rc = swap_space_create(p->num_swap_blocks,
+								(int64_t) c->n_layers * e->kv->block_floats * e->be->kv_elem_bytes /
+								(int) sizeof(float), &e->swap, err)) ||
+		(e->be->prepare_swap != NULL && (rc = e->be->prepare_swap(e->be, e->swap, err))))
 		return rc;
 	forward_set_kv(e->fwd, e->kv);
 	e->sec_per_prefill_token = 1e-3;	/* replaced by measurements as steps run */

@@ -414,6 +414,19 @@ cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, c
 }
 
 cudaError_t
+cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+				  size_t height, cudaMemcpyKind kind, cudaStream_t s)
+{
+	(void) kind;
+	if (width > dpitch || width > spitch)
+		return SetError(cudaErrorInvalidValue);
+	return cuda_emu::enqueue(s, [=]() {
+		for (size_t r = 0; r < height; r++)
+			memcpy((char *) dst + r * dpitch, (const char *) src + r * spitch, width);
+	});
+}
+
+cudaError_t
 cudaMemset(void *p, int value, size_t bytes)
 {
 	if (IllegalDuringCapture())

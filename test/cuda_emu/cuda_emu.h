@@ -134,6 +134,8 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
 							cudaStream_t s = 0);
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+							  size_t width, size_t height, cudaMemcpyKind kind, cudaStream_t s = 0);
 cudaError_t cudaMemset(void *p, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s = 0);
 cudaError_t cudaStreamCreate(cudaStream_t *s);
