@@ -108,7 +108,7 @@ else
 	$PY test/tools/gen_model.py "$wl_model" --hidden 4096 --layers 32 --heads 32 --kv-heads 32 \
 		--intermediate 11008 --vocab 32000 --max-pos 4096 --no-weights >/dev/null || fail "7B config"
 	wl=(--concurrency 1,4,8,16,32 --requests 50 --prompt-len 50..200 --gen-len 100..500)
-	hf_budget=${HF_BUDGET:-30}
+	hf_budget=${HF_BUDGET:-20}
 fi
 
 part "cbllm: the reference workload, dummy bf16 weights on the device"
@@ -122,7 +122,7 @@ $cli bench -m "$wl_model" --device cuda --load-format dummy --no-cuda-graphs --c
 
 part "transformers: the same workload"
 if [ "$hf_budget" -gt 0 ]; then
-	PYTHONUNBUFFERED=1 timeout 300 $PY test/gpu/hf_baseline.py "${wl[@]}" --time-budget "$hf_budget" \
+	PYTHONUNBUFFERED=1 timeout 240 $PY test/gpu/hf_baseline.py "${wl[@]}" --time-budget "$hf_budget" \
 		--bandwidth "$bw" --json >"$out/transformers.json" || fail "transformers baseline"
 	cat "$out/transformers.json"
 else
