@@ -9,10 +9,11 @@
  * remembered and reported by end_step, sample or download, whose status
  * fails the step; the engine then fails that step's requests and goes on.
  *
- * Graphs: a padded decode step (fwd_batch.graph) of a size seen before is
- * not launched operation by operation: begin_step uploads the batch, the
- * operations do nothing, and end_step replays the graph recorded the first
- * time that size ran.  Every operation reads its per-step data from the
+ * Graphs: a padded decode step (fwd_batch.graph) runs eagerly the first time
+ * its size is seen (so every kernel and cuBLAS routine is loaded), is
+ * recorded the second time, and from then on is not launched operation by
+ * operation: begin_step uploads the batch, the operations do nothing, and
+ * end_step replays the recorded graph.  Every operation reads its per-step data from the
  * fixed device buffers, so a replay computes the new batch.
  */
 #include "backend_cuda.h"
@@ -93,6 +94,7 @@ typedef struct cuda_ctx
 	int			n_sizes;
 	int			sizes[MAX_GRAPH_SIZES];	/* ascending */
 	cuda_graph	graphs[MAX_GRAPH_SIZES];
+	bool		warmed[MAX_GRAPH_SIZES];	/* a step of this size ran eagerly once */
 	step_mode	mode;
 	int			graph_index;	/* of the step being recorded or replayed */
 	int			failed;			/* an operation failed since the last check */
@@ -366,6 +368,11 @@ CudaBeginStep(cbllm_backend *be, const fwd_batch *b, cbllm_err *err)
 		return CBLLM_OK;
 	if (c->graphs[c->graph_index] != NULL)
 		c->mode = STEP_REPLAY;
+	else if (!c->warmed[c->graph_index])
+	{
+		/* the first step of a size runs eagerly: kernels and cuBLAS load before any capture */
+		c->warmed[c->graph_index] = true;
+	}
 	else
 	{
 		if ((rc = cuda_capture_begin(c->stream, err)) != CBLLM_OK)
