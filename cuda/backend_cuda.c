@@ -418,7 +418,10 @@ CudaEndStep(cbllm_backend *be, cbllm_err *err)
 		mode = STEP_REPLAY;
 	}
 	if (mode == STEP_REPLAY)
+	{
 		rc = cuda_graph_launch(c->graphs[c->graph_index], c->stream, err);
+		be->graph_replays++;
+	}
 	if (rc == CBLLM_OK)
 		rc = TakeFailure(c, err);
 	return rc;

@@ -68,6 +68,7 @@ struct cbllm_backend
 	void	   *ctx;
 	int			kv_elem_bytes;	/* bytes of one cached key or value element */
 	int			pad_block;		/* a KV block id for padding tokens; -1 when graph_tokens is NULL */
+	int64_t		graph_replays;	/* steps replayed from a recorded graph (the backend counts) */
 
 	void	   *(*alloc) (cbllm_backend *be, size_t bytes);
 	void		(*free) (cbllm_backend *be, void *p);

@@ -144,6 +144,7 @@ typedef struct cbllm_stats
 	int64_t		prefix_queries; /* full prompt blocks looked up */
 	int64_t		prefix_hits;	/* of those, found in the cache */
 	double		forward_seconds;
+	int64_t		graph_steps;	/* steps replayed from CUDA graphs */
 } cbllm_stats;
 
 int			cbllm_engine_create(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err);

@@ -708,6 +708,7 @@ cbllm_engine_stats(const cbllm_engine *e, cbllm_stats *st)
 	st->n_swapped = 0;
 	for (cbllm_request *r = e->waiting.head; r != NULL; r = r->next)
 		st->n_swapped += r->swapped;
+	st->graph_steps = e->be->graph_replays;
 }
 
 /* Model and configuration facts. */

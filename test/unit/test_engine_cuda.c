@@ -213,7 +213,8 @@ TestBatchesGraphsSwap(void)
 	cbllm_engine *e = NewEngine(model_dir, "cuda", 64, false, CBLLM_PREEMPT_AUTO, NULL, &err);
 	cbllm_engine *x = NewEngine(model_dir, "cuda", 64, true, CBLLM_PREEMPT_AUTO, NULL, &err);
 	cbllm_engine *s;
-	cbllm_stats st;
+	cbllm_stats st,
+				ste;
 	bool		ok;
 
 	if (e == NULL || x == NULL)
@@ -224,6 +225,11 @@ TestBatchesGraphsSwap(void)
 		return;
 	}
 	ok = RunTogether(e, 0, N_REQ, &sp, graphs) && RunTogether(x, 0, N_REQ, &sp, eager);
+	cbllm_engine_stats(e, &st);
+	cbllm_engine_stats(x, &ste);
+	TAP_OK(ok && st.graph_steps > 0 && ste.graph_steps == 0,
+		   "decode steps are replayed from graphs (%lld of %lld steps), and never with graphs off",
+		   (long long) st.graph_steps, (long long) st.steps);
 	for (int i = 0; ok && i < N_REQ; i++)
 		ok = RunTogether(e, i, 1, &sp, &alone[i]);
 	TAP_OK(ok && Differ(graphs, eager, N_REQ) == 0,
