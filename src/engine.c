@@ -6,6 +6,8 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -306,8 +308,8 @@ CreateCompute(cbllm_engine *e, cbllm_err *err)
 }
 
 /* Load the model and tokenizer and set up everything a step needs. */
-int
-cbllm_engine_create(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
+static int
+CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 {
 	cbllm_engine *e;
 	model_load_params lp;
@@ -342,6 +344,26 @@ cbllm_engine_create(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err 
 	return CBLLM_OK;
 fail:
 	cbllm_engine_destroy(e);
+	return rc;
+}
+
+/*
+ * Create an engine with every signal blocked: the threads started meanwhile
+ * (the compute pool, and the threads the CUDA runtime starts with its
+ * context) inherit that mask, so the host process's signals (PostgreSQL's)
+ * only ever reach the caller's thread.
+ */
+int
+cbllm_engine_create(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
+{
+	sigset_t	all,
+				old;
+	int			rc;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = CreateEngine(p, out, err);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;
 }
 
@@ -501,8 +523,8 @@ SampleStep(cbllm_engine *e, int n_seqs, cbllm_err *err)
 }
 
 /* One iteration: plan, run the forward pass, sample, record. */
-int
-cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
+static int
+StepOnce(cbllm_engine *e, int *n_active, cbllm_err *err)
 {
 	int			n_rows = 0,
 				rc = CBLLM_OK;
@@ -570,6 +592,26 @@ cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
 	if (n_active)
 		*n_active = e->waiting.n + e->running.n;
 	(void) n_rows;
+	return rc;
+}
+
+/*
+ * One iteration.  On a GPU with every signal blocked, as at creation: the
+ * CUDA runtime may start threads of its own during a step.
+ */
+int
+cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
+{
+	sigset_t	all,
+				old;
+	int			rc;
+
+	if (!e->on_gpu)
+		return StepOnce(e, n_active, err);
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = StepOnce(e, n_active, err);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;
 }
 
