@@ -707,6 +707,7 @@ cbllm_engine_prompt_logits(cbllm_engine *e, const int32_t *ids, int n, float *ou
 	if (request_ensure_blocks(e, &tmp, n) != CBLLM_OK)
 	{
 		free(tmp.blocks);
+		free(tmp.hashes);
 		return cbllm_fail(err, CBLLM_ERR_FULL, "the KV cache has no room for %d positions", n);
 	}
 	for (int pos = 0; pos < n && rc == CBLLM_OK;)
@@ -730,6 +731,7 @@ cbllm_engine_prompt_logits(cbllm_engine *e, const int32_t *ids, int n, float *ou
 	}
 	request_release_blocks(e, &tmp);
 	free(tmp.blocks);
+	free(tmp.hashes);
 	return rc;
 }
 
