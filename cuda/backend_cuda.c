@@ -400,19 +400,18 @@ CudaEndStep(cbllm_backend *be, cbllm_err *err)
 		cbllm_err	end_err;
 
 		rc = cuda_capture_end(c->stream, &g, &end_err);
-		if (rc == CBLLM_OK && c->failed)
+		if (rc != CBLLM_OK || c->failed)
 		{
+			/*
+			 * Nothing ran: the operations were only being recorded.  Report
+			 * why, forget the failure and stop recording; the caller runs the
+			 * step again eagerly.
+			 */
 			cuda_graph_destroy(g);
-			g = NULL;
-			rc = TakeFailure(c, err);
-		}
-		else if (rc != CBLLM_OK)
-			*err = end_err;
-		if (rc != CBLLM_OK)
-		{
-			/* the step did not run; the caller runs it again eagerly */
+			*err = rc != CBLLM_OK ? end_err : c->err;
+			c->failed = 0;
 			c->no_graphs = true;
-			return rc;
+			return rc != CBLLM_OK ? rc : CBLLM_ERR_DEVICE;
 		}
 		c->graphs[c->graph_index] = g;
 		mode = STEP_REPLAY;

@@ -56,6 +56,14 @@ static cudaError_t last_error = cudaSuccess;
 static int	n_capturing = 0;	/* streams capturing now */
 static bool device_lost = false;	/* a sticky fault: every call fails */
 
+static bool fail_captures = false;
+
+extern "C" void
+cuda_emu_fail_captures(int on)
+{
+	fail_captures = on != 0;
+}
+
 extern "C" void
 cuda_emu_fail_device(void)
 {
@@ -598,7 +606,7 @@ cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
 		return SetError(cudaErrorInvalidValue);
 	s->capturing = false;
 	n_capturing--;
-	if (s->invalid)
+	if (s->invalid || fail_captures)
 	{
 		delete s->graph;
 		s->graph = NULL;

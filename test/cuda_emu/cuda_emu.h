@@ -168,6 +168,9 @@ cudaFuncSetAttribute(F *, cudaFuncAttribute, int)
 /* Make the device fail for good, as after an illegal address: every later call fails (tests). */
 extern "C" void cuda_emu_fail_device(void);
 
+/* Make every graph capture fail at its end, as an illegal call inside it would (tests). */
+extern "C" void cuda_emu_fail_captures(int on);
+
 /* --------------------------------------------------------- kernel threads */
 namespace cuda_emu
 {

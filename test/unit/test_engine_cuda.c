@@ -369,6 +369,32 @@ TestMemoryBudget(void)
 
 #ifdef CBLLM_CUDA_EMU
 void		cuda_emu_fail_device(void);
+void		cuda_emu_fail_captures(int on);
+
+/* When recording a graph fails, the step runs again eagerly and nothing is lost. */
+static void
+TestCaptureFailure(void)
+{
+	cbllm_err	err;
+	cbllm_sampling sp = Greedy();
+	int32_t		a[3][GEN],
+				b[3][GEN];
+	cbllm_engine *x = NewEngine(model_dir, "cuda", 64, true, CBLLM_PREEMPT_AUTO, NULL, &err);
+	cbllm_engine *e = NewEngine(model_dir, "cuda", 64, false, CBLLM_PREEMPT_AUTO, NULL, &err);
+	cbllm_stats st;
+	bool		ok;
+
+	ok = x != NULL && e != NULL && RunTogether(x, 0, 3, &sp, a);
+	cuda_emu_fail_captures(1);
+	ok = ok && RunTogether(e, 0, 3, &sp, b);
+	cuda_emu_fail_captures(0);
+	if (e != NULL)
+		cbllm_engine_stats(e, &st);
+	TAP_OK(ok && Differ(a, b, 3) == 0 && st.graph_steps == 0,
+		   "when graph capture fails, steps run eagerly with the same tokens and no request fails");
+	cbllm_engine_destroy(x);
+	cbllm_engine_destroy(e);
+}
 
 /*
  * A fault that poisons the device mid-run (the emulator's stand-in for an
@@ -440,6 +466,7 @@ main(int argc, char **argv)
 	TestDummyWeights(argv[2]);
 	TestMemoryBudget();
 #ifdef CBLLM_CUDA_EMU
+	TestCaptureFailure();
 	TestDeviceLost();			/* last: the emulated device stays broken */
 #endif
 	return tap_done();
