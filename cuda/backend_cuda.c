@@ -648,6 +648,38 @@ CudaSwap(cuda_ctx *c, swap_space *sw, const int32_t *blocks, const int32_t *ids,
 }
 
 /*
+ * Time copies between the pool and the page-locked swap area, device to host
+ * and back (the best of three), for the scheduler's swap-or-recompute choice:
+ * asynchronous swaps cannot be timed as they are issued.
+ */
+static void
+MeasureSwap(cbllm_backend *be, const swap_space *sw)
+{
+	cuda_ctx   *c = be->ctx;
+	size_t		area = sizeof(float) * (size_t) sw->n_blocks * sw->block_floats;
+	size_t		pool = sizeof(uint16_t) * (size_t) c->cfg.n_layers * (c->n_blocks + 1) * c->block_elems;
+	size_t		bytes = (size_t) 64 << 20;
+	double		best = 0;
+	cbllm_err	ignored;
+
+	bytes = bytes < area ? bytes : area;
+	bytes = bytes < pool ? bytes : pool;
+	for (int i = 0; i < 3 && bytes > 0; i++)
+	{
+		double		t = cbllm_now();
+
+		if (cuda_copy_async(sw->k, c->k_cache, bytes, c->swap_stream, &ignored) != CBLLM_OK ||
+			cuda_copy_async(c->k_cache, sw->k, bytes, c->swap_stream, &ignored) != CBLLM_OK ||
+			cuda_stream_sync(c->swap_stream, &ignored) != CBLLM_OK)
+			return;
+		t = cbllm_now() - t;
+		if (t > 0 && 2.0 * bytes / t > best)
+			best = 2.0 * bytes / t;
+	}
+	be->swap_bytes_per_sec = best;
+}
+
+/*
  * Page-lock the host swap area once, so that swap copies run asynchronously.
  * Where the system refuses, swapping still works, with staged copies.
  */
@@ -669,6 +701,7 @@ CudaPrepareSwap(cbllm_backend *be, swap_space *sw, cbllm_err *err)
 	}
 	c->swap_pinned_k = sw->k;
 	c->swap_pinned_v = sw->v;
+	MeasureSwap(be, sw);
 	return CBLLM_OK;
 }
 

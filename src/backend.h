@@ -69,6 +69,7 @@ struct cbllm_backend
 	int			kv_elem_bytes;	/* bytes of one cached key or value element */
 	int			pad_block;		/* a KV block id for padding tokens; -1 when graph_tokens is NULL */
 	int64_t		graph_replays;	/* steps replayed from a recorded graph (the backend counts) */
+	double		swap_bytes_per_sec; /* measured swap copy rate; 0: the engine times swaps itself */
 
 	void	   *(*alloc) (cbllm_backend *be, size_t bytes);
 	void		(*free) (cbllm_backend *be, void *p);

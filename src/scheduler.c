@@ -79,7 +79,8 @@ ChooseSwap(cbllm_engine *e, const cbllm_request *v)
 		return true;
 	/* auto: copy out and back in, against prefilling its computed tokens again */
 	bytes = 2.0 * v->n_blocks * (double) kv_cache_block_bytes(e->kv->block_size, e->kv->n_layers,
-															  e->kv->n_kv_heads, e->kv->head_dim);
+															  e->kv->n_kv_heads, e->kv->head_dim) /
+		sizeof(float) * e->be->kv_elem_bytes;
 	t_swap = bytes / e->swap_bytes_per_sec;
 	t_recompute = v->n_computed * e->sec_per_prefill_token;
 	return t_swap < t_recompute;
@@ -103,10 +104,13 @@ SwapOut(cbllm_engine *e, cbllm_request *v)
 		swap_space_release(e->swap, v->n_blocks, ids);
 		return false;
 	}
-	e->swap_bytes_per_sec = 0.8 * e->swap_bytes_per_sec + 0.2 *
-		(v->n_blocks * (double) kv_cache_block_bytes(e->kv->block_size, e->kv->n_layers,
-													 e->kv->n_kv_heads, e->kv->head_dim) /
-		 (cbllm_now() - t0 + 1e-9));
+	if (e->be->swap_bytes_per_sec > 0)
+		e->swap_bytes_per_sec = e->be->swap_bytes_per_sec;	/* the copies run asynchronously */
+	else
+		e->swap_bytes_per_sec = 0.8 * e->swap_bytes_per_sec + 0.2 *
+			(v->n_blocks * (double) kv_cache_block_bytes(e->kv->block_size, e->kv->n_layers,
+														 e->kv->n_kv_heads, e->kv->head_dim) /
+			 (cbllm_now() - t0 + 1e-9));
 	v->n_swap = v->n_blocks;
 	v->swapped = true;
 	return true;
