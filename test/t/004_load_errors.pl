@@ -11,7 +11,12 @@
 #      as the reason, and calls fail with "the cbllm engine failed to load
 #      its model" with that message as DETAIL;
 #  (c) an empty cbllm.model: state 'no model', calls fail with "no model is
-#      configured".
+#      configured";
+#  (d) a model that takes seconds to load (random weights for a ~0.7B
+#      geometry, cbllm.load_format = dummy): a call with a short
+#      cbllm.load_timeout fails with "the cbllm engine is still loading" and
+#      a hint naming cbllm.load_timeout, while cbllm_status() says
+#      'loading'; once loaded, the same call works.
 # (a) has a cluster of its own; one cluster goes through (b) and (c),
 # restarted with each configuration.
 use strict;
@@ -166,6 +171,44 @@ ok(restart_with_model($node, $src), 'good model: the engine settles after the re
 is(CbllmTest::status($node)->{state}, 'ready', "good model: cbllm_status().state is 'ready'");
 is($node->safe_psql('postgres', "SELECT length(llm_generate('hello', 8)) > 0"), 't',
 	'good model: llm_generate works');
+
+# ---- (d) still loading: a config-only directory whose dummy weights take seconds to make
+{
+	my $d = "$dir/model_slow";
+	mkdir $d or die "mkdir $d: $!";
+	for my $f (qw(tokenizer.json tokenizer_config.json))
+	{
+		copy("$src/$f", "$d/$f") or die "copy $f: $!";
+	}
+	my $cfg = slurp_file("$src/config.json");
+	$cfg =~ s/"hidden_size":\s*\d+/"hidden_size": 1024/;
+	$cfg =~ s/"intermediate_size":\s*\d+/"intermediate_size": 4096/;
+	$cfg =~ s/"num_hidden_layers":\s*\d+/"num_hidden_layers": 40/;
+	open my $fh, '>', "$d/config.json" or die "open $d/config.json: $!";
+	print $fh $cfg;
+	close $fh;
+	$node->append_conf('postgresql.conf',
+		"cbllm.model = '$d'\ncbllm.load_format = 'dummy'\n");
+	$node->restart;
+	my $t = time;
+	my ($ret, $out, $err) = $node->psql('postgres',
+		"SET cbllm.load_timeout = '300ms'; $CALL", on_error_stop => 1);
+	my $el = time - $t;
+	my $state = CbllmTest::status($node)->{state};
+	isnt($ret, 0, 'still loading: a call with a 300 ms load_timeout fails');
+	like($err, qr/ERROR:\s+the cbllm engine is still loading/,
+		'still loading: the call says "the cbllm engine is still loading"');
+	like($err, qr/HINT:.*cbllm\.load_timeout/, 'still loading: the hint names cbllm.load_timeout');
+	cmp_ok($el, '<', 10, 'still loading: the call gives up after about its load_timeout');
+	note("still loading: state right after the call: $state");
+	like($state, qr/^(starting|loading)$/, "still loading: cbllm_status().state says it is loading ($state)");
+	ok( CbllmTest::wait_until(
+			sub { $node->safe_psql('postgres', 'SELECT state FROM cbllm_status()') eq 'ready' },
+			120, 0.2),
+		'still loading: the engine becomes ready');
+	is($node->safe_psql('postgres', "SELECT length(llm_generate('hello', 4)) >= 0"), 't',
+		'still loading: once loaded, the same call works');
+}
 
 $node->stop;
 done_testing();
