@@ -166,6 +166,7 @@ DECLARE
     keys        text[];
     r           record;
     res         text;
+    prompt      text;
     t0          timestamptz := clock_timestamp();
     tok0        bigint;
     tok         bigint;
@@ -206,14 +207,19 @@ BEGIN
         keys := '{}';
         n_seen := 0;
         FOR r IN EXECUTE format(
-            'SELECT %1$I::text AS k, (%2$s)::text AS p FROM %3$s'
-            ' WHERE %4$I IS NULL AND (%5$s) AND NOT (%1$I::text = ANY ($1))'
-            ' ORDER BY %1$I LIMIT %6$s FOR UPDATE SKIP LOCKED',
-            key_column, prompt_sql, tbl, target_column, filter, chunk_size) USING skip
+            'SELECT %1$I::text AS k FROM %2$s'
+            ' WHERE %3$I IS NULL AND (%4$s) AND NOT (%1$I::text = ANY ($1))'
+            ' ORDER BY %1$I LIMIT %5$s FOR UPDATE SKIP LOCKED',
+            key_column, tbl, target_column, filter, chunk_size) USING skip
         LOOP
             n_seen := n_seen + 1;
             BEGIN
-                req := llm_submit(r.p, max_tokens, temperature, top_p, top_k, seed, stop,
+                -- the prompt row by row, so that an expression failing on one row
+                -- (a bad cast, a division by zero) only fails that row
+                EXECUTE format('SELECT (%s)::text FROM %s WHERE %I = $1::%s',
+                               prompt_sql, tbl, key_column, key_type)
+                   INTO prompt USING r.k;
+                req := llm_submit(prompt, max_tokens, temperature, top_p, top_k, seed, stop,
                                  priority, transaction_scoped => true);
             EXCEPTION
                 WHEN insufficient_resources THEN
@@ -224,7 +230,8 @@ BEGIN
                     END IF;
                     RAISE;
                 WHEN OTHERS THEN
-                    -- a prompt llm_submit rejects (too many bytes, ...): record it
+                    -- a prompt that fails to evaluate, or one llm_submit rejects
+                    -- (too many bytes, ...): record it
                     INSERT INTO cbllm.enrich_errors (tbl, key_value, sqlstate, error)
                     VALUES (tbl, r.k, SQLSTATE, SQLERRM);
                     skip := skip || r.k;

@@ -53,6 +53,16 @@ CALL cbllm.enrich('"Reviews; DROP TABLE x"', 'key id', $$'Summarise: ' || "body 
 SELECT count(*) AS errors_recorded FROM cbllm.enrich_errors;
 RESET client_min_messages;
 
+-- a prompt expression that fails on one row: that row is recorded, the others are done
+CREATE TABLE calc (id int PRIMARY KEY, n int, out text);
+INSERT INTO calc SELECT i, i - 3, NULL FROM generate_series(1, 6) i;
+SET client_min_messages = warning;
+CALL cbllm.enrich('calc', 'id', $$'value ' || (12 / n)::text$$, 'out', max_tokens => 4);
+RESET client_min_messages;
+SELECT id, out IS NOT NULL AS done FROM calc ORDER BY id;
+SELECT key_value, sqlstate, error FROM cbllm.enrich_errors WHERE tbl = 'calc'::regclass;
+DROP TABLE calc;
+
 -- argument checks (without the PL/pgSQL context lines)
 \set SHOW_CONTEXT never
 CALL cbllm.enrich('"Reviews; DROP TABLE x"', 'no such column', $$'x'$$, 'sum"mary');
