@@ -12,7 +12,8 @@
 #   4. the reference workload on Llama-2-7B geometry with dummy bf16 weights
 #      made on the device, at concurrency 1, 4, 8, 16, 32, with the decode
 #      step time beside the bandwidth floor (the measured copy bandwidth);
-#      and concurrency 1 without CUDA graphs, for their effect;
+#      decode steps at fixed batch sizes 1, 8, 32 and one prefill; and
+#      concurrency 1 without CUDA graphs, for their effect;
 #   5. the same workload through HuggingFace transformers (a time budget per
 #      level), and one table of both.
 #
@@ -102,12 +103,14 @@ echo "device copy bandwidth: ${bw:-?} GB/s (bytes read + written)"
 if [ "$emulated" = 1 ]; then
 	wl_model=$models/tiny-dummy
 	wl=(--concurrency 1,4 --requests 6 --prompt-len 10..20 --gen-len 8..16)
+	steps=(--batch 1,8 --context 16 --steps 4 --prefill 32)
 	hf_budget=0
 else
 	wl_model=$models/llama-2-7b-dummy
 	$PY test/tools/gen_model.py "$wl_model" --hidden 4096 --layers 32 --heads 32 --kv-heads 32 \
 		--intermediate 11008 --vocab 32000 --max-pos 4096 --no-weights >/dev/null || fail "7B config"
 	wl=(--concurrency 1,4,8,16,32 --requests 50 --prompt-len 50..200 --gen-len 100..500)
+	steps=(--batch 1,8,32 --context 256 --steps 32 --prefill 512)
 	hf_budget=${HF_BUDGET:-20}
 fi
 
@@ -115,6 +118,9 @@ part "cbllm: the reference workload, dummy bf16 weights on the device"
 $cli bench -m "$wl_model" --device cuda --load-format dummy "${wl[@]}" --temp 0.7 --top-p 0.95 \
 	--seed 1 --bandwidth "$bw" --json >"$out/cbllm.json" || fail "cbllm bench"
 cat "$out/cbllm.json"
+
+part "cbllm: decode steps at fixed batch sizes (context 256) and one prefill of 512 tokens"
+$cli bench-steps -m "$wl_model" --device cuda --load-format dummy "${steps[@]}" || fail "bench-steps"
 
 part "cbllm: concurrency 1 without CUDA graphs"
 $cli bench -m "$wl_model" --device cuda --load-format dummy --no-cuda-graphs --concurrency 1 \
