@@ -579,6 +579,7 @@ StepOnce(cbllm_engine *e, int *n_active, cbllm_err *err)
 				n_step_tokens += r->step_tokens;
 				r->n_computed += r->step_tokens;
 				request_register_blocks(e, r);
+				request_drop_window_blocks(e, r);
 				if (e->step_seqs[i].logits == FWD_LOGITS_NONE)
 					continue;
 				if (request_append_token(e, r, e->step_tokens[i]) != CBLLM_OK)

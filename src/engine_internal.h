@@ -34,8 +34,9 @@ typedef struct cbllm_request
 	int			cap_tokens;
 	int			n_prompt;
 	int			n_computed;		/* positions [0, n_computed) have KV in the cache */
-	int32_t    *blocks;			/* (cap_blocks) block table */
+	int32_t    *blocks;			/* (cap_blocks) block table; -1 for a block dropped behind a sliding window */
 	int			n_blocks;
+	int			n_dropped;		/* leading blocks dropped: every position in them is behind the window */
 	int			cap_blocks;
 	cbllm_sampling sp;			/* stop[] point into stop_strings */
 	char	   *stop_strings[CBLLM_MAX_STOP];
@@ -112,6 +113,7 @@ int			request_ensure_blocks(cbllm_engine *e, cbllm_request *r, int n_positions);
 void		request_release_blocks(cbllm_engine *e, cbllm_request *r);
 void		request_release_swap(cbllm_engine *e, cbllm_request *r);
 void		request_register_blocks(cbllm_engine *e, cbllm_request *r);
+void		request_drop_window_blocks(cbllm_engine *e, cbllm_request *r);
 int			request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token);
 void		request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *error);
 

@@ -234,8 +234,10 @@ void
 request_release_blocks(cbllm_engine *e, cbllm_request *r)
 {
 	for (int i = 0; i < r->n_blocks; i++)
-		kv_cache_release(e->kv, r->blocks[i]);
+		if (r->blocks[i] >= 0)
+			kv_cache_release(e->kv, r->blocks[i]);
 	r->n_blocks = 0;
+	r->n_dropped = 0;
 	r->n_hashed = 0;
 	if (!r->swapped)
 		r->n_computed = 0;
@@ -267,8 +269,34 @@ request_register_blocks(cbllm_engine *e, cbllm_request *r)
 		uint64_t	parent = b > 0 ? r->hashes[b - 1] : 0;
 
 		r->hashes[b] = kv_cache_block_hash(parent, r->tokens + (int64_t) b * bs, bs);
-		kv_cache_register(e->kv, r->blocks[b], r->hashes[b]);
+		if (r->blocks[b] >= 0)
+			kv_cache_register(e->kv, r->blocks[b], r->hashes[b]);
 		r->n_hashed++;
+	}
+}
+
+/*
+ * Sliding-window models: give back the blocks no future token can see.  The
+ * next token (position n_computed) attends to positions from n_computed -
+ * window + 1 on, and later ones to positions after that, so every block
+ * wholly before that position goes back to the pool (or, registered, to the
+ * prefix cache) and its table entry becomes -1, which attention never reads.
+ */
+void
+request_drop_window_blocks(cbllm_engine *e, cbllm_request *r)
+{
+	int			window = e->model->cfg.sliding_window;
+	int			bs = e->kv->block_size;
+	int			lim;
+
+	if (window <= 0 || r->n_computed - window + 1 <= 0)
+		return;
+	lim = (r->n_computed - window + 1) / bs;	/* blocks [0, lim) end before it */
+	lim = lim < r->n_blocks ? lim : r->n_blocks;
+	for (; r->n_dropped < lim; r->n_dropped++)
+	{
+		kv_cache_release(e->kv, r->blocks[r->n_dropped]);
+		r->blocks[r->n_dropped] = -1;
 	}
 }
 

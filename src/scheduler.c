@@ -72,9 +72,9 @@ ChooseSwap(cbllm_engine *e, const cbllm_request *v)
 				t_swap,
 				t_recompute;
 
-	if (e->swap->n_blocks == 0 || v->n_blocks == 0 ||
+	if (e->swap->n_blocks == 0 || v->n_blocks == 0 || v->n_dropped > 0 ||
 		e->params.preempt_mode == CBLLM_PREEMPT_RECOMPUTE)
-		return false;
+		return false;			/* a table with dropped blocks is rebuilt by recompute */
 	if (e->params.preempt_mode == CBLLM_PREEMPT_SWAP)
 		return true;
 	/* auto: copy out and back in, against prefilling its computed tokens again */
