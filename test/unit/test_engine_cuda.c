@@ -343,6 +343,7 @@ TestMemoryBudget(void)
 	p.max_num_seqs = 8;
 	p.max_num_batched_tokens = 64;
 	p.max_model_len = 128;
+	p.num_swap_blocks = 16;		/* a small page-locked swap area, whatever the pool */
 	p.gpu_memory_utilization = 0.25;
 	rc = cbllm_engine_create(&p, &e, &err);
 	if (rc == CBLLM_OK)
