@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "cuda_ops.h"
+#include "numeric.h"
 
 #define MAX_GRAPH_SIZES 48
 
@@ -137,19 +138,6 @@ FindWeight(const cuda_ctx *c, const cbllm_weight *w)
 	return Find(c, w->data, w->data != NULL ? 0 : w->dummy_seed);
 }
 
-/* F32 to BF16, nearest even. */
-static void
-ToBf16(const float *src, uint16_t *dst, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-	{
-		uint32_t	u;
-
-		memcpy(&u, src + i, 4);
-		dst[i] = (uint16_t) ((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-	}
-}
-
 /* Upload n elements of a tensor: norms as F32, matrices as F16/BF16 (F32 rounded to BF16). */
 static int
 Upload(cuda_ctx *c, const void *host, uint64_t seed, float scale, cbllm_dtype dt, size_t n,
@@ -195,7 +183,8 @@ Upload(cuda_ctx *c, const void *host, uint64_t seed, float scale, cbllm_dtype dt
 			rc = cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 		else
 		{
-			ToBf16(host, h, n);
+			for (size_t i = 0; i < n; i++)
+				h[i] = cbllm_f32_to_bf16(((const float *) host)[i]);
 			rc = cuda_upload(d.dev, h, bytes, err);
 			free(h);
 		}

@@ -39,16 +39,30 @@ GridFor(int64_t n)
 	return (int) (b < 1 ? 1 : b > 65535 ? 65535 : b);
 }
 
+/*
+ * One block per row: when y is given, x += y first (written back); then
+ * out = x / rms(x) * w.  Each thread reads and writes only its own
+ * elements, so out may be x or y.
+ */
 __global__ static void
-RmsnormKernel(const float *x, const float *w, int dim, float eps, float *out)
+RmsnormKernel(float *x, const float *y, const float *w, int dim, float eps, float *out)
 {
-	const float *xr = x + (int64_t) blockIdx.x * dim;
+	float	   *xr = x + (int64_t) blockIdx.x * dim;
 	float	   *o = out + (int64_t) blockIdx.x * dim;
 	float		ss = 0;
 	float		scale;
 
 	for (int i = threadIdx.x; i < dim; i += blockDim.x)
-		ss += xr[i] * xr[i];
+	{
+		float		v = xr[i];
+
+		if (y != NULL)
+		{
+			v += y[(int64_t) blockIdx.x * dim + i];
+			xr[i] = v;
+		}
+		ss += v * v;
+	}
 	ss = BlockReduce<ROW_THREADS, false>(ss);
 	scale = rsqrtf(ss / dim + eps);
 	for (int i = threadIdx.x; i < dim; i += blockDim.x)
@@ -61,7 +75,8 @@ cuda_rmsnorm(const float *d_x, const float *d_w, int T, int dim, float eps, floa
 {
 	if (T <= 0)
 		return CBLLM_OK;
-	CBLLM_LAUNCH(RmsnormKernel, T, ROW_THREADS, 0, s, d_x, d_w, dim, eps, d_out);
+	CBLLM_LAUNCH(RmsnormKernel, T, ROW_THREADS, 0, s, (float *) d_x, (const float *) NULL, d_w, dim,
+				 eps, d_out);
 	return CheckLaunch("rmsnorm", err);
 }
 
@@ -190,36 +205,13 @@ cuda_kv_store(uint16_t *d_k_cache, uint16_t *d_v_cache, const float *d_k, const 
 	return CheckLaunch("kv_store", err);
 }
 
-/* One block per row: x += y, then out = x / rms(x) * w. */
-__global__ static void
-AddRmsnormKernel(float *x, const float *y, const float *w, int dim, float eps, float *out)
-{
-	float	   *xr = x + (int64_t) blockIdx.x * dim;
-	const float *yr = y + (int64_t) blockIdx.x * dim;
-	float	   *o = out + (int64_t) blockIdx.x * dim;
-	float		ss = 0;
-	float		scale;
-
-	for (int i = threadIdx.x; i < dim; i += blockDim.x)
-	{
-		float		v = xr[i] + yr[i];
-
-		xr[i] = v;
-		ss += v * v;
-	}
-	ss = BlockReduce<ROW_THREADS, false>(ss);
-	scale = rsqrtf(ss / dim + eps);
-	for (int i = threadIdx.x; i < dim; i += blockDim.x)
-		o[i] = xr[i] * scale * w[i];
-}
-
 extern "C" int
 cuda_add_rmsnorm(float *d_x, const float *d_y, const float *d_w, int T, int dim, float eps,
 				 float *d_out, cuda_stream s, cbllm_err *err)
 {
 	if (T <= 0)
 		return CBLLM_OK;
-	CBLLM_LAUNCH(AddRmsnormKernel, T, ROW_THREADS, 0, s, d_x, d_y, d_w, dim, eps, d_out);
+	CBLLM_LAUNCH(RmsnormKernel, T, ROW_THREADS, 0, s, d_x, d_y, d_w, dim, eps, d_out);
 	return CheckLaunch("add_rmsnorm", err);
 }
 

@@ -147,15 +147,22 @@ ResolveParams(cbllm_engine *e, const cbllm_engine_params *in, cbllm_err *err)
 	return CBLLM_OK;
 }
 
+/* Bytes of K and V of n positions over all layers, in the backend's element size. */
+size_t
+engine_kv_bytes(const cbllm_engine *e, int n_positions)
+{
+	const cbllm_model_config *c = &e->model->cfg;
+
+	return kv_cache_block_bytes(n_positions, c->n_layers, c->n_kv_heads, c->head_dim) /
+		sizeof(float) * e->be->kv_elem_bytes;
+}
+
 /* Once the pool size is known: its bytes and the swap area (default a quarter of it, at most 4 GiB). */
 static int
 ResolveSwap(cbllm_engine *e, cbllm_err *err)
 {
 	cbllm_engine_params *p = &e->params;
-	const cbllm_model_config *c = &e->model->cfg;
-	size_t		block_bytes = kv_cache_block_bytes(p->block_size, c->n_layers, c->n_kv_heads,
-												   c->head_dim);
-	size_t		dev_block_bytes = block_bytes / sizeof(float) * e->be->kv_elem_bytes;
+	size_t		dev_block_bytes = engine_kv_bytes(e, p->block_size);
 
 	p->kv_cache_bytes = (size_t) p->num_kv_blocks * dev_block_bytes;
 	if (p->preempt_mode > CBLLM_PREEMPT_SWAP)
@@ -771,8 +778,7 @@ cbllm_engine_get_info(const cbllm_engine *e, cbllm_engine_info *info)
 	info->matmul_params = e->model->matmul_params;
 	info->block_size = e->params.block_size;
 	info->num_kv_blocks = e->params.num_kv_blocks;
-	info->kv_bytes_per_token = kv_cache_block_bytes(1, c->n_layers, c->n_kv_heads, c->head_dim) /
-		sizeof(float) * e->be->kv_elem_bytes;
+	info->kv_bytes_per_token = engine_kv_bytes(e, 1);
 	info->n_threads = threadpool_size(e->pool);
 	info->device = e->be->name;
 	info->cpu_isa = strcmp(e->be->name, "cpu") == 0 ? cpu_backend_isa(e->be) : "none";

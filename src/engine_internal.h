@@ -117,6 +117,9 @@ void		request_drop_window_blocks(cbllm_engine *e, cbllm_request *r);
 int			request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token);
 void		request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *error);
 
+/* engine.c: bytes of K and V of n_positions positions over all layers, as the backend stores them */
+size_t		engine_kv_bytes(const cbllm_engine *e, int n_positions);
+
 /* scheduler.c: choose the step's sequences; returns how many */
 int			scheduler_plan(cbllm_engine *e);
 

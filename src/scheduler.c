@@ -78,9 +78,7 @@ ChooseSwap(cbllm_engine *e, const cbllm_request *v)
 	if (e->params.preempt_mode == CBLLM_PREEMPT_SWAP)
 		return true;
 	/* auto: copy out and back in, against prefilling its computed tokens again */
-	bytes = 2.0 * v->n_blocks * (double) kv_cache_block_bytes(e->kv->block_size, e->kv->n_layers,
-															  e->kv->n_kv_heads, e->kv->head_dim) /
-		sizeof(float) * e->be->kv_elem_bytes;
+	bytes = 2.0 * v->n_blocks * (double) engine_kv_bytes(e, e->kv->block_size);
 	t_swap = bytes / e->swap_bytes_per_sec;
 	t_recompute = v->n_computed * e->sec_per_prefill_token;
 	return t_swap < t_recompute;

@@ -136,6 +136,29 @@ Greedy(void)
 	return sp;
 }
 
+/* Relative error between two engines' prompt logits for ids (n of them); -1 when one fails. */
+static double
+LogitsGap(cbllm_engine *cpu, cbllm_engine *gpu, const int32_t *ids, int n)
+{
+	cbllm_engine_info info;
+	cbllm_err	err;
+	float	   *a,
+			   *b;
+	double		gap = -1;
+
+	cbllm_engine_get_info(cpu, &info);
+	a = malloc(sizeof(float) * n * info.vocab_size);
+	b = malloc(sizeof(float) * n * info.vocab_size);
+	if (cbllm_engine_prompt_logits(cpu, ids, n, a, &err) == CBLLM_OK &&
+		cbllm_engine_prompt_logits(gpu, ids, n, b, &err) == CBLLM_OK)
+		gap = RelErr(b, a, (size_t) n * info.vocab_size);
+	else
+		TAP_DIAG("prompt logits: %s", err.msg);
+	free(a);
+	free(b);
+	return gap;
+}
+
 /* Prompt logits and greedy tokens on both devices. */
 static void
 TestAgainstCpu(void)
@@ -149,8 +172,7 @@ TestAgainstCpu(void)
 	int32_t		ids[12] = {1, 15, 267, 42, 300, 7, 99, 180, 3, 250, 61, 128};
 	int32_t		a_tok[1][GEN],
 				b_tok[1][GEN];
-	float	   *a,
-			   *b;
+	double		gap;
 	int			rc;
 
 	TAP_OK(gpu != NULL, "the engine starts on the CPU and on the GPU%s%s", gpu ? "" : ": ",
@@ -165,15 +187,9 @@ TestAgainstCpu(void)
 	TAP_OK(strcmp(info.device, "cuda") == 0 && 2 * info.kv_bytes_per_token == cinfo.kv_bytes_per_token,
 		   "the engine reports the cuda device and a bf16 KV cache (%zu bytes per position)",
 		   info.kv_bytes_per_token);
-	a = malloc(sizeof(float) * 12 * info.vocab_size);
-	b = malloc(sizeof(float) * 12 * info.vocab_size);
-	rc = cbllm_engine_prompt_logits(cpu, ids, 12, a, &err);
-	if (rc == CBLLM_OK)
-		rc = cbllm_engine_prompt_logits(gpu, ids, 12, b, &err);
-	TAP_OK(rc == CBLLM_OK && RelErr(b, a, (size_t) 12 * info.vocab_size) < 5e-2,
-		   "GPU prompt logits match the CPU within bf16 tolerance (rel err %.2g)%s%s",
-		   rc == CBLLM_OK ? RelErr(b, a, (size_t) 12 * info.vocab_size) : -1.0,
-		   rc ? ": " : "", rc ? err.msg : "");
+	gap = LogitsGap(cpu, gpu, ids, 12);
+	TAP_OK(gap >= 0 && gap < 5e-2, "GPU prompt logits match the CPU within bf16 tolerance (rel err %.2g)",
+		   gap);
 	rc = RunTogether(cpu, 2, 1, &sp, a_tok) && RunTogether(gpu, 2, 1, &sp, b_tok);
 	{
 		int			same = 0;
@@ -183,8 +199,6 @@ TestAgainstCpu(void)
 		TAP_OK(rc && same == GEN, "greedy tokens on the GPU equal the CPU's for %d steps (%d equal)",
 			   GEN, same);
 	}
-	free(a);
-	free(b);
 	cbllm_engine_destroy(cpu);
 	cbllm_engine_destroy(gpu);
 }
@@ -297,11 +311,8 @@ TestDummyWeights(const char *dummy_dir)
 	cbllm_err	err;
 	cbllm_engine *cpu = NewEngine(dummy_dir, "cpu", 64, false, CBLLM_PREEMPT_AUTO, "dummy", &err);
 	cbllm_engine *gpu = cpu ? NewEngine(dummy_dir, "cuda", 64, false, CBLLM_PREEMPT_AUTO, "dummy", &err) : NULL;
-	cbllm_engine_info info;
 	int32_t		ids[6] = {1, 5, 9, 33, 7, 2};
-	float	   *a,
-			   *b;
-	int			rc;
+	double		gap;
 
 	TAP_OK(gpu != NULL, "a model directory without weights loads with load_format dummy on both devices%s%s",
 		   gpu ? "" : ": ", gpu ? "" : err.msg);
@@ -310,17 +321,9 @@ TestDummyWeights(const char *dummy_dir)
 		cbllm_engine_destroy(cpu);
 		return;
 	}
-	cbllm_engine_get_info(cpu, &info);
-	a = malloc(sizeof(float) * 6 * info.vocab_size);
-	b = malloc(sizeof(float) * 6 * info.vocab_size);
-	rc = cbllm_engine_prompt_logits(cpu, ids, 6, a, &err);
-	if (rc == CBLLM_OK)
-		rc = cbllm_engine_prompt_logits(gpu, ids, 6, b, &err);
-	TAP_OK(rc == CBLLM_OK && RelErr(b, a, (size_t) 6 * info.vocab_size) < 5e-2,
-		   "dummy weights made on the device give the CPU's logits (rel err %.2g)",
-		   rc == CBLLM_OK ? RelErr(b, a, (size_t) 6 * info.vocab_size) : -1.0);
-	free(a);
-	free(b);
+	gap = LogitsGap(cpu, gpu, ids, 6);
+	TAP_OK(gap >= 0 && gap < 5e-2, "dummy weights made on the device give the CPU's logits (rel err %.2g)",
+		   gap);
 	cbllm_engine_destroy(cpu);
 	cbllm_engine_destroy(gpu);
 }
