@@ -36,6 +36,11 @@ typedef enum cbllm_preempt
 int			cbllm_preempt_mode_parse(const char *name);
 const char *cbllm_preempt_mode_name(cbllm_preempt m);
 
+/* A clock in seconds, monotonic, that the engine reads instead of its own (tests inject one). */
+typedef double (*cbllm_clock) (void *arg);
+
+#define CBLLM_PRIORITY_AGING_OFF (-1.0)	/* priority_aging: strict priority, no aging */
+
 typedef struct cbllm_engine_params
 {
 	const char *model_dir;		/* HuggingFace model directory */
@@ -57,6 +62,11 @@ typedef struct cbllm_engine_params
 	size_t		swap_space_bytes;	/* host swap area in bytes; 0: a quarter of the KV pool; SIZE_MAX: none */
 	bool		no_prefix_caching;	/* turn automatic prefix caching off */
 	bool		static_batching;	/* baseline: run each batch to completion before the next */
+	double		priority_aging;	/* priority points a request gains per second since its submission;
+								 * 0: 1 per second; CBLLM_PRIORITY_AGING_OFF (any negative): strict
+								 * priority, a steady stream of higher priorities starves lower ones */
+	cbllm_clock clock;			/* the clock of queue times and aging; NULL: CLOCK_MONOTONIC */
+	void	   *clock_arg;		/* passed to clock */
 } cbllm_engine_params;
 
 typedef enum cbllm_finish
@@ -83,7 +93,8 @@ typedef struct cbllm_sampling
 	int			n_stop;
 	const char *stop[CBLLM_MAX_STOP];	/* stop strings (copied at submit) */
 	bool		ignore_eos;
-	int			priority;		/* higher runs first (used by the scheduler) */
+	int			priority;		/* higher runs first; aging adds priority_aging points per second
+								 * since submission, so every request is eventually served */
 } cbllm_sampling;
 
 /* Greedy, 16 tokens, no stop strings. */
@@ -96,7 +107,20 @@ typedef struct cbllm_request_input
 	const int32_t *ids;			/* prompt token ids when text is NULL */
 	int			n_ids;
 	bool		add_bos;		/* text only: prepend BOS as the tokenizer config says */
+	uint64_t	cache_salt;		/* prefix-cache scope: see below; 0 is one scope like any other */
 } cbllm_request_input;
+
+/*
+ * Prefix-cache scope.  Cached KV blocks are shared only between requests of
+ * equal cache_salt: the salt seeds the chain of block hashes (it is the
+ * first block's parent) and is stored with every cached block and compared
+ * on every hit, so not even a hash collision lets a block cross salts.  Give
+ * requests that must not observe each other's prompts different salts (for
+ * the PostgreSQL worker: the role's OID, or the database's, or 0 for one
+ * cluster-wide cache, as a setting chooses).  Within a salt a hit is
+ * also verified token by token along the whole prefix, never trusted to the
+ * hash alone.
+ */
 
 typedef enum cbllm_phase
 {
@@ -121,6 +145,7 @@ typedef struct cbllm_output
 	int			n_generated;	/* tokens generated so far */
 	cbllm_phase phase;			/* where the request is now */
 	double		queue_seconds;	/* submit to first admission; -1 while still queued */
+	int			n_preemptions;	/* times it was preempted (recompute or swap) */
 	const char *error;			/* message when finish is ERROR */
 } cbllm_output;
 

@@ -4,6 +4,7 @@
  * samples a token for every sequence that finished its prompt or decoded,
  * and records the results in each request (request.c).
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <pthread.h>
@@ -26,6 +27,17 @@
 #define DEFAULT_KV_CAP_BYTES ((size_t) 4 << 30)
 #define DEFAULT_SWAP_CAP_BYTES ((size_t) 4 << 30)
 #define DEFAULT_GPU_MEMORY_UTILIZATION 0.9
+
+/*
+ * Priority aging, in priority points per second since submission.  One
+ * point per second makes a priority point worth one second of queueing: a
+ * request ten points above another overtakes it only if it arrived less
+ * than ten seconds later.  Interactive requests run for seconds, so small
+ * priority gaps still order them as the caller asked, while the widest gap
+ * the SQL interface allows (-1000 to 1000) bounds a request's extra wait
+ * behind a flood of fresher higher-priority work to about half an hour.
+ */
+#define DEFAULT_PRIORITY_AGING 1.0
 
 /* A name for a finish reason. */
 const char *
@@ -93,6 +105,11 @@ ResolveParams(cbllm_engine *e, const cbllm_engine_params *in, cbllm_err *err)
 		DEFAULT_MAX_BATCHED;
 	p->block_size = p->block_size > 0 ? p->block_size : DEFAULT_BLOCK_SIZE;
 	p->max_queued = p->max_queued > 0 ? p->max_queued : DEFAULT_MAX_QUEUED;
+	if (!isfinite(p->priority_aging))
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "priority_aging must be a finite number, not %g",
+						  p->priority_aging);
+	p->priority_aging = p->priority_aging == 0 ? DEFAULT_PRIORITY_AGING :
+		p->priority_aging < 0 ? 0 : p->priority_aging;	/* resolved: 0 is off */
 	if (p->n_threads <= 0)
 		p->n_threads = (int) sysconf(_SC_NPROCESSORS_ONLN);
 	if (p->n_threads <= 0)
@@ -145,6 +162,13 @@ ResolveParams(cbllm_engine *e, const cbllm_engine_params *in, cbllm_err *err)
 							  block_bytes);
 	}
 	return CBLLM_OK;
+}
+
+/* The engine's clock: the caller's when given, else CLOCK_MONOTONIC. */
+double
+engine_now(const cbllm_engine *e)
+{
+	return e->params.clock != NULL ? e->params.clock(e->params.clock_arg) : cbllm_now();
 }
 
 /* Bytes of K and V of n positions over all layers, in the backend's element size. */
@@ -429,7 +453,8 @@ cbllm_engine_submit(cbllm_engine *e, const cbllm_request_input *in, const cbllm_
 		return rc;
 	r->id = e->next_id++;
 	r->arrival = r->id;
-	r->t_submit = cbllm_now();
+	r->t_submit = engine_now(e);
+	r->rank = r->sp.priority - e->params.priority_aging * r->t_submit;
 	r->state = REQ_WAITING;
 	r->hnext = e->hash[r->id & (ENGINE_HASH_BUCKETS - 1)];
 	e->hash[r->id & (ENGINE_HASH_BUCKETS - 1)] = r;
@@ -641,7 +666,7 @@ RequestPhase(const cbllm_request *r)
 		return CBLLM_PHASE_FINISHED;
 	if (r->state == REQ_WAITING)
 		return r->swapped ? CBLLM_PHASE_SWAPPED :
-			r->t_admitted > 0 ? CBLLM_PHASE_PREEMPTED : CBLLM_PHASE_QUEUED;
+			r->admitted ? CBLLM_PHASE_PREEMPTED : CBLLM_PHASE_QUEUED;
 	return r->n_computed < r->n_tokens - 1 ? CBLLM_PHASE_PREFILL : CBLLM_PHASE_DECODE;
 }
 
@@ -665,7 +690,8 @@ cbllm_engine_take(cbllm_engine *e, int64_t id, cbllm_output *out, cbllm_err *err
 	out->n_prompt = r->n_prompt;
 	out->n_generated = n_gen;
 	out->phase = RequestPhase(r);
-	out->queue_seconds = r->t_admitted > 0 ? r->t_admitted - r->t_submit : -1;
+	out->queue_seconds = r->admitted ? r->t_admitted - r->t_submit : -1;
+	out->n_preemptions = r->n_preemptions;
 	out->error = r->finish == CBLLM_FINISH_ERROR ? r->error : NULL;
 	r->gen_taken = n_gen;
 	r->text_taken = r->text_ready;
@@ -716,6 +742,7 @@ cbllm_engine_prompt_logits(cbllm_engine *e, const int32_t *ids, int n, float *ou
 	{
 		free(tmp.blocks);
 		free(tmp.hashes);
+		free(tmp.serials);
 		return cbllm_fail(err, CBLLM_ERR_FULL, "the KV cache has no room for %d positions", n);
 	}
 	for (int pos = 0; pos < n && rc == CBLLM_OK;)
@@ -740,6 +767,7 @@ cbllm_engine_prompt_logits(cbllm_engine *e, const int32_t *ids, int n, float *ou
 	request_release_blocks(e, &tmp);
 	free(tmp.blocks);
 	free(tmp.hashes);
+	free(tmp.serials);
 	return rc;
 }
 

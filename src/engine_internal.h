@@ -27,8 +27,12 @@ typedef struct cbllm_request
 	int64_t		id;
 	req_state	state;
 	int64_t		arrival;		/* submission order */
-	double		t_submit;		/* cbllm_now() at submit */
-	double		t_admitted;		/* cbllm_now() at first admission, 0 before */
+	double		t_submit;		/* engine_now() at submit */
+	double		t_admitted;		/* engine_now() at first admission */
+	bool		admitted;		/* admitted at least once (t_admitted is set) */
+	int			n_preemptions;	/* times it was preempted */
+	double		rank;			/* priority - priority_aging * t_submit: its queue order for life */
+	uint64_t	cache_salt;		/* prefix-cache scope: blocks are shared only within one salt */
 	int32_t    *tokens;			/* (cap_tokens) prompt, then generated tokens */
 	int			n_tokens;
 	int			cap_tokens;
@@ -54,6 +58,8 @@ typedef struct cbllm_request
 	int32_t    *swap_ids;		/* (n_swap) swap blocks, in block-table order */
 	int			n_swap;
 	uint64_t   *hashes;			/* (cap_blocks) prefix hashes of its full blocks */
+	uint64_t   *serials;		/* (cap_blocks) serial of the cached registration holding each hashed
+								 * block's content; 0 when none */
 	int			n_hashed;		/* full blocks hashed (and offered to the cache) */
 	struct cbllm_request *prev; /* in the waiting or running list */
 	struct cbllm_request *next;
@@ -85,8 +91,8 @@ struct cbllm_engine
 	cbllm_sampler **samplers;	/* (n_samplers) one per compute thread */
 	int			n_samplers;
 	cbllm_request *hash[ENGINE_HASH_BUCKETS];	/* every live request by id */
-	req_list	waiting;		/* FCFS; preempted requests return to the front */
-	req_list	running;		/* in admission order */
+	req_list	waiting;		/* by rank; a preempted request keeps its place */
+	req_list	running;		/* by rank: the tail is the first preemption victim */
 	int64_t		next_id;
 	int64_t		n_live;			/* requests waiting, running or finished-but-not-taken */
 	cbllm_request *taken;		/* a finished request returned by take, freed on the next call */
@@ -100,7 +106,7 @@ struct cbllm_engine
 	cbllm_stats stats;
 };
 
-/* req_list operations; lists are kept in (priority desc, arrival asc) order */
+/* req_list operations; lists are kept in (rank desc, arrival asc) order */
 void		req_list_insert(req_list *l, cbllm_request *r);
 void		req_list_remove(req_list *l, cbllm_request *r);
 
@@ -112,10 +118,14 @@ int			request_reserve_table(cbllm_request *r, int n);
 int			request_ensure_blocks(cbllm_engine *e, cbllm_request *r, int n_positions);
 void		request_release_blocks(cbllm_engine *e, cbllm_request *r);
 void		request_release_swap(cbllm_engine *e, cbllm_request *r);
+void		request_block_key(const cbllm_engine *e, const cbllm_request *r, int b, kv_block_key *key);
 void		request_register_blocks(cbllm_engine *e, cbllm_request *r);
 void		request_drop_window_blocks(cbllm_engine *e, cbllm_request *r);
 int			request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token);
 void		request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *error);
+
+/* engine.c: the engine's clock in seconds (the injected one, else CLOCK_MONOTONIC) */
+double		engine_now(const cbllm_engine *e);
 
 /* engine.c: bytes of K and V of n_positions positions over all layers, as the backend stores them */
 size_t		engine_kv_bytes(const cbllm_engine *e, int n_positions);

@@ -2,6 +2,7 @@
 #include "kv_cache.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Bytes of K and V for one block across all layers. */
 size_t
@@ -40,6 +41,11 @@ kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err)
 	kv->free_ids = malloc(sizeof(int32_t) * p->n_blocks);
 	kv->refcount = calloc(p->n_blocks, sizeof(int32_t));
 	kv->hash = calloc(p->n_blocks, sizeof(uint64_t));
+	kv->serial = calloc(p->n_blocks, sizeof(uint64_t));
+	kv->parent = calloc(p->n_blocks, sizeof(uint64_t));
+	kv->salt = calloc(p->n_blocks, sizeof(uint64_t));
+	kv->tokens = calloc((size_t) p->n_blocks * p->block_size, sizeof(int32_t));
+	kv->next_serial = 1;
 	kv->lru_prev = malloc(sizeof(int32_t) * p->n_blocks);
 	kv->lru_next = malloc(sizeof(int32_t) * p->n_blocks);
 	kv->table_cap = 16;
@@ -49,7 +55,8 @@ kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err)
 	kv->table_block = calloc(kv->table_cap, sizeof(int32_t));
 	kv->lru_head = kv->lru_tail = -1;
 	if ((!p->no_data && (kv->k == NULL || kv->v == NULL)) || kv->free_ids == NULL || kv->refcount == NULL ||
-		kv->hash == NULL || kv->lru_prev == NULL || kv->lru_next == NULL ||
+		kv->hash == NULL || kv->serial == NULL || kv->parent == NULL || kv->salt == NULL ||
+		kv->tokens == NULL || kv->lru_prev == NULL || kv->lru_next == NULL ||
 		kv->table_key == NULL || kv->table_block == NULL)
 	{
 		size_t		mb = kv_cache_block_bytes(p->block_size, p->n_layers, p->n_kv_heads,
@@ -82,6 +89,10 @@ kv_cache_free(kv_cache *kv)
 	free(kv->free_ids);
 	free(kv->refcount);
 	free(kv->hash);
+	free(kv->serial);
+	free(kv->parent);
+	free(kv->salt);
+	free(kv->tokens);
 	free(kv->lru_prev);
 	free(kv->lru_next);
 	free(kv->table_key);
@@ -92,9 +103,22 @@ kv_cache_free(kv_cache *kv)
 #define SLOT_EMPTY 0
 #define SLOT_DELETED 1
 
-/* Find the table slot holding hash, or -1. */
+/* Whether registered block b was computed from exactly what key describes. */
+static bool
+Matches(const kv_cache *kv, int32_t b, const kv_block_key *key)
+{
+	return kv->hash[b] == key->hash && kv->salt[b] == key->salt && kv->parent[b] == key->parent &&
+		memcmp(kv->tokens + (int64_t) b * kv->block_size, key->tokens,
+			   sizeof(int32_t) * kv->block_size) == 0;
+}
+
+/*
+ * The table slot of a block registered under hash: the one holding block
+ * when block >= 0, else the first whose block matches key; -1 when none.
+ * Every slot of an equal hash is probed, so colliding hashes coexist.
+ */
 static int
-TableFind(const kv_cache *kv, uint64_t hash)
+TableFind(const kv_cache *kv, uint64_t hash, int32_t block, const kv_block_key *key)
 {
 	int			mask = kv->table_cap - 1;
 
@@ -102,13 +126,15 @@ TableFind(const kv_cache *kv, uint64_t hash)
 	{
 		if (kv->table_key[i] == SLOT_EMPTY)
 			return -1;
-		if (kv->table_key[i] == hash)
+		if (kv->table_key[i] != hash)
+			continue;
+		if (block >= 0 ? kv->table_block[i] == block : Matches(kv, kv->table_block[i], key))
 			return i;
 	}
 	return -1;
 }
 
-/* Insert hash -> block (the caller checked it is absent). */
+/* Insert hash -> block (the caller checked that no equal block is registered). */
 static void
 TableInsert(kv_cache *kv, uint64_t hash, int32_t block)
 {
@@ -117,6 +143,8 @@ TableInsert(kv_cache *kv, uint64_t hash, int32_t block)
 
 	while (kv->table_key[i] != SLOT_EMPTY && kv->table_key[i] != SLOT_DELETED)
 		i = (i + 1) & mask;
+	if (kv->table_key[i] == SLOT_DELETED)
+		kv->table_deleted--;
 	kv->table_key[i] = hash;
 	kv->table_block[i] = block;
 }
@@ -127,24 +155,25 @@ TableRebuild(kv_cache *kv)
 {
 	for (int i = 0; i < kv->table_cap; i++)
 		kv->table_key[i] = SLOT_EMPTY;
+	kv->table_deleted = 0;
 	for (int b = 0; b < kv->n_blocks; b++)
 		if (kv->hash[b] != 0)
 			TableInsert(kv, kv->hash[b], b);
-	kv->table_deleted = 0;
 }
 
 /* Forget a block's registration. */
 static void
 Unregister(kv_cache *kv, int32_t block)
 {
-	int			i = TableFind(kv, kv->hash[block]);
+	int			i = TableFind(kv, kv->hash[block], block, NULL);
 
-	if (i >= 0 && kv->table_block[i] == block)
+	if (i >= 0)
 	{
 		kv->table_key[i] = SLOT_DELETED;
 		kv->table_deleted++;
 	}
 	kv->hash[block] = 0;
+	kv->serial[block] = 0;
 	if (kv->table_deleted > kv->table_cap / 4)
 		TableRebuild(kv);
 }
@@ -220,15 +249,20 @@ kv_cache_release(kv_cache *kv, int32_t block)
 		kv->free_ids[kv->n_free++] = block;
 }
 
-/* FNV-1a over the parent hash and the token ids, then a 64-bit finaliser; never 0 or 1. */
+/*
+ * FNV-1a over the parent hash and the block's token ids, then a 64-bit
+ * finaliser; never 0 or 1.  Not cryptographic: lookups verify the tokens.
+ */
 uint64_t
-kv_cache_block_hash(uint64_t parent, const int32_t *tokens, int n)
+kv_cache_block_hash(const kv_cache *kv, uint64_t parent, const int32_t *tokens)
 {
 	uint64_t	h = 0xcbf29ce484222325ULL;
 
+	if (kv->test_hash != 0)
+		return kv->test_hash > SLOT_DELETED ? kv->test_hash : SLOT_DELETED + 1;
 	for (int i = 0; i < 8; i++)
 		h = (h ^ ((parent >> (8 * i)) & 0xff)) * 0x100000001b3ULL;
-	for (int t = 0; t < n; t++)
+	for (int t = 0; t < kv->block_size; t++)
 		for (int i = 0; i < 4; i++)
 			h = (h ^ (((uint32_t) tokens[t] >> (8 * i)) & 0xff)) * 0x100000001b3ULL;
 	h ^= h >> 33;
@@ -237,11 +271,11 @@ kv_cache_block_hash(uint64_t parent, const int32_t *tokens, int n)
 	return h > SLOT_DELETED ? h : h + 2;
 }
 
-/* Find a registered block by hash and take an owner's reference to it. */
+/* Find a registered block matching key and take an owner's reference to it. */
 int32_t
-kv_cache_lookup(kv_cache *kv, uint64_t hash)
+kv_cache_lookup(kv_cache *kv, const kv_block_key *key)
 {
-	int			i = TableFind(kv, hash);
+	int			i = TableFind(kv, key->hash, -1, key);
 	int32_t		b;
 
 	kv->prefix_queries++;
@@ -255,14 +289,26 @@ kv_cache_lookup(kv_cache *kv, uint64_t hash)
 	return b;
 }
 
-/* Register a full block under hash unless the hash is already cached. */
-void
-kv_cache_register(kv_cache *kv, int32_t block, uint64_t hash)
+/* Register a full block under key unless an equal block is registered; the serial holding it. */
+uint64_t
+kv_cache_register(kv_cache *kv, int32_t block, const kv_block_key *key)
 {
-	if (block < 0 || block >= kv->n_blocks || kv->hash[block] != 0 || TableFind(kv, hash) >= 0)
-		return;
-	kv->hash[block] = hash;
-	TableInsert(kv, hash, block);
+	int			i;
+
+	if (block < 0 || block >= kv->n_blocks || key->hash <= SLOT_DELETED)
+		return 0;
+	if (kv->hash[block] != 0)
+		return Matches(kv, block, key) ? kv->serial[block] : 0;
+	if ((i = TableFind(kv, key->hash, -1, key)) >= 0)
+		return kv->serial[kv->table_block[i]];
+	kv->hash[block] = key->hash;
+	kv->serial[block] = kv->next_serial++;
+	kv->parent[block] = key->parent;
+	kv->salt[block] = key->salt;
+	memcpy(kv->tokens + (int64_t) block * kv->block_size, key->tokens,
+		   sizeof(int32_t) * kv->block_size);
+	TableInsert(kv, key->hash, block);
+	return kv->serial[block];
 }
 
 /* Drop every registration; evictable blocks become free. */
@@ -274,10 +320,9 @@ kv_cache_reset_prefix(kv_cache *kv)
 		int32_t		b = kv->lru_head;
 
 		LruRemove(kv, b);
-		kv->hash[b] = 0;
 		kv->free_ids[kv->n_free++] = b;
 	}
 	for (int b = 0; b < kv->n_blocks; b++)
-		kv->hash[b] = 0;
+		kv->hash[b] = kv->serial[b] = 0;
 	TableRebuild(kv);
 }

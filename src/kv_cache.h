@@ -10,6 +10,22 @@
  * block is not freed but parked on an LRU list, still findable by its hash;
  * allocation takes free blocks first and then evicts the least recently
  * released cached block.  So "available" = free + evictable.
+ *
+ * The hash only finds candidates; it is never trusted.  A block's keys and
+ * values depend on every token before it, so a registration records what
+ * they were computed from (a kv_block_key): the block's own tokens, the
+ * registration of the block before it, and the cache scope (salt) of the
+ * request that computed it.  A lookup hits only a block whose tokens, salt
+ * and parent all equal the caller's, and the caller's parent is the block it
+ * matched one position earlier (or none, for a first block).  By induction
+ * the whole prefix then matches token for token, so a crafted prompt whose
+ * hashes collide with another's can never read the other's cached KV, and
+ * requests of different salts never share a block.  Colliding hashes only
+ * cost probes: the table keeps every registration, equal hashes or not.
+ *
+ * Parents are named by serial, a number given to each registration and never
+ * reused, not by block id: an evicted parent's id may be registered again
+ * for other tokens, and its old children must not match under it.
  */
 #ifndef CBLLM_KV_CACHE_H
 #define CBLLM_KV_CACHE_H
@@ -34,6 +50,11 @@ typedef struct kv_cache
 	int			n_free;
 	int32_t    *refcount;		/* (n_blocks) owners of each block; 0 when free or evictable */
 	uint64_t   *hash;			/* (n_blocks) prefix hash of a registered block, 0 when none */
+	uint64_t   *serial;			/* (n_blocks) its registration's number, never reused; 0 when none */
+	uint64_t   *parent;			/* (n_blocks) serial of the registration before it; 0 for a first block */
+	uint64_t   *salt;			/* (n_blocks) cache scope of the request that registered it */
+	int32_t    *tokens;			/* (n_blocks, block_size) token ids of each registered block */
+	uint64_t	next_serial;	/* the next registration's serial, from 1 */
 	int32_t    *lru_prev;		/* (n_blocks) evictable list links, -1 at the ends */
 	int32_t    *lru_next;		/* (n_blocks) */
 	int32_t		lru_head;		/* least recently released evictable block, -1 when none */
@@ -45,7 +66,17 @@ typedef struct kv_cache
 	int			table_deleted;	/* deleted slots; the table is rebuilt past cap / 4 */
 	int64_t		prefix_queries; /* blocks looked up */
 	int64_t		prefix_hits;	/* blocks found */
+	uint64_t	test_hash;		/* tests only: when not 0, every block hashes to it (forced collisions) */
 } kv_cache;
+
+/* What a full block's keys and values were computed from: a cache hit must match all of it. */
+typedef struct kv_block_key
+{
+	uint64_t	hash;			/* kv_cache_block_hash(parent's hash, or the salt for a first block) */
+	uint64_t	salt;			/* the request's cache scope */
+	uint64_t	parent;			/* serial of the cached block before it; 0 for a first block */
+	const int32_t *tokens;		/* (block_size) the block's token ids */
+} kv_block_key;
 
 typedef struct kv_cache_params
 {
@@ -73,14 +104,25 @@ kv_cache_available(const kv_cache *kv)
 	return kv->n_free + kv->n_evictable;
 }
 
-/* The hash of a full block: its parent's hash (0 for the first) and its tokens. */
-uint64_t	kv_cache_block_hash(uint64_t parent, const int32_t *tokens, int n);
+/* The hash of a full block: its parent's hash (the salt for a first block) and its tokens. */
+uint64_t	kv_cache_block_hash(const kv_cache *kv, uint64_t parent, const int32_t *tokens);
 
-/* A registered block with this hash, now owned once more by the caller; -1 when none. */
-int32_t		kv_cache_lookup(kv_cache *kv, uint64_t hash);
+/* A registered block matching all of key, now owned once more by the caller; -1 when none. */
+int32_t		kv_cache_lookup(kv_cache *kv, const kv_block_key *key);
 
-/* Register a full block under hash (no effect if another block holds it). */
-void		kv_cache_register(kv_cache *kv, int32_t block, uint64_t hash);
+/*
+ * Register a full block under key.  Returns the serial of the registration
+ * that now holds key's content: the block's own, or that of an equal block
+ * registered before (this one then stays unregistered); 0 when none.
+ */
+uint64_t	kv_cache_register(kv_cache *kv, int32_t block, const kv_block_key *key);
+
+/* The serial of a block's registration, 0 when it is not registered. */
+static inline uint64_t
+kv_cache_serial(const kv_cache *kv, int32_t block)
+{
+	return block >= 0 && block < kv->n_blocks ? kv->serial[block] : 0;
+}
 
 /* Drop every registered hash (cached blocks become plain free blocks). */
 void		kv_cache_reset_prefix(kv_cache *kv);

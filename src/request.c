@@ -15,15 +15,14 @@
 
 #include "engine_internal.h"
 
-/* True when a runs before b: higher priority, then earlier arrival. */
+/* True when a runs before b: higher rank (effective priority), then earlier arrival. */
 static inline bool
 RunsBefore(const cbllm_request *a, const cbllm_request *b)
 {
-	return a->sp.priority != b->sp.priority ? a->sp.priority > b->sp.priority :
-		a->arrival < b->arrival;
+	return a->rank != b->rank ? a->rank > b->rank : a->arrival < b->arrival;
 }
 
-/* Insert r in (priority desc, arrival asc) order, searching from the back. */
+/* Insert r in (rank desc, arrival asc) order, searching from the back. */
 void
 req_list_insert(req_list *l, cbllm_request *r)
 {
@@ -154,6 +153,7 @@ request_create(cbllm_engine *e, const cbllm_request_input *in, const cbllm_sampl
 	r->n_tokens = r->n_prompt = n;
 	r->cap_tokens = n > 0 ? n : 1;
 	r->sp = *sp;
+	r->cache_salt = in->cache_salt;
 	for (int i = 0; i < sp->n_stop; i++)
 	{
 		r->stop_strings[i] = strdup(sp->stop[i]);
@@ -187,18 +187,20 @@ request_free(cbllm_request *r)
 	free(r->tokens);
 	free(r->blocks);
 	free(r->hashes);
+	free(r->serials);
 	free(r->swap_ids);
 	cbllm_buf_free(&r->text);
 	free(r);
 }
 
-/* Make room in r's block table (and its hashes) for n entries. */
+/* Make room in r's block table (and its hashes and serials) for n entries. */
 int
 request_reserve_table(cbllm_request *r, int n)
 {
 	int			cap = n > 2 * r->cap_blocks ? n : 2 * r->cap_blocks;
 	int32_t    *b;
-	uint64_t   *h;
+	uint64_t   *h,
+			   *sr;
 
 	if (n <= r->cap_blocks)
 		return CBLLM_OK;
@@ -210,6 +212,10 @@ request_reserve_table(cbllm_request *r, int n)
 	if (h == NULL)
 		return CBLLM_ERR_NOMEM;
 	r->hashes = h;
+	sr = realloc(r->serials, sizeof(uint64_t) * cap);
+	if (sr == NULL)
+		return CBLLM_ERR_NOMEM;
+	r->serials = sr;
 	r->cap_blocks = cap;
 	return CBLLM_OK;
 }
@@ -255,7 +261,26 @@ request_release_swap(cbllm_engine *e, cbllm_request *r)
 	r->n_computed = 0;
 }
 
-/* Offer r's newly filled blocks to the prefix cache under their chained hashes. */
+/*
+ * The prefix-cache key of r's full block b: its hash chained from block b -
+ * 1's (from the salt for the first), its tokens, and the serial of the
+ * cached block that holds block b - 1's content.  r->hashes and r->serials
+ * must be filled for the blocks before b.
+ */
+void
+request_block_key(const cbllm_engine *e, const cbllm_request *r, int b, kv_block_key *key)
+{
+	key->tokens = r->tokens + (int64_t) b * e->kv->block_size;
+	key->salt = r->cache_salt;
+	key->parent = b > 0 ? r->serials[b - 1] : 0;
+	key->hash = kv_cache_block_hash(e->kv, b > 0 ? r->hashes[b - 1] : r->cache_salt, key->tokens);
+}
+
+/*
+ * Offer r's newly filled blocks to the prefix cache.  A block whose parent
+ * has no serial (it was never cached: dropped behind a sliding window before
+ * it was offered) is not offered either: no lookup could name that parent.
+ */
 void
 request_register_blocks(cbllm_engine *e, cbllm_request *r)
 {
@@ -266,11 +291,13 @@ request_register_blocks(cbllm_engine *e, cbllm_request *r)
 	while (r->n_hashed < r->n_blocks && (r->n_hashed + 1) * bs <= r->n_computed)
 	{
 		int			b = r->n_hashed;
-		uint64_t	parent = b > 0 ? r->hashes[b - 1] : 0;
+		kv_block_key key;
 
-		r->hashes[b] = kv_cache_block_hash(parent, r->tokens + (int64_t) b * bs, bs);
-		if (r->blocks[b] >= 0)
-			kv_cache_register(e->kv, r->blocks[b], r->hashes[b]);
+		request_block_key(e, r, b, &key);
+		r->hashes[b] = key.hash;
+		r->serials[b] = 0;
+		if (r->blocks[b] >= 0 && (b == 0 || r->serials[b - 1] != 0))
+			r->serials[b] = kv_cache_register(e->kv, r->blocks[b], &key);
 		r->n_hashed++;
 	}
 }

@@ -2,28 +2,56 @@
  * scheduler.c: which requests run in the next step, and how many tokens each
  * contributes (iteration-level scheduling).
  *
- * Order.  Both queues are kept in (priority desc, arrival asc) order.  Running
- * requests go first: a decoding request contributes its one new token, one
- * still prefilling contributes the next chunk of its prompt that fits the
- * step's token budget (chunked prefill), so decodes keep flowing while a long
- * prompt is processed.  Then waiting requests are admitted from the head of
- * the queue while sequences, tokens and KV blocks last; the head is never
- * skipped for a smaller request behind it.
+ * Order.  Both queues are kept in (effective priority desc, arrival asc)
+ * order (see Priority aging below).  Running requests go first: a decoding
+ * request contributes its one new token, one still prefilling contributes
+ * the next chunk of its prompt that fits the step's token budget (chunked
+ * prefill), so decodes keep flowing while a long prompt is processed.  Then
+ * waiting requests are admitted from the head of the queue while sequences,
+ * tokens and KV blocks last; the head is never skipped for a smaller request
+ * behind it.
  *
  * Memory.  Blocks are taken only for the tokens of this step.  When a running
  * request needs a block and none is available, the last running request
- * (lowest priority, then latest arrival) is preempted, by recompute (its
- * blocks are freed and its KV rebuilt by prefill later) or by swap (its
- * blocks are copied to host swap space and back when it resumes), or by
- * whichever an estimate says is cheaper.  A preempted request keeps its
+ * (lowest effective priority, then latest arrival) is preempted, by
+ * recompute (its blocks are freed and its KV rebuilt by prefill later) or by
+ * swap (its blocks are copied to host swap space and back when it resumes),
+ * or by whichever an estimate says is cheaper.  A preempted request keeps its
  * arrival, so it returns ahead of everything that came after it.  A waiting
- * request of higher priority than some running ones preempts them when it
- * cannot otherwise be admitted.
+ * request of higher effective priority than some running ones preempts them
+ * when it cannot otherwise be admitted.
+ *
+ * Priority aging.  Strict priority lets a steady stream of high-priority
+ * requests starve the rest, so a request's effective priority is
+ *
+ *     priority + priority_aging * (now - t_submit)
+ *
+ * for its whole life, waiting and running alike.  The rate is common to all
+ * requests, so comparing two effective priorities at any moment is the same
+ * as comparing their ranks, priority - priority_aging * t_submit, which
+ * never change: both lists stay sorted by rank with no re-sorting, and the
+ * order of two requests never flips.  Hence:
+ *  - every request is eventually served: one submitted at t0 with priority
+ *    p outranks every request of priority q submitted after
+ *    t0 + (q - p) / rate, so only finitely many can ever be ahead of it;
+ *  - a request that aged its way to the front is never preempted by the
+ *    flood it overtook, because every later arrival of that flood ranks
+ *    below it whether it waits or runs.  Freezing a running request's
+ *    effective priority at admission would not give this: the waiting
+ *    requests it just overtook keep aging, would soon outrank it and
+ *    preempt it, and once waiting again it would age past them in turn: a
+ *    cycle of recomputation;
+ *  - preemption cannot cycle at all: a victim always ranks below the
+ *    request that displaced it (or below the one that needed its blocks).
+ * With aging off (CBLLM_PRIORITY_AGING_OFF, a resolved rate of 0) the rank
+ * is the priority: strict priority, first come first served within it.  The
+ * clock is the engine's (engine_now): CLOCK_MONOTONIC, or one a test injects.
  *
  * Prefix caching.  Before a fresh request is admitted, its prompt's full
- * blocks are looked up by chained hash; every hit is shared (reference
- * counted) and skips that block's prefill.  At least one prompt token is
- * always computed, for the logits.
+ * blocks are looked up by chained hash within its cache salt, each hit
+ * verified against the block's tokens and parent (kv_cache.h); every hit is
+ * shared (reference counted) and skips that block's prefill.  At least one
+ * prompt token is always computed, for the logits.
  *
  * Static batching (a baseline for comparison): a batch is admitted only when
  * nothing runs, and runs until all of its members finish.
@@ -126,6 +154,7 @@ Preempt(cbllm_engine *e, cbllm_request *victim)
 	request_release_blocks(e, victim);	/* keeps n_computed when swapped */
 	victim->state = REQ_WAITING;
 	req_list_insert(&e->waiting, victim);
+	victim->n_preemptions++;
 	e->stats.preemptions++;
 }
 
@@ -169,13 +198,14 @@ ReusePrefix(cbllm_engine *e, cbllm_request *r)
 		return;
 	for (int b = 0; b < n_full; b++)
 	{
-		uint64_t	parent = b > 0 ? r->hashes[b - 1] : 0;
-		uint64_t	h = kv_cache_block_hash(parent, r->tokens + (int64_t) b * bs, bs);
-		int32_t		blk = kv_cache_lookup(e->kv, h);
+		kv_block_key key;
+		int32_t		blk;
 
-		if (blk < 0)
+		request_block_key(e, r, b, &key);
+		if ((blk = kv_cache_lookup(e->kv, &key)) < 0)
 			break;
-		r->hashes[b] = h;
+		r->hashes[b] = key.hash;
+		r->serials[b] = kv_cache_serial(e->kv, blk);
 		r->blocks[r->n_blocks++] = blk;
 		r->n_hashed = r->n_blocks;
 		r->n_computed += bs;
@@ -189,7 +219,7 @@ CanNeverFit(const cbllm_engine *e, const cbllm_request *r)
 	return BlocksFor(e, r->n_tokens + 1) > e->kv->n_blocks;
 }
 
-/* Preempt lower-priority running requests while the waiting head cannot be admitted. */
+/* Preempt running requests that rank below the waiting head while it cannot be admitted. */
 static void
 PreemptForPriority(cbllm_engine *e)
 {
@@ -202,7 +232,7 @@ PreemptForPriority(cbllm_engine *e)
 					 (head->n_tokens < e->params.max_num_batched_tokens ?
 					  head->n_tokens : e->params.max_num_batched_tokens));
 	while (kv_cache_available(e->kv) < need && e->running.tail != NULL &&
-		   e->running.tail->sp.priority < head->sp.priority)
+		   e->running.tail->rank < head->rank)
 		Preempt(e, e->running.tail);
 }
 
@@ -280,8 +310,11 @@ PlanWaiting(cbllm_engine *e, int *n_seqs, int *budget)
 		}
 		req_list_remove(&e->waiting, r);
 		r->state = REQ_RUNNING;
-		if (r->t_admitted == 0)
-			r->t_admitted = cbllm_now();
+		if (!r->admitted)
+		{
+			r->t_admitted = engine_now(e);
+			r->admitted = true;
+		}
 		req_list_insert(&e->running, r);
 		if (static_mode && r->arrival > e->static_batch_last)
 			e->static_batch_last = r->arrival;

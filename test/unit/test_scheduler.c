@@ -3,16 +3,23 @@
  * preemption by recompute and by swap under a KV pool a quarter of what the
  * workload needs (every request completes with the unconstrained greedy
  * output, and no block leaks), priorities, prefix caching, oversize
- * rejection, aborts in every state, chunked prefill beside decodes, and the
- * static batching baseline.
+ * rejection, aborts in every state, chunked prefill beside decodes, the
+ * static batching baseline, prefix-cache hits that stay exact when every
+ * block hash collides, cache salts, and priority aging against a flood.
+ *
+ * Every engine runs on an injected clock (test_now) that only the tests
+ * move, so priority aging is deterministic: tests that do not move it see
+ * strict priority order.
  *
  * usage: test_scheduler MODEL_DIR
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cbllm.h"
+#include "engine_internal.h"	/* kv->test_hash, the forced-collision hook */
 #include "tap.h"
 
 #define MAXR 16
@@ -20,6 +27,14 @@
 
 static const char *model_dir;
 static int	vocab;
+static double test_now = 1000.0;	/* the engines' clock, in seconds */
+
+/* The injected engine clock: reads test_now. */
+static double
+TestClock(void *arg)
+{
+	return *(const double *) arg;
+}
 
 typedef struct run_result
 {
@@ -54,14 +69,12 @@ MakePrompt(const workload *w, int k, int32_t *ids)
 	}
 }
 
-/* An engine with block size 4 and the given limits and modes. */
-static cbllm_engine *
-NewEngine(int max_seqs, int budget, int kv_blocks, cbllm_preempt mode, int swap_blocks,
-		  bool no_prefix, bool static_batching)
+/* Parameters with block size 4, the test clock, and the given limits and modes. */
+static cbllm_engine_params
+Params(int max_seqs, int budget, int kv_blocks, cbllm_preempt mode, int swap_blocks,
+	   bool no_prefix, bool static_batching)
 {
 	cbllm_engine_params p = {0};
-	cbllm_engine *e = NULL;
-	cbllm_err	err;
 
 	p.model_dir = model_dir;
 	p.n_threads = 2;
@@ -75,9 +88,32 @@ NewEngine(int max_seqs, int budget, int kv_blocks, cbllm_preempt mode, int swap_
 	p.swap_space_bytes = swap_blocks == 0 ? SIZE_MAX : 0;
 	p.no_prefix_caching = no_prefix;
 	p.static_batching = static_batching;
-	if (cbllm_engine_create(&p, &e, &err) != CBLLM_OK)
+	p.clock = TestClock;
+	p.clock_arg = &test_now;
+	return p;
+}
+
+/* An engine from p; NULL (with a diagnostic) when creation fails. */
+static cbllm_engine *
+Create(const cbllm_engine_params *p)
+{
+	cbllm_engine *e = NULL;
+	cbllm_err	err;
+
+	if (cbllm_engine_create(p, &e, &err) != CBLLM_OK)
 		TAP_DIAG("engine_create: %s", err.msg);
 	return e;
+}
+
+/* An engine with block size 4 and the given limits and modes. */
+static cbllm_engine *
+NewEngine(int max_seqs, int budget, int kv_blocks, cbllm_preempt mode, int swap_blocks,
+		  bool no_prefix, bool static_batching)
+{
+	cbllm_engine_params p = Params(max_seqs, budget, kv_blocks, mode, swap_blocks, no_prefix,
+								   static_batching);
+
+	return Create(&p);
 }
 
 /* Submit request k of w; returns its id or 0. */
@@ -185,11 +221,14 @@ TestPreemption(void)
 		const char *name;
 		cbllm_preempt mode;
 		int			swap_blocks;
+		bool		prefix;		/* prefix caching on: blocks re-registered after preemption */
 	}			modes[] = {
-		{"recompute", CBLLM_PREEMPT_RECOMPUTE, 0},
-		{"swap", CBLLM_PREEMPT_SWAP, 256},
-		{"auto", CBLLM_PREEMPT_AUTO, 256},
-		{"swap with a 3-block swap area (falls back to recompute)", CBLLM_PREEMPT_SWAP, 3},
+		{"recompute", CBLLM_PREEMPT_RECOMPUTE, 0, false},
+		{"swap", CBLLM_PREEMPT_SWAP, 256, false},
+		{"auto", CBLLM_PREEMPT_AUTO, 256, false},
+		{"swap with a 3-block swap area (falls back to recompute)", CBLLM_PREEMPT_SWAP, 3, false},
+		{"recompute with prefix caching", CBLLM_PREEMPT_RECOMPUTE, 0, true},
+		{"swap with prefix caching", CBLLM_PREEMPT_SWAP, 256, true},
 	};
 
 	for (int k = 0; k < base.n; k++)
@@ -203,7 +242,7 @@ TestPreemption(void)
 	{
 		run_result *res = calloc(1, sizeof(run_result));
 
-		e = NewEngine(8, 256, quarter, modes[m].mode, modes[m].swap_blocks, true, false);
+		e = NewEngine(8, 256, quarter, modes[m].mode, modes[m].swap_blocks, !modes[m].prefix, false);
 		RunWorkload(e, &base, res);
 		TAP_OK(SameTokens(&base, res, &ref),
 			   "%s: with %d of the %d blocks the workload needs, every request completes with the unconstrained greedy output",
@@ -218,6 +257,10 @@ TestPreemption(void)
 		else
 			TAP_OK(res->st.preemptions_recompute > 0, "a full swap area falls back to recompute");
 		TAP_OK(NoLeaks(&res->st), "%s: every KV and swap block is free at the end", modes[m].name);
+		if (modes[m].prefix && modes[m].mode == CBLLM_PREEMPT_RECOMPUTE)
+			TAP_OK(res->st.prefix_hits > 0,
+				   "%s: readmitted victims reuse their own cached blocks (%lld hits)", modes[m].name,
+				   (long long) res->st.prefix_hits);
 		free(res);
 		cbllm_engine_destroy(e);
 	}
@@ -475,6 +518,391 @@ TestStaticVersusContinuous(void)
 	free(ct);
 }
 
+#define PLEN 21					/* prefix-test prompts: 5 full blocks of 4 are looked up */
+#define PGEN 12
+
+/* Token i of prompt "seed": 1 (BOS) first, then a deterministic id. */
+static int32_t
+SeedToken(int seed, int i)
+{
+	return i == 0 ? 1 : 3 + (int32_t) ((seed * 2654435761u + i * 40503u) % (unsigned) (vocab - 3));
+}
+
+/*
+ * Run one greedy request of PLEN ids in salt to its end on e (nothing else
+ * running); its PGEN tokens go to out.  Returns the prefix-cache hits it got.
+ */
+static int64_t
+RunAlone(cbllm_engine *e, const int32_t *ids, uint64_t salt, int32_t *out)
+{
+	cbllm_request_input in = {.ids = ids, .n_ids = PLEN, .cache_salt = salt};
+	cbllm_sampling sp = cbllm_sampling_default();
+	cbllm_stats before,
+				after;
+	cbllm_output o;
+	int64_t		id = 0;
+	int			n = 0,
+				active;
+
+	sp.max_tokens = PGEN;
+	sp.ignore_eos = true;
+	cbllm_engine_stats(e, &before);
+	if (cbllm_engine_submit(e, &in, &sp, &id, NULL) != CBLLM_OK)
+		return -1;
+	for (int s = 0; s < 1000; s++)
+	{
+		cbllm_engine_step(e, &active, NULL);
+		if (cbllm_engine_take(e, id, &o, NULL) != CBLLM_OK)
+			break;
+		for (int t = 0; t < o.n_tokens && n < PGEN; t++)
+			out[n++] = o.tokens[t];
+		if (o.finish != CBLLM_FINISH_NONE)
+			break;
+	}
+	cbllm_engine_stats(e, &after);
+	return n == PGEN ? after.prefix_hits - before.prefix_hits : -1;
+}
+
+/*
+ * Prompts that share some blocks, run one after another with every block
+ * hash forced equal (and, as a control, with real hashes): each request hits
+ * exactly the blocks it truly shares, and generates what it generates alone.
+ */
+static void
+TestPrefixCollisionsNeverShareKV(void)
+{
+	enum
+	{
+		NP = 5
+	};
+	const char *name[NP] = {"A", "B (A's first 2 blocks)", "C (unrelated)",
+	"D (C's first block, then A's tokens)", "A again"};
+	const int64_t expect_hits[NP] = {0, 2, 0, 1, 5};
+	int32_t		ids[NP][PLEN],
+				solo[NP][PGEN],
+				got[PGEN];
+	cbllm_engine *e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, true, false);
+	bool		solo_ok = e != NULL;
+
+	for (int i = 0; i < PLEN; i++)
+	{
+		ids[0][i] = SeedToken(11, i);
+		ids[1][i] = i < 8 ? ids[0][i] : SeedToken(12, i);
+		ids[2][i] = SeedToken(13, i);
+		ids[3][i] = i < 4 ? ids[2][i] : ids[0][i];
+		ids[4][i] = ids[0][i];
+	}
+	for (int k = 0; k < NP && solo_ok; k++)
+		solo_ok = RunAlone(e, ids[k], 0, solo[k]) == 0;	/* no prefix caching: each alone */
+	cbllm_engine_destroy(e);
+	TAP_OK(solo_ok, "each prefix-test prompt generates %d tokens alone", PGEN);
+	for (int forced = 0; forced < 2 && solo_ok; forced++)
+	{
+		const char *mode = forced ? "every block hash forced equal" : "real hashes";
+		bool		all = true;
+
+		e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, false, false);
+		if (e == NULL)
+			return;
+		e->kv->test_hash = forced ? 0x5eed : 0;
+		for (int k = 0; k < NP; k++)
+		{
+			int64_t		hits = RunAlone(e, ids[k], 0, got);
+			bool		same = memcmp(got, solo[k], sizeof(got)) == 0;
+
+			TAP_OK(hits == expect_hits[k] && same,
+				   "%s: %s hits %lld cached blocks (exactly the %lld it shares) and generates its solo tokens (%s)",
+				   mode, name[k], (long long) hits, (long long) expect_hits[k], same ? "same" : "differ");
+			all = all && hits == expect_hits[k] && same;
+		}
+		if (forced)
+			TAP_OK(all, "with all hashes colliding, no two different prefixes share KV and identical ones still do");
+		cbllm_engine_destroy(e);
+	}
+}
+
+/* The same prompt under two cache salts: no hits across salts, hits within each. */
+static void
+TestCacheSaltScopes(void)
+{
+	int32_t		ids[PLEN],
+				solo[PGEN],
+				got[PGEN];
+	cbllm_engine *e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, true, false);
+	bool		solo_ok;
+
+	for (int i = 0; i < PLEN; i++)
+		ids[i] = SeedToken(21, i);
+	solo_ok = e != NULL && RunAlone(e, ids, 0, solo) == 0;
+	cbllm_engine_destroy(e);
+	for (int forced = 0; forced < 2 && solo_ok; forced++)
+	{
+		const char *mode = forced ? "forced-equal hashes" : "real hashes";
+		const uint64_t salt[4] = {1, 2, 1, 2};
+		const int64_t expect[4] = {0, 0, 5, 5};
+		int64_t		hits[4];
+		bool		same = true;
+
+		e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, false, false);
+		if (e == NULL)
+			return;
+		e->kv->test_hash = forced ? 0x5a17 : 0;
+		for (int k = 0; k < 4; k++)
+		{
+			hits[k] = RunAlone(e, ids, salt[k], got);
+			same = same && memcmp(got, solo, sizeof(got)) == 0;
+		}
+		TAP_OK(hits[0] == expect[0] && hits[1] == expect[1],
+			   "%s: the prompt cached under salt 1 gets no hit under salt 2 (%lld, %lld hits)", mode,
+			   (long long) hits[0], (long long) hits[1]);
+		TAP_OK(hits[2] == expect[2] && hits[3] == expect[3],
+			   "%s: run again, it hits all 5 of its blocks within salt 1 and within salt 2 (%lld, %lld)",
+			   mode, (long long) hits[2], (long long) hits[3]);
+		TAP_OK(same, "%s: every run under either salt generates the solo tokens", mode);
+		cbllm_engine_destroy(e);
+	}
+}
+
+#define FLOOD_MAX 1024
+#define PRIO_H 10				/* the flood */
+#define PRIO_L 0				/* the one request it would starve */
+
+/* A stream of high-priority requests kept waiting at a fixed depth. */
+typedef struct flood
+{
+	cbllm_engine *e;
+	int64_t		ids[FLOOD_MAX];	/* submitted requests; 0 once finished */
+	cbllm_phase phase[FLOOD_MAX];	/* phase at the last take */
+	int			n;
+	int			n_done;
+	int			prompt_len;
+	int			gen;
+} flood;
+
+/* Submit flood requests until `depth` of them wait for admission. */
+static void
+FloodTopUp(flood *f, int depth)
+{
+	int			waiting = 0;
+
+	for (int k = 0; k < f->n; k++)
+		waiting += f->ids[k] != 0 && f->phase[k] == CBLLM_PHASE_QUEUED;
+	for (; waiting < depth && f->n < FLOOD_MAX; waiting++)
+	{
+		int32_t		ids[64];
+		cbllm_request_input in = {.ids = ids, .n_ids = f->prompt_len};
+		cbllm_sampling sp = cbllm_sampling_default();
+
+		for (int i = 0; i < f->prompt_len; i++)
+			ids[i] = SeedToken(5000 + f->n, i);
+		sp.max_tokens = f->gen;
+		sp.ignore_eos = true;
+		sp.priority = PRIO_H;
+		f->phase[f->n] = CBLLM_PHASE_QUEUED;
+		if (cbllm_engine_submit(f->e, &in, &sp, &f->ids[f->n], NULL) != CBLLM_OK)
+			f->ids[f->n] = 0;
+		f->n++;
+	}
+}
+
+/* Take every live flood request's output; count the finished ones. */
+static void
+FloodTake(flood *f)
+{
+	for (int k = 0; k < f->n; k++)
+	{
+		cbllm_output o;
+
+		if (f->ids[k] == 0 || cbllm_engine_take(f->e, f->ids[k], &o, NULL) != CBLLM_OK)
+			continue;
+		f->phase[k] = o.phase;
+		if (o.finish != CBLLM_FINISH_NONE)
+		{
+			f->ids[k] = 0;
+			f->n_done++;
+		}
+	}
+}
+
+/* Submit the low-priority request at the current test_now; its id. */
+static int64_t
+SubmitLow(cbllm_engine *e, int prompt_len, int gen)
+{
+	int32_t		ids[64];
+	cbllm_request_input in = {.ids = ids, .n_ids = prompt_len};
+	cbllm_sampling sp = cbllm_sampling_default();
+	int64_t		id = 0;
+
+	for (int i = 0; i < prompt_len; i++)
+		ids[i] = SeedToken(4242, i);
+	sp.max_tokens = gen;
+	sp.ignore_eos = true;
+	sp.priority = PRIO_L;
+	cbllm_engine_submit(e, &in, &sp, &id, NULL);
+	return id;
+}
+
+#define FL_SEATS 2				/* max_num_seqs of the flood test */
+#define FL_DEPTH 4				/* flood requests kept waiting */
+#define FL_GEN_H 6
+#define FL_GEN_L 4
+
+/*
+ * One flood run at the given aging rate, one clock second per step: the low
+ * request is submitted first, then the flood keeps FL_DEPTH requests waiting
+ * for up to `steps` steps.  Returns the step at which the low request
+ * finished, or -1; *flood_done is how many flood requests finished.
+ */
+static int
+RunFlood(double aging, int steps, int *flood_done)
+{
+	cbllm_engine_params p = Params(FL_SEATS, 256, 0, CBLLM_PREEMPT_RECOMPUTE, 0, true, false);
+	flood	   *f = calloc(1, sizeof(flood));
+	int64_t		low;
+	int			done = -1;
+
+	p.priority_aging = aging;
+	test_now = 0;
+	f->e = Create(&p);
+	f->prompt_len = 8;
+	f->gen = FL_GEN_H;
+	if (f->e == NULL)
+	{
+		free(f);
+		return -1;
+	}
+	low = SubmitLow(f->e, 8, FL_GEN_L);
+	for (int s = 0; s < steps && done < 0; s++)
+	{
+		cbllm_output o;
+
+		test_now = s;
+		FloodTopUp(f, FL_DEPTH);
+		cbllm_engine_step(f->e, NULL, NULL);
+		FloodTake(f);
+		if (cbllm_engine_take(f->e, low, &o, NULL) == CBLLM_OK && o.finish != CBLLM_FINISH_NONE)
+			done = s;
+	}
+	*flood_done = f->n_done;
+	cbllm_engine_destroy(f->e);
+	free(f);
+	test_now = 1000.0;
+	return done;
+}
+
+/*
+ * A continuous flood of priority-10 requests that keeps the engine full:
+ * with aging, a priority-0 request finishes within a bound computed from the
+ * rate; with aging off it is still waiting after three times that bound.
+ */
+static void
+TestAgingEndsStarvation(void)
+{
+	const struct
+	{
+		const char *name;
+		double		param;		/* priority_aging as passed */
+		double		rate;		/* points per second it means */
+	}			rates[] = {{"the default rate (1 point/s)", 0, 1.0}, {"2 points/s", 2.0, 2.0}};
+	int			worst = 0,
+				flood_done,
+				done;
+
+	for (size_t k = 0; k < sizeof(rates) / sizeof(rates[0]); k++)
+	{
+		/*
+		 * From t* = (10 - 0) / rate seconds on, every new flood request ranks
+		 * at or below the low one (ties go to the earlier arrival).  What is
+		 * ahead of it then is at most the FL_SEATS running and FL_DEPTH
+		 * waiting flood requests, served FL_SEATS at a time in rounds of at
+		 * most FL_GEN_H steps (an 8-token prompt is one step, which samples
+		 * the first token); then it needs FL_GEN_L steps, plus 2 for step
+		 * boundaries.
+		 */
+		int			t_star = (int) ceil((PRIO_H - PRIO_L) / rates[k].rate);
+		int			bound = t_star + FL_GEN_H * (1 + (FL_DEPTH + FL_SEATS - 1) / FL_SEATS) +
+			FL_GEN_L + 2;
+
+		done = RunFlood(rates[k].param, 3 * bound, &flood_done);
+		TAP_OK(done >= 0 && done <= bound,
+			   "aging at %s: the priority-0 request finishes at step %d, within the bound of %d steps, while %d flood requests finish",
+			   rates[k].name, done, bound, flood_done);
+		worst = bound > worst ? bound : worst;
+	}
+	done = RunFlood(CBLLM_PRIORITY_AGING_OFF, 3 * worst, &flood_done);
+	TAP_OK(done < 0 && flood_done >= 3 * worst * FL_SEATS / FL_GEN_H / 2,
+		   "aging off: the priority-0 request is still waiting after %d steps (3 x the bound) while the flood keeps the engine full (%d finished)",
+		   3 * worst, flood_done);
+}
+
+/*
+ * A low-priority request that has aged runs with a small KV pool while a
+ * fresh priority-10 flood arrives: with aging the flood never preempts it
+ * (every later arrival ranks below it); with aging off it is preempted.
+ */
+static void
+TestAgedRequestKeepsItsSeat(void)
+{
+	for (int on = 1; on >= 0; on--)
+	{
+		cbllm_engine_params p = Params(4, 256, 16, CBLLM_PREEMPT_RECOMPUTE, 0, true, false);
+		flood	   *f = calloc(1, sizeof(flood));
+		cbllm_stats st;
+		int64_t		low;
+		int			n_preempted = 0;
+		bool		finished = false;
+
+		p.priority_aging = on ? 0 : CBLLM_PRIORITY_AGING_OFF;
+		test_now = 0;
+		f->e = Create(&p);
+		f->prompt_len = 8;
+		f->gen = 8;
+		if (f->e == NULL)
+		{
+			free(f);
+			return;
+		}
+		low = SubmitLow(f->e, 16, 44);	/* 15 of the 16 blocks at its end: no room left beside it */
+		for (int s = 0; s < 300 && !finished; s++)
+		{
+			cbllm_output o;
+
+			test_now = s < 3 ? s : 100 + s;	/* it runs, then 100 s pass: it has aged 100 points */
+			if (s >= 3)
+				FloodTopUp(f, 2);
+			cbllm_engine_step(f->e, NULL, NULL);
+			FloodTake(f);
+			if (cbllm_engine_take(f->e, low, &o, NULL) != CBLLM_OK)
+				break;
+			n_preempted = o.n_preemptions;
+			finished = o.finish != CBLLM_FINISH_NONE;
+		}
+		cbllm_engine_stats(f->e, &st);
+		if (on)
+			TAP_OK(n_preempted == 0 && finished && f->n_done > 0 && st.preemptions > 0,
+				   "aging on: the aged request is never preempted by the later flood and finishes, while flood requests preempt each other (%lld preemptions, %d flood requests done)",
+				   (long long) st.preemptions, f->n_done);
+		else
+			TAP_OK(n_preempted > 0, "aging off: the same flood preempts it (%d times)", n_preempted);
+		cbllm_engine_destroy(f->e);
+		free(f);
+		test_now = 1000.0;
+	}
+}
+
+/* priority_aging must be finite. */
+static void
+TestAgingParamChecked(void)
+{
+	cbllm_engine_params p = Params(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, true, false);
+	cbllm_engine *e = NULL;
+	cbllm_err	err;
+
+	p.priority_aging = NAN;
+	TAP_OK(cbllm_engine_create(&p, &e, &err) == CBLLM_ERR_INVALID && e == NULL,
+		   "priority_aging NaN is refused: %s", err.msg);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -508,5 +936,10 @@ main(int argc, char **argv)
 	TestAborts();
 	TestChunkedPrefill();
 	TestStaticVersusContinuous();
+	TestPrefixCollisionsNeverShareKV();
+	TestCacheSaltScopes();
+	TestAgingEndsStarvation();
+	TestAgedRequestKeepsItsSeat();
+	TestAgingParamChecked();
 	return tap_done();
 }
