@@ -67,11 +67,19 @@ UNIT_TESTS = \
 
 CLI = bin/cbllm-cli
 
-# CUDA kernels: built when nvcc is found (or CUDA=1), skipped with CUDA=0.
-# They need no GPU to build.  The kernels form build/libcbllm_cuda.a; the
-# same kernels compiled by g++ against a CPU emulator of CUDA
-# (test/cuda_emu) form build/emu/libcbllm_cuda_emu.a, which the *_emu test
-# programs link instead, so CI runs the CUDA backend without a GPU.
+# CUDA.  The real-CUDA build is optional: built when nvcc is found (or
+# CUDA=1), skipped with CUDA=0; it needs no GPU to build.  The kernels form
+# build/libcbllm_cuda.a, linked into cbllm.so, bin/cbllm-cli and the GPU
+# tests (build/test/test_cuda_ops, test_engine_cuda).
+#
+# The emulated device is always built, nvcc or not: the same kernels compiled
+# by g++ against a CPU emulator of CUDA (test/cuda_emu) form
+# build/emu/libcbllm_cuda_emu.a, which the *_emu test programs (and
+# build/emu/cbllm-cli) link instead, so every build runs the CUDA backend
+# without a GPU.  They need an engine built with CUDA support
+# (-DCBLLM_WITH_CUDA, with cuda/backend_cuda.c): with CUDA=1 that is
+# build/libcbllm_engine.a itself; with CUDA=0 a second copy of the engine,
+# build/emu/libcbllm_engine_emu.a, is compiled for them.
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(wildcard $(CUDA_HOME)/bin/nvcc)
 CUDA      ?= $(if $(NVCC),1,0)
@@ -82,15 +90,24 @@ CUDA_KERNELS = cuda_runtime_ops cuda_ops cuda_gemm cuda_attention cuda_sample
 CUDA_LIB     = build/libcbllm_cuda.a
 CUDA_EMU_LIB = build/emu/libcbllm_cuda_emu.a
 EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu
+EMU_LIBS     = $(CUDA_EMU_LIB) -lcjson -lm -pthread -lstdc++
+UNIT_TESTS  += $(EMU_TESTS)
 ifeq ($(CUDA),1)
-UNIT_TESTS    += build/test/test_cuda_ops build/test/test_engine_cuda $(EMU_TESTS)
+ifeq ($(NVCC),)
+$(error CUDA=1 needs nvcc and there is none in $(CUDA_HOME)/bin: set NVCC or CUDA_HOME, or build with CUDA=0)
+endif
+UNIT_TESTS    += build/test/test_cuda_ops build/test/test_engine_cuda
 ENGINE_CFLAGS += -DCBLLM_WITH_CUDA
 ENGINE_OBJS   += build/cuda/backend_cuda.o
 ENGINE_LIBS   := $(CUDA_LIB) $(ENGINE_LIBS) $(CUDA_LIBS)
-EMU_LIBS       = $(CUDA_EMU_LIB) -lcjson -lm -pthread -lstdc++
+EMU_ENGINE_LIB = $(ENGINE_LIB)
+else
+EMU_ENGINE_LIB = build/emu/libcbllm_engine_emu.a
 endif
+EMU_ENGINE_CFLAGS = $(filter-out -DCBLLM_WITH_CUDA,$(ENGINE_CFLAGS)) -DCBLLM_WITH_CUDA
+EMU_ENGINE_OBJS   = $(patsubst src/%.c,build/emu/engine/%.o,$(ENGINE_SRCS)) build/emu/engine/backend_cuda.o
 
-.PHONY: engine unit-tests check-all clean-engine install-cli
+.PHONY: engine unit-tests check-all clean-engine install-cli cuda-config
 
 all: engine $(CLI) unit-tests
 
@@ -125,17 +142,33 @@ build/test/%: test/unit/%.c test/unit/*.h $(ENGINE_LIB) $(if $(filter 1,$(CUDA))
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itest/unit $< $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
 
 # the same test programs on the emulated device
-build/test/test_cuda_ops_emu: test/unit/test_cuda_ops.c test/unit/*.h $(ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
-	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itest/unit $< $(ENGINE_LIB) $(EMU_LIBS) -o $@
+build/test/test_cuda_ops_emu: test/unit/test_cuda_ops.c test/unit/*.h $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
+	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -Itest/unit $< $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 
-build/test/test_engine_cuda_emu: test/unit/test_engine_cuda.c test/unit/*.h $(ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
-	$(ENGINE_CC) $(ENGINE_CFLAGS) -DCBLLM_CUDA_EMU -Itest/unit $< $(ENGINE_LIB) $(EMU_LIBS) -o $@
+build/test/test_engine_cuda_emu: test/unit/test_engine_cuda.c test/unit/*.h $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
+	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -DCBLLM_CUDA_EMU -Itest/unit $< $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 
 # the command-line tool on the emulated device, for rehearsing test/gpu/check.sh without a GPU
-build/emu/cbllm-cli: $(CLI_SRCS) tools/*.h $(ENGINE_LIB) $(CUDA_EMU_LIB) | build/emu
-	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itools $(CLI_SRCS) $(ENGINE_LIB) $(EMU_LIBS) -o $@
+build/emu/cbllm-cli: $(CLI_SRCS) tools/*.h $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/emu
+	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -Itools $(CLI_SRCS) $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 
-build/cuda build/emu:
+# the engine with CUDA support for the emulated device (CUDA=0 builds only);
+# the kernels get the flags their rules above give them
+EMU_KERNEL_FLAGS_kernels_generic = -O3
+EMU_KERNEL_FLAGS_kernels_avx2    = -O3 $(AVX2_FLAGS)
+EMU_KERNEL_FLAGS_kernels_avx512  = -O3 $(AVX512_FLAGS)
+
+build/emu/engine/%.o: src/%.c src/*.h src/*.inc | build/emu/engine
+	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) $(EMU_KERNEL_FLAGS_$*) -c $< -o $@
+
+build/emu/engine/backend_cuda.o: cuda/backend_cuda.c cuda/*.h src/*.h | build/emu/engine
+	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -c $< -o $@
+
+build/emu/libcbllm_engine_emu.a: $(EMU_ENGINE_OBJS)
+	rm -f $@
+	ar rcs $@ $^
+
+build/cuda build/emu build/emu/engine:
 	mkdir -p $@
 
 build/cuda/%.o: cuda/%.cu cuda/*.h cuda/*.cuh src/util.h | build/cuda
@@ -145,7 +178,9 @@ $(CUDA_LIB): $(patsubst %,build/cuda/%.o,$(CUDA_KERNELS))
 	rm -f $@
 	ar rcs $@ $^
 
-EMU_CXXFLAGS = -std=c++17 -O1 -g -fPIC -Wall -Wextra -Werror -Wno-unused-parameter \
+# EMU_OPT: the emulator's and emulated kernels' optimisation (and sanitizer) flags
+EMU_OPT     ?= -O1 -g
+EMU_CXXFLAGS = -std=c++17 $(EMU_OPT) -fPIC -Wall -Wextra -Werror -Wno-unused-parameter \
                -Wno-unknown-pragmas -DCBLLM_CUDA_EMU -Itest/cuda_emu/include -Itest/cuda_emu
 
 build/emu/%.o: cuda/%.cu cuda/*.h cuda/*.cuh test/cuda_emu/*.h src/util.h | build/emu
@@ -165,6 +200,11 @@ unit-tests: $(UNIT_TESTS)
 
 check-all: all
 	test/run-tests
+
+# what this build does about CUDA (test/run-tests reports it)
+cuda-config:
+	@echo "CUDA=$(CUDA)"
+	@echo "NVCC=$(NVCC)"
 
 clean-engine:
 	rm -rf build bin

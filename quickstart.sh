@@ -5,26 +5,38 @@
 # then runs llm_generate and streams llm_generate_stream through psql.
 #
 # usage: bash quickstart.sh [MODEL_DIR]   (default: a generated tiny model)
+# The cluster lives in /tmp/cbllm-quickstart and listens on port 5439 (a Unix
+# socket in that directory only); CBLLM_QUICKSTART_DIR and CBLLM_QUICKSTART_PORT
+# change them.  The packages are the ones listed in packages.txt.
 set -euo pipefail
 cd "$(dirname "$0")"
-base=/tmp/cbllm-quickstart
-port=5439
+base=${CBLLM_QUICKSTART_DIR:-/tmp/cbllm-quickstart}
+port=${CBLLM_QUICKSTART_PORT:-5439}
 if [ "$(id -u)" = 0 ]; then
-	if ! dpkg -s libcjson-dev libkrb5-dev python3-numpy postgresql-15 postgresql-server-dev-15 >/dev/null 2>&1; then
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq
-		apt-get install -y -qq --no-install-recommends build-essential libcjson-dev \
-			python3-numpy postgresql-15 postgresql-server-dev-15 >/dev/null
-	fi
+	asroot=()
 	runas=(runuser -u postgres --)
 else
+	asroot=(sudo)
 	runas=()
+fi
+# the packages, unless every one of them is installed already
+packages=$(grep -v '^#' packages.txt)
+# shellcheck disable=SC2086 # one word per package
+if ! dpkg -s $packages >/dev/null 2>&1; then
+	"${asroot[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	"${asroot[@]}" env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends $packages >/dev/null
 fi
 export PATH=/usr/lib/postgresql/15/bin:$PATH
 make -s -j2
-if [ "$(id -u)" = 0 ]; then make -s install; else sudo make -s install; fi
+"${asroot[@]}" make -s install
 
 # a fresh cluster and (unless one was given) a generated model, owned by the server's user
+# (only a directory that is empty or holds an earlier quickstart is replaced)
+if [ -n "$(ls -A "$base" 2>/dev/null)" ] && [ ! -f "$base/data/PG_VERSION" ]; then
+	echo "quickstart.sh: $base exists and holds no earlier quickstart cluster; not replacing it" >&2
+	exit 1
+fi
 if [ -f "$base/data/postmaster.pid" ]; then "${runas[@]}" pg_ctl -D "$base/data" -m fast stop || true; fi
 rm -rf "$base" && mkdir -p "$base"
 model=${1:-$base/model}

@@ -4,7 +4,7 @@
  * synthetic tokenizers and malformed tokenizer files.
  *
  * Usage: test_tokenizer [testdata-dir]   (default: $CBLLM_TESTDATA, else
- * ../shared/testdata/llama2-tokenizer)
+ * test/data/llama2-tokenizer, from the repository root)
  */
 #include <stdlib.h>
 #include <string.h>
@@ -767,7 +767,7 @@ main(int argc, char **argv)
 	int			rc;
 
 	if (dir == NULL)
-		dir = "../shared/testdata/llama2-tokenizer";
+		dir = "test/data/llama2-tokenizer";
 	rc = tokenizer_load(dir, &tok, &err);
 	TAP_OK(rc == CBLLM_OK, "load the Llama-2 tokenizer from %s%s%s", dir, rc ? ": " : "", rc ? err.msg : "");
 	if (rc == CBLLM_OK)
