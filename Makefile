@@ -11,7 +11,8 @@ EXTVERSION  = 0.1.0
 MODULE_big  = cbllm
 OBJS        = bgworker/cbllm.o bgworker/guc.o bgworker/channel.o bgworker/worker.o \
               bgworker/client.o bgworker/sql_generate.o bgworker/sql_tokenize.o \
-              bgworker/sql_status.o bgworker/stats.o
+              bgworker/sql_status.o bgworker/stats.o bgworker/slot.o bgworker/sql_text.o \
+              bgworker/sql_enrich.o
 DATA        = sql/cbllm--$(EXTVERSION).sql
 PG_CPPFLAGS = -Isrc
 PG_CFLAGS   = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers \

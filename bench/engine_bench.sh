@@ -18,7 +18,7 @@ for dt in f32 bf16; do
 	[ -f "$work/m130-$dt/config.json" ] ||
 		/usr/bin/python3 test/tools/gen_model.py "$work/m130-$dt" --hidden 768 --layers 12 \
 			--heads 12 --kv-heads 12 --intermediate 2048 --dtype $dt --max-pos 4096 \
-			--tokenizer-from ../shared/testdata/llama2-tokenizer >/dev/null
+			--tokenizer-from test/data/llama2-tokenizer >/dev/null
 done
 echo "# machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 for r in $(seq "$runs"); do

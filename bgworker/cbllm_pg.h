@@ -13,6 +13,7 @@
 #include "lib/stringinfo.h"
 #include "port/atomics.h"
 #include "storage/latch.h"
+#include "storage/lwlock.h"
 #include "storage/spin.h"
 #include "datatype/timestamp.h"
 
@@ -36,17 +37,37 @@ extern int	cbllm_max_tokens_limit;
 extern int	cbllm_max_prompt_bytes;
 extern int	cbllm_output_buffer_bytes;
 extern int	cbllm_load_timeout_ms;
+extern int	cbllm_max_requests_per_session;
+extern int	cbllm_max_requests_per_role;
+extern int	cbllm_slot_wait_timeout_ms;
+extern int	cbllm_result_memory_kb;
+extern int	cbllm_stall_timeout_ms;
+extern int	cbllm_prefix_cache_scope;
+extern double cbllm_priority_aging;
+
+/* cbllm.prefix_cache_scope */
+#define PREFIX_SCOPE_ROLE 0
+#define PREFIX_SCOPE_DATABASE 1
+#define PREFIX_SCOPE_CLUSTER 2
 
 void		CbllmDefineGucs(void);
 
-/* ---- the channel (channel.c) ---- */
+/* ---- the channel (channel.c: layout; slot.c: every slot transition) ---- */
 
+/*
+ * A slot's life (slot.c has the whole protocol and says who may make each
+ * move under which lock):
+ *   FREE -> CLAIMED -> SUBMITTED -> RUNNING -> DONE | FAILED -> FREE
+ * with CANCELLED (the backend gave up) and PARKING (the worker moves a
+ * finished llm_submit result out of the slot) on the side.
+ */
 typedef enum CbllmSlotState
 {
-	SLOT_FREE = 0,				/* unused; a backend may claim it */
+	SLOT_FREE = 0,				/* unused; a backend may claim it under claim_lock */
 	SLOT_CLAIMED,				/* a backend is filling in the request */
 	SLOT_SUBMITTED,				/* ready for the worker */
 	SLOT_RUNNING,				/* the worker has it in the engine */
+	SLOT_PARKING,				/* finished; the worker is moving its result to the parked store */
 	SLOT_DONE,					/* finished; output complete */
 	SLOT_FAILED,				/* finished with an error (errcode, error) */
 	SLOT_CANCELLED				/* the backend gave up; the worker aborts and frees it */
@@ -61,13 +82,28 @@ typedef enum CbllmEngineState
 	ENGINE_NO_MODEL				/* cbllm.model is empty */
 } CbllmEngineState;
 
+/* What a request asks of the worker. */
+typedef enum CbllmRequestKind
+{
+	REQ_GENERATE = 0,			/* prompt text in, text pieces out */
+	REQ_TOKENIZE,				/* text in, int32 token ids out (as the engine reads a prompt) */
+	REQ_TOKEN_COUNT,			/* text in, one int32 count out */
+	REQ_DETOKENIZE				/* int32 token ids in, text out */
+} CbllmRequestKind;
+
 #define CBLLM_REASON_LEN 512
 #define CBLLM_ERROR_LEN 512
 #define CBLLM_MAX_STOP_STRINGS 8
+/* The largest piece payload in one output frame; a frame is a 4-byte length, then the bytes. */
+#define CBLLM_FRAME_MAX 4096
+#define CBLLM_FRAME_HEADER 4
+/* The smallest output ring: two of the largest frames. */
+#define CBLLM_MIN_OUTPUT_BUFFER (2 * (CBLLM_FRAME_MAX + CBLLM_FRAME_HEADER))
 
-/* A request's generation parameters, as the SQL call gave them. */
+/* A request's parameters, as the SQL call gave them. */
 typedef struct CbllmParams
 {
+	int			kind;			/* a CbllmRequestKind */
 	int			max_tokens;
 	double		temperature;
 	double		top_p;
@@ -75,47 +111,73 @@ typedef struct CbllmParams
 	bool		has_seed;
 	int64		seed;
 	int			priority;
+	uint64		cache_salt;		/* prefix-cache scope: requests share cached KV only with equal salts */
 	int			n_stop;
 	int			stop_len[CBLLM_MAX_STOP_STRINGS];	/* bytes of each stop string */
 } CbllmParams;
 
 /*
- * One request slot.  Every field says who writes it, under which lock:
- * "mutex" is the slot's spinlock; the state machine is
- *   FREE -> CLAIMED (backend) -> SUBMITTED (backend) -> RUNNING (worker)
- *   -> DONE | FAILED (worker) -> FREE (backend, after reading)
- * and from CLAIMED/SUBMITTED/RUNNING a backend may move it to CANCELLED,
- * after which only the worker touches it and returns it to FREE.
+ * One request slot.  "mutex" is the slot's spinlock, held only for a few
+ * loads and stores (never for a copy of a buffer, an allocation or an
+ * elog); the buffers are copied outside it, by the one process the state
+ * gives them to (see slot.c).
  */
 typedef struct CbllmSlot
 {
 	slock_t		mutex;
-	CbllmSlotState state;		/* see above; under mutex */
-	uint64		serial;			/* backend, under mutex: bumped at every claim */
-	int			owner_pid;		/* backend at claim, under mutex; 0 when free */
+	CbllmSlotState state;		/* under mutex; the moves are listed in slot.c */
+	uint64		serial;			/* backend at claim, under claim_lock and mutex: bumped at every claim */
+	int			owner_pid;		/* backend at claim, under claim_lock and mutex; 0 when free */
+	Oid			owner_role;		/* backend at claim, under claim_lock and mutex: the submitting user */
 	Latch	   *owner_latch;	/* backend at claim, under mutex: set by the worker on output */
+	bool		async;			/* backend at claim, under mutex: llm_submit (its result is parked when done) */
 	uint32		worker_generation;	/* backend at submit (the worker it expects), under mutex */
 
-	/* the request: backend, under mutex, before SUBMITTED; then read-only */
+	/* the request: backend, while CLAIMED (no lock: the slot is its own); read-only from SUBMITTED */
 	CbllmParams params;			/* its stop strings follow the prompt in prompt_buf */
-	int			prompt_len;		/* bytes of prompt text at the start of prompt_buf */
-
-	Oid			owner_role;		/* backend at claim, under mutex: the submitting user */
+	int			prompt_len;		/* bytes of prompt text (or of int32 ids) at the start of prompt_buf */
 	TimestampTz submitted_at;	/* backend at submit, under mutex */
 
-	/* the result: worker, under mutex */
+	/* progress: worker, under mutex */
 	int			phase;			/* a cbllm_phase, for cbllm.requests */
 	TimestampTz first_token_at; /* 0 until the first token */
 	double		queue_seconds;	/* submit to first admission in the engine; -1 while queued */
 	int			n_prompt_tokens;
 	int			n_generated;
 	int			finish;			/* a cbllm_finish once DONE */
-	int			errcode;		/* a PostgreSQL sqlstate once FAILED */
-	char		error[CBLLM_ERROR_LEN];
-	uint64		out_head;		/* worker, under mutex: bytes ever written to out_buf */
-	uint64		out_tail;		/* backend, under mutex: bytes ever read from out_buf */
-	/* prompt_buf (cbllm.max_prompt_bytes) and out_buf (cbllm.output_buffer_bytes) follow */
+	int			errcode;		/* worker, under mutex: a PostgreSQL sqlstate once FAILED */
+	char		error[CBLLM_ERROR_LEN]; /* worker, while RUNNING (no lock), published by the FAILED store */
+
+	/*
+	 * The output ring: the worker writes bytes at [out_head, out_tail + cap)
+	 * outside the lock and then advances out_head under it; the backend
+	 * copies [out_tail, out_head) outside the lock and then advances
+	 * out_tail under it.  Each counts bytes ever written or read.
+	 */
+	uint64		out_head;		/* worker, under mutex */
+	uint64		out_tail;		/* backend, under mutex */
+	/* prompt_buf (cbllm.max_prompt_bytes) and out_buf (cbllm.output_buffer_size) follow */
 } CbllmSlot;
+
+/*
+ * A finished llm_submit result the worker moved out of its slot, so that an
+ * uncollected result holds no request slot.  Entries live in an array
+ * guarded by parked_lock; the text lives in the result area (a DSA area of
+ * cbllm.result_memory inside the main shared memory).
+ */
+typedef struct CbllmParked
+{
+	bool		in_use;			/* worker sets it, the owning backend clears it, under parked_lock */
+	int			owner_pid;		/* worker, under parked_lock: copied from the slot */
+	Oid			owner_role;		/* worker, under parked_lock: a role fills at most half the array */
+	int			slot;			/* the request's id: slot and serial */
+	uint64		serial;
+	uint64		data;			/* a dsa_pointer to len bytes of framed output, 0 when len is 0 */
+	int			len;
+	bool		failed;
+	int			errcode;
+	char		error[CBLLM_ERROR_LEN];
+} CbllmParked;
 
 /* Latencies kept as log-spaced histograms (bucket b: [0.1 ms * 1.25^b, 0.1 ms * 1.25^(b+1))). */
 #define CBLLM_HIST_BUCKETS 96
@@ -168,12 +230,22 @@ typedef struct CbllmShared
 	TimestampTz stats_reset_at;
 	CbllmHistogram latency[CBLLM_N_LATENCY];
 
+	/* liveness: worker, at every pass of its loop (at least once a second) */
+	pg_atomic_uint64 heartbeat; /* a TimestampTz; 0 while no worker runs */
+
 	/* set at startup, read-only afterwards */
+	LWLock	   *claim_lock;		/* serialises claims, so the quotas count exactly */
+	LWLock	   *parked_lock;	/* guards the parked array */
+	int			result_tranche; /* LWLock tranche of the result area */
 	int			n_slots;
 	Size		slot_size;		/* bytes per slot including its buffers */
 	int			prompt_cap;
 	int			out_cap;
-	/* slots follow, each slot_size bytes, 8-byte aligned */
+	int			n_parked;		/* entries of the parked array */
+	Size		parked_offset;	/* from the header to the parked array */
+	Size		result_offset;	/* from the header to the result area */
+	Size		result_size;
+	/* slots follow, each slot_size bytes, 8-byte aligned; then the parked array, then the result area */
 } CbllmShared;
 
 extern CbllmShared *cbllm_shared;
@@ -208,12 +280,62 @@ double		CbllmHistogramQuantile(const CbllmHistogram *h, double q);
 void		CbllmRegisterWorker(void);
 PGDLLEXPORT void cbllm_worker_main(Datum arg);
 
+/* ---- slot transitions (slot.c) ---- */
+
+/* What a backend read from its request (see CbllmSlotRead). */
+typedef struct CbllmReadResult
+{
+	bool		over;			/* the request ended and all its output has been read */
+	bool		failed;
+	int			errcode;
+	char		error[CBLLM_ERROR_LEN];
+} CbllmReadResult;
+
+/* Why a claim failed. */
+typedef enum CbllmClaimRefusal
+{
+	CLAIM_OK = 0,
+	CLAIM_NO_SLOT,				/* every slot is taken */
+	CLAIM_SESSION_QUOTA,		/* this session holds cbllm.max_requests_per_session */
+	CLAIM_ROLE_QUOTA			/* this role holds cbllm.max_requests_per_role */
+} CbllmClaimRefusal;
+
+int			CbllmSessionQuota(void);
+int			CbllmRoleQuota(void);
+CbllmClaimRefusal CbllmSlotClaim(bool async, int *slot_out, uint64 *serial_out, int *held_out);
+void		CbllmSlotSubmit(int slot, uint32 worker_generation);
+bool		CbllmSlotGiveUp(int slot, uint64 serial);
+void		CbllmWakeWorker(void);
+bool		CbllmSlotRead(int slot, uint64 serial, StringInfo buf, int max_frames,
+						  CbllmReadResult *res);
+CbllmSlotState CbllmSlotStateOf(int slot, uint64 serial);
+void		CbllmParkedFreeOwnedBy(int pid);
+void		CbllmParkedRecover(void);
+
+/* worker side */
+CbllmSlotState CbllmSlotPeek(int slot, uint64 *serial);
+bool		CbllmSlotTake(int slot, uint64 *serial_out);
+int			CbllmSlotDeliver(int slot, uint64 serial, const char *data, int len, bool *cancelled);
+void		CbllmSlotProgress(int slot, uint64 serial, int phase, int n_prompt, int n_generated,
+							  double queue_seconds, TimestampTz first_token_at);
+bool		CbllmSlotFinish(int slot, uint64 serial, bool failed, int finish, int errcode_in,
+							const char *msg);
+bool		CbllmSlotPark(int slot, uint64 serial, const char *pending, int pending_len,
+						  bool failed, int errcode_in, const char *msg);
+void		CbllmSlotReapCancelled(int slot, uint64 serial);
+void		CbllmWakeOwner(int slot);
+
+/* ---- text between the database and the model (sql_text.c) ---- */
+char	   *CbllmTextToModel(const char *s, int len, int *out_len, char *errmsg_out);
+char	   *CbllmTextToModelOrError(text *t, int *out_len);
+text	   *CbllmTextFromModel(const char *s, int len);
+
 /* ---- the backend side of requests (client.c) ---- */
 
 typedef struct CbllmRequestArgs
 {
-	const char *prompt;
-	int			prompt_len;
+	const char *prompt;			/* UTF-8 text, or int32 ids for REQ_DETOKENIZE */
+	int			prompt_len;		/* bytes */
 	CbllmParams params;
 	const char *stop[CBLLM_MAX_STOP_STRINGS];	/* params.stop_len[k] bytes each */
 } CbllmRequestArgs;
@@ -224,13 +346,18 @@ typedef struct CbllmHandle
 	int			slot;
 	uint64		serial;
 	uint32		worker_generation;
-	bool		session;		/* survives transaction end (llm_submit); else cancelled at it */
+	bool		session;		/* survives the commit of its transaction (llm_submit); else cancelled at its end */
+	bool		async;			/* an llm_submit request, collected with llm_result */
+	SubTransactionId subxact;	/* the subtransaction that submitted it; Invalid once committed at top level */
 } CbllmHandle;
 
 void		CbllmCheckLoaded(void);
 void		CbllmCheckArgs(const CbllmRequestArgs *a);
+bool		CbllmArgsError(const CbllmRequestArgs *a, int *errcode_out, char *errmsg_out);
 void		CbllmWaitReady(void);
 bool		CbllmSubmit(const CbllmRequestArgs *a, CbllmHandle *h, bool wait_for_slot);
+void		CbllmSubmitOrFail(const CbllmRequestArgs *a, CbllmHandle *h);
+void		CbllmDefaultParams(CbllmParams *p, int kind);
 
 /*
  * Move new output of h into buf (appending); returns true once the request
@@ -242,10 +369,14 @@ bool		CbllmPollPiece(CbllmHandle *h, StringInfo buf, bool *failed, int *errcode_
 						   char *errmsg_out);
 void		CbllmCheckWorker(const CbllmHandle *h);
 void		CbllmFlushClient(void);
-bool		CbllmFindOwned(int slot, uint64 serial, CbllmHandle *h);
+bool		CbllmFindOwned(int slot, uint64 serial, bool async, CbllmHandle *h);
 void		CbllmWait(CbllmHandle *h);
 void		CbllmRelease(CbllmHandle *h);
 void		CbllmCancel(CbllmHandle *h);
 void		CbllmRaiseFailure(int errcode_in, const char *msg);
+void		CbllmCollect(CbllmHandle *h, StringInfo buf);
+
+/* ---- engine liveness (sql_status.c) ---- */
+bool		CbllmEngineStalled(void);
 
 #endif

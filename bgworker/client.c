@@ -3,9 +3,10 @@
  * slot, submit, read framed text pieces, wait on the latch, cancel.
  *
  * Every slot a backend holds is also in a backend-local list, so that an
- * error, a cancelled query, the end of the transaction or the backend's exit
- * cancels whatever is still in flight (the worker then aborts it in the
- * engine and frees its blocks within one step).
+ * error, a cancelled query, the end of the (sub)transaction or the backend's
+ * exit cancels whatever is still in flight (the worker then aborts it in
+ * the engine and frees its blocks within one step).  The moves of a slot
+ * themselves are all in slot.c.
  */
 #include "cbllm_pg.h"
 
@@ -15,6 +16,9 @@
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/proc.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/float.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -26,10 +30,12 @@
 
 #define MAX_OWNED 4096
 
+/* Temperatures above this are refused (the distribution is flat long before). */
+#define CBLLM_MAX_TEMPERATURE 100
+
 static CbllmHandle owned[MAX_OWNED];
 static int	n_owned = 0;
 static bool callbacks_registered = false;
-static int	next_slot_hint = -1;
 
 /* Error out unless cbllm was loaded by shared_preload_libraries. */
 void
@@ -56,53 +62,97 @@ CbllmRaiseFailure(int errcode_in, const char *msg)
 			 errhint("The engine worker restarted; run the statement again.") : 0));
 }
 
+/*
+ * Check one request's parameters without raising: returns false with the
+ * sqlstate and message of the first problem.  (The array form turns a bad
+ * element into NULL with on_error => 'null', so nothing here may throw.)
+ */
+bool
+CbllmArgsError(const CbllmRequestArgs *a, int *errcode_out, char *errmsg_out)
+{
+	const CbllmParams *p = &a->params;
+	int			bytes = a->prompt_len;
+
+#define FAIL(code, ...) \
+	do { *errcode_out = (code); snprintf(errmsg_out, CBLLM_ERROR_LEN, __VA_ARGS__); return false; } while (0)
+
+	if (p->kind == REQ_GENERATE)
+	{
+		if (p->max_tokens < 1 || p->max_tokens > cbllm_max_tokens_limit)
+			FAIL(ERRCODE_INVALID_PARAMETER_VALUE, "max_tokens must be between 1 and %d, not %d",
+				 cbllm_max_tokens_limit, p->max_tokens);
+		if (!(p->temperature >= 0 && p->temperature <= CBLLM_MAX_TEMPERATURE))
+			FAIL(ERRCODE_INVALID_PARAMETER_VALUE, "temperature must be between 0 and %d, not %s",
+				 CBLLM_MAX_TEMPERATURE, float8out_internal(p->temperature));
+		if (!(p->top_p > 0 && p->top_p <= 1))
+			FAIL(ERRCODE_INVALID_PARAMETER_VALUE, "top_p must be in (0, 1], not %s",
+				 float8out_internal(p->top_p));
+		if (p->top_k < 0)
+			FAIL(ERRCODE_INVALID_PARAMETER_VALUE, "top_k must be >= 0, not %d", p->top_k);
+		if (p->priority < -1000 || p->priority > 1000)
+			FAIL(ERRCODE_INVALID_PARAMETER_VALUE, "priority must be between -1000 and 1000, not %d",
+				 p->priority);
+	}
+	for (int k = 0; k < p->n_stop; k++)
+	{
+		if (p->stop_len[k] == 0)
+			FAIL(ERRCODE_INVALID_PARAMETER_VALUE, "stop strings must not be empty");
+		bytes += p->stop_len[k];
+	}
+	if (bytes > cbllm_max_prompt_bytes)
+		FAIL(ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+			 "%s is too large: %d bytes%s, the limit is %d",
+			 p->kind == REQ_DETOKENIZE ? "the token array" : "prompt", bytes,
+			 p->n_stop > 0 ? " with its stop strings" : "", cbllm_max_prompt_bytes);
+#undef FAIL
+	return true;
+}
+
+/* The hint that goes with an argument error. */
+static const char *
+ArgsHint(const char *msg)
+{
+	if (strncmp(msg, "max_tokens", 10) == 0)
+		return "The upper limit is cbllm.max_tokens_limit.";
+	if (strncmp(msg, "temperature", 11) == 0)
+		return "Use 0 for greedy decoding.";
+	if (strncmp(msg, "top_p", 5) == 0)
+		return "Use 1 to turn nucleus sampling off.";
+	if (strncmp(msg, "top_k", 5) == 0)
+		return "Use 0 to turn top-k sampling off.";
+	if (strncmp(msg, "priority", 8) == 0)
+		return "Higher priorities are served first.";
+	if (strncmp(msg, "stop", 4) == 0)
+		return "Remove empty strings from the stop array.";
+	if (strstr(msg, "too large") != NULL)
+		return "Raise cbllm.max_prompt_bytes (requires a restart).";
+	return NULL;
+}
+
 /* Check one request's parameters, with the errors a user sees. */
 void
 CbllmCheckArgs(const CbllmRequestArgs *a)
 {
-	int			bytes = a->prompt_len;
+	int			code;
+	char		msg[CBLLM_ERROR_LEN];
 
-	if (a->params.max_tokens < 1 || a->params.max_tokens > cbllm_max_tokens_limit)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_tokens must be between 1 and %d, not %d", cbllm_max_tokens_limit,
-						a->params.max_tokens),
-				 errhint("The upper limit is cbllm.max_tokens_limit.")));
-	if (!(a->params.temperature >= 0) || isinf(a->params.temperature))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("temperature must be a finite number >= 0, not %g", a->params.temperature),
-				 errhint("Use 0 for greedy decoding.")));
-	if (!(a->params.top_p > 0 && a->params.top_p <= 1))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("top_p must be in (0, 1], not %g", a->params.top_p),
-				 errhint("Use 1 to turn nucleus sampling off.")));
-	if (a->params.top_k < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("top_k must be >= 0, not %d", a->params.top_k),
-				 errhint("Use 0 to turn top-k sampling off.")));
-	if (a->params.priority < -1000 || a->params.priority > 1000)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("priority must be between -1000 and 1000, not %d", a->params.priority),
-				 errhint("Higher priorities are served first.")));
-	for (int k = 0; k < a->params.n_stop; k++)
+	if (!CbllmArgsError(a, &code, msg))
 	{
-		if (a->params.stop_len[k] == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("stop strings must not be empty"),
-					 errhint("Remove empty strings from the stop array.")));
-		bytes += a->params.stop_len[k];
+		const char *hint = ArgsHint(msg);
+
+		ereport(ERROR, (errcode(code), errmsg("%s", msg), hint ? errhint("%s", hint) : 0));
 	}
-	if (bytes > cbllm_max_prompt_bytes)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("prompt is too large: %d bytes with its stop strings, the limit is %d",
-						bytes, cbllm_max_prompt_bytes),
-				 errhint("Raise cbllm.max_prompt_bytes (requires a restart).")));
+}
+
+/* Defaults for a request of this kind (generation options as the SQL defaults give them). */
+void
+CbllmDefaultParams(CbllmParams *p, int kind)
+{
+	memset(p, 0, sizeof(*p));
+	p->kind = kind;
+	p->max_tokens = kind == REQ_GENERATE ? 256 : 1;
+	p->temperature = 0;
+	p->top_p = 1;
 }
 
 /* Read the engine state and reason. */
@@ -159,19 +209,6 @@ CbllmWaitReady(void)
 	}
 }
 
-/* Wake the worker (after a submit, a cancel or a read). */
-static void
-WakeWorker(void)
-{
-	Latch	   *l;
-
-	SpinLockAcquire(&cbllm_shared->info_lock);
-	l = cbllm_shared->worker_latch;
-	SpinLockRelease(&cbllm_shared->info_lock);
-	if (l)
-		SetLatch(l);
-}
-
 /* Drop h from the owned list. */
 static void
 Disown(const CbllmHandle *h)
@@ -184,42 +221,16 @@ Disown(const CbllmHandle *h)
 		}
 }
 
-/* Cancel the request of h (or free its slot if it is finished). */
+/* Cancel the request of h (or free its slot, or its parked result, if it is finished). */
 void
 CbllmCancel(CbllmHandle *h)
 {
-	CbllmSlot  *s;
-	bool		wake = false;
-
 	if (h->slot < 0 || cbllm_shared == NULL)
 		return;
-	s = CbllmGetSlot(h->slot);
-	SpinLockAcquire(&s->mutex);
-	if (s->serial == h->serial && s->owner_pid == MyProcPid)
-	{
-		switch (s->state)
-		{
-			case SLOT_SUBMITTED:
-			case SLOT_RUNNING:
-				s->state = SLOT_CANCELLED;
-				wake = true;
-				break;
-			case SLOT_CLAIMED:
-			case SLOT_DONE:
-			case SLOT_FAILED:
-				s->state = SLOT_FREE;
-				s->owner_pid = 0;
-				s->owner_latch = NULL;
-				break;
-			default:
-				break;
-		}
-	}
-	SpinLockRelease(&s->mutex);
+	if (CbllmSlotGiveUp(h->slot, h->serial))
+		CbllmWakeWorker();
 	Disown(h);
 	h->slot = -1;
-	if (wake)
-		WakeWorker();
 }
 
 /* Free the slot of a finished request. */
@@ -229,27 +240,55 @@ CbllmRelease(CbllmHandle *h)
 	CbllmCancel(h);
 }
 
-/* Cancel every request this backend still holds (or only the transaction's). */
+/* Cancel the owned requests for which drop(h) is true. */
 static void
-CancelAllOwned(bool include_session)
+CancelOwnedWhere(bool (*drop) (const CbllmHandle *h, SubTransactionId sub), SubTransactionId sub)
 {
 	for (int i = n_owned - 1; i >= 0; i--)
 	{
 		CbllmHandle h;
 
-		if (i >= n_owned || (owned[i].session && !include_session))
+		if (i >= n_owned || !drop(&owned[i], sub))
 			continue;
 		h = owned[i];
 		CbllmCancel(&h);		/* removes it from owned[] */
 	}
 }
 
-/* The owned request with this slot and serial, if this backend holds it. */
+/* Every request. */
+static bool
+DropAll(const CbllmHandle *h, SubTransactionId sub)
+{
+	return true;
+}
+
+/* The ones that do not outlive their transaction's commit. */
+static bool
+DropAtCommit(const CbllmHandle *h, SubTransactionId sub)
+{
+	return !h->session;
+}
+
+/* The ones an aborted transaction submitted (every scope), and the transaction's own. */
+static bool
+DropAtAbort(const CbllmHandle *h, SubTransactionId sub)
+{
+	return !h->session || h->subxact != InvalidSubTransactionId;
+}
+
+/* The ones an aborted subtransaction submitted (or inherited from committed children). */
+static bool
+DropAtSubAbort(const CbllmHandle *h, SubTransactionId sub)
+{
+	return h->subxact == sub;
+}
+
+/* The owned request with this slot and serial (an llm_submit one, if async), if this backend holds it. */
 bool
-CbllmFindOwned(int slot, uint64 serial, CbllmHandle *h)
+CbllmFindOwned(int slot, uint64 serial, bool async, CbllmHandle *h)
 {
 	for (int i = 0; i < n_owned; i++)
-		if (owned[i].slot == slot && owned[i].serial == serial)
+		if (owned[i].slot == slot && owned[i].serial == serial && (!async || owned[i].async))
 		{
 			*h = owned[i];
 			return true;
@@ -258,23 +297,59 @@ CbllmFindOwned(int slot, uint64 serial, CbllmHandle *h)
 }
 
 /*
- * Transaction end: the transaction's requests do not survive it (streams are
- * closed with their portals); requests submitted with llm_submit live on
- * until collected or until the session ends.
+ * Transaction end.  A request lives at most as long as the transaction that
+ * submitted it, unless it is an llm_submit request of session scope and
+ * that transaction commits: then it lives until collected or until the
+ * session ends.  So an aborted transaction takes back everything it
+ * submitted, and a committed one the requests of its own scope (streams are
+ * closed with their portals).
  */
 static void
 CbllmXactCallback(XactEvent event, void *arg)
 {
-	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_COMMIT ||
-		event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE)
-		CancelAllOwned(false);
+	switch (event)
+	{
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			CancelOwnedWhere(DropAtAbort, InvalidSubTransactionId);
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
+			CancelOwnedWhere(DropAtCommit, InvalidSubTransactionId);
+			for (int i = 0; i < n_owned; i++)
+				owned[i].subxact = InvalidSubTransactionId;	/* committed: survives later aborts */
+			break;
+		default:
+			break;
+	}
 }
 
-/* Backend exit: cancel everything in flight. */
+/*
+ * Subtransaction end: an aborted one (a ROLLBACK TO SAVEPOINT, a PL/pgSQL
+ * EXCEPTION block) takes back the requests it submitted, as an aborted
+ * transaction does; a committed one hands them to its parent.
+ */
+static void
+CbllmSubXactCallback(SubXactEvent event, SubTransactionId mySubid, SubTransactionId parentSubid,
+					 void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		CancelOwnedWhere(DropAtSubAbort, mySubid);
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		for (int i = 0; i < n_owned; i++)
+			if (owned[i].subxact == mySubid)
+				owned[i].subxact = parentSubid;
+	}
+}
+
+/* Backend exit: cancel everything in flight and drop every parked result. */
 static void
 CbllmExitCallback(int code, Datum arg)
 {
-	CancelAllOwned(true);
+	CancelOwnedWhere(DropAll, InvalidSubTransactionId);
+	CbllmParkedFreeOwnedBy(MyProcPid);
 }
 
 /* Register the cleanup callbacks once per backend. */
@@ -284,95 +359,118 @@ RegisterCallbacks(void)
 	if (callbacks_registered)
 		return;
 	RegisterXactCallback(CbllmXactCallback, NULL);
+	RegisterSubXactCallback(CbllmSubXactCallback, NULL);
 	before_shmem_exit(CbllmExitCallback, (Datum) 0);
 	callbacks_registered = true;
 }
 
+/* The prefix-cache salt of this session's requests, by cbllm.prefix_cache_scope. */
+static uint64
+CacheSalt(void)
+{
+	switch (cbllm_prefix_cache_scope)
+	{
+		case PREFIX_SCOPE_CLUSTER:
+			return 0;
+		case PREFIX_SCOPE_DATABASE:
+			return ((uint64) 2 << 32) | MyDatabaseId;
+		default:
+			return ((uint64) 1 << 32) | GetUserId();
+	}
+}
+
+/* Raise the error for a claim that waited cbllm.slot_wait_timeout in vain. */
+static void
+RaiseRefusal(CbllmClaimRefusal why, int held)
+{
+	if (why == CLAIM_SESSION_QUOTA)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("too many cbllm requests in this session"),
+				 errdetail("This session holds %d requests, the most cbllm.max_requests_per_session allows.", held),
+				 errhint("Let this session's other requests finish (collect llm_submit results with llm_result, close streams), or raise cbllm.max_requests_per_session.")));
+	if (why == CLAIM_ROLE_QUOTA)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("too many cbllm requests for role \"%s\"", GetUserNameFromId(GetUserId(), false)),
+				 errdetail("The role's sessions hold %d requests, the most cbllm.max_requests_per_role allows.", held),
+				 errhint("Wait for the role's other requests to finish, or raise cbllm.max_requests_per_role.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+			 errmsg("too many queued cbllm requests"),
+			 errdetail("All %d request slots stayed in use for %d ms.", held, cbllm_slot_wait_timeout_ms),
+			 errhint("Retry later, raise cbllm.slot_wait_timeout, or raise cbllm.max_queued_requests (requires a restart).")));
+}
+
 /*
- * Claim a free slot and submit a request.  Returns false when every slot is
- * taken and wait_for_slot is false; raises an error when the engine is not
- * available.
+ * Claim a slot and submit a request.  With wait_for_slot, waits (at most
+ * cbllm.slot_wait_timeout, cancellably) for a slot within the quotas and
+ * raises an error when none comes; without, returns false at once.  Raises
+ * an error when the engine is not available.
  */
 bool
 CbllmSubmit(const CbllmRequestArgs *a, CbllmHandle *h, bool wait_for_slot)
 {
-	int			n;
+	TimestampTz start = 0;
+	CbllmSlot  *s;
+	char	   *p;
+	int			slot,
+				held;
+	uint64		serial;
 
 	CbllmWaitReady();			/* raises first if cbllm was not preloaded */
-	n = cbllm_shared->n_slots;
 	RegisterCallbacks();
 	if (n_owned >= MAX_OWNED)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 				 errmsg("this session has %d cbllm requests in flight", n_owned),
 				 errhint("Collect results before submitting more.")));
-	if (next_slot_hint < 0)
-		next_slot_hint = MyProcPid % n;
-	for (int tries = 0;; tries++)
+	for (;;)
 	{
-		int			n_cancelled = 0;
+		CbllmClaimRefusal why = CbllmSlotClaim(h->async, &slot, &serial, &held);
 
-		for (int k = 0; k < n; k++)
-		{
-			int			i = (next_slot_hint + k) % n;
-			CbllmSlot  *s = CbllmGetSlot(i);
-			char	   *p;
-
-			SpinLockAcquire(&s->mutex);
-			if (s->state != SLOT_FREE)
-			{
-				n_cancelled += s->state == SLOT_CANCELLED;
-				SpinLockRelease(&s->mutex);
-				continue;
-			}
-			s->state = SLOT_CLAIMED;
-			s->serial++;
-			s->owner_pid = MyProcPid;
-			s->owner_role = GetUserId();
-			s->owner_latch = MyLatch;
-			h->slot = i;
-			h->serial = s->serial;
-			owned[n_owned++] = *h;
-			SpinLockRelease(&s->mutex);
-
-			/* fill the request; the slot is ours while CLAIMED */
-			h->worker_generation = pg_atomic_read_u32(&cbllm_shared->worker_generation);
-			owned[n_owned - 1] = *h;
-			s->worker_generation = h->worker_generation;
-			s->params = a->params;
-			s->prompt_len = a->prompt_len;
-			p = CbllmSlotPrompt(s);
-			memcpy(p, a->prompt, a->prompt_len);
-			p += a->prompt_len;
-			for (int j = 0; j < a->params.n_stop; j++)
-			{
-				memcpy(p, a->stop[j], a->params.stop_len[j]);
-				p += a->params.stop_len[j];
-			}
-			s->n_prompt_tokens = s->n_generated = 0;
-			s->finish = 0;
-			s->errcode = 0;
-			s->error[0] = '\0';
-			s->out_head = s->out_tail = 0;
-			s->phase = 0;
-			s->queue_seconds = -1;
-			s->first_token_at = 0;
-			SpinLockAcquire(&s->mutex);
-			s->submitted_at = GetCurrentTimestamp();
-			s->state = SLOT_SUBMITTED;
-			SpinLockRelease(&s->mutex);
-			next_slot_hint = (i + 1) % n;
-			WakeWorker();
-			return true;
-		}
-		/* cancelled slots are being freed by the worker: worth a short wait */
-		if (!wait_for_slot && (n_cancelled == 0 || tries >= 200))
+		if (why == CLAIM_OK)
+			break;
+		if (!wait_for_slot)
 			return false;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10L,
+		if (start == 0)
+			start = GetCurrentTimestamp();
+		else if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), cbllm_slot_wait_timeout_ms))
+			RaiseRefusal(why, held);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 20L,
 						 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+	h->slot = slot;
+	h->serial = serial;
+	h->worker_generation = pg_atomic_read_u32(&cbllm_shared->worker_generation);
+	h->subxact = GetCurrentSubTransactionId();
+	owned[n_owned++] = *h;
+
+	/* fill the request: the slot is ours alone while CLAIMED */
+	s = CbllmGetSlot(slot);
+	s->params = a->params;
+	s->params.cache_salt = CacheSalt();
+	s->prompt_len = a->prompt_len;
+	p = CbllmSlotPrompt(s);
+	memcpy(p, a->prompt, a->prompt_len);
+	p += a->prompt_len;
+	for (int j = 0; j < a->params.n_stop; j++)
+	{
+		memcpy(p, a->stop[j], a->params.stop_len[j]);
+		p += a->params.stop_len[j];
+	}
+	CbllmSlotSubmit(slot, h->worker_generation);
+	CbllmWakeWorker();
+	return true;
+}
+
+/* Submit a, waiting for a slot (cbllm.slot_wait_timeout) and raising a clear error when none comes. */
+void
+CbllmSubmitOrFail(const CbllmRequestArgs *a, CbllmHandle *h)
+{
+	(void) CbllmSubmit(a, h, true);
 }
 
 /*
@@ -384,52 +482,14 @@ static bool
 PollPieces(CbllmHandle *h, StringInfo buf, int max_pieces, bool *failed, int *errcode_out,
 		   char *errmsg_out)
 {
-	CbllmSlot  *s = CbllmGetSlot(h->slot);
-	int			cap = cbllm_shared->out_cap;
-	int			taken = 0;
-	bool		over = false,
-				read_any = false;
-	CbllmSlotState st;
+	CbllmReadResult res;
 
-	*failed = false;
-	SpinLockAcquire(&s->mutex);
-	if (s->serial != h->serial)
-	{
-		SpinLockRelease(&s->mutex);
-		*failed = true;
-		*errcode_out = ERRCODE_INTERNAL_ERROR;
-		strlcpy(errmsg_out, "the request's slot was reclaimed", CBLLM_ERROR_LEN);
-		return true;
-	}
-	while (s->out_head - s->out_tail >= sizeof(uint32) && (max_pieces == 0 || taken < max_pieces))
-	{
-		uint32		n;
-		char		len[4];
-
-		for (int b = 0; b < 4; b++)
-			len[b] = CbllmSlotOut(s)[(s->out_tail + b) % cap];
-		memcpy(&n, len, 4);
-		enlargeStringInfo(buf, n);
-		for (uint32 b = 0; b < n; b++)
-			buf->data[buf->len + b] = CbllmSlotOut(s)[(s->out_tail + 4 + b) % cap];
-		buf->len += n;
-		buf->data[buf->len] = '\0';
-		s->out_tail += 4 + n;
-		taken++;
-		read_any = true;
-	}
-	st = s->state;
-	if ((st == SLOT_DONE || st == SLOT_FAILED) && s->out_head == s->out_tail)
-	{
-		over = true;
-		*failed = st == SLOT_FAILED;
-		*errcode_out = s->errcode;
-		strlcpy(errmsg_out, s->error, CBLLM_ERROR_LEN);
-	}
-	SpinLockRelease(&s->mutex);
-	if (read_any && !over)
-		WakeWorker();			/* room in the ring for pieces the worker holds */
-	return over;
+	(void) CbllmSlotRead(h->slot, h->serial, buf, max_pieces, &res);
+	*failed = res.failed;
+	*errcode_out = res.errcode;
+	if (res.over)
+		strlcpy(errmsg_out, res.error, CBLLM_ERROR_LEN);
+	return res.over;
 }
 
 /* All new output (see PollPieces). */
@@ -446,6 +506,21 @@ CbllmPollPiece(CbllmHandle *h, StringInfo buf, bool *failed, int *errcode_out, c
 	return PollPieces(h, buf, 1, failed, errcode_out, errmsg_out);
 }
 
+/* Wait for h to finish, collecting all its output into buf; raises on failure. */
+void
+CbllmCollect(CbllmHandle *h, StringInfo buf)
+{
+	bool		failed;
+	int			code;
+	char		msg[CBLLM_ERROR_LEN];
+
+	while (!CbllmPoll(h, buf, &failed, &code, msg))
+		CbllmWait(h);
+	CbllmRelease(h);
+	if (failed)
+		CbllmRaiseFailure(code, msg);
+}
+
 /* Raise an error if the worker that has h's unfinished request is gone. */
 void
 CbllmCheckWorker(const CbllmHandle *h)
@@ -453,14 +528,10 @@ CbllmCheckWorker(const CbllmHandle *h)
 	char		reason[CBLLM_REASON_LEN];
 	int			pid;
 	CbllmEngineState st = EngineState(reason, &pid);
-	CbllmSlot  *s = CbllmGetSlot(h->slot);
-	CbllmSlotState ss;
+	CbllmSlotState ss = CbllmSlotStateOf(h->slot, h->serial);
 
-	SpinLockAcquire(&s->mutex);
-	ss = s->state;
-	SpinLockRelease(&s->mutex);
-	if (ss == SLOT_DONE || ss == SLOT_FAILED)
-		return;					/* finished before the worker went away */
+	if (ss == SLOT_DONE || ss == SLOT_FAILED || ss == SLOT_FREE)
+		return;					/* finished (or parked) before the worker went away */
 	if (pid == 0 || st != ENGINE_READY ||
 		pg_atomic_read_u32(&cbllm_shared->worker_generation) != h->worker_generation)
 		ereport(ERROR,

@@ -28,6 +28,20 @@ int			cbllm_max_tokens_limit = 4096;
 int			cbllm_max_prompt_bytes = 65536;
 int			cbllm_output_buffer_bytes = 16384;
 int			cbllm_load_timeout_ms = 60000;
+int			cbllm_max_requests_per_session = 0;
+int			cbllm_max_requests_per_role = 0;
+int			cbllm_slot_wait_timeout_ms = 10000;
+int			cbllm_result_memory_kb = 16384;
+int			cbllm_stall_timeout_ms = 30000;
+int			cbllm_prefix_cache_scope = PREFIX_SCOPE_ROLE;
+double		cbllm_priority_aging = 1.0;
+
+static const struct config_enum_entry prefix_scope_options[] = {
+	{"role", PREFIX_SCOPE_ROLE, false},
+	{"database", PREFIX_SCOPE_DATABASE, false},
+	{"cluster", PREFIX_SCOPE_CLUSTER, false},
+	{NULL, 0, false}
+};
 
 static const struct config_enum_entry preempt_options[] = {
 	{"auto", 0, false},
@@ -113,10 +127,42 @@ CbllmDefineGucs(void)
 							GUC_UNIT_BYTE, NULL, NULL, NULL);
 	DefineCustomIntVariable("cbllm.output_buffer_size",
 							"Shared output buffer per request; the worker holds what does not fit.",
-							NULL, &cbllm_output_buffer_bytes, 16384, 256, 64 << 20, PGC_POSTMASTER,
+							"At least two of the largest output frames.",
+							&cbllm_output_buffer_bytes, 16384, CBLLM_MIN_OUTPUT_BUFFER, 64 << 20, PGC_POSTMASTER,
 							GUC_UNIT_BYTE, NULL, NULL, NULL);
 	DefineCustomIntVariable("cbllm.load_timeout", "How long a call waits for the model to load.",
 							NULL, &cbllm_load_timeout_ms, 60000, 0, INT_MAX, PGC_USERSET,
 							GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.max_requests_per_session",
+							"Most requests one session may hold at once (0: a quarter of cbllm.max_queued_requests).",
+							"A request holds a slot from its submission until its result is read or parked.",
+							&cbllm_max_requests_per_session, 0, 0, 65536, PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.max_requests_per_role",
+							"Most requests all sessions of one role may hold at once (0: half of cbllm.max_queued_requests).",
+							NULL, &cbllm_max_requests_per_role, 0, 0, 65536, PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.slot_wait_timeout",
+							"How long a call waits for a request slot (or for its quota) before it fails.",
+							NULL, &cbllm_slot_wait_timeout_ms, 10000, 0, INT_MAX, PGC_USERSET,
+							GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.result_memory",
+							"Shared memory for finished llm_submit results waiting for llm_result.",
+							"A result that does not fit stays in its request slot until it is collected.",
+							&cbllm_result_memory_kb, 16384, 1024, INT_MAX / 1024, PGC_POSTMASTER,
+							GUC_UNIT_KB, NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.stall_timeout",
+							"How long the worker may go without a sign of life before cbllm_status() reports it stalled.",
+							NULL, &cbllm_stall_timeout_ms, 30000, 1000, INT_MAX, PGC_SIGHUP,
+							GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomEnumVariable("cbllm.prefix_cache_scope",
+							 "Who shares cached prompt prefixes: role (default), database or cluster.",
+							 "A wider scope lets requests of different roles reuse each other's cached KV, and so learn whether another role sent a prompt.",
+							 &cbllm_prefix_cache_scope, PREFIX_SCOPE_ROLE, prefix_scope_options,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomRealVariable("cbllm.priority_aging",
+							 "Priority points a waiting request gains per second of waiting (0: strict priorities).",
+							 NULL, &cbllm_priority_aging, 1.0, 0.0, 1e6, PGC_POSTMASTER, 0,
+							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("cbllm");
 }

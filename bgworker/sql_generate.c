@@ -35,6 +35,7 @@ static void
 ReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a)
 {
 	memset(a, 0, sizeof(*a));
+	CbllmDefaultParams(&a->params, REQ_GENERATE);
 	a->params.max_tokens = PG_ARGISNULL(1) ? DEFAULT_MAX_TOKENS : PG_GETARG_INT32(1);
 	a->params.temperature = PG_ARGISNULL(2) ? 0.0 : PG_GETARG_FLOAT8(2);
 	a->params.top_p = PG_ARGISNULL(3) ? 1.0 : PG_GETARG_FLOAT8(3);
@@ -68,57 +69,49 @@ ReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a)
 						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						 errmsg("stop strings must not be NULL")));
 			t = DatumGetTextPP(elems[k]);
-			a->stop[k] = pg_server_to_any(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), PG_UTF8);
-			a->params.stop_len[k] = a->stop[k] == VARDATA_ANY(t) ? VARSIZE_ANY_EXHDR(t) : strlen(a->stop[k]);
+			a->stop[k] = CbllmTextToModelOrError(t, &a->params.stop_len[k]);
 		}
 		a->params.n_stop = n;
 	}
 }
 
-/* Set the prompt of a (in UTF-8, the model's encoding) and check everything. */
+/*
+ * Set the prompt of a (in UTF-8, the model's encoding) and check everything,
+ * without raising: false with the sqlstate and message of the problem.  A
+ * text over the size limit is refused before it is converted.
+ */
+static bool
+PreparePrompt(CbllmRequestArgs *a, text *prompt, int *code, char *msg)
+{
+	int			raw = VARSIZE_ANY_EXHDR(prompt);
+
+	a->prompt = VARDATA_ANY(prompt);
+	a->prompt_len = raw;
+	if (raw > cbllm_max_prompt_bytes)
+		return CbllmArgsError(a, code, msg);	/* reports the size; UTF-8 is no shorter */
+	a->prompt = CbllmTextToModel(VARDATA_ANY(prompt), raw, &a->prompt_len, msg);
+	if (a->prompt == NULL)
+	{
+		*code = ERRCODE_CHARACTER_NOT_IN_REPERTOIRE;
+		a->prompt_len = 0;
+		return false;
+	}
+	return CbllmArgsError(a, code, msg);
+}
+
+/* Set the prompt of a and check everything, raising the first problem. */
 static void
 SetPrompt(CbllmRequestArgs *a, text *prompt)
 {
-	a->prompt = pg_server_to_any(VARDATA_ANY(prompt), VARSIZE_ANY_EXHDR(prompt), PG_UTF8);
-	a->prompt_len = a->prompt == VARDATA_ANY(prompt) ? VARSIZE_ANY_EXHDR(prompt) :
-		strlen(a->prompt);
-	CbllmCheckArgs(a);
-}
-
-/* Generated UTF-8 text as a text value in the database encoding. */
-static text *
-ToText(const char *s, int len)
-{
-	char	   *conv = pg_any_to_server(s, len, PG_UTF8);
-
-	return conv == s ? cstring_to_text_with_len(s, len) : cstring_to_text(conv);
-}
-
-/* Submit a, raising a clear error when every slot is busy. */
-static void
-SubmitOrFail(const CbllmRequestArgs *a, CbllmHandle *h)
-{
-	if (!CbllmSubmit(a, h, false))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-				 errmsg("too many queued cbllm requests"),
-				 errdetail("All %d request slots are in use.", cbllm_shared->n_slots),
-				 errhint("Retry later, or raise cbllm.max_queued_requests (requires a restart).")));
-}
-
-/* Wait for h to finish, collecting all its text into buf; raises on failure. */
-static void
-CollectAll(CbllmHandle *h, StringInfo buf)
-{
-	bool		failed;
 	int			code;
 	char		msg[CBLLM_ERROR_LEN];
 
-	while (!CbllmPoll(h, buf, &failed, &code, msg))
-		CbllmWait(h);
-	CbllmRelease(h);
-	if (failed)
-		CbllmRaiseFailure(code, msg);
+	if (!PreparePrompt(a, prompt, &code, msg))
+	{
+		if (code == ERRCODE_CHARACTER_NOT_IN_REPERTOIRE)
+			ereport(ERROR, (errcode(code), errmsg("cannot pass the prompt to the model: %s", msg)));
+		CbllmCheckArgs(a);		/* raises with its hint */
+	}
 }
 
 /* llm_generate(prompt text, ...options) returns text */
@@ -126,17 +119,17 @@ Datum
 llm_generate(PG_FUNCTION_ARGS)
 {
 	CbllmRequestArgs a;
-	CbllmHandle h = {-1, 0, 0};
+	CbllmHandle h = {.slot = -1};
 	StringInfoData buf;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	ReadOptions(fcinfo, &a);
 	SetPrompt(&a, PG_GETARG_TEXT_PP(0));
-	SubmitOrFail(&a, &h);
+	CbllmSubmitOrFail(&a, &h);
 	initStringInfo(&buf);
-	CollectAll(&h, &buf);
-	PG_RETURN_TEXT_P(ToText(buf.data, buf.len));
+	CbllmCollect(&h, &buf);
+	PG_RETURN_TEXT_P(CbllmTextFromModel(buf.data, buf.len));
 }
 
 /*
@@ -153,6 +146,8 @@ llm_generate_array(PG_FUNCTION_ARGS)
 	bool	   *nulls;
 	int			n;
 	CbllmRequestArgs a;
+	CbllmRequestArgs *prep;
+	bool	   *bad;
 	CbllmHandle *hs;
 	Datum	   *out;
 	bool	   *out_null;
@@ -184,10 +179,32 @@ llm_generate_array(PG_FUNCTION_ARGS)
 	hs = palloc0(sizeof(CbllmHandle) * (n > 0 ? n : 1));
 	out = palloc0(sizeof(Datum) * (n > 0 ? n : 1));
 	out_null = palloc(sizeof(bool) * (n > 0 ? n : 1));
+	prep = palloc0(sizeof(CbllmRequestArgs) * (n > 0 ? n : 1));
+	bad = palloc0(sizeof(bool) * (n > 0 ? n : 1));
 	for (int i = 0; i < n; i++)
 	{
+		int			code;
+		char		msg[CBLLM_ERROR_LEN];
+
 		hs[i].slot = -1;
 		out_null[i] = true;
+		if (nulls[i])
+			continue;
+		/* each element's own problems (too large, not convertible) are that element's */
+		prep[i] = a;
+		if (!PreparePrompt(&prep[i], DatumGetTextPP(elems[i]), &code, msg))
+		{
+			if (!null_on_error)
+			{
+				if (code == ERRCODE_CHARACTER_NOT_IN_REPERTOIRE)
+					ereport(ERROR, (errcode(code),
+									errmsg("cannot pass element %d to the model: %s", i + 1, msg)));
+				CbllmCheckArgs(&prep[i]);
+			}
+			ereport(WARNING,
+					(errcode(code), errmsg("cbllm: element %d failed: %s", i + 1, msg)));
+			bad[i] = true;
+		}
 	}
 	CbllmWaitReady();
 	/* submit as many as slots allow, then collect in order, submitting more as slots free */
@@ -200,13 +217,12 @@ llm_generate_array(PG_FUNCTION_ARGS)
 
 		for (; next < n; next++)
 		{
-			if (nulls[next])
+			if (nulls[next] || bad[next])
 				continue;
-			SetPrompt(&a, DatumGetTextPP(elems[next]));
-			if (!CbllmSubmit(&a, &hs[next], next == i))
+			if (!CbllmSubmit(&prep[next], &hs[next], next == i))
 				break;
 		}
-		if (nulls[i])
+		if (nulls[i] || bad[i])
 			continue;
 		initStringInfo(&buf);
 		while (!CbllmPoll(&hs[i], &buf, &failed, &code, msg))
@@ -220,7 +236,7 @@ llm_generate_array(PG_FUNCTION_ARGS)
 					 errmsg("cbllm: element %d failed: %s", i + 1, msg)));
 		else
 		{
-			out[i] = PointerGetDatum(ToText(buf.data, buf.len));
+			out[i] = PointerGetDatum(CbllmTextFromModel(buf.data, buf.len));
 			out_null[i] = false;
 		}
 		pfree(buf.data);
@@ -277,7 +293,7 @@ llm_generate_stream(PG_FUNCTION_ARGS)
 		MemoryContextSwitchTo(old);
 		ReadOptions(fcinfo, &a);
 		SetPrompt(&a, PG_GETARG_TEXT_PP(0));
-		SubmitOrFail(&a, &st->h);
+		CbllmSubmitOrFail(&a, &st->h);
 		if (rsi != NULL && IsA(rsi, ReturnSetInfo) && rsi->econtext != NULL)
 			RegisterExprContextCallback(rsi->econtext, StreamShutdown, PointerGetDatum(st));
 	}
@@ -303,7 +319,7 @@ llm_generate_stream(PG_FUNCTION_ARGS)
 		}
 		CbllmWait(&st->h);
 	}
-	SRF_RETURN_NEXT(fctx, PointerGetDatum(ToText(buf.data, buf.len)));
+	SRF_RETURN_NEXT(fctx, PointerGetDatum(CbllmTextFromModel(buf.data, buf.len)));
 }
 
 /*
@@ -318,14 +334,14 @@ Datum
 llm_submit(PG_FUNCTION_ARGS)
 {
 	CbllmRequestArgs a;
-	CbllmHandle h = {-1, 0, 0, true};
+	CbllmHandle h = {.slot = -1, .async = true};
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	h.session = PG_NARGS() < 9 || PG_ARGISNULL(8) || !PG_GETARG_BOOL(8);
 	ReadOptions(fcinfo, &a);
 	SetPrompt(&a, PG_GETARG_TEXT_PP(0));
-	SubmitOrFail(&a, &h);
+	CbllmSubmitOrFail(&a, &h);
 	PG_RETURN_INT64((int64) ((h.serial << ASYNC_SLOT_BITS) | (uint64) h.slot));
 }
 
@@ -387,7 +403,7 @@ llm_result(PG_FUNCTION_ARGS)
 
 	if (id < 0 || cbllm_shared == NULL ||
 		!CbllmFindOwned((int) (id & ((1 << ASYNC_SLOT_BITS) - 1)),
-						(uint64) id >> ASYNC_SLOT_BITS, &h))
+						(uint64) id >> ASYNC_SLOT_BITS, true, &h))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("no cbllm request %lld in this session", (long long) id),
@@ -403,7 +419,7 @@ llm_result(PG_FUNCTION_ARGS)
 		resetStringInfo(buf);
 		CbllmRaiseFailure(code, msg);
 	}
-	result = ToText(buf->data, buf->len);
+	result = CbllmTextFromModel(buf->data, buf->len);
 	resetStringInfo(buf);
 	PG_RETURN_TEXT_P(result);
 }

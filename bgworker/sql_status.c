@@ -1,13 +1,45 @@
-/* sql_status.c: cbllm_status(), the engine's state and counters as one row. */
+/*
+ * sql_status.c: cbllm_status(), the engine's state and counters as one row,
+ * and cbllm.requests, one row per live request.
+ *
+ * What a role may see follows pg_stat_activity: superusers and members of
+ * pg_read_all_stats see everything; other roles see the engine's state and
+ * throughput, and their own requests in full, but not the model's path, the
+ * prefix-cache counters (which would tell whether some prompt was sent
+ * before) or the details of other roles' requests.
+ */
 #include "cbllm_pg.h"
 
+#include "catalog/pg_authid.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 PG_FUNCTION_INFO_V1(cbllm_status);
 PG_FUNCTION_INFO_V1(cbllm_requests);
+
+/* True when the caller may see every counter and every request (as pg_stat_activity decides). */
+static bool
+SeesAll(void)
+{
+	return superuser() || has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
+}
+
+/*
+ * True when a running worker has shown no sign of life (its heartbeat, at
+ * every pass of its loop) for cbllm.stall_timeout.
+ */
+bool
+CbllmEngineStalled(void)
+{
+	uint64		beat = pg_atomic_read_u64(&cbllm_shared->heartbeat);
+
+	return beat != 0 &&
+		TimestampDifferenceExceeds((TimestampTz) beat, GetCurrentTimestamp(), cbllm_stall_timeout_ms);
+}
 
 /* The name of an engine state. */
 static const char *
@@ -35,19 +67,25 @@ cbllm_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
 	CbllmShared snap;
-	Datum		v[25];
-	bool		n[25] = {0};
+	Datum		v[26];
+	bool		n[26] = {0};
+	bool		all;
+	int			parked = 0;
 
 	CbllmCheckLoaded();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "cbllm_status must return a composite type");
+	/* the engine fields only (not the latency histograms behind them) */
 	SpinLockAcquire(&cbllm_shared->info_lock);
-	memcpy(&snap, cbllm_shared, sizeof(snap));
+	memcpy(&snap, cbllm_shared, offsetof(CbllmShared, stats_reset_at));
 	SpinLockRelease(&cbllm_shared->info_lock);
-	v[0] = CStringGetTextDatum(StateName(snap.state));
+	all = SeesAll();
+	v[0] = CStringGetTextDatum(snap.state == ENGINE_READY && CbllmEngineStalled() ? "stalled" :
+							   StateName(snap.state));
 	v[1] = CStringGetTextDatum(snap.reason);
 	n[1] = snap.reason[0] == '\0';
 	v[2] = CStringGetTextDatum(snap.model);
+	n[2] = !all;
 	v[3] = CStringGetTextDatum(snap.device[0] ? snap.device : "cpu");
 	v[4] = CStringGetTextDatum(snap.cpu_isa);
 	n[4] = snap.cpu_isa[0] == '\0';
@@ -56,6 +94,7 @@ cbllm_status(PG_FUNCTION_ARGS)
 	v[7] = Int32GetDatum(snap.n_running);
 	v[8] = Int32GetDatum(snap.n_waiting);
 	v[9] = Int64GetDatum(snap.tokens_prompt);
+	n[9] = !all;				/* a prefix-cache hit computes fewer prompt tokens */
 	v[10] = Int64GetDatum(snap.tokens_generated);
 	v[11] = Int64GetDatum(snap.steps);
 	v[12] = Float8GetDatum(snap.steps ? (double) snap.batch_seqs_sum / snap.steps : 0.0);
@@ -64,15 +103,22 @@ cbllm_status(PG_FUNCTION_ARGS)
 	n[14] = snap.worker_pid == 0;
 	v[15] = Int32GetDatum(snap.max_model_len);
 	v[16] = Int32GetDatum(snap.kv_blocks_cached);
+	n[16] = !all;
 	v[17] = Int32GetDatum(snap.swap_blocks_total);
 	v[18] = Int32GetDatum(snap.swap_blocks_total - snap.swap_blocks_free);
 	v[19] = Int32GetDatum(snap.n_swapped);
 	v[20] = Int64GetDatum(snap.preemptions_recompute);
 	v[21] = Int64GetDatum(snap.preemptions_swap);
 	v[22] = Float8GetDatum(snap.prefix_queries ? (double) snap.prefix_hits / snap.prefix_queries : 0.0);
+	n[22] = !all;
 	v[23] = TimestampTzGetDatum(snap.started_at);
 	n[23] = snap.started_at == 0;
 	v[24] = Int64GetDatum(snap.batch_seqs_sum);
+	LWLockAcquire(cbllm_shared->parked_lock, LW_SHARED);
+	for (int i = 0; i < cbllm_shared->n_parked; i++)
+		parked += ((CbllmParked *) ((char *) cbllm_shared + cbllm_shared->parked_offset))[i].in_use;
+	LWLockRelease(cbllm_shared->parked_lock);
+	v[25] = Int32GetDatum(parked);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), v, n)));
 }
 
@@ -91,6 +137,7 @@ RequestState(CbllmSlotState st, int phase)
 		case SLOT_RUNNING:
 			return phase >= 0 && phase <= 5 ? phases[phase] : "running";
 		case SLOT_DONE:
+		case SLOT_PARKING:
 			return "done";
 		case SLOT_FAILED:
 			return "failed";
@@ -107,8 +154,11 @@ cbllm_requests(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TimestampTz now = GetCurrentTimestamp();
+	bool		all;
+	Oid			me = GetUserId();
 
 	CbllmCheckLoaded();
+	all = SeesAll();
 	InitMaterializedSRF(fcinfo, 0);
 	for (int i = 0; i < cbllm_shared->n_slots; i++)
 	{
@@ -116,12 +166,25 @@ cbllm_requests(PG_FUNCTION_ARGS)
 		CbllmSlot	c;
 		Datum		v[11];
 		bool		n[11] = {0};
+		bool		mine;
 
+		/* the fields shown, copied under the lock (a few words; the slot's buffers are never read) */
 		SpinLockAcquire(&s->mutex);
-		memcpy(&c, s, sizeof(c));
+		c.state = s->state;
+		c.phase = s->phase;
+		c.serial = s->serial;
+		c.owner_pid = s->owner_pid;
+		c.owner_role = s->owner_role;
+		c.params.priority = s->params.priority;
+		c.n_prompt_tokens = s->n_prompt_tokens;
+		c.n_generated = s->n_generated;
+		c.submitted_at = s->submitted_at;
+		c.first_token_at = s->first_token_at;
+		c.queue_seconds = s->queue_seconds;
 		SpinLockRelease(&s->mutex);
 		if (c.state == SLOT_FREE || c.state == SLOT_CLAIMED)
 			continue;
+		mine = all || c.owner_role == me;
 		v[0] = Int64GetDatum((int64) ((c.serial << 16) | (uint64) i));
 		v[1] = Int32GetDatum(c.owner_pid);
 		v[2] = ObjectIdGetDatum(c.owner_role);
@@ -133,9 +196,10 @@ cbllm_requests(PG_FUNCTION_ARGS)
 		v[8] = Float8GetDatum((double) (now - c.submitted_at) / 1000.0);
 		v[9] = Float8GetDatum((double) (c.first_token_at - c.submitted_at) / 1000.0);
 		v[10] = Float8GetDatum(c.queue_seconds * 1000.0);
-		n[5] = c.n_prompt_tokens == 0;
-		n[9] = c.first_token_at == 0;
-		n[10] = c.queue_seconds < 0;
+		n[5] = c.n_prompt_tokens == 0 || !mine;
+		n[6] = !mine;
+		n[9] = c.first_token_at == 0 || !mine;
+		n[10] = c.queue_seconds < 0 || !mine;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, n);
 	}
 	return (Datum) 0;

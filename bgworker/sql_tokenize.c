@@ -1,7 +1,10 @@
 /*
- * sql_tokenize.c: llm_tokenize, llm_detokenize and llm_token_count.  These
- * run in the calling backend with the model's tokenizer, loaded once per
- * backend from cbllm.model, so they need neither the worker nor a slot.
+ * sql_tokenize.c: llm_tokenize, llm_detokenize and llm_token_count.  They
+ * ask the engine, through a request slot like any generation: the worker
+ * tokenizes with the model it has loaded, so every session sees exactly the
+ * tokens generation sees, no backend parses the tokenizer files (or keeps a
+ * copy of them), the prompt size limit applies, and a long call stays
+ * cancellable.
  */
 #include "cbllm_pg.h"
 
@@ -10,70 +13,69 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 
-#include "../src/tokenizer.h"
-
 PG_FUNCTION_INFO_V1(llm_tokenize);
 PG_FUNCTION_INFO_V1(llm_detokenize);
 PG_FUNCTION_INFO_V1(llm_token_count);
 
-static cbllm_tokenizer *tokenizer = NULL;
-
-/* The backend's tokenizer, loaded on first use. */
-static cbllm_tokenizer *
-GetTokenizer(void)
+/* Run one request of the given kind on len bytes of input; its whole output goes to out. */
+static void
+AskEngine(int kind, const char *input, int len, StringInfo out)
 {
-	cbllm_err	err;
+	CbllmRequestArgs a;
+	CbllmHandle h = {.slot = -1};
+	bool		failed;
+	int			code;
+	char		msg[CBLLM_ERROR_LEN];
 
-	if (tokenizer != NULL)
-		return tokenizer;
-	CbllmCheckLoaded();
-	if (cbllm_model == NULL || cbllm_model[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("no model is configured"),
-				 errhint("Set cbllm.model to a HuggingFace model directory and restart the server.")));
-	if (tokenizer_load(cbllm_model, &tokenizer, &err) != CBLLM_OK)
-	{
-		tokenizer = NULL;
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot load the tokenizer"),
-				 errdetail("%s", err.msg),
-				 errhint("Check cbllm.model.")));
-	}
-	return tokenizer;
+	memset(&a, 0, sizeof(a));
+	CbllmDefaultParams(&a.params, kind);
+	a.prompt = input;
+	a.prompt_len = len;
+	CbllmCheckArgs(&a);
+	CbllmSubmitOrFail(&a, &h);
+	while (!CbllmPoll(&h, out, &failed, &code, msg))
+		CbllmWait(&h);
+	CbllmRelease(&h);
+	if (failed && code == ERRCODE_INVALID_PARAMETER_VALUE)
+		ereport(ERROR, (errcode(code), errmsg("%s", msg)));	/* the caller's argument */
+	if (failed)
+		CbllmRaiseFailure(code, msg);
 }
 
-/* Token ids of t as the engine sees a prompt (BOS added, special tokens parsed). */
-static int32 *
-Encode(text *t, int *n)
+/* Text as UTF-8 for the engine, its size checked before it is converted. */
+static char *
+InputText(text *t, int *len)
 {
-	cbllm_tokenizer *tok = GetTokenizer();
-	tokenizer_encode_opts o = {.add_bos = true, .parse_special = true};
-	int32_t    *ids;
-	int32	   *out;
-	cbllm_err	err;
+	CbllmRequestArgs a;
 
-	if (tokenizer_encode(tok, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), o, &ids, n, &err) != CBLLM_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("cannot tokenize the text: %s", err.msg)));
-	out = palloc(sizeof(int32) * (*n > 0 ? *n : 1));
-	memcpy(out, ids, sizeof(int32) * *n);
-	free(ids);
-	return out;
+	memset(&a, 0, sizeof(a));
+	a.params.kind = REQ_TOKENIZE;
+	a.prompt_len = VARSIZE_ANY_EXHDR(t);
+	CbllmCheckArgs(&a);			/* refuses an oversized text before any work */
+	return CbllmTextToModelOrError(t, len);
 }
 
-/* llm_tokenize(text) returns int[] */
+/* llm_tokenize(text) returns int[]: the ids of the text as the engine reads a prompt (with BOS) */
 Datum
 llm_tokenize(PG_FUNCTION_ARGS)
 {
+	int			len;
+	char	   *s = InputText(PG_GETARG_TEXT_PP(0), &len);
+	StringInfoData out;
 	int			n;
-	int32	   *ids = Encode(PG_GETARG_TEXT_PP(0), &n);
-	Datum	   *d = palloc(sizeof(Datum) * (n > 0 ? n : 1));
+	Datum	   *d;
 
+	initStringInfo(&out);
+	AskEngine(REQ_TOKENIZE, s, len, &out);
+	n = out.len / (int) sizeof(int32);
+	d = palloc(sizeof(Datum) * (n > 0 ? n : 1));
 	for (int i = 0; i < n; i++)
-		d[i] = Int32GetDatum(ids[i]);
+	{
+		int32		id;
+
+		memcpy(&id, out.data + (Size) i * sizeof(int32), sizeof(int32));
+		d[i] = Int32GetDatum(id);
+	}
 	PG_RETURN_ARRAYTYPE_P(construct_array(d, n, INT4OID, 4, true, TYPALIGN_INT));
 }
 
@@ -81,9 +83,16 @@ llm_tokenize(PG_FUNCTION_ARGS)
 Datum
 llm_token_count(PG_FUNCTION_ARGS)
 {
-	int			n;
+	int			len;
+	char	   *s = InputText(PG_GETARG_TEXT_PP(0), &len);
+	StringInfoData out;
+	int32		n;
 
-	(void) Encode(PG_GETARG_TEXT_PP(0), &n);
+	initStringInfo(&out);
+	AskEngine(REQ_TOKEN_COUNT, s, len, &out);
+	if (out.len != sizeof(int32))
+		elog(ERROR, "cbllm: token count reply of %d bytes", out.len);
+	memcpy(&n, out.data, sizeof(n));
 	PG_RETURN_INT32(n);
 }
 
@@ -92,21 +101,18 @@ Datum
 llm_detokenize(PG_FUNCTION_ARGS)
 {
 	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(0);
-	cbllm_tokenizer *tok = GetTokenizer();
 	Datum	   *elems;
 	bool	   *nulls;
 	int			n;
-	int32_t    *ids;
-	cbllm_buf	out = {0};
-	cbllm_err	err;
-	text	   *result;
+	int32	   *ids;
+	StringInfoData out;
 
 	if (ARR_NDIM(arr) > 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("token ids must be a one-dimensional integer array")));
 	deconstruct_array(arr, INT4OID, 4, true, TYPALIGN_INT, &elems, &nulls, &n);
-	ids = palloc(sizeof(int32_t) * (n > 0 ? n : 1));
+	ids = palloc(sizeof(int32) * (n > 0 ? n : 1));
 	for (int i = 0; i < n; i++)
 	{
 		if (nulls[i])
@@ -114,18 +120,8 @@ llm_detokenize(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("token ids must not be NULL")));
 		ids[i] = DatumGetInt32(elems[i]);
-		if (ids[i] < 0 || ids[i] >= tokenizer_vocab_size(tok))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("token id %d is outside the vocabulary of %d", ids[i],
-							tokenizer_vocab_size(tok))));
 	}
-	if (tokenizer_decode(tok, ids, n, true, &out, &err) != CBLLM_OK)
-	{
-		cbllm_buf_free(&out);
-		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("cannot decode: %s", err.msg)));
-	}
-	result = cstring_to_text_with_len(out.data ? out.data : "", out.len);
-	cbllm_buf_free(&out);
-	PG_RETURN_TEXT_P(result);
+	initStringInfo(&out);
+	AskEngine(REQ_DETOKENIZE, (const char *) ids, n * (int) sizeof(int32), &out);
+	PG_RETURN_TEXT_P(CbllmTextFromModel(out.data, out.len));
 }

@@ -10,10 +10,13 @@
  * A request's failure travels back to its backend as a message in its slot;
  * nothing here raises an ERROR for one request.  Text that does not fit a
  * slow reader's ring waits in worker memory (per request), so one slow
- * session never stalls the others.
+ * session never stalls the others.  Tokenizer requests (llm_tokenize and
+ * friends) are answered at once, between steps, with the engine's tokenizer.
+ * Every move of a slot is made through slot.c.
  */
 #include "cbllm_pg.h"
 
+#include <float.h>
 #include <signal.h>
 
 #include "miscadmin.h"
@@ -28,6 +31,7 @@
 #include "utils/wait_event.h"
 
 #include "../src/cbllm.h"
+#include "../src/tokenizer.h"
 
 /* What the worker remembers about each slot it has in the engine. */
 typedef struct WorkerSlot
@@ -84,17 +88,7 @@ static void
 WakeAllOwners(void)
 {
 	for (int i = 0; i < cbllm_shared->n_slots; i++)
-	{
-		CbllmSlot  *s = CbllmGetSlot(i);
-		Latch	   *l = NULL;
-
-		SpinLockAcquire(&s->mutex);
-		if (s->state != SLOT_FREE)
-			l = s->owner_latch;
-		SpinLockRelease(&s->mutex);
-		if (l)
-			SetLatch(l);
-	}
+		CbllmWakeOwner(i);
 }
 
 /* on_shmem_exit: say that no worker runs, and wake the waiters. */
@@ -107,6 +101,7 @@ WorkerExit(int code, Datum arg)
 	if (cbllm_shared->state == ENGINE_READY || cbllm_shared->state == ENGINE_LOADING)
 		cbllm_shared->state = ENGINE_STOPPED;
 	SpinLockRelease(&cbllm_shared->info_lock);
+	pg_atomic_write_u64(&cbllm_shared->heartbeat, 0);
 	WakeAllOwners();
 	if (engine)
 		cbllm_engine_destroy(engine);
@@ -132,46 +127,6 @@ StatusErrcode(int status)
 	}
 }
 
-/* Finish slot i with a failure (unless its owner already gave up). */
-static void
-FailSlot(int i, uint64 serial, int errcode_in, const char *msg)
-{
-	CbllmSlot  *s = CbllmGetSlot(i);
-	Latch	   *l = NULL;
-
-	SpinLockAcquire(&s->mutex);
-	if (s->serial == serial && (s->state == SLOT_SUBMITTED || s->state == SLOT_RUNNING))
-	{
-		s->state = SLOT_FAILED;
-		s->errcode = errcode_in;
-		strlcpy(s->error, msg, CBLLM_ERROR_LEN);
-		l = s->owner_latch;
-	}
-	else if (s->serial == serial && s->state == SLOT_CANCELLED)
-	{
-		s->state = SLOT_FREE;
-		s->owner_pid = 0;
-		s->owner_latch = NULL;
-	}
-	SpinLockRelease(&s->mutex);
-	if (l)
-		SetLatch(l);
-}
-
-/* Read slot i's state and serial under its lock. */
-static CbllmSlotState
-ReadSlot(int i, uint64 *serial)
-{
-	CbllmSlot  *s = CbllmGetSlot(i);
-	CbllmSlotState st;
-
-	SpinLockAcquire(&s->mutex);
-	st = s->state;
-	*serial = s->serial;
-	SpinLockRelease(&s->mutex);
-	return st;
-}
-
 /* Forget the worker's record of slot i (aborting its request if the engine has it). */
 static void
 DropWorkerSlot(int i)
@@ -185,84 +140,25 @@ DropWorkerSlot(int i)
 	resetStringInfo(&w->pending);
 }
 
-/* Take a SUBMITTED slot into the engine. */
+/* Append len bytes as frames of at most CBLLM_FRAME_MAX bytes, cut only at multiples of unit. */
 static void
-StartSlot(int i)
+AppendFrames(StringInfo pending, const char *data, size_t len, int unit)
 {
-	CbllmSlot  *s = CbllmGetSlot(i);
-	WorkerSlot *w = &wslots[i];
-	cbllm_sampling sp = cbllm_sampling_default();
-	cbllm_request_input in = {0};
-	cbllm_err	err;
-	char	   *buf;
-	const char *src;
-	uint64		serial;
-	int			total,
-				off,
-				rc;
+	while (len > 0)
+	{
+		uint32		n = len > CBLLM_FRAME_MAX ? CBLLM_FRAME_MAX - CBLLM_FRAME_MAX % unit : (uint32) len;
 
-	/* the request is read-only once SUBMITTED; copy it out under the lock */
-	SpinLockAcquire(&s->mutex);
-	if (s->state != SLOT_SUBMITTED)
-	{
-		SpinLockRelease(&s->mutex);
-		return;
+		appendBinaryStringInfo(pending, (const char *) &n, sizeof(n));
+		appendBinaryStringInfo(pending, data, n);
+		data += n;
+		len -= n;
 	}
-	serial = s->serial;
-	sp.max_tokens = s->params.max_tokens;
-	sp.temperature = (float) s->params.temperature;
-	sp.top_p = (float) s->params.top_p;
-	sp.top_k = s->params.top_k;
-	sp.has_seed = s->params.has_seed;
-	sp.seed = (uint64_t) s->params.seed;
-	sp.priority = s->params.priority;
-	sp.n_stop = s->params.n_stop;
-	in.text_len = s->prompt_len;
-	w->submitted_at = s->submitted_at;
-	total = s->prompt_len;
-	for (int k = 0; k < s->params.n_stop; k++)
-		total += s->params.stop_len[k];
-	/* layout: prompt, NUL, then each stop string with its NUL */
-	buf = palloc(total + s->params.n_stop + 1);
-	src = CbllmSlotPrompt(s);
-	memcpy(buf, src, s->prompt_len);
-	buf[s->prompt_len] = '\0';
-	off = s->prompt_len + 1;
-	src += s->prompt_len;
-	for (int k = 0; k < s->params.n_stop; k++)
-	{
-		memcpy(buf + off, src, s->params.stop_len[k]);
-		buf[off + s->params.stop_len[k]] = '\0';
-		sp.stop[k] = buf + off;
-		off += s->params.stop_len[k] + 1;
-		src += s->params.stop_len[k];
-	}
-	s->state = SLOT_RUNNING;
-	SpinLockRelease(&s->mutex);
-
-	in.text = buf;
-	in.add_bos = true;
-	resetStringInfo(&w->pending);
-	w->serial = serial;
-	w->finished = false;
-	w->n_prompt = w->n_generated = 0;
-	w->phase = CBLLM_PHASE_QUEUED;
-	w->queue_seconds = -1;
-	w->first_token_at = w->last_token_at = 0;
-	rc = cbllm_engine_submit(engine, &in, &sp, &w->engine_id, &err);
-	pfree(buf);
-	if (rc != CBLLM_OK)
-	{
-		w->engine_id = 0;
-		FailSlot(i, serial, StatusErrcode(rc), err.msg);
-		return;
-	}
-	w->active = true;
 }
 
 /*
- * Append one framed piece (4-byte length, then bytes) to a pending buffer.
- * A NUL byte (a model can generate <0x00>) cannot be in a text value: it
+ * Append one piece of text as frames.  A long piece is cut only between
+ * UTF-8 characters, so that every frame (a row of a stream) is whole text;
+ * a NUL byte (a model can generate <0x00>) cannot be in a text value: it
  * becomes U+FFFD.
  */
 static void
@@ -286,8 +182,12 @@ AppendPiece(StringInfo pending, const char *text, size_t len)
 	}
 	while (len > 0)
 	{
-		uint32		n = len > 4096 ? 4096 : (uint32) len;
+		uint32		n = len > CBLLM_FRAME_MAX ? CBLLM_FRAME_MAX : (uint32) len;
 
+		/* back up to the start of a character (at most 3 continuation bytes) */
+		if (n < len)
+			for (int k = 0; k < 3 && n > 1 && ((unsigned char) text[n] & 0xC0) == 0x80; k++)
+				n--;
 		appendBinaryStringInfo(pending, (const char *) &n, sizeof(n));
 		appendBinaryStringInfo(pending, text, n);
 		text += n;
@@ -295,83 +195,188 @@ AppendPiece(StringInfo pending, const char *text, size_t len)
 	}
 }
 
+/* Record that slot i's request ended (its output may still be pending). */
+static void
+EndWorkerSlot(WorkerSlot *w, int finish, int errcode_in, const char *msg)
+{
+	w->finished = true;
+	w->finish = finish;
+	w->errcode = errcode_in;
+	strlcpy(w->error, msg ? msg : "", CBLLM_ERROR_LEN);
+	w->engine_id = 0;
+}
+
+/* Tokenize, count or detokenize now (no engine step needed): the whole answer goes to pending. */
+static void
+RunTokenizerRequest(WorkerSlot *w, int kind, const char *in, int len)
+{
+	const cbllm_tokenizer *tok = cbllm_engine_tokenizer(engine);
+	cbllm_err	err;
+
+	if (kind == REQ_TOKENIZE || kind == REQ_TOKEN_COUNT)
+	{
+		tokenizer_encode_opts o = {.add_bos = true, .parse_special = true};
+		int32_t    *ids = NULL;
+		int			n = 0;
+
+		if (tokenizer_encode(tok, in, len, o, &ids, &n, &err) != CBLLM_OK)
+		{
+			EndWorkerSlot(w, CBLLM_FINISH_ERROR, ERRCODE_INTERNAL_ERROR, err.msg);
+			return;
+		}
+		if (kind == REQ_TOKENIZE)
+			AppendFrames(&w->pending, (const char *) ids, (size_t) n * sizeof(int32_t), sizeof(int32_t));
+		else
+		{
+			int32		count = n;
+
+			AppendFrames(&w->pending, (const char *) &count, sizeof(count), sizeof(int32));
+		}
+		free(ids);
+		w->n_prompt = n;
+	}
+	else
+	{
+		int			n = len / (int) sizeof(int32_t);
+		int			vocab = tokenizer_vocab_size(tok);
+		int32_t    *ids = palloc(sizeof(int32_t) * (n > 0 ? n : 1));
+		cbllm_buf	out = {0};
+
+		memcpy(ids, in, (size_t) n * sizeof(int32_t));
+		for (int k = 0; k < n; k++)
+			if (ids[k] < 0 || ids[k] >= vocab)
+			{
+				char		msg[CBLLM_ERROR_LEN];
+
+				snprintf(msg, sizeof(msg), "token id %d is outside the vocabulary of %d", ids[k], vocab);
+				EndWorkerSlot(w, CBLLM_FINISH_ERROR, ERRCODE_INVALID_PARAMETER_VALUE, msg);
+				pfree(ids);
+				return;
+			}
+		if (tokenizer_decode(tok, ids, n, true, &out, &err) != CBLLM_OK)
+		{
+			cbllm_buf_free(&out);
+			EndWorkerSlot(w, CBLLM_FINISH_ERROR, ERRCODE_INTERNAL_ERROR, err.msg);
+			pfree(ids);
+			return;
+		}
+		if (out.len > 0)
+			AppendPiece(&w->pending, out.data, out.len);
+		cbllm_buf_free(&out);
+		pfree(ids);
+	}
+	EndWorkerSlot(w, CBLLM_FINISH_STOP, 0, NULL);
+}
+
+/* Take a SUBMITTED slot: into the engine, or answered at once (tokenizer requests). */
+static void
+StartSlot(int i)
+{
+	CbllmSlot  *s = CbllmGetSlot(i);
+	WorkerSlot *w = &wslots[i];
+	CbllmParams prm;
+	cbllm_sampling sp = cbllm_sampling_default();
+	cbllm_request_input in = {0};
+	cbllm_err	err;
+	char	   *buf;
+	const char *src;
+	uint64		serial;
+	int			total,
+				off,
+				rc;
+
+	if (!CbllmSlotTake(i, &serial))
+		return;
+	/* the request is read-only from SUBMITTED on and stays until we free the slot: copy it unlocked */
+	prm = s->params;
+	w->submitted_at = s->submitted_at;
+	total = s->prompt_len;
+	for (int k = 0; k < prm.n_stop; k++)
+		total += prm.stop_len[k];
+	/* layout: prompt, NUL, then each stop string with its NUL */
+	buf = palloc(total + prm.n_stop + 1);
+	src = CbllmSlotPrompt(s);
+	memcpy(buf, src, s->prompt_len);
+	buf[s->prompt_len] = '\0';
+	off = s->prompt_len + 1;
+	src += s->prompt_len;
+	for (int k = 0; k < prm.n_stop; k++)
+	{
+		memcpy(buf + off, src, prm.stop_len[k]);
+		buf[off + prm.stop_len[k]] = '\0';
+		sp.stop[k] = buf + off;
+		off += prm.stop_len[k] + 1;
+		src += prm.stop_len[k];
+	}
+
+	resetStringInfo(&w->pending);
+	w->serial = serial;
+	w->finished = false;
+	w->n_prompt = w->n_generated = 0;
+	w->phase = CBLLM_PHASE_QUEUED;
+	w->queue_seconds = -1;
+	w->first_token_at = w->last_token_at = 0;
+	w->engine_id = 0;
+	w->active = true;
+	if (prm.kind != REQ_GENERATE)
+	{
+		RunTokenizerRequest(w, prm.kind, buf, s->prompt_len);
+		pfree(buf);
+		return;
+	}
+	sp.max_tokens = prm.max_tokens;
+	sp.temperature = (float) prm.temperature;
+	/* a top_p below float's range means "the top token only", which FLT_MIN keeps */
+	sp.top_p = prm.top_p < FLT_MIN ? FLT_MIN : (float) prm.top_p;
+	sp.top_k = prm.top_k;
+	sp.has_seed = prm.has_seed;
+	sp.seed = (uint64_t) prm.seed;
+	sp.priority = prm.priority;
+	sp.n_stop = prm.n_stop;
+	in.text = buf;
+	in.text_len = s->prompt_len;
+	in.add_bos = true;
+	in.cache_salt = prm.cache_salt;
+	rc = cbllm_engine_submit(engine, &in, &sp, &w->engine_id, &err);
+	pfree(buf);
+	if (rc != CBLLM_OK)
+		EndWorkerSlot(w, CBLLM_FINISH_ERROR, StatusErrcode(rc), err.msg);
+}
+
 /*
- * Move whole pieces from pending into slot i's ring; mark it DONE/FAILED when
- * the engine has finished and everything was delivered.  Returns false when
- * the owner cancelled (the caller drops the slot).
+ * Move slot i's pending frames into its ring; once the request has ended and
+ * everything is out, finish the slot (DONE or FAILED), or park an llm_submit
+ * result.  Returns false when the owner cancelled (the caller drops the slot).
  */
 static bool
 Deliver(int i)
 {
-	CbllmSlot  *s = CbllmGetSlot(i);
 	WorkerSlot *w = &wslots[i];
-	Latch	   *l = NULL;
-	int			cap = cbllm_shared->out_cap;
-	int			used = 0;
-	bool		alive = true;
+	bool		cancelled = false;
+	bool		failed = w->finish == CBLLM_FINISH_ERROR;
+	int			used;
 
-	SpinLockAcquire(&s->mutex);
-	if (s->serial != w->serial || s->state != SLOT_RUNNING)
+	if (w->finished &&
+		CbllmSlotPark(i, w->serial, w->pending.data, w->pending.len, failed, w->errcode, w->error))
 	{
-		if (s->serial == w->serial && s->state == SLOT_CANCELLED)
-		{
-			s->state = SLOT_FREE;
-			s->owner_pid = 0;
-			s->owner_latch = NULL;
-		}
-		SpinLockRelease(&s->mutex);
+		w->active = false;
+		resetStringInfo(&w->pending);
+		return true;			/* parked (or found cancelled and freed) */
+	}
+	used = CbllmSlotDeliver(i, w->serial, w->pending.data, w->pending.len, &cancelled);
+	if (cancelled)
 		return false;
-	}
-	while (used + (int) sizeof(uint32) <= w->pending.len)
-	{
-		uint32		n;
-		int			frame;
-
-		memcpy(&n, w->pending.data + used, sizeof(n));
-		frame = (int) sizeof(uint32) + (int) n;
-		if ((int) (s->out_head - s->out_tail) + frame > cap)
-			break;
-		for (int b = 0; b < frame; b++)
-			CbllmSlotOut(s)[(s->out_head + b) % cap] = w->pending.data[used + b];
-		s->out_head += frame;
-		used += frame;
-	}
-	s->n_prompt_tokens = w->n_prompt;
-	s->n_generated = w->n_generated;
-	s->phase = w->phase;
-	s->queue_seconds = w->queue_seconds;
-	s->first_token_at = w->first_token_at;
-	if (used > 0)
-		l = s->owner_latch;
-	if (w->finished && used == w->pending.len)
-	{
-		if (w->finish == CBLLM_FINISH_ERROR)
-		{
-			s->state = SLOT_FAILED;
-			s->errcode = w->errcode;
-			strlcpy(s->error, w->error, CBLLM_ERROR_LEN);
-		}
-		else
-		{
-			s->state = SLOT_DONE;
-			s->finish = w->finish;
-		}
-		l = s->owner_latch;
-		alive = false;
-	}
-	SpinLockRelease(&s->mutex);
 	if (used > 0)
 	{
 		memmove(w->pending.data, w->pending.data + used, w->pending.len - used);
 		w->pending.len -= used;
 	}
-	if (l)
-		SetLatch(l);
-	if (!alive)
+	CbllmSlotProgress(i, w->serial, w->phase, w->n_prompt, w->n_generated, w->queue_seconds,
+					  w->first_token_at);
+	if (w->finished && w->pending.len == 0)
 	{
+		(void) CbllmSlotFinish(i, w->serial, failed, w->finish, w->errcode, w->error);
 		w->active = false;
-		w->engine_id = 0;
-		resetStringInfo(&w->pending);
 	}
 	return true;
 }
@@ -425,11 +430,7 @@ Collect(int i)
 		return;
 	if (cbllm_engine_take(engine, w->engine_id, &o, &err) != CBLLM_OK)
 	{
-		w->finished = true;
-		w->finish = CBLLM_FINISH_ERROR;
-		w->errcode = ERRCODE_INTERNAL_ERROR;
-		strlcpy(w->error, err.msg, CBLLM_ERROR_LEN);
-		w->engine_id = 0;
+		EndWorkerSlot(w, CBLLM_FINISH_ERROR, ERRCODE_INTERNAL_ERROR, err.msg);
 		return;
 	}
 	if (o.text_len > 0)
@@ -439,17 +440,9 @@ Collect(int i)
 	w->phase = o.phase;
 	w->queue_seconds = o.queue_seconds;
 	RecordTimings(w, &o);
-	if (o.finish != CBLLM_FINISH_NONE)
-	{
-		w->finished = true;
-		w->finish = o.finish;
-		if (o.finish == CBLLM_FINISH_ERROR)
-		{
-			w->errcode = ERRCODE_SYSTEM_ERROR;
-			strlcpy(w->error, o.error ? o.error : "generation failed", CBLLM_ERROR_LEN);
-		}
-		w->engine_id = 0;		/* the engine forgot it with this take */
-	}
+	if (o.finish != CBLLM_FINISH_NONE)	/* the engine forgot it with this take */
+		EndWorkerSlot(w, o.finish, o.finish == CBLLM_FINISH_ERROR ? ERRCODE_SYSTEM_ERROR : 0,
+					  o.finish == CBLLM_FINISH_ERROR ? (o.error ? o.error : "generation failed") : NULL);
 }
 
 /* Publish engine statistics for cbllm_status(). */
@@ -487,10 +480,12 @@ RefuseAll(int errcode_in, const char *msg)
 	for (int i = 0; i < cbllm_shared->n_slots; i++)
 	{
 		uint64		serial;
-		CbllmSlotState st = ReadSlot(i, &serial);
+		CbllmSlotState st = CbllmSlotPeek(i, &serial);
 
-		if (st == SLOT_SUBMITTED || st == SLOT_CANCELLED)
-			FailSlot(i, serial, errcode_in, msg);
+		if (st == SLOT_SUBMITTED)
+			(void) CbllmSlotFinish(i, serial, true, CBLLM_FINISH_ERROR, errcode_in, msg);
+		else if (st == SLOT_CANCELLED)
+			CbllmSlotReapCancelled(i, serial);
 	}
 }
 
@@ -518,6 +513,7 @@ LoadEngine(cbllm_err *err)
 	p.gpu_memory_utilization = cbllm_gpu_memory_utilization;
 	p.no_cuda_graphs = !cbllm_cuda_graphs;
 	p.load_format = cbllm_load_format == 1 ? "dummy" : "auto";
+	p.priority_aging = cbllm_priority_aging > 0 ? cbllm_priority_aging : CBLLM_PRIORITY_AGING_OFF;
 	rc = cbllm_engine_create(&p, &engine, err);
 	if (rc != CBLLM_OK)
 		return rc;
@@ -541,7 +537,7 @@ Iterate(void)
 	for (int i = 0; i < cbllm_shared->n_slots; i++)
 	{
 		uint64		serial;
-		CbllmSlotState st = ReadSlot(i, &serial);
+		CbllmSlotState st = CbllmSlotPeek(i, &serial);
 
 		if (st == SLOT_SUBMITTED)
 		{
@@ -553,7 +549,7 @@ Iterate(void)
 		{
 			if (wslots[i].active && wslots[i].serial == serial)
 				DropWorkerSlot(i);
-			FailSlot(i, serial, 0, "");
+			CbllmSlotReapCancelled(i, serial);
 		}
 	}
 	rc = cbllm_engine_step(engine, &active, &err);
@@ -602,14 +598,18 @@ cbllm_worker_main(Datum arg)
 	for (int i = 0; i < cbllm_shared->n_slots; i++)
 		initStringInfo(&wslots[i].pending);
 
-	/* requests a previous worker was running are lost: fail them */
+	/* requests a previous worker was running (or parking) are lost: fail them */
+	CbllmParkedRecover();
 	for (int i = 0; i < cbllm_shared->n_slots; i++)
 	{
 		uint64		serial;
+		CbllmSlotState st = CbllmSlotPeek(i, &serial);
 
-		if (ReadSlot(i, &serial) == SLOT_RUNNING)
-			FailSlot(i, serial, ERRCODE_CONNECTION_FAILURE,
-					 "the cbllm worker restarted while this request was running");
+		if (st == SLOT_RUNNING || st == SLOT_PARKING)
+			(void) CbllmSlotFinish(i, serial, true, CBLLM_FINISH_ERROR, ERRCODE_CONNECTION_FAILURE,
+								   "the cbllm worker restarted while this request was running");
+		else if (st == SLOT_CANCELLED)
+			CbllmSlotReapCancelled(i, serial);
 	}
 
 	if (cbllm_model == NULL || cbllm_model[0] == '\0')
@@ -635,6 +635,7 @@ cbllm_worker_main(Datum arg)
 	{
 		bool		busy = false;
 
+		pg_atomic_write_u64(&cbllm_shared->heartbeat, (uint64) GetCurrentTimestamp());
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;

@@ -83,7 +83,8 @@ CREATE FUNCTION cbllm_status(OUT state text,
                              OUT preemptions_swap bigint,
                              OUT prefix_cache_hit_rate double precision,
                              OUT started_at timestamptz,
-                             OUT batch_sequences bigint)
+                             OUT batch_sequences bigint,
+                             OUT results_parked integer)
 RETURNS record
 AS 'MODULE_PATHNAME', 'cbllm_status'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -124,6 +125,31 @@ LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 -- out, a chunk is cut short and the rest comes back in the next one.  It runs
 -- with the caller's rights; identifiers are quoted, prompt_sql and where_sql
 -- are SQL expressions over the table's columns.
+--
+-- search_path.  Nothing cbllm.enrich itself runs depends on the caller's
+-- search_path, so a role that can create objects in a schema on that path
+-- cannot get them run with the caller's rights; only the caller's own
+-- expressions (and the table's triggers) see it.  A procedure that COMMITs
+-- cannot carry a SET clause, so cbllm.enrich itself only loops and commits,
+-- calling schema-qualified functions with arguments of their exact types;
+-- the work is done by cbllm.enrich_begin and cbllm.enrich_chunk, which run
+-- with search_path = pg_catalog, pg_temp (pg_temp last, so that temporary
+-- objects shadow nothing) and call the extension's functions as
+-- @extschema@.f.  prompt_sql and where_sql were written by the caller, so the
+-- statements that read them run under the caller's search_path, captured at
+-- the start and set only around those statements, as are the UPDATEs (whose
+-- triggers may rely on it); everything cbllm adds to those statements is
+-- qualified: the table's schema, pg_catalog.text, OPERATOR(pg_catalog.=),
+-- and rows are found again by tableoid and ctid (their lock holds them until
+-- the chunk commits), never through the key type's own operators.  Each
+-- expression must be one SQL expression (cbllm.check_expression) and is
+-- spliced in parentheses, so it cannot add statements or clauses.
+--
+-- cbllm.enrich_errors: each role sees and deletes the errors of the jobs it
+-- ran (row-level security); the table's owner and superusers see them all.
+-- Nobody may INSERT: rows are written by cbllm.record_enrich_error, which
+-- checks that the caller may UPDATE the table the error is about and inserts
+-- as the table's owner, with the caller's role in the row.
 CREATE SCHEMA cbllm;
 
 CREATE TABLE cbllm.enrich_errors (
@@ -132,13 +158,273 @@ CREATE TABLE cbllm.enrich_errors (
     key_value   text NOT NULL,
     sqlstate    text NOT NULL,
     error       text NOT NULL,
-    failed_at   timestamptz NOT NULL DEFAULT now()
+    failed_at   timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    role        regrole NOT NULL
 );
 GRANT USAGE ON SCHEMA cbllm TO PUBLIC;
-GRANT SELECT, INSERT ON cbllm.enrich_errors TO PUBLIC;
-GRANT USAGE ON SEQUENCE cbllm.enrich_errors_id_seq TO PUBLIC;
+ALTER TABLE cbllm.enrich_errors ENABLE ROW LEVEL SECURITY;
+-- (to_regrole(quote_ident(...)): a role's name as an identifier, whatever its case)
+CREATE POLICY enrich_errors_own_select ON cbllm.enrich_errors FOR SELECT TO PUBLIC
+    USING (role OPERATOR(pg_catalog.=)
+           (SELECT pg_catalog.to_regrole(pg_catalog.quote_ident(current_user))));
+CREATE POLICY enrich_errors_own_delete ON cbllm.enrich_errors FOR DELETE TO PUBLIC
+    USING (role OPERATOR(pg_catalog.=)
+           (SELECT pg_catalog.to_regrole(pg_catalog.quote_ident(current_user))));
+GRANT SELECT, DELETE ON cbllm.enrich_errors TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('cbllm.enrich_errors', '');
 
+-- One row of cbllm.enrich_errors for the calling role (see above).
+CREATE FUNCTION cbllm.record_enrich_error(tbl regclass, key_value text, sqlstate text, error text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'cbllm_record_enrich_error'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- expr, checked to be one SQL expression, in the parentheses to splice it
+-- in; what names it in the error.
+CREATE FUNCTION cbllm.check_expression(expr text, what text) RETURNS text
+AS 'MODULE_PATHNAME', 'cbllm_check_expression'
+LANGUAGE C STABLE STRICT PARALLEL UNSAFE;
+
+-- tbl's schema-qualified, quoted name, to splice into a statement.
+CREATE FUNCTION cbllm.enrich_table_name(tbl regclass) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT format('%I.%I', n.nspname, c.relname)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid = tbl
+$$;
+
+-- The state of one cbllm.enrich job, passed from chunk to chunk.  It holds
+-- no SQL text that is spliced unchecked: each chunk checks the expressions
+-- again and names the table from its OID.
+CREATE TYPE cbllm.enrich_job AS (
+    tbl           regclass,
+    key_column    name,
+    target_column name,
+    prompt_sql    text,
+    where_sql     text,             -- 'true' when none was given
+    chunk_size    integer,
+    max_tokens    integer,
+    temperature   double precision,
+    top_p         double precision,
+    top_k         integer,
+    seed          bigint,
+    stop          text[],
+    priority      integer,
+    caller_path   text,             -- the caller's search_path, for their expressions
+    todo          bigint,           -- rows to do when the job started
+    done          bigint,
+    failed        bigint,
+    skip          text[],           -- keys of the rows that failed in this job
+    started_at    timestamptz,
+    tokens0       bigint,           -- the engine's tokens_generated at the start
+    more          boolean           -- false once a chunk found no row left
+);
+
+-- Checks the arguments and counts the rows to do.
+CREATE FUNCTION cbllm.enrich_begin(tbl regclass, key_column name, prompt_sql text,
+                                   target_column name, where_sql text, chunk_size integer,
+                                   max_tokens integer, temperature double precision,
+                                   top_p double precision, top_k integer, seed bigint,
+                                   stop text[], priority integer, caller_path text)
+RETURNS cbllm.enrich_job
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $begin$
+DECLARE
+    job         cbllm.enrich_job;
+    shown       text;
+    kind        "char";
+    target_type text;
+    sql         text;
+BEGIN
+    IF tbl IS NULL OR key_column IS NULL OR prompt_sql IS NULL OR target_column IS NULL THEN
+        RAISE EXCEPTION 'cbllm.enrich: tbl, key_column, prompt_sql and target_column must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF chunk_size IS NULL OR chunk_size < 1 OR chunk_size > 4096 THEN
+        RAISE EXCEPTION 'cbllm.enrich: chunk_size must be between 1 and 4096, not %', chunk_size
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Each chunk is submitted at once and committed after it is written.';
+    END IF;
+    -- the table's name as the caller writes it, for messages
+    PERFORM pg_catalog.set_config('search_path', caller_path, true);
+    shown := tbl::pg_catalog.text;
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    SELECT relkind INTO kind FROM pg_class WHERE oid = tbl;
+    IF kind IS NULL OR kind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION 'cbllm.enrich: % is not a table', shown
+            USING ERRCODE = 'wrong_object_type',
+                  DETAIL = 'Only the rows of a table or a partitioned table can be enriched.';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_attribute
+                    WHERE attrelid = tbl AND attname = key_column AND attnum > 0 AND NOT attisdropped) THEN
+        RAISE EXCEPTION 'cbllm.enrich: column % does not exist in %', quote_ident(key_column), shown
+            USING ERRCODE = 'undefined_column';
+    END IF;
+    SELECT format_type(atttypid, atttypmod) INTO target_type FROM pg_attribute
+     WHERE attrelid = tbl AND attname = target_column AND attnum > 0 AND NOT attisdropped;
+    IF target_type IS NULL THEN
+        RAISE EXCEPTION 'cbllm.enrich: column % does not exist in %', quote_ident(target_column), shown
+            USING ERRCODE = 'undefined_column';
+    END IF;
+    IF target_type NOT IN ('text', 'character varying') AND target_type NOT LIKE 'character varying(%' THEN
+        RAISE EXCEPTION 'cbllm.enrich: target column % is of type %, not text', quote_ident(target_column), target_type
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
+    job.tbl := tbl;
+    job.key_column := key_column;
+    job.target_column := target_column;
+    job.prompt_sql := prompt_sql;
+    job.where_sql := coalesce(nullif(btrim(where_sql), ''), 'true');
+    PERFORM cbllm.check_expression(job.prompt_sql, 'prompt_sql');
+    job.chunk_size := chunk_size;
+    job.max_tokens := max_tokens;
+    job.temperature := temperature;
+    job.top_p := top_p;
+    job.top_k := top_k;
+    job.seed := seed;
+    job.stop := stop;
+    job.priority := priority;
+    job.caller_path := caller_path;
+    job.done := 0;
+    job.failed := 0;
+    job.skip := '{}';
+    job.started_at := clock_timestamp();
+    job.more := true;
+    sql := format('SELECT pg_catalog.count(*) FROM %s WHERE %I IS NULL AND %I IS NOT NULL AND %s',
+                  cbllm.enrich_table_name(tbl), target_column, key_column,
+                  cbllm.check_expression(job.where_sql, 'where_sql'));
+    PERFORM pg_catalog.set_config('search_path', caller_path, true);
+    EXECUTE sql INTO job.todo;
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    SELECT tokens_generated INTO job.tokens0 FROM @extschema@.cbllm_status();
+    RAISE NOTICE 'cbllm.enrich: % rows of % to do', job.todo, shown;
+    RETURN job;
+END
+$begin$;
+
+-- One chunk: lock up to chunk_size rows still to do, submit their prompts,
+-- write the results, record the failures; more is false when no row was left.
+CREATE FUNCTION cbllm.enrich_chunk(job cbllm.enrich_job) RETURNS cbllm.enrich_job
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $chunk$
+DECLARE
+    keys        text[];             -- the chunk's rows: key as text,
+    rels        oid[];              -- the table (or partition) holding the row
+    tids        tid[];              -- and the row's ctid
+    sent        integer[] := '{}';  -- the indexes of the rows submitted
+    ids         bigint[] := '{}';   -- and their request ids (NULL for a NULL prompt)
+    prompt      text;
+    res         text;
+    req         bigint;
+    n           bigint;
+    k           integer;
+    tok         bigint;
+    rel         text := cbllm.enrich_table_name(job.tbl);
+    select_sql  text;
+    prompt_sql  text;
+    update_sql  text;
+BEGIN
+    IF rel IS NULL THEN
+        RAISE EXCEPTION 'cbllm.enrich: the table % no longer exists', job.tbl::oid
+            USING ERRCODE = 'undefined_table';
+    END IF;
+    select_sql := format(
+        'SELECT pg_catalog.array_agg(s.k), pg_catalog.array_agg(s.r), pg_catalog.array_agg(s.t)'
+        ' FROM (SELECT %2$s.%1$I::pg_catalog.text AS k, tableoid AS r, ctid AS t FROM %2$s'
+        ' WHERE %3$I IS NULL AND %1$I IS NOT NULL AND %4$s'
+        ' AND NOT (%1$I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1))'
+        ' ORDER BY %2$s.%1$I LIMIT %5$s FOR UPDATE SKIP LOCKED) s',
+        job.key_column, rel, job.target_column,
+        cbllm.check_expression(job.where_sql, 'where_sql'), job.chunk_size);
+    prompt_sql := format(
+        'SELECT %s::pg_catalog.text FROM %s'
+        ' WHERE tableoid OPERATOR(pg_catalog.=) $1 AND ctid OPERATOR(pg_catalog.=) $2',
+        cbllm.check_expression(job.prompt_sql, 'prompt_sql'), rel);
+    update_sql := format(
+        'UPDATE %s SET %I = $1'
+        ' WHERE tableoid OPERATOR(pg_catalog.=) $2 AND ctid OPERATOR(pg_catalog.=) $3',
+        rel, job.target_column);
+
+    PERFORM pg_catalog.set_config('search_path', job.caller_path, true);
+    EXECUTE select_sql INTO keys, rels, tids USING job.skip;
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    IF keys IS NULL THEN
+        job.more := false;
+        RETURN job;
+    END IF;
+
+    FOR i IN 1 .. cardinality(keys) LOOP
+        BEGIN
+            -- the prompt row by row, so that an expression failing on one row
+            -- (a bad cast, a division by zero) only fails that row
+            PERFORM pg_catalog.set_config('search_path', job.caller_path, true);
+            EXECUTE prompt_sql INTO prompt USING rels[i], tids[i];
+            GET DIAGNOSTICS n = ROW_COUNT;
+            PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+            IF n <> 1 THEN
+                RAISE EXCEPTION 'the row changed while its chunk ran'
+                    USING ERRCODE = 'object_not_in_prerequisite_state';
+            END IF;
+            req := @extschema@.llm_submit(prompt, job.max_tokens, job.temperature, job.top_p,
+                                          job.top_k, job.seed, job.stop, job.priority,
+                                          transaction_scoped => true);
+        EXCEPTION
+            WHEN insufficient_resources THEN
+                -- every request slot is taken: collect this chunk first, the
+                -- rest of the rows come back in the next chunk
+                IF cardinality(sent) > 0 THEN
+                    EXIT;
+                END IF;
+                RAISE;
+            WHEN OTHERS THEN
+                -- a prompt that fails to evaluate, or one llm_submit rejects
+                -- (too many bytes, ...): record it
+                PERFORM cbllm.record_enrich_error(job.tbl, keys[i], SQLSTATE, SQLERRM);
+                job.skip := job.skip || keys[i];
+                job.failed := job.failed + 1;
+                CONTINUE;
+        END;
+        sent := sent || i;
+        ids := ids || req;
+    END LOOP;
+
+    FOR j IN 1 .. cardinality(sent) LOOP
+        k := sent[j];
+        BEGIN
+            IF ids[j] IS NULL THEN
+                RAISE EXCEPTION 'the prompt is NULL' USING ERRCODE = 'null_value_not_allowed';
+            END IF;
+            res := @extschema@.llm_result(ids[j]);
+            PERFORM pg_catalog.set_config('search_path', job.caller_path, true);
+            EXECUTE update_sql USING res, rels[k], tids[k];
+            GET DIAGNOSTICS n = ROW_COUNT;
+            PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+            IF n <> 1 THEN
+                RAISE EXCEPTION 'the row changed while its chunk ran'
+                    USING ERRCODE = 'object_not_in_prerequisite_state';
+            END IF;
+            job.done := job.done + 1;
+        EXCEPTION WHEN OTHERS THEN
+            PERFORM cbllm.record_enrich_error(job.tbl, keys[k], SQLSTATE, SQLERRM);
+            job.skip := job.skip || keys[k];
+            job.failed := job.failed + 1;
+        END;
+    END LOOP;
+    SELECT tokens_generated INTO tok FROM @extschema@.cbllm_status();
+    RAISE NOTICE 'cbllm.enrich: % of % rows done, % failed, % tokens/s', job.done, job.todo, job.failed,
+        round((tok - job.tokens0) / greatest(extract(epoch FROM clock_timestamp() - job.started_at), 0.001)::numeric, 1);
+    RETURN job;
+END
+$chunk$;
+
+-- The job: its arguments are checked and its rows counted by
+-- cbllm.enrich_begin, each chunk is done by cbllm.enrich_chunk and committed
+-- here.  Nothing in this body is resolved through the caller's search_path
+-- (see above).
 CREATE PROCEDURE cbllm.enrich(tbl regclass,
                               key_column name,
                               prompt_sql text,
@@ -155,112 +441,14 @@ CREATE PROCEDURE cbllm.enrich(tbl regclass,
 LANGUAGE plpgsql
 AS $enrich$
 DECLARE
-    key_type    text;
-    target_type text;
-    filter      text := coalesce(nullif(btrim(where_sql), ''), 'true');
-    todo        bigint;
-    done        bigint := 0;
-    failed      bigint := 0;
-    skip        text[] := '{}';
-    ids         bigint[];
-    keys        text[];
-    r           record;
-    res         text;
-    prompt      text;
-    t0          timestamptz := clock_timestamp();
-    tok0        bigint;
-    tok         bigint;
-    n_seen      integer;
-    req         bigint;
+    job cbllm.enrich_job;
 BEGIN
-    IF tbl IS NULL OR key_column IS NULL OR prompt_sql IS NULL OR target_column IS NULL THEN
-        RAISE EXCEPTION 'cbllm.enrich: tbl, key_column, prompt_sql and target_column must not be NULL'
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF chunk_size IS NULL OR chunk_size < 1 OR chunk_size > 4096 THEN
-        RAISE EXCEPTION 'cbllm.enrich: chunk_size must be between 1 and 4096, not %', chunk_size
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Each chunk is submitted at once and committed after it is written.';
-    END IF;
-    SELECT format_type(atttypid, atttypmod) INTO key_type FROM pg_attribute
-     WHERE attrelid = tbl AND attname = key_column AND attnum > 0 AND NOT attisdropped;
-    IF key_type IS NULL THEN
-        RAISE EXCEPTION 'cbllm.enrich: column % does not exist in %', quote_ident(key_column), tbl
-            USING ERRCODE = 'undefined_column';
-    END IF;
-    SELECT format_type(atttypid, atttypmod) INTO target_type FROM pg_attribute
-     WHERE attrelid = tbl AND attname = target_column AND attnum > 0 AND NOT attisdropped;
-    IF target_type IS NULL THEN
-        RAISE EXCEPTION 'cbllm.enrich: column % does not exist in %', quote_ident(target_column), tbl
-            USING ERRCODE = 'undefined_column';
-    END IF;
-    IF target_type NOT IN ('text', 'character varying') AND target_type NOT LIKE 'character varying(%' THEN
-        RAISE EXCEPTION 'cbllm.enrich: target column % is of type %, not text', quote_ident(target_column), target_type
-            USING ERRCODE = 'datatype_mismatch';
-    END IF;
-    EXECUTE format('SELECT count(*) FROM %s WHERE %I IS NULL AND (%s)', tbl, target_column, filter)
-       INTO todo;
-    SELECT tokens_generated INTO tok0 FROM cbllm_status();
-    RAISE NOTICE 'cbllm.enrich: % rows of % to do', todo, tbl;
+    job := cbllm.enrich_begin(tbl, key_column, prompt_sql, target_column, where_sql, chunk_size,
+                              max_tokens, temperature, top_p, top_k, seed, stop, priority,
+                              pg_catalog.current_setting('search_path'));
     LOOP
-        ids := '{}';
-        keys := '{}';
-        n_seen := 0;
-        FOR r IN EXECUTE format(
-            'SELECT %1$I::text AS k FROM %2$s'
-            ' WHERE %3$I IS NULL AND (%4$s) AND NOT (%1$I::text = ANY ($1))'
-            ' ORDER BY %1$I LIMIT %5$s FOR UPDATE SKIP LOCKED',
-            key_column, tbl, target_column, filter, chunk_size) USING skip
-        LOOP
-            n_seen := n_seen + 1;
-            BEGIN
-                -- the prompt row by row, so that an expression failing on one row
-                -- (a bad cast, a division by zero) only fails that row
-                EXECUTE format('SELECT (%s)::text FROM %s WHERE %I = $1::%s',
-                               prompt_sql, tbl, key_column, key_type)
-                   INTO prompt USING r.k;
-                req := llm_submit(prompt, max_tokens, temperature, top_p, top_k, seed, stop,
-                                 priority, transaction_scoped => true);
-            EXCEPTION
-                WHEN insufficient_resources THEN
-                    -- every request slot is taken: collect this chunk first, the
-                    -- rest of the rows come back in the next chunk
-                    IF cardinality(keys) > 0 THEN
-                        EXIT;
-                    END IF;
-                    RAISE;
-                WHEN OTHERS THEN
-                    -- a prompt that fails to evaluate, or one llm_submit rejects
-                    -- (too many bytes, ...): record it
-                    INSERT INTO cbllm.enrich_errors (tbl, key_value, sqlstate, error)
-                    VALUES (tbl, r.k, SQLSTATE, SQLERRM);
-                    skip := skip || r.k;
-                    failed := failed + 1;
-                    CONTINUE;
-            END;
-            keys := keys || r.k;
-            ids := ids || req;
-        END LOOP;
-        EXIT WHEN n_seen = 0;
-        FOR i IN 1 .. cardinality(keys) LOOP
-            BEGIN
-                IF ids[i] IS NULL THEN
-                    RAISE EXCEPTION 'the prompt is NULL' USING ERRCODE = 'null_value_not_allowed';
-                END IF;
-                res := llm_result(ids[i]);
-                EXECUTE format('UPDATE %s SET %I = $1 WHERE %I = $2::%s', tbl, target_column,
-                               key_column, key_type) USING res, keys[i];
-                done := done + 1;
-            EXCEPTION WHEN OTHERS THEN
-                INSERT INTO cbllm.enrich_errors (tbl, key_value, sqlstate, error)
-                VALUES (tbl, keys[i], SQLSTATE, SQLERRM);
-                skip := skip || keys[i];
-                failed := failed + 1;
-            END;
-        END LOOP;
-        SELECT tokens_generated INTO tok FROM cbllm_status();
-        RAISE NOTICE 'cbllm.enrich: % of % rows done, % failed, % tokens/s', done, todo, failed,
-            round((tok - tok0) / greatest(extract(epoch FROM clock_timestamp() - t0), 0.001)::numeric, 1);
+        job := cbllm.enrich_chunk(job);
+        EXIT WHEN NOT job.more;
         COMMIT;
     END LOOP;
 END
@@ -278,7 +466,7 @@ SELECT state, reason, model, device, cpu_isa,
        requests_running, requests_waiting, requests_swapped,
        steps, mean_batch_size, tokens_prompt AS tokens_in, tokens_generated AS tokens_out,
        preemptions, preemptions_recompute, preemptions_swap,
-       prefix_cache_hit_rate, worker_pid, max_model_len,
+       prefix_cache_hit_rate, worker_pid, max_model_len, results_parked,
        now() - started_at AS uptime
 FROM cbllm_status();
 

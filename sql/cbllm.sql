@@ -90,22 +90,160 @@ SELECT llm_generate(repeat('long ', 600), 4);
 SELECT llm_generate(ARRAY['x'], on_error => 'ignore');
 SELECT llm_generate(ARRAY['hi', repeat('long ', 600)], 4);
 SELECT llm_detokenize(ARRAY[999999]);
+SELECT llm_generate('x', temperature => 1e300);
+SELECT llm_token_count(repeat('a', 50 * 1024 * 1024));
+SELECT llm_tokenize(repeat('a', 70000));
 
--- every request slot taken (64 here): the next request fails clearly, and the
--- aborted transaction gives all the slots back
-DO $$
+-- a top_p too small for the engine's floats keeps the top token only: greedy
+SELECT llm_generate('hi', 8, temperature => 0.9, top_p => 1e-300, seed => 1) = llm_generate('hi', 8)
+       AS tiny_top_p_is_greedy;
+-- on_error => 'null' covers an element that is too large too
+SELECT r[1] IS NOT NULL AS good_element_kept, r[2] IS NULL AS oversized_element_null
+FROM (SELECT llm_generate(ARRAY['hi', repeat('x', 70000)], 4, on_error => 'null') AS r) s;
+
+-- no NUL byte and no invalid UTF-8 in a text value: <0x00> and a lone <0xC5> become U+FFFD
+SELECT llm_detokenize(ARRAY[3]) = U&'\FFFD' AS nul_replaced,
+       llm_detokenize(ARRAY[3 + 197]) = U&'\FFFD' AS invalid_byte_replaced,
+       length(convert_to(llm_detokenize(ARRAY[3, 3]), 'UTF8')) AS bytes_of_two_replacements;
+-- long pieces through the smallest output ring (this instance runs with it): the
+-- ids of a 60 kB text, and a long generation, arrive whole
+SELECT array_length(llm_tokenize(repeat('ab ', 20000)), 1) = llm_token_count(repeat('ab ', 20000))
+       AS long_tokenize_arrives_whole,
+       llm_token_count(repeat('ab ', 20000)) > 10000 AS many_tokens;
+SELECT llm_detokenize(llm_tokenize(repeat('ab ', 5000))) = repeat('ab ', 5000) AS long_round_trip;
+SELECT string_agg(p, '' ORDER BY n) = llm_generate('The quick brown fox', 400)
+       AS long_stream_concatenates_to_text
+FROM llm_generate_stream('The quick brown fox', 400) WITH ORDINALITY AS s(p, n);
+
+-- quotas: by default a session holds at most a quarter of the slots (16 of
+-- the 64 here) and a role half of them; a call past a limit waits
+-- cbllm.slot_wait_timeout (cancellably) and then fails clearly, and the
+-- aborted transaction gives every slot back
+SELECT name, setting, context FROM pg_settings
+WHERE name IN ('cbllm.max_requests_per_session', 'cbllm.max_requests_per_role',
+               'cbllm.slot_wait_timeout', 'cbllm.result_memory', 'cbllm.output_buffer_size')
+ORDER BY name;
+-- hold_slots(n, tag): n streams that each hold a slot until the transaction ends
+CREATE FUNCTION hold_slots(n integer, tag text) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
   c refcursor;
   piece text;
 BEGIN
-  FOR i IN 1..64 LOOP
-    c := 'hold' || i;
+  FOR i IN 1..n LOOP
+    c := tag || i;
     OPEN c FOR SELECT llm_generate_stream('hold a slot ' || i, 20);
     FETCH c INTO piece;
   END LOOP;
+END $$;
+SET cbllm.slot_wait_timeout = '200ms';
+DO $$
+BEGIN
+  PERFORM hold_slots(16, 'hold');
   PERFORM llm_generate('one too many', 4);
 END $$;
+-- the role's limit (set lower than the session's here)
+SET cbllm.max_requests_per_session = 64;
+SET cbllm.max_requests_per_role = 8;
+DO $$
+BEGIN
+  PERFORM hold_slots(8, 'hold');
+  PERFORM llm_generate('one too many', 4);
+END $$;
+-- every slot taken (both limits raised to all 64): the next request fails after its wait
+SET cbllm.max_requests_per_role = 64;
+DO $$
+BEGIN
+  PERFORM hold_slots(64, 'hold');
+  PERFORM llm_generate('one too many', 4);
+END $$;
+RESET cbllm.max_requests_per_session;
+RESET cbllm.max_requests_per_role;
 SELECT llm_generate('a slot is free again', 4) IS NOT NULL AS slots_released;
+
+-- finished llm_submit results leave their slots: 40 uncollected requests
+-- (more than the session may hold) all finish, and are all collected later
+DO $$
+DECLARE
+  ids bigint[] := '{}';
+  n integer := 0;
+BEGIN
+  FOR i IN 1..40 LOOP
+    ids := ids || llm_submit('parked ' || i, 4);
+  END LOOP;
+  FOR i IN 1..40 LOOP
+    IF llm_result(ids[i]) = llm_generate('parked ' || i, 4) THEN
+      n := n + 1;
+    END IF;
+  END LOOP;
+  RAISE NOTICE '% of 40 parked results collected and equal to a direct call', n;
+END $$;
+RESET cbllm.slot_wait_timeout;
+
+-- what llm_result says of an id (its number masked, for a stable output)
+CREATE FUNCTION pg_temp.result_of(id bigint) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN 'collected: ' || llm_result(id);
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ' ' || regexp_replace(SQLERRM, '[0-9]+', 'N');
+END $$;
+
+-- a subtransaction that rolls back takes back the requests it submitted:
+-- 40 of them (more than the session's quota) leave nothing behind
+DO $$
+BEGIN
+  FOR i IN 1..40 LOOP
+    BEGIN
+      PERFORM llm_submit('rolled back ' || i, 200);
+      RAISE EXCEPTION 'roll back';
+    EXCEPTION WHEN raise_exception THEN
+      NULL;
+    END;
+  END LOOP;
+END $$;
+DO $$
+BEGIN
+  FOR i IN 1..100 LOOP
+    EXIT WHEN NOT EXISTS (SELECT FROM cbllm.requests WHERE pid = pg_backend_pid());
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
+SELECT count(*) AS requests_left FROM cbllm.requests WHERE pid = pg_backend_pid();
+SELECT results_parked AS results_left FROM cbllm_status();
+SELECT llm_generate('served after the rollbacks', 4) IS NOT NULL AS served_after_rollbacks;
+BEGIN;
+SAVEPOINT s;
+SELECT llm_submit('taken back', 200) AS rolled_back_id \gset
+ROLLBACK TO s;
+SELECT pg_temp.result_of(:rolled_back_id) AS rolled_back_request;
+ROLLBACK;
+-- a request submitted in a committed subtransaction survives
+BEGIN;
+SAVEPOINT s;
+SELECT llm_submit('kept', 4) AS kept_id \gset
+RELEASE s;
+COMMIT;
+SELECT llm_result(:kept_id) = llm_generate('kept', 4) AS committed_subtransaction_request_kept;
+
+-- llm_result does not take another call's request, such as an open stream
+BEGIN;
+DECLARE c CURSOR FOR SELECT llm_generate_stream('my stream', 40);
+MOVE 1 IN c;
+SELECT pg_temp.result_of((SELECT id FROM cbllm.requests WHERE pid = pg_backend_pid()))
+       AS stream_id_refused;
+DO $$
+DECLARE
+  c refcursor := 'c';
+  piece text;
+  n integer := 0;
+BEGIN
+  LOOP
+    FETCH c INTO piece;
+    EXIT WHEN NOT FOUND;
+    n := n + 1;
+  END LOOP;
+  RAISE NOTICE 'the stream still flows: %', n > 0;
+END $$;
+COMMIT;
 
 -- nothing is left running (cancellation is asynchronous: wait up to 10 s), and
 -- the functions are volatile

@@ -57,6 +57,9 @@ sub base_conf
 	$conf .= "cbllm.threads = 2\n";
 	$conf .= "cbllm.max_model_len = 512\n";
 	$conf .= "cbllm.max_queued_requests = 64\n";
+	# the tests run up to 20 requests from one session at once (the default
+	# quota is a quarter of the slots, 16)
+	$conf .= "cbllm.max_requests_per_session = 32\n";
 	return $conf;
 }
 
