@@ -2,7 +2,7 @@
 #
 #   make              build the engine library, bin/cbllm-cli and the unit tests
 #   make check-all    run every test (unit, reference, ...): test/run-tests
-#   make install      install bin/cbllm-cli next to pg_config's programs
+#   make install      install bin/cbllm-cli and bin/cbllm-engine next to pg_config's programs
 #
 # The engine core (src/) is plain C11 and builds without PostgreSQL.
 
@@ -12,7 +12,7 @@ MODULE_big  = cbllm
 OBJS        = bgworker/cbllm.o bgworker/guc.o bgworker/channel.o bgworker/worker.o \
               bgworker/client.o bgworker/sql_generate.o bgworker/sql_tokenize.o \
               bgworker/sql_status.o bgworker/stats.o bgworker/slot.o bgworker/sql_text.o \
-              bgworker/sql_enrich.o
+              bgworker/sql_enrich.o bgworker/engine_proc.o bgworker/worker_requests.o
 DATA        = sql/cbllm--$(EXTVERSION).sql
 PG_CPPFLAGS = -Isrc
 PG_CFLAGS   = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers \
@@ -53,7 +53,9 @@ ENGINE_SRCS = \
 	src/sampler.c \
 	src/request.c \
 	src/scheduler.c \
-	src/engine.c
+	src/engine.c \
+	src/ipc.c \
+	src/engine_server.c
 
 ENGINE_OBJS = $(patsubst src/%.c,build/%.o,$(ENGINE_SRCS))
 ENGINE_LIB  = build/libcbllm_engine.a
@@ -67,6 +69,8 @@ UNIT_TESTS = \
 	build/test/test_scheduler
 
 CLI = bin/cbllm-cli
+# the engine process the PostgreSQL supervisor starts (tools/cbllm-engine.c)
+ENGINE_PROG = bin/cbllm-engine
 
 # CUDA.  The real-CUDA build is optional: built when nvcc is found (or
 # CUDA=1), skipped with CUDA=0; it needs no GPU to build.  The kernels form
@@ -110,7 +114,7 @@ EMU_ENGINE_OBJS   = $(patsubst src/%.c,build/emu/engine/%.o,$(ENGINE_SRCS)) buil
 
 .PHONY: engine unit-tests check-all clean-engine install-cli cuda-config
 
-all: engine $(CLI) unit-tests
+all: engine $(CLI) $(ENGINE_PROG) unit-tests
 
 engine: $(ENGINE_LIB)
 
@@ -138,6 +142,9 @@ CLI_SRCS = tools/cbllm-cli.c tools/cli_bench.c tools/cli_workload.c
 
 $(CLI): $(CLI_SRCS) tools/*.h $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) | bin
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itools $(CLI_SRCS) $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
+
+$(ENGINE_PROG): tools/cbllm-engine.c $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) | bin
+	$(ENGINE_CC) $(ENGINE_CFLAGS) tools/cbllm-engine.c $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
 
 build/test/%: test/unit/%.c test/unit/*.h $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) | build/test
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itest/unit $< $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
@@ -210,6 +217,40 @@ cuda-config:
 clean-engine:
 	rm -rf build bin
 
+# ---------------------------------------------------------------- fuzzing
+# libFuzzer targets for the parsers of untrusted files (test/fuzz/README.md).
+# Each test/fuzz/fuzz_<what>.c is linked with the engine sources it needs,
+# compiled by clang with AddressSanitizer and UndefinedBehaviorSanitizer
+# (Debian: clang, libfuzzer-14-dev, libclang-rt-14-dev).  Not part of "all":
+# test/fuzz/run.sh builds them ("make fuzz") and runs or replays them.
+FUZZ_CC      ?= clang
+FUZZ_SAN      = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 $(FUZZ_SAN) -Wall -Wextra -Werror \
+                -Wno-unused-parameter -Isrc -Itest/fuzz
+FUZZ_TARGETS  = config safetensors safetensors_index tokenizer tokenizer_config
+FUZZ_BINS     = $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
+
+.PHONY: fuzz
+fuzz: $(FUZZ_BINS)
+
+# the engine sources (compiled for fuzzing) that each target needs
+build/fuzz/fuzz_config:            build/fuzz/obj/model_config.o build/fuzz/obj/util.o
+build/fuzz/fuzz_safetensors:       build/fuzz/obj/safetensors.o build/fuzz/obj/util.o
+build/fuzz/fuzz_safetensors_index: build/fuzz/obj/safetensors.o build/fuzz/obj/util.o
+build/fuzz/fuzz_tokenizer:         build/fuzz/obj/tokenizer_load.o build/fuzz/obj/tokenizer.o \
+                                   build/fuzz/obj/util.o
+build/fuzz/fuzz_tokenizer_config:  build/fuzz/obj/tokenizer_load.o build/fuzz/obj/tokenizer.o \
+                                   build/fuzz/obj/util.o
+
+build/fuzz/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/*.h | build/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(filter %.o,$^) -lcjson -lm -o $@
+
+build/fuzz/obj/%.o: src/%.c src/*.h | build/fuzz/obj
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+build/fuzz build/fuzz/obj:
+	mkdir -p $@
+
 ifneq ($(PGXS),)
 EXTRA_CLEAN = build bin
 # no LLVM bitcode: the engine is linked in statically and clang may be absent
@@ -219,11 +260,13 @@ $(shlib): $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB))
 # PGXS rules do not track headers: rebuild the glue when its headers change
 $(OBJS): bgworker/cbllm_pg.h bgworker/compat.h src/cbllm.h src/tokenizer.h src/util.h
 install: install-cli
-install-cli: $(CLI)
+install-cli: $(CLI) $(ENGINE_PROG)
 	$(INSTALL_PROGRAM) $(CLI) '$(DESTDIR)$(bindir)/cbllm-cli'
+	$(INSTALL_PROGRAM) $(ENGINE_PROG) '$(DESTDIR)$(bindir)/cbllm-engine'
 else
 clean: clean-engine
 install: install-cli
-install-cli: $(CLI)
+install-cli: $(CLI) $(ENGINE_PROG)
 	install -D -m 755 $(CLI) $(DESTDIR)/usr/local/bin/cbllm-cli
+	install -D -m 755 $(ENGINE_PROG) $(DESTDIR)/usr/local/bin/cbllm-engine
 endif

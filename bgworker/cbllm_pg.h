@@ -17,6 +17,8 @@
 #include "storage/spin.h"
 #include "datatype/timestamp.h"
 
+#include "../src/request_kind.h"
+
 /* ---- GUCs (guc.c) ---- */
 extern char *cbllm_model;
 extern char *cbllm_device;
@@ -43,6 +45,8 @@ extern int	cbllm_slot_wait_timeout_ms;
 extern int	cbllm_result_memory_kb;
 extern int	cbllm_stall_timeout_ms;
 extern int	cbllm_prefix_cache_scope;
+extern char *cbllm_engine_program;
+extern bool cbllm_restart_stalled_engine;
 extern double cbllm_priority_aging;
 
 /* cbllm.prefix_cache_scope */
@@ -82,14 +86,6 @@ typedef enum CbllmEngineState
 	ENGINE_NO_MODEL				/* cbllm.model is empty */
 } CbllmEngineState;
 
-/* What a request asks of the worker. */
-typedef enum CbllmRequestKind
-{
-	REQ_GENERATE = 0,			/* prompt text in, text pieces out */
-	REQ_TOKENIZE,				/* text in, int32 token ids out (as the engine reads a prompt) */
-	REQ_TOKEN_COUNT,			/* text in, one int32 count out */
-	REQ_DETOKENIZE				/* int32 token ids in, text out */
-} CbllmRequestKind;
 
 #define CBLLM_REASON_LEN 512
 #define CBLLM_ERROR_LEN 512
@@ -103,7 +99,7 @@ typedef enum CbllmRequestKind
 /* A request's parameters, as the SQL call gave them. */
 typedef struct CbllmParams
 {
-	int			kind;			/* a CbllmRequestKind */
+	int			kind;			/* a cbllm_request_kind */
 	int			max_tokens;
 	double		temperature;
 	double		top_p;
@@ -225,6 +221,8 @@ typedef struct CbllmShared
 	int			n_swapped;
 	int64		preemptions_recompute;
 	int64		preemptions_swap;
+	int			engine_pid;		/* worker, under info_lock: the engine process; 0 when none */
+	int64		engine_restarts;	/* worker, under info_lock: engines that died and were replaced */
 
 	/* latency histograms since stats_reset_at: worker adds, cbllm.reset_stats() clears, under info_lock */
 	TimestampTz stats_reset_at;
@@ -232,6 +230,7 @@ typedef struct CbllmShared
 
 	/* liveness: worker, at every pass of its loop (at least once a second) */
 	pg_atomic_uint64 heartbeat; /* a TimestampTz; 0 while no worker runs */
+	pg_atomic_uint64 engine_heartbeat;	/* worker: when the engine process last passed its loop; 0: none */
 
 	/* set at startup, read-only afterwards */
 	LWLock	   *claim_lock;		/* serialises claims, so the quotas count exactly */
@@ -334,7 +333,7 @@ text	   *CbllmTextFromModel(const char *s, int len);
 
 typedef struct CbllmRequestArgs
 {
-	const char *prompt;			/* UTF-8 text, or int32 ids for REQ_DETOKENIZE */
+	const char *prompt;			/* UTF-8 text, or int32 ids for CBLLM_REQ_DETOKENIZE */
 	int			prompt_len;		/* bytes */
 	CbllmParams params;
 	const char *stop[CBLLM_MAX_STOP_STRINGS];	/* params.stop_len[k] bytes each */

@@ -100,6 +100,7 @@ CbllmShmemStartup(void)
 		cbllm_shared->claim_lock = &GetNamedLWLockTranche("cbllm")[0].lock;
 		cbllm_shared->parked_lock = &GetNamedLWLockTranche("cbllm")[1].lock;
 		pg_atomic_init_u64(&cbllm_shared->heartbeat, 0);
+		pg_atomic_init_u64(&cbllm_shared->engine_heartbeat, 0);
 		cbllm_shared->n_parked = ParkedCount();
 		cbllm_shared->parked_offset = ParkedOffset();
 		cbllm_shared->result_offset = ResultOffset();

@@ -76,7 +76,7 @@ CbllmArgsError(const CbllmRequestArgs *a, int *errcode_out, char *errmsg_out)
 #define FAIL(code, ...) \
 	do { *errcode_out = (code); snprintf(errmsg_out, CBLLM_ERROR_LEN, __VA_ARGS__); return false; } while (0)
 
-	if (p->kind == REQ_GENERATE)
+	if (p->kind == CBLLM_REQ_GENERATE)
 	{
 		if (p->max_tokens < 1 || p->max_tokens > cbllm_max_tokens_limit)
 			FAIL(ERRCODE_INVALID_PARAMETER_VALUE, "max_tokens must be between 1 and %d, not %d",
@@ -102,7 +102,7 @@ CbllmArgsError(const CbllmRequestArgs *a, int *errcode_out, char *errmsg_out)
 	if (bytes > cbllm_max_prompt_bytes)
 		FAIL(ERRCODE_PROGRAM_LIMIT_EXCEEDED,
 			 "%s is too large: %d bytes%s, the limit is %d",
-			 p->kind == REQ_DETOKENIZE ? "the token array" : "prompt", bytes,
+			 p->kind == CBLLM_REQ_DETOKENIZE ? "the token array" : "prompt", bytes,
 			 p->n_stop > 0 ? " with its stop strings" : "", cbllm_max_prompt_bytes);
 #undef FAIL
 	return true;
@@ -150,7 +150,7 @@ CbllmDefaultParams(CbllmParams *p, int kind)
 {
 	memset(p, 0, sizeof(*p));
 	p->kind = kind;
-	p->max_tokens = kind == REQ_GENERATE ? 256 : 1;
+	p->max_tokens = kind == CBLLM_REQ_GENERATE ? 256 : 1;
 	p->temperature = 0;
 	p->top_p = 1;
 }
@@ -527,13 +527,13 @@ CbllmCheckWorker(const CbllmHandle *h)
 {
 	char		reason[CBLLM_REASON_LEN];
 	int			pid;
-	CbllmEngineState st = EngineState(reason, &pid);
 	CbllmSlotState ss = CbllmSlotStateOf(h->slot, h->serial);
 
 	if (ss == SLOT_DONE || ss == SLOT_FAILED || ss == SLOT_FREE)
 		return;					/* finished (or parked) before the worker went away */
-	if (pid == 0 || st != ENGINE_READY ||
-		pg_atomic_read_u32(&cbllm_shared->worker_generation) != h->worker_generation)
+	(void) EngineState(reason, &pid);
+	/* the engine process restarting is not enough: its supervisor fails what it loses */
+	if (pid == 0 || pg_atomic_read_u32(&cbllm_shared->worker_generation) != h->worker_generation)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("the cbllm engine worker stopped while this request was waiting"),

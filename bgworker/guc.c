@@ -35,6 +35,8 @@ int			cbllm_result_memory_kb = 16384;
 int			cbllm_stall_timeout_ms = 30000;
 int			cbllm_prefix_cache_scope = PREFIX_SCOPE_ROLE;
 double		cbllm_priority_aging = 1.0;
+char	   *cbllm_engine_program = NULL;
+bool		cbllm_restart_stalled_engine = false;
 
 static const struct config_enum_entry prefix_scope_options[] = {
 	{"role", PREFIX_SCOPE_ROLE, false},
@@ -163,6 +165,14 @@ CbllmDefineGucs(void)
 	DefineCustomRealVariable("cbllm.priority_aging",
 							 "Priority points a waiting request gains per second of waiting (0: strict priorities).",
 							 NULL, &cbllm_priority_aging, 1.0, 0.0, 1e6, PGC_POSTMASTER, 0,
+							 NULL, NULL, NULL);
+	DefineCustomStringVariable("cbllm.engine_program",
+							   "The engine program the supervisor starts (empty: cbllm-engine beside postgres).",
+							   NULL, &cbllm_engine_program, "", PGC_POSTMASTER, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+	DefineCustomBoolVariable("cbllm.restart_stalled_engine",
+							 "Kill and restart an engine that made no progress for cbllm.stall_timeout while requests wait.",
+							 NULL, &cbllm_restart_stalled_engine, false, PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("cbllm");
 }

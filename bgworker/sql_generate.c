@@ -35,7 +35,7 @@ static void
 ReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a)
 {
 	memset(a, 0, sizeof(*a));
-	CbllmDefaultParams(&a->params, REQ_GENERATE);
+	CbllmDefaultParams(&a->params, CBLLM_REQ_GENERATE);
 	a->params.max_tokens = PG_ARGISNULL(1) ? DEFAULT_MAX_TOKENS : PG_GETARG_INT32(1);
 	a->params.temperature = PG_ARGISNULL(2) ? 0.0 : PG_GETARG_FLOAT8(2);
 	a->params.top_p = PG_ARGISNULL(3) ? 1.0 : PG_GETARG_FLOAT8(3);

@@ -29,16 +29,19 @@ SeesAll(void)
 }
 
 /*
- * True when a running worker has shown no sign of life (its heartbeat, at
- * every pass of its loop) for cbllm.stall_timeout.
+ * True when the supervisor, or the engine process it runs, has shown no
+ * sign of life (a heartbeat at every pass of its loop) for
+ * cbllm.stall_timeout.
  */
 bool
 CbllmEngineStalled(void)
 {
-	uint64		beat = pg_atomic_read_u64(&cbllm_shared->heartbeat);
+	TimestampTz now = GetCurrentTimestamp();
+	uint64		sup = pg_atomic_read_u64(&cbllm_shared->heartbeat);
+	uint64		eng = pg_atomic_read_u64(&cbllm_shared->engine_heartbeat);
 
-	return beat != 0 &&
-		TimestampDifferenceExceeds((TimestampTz) beat, GetCurrentTimestamp(), cbllm_stall_timeout_ms);
+	return (sup != 0 && TimestampDifferenceExceeds((TimestampTz) sup, now, cbllm_stall_timeout_ms)) ||
+		(eng != 0 && TimestampDifferenceExceeds((TimestampTz) eng, now, cbllm_stall_timeout_ms));
 }
 
 /* The name of an engine state. */
@@ -67,8 +70,8 @@ cbllm_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
 	CbllmShared snap;
-	Datum		v[26];
-	bool		n[26] = {0};
+	Datum		v[28];
+	bool		n[28] = {0};
 	bool		all;
 	int			parked = 0;
 
@@ -119,6 +122,9 @@ cbllm_status(PG_FUNCTION_ARGS)
 		parked += ((CbllmParked *) ((char *) cbllm_shared + cbllm_shared->parked_offset))[i].in_use;
 	LWLockRelease(cbllm_shared->parked_lock);
 	v[25] = Int32GetDatum(parked);
+	v[26] = Int32GetDatum(snap.engine_pid);
+	n[26] = snap.engine_pid == 0;
+	v[27] = Int64GetDatum(snap.engine_restarts);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), v, n)));
 }
 

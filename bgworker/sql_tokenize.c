@@ -49,7 +49,7 @@ InputText(text *t, int *len)
 	CbllmRequestArgs a;
 
 	memset(&a, 0, sizeof(a));
-	a.params.kind = REQ_TOKENIZE;
+	a.params.kind = CBLLM_REQ_TOKENIZE;
 	a.prompt_len = VARSIZE_ANY_EXHDR(t);
 	CbllmCheckArgs(&a);			/* refuses an oversized text before any work */
 	return CbllmTextToModelOrError(t, len);
@@ -66,7 +66,7 @@ llm_tokenize(PG_FUNCTION_ARGS)
 	Datum	   *d;
 
 	initStringInfo(&out);
-	AskEngine(REQ_TOKENIZE, s, len, &out);
+	AskEngine(CBLLM_REQ_TOKENIZE, s, len, &out);
 	n = out.len / (int) sizeof(int32);
 	d = palloc(sizeof(Datum) * (n > 0 ? n : 1));
 	for (int i = 0; i < n; i++)
@@ -89,7 +89,7 @@ llm_token_count(PG_FUNCTION_ARGS)
 	int32		n;
 
 	initStringInfo(&out);
-	AskEngine(REQ_TOKEN_COUNT, s, len, &out);
+	AskEngine(CBLLM_REQ_TOKEN_COUNT, s, len, &out);
 	if (out.len != sizeof(int32))
 		elog(ERROR, "cbllm: token count reply of %d bytes", out.len);
 	memcpy(&n, out.data, sizeof(n));
@@ -122,6 +122,6 @@ llm_detokenize(PG_FUNCTION_ARGS)
 		ids[i] = DatumGetInt32(elems[i]);
 	}
 	initStringInfo(&out);
-	AskEngine(REQ_DETOKENIZE, (const char *) ids, n * (int) sizeof(int32), &out);
+	AskEngine(CBLLM_REQ_DETOKENIZE, (const char *) ids, n * (int) sizeof(int32), &out);
 	PG_RETURN_TEXT_P(CbllmTextFromModel(out.data, out.len));
 }

@@ -1,23 +1,35 @@
 /*
- * worker.c: the background worker that hosts the engine for the cluster.
+ * worker.c: the supervisor, a background worker that keeps an engine
+ * process for the cluster.
  *
- * The loop: take new requests from SUBMITTED slots into the engine, abort the
- * ones whose backends cancelled, run one engine step, and move each request's
- * new text into its slot's output ring (framed piece by piece), setting the
- * owner's latch; finished requests become DONE or FAILED.  When nothing is
- * active it sleeps on its latch, which backends set on submit and cancel.
+ * The engine (cbllm-engine, see engine_proc.c and src/engine_server.c) runs
+ * in a process of its own, started by this worker and not by the
+ * postmaster, and talks to it through a shared-memory region of its own
+ * (src/ipc.h): it holds the model, the KV cache, the threads and the GPU
+ * context.  So the engine can die of anything (a signal, the out-of-memory
+ * killer, SIGBUS on a model file truncated under it, a device fault) and
+ * the postmaster never knows: this worker notices at once (the engine's
+ * doorbell pipe closes, waitpid says how it ended), fails the requests the
+ * engine was running with that cause, and starts a new engine after a
+ * backoff (0.5 s, doubling up to 30 s while it keeps dying young).  Requests
+ * still waiting in their slots wait for the new engine.
+ *
+ * The loop: start the engine when there is none (and it may), follow its
+ * state (loading, ready, failed), take its events, take new SUBMITTED slots
+ * to it and abort cancelled ones (worker_requests.c), move output into the
+ * slots' rings, publish counters, and sleep on the latch and the engine's
+ * doorbell.  A heartbeat from the engine at every pass of its loop lets
+ * cbllm_status() report a stalled engine, and, with
+ * cbllm.restart_stalled_engine, this worker kills and restarts it.
  *
  * A request's failure travels back to its backend as a message in its slot;
- * nothing here raises an ERROR for one request.  Text that does not fit a
- * slow reader's ring waits in worker memory (per request), so one slow
- * session never stalls the others.  Tokenizer requests (llm_tokenize and
- * friends) are answered at once, between steps, with the engine's tokenizer.
- * Every move of a slot is made through slot.c.
+ * nothing here raises an ERROR for one request.
  */
-#include "cbllm_pg.h"
+#include "worker_internal.h"
 
-#include <float.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -30,33 +42,19 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
-#include "../src/cbllm.h"
-#include "../src/tokenizer.h"
+#define BACKOFF_FIRST_MS 500
+#define BACKOFF_MAX_MS 30000
+#define RAN_LONG_ENOUGH_MS 60000	/* an engine that lived this long restarts at the first backoff */
 
-/* What the worker remembers about each slot it has in the engine. */
-typedef struct WorkerSlot
-{
-	bool		active;			/* the slot's request is in the engine or draining */
-	uint64		serial;			/* the slot's serial when taken */
-	int64		engine_id;		/* 0 once the engine forgot it */
-	StringInfoData pending;		/* framed text not yet in the ring */
-	bool		finished;		/* the engine reported its end */
-	int			finish;
-	int			n_prompt;
-	int			n_generated;
-	int			phase;			/* cbllm_phase from the latest take */
-	double		queue_seconds;	/* from the latest take */
-	TimestampTz submitted_at;	/* from the slot */
-	TimestampTz first_token_at; /* 0 until the first token */
-	TimestampTz last_token_at;
-	int			errcode;
-	char		error[CBLLM_ERROR_LEN];
-} WorkerSlot;
+static CbllmEngineProc proc = {.pid = 0, .region_fd = -1, .bell_to_engine = -1, .bell_from_engine = -1};
+static bool bell_closed = false;	/* the engine's doorbell pipe reached EOF: it is exiting */
+static bool model_failed = false;	/* the last engine could not load the model: refuse requests */
+static int	young_deaths = 0;	/* deaths in a row of engines that did not run long */
+static TimestampTz next_spawn_at = 0;
+static cbllm_ipc_status last_status;	/* the engine's last consistent status block */
+static bool have_status = false;
 
-static cbllm_engine *engine = NULL;
-static WorkerSlot *wslots = NULL;
-
-/* Register the engine worker (from _PG_init). */
+/* Register the supervisor (from _PG_init). */
 void
 CbllmRegisterWorker(void)
 {
@@ -83,7 +81,19 @@ SetState(CbllmEngineState st, const char *reason)
 	SpinLockRelease(&cbllm_shared->info_lock);
 }
 
-/* Wake every backend that has a slot, so that waiters re-check the worker. */
+/* The engine state as published. */
+static CbllmEngineState
+GetState(void)
+{
+	CbllmEngineState st;
+
+	SpinLockAcquire(&cbllm_shared->info_lock);
+	st = cbllm_shared->state;
+	SpinLockRelease(&cbllm_shared->info_lock);
+	return st;
+}
+
+/* Wake every backend that has a slot, so that waiters re-check. */
 static void
 WakeAllOwners(void)
 {
@@ -91,495 +101,276 @@ WakeAllOwners(void)
 		CbllmWakeOwner(i);
 }
 
-/* on_shmem_exit: say that no worker runs, and wake the waiters. */
+/* on_shmem_exit: take the engine down with us, say that no worker runs, and wake the waiters. */
 static void
 WorkerExit(int code, Datum arg)
 {
+	CbllmEngineKill(&proc);
+	CbllmEngineRelease(&proc);
 	SpinLockAcquire(&cbllm_shared->info_lock);
 	cbllm_shared->worker_pid = 0;
 	cbllm_shared->worker_latch = NULL;
+	cbllm_shared->engine_pid = 0;
 	if (cbllm_shared->state == ENGINE_READY || cbllm_shared->state == ENGINE_LOADING)
 		cbllm_shared->state = ENGINE_STOPPED;
 	SpinLockRelease(&cbllm_shared->info_lock);
 	pg_atomic_write_u64(&cbllm_shared->heartbeat, 0);
+	pg_atomic_write_u64(&cbllm_shared->engine_heartbeat, 0);
 	WakeAllOwners();
-	if (engine)
-		cbllm_engine_destroy(engine);
-	engine = NULL;
 }
 
-/* Map an engine status to a sqlstate for the backend's error. */
-static int
-StatusErrcode(int status)
-{
-	switch (status)
-	{
-		case CBLLM_ERR_TOO_LONG:
-			return ERRCODE_PROGRAM_LIMIT_EXCEEDED;
-		case CBLLM_ERR_INVALID:
-			return ERRCODE_INVALID_PARAMETER_VALUE;
-		case CBLLM_ERR_FULL:
-			return ERRCODE_INSUFFICIENT_RESOURCES;
-		case CBLLM_ERR_NOMEM:
-			return ERRCODE_OUT_OF_MEMORY;
-		default:
-			return ERRCODE_INTERNAL_ERROR;
-	}
-}
-
-/* Forget the worker's record of slot i (aborting its request if the engine has it). */
+/* The engine's parameters, from the GUCs. */
 static void
-DropWorkerSlot(int i)
+EngineParams(cbllm_ipc_params *p)
 {
-	WorkerSlot *w = &wslots[i];
-
-	if (w->engine_id != 0 && engine != NULL)
-		cbllm_engine_abort(engine, w->engine_id, NULL);
-	w->engine_id = 0;
-	w->active = false;
-	resetStringInfo(&w->pending);
+	memset(p, 0, sizeof(*p));
+	strlcpy(p->model_dir, cbllm_model, sizeof(p->model_dir));
+	strlcpy(p->device, cbllm_device ? cbllm_device : "", sizeof(p->device));
+	strlcpy(p->load_format, cbllm_load_format == 1 ? "dummy" : "auto", sizeof(p->load_format));
+	p->n_threads = cbllm_threads;
+	p->max_num_seqs = cbllm_max_num_seqs;
+	p->max_num_batched_tokens = cbllm_max_num_batched_tokens;
+	p->max_model_len = cbllm_max_model_len;
+	p->block_size = cbllm_block_size;
+	p->kv_cache_bytes = (uint64_t) cbllm_kv_cache_size_mb << 20;
+	p->max_queued = cbllm_shared->n_slots;
+	p->preempt_mode = cbllm_preempt_mode;
+	p->swap_space_bytes = (uint64_t) cbllm_swap_space_mb << 20;
+	p->no_prefix_caching = !cbllm_enable_prefix_caching;
+	p->gpu_memory_utilization = cbllm_gpu_memory_utilization;
+	p->no_cuda_graphs = !cbllm_cuda_graphs;
+	p->priority_aging = cbllm_priority_aging > 0 ? cbllm_priority_aging : CBLLM_PRIORITY_AGING_OFF;
+	p->n_slots = cbllm_shared->n_slots;
 }
 
-/* Append len bytes as frames of at most CBLLM_FRAME_MAX bytes, cut only at multiples of unit. */
+/* Start an engine process; on failure to start, the state says why. */
 static void
-AppendFrames(StringInfo pending, const char *data, size_t len, int unit)
+Spawn(void)
 {
-	while (len > 0)
+	cbllm_ipc_params p;
+	char		err[CBLLM_REASON_LEN];
+	char		reason[CBLLM_REASON_LEN];
+
+	EngineParams(&p);
+	if (!CbllmEngineSpawn(&proc, &p, CBLLM_MAX_MSG(cbllm_shared->prompt_cap), err))
 	{
-		uint32		n = len > CBLLM_FRAME_MAX ? CBLLM_FRAME_MAX - CBLLM_FRAME_MAX % unit : (uint32) len;
-
-		appendBinaryStringInfo(pending, (const char *) &n, sizeof(n));
-		appendBinaryStringInfo(pending, data, n);
-		data += n;
-		len -= n;
-	}
-}
-
-/*
- * Append one piece of text as frames.  A long piece is cut only between
- * UTF-8 characters, so that every frame (a row of a stream) is whole text;
- * a NUL byte (a model can generate <0x00>) cannot be in a text value: it
- * becomes U+FFFD.
- */
-static void
-AppendPiece(StringInfo pending, const char *text, size_t len)
-{
-	if (memchr(text, '\0', len) != NULL)
-	{
-		StringInfoData clean;
-
-		initStringInfo(&clean);
-		for (size_t i = 0; i < len; i++)
-		{
-			if (text[i] == '\0')
-				appendBinaryStringInfo(&clean, "\xEF\xBF\xBD", 3);
-			else
-				appendStringInfoChar(&clean, text[i]);
-		}
-		AppendPiece(pending, clean.data, clean.len);
-		pfree(clean.data);
+		elog(LOG, "cbllm: %s", err);
+		model_failed = true;
+		SetState(ENGINE_FAILED, err);
+		young_deaths++;
+		next_spawn_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), BACKOFF_MAX_MS);
 		return;
 	}
-	while (len > 0)
-	{
-		uint32		n = len > CBLLM_FRAME_MAX ? CBLLM_FRAME_MAX : (uint32) len;
-
-		/* back up to the start of a character (at most 3 continuation bytes) */
-		if (n < len)
-			for (int k = 0; k < 3 && n > 1 && ((unsigned char) text[n] & 0xC0) == 0x80; k++)
-				n--;
-		appendBinaryStringInfo(pending, (const char *) &n, sizeof(n));
-		appendBinaryStringInfo(pending, text, n);
-		text += n;
-		len -= n;
-	}
-}
-
-/* Record that slot i's request ended (its output may still be pending). */
-static void
-EndWorkerSlot(WorkerSlot *w, int finish, int errcode_in, const char *msg)
-{
-	w->finished = true;
-	w->finish = finish;
-	w->errcode = errcode_in;
-	strlcpy(w->error, msg ? msg : "", CBLLM_ERROR_LEN);
-	w->engine_id = 0;
-}
-
-/* Tokenize, count or detokenize now (no engine step needed): the whole answer goes to pending. */
-static void
-RunTokenizerRequest(WorkerSlot *w, int kind, const char *in, int len)
-{
-	const cbllm_tokenizer *tok = cbllm_engine_tokenizer(engine);
-	cbllm_err	err;
-
-	if (kind == REQ_TOKENIZE || kind == REQ_TOKEN_COUNT)
-	{
-		tokenizer_encode_opts o = {.add_bos = true, .parse_special = true};
-		int32_t    *ids = NULL;
-		int			n = 0;
-
-		if (tokenizer_encode(tok, in, len, o, &ids, &n, &err) != CBLLM_OK)
-		{
-			EndWorkerSlot(w, CBLLM_FINISH_ERROR, ERRCODE_INTERNAL_ERROR, err.msg);
-			return;
-		}
-		if (kind == REQ_TOKENIZE)
-			AppendFrames(&w->pending, (const char *) ids, (size_t) n * sizeof(int32_t), sizeof(int32_t));
-		else
-		{
-			int32		count = n;
-
-			AppendFrames(&w->pending, (const char *) &count, sizeof(count), sizeof(int32));
-		}
-		free(ids);
-		w->n_prompt = n;
-	}
-	else
-	{
-		int			n = len / (int) sizeof(int32_t);
-		int			vocab = tokenizer_vocab_size(tok);
-		int32_t    *ids = palloc(sizeof(int32_t) * (n > 0 ? n : 1));
-		cbllm_buf	out = {0};
-
-		memcpy(ids, in, (size_t) n * sizeof(int32_t));
-		for (int k = 0; k < n; k++)
-			if (ids[k] < 0 || ids[k] >= vocab)
-			{
-				char		msg[CBLLM_ERROR_LEN];
-
-				snprintf(msg, sizeof(msg), "token id %d is outside the vocabulary of %d", ids[k], vocab);
-				EndWorkerSlot(w, CBLLM_FINISH_ERROR, ERRCODE_INVALID_PARAMETER_VALUE, msg);
-				pfree(ids);
-				return;
-			}
-		if (tokenizer_decode(tok, ids, n, true, &out, &err) != CBLLM_OK)
-		{
-			cbllm_buf_free(&out);
-			EndWorkerSlot(w, CBLLM_FINISH_ERROR, ERRCODE_INTERNAL_ERROR, err.msg);
-			pfree(ids);
-			return;
-		}
-		if (out.len > 0)
-			AppendPiece(&w->pending, out.data, out.len);
-		cbllm_buf_free(&out);
-		pfree(ids);
-	}
-	EndWorkerSlot(w, CBLLM_FINISH_STOP, 0, NULL);
-}
-
-/* Take a SUBMITTED slot: into the engine, or answered at once (tokenizer requests). */
-static void
-StartSlot(int i)
-{
-	CbllmSlot  *s = CbllmGetSlot(i);
-	WorkerSlot *w = &wslots[i];
-	CbllmParams prm;
-	cbllm_sampling sp = cbllm_sampling_default();
-	cbllm_request_input in = {0};
-	cbllm_err	err;
-	char	   *buf;
-	const char *src;
-	uint64		serial;
-	int			total,
-				off,
-				rc;
-
-	if (!CbllmSlotTake(i, &serial))
-		return;
-	/* the request is read-only from SUBMITTED on and stays until we free the slot: copy it unlocked */
-	prm = s->params;
-	w->submitted_at = s->submitted_at;
-	total = s->prompt_len;
-	for (int k = 0; k < prm.n_stop; k++)
-		total += prm.stop_len[k];
-	/* layout: prompt, NUL, then each stop string with its NUL */
-	buf = palloc(total + prm.n_stop + 1);
-	src = CbllmSlotPrompt(s);
-	memcpy(buf, src, s->prompt_len);
-	buf[s->prompt_len] = '\0';
-	off = s->prompt_len + 1;
-	src += s->prompt_len;
-	for (int k = 0; k < prm.n_stop; k++)
-	{
-		memcpy(buf + off, src, prm.stop_len[k]);
-		buf[off + prm.stop_len[k]] = '\0';
-		sp.stop[k] = buf + off;
-		off += prm.stop_len[k] + 1;
-		src += prm.stop_len[k];
-	}
-
-	resetStringInfo(&w->pending);
-	w->serial = serial;
-	w->finished = false;
-	w->n_prompt = w->n_generated = 0;
-	w->phase = CBLLM_PHASE_QUEUED;
-	w->queue_seconds = -1;
-	w->first_token_at = w->last_token_at = 0;
-	w->engine_id = 0;
-	w->active = true;
-	if (prm.kind != REQ_GENERATE)
-	{
-		RunTokenizerRequest(w, prm.kind, buf, s->prompt_len);
-		pfree(buf);
-		return;
-	}
-	sp.max_tokens = prm.max_tokens;
-	sp.temperature = (float) prm.temperature;
-	/* a top_p below float's range means "the top token only", which FLT_MIN keeps */
-	sp.top_p = prm.top_p < FLT_MIN ? FLT_MIN : (float) prm.top_p;
-	sp.top_k = prm.top_k;
-	sp.has_seed = prm.has_seed;
-	sp.seed = (uint64_t) prm.seed;
-	sp.priority = prm.priority;
-	sp.n_stop = prm.n_stop;
-	in.text = buf;
-	in.text_len = s->prompt_len;
-	in.add_bos = true;
-	in.cache_salt = prm.cache_salt;
-	rc = cbllm_engine_submit(engine, &in, &sp, &w->engine_id, &err);
-	pfree(buf);
-	if (rc != CBLLM_OK)
-		EndWorkerSlot(w, CBLLM_FINISH_ERROR, StatusErrcode(rc), err.msg);
-}
-
-/*
- * Move slot i's pending frames into its ring; once the request has ended and
- * everything is out, finish the slot (DONE or FAILED), or park an llm_submit
- * result.  Returns false when the owner cancelled (the caller drops the slot).
- */
-static bool
-Deliver(int i)
-{
-	WorkerSlot *w = &wslots[i];
-	bool		cancelled = false;
-	bool		failed = w->finish == CBLLM_FINISH_ERROR;
-	int			used;
-
-	if (w->finished &&
-		CbllmSlotPark(i, w->serial, w->pending.data, w->pending.len, failed, w->errcode, w->error))
-	{
-		w->active = false;
-		resetStringInfo(&w->pending);
-		return true;			/* parked (or found cancelled and freed) */
-	}
-	used = CbllmSlotDeliver(i, w->serial, w->pending.data, w->pending.len, &cancelled);
-	if (cancelled)
-		return false;
-	if (used > 0)
-	{
-		memmove(w->pending.data, w->pending.data + used, w->pending.len - used);
-		w->pending.len -= used;
-	}
-	CbllmSlotProgress(i, w->serial, w->phase, w->n_prompt, w->n_generated, w->queue_seconds,
-					  w->first_token_at);
-	if (w->finished && w->pending.len == 0)
-	{
-		(void) CbllmSlotFinish(i, w->serial, failed, w->finish, w->errcode, w->error);
-		w->active = false;
-	}
-	return true;
-}
-
-/* Seconds from a to b. */
-static double
-Seconds(TimestampTz a, TimestampTz b)
-{
-	return (double) (b - a) / USECS_PER_SEC;
-}
-
-/* Add the latencies new output reveals: first token, gaps between tokens, queue time, the end. */
-static void
-RecordTimings(WorkerSlot *w, const cbllm_output *o)
-{
-	TimestampTz now;
-
-	if (o->n_tokens == 0 && o->finish == CBLLM_FINISH_NONE)
-		return;
-	now = GetCurrentTimestamp();
-	if (o->n_tokens > 0)
-	{
-		int			gaps = o->n_tokens;
-
-		if (w->first_token_at == 0)
-		{
-			w->first_token_at = now;
-			CbllmRecordLatency(0, Seconds(w->submitted_at, now));
-			if (o->queue_seconds >= 0)
-				CbllmRecordLatency(2, o->queue_seconds);
-			gaps--;
-		}
-		else
-			for (int k = 0; k < gaps; k++)
-				CbllmRecordLatency(1, Seconds(w->last_token_at, now) / gaps);
-		w->last_token_at = now;
-	}
-	if (o->finish != CBLLM_FINISH_NONE && o->finish != CBLLM_FINISH_ERROR)
-		CbllmRecordLatency(3, Seconds(w->submitted_at, now));
-}
-
-/* Collect the engine's output for slot i into its pending pieces. */
-static void
-Collect(int i)
-{
-	WorkerSlot *w = &wslots[i];
-	cbllm_output o;
-	cbllm_err	err;
-
-	if (w->engine_id == 0 || w->finished)
-		return;
-	if (cbllm_engine_take(engine, w->engine_id, &o, &err) != CBLLM_OK)
-	{
-		EndWorkerSlot(w, CBLLM_FINISH_ERROR, ERRCODE_INTERNAL_ERROR, err.msg);
-		return;
-	}
-	if (o.text_len > 0)
-		AppendPiece(&w->pending, o.text, o.text_len);
-	w->n_prompt = o.n_prompt;
-	w->n_generated = o.n_generated;
-	w->phase = o.phase;
-	w->queue_seconds = o.queue_seconds;
-	RecordTimings(w, &o);
-	if (o.finish != CBLLM_FINISH_NONE)	/* the engine forgot it with this take */
-		EndWorkerSlot(w, o.finish, o.finish == CBLLM_FINISH_ERROR ? ERRCODE_SYSTEM_ERROR : 0,
-					  o.finish == CBLLM_FINISH_ERROR ? (o.error ? o.error : "generation failed") : NULL);
-}
-
-/* Publish engine statistics for cbllm_status(). */
-static void
-PublishStats(void)
-{
-	cbllm_stats st;
-
-	cbllm_engine_stats(engine, &st);
+	bell_closed = false;
+	have_status = false;
 	SpinLockAcquire(&cbllm_shared->info_lock);
-	cbllm_shared->kv_blocks_total = st.kv_blocks_total;
-	cbllm_shared->kv_blocks_free = st.kv_blocks_free;
-	cbllm_shared->n_running = st.n_running;
-	cbllm_shared->n_waiting = st.n_waiting;
-	cbllm_shared->steps = st.steps;
-	cbllm_shared->batch_seqs_sum = st.batch_seqs_sum;
-	cbllm_shared->tokens_prompt = st.tokens_prompt;
-	cbllm_shared->tokens_generated = st.tokens_generated;
-	cbllm_shared->preemptions = st.preemptions;
-	cbllm_shared->prefix_queries = st.prefix_queries;
-	cbllm_shared->prefix_hits = st.prefix_hits;
-	cbllm_shared->kv_blocks_cached = st.kv_blocks_cached;
-	cbllm_shared->swap_blocks_total = st.swap_blocks_total;
-	cbllm_shared->swap_blocks_free = st.swap_blocks_free;
-	cbllm_shared->n_swapped = st.n_swapped;
-	cbllm_shared->preemptions_recompute = st.preemptions_recompute;
-	cbllm_shared->preemptions_swap = st.preemptions_swap;
+	cbllm_shared->engine_pid = proc.pid;
+	strlcpy(reason, cbllm_shared->reason, sizeof(reason));
+	SpinLockRelease(&cbllm_shared->info_lock);
+	elog(LOG, "cbllm: engine process %d started for model \"%s\"", (int) proc.pid, cbllm_model);
+	/* keep the reason of a restart visible while the new engine loads; a failed load stays failed */
+	if (!model_failed)
+		SetState(ENGINE_LOADING, GetState() == ENGINE_LOADING ? reason : NULL);
+}
+
+/* Copy the engine's statistics and facts for cbllm_status(). */
+static void
+PublishStats(const cbllm_ipc_status *es)
+{
+	const cbllm_stats *st = &es->stats;
+
+	SpinLockAcquire(&cbllm_shared->info_lock);
+	strlcpy(cbllm_shared->device, es->device, sizeof(cbllm_shared->device));
+	strlcpy(cbllm_shared->cpu_isa, es->cpu_isa, sizeof(cbllm_shared->cpu_isa));
+	cbllm_shared->max_model_len = es->max_model_len;
+	cbllm_shared->kv_blocks_total = st->kv_blocks_total;
+	cbllm_shared->kv_blocks_free = st->kv_blocks_free;
+	cbllm_shared->n_running = st->n_running;
+	cbllm_shared->n_waiting = st->n_waiting;
+	cbllm_shared->steps = st->steps;
+	cbllm_shared->batch_seqs_sum = st->batch_seqs_sum;
+	cbllm_shared->tokens_prompt = st->tokens_prompt;
+	cbllm_shared->tokens_generated = st->tokens_generated;
+	cbllm_shared->preemptions = st->preemptions;
+	cbllm_shared->prefix_queries = st->prefix_queries;
+	cbllm_shared->prefix_hits = st->prefix_hits;
+	cbllm_shared->kv_blocks_cached = st->kv_blocks_cached;
+	cbllm_shared->swap_blocks_total = st->swap_blocks_total;
+	cbllm_shared->swap_blocks_free = st->swap_blocks_free;
+	cbllm_shared->n_swapped = st->n_swapped;
+	cbllm_shared->preemptions_recompute = st->preemptions_recompute;
+	cbllm_shared->preemptions_swap = st->preemptions_swap;
 	SpinLockRelease(&cbllm_shared->info_lock);
 }
 
-/* Fail new requests (the engine is not available) and free cancelled slots. */
+/* Follow the engine's state, facts and heartbeat. */
 static void
-RefuseAll(int errcode_in, const char *msg)
+Observe(void)
 {
-	for (int i = 0; i < cbllm_shared->n_slots; i++)
-	{
-		uint64		serial;
-		CbllmSlotState st = CbllmSlotPeek(i, &serial);
+	cbllm_ipc_status es;
+	uint64		beat = atomic_load(&proc.rg->heartbeat_ns);
+	uint64		now_ns = cbllm_ipc_now_ns();
 
-		if (st == SLOT_SUBMITTED)
-			(void) CbllmSlotFinish(i, serial, true, CBLLM_FINISH_ERROR, errcode_in, msg);
-		else if (st == SLOT_CANCELLED)
-			CbllmSlotReapCancelled(i, serial);
+	if (beat != 0)
+		pg_atomic_write_u64(&cbllm_shared->engine_heartbeat,
+							(uint64) (GetCurrentTimestamp() -
+									  (TimestampTz) ((now_ns > beat ? now_ns - beat : 0) / 1000)));
+	if (!cbllm_ipc_status_read(proc.rg, &es))
+		return;					/* being written: next pass */
+	last_status = es;
+	have_status = true;
+	if (es.state == CBLLM_IPC_READY)
+	{
+		PublishStats(&es);
+		if (GetState() != ENGINE_READY)
+		{
+			elog(LOG, "cbllm: model loaded; engine ready");
+			model_failed = false;
+			SetState(ENGINE_READY, NULL);
+			WakeAllOwners();
+		}
+	}
+	else if (es.state == CBLLM_IPC_FAILED)
+	{
+		if (!model_failed || GetState() != ENGINE_FAILED)
+			elog(LOG, "cbllm: model failed to load: %s", es.reason);
+		model_failed = true;
+		SetState(ENGINE_FAILED, es.reason);
+		WakeAllOwners();
 	}
 }
 
-/* Build the engine parameters from the GUCs and load the model. */
-static int
-LoadEngine(cbllm_err *err)
+/* The engine is gone (why says how): fail its running requests and plan the next one. */
+static void
+OnDeath(const char *why, int status)
 {
-	cbllm_engine_params p;
-	cbllm_engine_info info;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		ran_long = TimestampDifferenceExceeds(proc.started_at, now, RAN_LONG_ENOUGH_MS);
+	int			backoff;
+
+	/* an engine that could not load the model says why in its status block */
+	if (WIFEXITED(status) && WEXITSTATUS(status) == CBLLM_SERVER_LOAD_FAILED && proc.rg != NULL)
+	{
+		Observe();
+		if (!model_failed)
+		{
+			model_failed = true;
+			SetState(ENGINE_FAILED, have_status && last_status.reason[0] ? last_status.reason : why);
+			WakeAllOwners();
+		}
+	}
+	/* output it posted before it died is good: take it first */
+	if (proc.rg != NULL && (!CbllmRequestsTakeEvents(&proc)))
+		elog(LOG, "cbllm: the dead engine's last events were corrupt; dropped");
+	CbllmEngineRelease(&proc);
+	SpinLockAcquire(&cbllm_shared->info_lock);
+	cbllm_shared->engine_pid = 0;
+	if (!model_failed)
+		cbllm_shared->engine_restarts++;
+	SpinLockRelease(&cbllm_shared->info_lock);
+	pg_atomic_write_u64(&cbllm_shared->engine_heartbeat, 0);
+	CbllmRequestsFailRunning(why);
+	/* a new engine after a backoff; one that failed to load is retried too (its files may be fixed) */
+	young_deaths = ran_long ? 1 : young_deaths + 1;
+	backoff = Min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS << Min(young_deaths - 1, 6));
+	next_spawn_at = TimestampTzPlusMilliseconds(now, backoff);
+	if (model_failed)
+	{
+		/* the state says why; the loop refuses what waits meanwhile */
+		elog(LOG, "cbllm: a new engine tries to load the model in %d ms", backoff);
+		return;
+	}
+	ereport(LOG,
+			(errmsg("cbllm: %s; its running requests failed, a new engine starts in %d ms", why,
+					backoff)));
+	{
+		char		reason[CBLLM_REASON_LEN];
+
+		snprintf(reason, sizeof(reason), "restarting: %s", why);
+		SetState(ENGINE_LOADING, reason);
+	}
+	WakeAllOwners();
+}
+
+/* Kill the engine (stalled, or its channel corrupt) and handle its death. */
+static void
+KillEngine(const char *why)
+{
+	CbllmEngineKill(&proc);
+	OnDeath(why, 0);
+}
+
+/* One pass with a live engine: its death, its state, its events, new requests, a stall. */
+static void
+WithEngine(void)
+{
+	char		why[CBLLM_REASON_LEN];
+	int			status;
+
+	if (CbllmEngineExited(&proc, why, sizeof(why), &status))
+	{
+		OnDeath(why, status);
+		return;
+	}
+	Observe();
+	if (GetState() != ENGINE_READY)
+		return;
+	if (!CbllmRequestsTakeEvents(&proc))
+	{
+		KillEngine("the cbllm engine process wrote a corrupt event and was restarted");
+		return;
+	}
+	CbllmRequestsDispatch(&proc);
+	if (cbllm_restart_stalled_engine && CbllmRequestsInEngine() > 0 && CbllmEngineStalled())
+	{
+		snprintf(why, sizeof(why),
+				 "the cbllm engine process made no progress for %d ms with requests waiting and was killed (cbllm.restart_stalled_engine)",
+				 cbllm_stall_timeout_ms);
+		KillEngine(why);
+	}
+}
+
+/* Sleep until a backend, the engine, or the timeout wakes us. */
+static void
+Sleep(bool busy)
+{
+	long		timeout = 1000;
+	int			events = WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH;
 	int			rc;
 
-	memset(&p, 0, sizeof(p));
-	p.model_dir = cbllm_model;
-	p.device = cbllm_device;
-	p.n_threads = cbllm_threads;
-	p.max_num_seqs = cbllm_max_num_seqs;
-	p.max_num_batched_tokens = cbllm_max_num_batched_tokens;
-	p.max_model_len = cbllm_max_model_len;
-	p.block_size = cbllm_block_size;
-	p.kv_cache_bytes = (size_t) cbllm_kv_cache_size_mb << 20;
-	p.max_queued = cbllm_shared->n_slots;
-	p.preempt_mode = (cbllm_preempt) cbllm_preempt_mode;
-	p.swap_space_bytes = (size_t) cbllm_swap_space_mb << 20;
-	p.no_prefix_caching = !cbllm_enable_prefix_caching;
-	p.gpu_memory_utilization = cbllm_gpu_memory_utilization;
-	p.no_cuda_graphs = !cbllm_cuda_graphs;
-	p.load_format = cbllm_load_format == 1 ? "dummy" : "auto";
-	p.priority_aging = cbllm_priority_aging > 0 ? cbllm_priority_aging : CBLLM_PRIORITY_AGING_OFF;
-	rc = cbllm_engine_create(&p, &engine, err);
-	if (rc != CBLLM_OK)
-		return rc;
-	cbllm_engine_get_info(engine, &info);
-	SpinLockAcquire(&cbllm_shared->info_lock);
-	strlcpy(cbllm_shared->device, info.device, sizeof(cbllm_shared->device));
-	strlcpy(cbllm_shared->cpu_isa, info.cpu_isa, sizeof(cbllm_shared->cpu_isa));
-	cbllm_shared->max_model_len = info.max_model_len;
-	SpinLockRelease(&cbllm_shared->info_lock);
-	return CBLLM_OK;
+	if (proc.pid == 0 && next_spawn_at != 0)
+	{
+		long		secs;
+		int			usecs;
+
+		TimestampDifference(GetCurrentTimestamp(), next_spawn_at, &secs, &usecs);
+		timeout = Min(timeout, secs * 1000 + usecs / 1000 + 1);
+	}
+	if (proc.pid != 0 && bell_closed)
+		timeout = 10;			/* it is exiting: reap it soon */
+	else if (proc.pid != 0)
+		events |= WL_SOCKET_READABLE;
+	if (busy && proc.pid == 0)
+		timeout = Min(timeout, 100);
+	rc = WaitLatchOrSocket(MyLatch, events, events & WL_SOCKET_READABLE ? proc.bell_from_engine : PGINVALID_SOCKET,
+						   timeout, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	if (rc & WL_SOCKET_READABLE)
+	{
+		char		buf[256];
+		ssize_t		n;
+
+		while ((n = read(proc.bell_from_engine, buf, sizeof(buf))) > 0)
+			;
+		if (n == 0)
+			bell_closed = true;
+	}
 }
 
-/* One pass of the loop with a loaded engine; returns true while the engine has work. */
-static bool
-Iterate(void)
-{
-	int			active = 0,
-				rc;
-	cbllm_err	err;
-
-	for (int i = 0; i < cbllm_shared->n_slots; i++)
-	{
-		uint64		serial;
-		CbllmSlotState st = CbllmSlotPeek(i, &serial);
-
-		if (st == SLOT_SUBMITTED)
-		{
-			if (wslots[i].active)
-				DropWorkerSlot(i);
-			StartSlot(i);
-		}
-		else if (st == SLOT_CANCELLED)
-		{
-			if (wslots[i].active && wslots[i].serial == serial)
-				DropWorkerSlot(i);
-			CbllmSlotReapCancelled(i, serial);
-		}
-	}
-	rc = cbllm_engine_step(engine, &active, &err);
-	if (rc != CBLLM_OK)
-		elog(LOG, "cbllm: engine step failed: %s", err.msg);
-	for (int i = 0; i < cbllm_shared->n_slots; i++)
-	{
-		WorkerSlot *w = &wslots[i];
-
-		if (!w->active)
-			continue;
-		Collect(i);
-		if (!Deliver(i))
-			DropWorkerSlot(i);
-	}
-	PublishStats();
-	if (rc == CBLLM_ERR_DEVICE_LOST)
-	{
-		/* the failed requests have their errors; a fresh process gets a fresh device context */
-		ereport(LOG, (errmsg("cbllm: restarting the worker: %s", err.msg)));
-		proc_exit(1);
-	}
-	return active > 0;
-}
-
-/* The worker's entry point. */
+/* The supervisor's entry point. */
 void
 cbllm_worker_main(Datum arg)
 {
-	cbllm_err	err;
 	uint32		gen;
 
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
@@ -594,46 +385,23 @@ cbllm_worker_main(Datum arg)
 	strlcpy(cbllm_shared->model, cbllm_model ? cbllm_model : "", MAXPGPATH);
 	SpinLockRelease(&cbllm_shared->info_lock);
 	on_shmem_exit(WorkerExit, (Datum) 0);
-	wslots = palloc0(sizeof(WorkerSlot) * cbllm_shared->n_slots);
-	for (int i = 0; i < cbllm_shared->n_slots; i++)
-		initStringInfo(&wslots[i].pending);
-
+	CbllmRequestsInit(cbllm_shared->n_slots);
 	/* requests a previous worker was running (or parking) are lost: fail them */
-	CbllmParkedRecover();
-	for (int i = 0; i < cbllm_shared->n_slots; i++)
-	{
-		uint64		serial;
-		CbllmSlotState st = CbllmSlotPeek(i, &serial);
-
-		if (st == SLOT_RUNNING || st == SLOT_PARKING)
-			(void) CbllmSlotFinish(i, serial, true, CBLLM_FINISH_ERROR, ERRCODE_CONNECTION_FAILURE,
-								   "the cbllm worker restarted while this request was running");
-		else if (st == SLOT_CANCELLED)
-			CbllmSlotReapCancelled(i, serial);
-	}
+	CbllmRequestsRecover();
 
 	if (cbllm_model == NULL || cbllm_model[0] == '\0')
 		SetState(ENGINE_NO_MODEL, "cbllm.model is not set");
 	else
 	{
+		elog(LOG, "cbllm: supervisor started (worker generation %u)", gen);
 		SetState(ENGINE_LOADING, NULL);
-		elog(LOG, "cbllm: loading model \"%s\" (worker generation %u)", cbllm_model, gen);
-		if (LoadEngine(&err) != CBLLM_OK)
-		{
-			elog(LOG, "cbllm: model failed to load: %s", err.msg);
-			SetState(ENGINE_FAILED, err.msg);
-		}
-		else
-		{
-			elog(LOG, "cbllm: model loaded; engine ready");
-			SetState(ENGINE_READY, NULL);
-		}
 	}
 	WakeAllOwners();
 
 	while (!ShutdownRequestPending)
 	{
-		bool		busy = false;
+		bool		busy;
+		CbllmEngineState st;
 
 		pg_atomic_write_u64(&cbllm_shared->heartbeat, (uint64) GetCurrentTimestamp());
 		if (ConfigReloadPending)
@@ -641,24 +409,25 @@ cbllm_worker_main(Datum arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
-		if (engine != NULL)
-			busy = Iterate();
-		else
+		st = GetState();
+		if (st == ENGINE_NO_MODEL || model_failed)
 		{
 			char		reason[CBLLM_REASON_LEN];
 
 			SpinLockAcquire(&cbllm_shared->info_lock);
 			strlcpy(reason, cbllm_shared->reason, sizeof(reason));
 			SpinLockRelease(&cbllm_shared->info_lock);
-			RefuseAll(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, reason);
+			CbllmRequestsRefuseAll(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, reason);
 		}
-		if (!busy)
-		{
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000L,
-							 PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-		}
+		if (st != ENGINE_NO_MODEL && proc.pid == 0 && GetCurrentTimestamp() >= next_spawn_at)
+			Spawn();
+		if (proc.pid != 0)
+			WithEngine();
+		busy = CbllmRequestsDeliver(proc.pid != 0 ? &proc : NULL);
+		Sleep(busy);
 	}
 	/* exit status 1: the postmaster restarts the worker unless the server is stopping */
+	CbllmEngineStop(&proc, 5000);
+	CbllmEngineRelease(&proc);
 	proc_exit(1);
 }

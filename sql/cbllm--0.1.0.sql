@@ -84,7 +84,9 @@ CREATE FUNCTION cbllm_status(OUT state text,
                              OUT prefix_cache_hit_rate double precision,
                              OUT started_at timestamptz,
                              OUT batch_sequences bigint,
-                             OUT results_parked integer)
+                             OUT results_parked integer,
+                             OUT engine_pid integer,
+                             OUT engine_restarts bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'cbllm_status'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -466,7 +468,7 @@ SELECT state, reason, model, device, cpu_isa,
        requests_running, requests_waiting, requests_swapped,
        steps, mean_batch_size, tokens_prompt AS tokens_in, tokens_generated AS tokens_out,
        preemptions, preemptions_recompute, preemptions_swap,
-       prefix_cache_hit_rate, worker_pid, max_model_len, results_parked,
+       prefix_cache_hit_rate, worker_pid, engine_pid, engine_restarts, max_model_len, results_parked,
        now() - started_at AS uptime
 FROM cbllm_status();
 

@@ -8,7 +8,9 @@
 #      quota) rather than every slot; uncollected results hold no slot;
 #  (2) the per-role quota counts all of a role's sessions;
 #  (3) a worker stopped with SIGSTOP shows as "stalled" after
-#      cbllm.stall_timeout, and as "ready" again after SIGCONT.
+#      cbllm.stall_timeout, and as "ready" again after SIGCONT;
+#  (4) with the model directory deleted under a running engine, new
+#      sessions' tokenizer functions still work (they ask the engine).
 use strict;
 use warnings;
 
@@ -19,6 +21,8 @@ use CbllmTest;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use File::Copy ();
+use File::Path ();
 use Time::HiRes qw(time);
 
 # the defaults here: 64 slots, so a session holds 16 and a role 32
@@ -124,4 +128,34 @@ $node->safe_psql('postgres', q{
 }
 
 $node->stop;
+
+# ---- (4) the tokenizer functions ask the engine, so they keep working (and
+# agree with generation) after the model directory is deleted
+{
+	my $moved = CbllmTest::new_node(
+		'moved',
+		model => sub {
+			my $dst = CbllmTest::node_dir($_[0]) . '/model';
+			mkdir $dst or die "mkdir $dst: $!";
+			my $src = CbllmTest::model_dir();
+			opendir(my $d, $src) or die "opendir $src: $!";
+			for my $f (grep { -f "$src/$_" } readdir $d)
+			{
+				File::Copy::copy("$src/$f", "$dst/$f") or die "copy $f: $!";
+			}
+			closedir $d;
+			return $dst;
+		});
+	my $q = "SELECT llm_tokenize('hello world')::text || ' ' || llm_token_count('hello world') "
+	  . "|| ' ' || llm_detokenize(llm_tokenize('hello world'))";
+	my $before = $moved->safe_psql('postgres', $q);
+	File::Path::rmtree(CbllmTest::node_dir($moved) . '/model');
+	ok(!-e CbllmTest::node_dir($moved) . '/model', 'the model directory is deleted');
+	my ($rc, $after, $err) = $moved->psql('postgres', $q);
+	is($after, $before, "a new session's tokenizer functions give the same answers ($err)");
+	is($moved->safe_psql('postgres', "SELECT llm_generate('hello world', 4) IS NOT NULL"),
+		't', 'and generation still works');
+	$moved->stop;
+}
+
 done_testing();

@@ -30,7 +30,8 @@ $PostgreSQL::Test::Utils::timeout_default = 60;
 
 our @STATUS_COLUMNS = qw(state reason model device cpu_isa kv_blocks_total
   kv_blocks_used requests_running requests_waiting tokens_prompt
-  tokens_generated steps mean_batch_size preemptions worker_pid max_model_len);
+  tokens_generated steps mean_batch_size preemptions worker_pid max_model_len
+  engine_pid engine_restarts);
 
 # Layers of the slow model built by new_deep_node: about 5-10 ms per token on
 # a 2-core machine, so that a full-length generation (~500 tokens) takes
