@@ -66,7 +66,8 @@ UNIT_TESTS = \
 	build/test/test_sampler \
 	build/test/test_kv_cache \
 	build/test/test_engine \
-	build/test/test_scheduler
+	build/test/test_scheduler \
+	build/test/test_engine_ipc
 
 CLI = bin/cbllm-cli
 # the engine process the PostgreSQL supervisor starts (tools/cbllm-engine.c)
@@ -94,7 +95,7 @@ CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart_static -ldl -lrt 
 CUDA_KERNELS = cuda_runtime_ops cuda_ops cuda_gemm cuda_attention cuda_sample
 CUDA_LIB     = build/libcbllm_cuda.a
 CUDA_EMU_LIB = build/emu/libcbllm_cuda_emu.a
-EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu
+EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu build/emu/cbllm-engine
 EMU_LIBS     = $(CUDA_EMU_LIB) -lcjson -lm -pthread -lstdc++
 UNIT_TESTS  += $(EMU_TESTS)
 ifeq ($(CUDA),1)
@@ -159,6 +160,10 @@ build/test/test_engine_cuda_emu: test/unit/test_engine_cuda.c test/unit/*.h $(EM
 # the command-line tool on the emulated device, for rehearsing test/gpu/check.sh without a GPU
 build/emu/cbllm-cli: $(CLI_SRCS) tools/*.h $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/emu
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -Itools $(CLI_SRCS) $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
+
+# the engine process on the emulated device, for test_engine_ipc's CUDA run
+build/emu/cbllm-engine: tools/cbllm-engine.c $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/emu
+	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) tools/cbllm-engine.c $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 
 # the engine with CUDA support for the emulated device (CUDA=0 builds only);
 # the kernels get the flags their rules above give them

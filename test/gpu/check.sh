@@ -65,10 +65,12 @@ part "build"
 if [ "$emulated" = 1 ]; then
 	make -s -j"$(nproc)" all build/emu/cbllm-cli || fail "build"
 	cli=build/emu/cbllm-cli
+	engine_prog=build/emu/cbllm-engine
 	device_tests=(build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu)
 else
 	make -s -j"$(nproc)" CUDA=1 CUDA_ARCH="${CUDA_ARCH:--gencode arch=compute_90,code=sm_90}" all || fail "build"
 	cli=bin/cbllm-cli
+	engine_prog=bin/cbllm-engine
 	device_tests=(build/test/test_cuda_ops build/test/test_engine_cuda)
 fi
 
@@ -85,6 +87,10 @@ part "kernels against the CPU"
 part "engine on both backends"
 "${device_tests[1]}" "$models/tiny" "$models/tiny-dummy" | tee "$out/engine.tap"
 [ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/engine.tap" || fail "engine checks"
+
+part "the engine process on the GPU, through its channel"
+build/test/test_engine_ipc "$engine_prog" "$models/tiny" cuda | tee "$out/engine_ipc.tap"
+[ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/engine_ipc.tap" || fail "engine process checks"
 
 part "greedy tokens, CPU then GPU"
 ids="1 15 267 42 300 7 99 180"
