@@ -55,7 +55,8 @@ ENGINE_SRCS = \
 	src/scheduler.c \
 	src/engine.c \
 	src/ipc.c \
-	src/engine_server.c
+	src/engine_server.c \
+	src/request_check.c
 
 ENGINE_OBJS = $(patsubst src/%.c,build/%.o,$(ENGINE_SRCS))
 ENGINE_LIB  = build/libcbllm_engine.a
@@ -67,7 +68,8 @@ UNIT_TESTS = \
 	build/test/test_kv_cache \
 	build/test/test_engine \
 	build/test/test_scheduler \
-	build/test/test_engine_ipc
+	build/test/test_engine_ipc \
+	build/test/test_request_check
 
 CLI = bin/cbllm-cli
 # the engine process the PostgreSQL supervisor starts (tools/cbllm-engine.c)

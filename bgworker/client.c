@@ -27,11 +27,9 @@
 #include "tcop/tcopprot.h"
 
 #include "../src/cbllm.h"
+#include "../src/request_check.h"
 
 #define MAX_OWNED 4096
-
-/* Temperatures above this are refused (the distribution is flat long before). */
-#define CBLLM_MAX_TEMPERATURE 100
 
 static CbllmHandle owned[MAX_OWNED];
 static int	n_owned = 0;
@@ -71,41 +69,25 @@ bool
 CbllmArgsError(const CbllmRequestArgs *a, int *errcode_out, char *errmsg_out)
 {
 	const CbllmParams *p = &a->params;
-	int			bytes = a->prompt_len;
+	cbllm_request_limits lim = {.max_tokens_limit = cbllm_max_tokens_limit,
+	.max_prompt_bytes = cbllm_max_prompt_bytes};
+	cbllm_request_args_check c = {.kind = p->kind, .max_tokens = p->max_tokens,
+		.temperature = p->temperature, .top_p = p->top_p, .top_k = p->top_k,
+	.priority = p->priority, .prompt_len = a->prompt_len, .n_stop = p->n_stop};
 
-#define FAIL(code, ...) \
-	do { *errcode_out = (code); snprintf(errmsg_out, CBLLM_ERROR_LEN, __VA_ARGS__); return false; } while (0)
-
-	if (p->kind == CBLLM_REQ_GENERATE)
+	for (int k = 0; k < p->n_stop && k < CBLLM_CHECK_MAX_STOP; k++)
+		c.stop_len[k] = p->stop_len[k];
+	switch (cbllm_request_check(&lim, &c, errmsg_out, CBLLM_ERROR_LEN))
 	{
-		if (p->max_tokens < 1 || p->max_tokens > cbllm_max_tokens_limit)
-			FAIL(ERRCODE_INVALID_PARAMETER_VALUE, "max_tokens must be between 1 and %d, not %d",
-				 cbllm_max_tokens_limit, p->max_tokens);
-		if (!(p->temperature >= 0 && p->temperature <= CBLLM_MAX_TEMPERATURE))
-			FAIL(ERRCODE_INVALID_PARAMETER_VALUE, "temperature must be between 0 and %d, not %s",
-				 CBLLM_MAX_TEMPERATURE, float8out_internal(p->temperature));
-		if (!(p->top_p > 0 && p->top_p <= 1))
-			FAIL(ERRCODE_INVALID_PARAMETER_VALUE, "top_p must be in (0, 1], not %s",
-				 float8out_internal(p->top_p));
-		if (p->top_k < 0)
-			FAIL(ERRCODE_INVALID_PARAMETER_VALUE, "top_k must be >= 0, not %d", p->top_k);
-		if (p->priority < -1000 || p->priority > 1000)
-			FAIL(ERRCODE_INVALID_PARAMETER_VALUE, "priority must be between -1000 and 1000, not %d",
-				 p->priority);
+		case CBLLM_CHECK_OK:
+			return true;
+		case CBLLM_CHECK_TOO_LARGE:
+			*errcode_out = ERRCODE_PROGRAM_LIMIT_EXCEEDED;
+			return false;
+		default:
+			*errcode_out = ERRCODE_INVALID_PARAMETER_VALUE;
+			return false;
 	}
-	for (int k = 0; k < p->n_stop; k++)
-	{
-		if (p->stop_len[k] == 0)
-			FAIL(ERRCODE_INVALID_PARAMETER_VALUE, "stop strings must not be empty");
-		bytes += p->stop_len[k];
-	}
-	if (bytes > cbllm_max_prompt_bytes)
-		FAIL(ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-			 "%s is too large: %d bytes%s, the limit is %d",
-			 p->kind == CBLLM_REQ_DETOKENIZE ? "the token array" : "prompt", bytes,
-			 p->n_stop > 0 ? " with its stop strings" : "", cbllm_max_prompt_bytes);
-#undef FAIL
-	return true;
 }
 
 /* The hint that goes with an argument error. */

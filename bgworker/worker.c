@@ -320,6 +320,8 @@ WithEngine(void)
 		KillEngine("the cbllm engine process wrote a corrupt event and was restarted");
 		return;
 	}
+	/* counters at least as new as the events just taken, before their requests are delivered */
+	Observe();
 	CbllmRequestsDispatch(&proc);
 	if (cbllm_restart_stalled_engine && CbllmRequestsInEngine() > 0 && CbllmEngineStalled())
 	{

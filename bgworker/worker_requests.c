@@ -402,6 +402,9 @@ Deliver(int i)
 		DropWorkerSlot(i);
 		return true;			/* parked (or found cancelled and freed) */
 	}
+	/* progress first: a backend that reads the output sees the progress that came with it */
+	CbllmSlotProgress(i, w->serial, w->phase, w->n_prompt, w->n_generated, w->queue_seconds,
+					  w->first_token_at);
 	used = CbllmSlotDeliver(i, w->serial, w->pending.data, w->pending.len, &cancelled);
 	if (cancelled)
 		return false;
@@ -410,8 +413,6 @@ Deliver(int i)
 		memmove(w->pending.data, w->pending.data + used, w->pending.len - used);
 		w->pending.len -= used;
 	}
-	CbllmSlotProgress(i, w->serial, w->phase, w->n_prompt, w->n_generated, w->queue_seconds,
-					  w->first_token_at);
 	if (w->finished && w->pending.len == 0)
 	{
 		(void) CbllmSlotFinish(i, w->serial, failed, w->finish, w->errcode, w->error);

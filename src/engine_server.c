@@ -539,9 +539,14 @@ cbllm_server_run(cbllm_ipc_region *rg, int doorbell_in, int doorbell_out,
 			}
 			TakeOutputs(&sv);
 		}
+		/*
+		 * The counters first, then the events: a supervisor that has read an
+		 * event reads counters at least as new, so a caller that got its
+		 * result sees the counters of the step that made it.
+		 */
+		PublishStatus(&sv, CBLLM_IPC_READY, NULL);
 		if (PostEvents(&sv))
 			Ring(doorbell_out);
-		PublishStatus(&sv, CBLLM_IPC_READY, NULL);
 		if (!Busy(&sv, &engine_work))
 			WaitDoorbell(doorbell_in, 200);
 		else if (!engine_work)
