@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -75,10 +76,8 @@ cbllm_request_check(const cbllm_request_limits *lim, const cbllm_request_args_ch
 	{
 		if (a->stop_len[k] <= 0)
 			return Fail(CBLLM_CHECK_INVALID, msg, len, "stop strings must not be empty");
-		if (a->stop_len[k] > lim->max_prompt_bytes)
-			bytes = lim->max_prompt_bytes + 1;	/* over, whatever the rest: no sum can wrap */
-		else
-			bytes += a->stop_len[k];
+		/* a saturating sum: no total can wrap to look small */
+		bytes = a->stop_len[k] > INT64_MAX - bytes ? INT64_MAX : bytes + a->stop_len[k];
 	}
 	if (bytes > lim->max_prompt_bytes)
 		return Fail(CBLLM_CHECK_TOO_LARGE, msg, len, "%s is too large: %lld bytes%s, the limit is %lld",
