@@ -15,8 +15,15 @@ END $$;
 SELECT array_agg(llm_submit('prompt ' || i, 8) ORDER BY i) AS ids FROM generate_series(1, 10) i \gset
 SELECT count(*) FILTER (WHERE llm_result(id) = llm_generate('prompt ' || n, 8)) AS matching
 FROM unnest(:'ids'::bigint[]) WITH ORDINALITY AS t(id, n);
--- without wait: NULL while running (polled right after submitting), the text once done
-SELECT llm_result(llm_submit('hi', 400), wait => false) IS NULL AS nowait_is_null_while_running;
+-- without wait: NULL while running (polled right after submitting, with the
+-- engine busy on 12 long requests of the same transaction), the text once done
+BEGIN;
+SELECT count(llm_submit('keep the engine busy ' || i, 1000, stop => NULL, transaction_scoped => true))
+       AS busy_requests
+FROM generate_series(1, 12) i;
+SELECT llm_result(llm_submit('hi', 400, transaction_scoped => true), wait => false) IS NULL
+       AS nowait_is_null_while_running;
+ROLLBACK;
 SELECT llm_submit('hi', 200) AS id2 \gset
 SET cbllm_test.id = :id2;
 DO $$
