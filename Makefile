@@ -47,6 +47,7 @@ ENGINE_SRCS = \
 	src/kernels_avx2.c \
 	src/kernels_avx512.c \
 	src/backend_cpu.c \
+	src/backend_registry.c \
 	src/kv_cache.c \
 	src/swap_space.c \
 	src/forward.c \
@@ -69,7 +70,8 @@ UNIT_TESTS = \
 	build/test/test_engine \
 	build/test/test_scheduler \
 	build/test/test_engine_ipc \
-	build/test/test_request_check
+	build/test/test_request_check \
+	build/test/test_backend_registry
 
 CLI = bin/cbllm-cli
 # the engine process the PostgreSQL supervisor starts (tools/cbllm-engine.c)

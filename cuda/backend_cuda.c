@@ -27,6 +27,7 @@
 #include "numeric.h"
 
 #define MAX_GRAPH_SIZES 48
+#define COPY_BANDWIDTH_ITERS 20	/* device copies timed by copy_bandwidth; the median is reported */
 
 typedef struct dev_weight
 {
@@ -851,6 +852,77 @@ GraphSizes(cuda_ctx *c)
 		c->sizes[c->n_sizes++] = s;
 }
 
+/* Device bytes of one KV block over all layers: keys and values in bf16. */
+static size_t
+BlockBytes(const cbllm_model_config *cfg, int block_size)
+{
+	return 2 * sizeof(uint16_t) * (size_t) cfg->n_layers * block_size * cfg->n_kv_heads *
+		cfg->head_dim;
+}
+
+/* The KV layout the registry reports: bf16 on the device, in the engine's block layout. */
+static void
+CudaKvLayout(const cbllm_model_config *cfg, int block_size, backend_kv_layout *out)
+{
+	out->dtype = CBLLM_BF16;
+	out->block_bytes = BlockBytes(cfg, block_size);
+}
+
+/*
+ * KV blocks that fit in b->memory_fraction of the device's memory once the
+ * weights, the workspace and whatever else holds device memory are counted.
+ */
+static int
+CudaKvBlocks(cbllm_backend *be, const backend_kv_budget *b, int *n_blocks, cbllm_err *err)
+{
+	cuda_ctx   *c = be->ctx;
+	size_t		free_b = 0,
+				total_b = 0,
+				used,
+				allowed,
+				blocks;
+	int			rc;
+
+	if ((rc = cuda_mem_info(&free_b, &total_b, err)) != CBLLM_OK)
+		return rc;
+	used = total_b - free_b;
+	allowed = (size_t) (b->memory_fraction * (double) total_b);
+	blocks = allowed > used ? (allowed - used) / BlockBytes(&c->cfg, c->block_size) : 0;
+	if (blocks < 2)
+		return cbllm_fail(err, CBLLM_ERR_KV_BUDGET,
+						  "no GPU memory is left for the KV cache: %zu MiB of %zu MiB are in use (the weights take %zu MiB) and gpu_memory_utilization %g allows %zu MiB; raise the GPU memory budget or batch fewer tokens per step",
+						  used >> 20, total_b >> 20, c->weight_bytes >> 20, b->memory_fraction,
+						  allowed >> 20);
+	blocks -= 1;				/* the pad block */
+	*n_blocks = blocks > (size_t) 0x7fffffff ? 0x7fffffff : (int) blocks;
+	return CBLLM_OK;
+}
+
+/* Allocate the KV pool of n_blocks blocks and the pad block. */
+static int
+CudaAllocKv(cbllm_backend *be, int n_blocks, cbllm_err *err)
+{
+	cuda_ctx   *c = be->ctx;
+	size_t		half_bytes = BlockBytes(&c->cfg, c->block_size) / 2 * (size_t) (n_blocks + 1);
+	int			rc;
+
+	if ((rc = cuda_alloc((void **) &c->k_cache, half_bytes, err)) ||
+		(rc = cuda_alloc((void **) &c->v_cache, half_bytes, err)))
+	{
+		char		msg[CBLLM_ERR_MSG_LEN];
+
+		snprintf(msg, sizeof(msg), "%s", err->msg);
+		cuda_free(c->k_cache);
+		c->k_cache = NULL;
+		return cbllm_fail(err, CBLLM_ERR_NOMEM,
+						  "the KV cache of %d blocks does not fit on the GPU: %s; ask for a smaller KV cache, or for none to size it from the GPU memory budget",
+						  n_blocks, msg);
+	}
+	c->n_blocks = n_blocks;
+	be->pad_block = n_blocks;
+	return CBLLM_OK;
+}
+
 /* Create the GPU backend: upload the model and allocate the step buffers. */
 int
 cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err *err)
@@ -899,10 +971,11 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 		return rc;
 	}
 	be->name = "cuda";
-	be->kv_elem_bytes = sizeof(uint16_t);
 	be->pad_block = -1;			/* set with the pool */
 	be->alloc = CudaAlloc;
 	be->free = CudaFree;
+	be->kv_blocks = CudaKvBlocks;
+	be->alloc_kv = CudaAllocKv;
 	be->graph_tokens = CudaGraphTokens;
 	be->begin_step = CudaBeginStep;
 	be->end_step = CudaEndStep;
@@ -927,59 +1000,47 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	return CBLLM_OK;
 }
 
-/* Device bytes of one KV block over all layers, keys and values. */
-static size_t
-BlockBytes(const cuda_ctx *c)
+/* Whether a CUDA device is usable here. */
+static bool
+CudaProbe(void)
 {
-	return 2 * sizeof(uint16_t) * (size_t) c->cfg.n_layers * c->block_elems;
+	return cuda_device_count() > 0;
 }
 
-int
-cuda_backend_kv_blocks(cbllm_backend *be, double utilization, int *n_blocks, cbllm_err *err)
+/* The registry's create: the GPU backend for the engine's model and limits. */
+static int
+CudaCreate(const backend_params *p, cbllm_backend **out, cbllm_err *err)
 {
-	cuda_ctx   *c = be->ctx;
-	size_t		free_b = 0,
-				total_b = 0,
-				used,
-				allowed,
-				blocks;
-	int			rc;
+	cuda_backend_params cp = {p->model, p->max_tokens, p->max_seqs, p->max_ctx, p->block_size,
+	p->no_graphs};
 
-	if ((rc = cuda_mem_info(&free_b, &total_b, err)) != CBLLM_OK)
-		return rc;
-	used = total_b - free_b;
-	allowed = (size_t) (utilization * (double) total_b);
-	blocks = allowed > used ? (allowed - used) / BlockBytes(c) : 0;
-	if (blocks < 2)
-		return cbllm_fail(err, CBLLM_ERR_NOMEM,
-						  "no GPU memory is left for the KV cache: %zu MiB of %zu MiB are in use (the weights take %zu MiB) and gpu_memory_utilization %g allows %zu MiB; raise cbllm.gpu_memory_utilization or lower cbllm.max_num_batched_tokens",
-						  used >> 20, total_b >> 20, c->weight_bytes >> 20, utilization,
-						  allowed >> 20);
-	blocks -= 1;				/* the pad block */
-	*n_blocks = blocks > (size_t) 0x7fffffff ? 0x7fffffff : (int) blocks;
-	return CBLLM_OK;
+	return cuda_backend_create(&cp, out, err);
 }
 
-int
-cuda_backend_alloc_kv(cbllm_backend *be, int n_blocks, cbllm_err *err)
+/* F16 and BF16 matrices run as stored, F32 ones are uploaded as BF16. */
+static bool
+CudaSupportsWeight(cbllm_dtype dt)
 {
-	cuda_ctx   *c = be->ctx;
-	size_t		half_bytes = BlockBytes(c) / 2 * (size_t) (n_blocks + 1);
-	int			rc;
-
-	if ((rc = cuda_alloc((void **) &c->k_cache, half_bytes, err)) ||
-		(rc = cuda_alloc((void **) &c->v_cache, half_bytes, err)))
-	{
-		char		msg[CBLLM_ERR_MSG_LEN];
-
-		snprintf(msg, sizeof(msg), "%s", err->msg);
-		cuda_free(c->k_cache);
-		c->k_cache = NULL;
-		return cbllm_fail(err, CBLLM_ERR_NOMEM,
-						  "the KV cache of %d blocks does not fit on the GPU: %s; lower cbllm.kv_cache_size or leave it 0 to size it from cbllm.gpu_memory_utilization",
-						  n_blocks, msg);
-	}
-	c->n_blocks = n_blocks;
-	be->pad_block = n_blocks;
-	return CBLLM_OK;
+	return dt == CBLLM_F32 || dt == CBLLM_F16 || dt == CBLLM_BF16;
 }
+
+/* Device-to-device copy bandwidth, read + write, the median of timed copies. */
+static int
+CudaCopyBandwidth(size_t bytes, double *gbps, cbllm_err *err)
+{
+	if (cuda_device_count() == 0)
+		return cbllm_fail(err, CBLLM_ERR_DEVICE, "no CUDA device is available");
+	return cuda_copy_bandwidth(bytes, COPY_BANDWIDTH_ITERS, gbps, err);
+}
+
+const backend_reg cuda_backend_reg = {
+	.name = "cuda",
+	.priority = 100,
+	.probe = CudaProbe,
+	.create = CudaCreate,
+	.kv_layout = CudaKvLayout,
+	.supports_weight = CudaSupportsWeight,
+	.copy_bandwidth = CudaCopyBandwidth,
+	.dummies_on_device = true,
+	.threads_in_step = true,
+};

@@ -1,12 +1,13 @@
 /*
  * backend_cuda.h: the compute backend table on an NVIDIA GPU (backend.h),
- * built from the kernels of cuda_ops.h.
+ * built from the kernels of cuda_ops.h, and its registry entry
+ * (cuda_backend_reg, backend_registry.h), through which the engine finds it.
  *
  *   cuda_backend_create     upload the weights (F32 checkpoints as BF16, F16
  *                           and BF16 as stored, dummy weights generated on
  *                           the device) and allocate the step workspace
- *   cuda_backend_kv_blocks  how many KV blocks fit the memory budget
- *   cuda_backend_alloc_kv   allocate the KV pool (bf16, the engine's block
+ *   kv_blocks (table)       how many KV blocks fit the memory budget
+ *   alloc_kv (table)        allocate the KV pool (bf16, the engine's block
  *                           layout, plus one pad block for graph padding)
  *
  * Steps run on one stream; decode steps are recorded once per padded batch
@@ -18,6 +19,7 @@
 #define CBLLM_BACKEND_CUDA_H
 
 #include "../src/backend.h"
+#include "../src/backend_registry.h"
 
 typedef struct cuda_backend_params
 {
@@ -30,16 +32,5 @@ typedef struct cuda_backend_params
 } cuda_backend_params;
 
 int			cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err *err);
-
-/*
- * KV blocks that fit in utilization * total device memory once the weights,
- * the workspace and whatever else holds device memory are counted; an error
- * naming the setting to change when none fit.
- */
-int			cuda_backend_kv_blocks(cbllm_backend *be, double utilization, int *n_blocks,
-								   cbllm_err *err);
-
-/* Allocate the KV pool of n_blocks blocks (and the pad block). */
-int			cuda_backend_alloc_kv(cbllm_backend *be, int n_blocks, cbllm_err *err);
 
 #endif

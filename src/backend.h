@@ -22,6 +22,12 @@
  * graph_tokens how many tokens a decode step of T tokens is padded to, and
  * the forward pass pads it with tokens of an extra sequence whose only block
  * is pad_block, a block the backend keeps for this, then marks the batch.
+ *
+ * The KV pool: kv_blocks says how many blocks fit the memory budget when the
+ * caller gave no size; a backend that keeps K and V in memory of its own
+ * allocates them with alloc_kv, and then the engine's kv_cache holds only
+ * the bookkeeping.  How a backend stores a block (its dtype and bytes) and
+ * how a backend is found and created are in backend_registry.h.
  */
 #ifndef CBLLM_BACKEND_H
 #define CBLLM_BACKEND_H
@@ -58,6 +64,14 @@ typedef struct backend_sample_params
 	float		u;				/* uniform draw in [0, 1) from the request's generator */
 } backend_sample_params;
 
+/* What a backend may give the KV pool when the caller set no size (kv_blocks below). */
+typedef struct backend_kv_budget
+{
+	double		memory_fraction;	/* of a device's memory, for weights, workspace and KV pool */
+	int			max_seqs;		/* most sequences in one step */
+	int			block_size;		/* KV positions per block */
+} backend_kv_budget;
+
 typedef struct cbllm_backend cbllm_backend;
 
 #define BACKEND_MAX_GROUP 3
@@ -66,13 +80,22 @@ struct cbllm_backend
 {
 	const char *name;
 	void	   *ctx;
-	int			kv_elem_bytes;	/* bytes of one cached key or value element */
 	int			pad_block;		/* a KV block id for padding tokens; -1 when graph_tokens is NULL */
 	int64_t		graph_replays;	/* steps replayed from a recorded graph (the backend counts) */
 	double		swap_bytes_per_sec; /* measured swap copy rate; 0: the engine times swaps itself */
 
 	void	   *(*alloc) (cbllm_backend *be, size_t bytes);
 	void		(*free) (cbllm_backend *be, void *p);
+
+	/*
+	 * KV blocks that fit b once the weights and the workspace are counted;
+	 * called when the caller set no KV size.  CBLLM_ERR_KV_BUDGET when none
+	 * fit.
+	 */
+	int			(*kv_blocks) (cbllm_backend *be, const backend_kv_budget *b, int *n_blocks,
+							  cbllm_err *err);
+	/* Optional: allocate K and V of n_blocks blocks in the backend's own memory. */
+	int			(*alloc_kv) (cbllm_backend *be, int n_blocks, cbllm_err *err);
 
 	/* Per-step set-up (RoPE tables, batch upload); a negative status on failure. */
 	int			(*begin_step) (cbllm_backend *be, const fwd_batch *b, cbllm_err *err);

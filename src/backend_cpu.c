@@ -10,8 +10,12 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_registry.h"
 #include "kernels.h"
 #include "numeric.h"
+
+#define CPU_KV_CAP_BYTES ((size_t) 4 << 30)	/* the pool sized by default: at most 4 GiB */
+#define CPU_COPY_REPS 7			/* timed copies of copy_bandwidth; their median is reported */
 
 typedef struct cpu_ctx
 {
@@ -339,6 +343,36 @@ CpuDownload(cbllm_backend *be, const float *src, float *dst, size_t n, cbllm_err
 	return CBLLM_OK;
 }
 
+/* K and V in f32, in the engine's host pool (kv_cache). */
+static void
+CpuKvLayout(const cbllm_model_config *cfg, int block_size, backend_kv_layout *out)
+{
+	out->dtype = CBLLM_F32;
+	out->block_bytes = kv_cache_block_bytes(block_size, cfg->n_layers, cfg->n_kv_heads,
+											cfg->head_dim);
+}
+
+/* With no size given: room for max_seqs sequences of the longest length, at most 4 GiB. */
+static int
+CpuKvBlocks(cbllm_backend *be, const backend_kv_budget *b, int *n_blocks, cbllm_err *err)
+{
+	const cpu_ctx *c = be->ctx;
+	backend_kv_layout kl;
+	size_t		full,
+				bytes;
+
+	CpuKvLayout(&c->cfg, b->block_size, &kl);
+	full = (size_t) b->max_seqs * ((c->max_ctx + b->block_size - 1) / b->block_size) *
+		kl.block_bytes;
+	bytes = full < CPU_KV_CAP_BYTES ? full : CPU_KV_CAP_BYTES;
+	*n_blocks = (int) (bytes / kl.block_bytes);
+	if (*n_blocks < 1)
+		return cbllm_fail(err, CBLLM_ERR_INVALID,
+						  "the KV cache of %zu bytes holds no block of %zu bytes", bytes,
+						  kl.block_bytes);
+	return CBLLM_OK;
+}
+
 /* Free the context's buffers and the table. */
 static void
 CpuDestroy(cbllm_backend *be)
@@ -407,10 +441,10 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	for (int i = 0; i < half; i++)
 		c->inv_freq[i] = 1.0 / pow((double) cfg->rope_theta, (2.0 * i) / cfg->head_dim);
 	be->name = "cpu";
-	be->kv_elem_bytes = sizeof(float);
 	be->pad_block = -1;
 	be->alloc = CpuAlloc;
 	be->free = CpuFree;
+	be->kv_blocks = CpuKvBlocks;
 	be->begin_step = CpuBeginStep;
 	be->embed = CpuEmbed;
 	be->rmsnorm = CpuRmsnorm;
@@ -435,3 +469,83 @@ cpu_backend_isa(const cbllm_backend *be)
 {
 	return ((const cpu_ctx *) be->ctx)->k->isa;
 }
+
+/* The CPU is always there. */
+static bool
+CpuProbe(void)
+{
+	return true;
+}
+
+/* The registry's create: the CPU backend for the engine's model and limits. */
+static int
+CpuCreate(const backend_params *p, cbllm_backend **out, cbllm_err *err)
+{
+	cpu_backend_params cp = {&p->model->cfg, p->pool, p->cpu_isa, p->max_tokens, p->max_ctx};
+
+	return cpu_backend_create(&cp, out, err);
+}
+
+/* The kernels read f32, f16 and bf16 matrices. */
+static bool
+CpuSupportsWeight(cbllm_dtype dt)
+{
+	return dt == CBLLM_F32 || dt == CBLLM_F16 || dt == CBLLM_BF16;
+}
+
+/* qsort order of doubles. */
+static int
+CmpDouble(const void *a, const void *b)
+{
+	double		x = *(const double *) a,
+				y = *(const double *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* One thread's memcpy between two buffers of bytes: the median of timed copies, read + write. */
+static int
+CpuCopyBandwidth(size_t bytes, double *gbps, cbllm_err *err)
+{
+	char	   *src = malloc(bytes);
+	char	   *dst = malloc(bytes);
+	double		t[CPU_COPY_REPS];
+	volatile char sink = 0;
+
+	if (src == NULL || dst == NULL)
+	{
+		free(src);
+		free(dst);
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory for two %zu MiB copy buffers",
+						  bytes >> 20);
+	}
+	/* touch every page of both buffers first, so that no copy pays for faults */
+	memset(src, 1, bytes);
+	memset(dst, 2, bytes);
+	for (int k = 0; k < CPU_COPY_REPS; k++)
+	{
+		double		t0;
+
+		src[(size_t) k * 4099 % bytes] = (char) k;
+		t0 = cbllm_now();
+		memcpy(dst, src, bytes);
+		t[k] = cbllm_now() - t0;
+		sink += dst[(size_t) k * 4099 % bytes];	/* the copy is used: it cannot be elided */
+	}
+	(void) sink;
+	free(src);
+	free(dst);
+	qsort(t, CPU_COPY_REPS, sizeof(double), CmpDouble);
+	*gbps = 2.0 * bytes / t[CPU_COPY_REPS / 2] / 1e9;
+	return CBLLM_OK;
+}
+
+const backend_reg cpu_backend_reg = {
+	.name = "cpu",
+	.priority = 0,
+	.probe = CpuProbe,
+	.create = CpuCreate,
+	.kv_layout = CpuKvLayout,
+	.supports_weight = CpuSupportsWeight,
+	.copy_bandwidth = CpuCopyBandwidth,
+};

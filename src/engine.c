@@ -15,16 +15,10 @@
 
 #include "engine_internal.h"
 
-#ifdef CBLLM_WITH_CUDA
-#include "../cuda/backend_cuda.h"
-#include "../cuda/cuda_ops.h"
-#endif
-
 #define DEFAULT_MAX_SEQS 64
 #define DEFAULT_MAX_BATCHED 2048
 #define DEFAULT_BLOCK_SIZE 16
 #define DEFAULT_MAX_QUEUED 4096
-#define DEFAULT_KV_CAP_BYTES ((size_t) 4 << 30)
 #define DEFAULT_SWAP_CAP_BYTES ((size_t) 4 << 30)
 #define DEFAULT_GPU_MEMORY_UTILIZATION 0.9
 
@@ -91,7 +85,11 @@ cbllm_sampling_default(void)
 	return s;
 }
 
-/* Resolve defaults and check the limits against the model. */
+/*
+ * Resolve defaults and check the limits against the model; a KV size given
+ * in bytes becomes blocks of the backend's layout.  With no size given the
+ * backend sizes the pool once it exists (SizeKvPool).
+ */
 static int
 ResolveParams(cbllm_engine *e, const cbllm_engine_params *in, cbllm_err *err)
 {
@@ -131,35 +129,16 @@ ResolveParams(cbllm_engine *e, const cbllm_engine_params *in, cbllm_err *err)
 	if (!(p->gpu_memory_utilization > 0 && p->gpu_memory_utilization <= 1))
 		return cbllm_fail(err, CBLLM_ERR_INVALID,
 						  "gpu_memory_utilization %g is not in (0, 1]", p->gpu_memory_utilization);
-	block_bytes = kv_cache_block_bytes(p->block_size, c->n_layers, c->n_kv_heads, c->head_dim);
-	if (e->on_gpu)
+	e->reg->kv_layout(c, p->block_size, &e->kv_layout);
+	block_bytes = e->kv_layout.block_bytes;
+	e->kv_size_given = in->num_kv_blocks > 0 || in->kv_cache_bytes > 0;
+	if (p->num_kv_blocks <= 0 && p->kv_cache_bytes > 0)
 	{
-		/* bf16 on the device: half the bytes; no size given: from the memory budget, later */
-		block_bytes /= 2;
-		if (p->num_kv_blocks <= 0 && p->kv_cache_bytes > 0)
-			p->num_kv_blocks = (int) (p->kv_cache_bytes / block_bytes);
-		if (p->num_kv_blocks <= 0 && p->kv_cache_bytes > 0)
+		p->num_kv_blocks = (int) (p->kv_cache_bytes / block_bytes);
+		if (p->num_kv_blocks < 1)
 			return cbllm_fail(err, CBLLM_ERR_INVALID,
 							  "the KV cache of %zu bytes holds no block of %zu bytes",
 							  p->kv_cache_bytes, block_bytes);
-		return CBLLM_OK;
-	}
-	if (p->num_kv_blocks <= 0)
-	{
-		size_t		bytes = p->kv_cache_bytes;
-
-		if (bytes == 0)
-		{
-			size_t		full = (size_t) p->max_num_seqs *
-				((p->max_model_len + p->block_size - 1) / p->block_size) * block_bytes;
-
-			bytes = full < DEFAULT_KV_CAP_BYTES ? full : DEFAULT_KV_CAP_BYTES;
-		}
-		p->num_kv_blocks = (int) (bytes / block_bytes);
-		if (p->num_kv_blocks < 1)
-			return cbllm_fail(err, CBLLM_ERR_INVALID,
-							  "the KV cache of %zu bytes holds no block of %zu bytes", bytes,
-							  block_bytes);
 	}
 	return CBLLM_OK;
 }
@@ -171,14 +150,11 @@ engine_now(const cbllm_engine *e)
 	return e->params.clock != NULL ? e->params.clock(e->params.clock_arg) : cbllm_now();
 }
 
-/* Bytes of K and V of n positions over all layers, in the backend's element size. */
+/* Bytes of K and V of n positions over all layers, as the backend's KV layout stores them. */
 size_t
 engine_kv_bytes(const cbllm_engine *e, int n_positions)
 {
-	const cbllm_model_config *c = &e->model->cfg;
-
-	return kv_cache_block_bytes(n_positions, c->n_layers, c->n_kv_heads, c->head_dim) /
-		sizeof(float) * e->be->kv_elem_bytes;
+	return e->kv_layout.block_bytes / (size_t) e->params.block_size * (size_t) n_positions;
 }
 
 /* Once the pool size is known: its bytes and the swap area (default a quarter of it, at most 4 GiB). */
@@ -225,59 +201,52 @@ CreateSamplers(cbllm_engine *e, cbllm_err *err)
 	return CBLLM_OK;
 }
 
-/* Whether the engine runs on the GPU: device "cuda", or "auto" with a GPU present. */
+/* Whether the chosen backend runs every matrix of the model in its stored type. */
 static int
-ChooseDevice(const cbllm_engine_params *p, bool *on_gpu, cbllm_err *err)
+CheckWeightTypes(const cbllm_engine *e, cbllm_err *err)
 {
-	const char *device = p->device != NULL && p->device[0] != '\0' ? p->device : "cpu";
+	const cbllm_model *m = e->model;
+	const cbllm_weight *bad = NULL;
 
-	*on_gpu = false;
-	if (strcmp(device, "cuda") == 0)
-		*on_gpu = true;
-	else if (strcmp(device, "auto") == 0)
+	if (!e->reg->supports_weight(m->embed.dtype))
+		bad = &m->embed;
+	else if (!e->reg->supports_weight(m->lm_head.dtype))
+		bad = &m->lm_head;
+	for (int l = 0; bad == NULL && l < m->cfg.n_layers; l++)
 	{
-#ifdef CBLLM_WITH_CUDA
-		*on_gpu = cuda_device_count() > 0;
-#endif
+		const cbllm_layer *L = &m->layers[l];
+		const cbllm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
+		&L->w_down};
+
+		for (int i = 0; bad == NULL && i < (int) (sizeof(ws) / sizeof(ws[0])); i++)
+			if (!e->reg->supports_weight(ws[i]->dtype))
+				bad = ws[i];
 	}
-	else if (strcmp(device, "cpu") != 0)
-		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "unsupported device \"%s\" (use \"cpu\", \"cuda\" or \"auto\")", device);
-#ifndef CBLLM_WITH_CUDA
-	if (*on_gpu)
-		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "this build of cbllm has no CUDA support: rebuild with CUDA=1 where nvcc is installed");
-#endif
+	if (bad != NULL)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "the %s backend does not run %s weights",
+						  e->reg->name, cbllm_dtype_name(bad->dtype));
 	return CBLLM_OK;
 }
 
 /*
- * The GPU backend, then the workspace, then a KV pool sized from what is
- * left of the memory budget (unless a size was given).
+ * The KV pool in blocks: as given, else as many as the backend fits in the
+ * memory budget (CBLLM_ERR_KV_BUDGET when none fit); a backend that keeps K
+ * and V itself allocates them.  A pool that cannot be allocated fails with
+ * CBLLM_ERR_KV_SIZE when its size was given, else CBLLM_ERR_KV_BUDGET.
  */
 static int
-CreateGpuCompute(cbllm_engine *e, cbllm_err *err)
+SizeKvPool(cbllm_engine *e, cbllm_err *err)
 {
-#ifdef CBLLM_WITH_CUDA
 	cbllm_engine_params *p = &e->params;
-	cuda_backend_params cp = {e->model, p->max_num_batched_tokens, p->max_num_seqs,
-		p->max_model_len, p->block_size, p->no_cuda_graphs};
-	forward_params fp = {e->model, NULL, NULL, p->max_num_batched_tokens, p->max_num_seqs,
-	p->max_num_seqs};
+	backend_kv_budget b = {p->gpu_memory_utilization, p->max_num_seqs, p->block_size};
 	int			rc;
 
-	if ((rc = cuda_backend_create(&cp, &e->be, err)))
+	if (p->num_kv_blocks <= 0 && (rc = e->be->kv_blocks(e->be, &b, &p->num_kv_blocks, err)))
 		return rc;
-	fp.backend = e->be;
-	if ((rc = forward_create(&fp, &e->fwd, err)))
-		return rc;
-	if (p->num_kv_blocks <= 0 &&
-		(rc = cuda_backend_kv_blocks(e->be, p->gpu_memory_utilization, &p->num_kv_blocks, err)))
-		return rc;
-	return cuda_backend_alloc_kv(e->be, p->num_kv_blocks, err);
-#else
-	return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "this build of cbllm has no CUDA support");
-#endif
+	if (e->be->alloc_kv != NULL && (rc = e->be->alloc_kv(e->be, p->num_kv_blocks, err)))
+		return rc != CBLLM_ERR_NOMEM ? rc : e->kv_size_given ? CBLLM_ERR_KV_SIZE :
+			CBLLM_ERR_KV_BUDGET;
+	return CBLLM_OK;
 }
 
 /* Create the compute parts: pool, backend, forward workspace, cache, swap area, samplers. */
@@ -286,43 +255,34 @@ CreateCompute(cbllm_engine *e, cbllm_err *err)
 {
 	cbllm_engine_params *p = &e->params;
 	const cbllm_model_config *c = &e->model->cfg;
-	cpu_backend_params bp = {c, NULL, p->cpu_isa, p->max_num_batched_tokens, p->max_model_len};
+	backend_params bp = {e->model, NULL, p->cpu_isa, p->max_num_batched_tokens, p->max_num_seqs,
+	p->max_model_len, p->block_size, p->no_cuda_graphs};
+	forward_params fp = {e->model, NULL, NULL, p->max_num_batched_tokens, p->max_num_seqs,
+	p->max_num_seqs};
 	kv_cache_params kp;
-	forward_params fp;
 	int			rc;
 
 	if ((rc = threadpool_create(p->n_threads, &e->pool, err)))
 		return rc;
 	bp.pool = e->pool;
-	if (e->on_gpu)
-	{
-		if ((rc = CreateGpuCompute(e, err)))
-			return rc;
-	}
-	else
-	{
-		fp.model = e->model;
-		fp.kv = NULL;
-		fp.max_tokens = p->max_num_batched_tokens;
-		fp.max_seqs = p->max_num_seqs;
-		fp.max_logit_rows = p->max_num_seqs;
-		if ((rc = cpu_backend_create(&bp, &e->be, err)))
-			return rc;
-		fp.backend = e->be;
-		if ((rc = forward_create(&fp, &e->fwd, err)))
-			return rc;
-	}
+	if ((rc = e->reg->create(&bp, &e->be, err)))
+		return rc;
+	fp.backend = e->be;
+	/* the workspace first: a device backend sizes the pool from what it leaves */
+	if ((rc = forward_create(&fp, &e->fwd, err)) || (rc = SizeKvPool(e, err)))
+		return rc;
 	kp.n_blocks = p->num_kv_blocks;
 	kp.block_size = p->block_size;
 	kp.n_layers = c->n_layers;
 	kp.n_kv_heads = c->n_kv_heads;
 	kp.head_dim = c->head_dim;
-	kp.no_data = e->on_gpu;
+	kp.no_data = e->be->alloc_kv != NULL;
+	/* a swap block holds the K (and the V) of one block over all layers, counted in floats */
 	if ((rc = ResolveSwap(e, err)) ||
 		(rc = kv_cache_create(&kp, &e->kv, err)) ||
 		(rc = swap_space_create(p->num_swap_blocks,
-								(int64_t) c->n_layers * e->kv->block_floats * e->be->kv_elem_bytes /
-								(int) sizeof(float), &e->swap, err)) ||
+								(int64_t) (e->kv_layout.block_bytes / (2 * sizeof(float))),
+								&e->swap, err)) ||
 		(e->be->prepare_swap != NULL && (rc = e->be->prepare_swap(e->be, e->swap, err))))
 		return rc;
 	forward_set_kv(e->fwd, e->kv);
@@ -352,12 +312,13 @@ CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 	if (e == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 	e->next_id = 1;
-	if ((rc = ChooseDevice(p, &e->on_gpu, err)))
+	if ((rc = backend_registry_choose(p->device, &e->reg, err)))
 		goto fail;
 	lp.dir = p->model_dir;
 	lp.format = p->load_format;
-	lp.dummy_on_host = !e->on_gpu;	/* the GPU backend makes dummy weights on the device */
+	lp.dummy_on_host = !e->reg->dummies_on_device;
 	if ((rc = model_load_ex(&lp, &e->model, err)) ||
+		(rc = CheckWeightTypes(e, err)) ||
 		(rc = tokenizer_load(p->model_dir, &e->tok, err)))
 		goto fail;
 	if (tokenizer_vocab_size(e->tok) > e->model->cfg.vocab_size)
@@ -629,8 +590,8 @@ StepOnce(cbllm_engine *e, int *n_active, cbllm_err *err)
 }
 
 /*
- * One iteration.  On a GPU with every signal blocked, as at creation: the
- * CUDA runtime may start threads of its own during a step.
+ * One iteration.  On a backend whose runtime may start threads of its own
+ * during a step (CUDA), with every signal blocked, as at creation.
  */
 int
 cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
@@ -639,7 +600,7 @@ cbllm_engine_step(cbllm_engine *e, int *n_active, cbllm_err *err)
 				old;
 	int			rc;
 
-	if (!e->on_gpu)
+	if (!e->reg->threads_in_step)
 		return StepOnce(e, n_active, err);
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);

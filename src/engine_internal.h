@@ -7,6 +7,7 @@
 #define CBLLM_ENGINE_INTERNAL_H
 
 #include "backend.h"
+#include "backend_registry.h"
 #include "cbllm.h"
 #include "forward.h"
 #include "kv_cache.h"
@@ -78,7 +79,9 @@ typedef struct req_list
 struct cbllm_engine
 {
 	cbllm_engine_params params; /* limits resolved to their final values */
-	bool		on_gpu;			/* the CUDA backend runs the steps */
+	const backend_reg *reg;	/* the registry entry of the backend that runs the steps */
+	backend_kv_layout kv_layout;	/* how that backend stores a KV block */
+	bool		kv_size_given;	/* the caller sized the KV pool (num_kv_blocks or kv_cache_bytes) */
 	bool		lost;			/* the device failed for good: every step and submit fails */
 	char		lost_msg[CBLLM_ERR_MSG_LEN];
 	cbllm_model *model;
@@ -127,7 +130,11 @@ void		request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const 
 /* engine.c: the engine's clock in seconds (the injected one, else CLOCK_MONOTONIC) */
 double		engine_now(const cbllm_engine *e);
 
-/* engine.c: bytes of K and V of n_positions positions over all layers, as the backend stores them */
+/*
+ * engine.c: bytes of K and V of n_positions positions over all layers, as
+ * the backend stores them (its kv_layout); every pool, swap area and copy
+ * rate is sized with it.
+ */
 size_t		engine_kv_bytes(const cbllm_engine *e, int n_positions);
 
 /* scheduler.c: choose the step's sequences; returns how many */

@@ -134,8 +134,7 @@ SwapOut(cbllm_engine *e, cbllm_request *v)
 		e->swap_bytes_per_sec = e->be->swap_bytes_per_sec;	/* the copies run asynchronously */
 	else
 		e->swap_bytes_per_sec = 0.8 * e->swap_bytes_per_sec + 0.2 *
-			(v->n_blocks * (double) kv_cache_block_bytes(e->kv->block_size, e->kv->n_layers,
-														 e->kv->n_kv_heads, e->kv->head_dim) /
+			(v->n_blocks * (double) engine_kv_bytes(e, e->kv->block_size) /
 			 (cbllm_now() - t0 + 1e-9));
 	v->n_swap = v->n_blocks;
 	v->swapped = true;

@@ -55,6 +55,10 @@ cbllm_status_name(int code)
 			return "device error";
 		case CBLLM_ERR_DEVICE_LOST:
 			return "device lost";
+		case CBLLM_ERR_KV_BUDGET:
+			return "no memory budget left for the kv cache";
+		case CBLLM_ERR_KV_SIZE:
+			return "kv cache too large for the device";
 	}
 	return "unknown error";
 }

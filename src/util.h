@@ -30,7 +30,12 @@ typedef enum cbllm_status
 	CBLLM_ERR_NOT_FOUND = -8,	/* an unknown request id or name */
 	CBLLM_ERR_INTERNAL = -9,	/* a bug: an invariant does not hold */
 	CBLLM_ERR_DEVICE = -10,		/* a compute device failed */
-	CBLLM_ERR_DEVICE_LOST = -11 /* the device is unusable until the engine is recreated */
+	CBLLM_ERR_DEVICE_LOST = -11,	/* the device is unusable until the engine is recreated */
+	CBLLM_ERR_KV_BUDGET = -12,	/* the device memory budget (engine parameter
+								 * gpu_memory_utilization) leaves no room for the KV
+								 * cache; a smaller max_num_batched_tokens also helps */
+	CBLLM_ERR_KV_SIZE = -13		/* the KV cache size given (engine parameter kv_cache_bytes,
+								 * or num_kv_blocks) does not fit the device */
 } cbllm_status;
 
 #define CBLLM_ERR_MSG_LEN 512

@@ -6,9 +6,10 @@
  * FLOPs per step put the times next to the machine's bandwidth and peak.
  *
  * cbllm-cli membw measures the copy bandwidth that the bench's --bandwidth
- * floor divides by: on the CPU one thread's memcpy between two 1 GiB
- * buffers, on CUDA a device-to-device copy (cuda_copy_bandwidth); both count
- * the bytes read plus the bytes written and report the median of the copies.
+ * floor divides by, as the device's backend measures it (its registry
+ * entry's copy_bandwidth): on the CPU one thread's memcpy between two 1 GiB
+ * buffers, on CUDA a device-to-device copy; both count the bytes read plus
+ * the bytes written and report the median of the copies.
  */
 #include "cli_bench.h"
 #include "cli_workload.h"
@@ -17,13 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef CBLLM_WITH_CUDA
-#include "../cuda/cuda_ops.h"
-#endif
+#include "backend_registry.h"
 
 #define MEMBW_BYTES ((size_t) 1 << 30)	/* each copy moves 1 GiB */
-#define MEMBW_CPU_REPS 7		/* timed host copies; their median is reported */
-#define MEMBW_CUDA_ITERS 20		/* device copies, passed to cuda_copy_bandwidth */
 
 /* Deterministic prompt ids in [3, vocab). */
 static void
@@ -208,84 +205,27 @@ cli_bench_run(const cbllm_engine_params *ep_in, const bench_opts *oin)
 	return 0;
 }
 
-/* Host copy bandwidth in GB/s (read + write): the median of timed memcpys. */
-static int
-CpuCopyBandwidth(size_t bytes, double *gbps)
-{
-	char	   *src = malloc(bytes);
-	char	   *dst = malloc(bytes);
-	double		t[MEMBW_CPU_REPS];
-	volatile char sink = 0;
-
-	if (src == NULL || dst == NULL)
-	{
-		free(src);
-		free(dst);
-		return -1;
-	}
-	/* touch every page of both buffers first, so that no copy pays for faults */
-	memset(src, 1, bytes);
-	memset(dst, 2, bytes);
-	for (int k = 0; k < MEMBW_CPU_REPS; k++)
-	{
-		double		t0;
-
-		src[(size_t) k * 4099 % bytes] = (char) k;
-		t0 = cbllm_now();
-		memcpy(dst, src, bytes);
-		t[k] = cbllm_now() - t0;
-		sink += dst[(size_t) k * 4099 % bytes];	/* the copy is used: it cannot be elided */
-	}
-	(void) sink;
-	free(src);
-	free(dst);
-	qsort(t, MEMBW_CPU_REPS, sizeof(double), cli_cmp_double);
-	*gbps = 2.0 * bytes / t[MEMBW_CPU_REPS / 2] / 1e9;
-	return 0;
-}
-
 /* membw: print "copy_bandwidth_GBps X" for the device (cpu, cuda or auto). */
 int
 cli_membw_run(const char *device)
 {
+	const backend_reg *reg;
+	char		names[256];
 	double		gbps = 0;
-	bool		cuda;
+	cbllm_err	err;
 
 	device = device ? device : "cpu";
-	if (strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0 && strcmp(device, "auto") != 0)
+	if (strcmp(device, "auto") != 0 && backend_registry_find(device) == NULL)
 	{
-		fprintf(stderr, "cbllm-cli: error: membw --device must be cpu, cuda or auto, not \"%s\"\n",
+		backend_registry_names(names, sizeof(names), "");
+		fprintf(stderr, "cbllm-cli: error: membw --device must be %s, not \"%s\"\n", names,
 				device);
 		return 1;
 	}
-#ifdef CBLLM_WITH_CUDA
-	cuda = strcmp(device, "cuda") == 0 || (strcmp(device, "auto") == 0 && cuda_device_count() > 0);
-	if (cuda)
+	if (backend_registry_choose(device, &reg, &err) != CBLLM_OK ||
+		reg->copy_bandwidth(MEMBW_BYTES, &gbps, &err) != CBLLM_OK)
 	{
-		cbllm_err	err;
-
-		if (cuda_device_count() == 0)
-		{
-			fprintf(stderr, "cbllm-cli: error: no CUDA device is available\n");
-			return 1;
-		}
-		if (cuda_copy_bandwidth(MEMBW_BYTES, MEMBW_CUDA_ITERS, &gbps, &err) != CBLLM_OK)
-		{
-			fprintf(stderr, "cbllm-cli: error: %s\n", err.msg);
-			return 1;
-		}
-	}
-#else
-	cuda = strcmp(device, "cuda") == 0;
-	if (cuda)
-	{
-		fprintf(stderr, "cbllm-cli: error: this build has no CUDA support (build with CUDA=1)\n");
-		return 1;
-	}
-#endif
-	if (!cuda && CpuCopyBandwidth(MEMBW_BYTES, &gbps) != 0)
-	{
-		fprintf(stderr, "cbllm-cli: error: out of memory for two 1 GiB copy buffers\n");
+		fprintf(stderr, "cbllm-cli: error: %s\n", err.msg);
 		return 1;
 	}
 	printf("copy_bandwidth_GBps %.1f\n", gbps);

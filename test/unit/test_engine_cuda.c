@@ -6,8 +6,8 @@
  * as with graphs off and as each request alone; swap preemption through
  * host memory gives the same tokens; seeded sampling on the device is
  * reproducible; dummy weights made on the device match the host's; the KV
- * pool follows gpu_memory_utilization and too small a budget says which
- * setting to change.
+ * pool follows gpu_memory_utilization, and too small a budget or too large a
+ * pool fails with the status that says which engine parameter to change.
  *
  * Built against CUDA (run by test/gpu/check.sh; skipped without a GPU) and
  * against the CPU emulator of CUDA (test_engine_cuda_emu, run in CI).
@@ -328,7 +328,7 @@ TestDummyWeights(const char *dummy_dir)
 	cbllm_engine_destroy(gpu);
 }
 
-/* The KV pool follows gpu_memory_utilization; too small a budget names the setting. */
+/* The KV pool follows gpu_memory_utilization; too small a budget or too large a pool has its own status. */
 static void
 TestMemoryBudget(void)
 {
@@ -359,11 +359,22 @@ TestMemoryBudget(void)
 	e = NULL;
 	p.gpu_memory_utilization = 1e-6;
 	rc = cbllm_engine_create(&p, &e, &err);
-	TAP_OK(rc == CBLLM_ERR_NOMEM && strstr(err.msg, "cbllm.gpu_memory_utilization") != NULL,
-		   "a budget with no room for the KV cache fails and names the setting: %s",
+	TAP_OK(rc == CBLLM_ERR_KV_BUDGET && strstr(err.msg, "gpu_memory_utilization 1e-06") != NULL &&
+		   strstr(err.msg, "cbllm.") == NULL,
+		   "a budget with no room for the KV cache fails with the status that names gpu_memory_utilization, and the message names no host setting: %s",
 		   rc ? err.msg : "(it started)");
 	cbllm_engine_destroy(e);
 	e = NULL;
+	p.gpu_memory_utilization = 0.25;
+	p.kv_cache_bytes = 2 * total_b;
+	rc = cbllm_engine_create(&p, &e, &err);
+	TAP_OK(rc == CBLLM_ERR_KV_SIZE && strstr(err.msg, "does not fit on the GPU") != NULL &&
+		   strstr(err.msg, "cbllm.") == NULL,
+		   "a KV cache size twice the device fails with the status that names kv_cache_bytes, and the message names no host setting: %s",
+		   rc ? err.msg : "(it started)");
+	cbllm_engine_destroy(e);
+	e = NULL;
+	p.kv_cache_bytes = 0;
 	p.gpu_memory_utilization = 1.5;
 	rc = cbllm_engine_create(&p, &e, &err);
 	TAP_OK(rc == CBLLM_ERR_INVALID, "gpu_memory_utilization above 1 is rejected: %s",
