@@ -199,6 +199,7 @@ typedef struct CbllmShared
 	Latch	   *worker_latch;	/* worker, under info_lock; backends set it on submit/cancel */
 	CbllmEngineState state;		/* worker, under info_lock */
 	char		reason[CBLLM_REASON_LEN];	/* worker, under info_lock: why FAILED */
+	char		fail_hint[CBLLM_REASON_LEN];	/* worker, under info_lock: which setting to change, or empty */
 	char		model[MAXPGPATH];	/* worker, under info_lock */
 	char		device[32];		/* worker, under info_lock */
 	char		cpu_isa[32];	/* worker, under info_lock */

@@ -137,9 +137,9 @@ CbllmDefaultParams(CbllmParams *p, int kind)
 	p->top_p = 1;
 }
 
-/* Read the engine state and reason. */
+/* Read the engine state and reason (and the hint of a failure, if hint is given). */
 static CbllmEngineState
-EngineState(char *reason, int *worker_pid)
+EngineStateHint(char *reason, char *hint, int *worker_pid)
 {
 	CbllmEngineState st;
 
@@ -147,10 +147,19 @@ EngineState(char *reason, int *worker_pid)
 	st = cbllm_shared->state;
 	if (reason)
 		strlcpy(reason, cbllm_shared->reason, CBLLM_REASON_LEN);
+	if (hint)
+		strlcpy(hint, cbllm_shared->fail_hint, CBLLM_REASON_LEN);
 	if (worker_pid)
 		*worker_pid = cbllm_shared->worker_pid;
 	SpinLockRelease(&cbllm_shared->info_lock);
 	return st;
+}
+
+/* Read the engine state and reason. */
+static CbllmEngineState
+EngineState(char *reason, int *worker_pid)
+{
+	return EngineStateHint(reason, NULL, worker_pid);
 }
 
 /* Wait (up to cbllm.load_timeout) until the engine is ready, or raise why not. */
@@ -159,11 +168,12 @@ CbllmWaitReady(void)
 {
 	TimestampTz start = GetCurrentTimestamp();
 	char		reason[CBLLM_REASON_LEN];
+	char		hint[CBLLM_REASON_LEN];
 
 	CbllmCheckLoaded();
 	for (;;)
 	{
-		CbllmEngineState st = EngineState(reason, NULL);
+		CbllmEngineState st = EngineStateHint(reason, hint, NULL);
 
 		if (st == ENGINE_READY)
 			return;
@@ -172,7 +182,8 @@ CbllmWaitReady(void)
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("the cbllm engine failed to load its model"),
 					 errdetail("%s", reason),
-					 errhint("Fix cbllm.model (or the files it names) and restart the server.")));
+					 hint[0] ? errhint("%s", hint) :
+					 errhint("Fix cbllm.model or the files it names: the engine tries again by itself, at most every 30 seconds.")));
 		if (st == ENGINE_NO_MODEL)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -81,6 +81,24 @@ SetState(CbllmEngineState st, const char *reason)
 	SpinLockRelease(&cbllm_shared->info_lock);
 }
 
+/*
+ * The setting to change for a load failure of this kind: the engine names
+ * its own parameters, the PostgreSQL settings that feed them are named here.
+ */
+static void
+SetFailHint(int load_status)
+{
+	const char *hint = "";
+
+	if (load_status == CBLLM_ERR_KV_BUDGET)
+		hint = "Raise cbllm.gpu_memory_utilization, or lower cbllm.max_num_batched_tokens (its workspace comes first).";
+	else if (load_status == CBLLM_ERR_KV_SIZE)
+		hint = "Lower cbllm.kv_cache_size, or set it to 0 to size the KV cache from cbllm.gpu_memory_utilization.";
+	SpinLockAcquire(&cbllm_shared->info_lock);
+	strlcpy(cbllm_shared->fail_hint, hint, CBLLM_REASON_LEN);
+	SpinLockRelease(&cbllm_shared->info_lock);
+}
+
 /* The engine state as published. */
 static CbllmEngineState
 GetState(void)
@@ -236,6 +254,7 @@ Observe(void)
 			elog(LOG, "cbllm: model failed to load: %s", es.reason);
 		model_failed = true;
 		SetState(ENGINE_FAILED, es.reason);
+		SetFailHint(es.load_status);
 		WakeAllOwners();
 	}
 }

@@ -488,8 +488,10 @@ cbllm_server_run(cbllm_ipc_region *rg, int doorbell_in, int doorbell_out,
 	PublishStatus(&sv, CBLLM_IPC_LOADING, NULL);
 	Ring(doorbell_out);
 	EngineParams(&rg->params, &p);
-	if (sv.n_slots < 1 || cbllm_engine_create(&p, &sv.engine, &err) != CBLLM_OK)
+	if (sv.n_slots < 1 || (sv.status.load_status = cbllm_engine_create(&p, &sv.engine, &err)) != CBLLM_OK)
 	{
+		if (sv.n_slots < 1)
+			sv.status.load_status = CBLLM_ERR_INVALID;
 		PublishStatus(&sv, CBLLM_IPC_FAILED, sv.n_slots < 1 ? "no request slots" : err.msg);
 		Ring(doorbell_out);
 		return CBLLM_SERVER_LOAD_FAILED;

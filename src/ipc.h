@@ -173,6 +173,7 @@ typedef enum cbllm_ipc_state
 typedef struct cbllm_ipc_status
 {
 	int32_t		state;			/* a cbllm_ipc_state */
+	int32_t		load_status;	/* FAILED: the cbllm status code of the failure (what kind) */
 	char		reason[CBLLM_IPC_REASON_LEN];
 	char		device[32];
 	char		cpu_isa[32];
