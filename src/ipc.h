@@ -43,7 +43,7 @@
 #include "request_kind.h"
 
 #define CBLLM_IPC_MAGIC 0x434c4c4dU	/* "MLLC" */
-#define CBLLM_IPC_VERSION 1
+#define CBLLM_IPC_VERSION 2
 #define CBLLM_IPC_REASON_LEN 512
 #define CBLLM_IPC_MAX_STOP 8
 
