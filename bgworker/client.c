@@ -31,6 +31,9 @@
 
 #define MAX_OWNED 4096
 
+/* The hint of a model that failed to load, when no setting is to blame. */
+#define LOAD_FAILED_HINT "Fix cbllm.model or the files it names: the engine tries again by itself, at most every 30 seconds."
+
 static CbllmHandle owned[MAX_OWNED];
 static int	n_owned = 0;
 static bool callbacks_registered = false;
@@ -51,13 +54,27 @@ CbllmCheckLoaded(void)
 void
 CbllmRaiseFailure(int errcode_in, const char *msg)
 {
+	/* refused because the model does not load: the same error as a call that finds it so */
+	if (errcode_in == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE)
+	{
+		char		hint[CBLLM_REASON_LEN];
+
+		SpinLockAcquire(&cbllm_shared->info_lock);
+		strlcpy(hint, cbllm_shared->fail_hint, CBLLM_REASON_LEN);
+		SpinLockRelease(&cbllm_shared->info_lock);
+		ereport(ERROR,
+				(errcode(errcode_in),
+				 errmsg("the cbllm engine failed to load its model"),
+				 errdetail("%s", msg),
+				 errhint("%s", hint[0] ? hint : LOAD_FAILED_HINT)));
+	}
 	ereport(ERROR,
 			(errcode(errcode_in ? errcode_in : ERRCODE_INTERNAL_ERROR),
 			 errmsg("cbllm request failed: %s", msg),
 			 errcode_in == ERRCODE_PROGRAM_LIMIT_EXCEEDED ?
 			 errhint("Shorten the prompt or raise cbllm.max_model_len (and the KV cache size).") :
 			 errcode_in == ERRCODE_CONNECTION_FAILURE ?
-			 errhint("The engine worker restarted; run the statement again.") : 0));
+			 errhint("The cbllm engine is restarted by itself; run the statement again.") : 0));
 }
 
 /*
@@ -182,8 +199,7 @@ CbllmWaitReady(void)
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("the cbllm engine failed to load its model"),
 					 errdetail("%s", reason),
-					 hint[0] ? errhint("%s", hint) :
-					 errhint("Fix cbllm.model or the files it names: the engine tries again by itself, at most every 30 seconds.")));
+					 errhint("%s", hint[0] ? hint : LOAD_FAILED_HINT)));
 		if (st == ENGINE_NO_MODEL)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

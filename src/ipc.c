@@ -181,6 +181,15 @@ cbllm_ipc_region_size(size_t max_msg)
 	return Align64(sizeof(cbllm_ipc_region)) + 2 * (sizeof(cbllm_ring) + RingCap(max_msg));
 }
 
+/* The sizes of the shared structs, packed: any change of layout changes it. */
+uint64_t
+cbllm_ipc_layout(void)
+{
+	return (uint64_t) sizeof(cbllm_ipc_region) << 48 ^ (uint64_t) sizeof(cbllm_ipc_status) << 32 ^
+		(uint64_t) sizeof(cbllm_cmd_submit) << 16 ^ (uint64_t) sizeof(cbllm_evt_output) ^
+		(uint64_t) sizeof(cbllm_stats) << 24 ^ (uint64_t) sizeof(cbllm_ipc_params) << 8;
+}
+
 /* Lay out a zeroed region. */
 void
 cbllm_ipc_region_init(cbllm_ipc_region *rg, size_t size, size_t max_msg)
@@ -191,6 +200,7 @@ cbllm_ipc_region_init(cbllm_ipc_region *rg, size_t size, size_t max_msg)
 	rg->version = CBLLM_IPC_VERSION;
 	rg->size = size;
 	rg->max_msg = max_msg;
+	rg->layout = cbllm_ipc_layout();
 	rg->cmd_offset = Align64(sizeof(cbllm_ipc_region));
 	rg->evt_offset = rg->cmd_offset + sizeof(cbllm_ring) + cap;
 	atomic_init(&rg->status_seq, 0);
@@ -206,8 +216,9 @@ cbllm_ipc_region_check(const cbllm_ipc_region *rg, size_t mapped)
 {
 	if (mapped < sizeof(*rg))
 		return "the region is smaller than its header";
-	if (rg->magic != CBLLM_IPC_MAGIC || rg->version != CBLLM_IPC_VERSION)
-		return "the region was made by another version of cbllm";
+	if (rg->magic != CBLLM_IPC_MAGIC || rg->version != CBLLM_IPC_VERSION ||
+		rg->layout != cbllm_ipc_layout())
+		return "the region was made by another version of cbllm (install the engine program and the extension from one build)";
 	if (rg->size != mapped || rg->cmd_offset < sizeof(*rg) ||
 		rg->evt_offset <= rg->cmd_offset || rg->max_msg == 0 ||
 		rg->evt_offset + sizeof(cbllm_ring) + RingCap(rg->max_msg) > mapped ||

@@ -189,6 +189,7 @@ typedef struct cbllm_ipc_region
 	uint64_t	cmd_offset;		/* from the region's start: the command ring */
 	uint64_t	evt_offset;		/* the event ring */
 	uint64_t	max_msg;		/* the largest message either side may put */
+	uint64_t	layout;			/* the sizes of the shared structs (cbllm_ipc_layout): both builds agree */
 	cbllm_ipc_params params;	/* supervisor, before the engine starts; read-only after */
 	alignas(64) _Atomic uint32_t status_seq;	/* engine: odd while it writes status */
 	cbllm_ipc_status status;	/* engine, under status_seq */
@@ -196,6 +197,8 @@ typedef struct cbllm_ipc_region
 	_Atomic int32_t engine_pid; /* engine, at start */
 } cbllm_ipc_region;
 
+/* The sizes of the structs both sides share, in one number: a build whose layout differs is refused. */
+uint64_t	cbllm_ipc_layout(void);
 /* Bytes of a region whose messages may be as large as max_msg. */
 size_t		cbllm_ipc_region_size(size_t max_msg);
 /* Lay out a zeroed region of that size. */
