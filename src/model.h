@@ -81,6 +81,10 @@ typedef struct cbllm_model
 /* Parse dir/config.json; errors name the file and the problem. */
 int			model_config_load(const char *dir, cbllm_model_config *cfg, cbllm_err *err);
 
+/* Parse the NUL-terminated text of a config.json; path names it in messages. */
+int			model_config_parse(const char *json, const char *path, cbllm_model_config *cfg,
+							   cbllm_err *err);
+
 /* What model_load_ex loads, and from where. */
 typedef struct model_load_params
 {

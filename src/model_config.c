@@ -2,6 +2,7 @@
 #include "model.h"
 
 #include <cjson/cJSON.h>
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +21,9 @@ GetInt(const cJSON *root, const char *key, int def, int lo, int hi, int *out,
 		*out = def;
 		return CBLLM_OK;
 	}
-	if (!cJSON_IsNumber(v) || v->valuedouble != (double) (long long) v->valuedouble ||
-		v->valuedouble < lo || v->valuedouble > hi)
+	/* the range first: casting a double out of long long's range is undefined */
+	if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) ||
+		v->valuedouble != (double) (long long) v->valuedouble)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: \"%s\" must be an integer in [%d, %d]",
 						  path, key, lo, hi);
 	*out = (int) v->valuedouble;
@@ -47,7 +49,7 @@ GetTokenId(const cJSON *root, const char *key, int32_t *out, const char *path, c
 	return CBLLM_OK;
 }
 
-/* Read a positive number field with a default. */
+/* Read a positive number field with a default; as a float it must stay positive and finite. */
 static int
 GetFloat(const cJSON *root, const char *key, double def, float *out,
 		 const char *path, cbllm_err *err)
@@ -59,9 +61,11 @@ GetFloat(const cJSON *root, const char *key, double def, float *out,
 		*out = (float) def;
 		return CBLLM_OK;
 	}
-	if (!cJSON_IsNumber(v) || !(v->valuedouble > 0))
-		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: \"%s\" must be a positive number",
-						  path, key);
+	if (!cJSON_IsNumber(v) || !(v->valuedouble > 0 && v->valuedouble <= FLT_MAX) ||
+		!((float) v->valuedouble > 0))
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: \"%s\" must be a positive number in float range (%g to %g)",
+						  path, key, (double) FLT_TRUE_MIN, (double) FLT_MAX);
 	*out = (float) v->valuedouble;
 	return CBLLM_OK;
 }
@@ -117,7 +121,7 @@ GetRopeScaling(const cJSON *root, cbllm_model_config *cfg, const char *path, cbl
 		type = cJSON_GetObjectItemCaseSensitive(rs, "type");
 	factor = cJSON_GetObjectItemCaseSensitive(rs, "factor");
 	if (!cJSON_IsString(type) || strcmp(type->valuestring, "linear") != 0 ||
-		!cJSON_IsNumber(factor) || !(factor->valuedouble >= 1))
+		!cJSON_IsNumber(factor) || !(factor->valuedouble >= 1 && factor->valuedouble <= FLT_MAX))
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "%s: unsupported rope_scaling (only {\"type\": \"linear\", \"factor\" >= 1} is supported)",
 						  path);
@@ -167,31 +171,38 @@ ParseConfig(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_
 	return CBLLM_OK;
 }
 
+/* Parse the NUL-terminated text of a config.json (path names it in messages) into cfg. */
+int
+model_config_parse(const char *json, const char *path, cbllm_model_config *cfg, cbllm_err *err)
+{
+	cJSON	   *root;
+	int			rc;
+
+	memset(cfg, 0, sizeof(*cfg));
+	root = cJSON_Parse(json);
+	if (root == NULL || !cJSON_IsObject(root))
+		rc = cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: invalid JSON (not a JSON object)", path);
+	else
+		rc = ParseConfig(root, cfg, path, err);
+	cJSON_Delete(root);
+	return rc;
+}
+
 /* Parse dir/config.json into cfg. */
 int
 model_config_load(const char *dir, cbllm_model_config *cfg, cbllm_err *err)
 {
 	char	   *path = cbllm_path_join(dir, "config.json");
 	char	   *text = NULL;
-	cJSON	   *root;
 	int			rc;
 
 	if (path == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 	memset(cfg, 0, sizeof(*cfg));
 	rc = cbllm_read_file(path, &text, NULL, err);
-	if (rc != CBLLM_OK)
-	{
-		free(path);
-		return rc;
-	}
-	root = cJSON_Parse(text);
+	if (rc == CBLLM_OK)
+		rc = model_config_parse(text, path, cfg, err);
 	free(text);
-	if (root == NULL || !cJSON_IsObject(root))
-		rc = cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: invalid JSON (not a JSON object)", path);
-	else
-		rc = ParseConfig(root, cfg, path, err);
-	cJSON_Delete(root);
 	free(path);
 	return rc;
 }

@@ -96,7 +96,7 @@ AddTensor(st_archive *ar, int file, const cJSON *ent, const char *data,
 		!cJSON_IsNumber(cJSON_GetArrayItem(offs, 1)) || b < 0 || e < b)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: tensor \"%s\" has bad data_offsets",
 						  path, name);
-	if ((size_t) e > data_len)
+	if (e > (double) data_len)	/* compared as doubles: (size_t) e may overflow */
 		return cbllm_fail(err, CBLLM_ERR_FORMAT,
 						  "%s: file is truncated: tensor \"%s\" ends at byte %.0f of the data but only %zu bytes are present",
 						  path, name, e, data_len);
@@ -121,6 +121,83 @@ AddTensor(st_archive *ar, int file, const cJSON *ent, const char *data,
 	return CBLLM_OK;
 }
 
+/* The error for a file too short to hold the header length. */
+static int
+TooShort(const char *path, size_t size, cbllm_err *err)
+{
+	return cbllm_fail(err, CBLLM_ERR_FORMAT,
+					  "%s: file is truncated: %lld bytes, too short for a safetensors header",
+					  path, (long long) size);
+}
+
+/* Release a file's bytes unless they are the caller's. */
+static void
+Unmap(const unsigned char *p, size_t size, bool borrowed)
+{
+	if (!borrowed)
+		munmap((void *) p, size);
+}
+
+/*
+ * Parse the header of the size bytes at p (at least 8), register them as one
+ * of ar's files and add their tensors.  A failure before the file is
+ * registered unmaps p unless it is borrowed; after that st_close does.
+ */
+static int
+AddMapped(st_archive *ar, const unsigned char *p, size_t size, bool borrowed,
+		  const char *path, cbllm_err *err)
+{
+	uint64_t	hlen = 0;
+	cJSON	   *hdr;
+	const cJSON *ent;
+	st_file    *files;
+	int			file,
+				rc = CBLLM_OK;
+
+	for (int i = 7; i >= 0; i--)
+		hlen = (hlen << 8) | p[i];
+	if (hlen > ST_MAX_HEADER || hlen > (uint64_t) size - 8)
+	{
+		Unmap(p, size, borrowed);
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: file is truncated or not safetensors: header length %llu exceeds the file size %lld",
+						  path, (unsigned long long) hlen, (long long) size);
+	}
+	hdr = cJSON_ParseWithLength((const char *) p + 8, (size_t) hlen);
+	if (hdr == NULL || !cJSON_IsObject(hdr))
+	{
+		cJSON_Delete(hdr);
+		Unmap(p, size, borrowed);
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: the safetensors header is not a JSON object",
+						  path);
+	}
+	files = realloc(ar->files, sizeof(st_file) * (ar->n_files + 1));
+	if (files == NULL || (files[ar->n_files].path = strdup(path)) == NULL)
+	{
+		if (files)
+			ar->files = files;
+		cJSON_Delete(hdr);
+		Unmap(p, size, borrowed);
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	}
+	ar->files = files;
+	file = ar->n_files++;
+	files[file].map = (void *) p;
+	files[file].size = size;
+	files[file].borrowed = borrowed;
+	cJSON_ArrayForEach(ent, hdr)
+	{
+		if (strcmp(ent->string, "__metadata__") == 0)
+			continue;
+		rc = AddTensor(ar, file, ent, (const char *) p + 8 + hlen,
+					   size - 8 - hlen, path, err);
+		if (rc != CBLLM_OK)
+			break;
+	}
+	cJSON_Delete(hdr);
+	return rc;
+}
+
 /* Parse and map one safetensors file, adding its tensors to ar. */
 int
 st_add_file(st_archive *ar, const char *path, cbllm_err *err)
@@ -128,13 +205,6 @@ st_add_file(st_archive *ar, const char *path, cbllm_err *err)
 	int			fd;
 	struct stat sb;
 	void	   *map;
-	uint64_t	hlen = 0;
-	cJSON	   *hdr;
-	const cJSON *ent;
-	st_file    *files;
-	int			file,
-				rc = CBLLM_OK;
-	const unsigned char *p;
 
 	fd = open(path, O_RDONLY);
 	if (fd < 0)
@@ -147,73 +217,35 @@ st_add_file(st_archive *ar, const char *path, cbllm_err *err)
 	if (sb.st_size < 8)
 	{
 		close(fd);
-		return cbllm_fail(err, CBLLM_ERR_FORMAT,
-						  "%s: file is truncated: %lld bytes, too short for a safetensors header",
-						  path, (long long) sb.st_size);
+		return TooShort(path, (size_t) sb.st_size, err);
 	}
 	map = mmap(NULL, (size_t) sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (map == MAP_FAILED)
 		return cbllm_fail(err, CBLLM_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
-	p = map;
-	for (int i = 7; i >= 0; i--)
-		hlen = (hlen << 8) | p[i];
-	if (hlen > ST_MAX_HEADER || hlen > (uint64_t) sb.st_size - 8)
-	{
-		munmap(map, (size_t) sb.st_size);
-		return cbllm_fail(err, CBLLM_ERR_FORMAT,
-						  "%s: file is truncated or not safetensors: header length %llu exceeds the file size %lld",
-						  path, (unsigned long long) hlen, (long long) sb.st_size);
-	}
-	hdr = cJSON_ParseWithLength((const char *) p + 8, (size_t) hlen);
-	if (hdr == NULL || !cJSON_IsObject(hdr))
-	{
-		cJSON_Delete(hdr);
-		munmap(map, (size_t) sb.st_size);
-		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: the safetensors header is not a JSON object",
-						  path);
-	}
-	files = realloc(ar->files, sizeof(st_file) * (ar->n_files + 1));
-	if (files == NULL || (files[ar->n_files].path = strdup(path)) == NULL)
-	{
-		if (files)
-			ar->files = files;
-		cJSON_Delete(hdr);
-		munmap(map, (size_t) sb.st_size);
-		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
-	}
-	ar->files = files;
-	file = ar->n_files++;
-	files[file].map = map;
-	files[file].size = (size_t) sb.st_size;
-	cJSON_ArrayForEach(ent, hdr)
-	{
-		if (strcmp(ent->string, "__metadata__") == 0)
-			continue;
-		rc = AddTensor(ar, file, ent, (const char *) p + 8 + hlen,
-					   (size_t) sb.st_size - 8 - hlen, path, err);
-		if (rc != CBLLM_OK)
-			break;
-	}
-	cJSON_Delete(hdr);
-	return rc;
+	return AddMapped(ar, map, (size_t) sb.st_size, false, path, err);
 }
 
-/* Open the shards listed by an index file's weight_map, each once. */
-static int
-OpenSharded(st_archive *ar, const char *dir, const char *index_path, cbllm_err *err)
+/* Parse a safetensors file held in the caller's memory, adding its tensors to ar. */
+int
+st_add_buffer(st_archive *ar, const void *buf, size_t size, const char *name, cbllm_err *err)
 {
-	char	   *text;
+	if (size < 8)
+		return TooShort(name, size, err);
+	return AddMapped(ar, buf, size, true, name, err);
+}
+
+/* Call each for every distinct shard file name of an index's weight_map. */
+int
+st_parse_index(const char *text, const char *index_path, st_shard_fn each, void *arg,
+			   cbllm_err *err)
+{
 	cJSON	   *idx,
 			   *map;
 	const cJSON *ent;
 	int			rc;
 
-	rc = cbllm_read_file(index_path, &text, NULL, err);
-	if (rc != CBLLM_OK)
-		return rc;
 	idx = cJSON_Parse(text);
-	free(text);
 	if (idx == NULL)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: invalid JSON", index_path);
 	map = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
@@ -226,7 +258,6 @@ OpenSharded(st_archive *ar, const char *dir, const char *index_path, cbllm_err *
 	{
 		const cJSON *prev;
 		bool		seen = false;
-		char	   *path;
 
 		if (!cJSON_IsString(ent) || strchr(ent->valuestring, '/') != NULL)
 		{
@@ -245,9 +276,7 @@ OpenSharded(st_archive *ar, const char *dir, const char *index_path, cbllm_err *
 			}
 		if (seen)
 			continue;
-		path = cbllm_path_join(dir, ent->valuestring);
-		rc = path ? st_add_file(ar, path, err) : cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
-		free(path);
+		rc = each(arg, ent->valuestring, err);
 		if (rc != CBLLM_OK)
 		{
 			cJSON_Delete(idx);
@@ -256,6 +285,42 @@ OpenSharded(st_archive *ar, const char *dir, const char *index_path, cbllm_err *
 	}
 	cJSON_Delete(idx);
 	return CBLLM_OK;
+}
+
+/* Where OpenSharded's shards go: the archive and the directory of the index. */
+typedef struct ShardTarget
+{
+	st_archive *ar;
+	const char *dir;
+} ShardTarget;
+
+/* Open one shard of an index (an st_shard_fn). */
+static int
+AddShard(void *arg, const char *file, cbllm_err *err)
+{
+	ShardTarget *t = arg;
+	char	   *path = cbllm_path_join(t->dir, file);
+	int			rc;
+
+	rc = path ? st_add_file(t->ar, path, err) : cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	free(path);
+	return rc;
+}
+
+/* Open the shards listed by an index file's weight_map, each once. */
+static int
+OpenSharded(st_archive *ar, const char *dir, const char *index_path, cbllm_err *err)
+{
+	ShardTarget target = {ar, dir};
+	char	   *text;
+	int			rc;
+
+	rc = cbllm_read_file(index_path, &text, NULL, err);
+	if (rc != CBLLM_OK)
+		return rc;
+	rc = st_parse_index(text, index_path, AddShard, &target, err);
+	free(text);
+	return rc;
 }
 
 /* Open a model directory's weights, single-file or sharded. */
@@ -298,7 +363,7 @@ st_find(const st_archive *ar, const char *name)
 	return NULL;
 }
 
-/* Unmap every file and free the archive. */
+/* Unmap every file (but the borrowed buffers) and free the archive. */
 void
 st_close(st_archive *ar)
 {
@@ -308,7 +373,7 @@ st_close(st_archive *ar)
 		free(ar->tensors[i].name);
 	for (int i = 0; i < ar->n_files; i++)
 	{
-		munmap(ar->files[i].map, ar->files[i].size);
+		Unmap(ar->files[i].map, ar->files[i].size, ar->files[i].borrowed);
 		free(ar->files[i].path);
 	}
 	free(ar->tensors);

@@ -8,6 +8,7 @@
 #ifndef CBLLM_SAFETENSORS_H
 #define CBLLM_SAFETENSORS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,7 @@ typedef struct st_file
 	char	   *path;
 	void	   *map;
 	size_t		size;
+	bool		borrowed;		/* map is the caller's buffer (st_add_buffer): not unmapped */
 } st_file;
 
 typedef struct st_archive
@@ -65,6 +67,26 @@ int			st_open_dir(const char *dir, st_archive **out, cbllm_err *err);
 
 /* Parse and map one safetensors file, adding its tensors to ar. */
 int			st_add_file(st_archive *ar, const char *path, cbllm_err *err);
+
+/*
+ * Parse a whole safetensors file already in memory (size bytes at buf),
+ * adding its tensors to ar; name stands for its path in messages.  The
+ * tensors point into buf, which the caller keeps until st_close(ar) and
+ * frees after it.
+ */
+int			st_add_buffer(st_archive *ar, const void *buf, size_t size, const char *name,
+						  cbllm_err *err);
+
+/* Called by st_parse_index once per distinct shard file name; nonzero stops it. */
+typedef int (*st_shard_fn) (void *arg, const char *file, cbllm_err *err);
+
+/*
+ * Parse the NUL-terminated text of a model.safetensors.index.json (index_path
+ * names it in messages) and call each for every distinct plain file name of
+ * its weight_map, in order; returns the first failure.
+ */
+int			st_parse_index(const char *text, const char *index_path, st_shard_fn each,
+						   void *arg, cbllm_err *err);
 
 /* Find a tensor by name, or NULL. */
 const st_tensor *st_find(const st_archive *ar, const char *name);

@@ -30,6 +30,21 @@ typedef struct cbllm_tokenizer cbllm_tokenizer;
 int			tokenizer_load(const char *dir, cbllm_tokenizer **out, cbllm_err *err);
 void		tokenizer_free(cbllm_tokenizer *tok);
 
+/* The texts of a tokenizer's files, already in memory (tokenizer_load_from). */
+typedef struct tokenizer_source
+{
+	const char *json;			/* tokenizer.json: json_len bytes, then one readable byte */
+	size_t		json_len;
+	const char *json_name;		/* what messages call it (NULL: "tokenizer.json") */
+	const char *config;			/* tokenizer_config.json likewise, or NULL when there is none */
+	size_t		config_len;
+	const char *config_name;	/* NULL: "tokenizer_config.json" */
+} tokenizer_source;
+
+/* Load a tokenizer from src, as tokenizer_load does from a directory's files. */
+int			tokenizer_load_from(const tokenizer_source *src, cbllm_tokenizer **out,
+								cbllm_err *err);
+
 int			tokenizer_vocab_size(const cbllm_tokenizer *tok);	/* highest id + 1 */
 int32_t		tokenizer_bos_id(const cbllm_tokenizer *tok);	/* -1 when none */
 int32_t		tokenizer_eos_id(const cbllm_tokenizer *tok);	/* -1 when none */

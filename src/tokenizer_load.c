@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #define TOK_MAX_ID		(1 << 24)	/* ids must be below this */
+#define TOK_MAX_GROWTH	64			/* the most the normalizer may multiply a length by */
 #define JGET(o, k)		cJSON_GetObjectItemCaseSensitive(o, k)
 #define JSTR(o, k)		cJSON_GetStringValue(JGET(o, k))
 
@@ -71,17 +72,12 @@ table_mask(size_t n)
 
 /* ------------------------------------------------------------- loading */
 
-/* Read and parse a JSON object file; on failure the message names the file. */
+/* Parse len bytes of JSON text (text[len] readable) into an object; messages name path. */
 static int
-load_json(const char *path, cJSON **out, cbllm_err *err)
+parse_json(const char *text, size_t len, const char *path, cJSON **out, cbllm_err *err)
 {
-	char	   *text;
-	size_t		len;
 	const char *end = NULL;
-	int			rc;
 
-	if ((rc = cbllm_read_file(path, &text, &len, err)) != CBLLM_OK)
-		return rc;
 	*out = cJSON_ParseWithLengthOpts(text, len, &end, false);
 	if (*out == NULL)
 	{
@@ -90,10 +86,8 @@ load_json(const char *path, cJSON **out, cbllm_err *err)
 
 		for (size_t i = 0; i < off; i++)
 			line += text[i] == '\n';
-		free(text);
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: invalid JSON at line %d (byte %zu)", path, line, off);
 	}
-	free(text);
 	if (cJSON_IsObject(*out))
 		return CBLLM_OK;
 	cJSON_Delete(*out);
@@ -172,6 +166,26 @@ load_normalizer(cbllm_tokenizer *tok, const cJSON *n, int depth, const char *pat
 	if ((st->a = arena_dup(tok, st->a, st->alen)) == NULL || (st->b = arena_dup(tok, st->b, st->blen)) == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "%s: out of memory", path);
 	tok->n_norm++;
+	return CBLLM_OK;
+}
+
+/*
+ * Refuse a normalizer that can make a text more than TOK_MAX_GROWTH times
+ * longer: Replace steps multiply, so a few of them that each lengthen what they
+ * replace would turn every prompt (and every added token) into gigabytes.
+ */
+static int
+check_growth(const cbllm_tokenizer *tok, const char *path, cbllm_err *err)
+{
+	double		growth = 1;
+
+	for (int k = 0; k < tok->n_norm; k++)
+		if (!tok->norm[k].prepend && tok->norm[k].blen > tok->norm[k].alen)
+			growth *= (double) tok->norm[k].blen / (double) tok->norm[k].alen;
+	if (growth > TOK_MAX_GROWTH)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "%s: the normalizer can make a text %.3g times longer (at most %d is supported)",
+						  path, growth, TOK_MAX_GROWTH);
 	return CBLLM_OK;
 }
 
@@ -438,25 +452,44 @@ config_token(const cbllm_tokenizer *tok, const cJSON *root, const char *key, int
 	return CBLLM_OK;
 }
 
-/* Read dir/tokenizer_config.json if present: BOS/EOS and whether to add them. */
+/*
+ * Apply tokenizer_config.json's text (len bytes; NULL when there is none):
+ * BOS/EOS and whether to add them.  Messages name path.
+ */
 static int
-load_config(cbllm_tokenizer *tok, const char *dir, cbllm_err *err)
+parse_config(cbllm_tokenizer *tok, const char *text, size_t len, const char *path, cbllm_err *err)
 {
-	char	   *path = cbllm_path_join(dir, "tokenizer_config.json");
 	cJSON	   *root = NULL;
 	int			rc = CBLLM_OK;
 
-	if (path == NULL)
-		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 	tok->bos_id = find_token(tok, "<s>");	/* defaults when the config is silent */
 	tok->eos_id = find_token(tok, "</s>");
-	if (access(path, F_OK) == 0 && (rc = load_json(path, &root, err)) == CBLLM_OK &&
+	if (text != NULL && (rc = parse_json(text, len, path, &root, err)) == CBLLM_OK &&
 		(rc = config_token(tok, root, "bos_token", &tok->bos_id, path, err)) == CBLLM_OK)
 		rc = config_token(tok, root, "eos_token", &tok->eos_id, path, err);
 	tok->add_bos = tok->bos_id >= 0;
 	if (rc == CBLLM_OK && (rc = get_bool(root, "add_bos_token", &tok->add_bos, path, "", err)) == CBLLM_OK)
 		rc = get_bool(root, "add_eos_token", &tok->add_eos, path, "", err);
 	cJSON_Delete(root);
+	return rc;
+}
+
+/* Read dir/tokenizer_config.json if present and apply it. */
+static int
+load_config(cbllm_tokenizer *tok, const char *dir, cbllm_err *err)
+{
+	char	   *path = cbllm_path_join(dir, "tokenizer_config.json");
+	char	   *text = NULL;
+	size_t		len = 0;
+	int			rc = CBLLM_OK;
+
+	if (path == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	if (access(path, F_OK) == 0)
+		rc = cbllm_read_file(path, &text, &len, err);
+	if (rc == CBLLM_OK)
+		rc = parse_config(tok, text, len, path, err);
+	free(text);
 	free(path);
 	return rc;
 }
@@ -505,12 +538,30 @@ load_model(cbllm_tokenizer *tok, const cJSON *root, const cJSON *model, const ch
 	return CBLLM_OK;
 }
 
+/* Build tok's tables from tokenizer.json's text (len bytes); messages name tok->path. */
+static int
+parse_tokenizer(cbllm_tokenizer *tok, const char *text, size_t len, cbllm_err *err)
+{
+	cJSON	   *root = NULL;
+	int			rc;
+
+	if ((rc = parse_json(text, len, tok->path, &root, err)) == CBLLM_OK &&
+		(rc = load_model(tok, root, JGET(root, "model"), tok->path, err)) == CBLLM_OK &&
+		(rc = load_normalizer(tok, JGET(root, "normalizer"), 0, tok->path, err)) == CBLLM_OK &&
+		(rc = check_growth(tok, tok->path, err)) == CBLLM_OK &&
+		(rc = load_pretokenizer(tok, JGET(root, "pre_tokenizer"), tok->path, err)) == CBLLM_OK)
+		rc = load_added(tok, JGET(root, "added_tokens"), tok->path, err);
+	cJSON_Delete(root);
+	return rc;
+}
+
 /* Load dir/tokenizer.json and dir/tokenizer_config.json. */
 int
 tokenizer_load(const char *dir, cbllm_tokenizer **out, cbllm_err *err)
 {
 	cbllm_tokenizer *tok;
-	cJSON	   *root = NULL;
+	char	   *text;
+	size_t		len;
 	int			rc;
 
 	*out = NULL;
@@ -521,14 +572,41 @@ tokenizer_load(const char *dir, cbllm_tokenizer **out, cbllm_err *err)
 		free(tok);
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "tokenizer_load: out of memory");
 	}
-	if ((rc = load_json(tok->path, &root, err)) == CBLLM_OK &&
-		(rc = load_model(tok, root, JGET(root, "model"), tok->path, err)) == CBLLM_OK &&
-		(rc = load_normalizer(tok, JGET(root, "normalizer"), 0, tok->path, err)) == CBLLM_OK &&
-		(rc = load_pretokenizer(tok, JGET(root, "pre_tokenizer"), tok->path, err)) == CBLLM_OK)
-		rc = load_added(tok, JGET(root, "added_tokens"), tok->path, err);
-	cJSON_Delete(root);
+	if ((rc = cbllm_read_file(tok->path, &text, &len, err)) == CBLLM_OK)
+	{
+		rc = parse_tokenizer(tok, text, len, err);
+		free(text);
+	}
 	if (rc == CBLLM_OK)
 		rc = load_config(tok, dir, err);
+	if (rc != CBLLM_OK)
+	{
+		tokenizer_free(tok);
+		return rc;
+	}
+	*out = tok;
+	return CBLLM_OK;
+}
+
+/* Load a tokenizer from the texts of its files, already in memory. */
+int
+tokenizer_load_from(const tokenizer_source *src, cbllm_tokenizer **out, cbllm_err *err)
+{
+	cbllm_tokenizer *tok;
+	int			rc;
+
+	*out = NULL;
+	if (src == NULL || src->json == NULL)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "tokenizer_load_from: no tokenizer.json text");
+	if ((tok = calloc(1, sizeof(*tok))) == NULL ||
+		(tok->path = strdup(src->json_name ? src->json_name : "tokenizer.json")) == NULL)
+	{
+		free(tok);
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "tokenizer_load_from: out of memory");
+	}
+	if ((rc = parse_tokenizer(tok, src->json, src->json_len, err)) == CBLLM_OK)
+		rc = parse_config(tok, src->config, src->config_len,
+						  src->config_name ? src->config_name : "tokenizer_config.json", err);
 	if (rc != CBLLM_OK)
 	{
 		tokenizer_free(tok);

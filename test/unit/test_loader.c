@@ -799,6 +799,20 @@ test_bad_configs(void)
 				"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": \"16\","
 				" \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 24,"
 				" \"vocab_size\": 32}", "\"hidden_size\"", "integer");
+	/* found by fuzzing: a size beyond long long's range was cast before the range check */
+	config_case("hidden_size 1e30 (beyond any integer type)",
+				"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 1e30,"
+				" \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 24,"
+				" \"vocab_size\": 32}", "\"hidden_size\"", "integer");
+	/* found by fuzzing: positive numbers that are 0 or infinite as floats */
+	config_case("rms_norm_eps 1e-85 (0 as a float)",
+				"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 16,"
+				" \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 24,"
+				" \"vocab_size\": 32, \"rms_norm_eps\": 1e-85}", "\"rms_norm_eps\"", "float range");
+	config_case("rope_theta 1e39 (infinite as a float)",
+				"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 16,"
+				" \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 24,"
+				" \"vocab_size\": 32, \"rope_theta\": 1e39}", "\"rope_theta\"", "float range");
 	config_case("num_hidden_layers 0",
 				"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 16,"
 				" \"num_hidden_layers\": 0, \"num_attention_heads\": 4, \"intermediate_size\": 24,"
@@ -1179,6 +1193,10 @@ test_bad_weights(void)
 	raw_json_case("data_offsets not numbers",
 				  "{\"w\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [\"0\", \"0\"]}}",
 				  "\"w\"", "data_offsets");
+	/* found by fuzzing: an end offset beyond size_t's range was cast before the size check */
+	raw_json_case("data_offsets ending at byte 1e30",
+				  "{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 1e30]}}",
+				  "\"w\"", "truncated");
 	raw_json_case("negative dimension",
 				  "{\"w\": {\"dtype\": \"F32\", \"shape\": [-1], \"data_offsets\": [0, 0]}}",
 				  "\"w\"", "shape");

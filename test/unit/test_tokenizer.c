@@ -729,6 +729,9 @@ test_malformed(void)
 		{"normalizer Replace with Regex", MODEL("}, \"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"Regex\": \" \"}, \"content\": \"x\"}"), NULL, "tokenizer.json"},
 		{"normalizer a string", MODEL("}, \"normalizer\": \"Prepend\""), NULL, "tokenizer.json"},
 		{"pre_tokenizer ByteLevel", MODEL("}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}"), NULL, "tokenizer.json"},
+		{"normalizer growing text 81-fold (two Replace a -> 9 a)", MODEL("}, \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": ["
+		 "{\"type\": \"Replace\", \"pattern\": {\"String\": \"a\"}, \"content\": \"aaaaaaaaa\"},"
+		 "{\"type\": \"Replace\", \"pattern\": {\"String\": \"a\"}, \"content\": \"aaaaaaaaa\"}]}"), NULL, "tokenizer.json"},
 		{"config invalid JSON", MODEL("}"), "{\"bos_token\": ", "tokenizer_config.json"},
 		{"config bos_token a number", MODEL("}"), "{\"bos_token\": 5}", "tokenizer_config.json"},
 		{"config bos_token unknown", MODEL("}"), "{\"bos_token\": \"<nope>\"}", "tokenizer_config.json"},

@@ -1,0 +1,39 @@
+/*
+ * fuzz_config.c: config.json (model_config_parse, as model_config_load reads
+ * it).  A config the parser accepts must hold the geometry the forward pass
+ * divides by: positive sizes, heads that split hidden (or an explicit even
+ * head_dim), KV heads that divide the heads, finite positive RoPE base,
+ * norm epsilon and scale, and known architecture names.
+ */
+#include <math.h>
+
+#include "fuzz.h"
+#include "model.h"
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char	   *text = fuzz_text(data, size);
+	cbllm_model_config cfg;
+	cbllm_err	err;
+
+	if (text == NULL)
+		return 0;
+	if (model_config_parse(text, "config.json", &cfg, &err) == CBLLM_OK)
+	{
+		FUZZ_CHECK(strcmp(cfg.arch, "LlamaForCausalLM") == 0 ||
+				   strcmp(cfg.arch, "MistralForCausalLM") == 0, "a supported architecture");
+		FUZZ_CHECK(cfg.hidden > 0 && cfg.n_layers > 0 && cfg.intermediate > 0 &&
+				   cfg.vocab_size > 0 && cfg.max_pos > 0 && cfg.sliding_window >= 0,
+				   "positive sizes");
+		FUZZ_CHECK(cfg.n_heads > 0 && cfg.n_kv_heads > 0 && cfg.n_heads % cfg.n_kv_heads == 0,
+				   "KV heads divide the heads");
+		FUZZ_CHECK(cfg.head_dim >= 2 && cfg.head_dim % 2 == 0, "an even head_dim");
+		FUZZ_CHECK(cfg.rope_theta > 0 && cfg.rms_eps > 0 && cfg.rope_scale >= 1 &&
+				   isfinite(cfg.rope_theta) && isfinite(cfg.rms_eps) && isfinite(cfg.rope_scale),
+				   "finite positive RoPE base, norm epsilon and scale");
+		FUZZ_CHECK(cfg.bos_id >= -1 && cfg.eos_id >= -1, "token ids or -1");
+	}
+	free(text);
+	return 0;
+}
