@@ -236,7 +236,7 @@ FUZZ_CC      ?= clang
 FUZZ_SAN      = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 $(FUZZ_SAN) -Wall -Wextra -Werror \
                 -Wno-unused-parameter -Isrc -Itest/fuzz
-FUZZ_TARGETS  = config safetensors safetensors_index tokenizer tokenizer_config
+FUZZ_TARGETS  = config safetensors safetensors_index tokenizer tokenizer_config ipc request_check
 FUZZ_BINS     = $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 
 .PHONY: fuzz
@@ -250,6 +250,8 @@ build/fuzz/fuzz_tokenizer:         build/fuzz/obj/tokenizer_load.o build/fuzz/ob
                                    build/fuzz/obj/util.o
 build/fuzz/fuzz_tokenizer_config:  build/fuzz/obj/tokenizer_load.o build/fuzz/obj/tokenizer.o \
                                    build/fuzz/obj/util.o
+build/fuzz/fuzz_ipc:                build/fuzz/obj/ipc.o
+build/fuzz/fuzz_request_check:      build/fuzz/obj/request_check.o
 
 build/fuzz/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/*.h | build/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(filter %.o,$^) -lcjson -lm -o $@
