@@ -311,6 +311,7 @@ bool		CbllmSlotRead(int slot, uint64 serial, StringInfo buf, int max_frames,
 CbllmSlotState CbllmSlotStateOf(int slot, uint64 serial);
 void		CbllmParkedFreeOwnedBy(int pid);
 void		CbllmParkedRecover(void);
+int			CbllmParkedCount(void);
 
 /* worker side */
 CbllmSlotState CbllmSlotPeek(int slot, uint64 *serial);

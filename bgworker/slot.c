@@ -244,27 +244,49 @@ CbllmSlotSubmit(int slot, uint32 worker_generation)
 	SpinLockRelease(&s->mutex);
 }
 
+/*
+ * Take out of the parked array the result of (slot, serial) that backend pid
+ * owns, or with any_request the first of pid's results: the entry is copied
+ * to *out and freed.  Its data is then the caller's to read and free.
+ */
+static bool
+ParkedTake(int slot, uint64 serial, int pid, bool any_request, CbllmParked *out)
+{
+	bool		found = false;
+
+	LWLockAcquire(cbllm_shared->parked_lock, LW_EXCLUSIVE);
+	for (int i = 0; i < cbllm_shared->n_parked && !found; i++)
+	{
+		CbllmParked *p = Parked(i);
+
+		if (p->in_use && p->owner_pid == pid &&
+			(any_request || (p->slot == slot && p->serial == serial)))
+		{
+			memcpy(out, p, sizeof(*out));
+			p->in_use = false;
+			found = true;
+		}
+	}
+	LWLockRelease(cbllm_shared->parked_lock);
+	return found;
+}
+
+/* Free a taken entry's data. */
+static void
+ParkedFreeData(const CbllmParked *e)
+{
+	if (e->data != 0)
+		dsa_free(ResultArea(), (dsa_pointer) e->data);
+}
+
 /* Drop the parked result of (slot, serial) owned by this backend, if there is one. */
 static void
 ParkedDrop(int slot, uint64 serial)
 {
-	uint64		data = 0;
+	CbllmParked e;
 
-	LWLockAcquire(cbllm_shared->parked_lock, LW_EXCLUSIVE);
-	for (int i = 0; i < cbllm_shared->n_parked; i++)
-	{
-		CbllmParked *p = Parked(i);
-
-		if (p->in_use && p->slot == slot && p->serial == serial && p->owner_pid == MyProcPid)
-		{
-			data = p->data;
-			p->in_use = false;
-			break;
-		}
-	}
-	LWLockRelease(cbllm_shared->parked_lock);
-	if (data != 0)
-		dsa_free(ResultArea(), (dsa_pointer) data);
+	if (ParkedTake(slot, serial, MyProcPid, false, &e))
+		ParkedFreeData(&e);
 }
 
 /*
@@ -281,32 +303,25 @@ CbllmParkedRecover(void)
 void
 CbllmParkedFreeOwnedBy(int pid)
 {
+	CbllmParked e;
+
 	if (cbllm_shared == NULL)
 		return;
-	for (;;)
-	{
-		uint64		data = 0;
-		bool		any = false;
+	while (ParkedTake(0, 0, pid, true, &e))
+		ParkedFreeData(&e);
+}
 
-		LWLockAcquire(cbllm_shared->parked_lock, LW_EXCLUSIVE);
-		for (int i = 0; i < cbllm_shared->n_parked; i++)
-		{
-			CbllmParked *p = Parked(i);
+/* Results parked now (for cbllm_status). */
+int
+CbllmParkedCount(void)
+{
+	int			n = 0;
 
-			if (p->in_use && p->owner_pid == pid)
-			{
-				data = p->data;
-				p->in_use = false;
-				any = true;
-				break;
-			}
-		}
-		LWLockRelease(cbllm_shared->parked_lock);
-		if (!any)
-			return;
-		if (data != 0)
-			dsa_free(ResultArea(), (dsa_pointer) data);
-	}
+	LWLockAcquire(cbllm_shared->parked_lock, LW_SHARED);
+	for (int i = 0; i < cbllm_shared->n_parked; i++)
+		n += Parked(i)->in_use;
+	LWLockRelease(cbllm_shared->parked_lock);
+	return n;
 }
 
 /*
@@ -382,24 +397,9 @@ CbllmSlotRead(int slot, uint64 serial, StringInfo buf, int max_frames, CbllmRead
 	{
 		/* parked: the whole rest of the output is in the result area */
 		CbllmParked e;
-		bool		found = false;
 
-		LWLockAcquire(cbllm_shared->parked_lock, LW_EXCLUSIVE);
-		for (int i = 0; i < cbllm_shared->n_parked; i++)
-		{
-			CbllmParked *p = Parked(i);
-
-			if (p->in_use && p->slot == slot && p->serial == serial && p->owner_pid == MyProcPid)
-			{
-				memcpy(&e, p, sizeof(e));
-				p->in_use = false;
-				found = true;
-				break;
-			}
-		}
-		LWLockRelease(cbllm_shared->parked_lock);
 		res->over = true;
-		if (!found)
+		if (!ParkedTake(slot, serial, MyProcPid, false, &e))
 		{
 			res->failed = true;
 			res->errcode = ERRCODE_INTERNAL_ERROR;
@@ -407,12 +407,8 @@ CbllmSlotRead(int slot, uint64 serial, StringInfo buf, int max_frames, CbllmRead
 			return true;
 		}
 		if (e.data != 0)
-		{
-			dsa_area   *area = ResultArea();
-
-			(void) UnframeInto(dsa_get_address(area, (dsa_pointer) e.data), e.len, buf, 0);
-			dsa_free(area, (dsa_pointer) e.data);
-		}
+			(void) UnframeInto(dsa_get_address(ResultArea(), (dsa_pointer) e.data), e.len, buf, 0);
+		ParkedFreeData(&e);
 		res->failed = e.failed;
 		res->errcode = e.errcode;
 		strlcpy(res->error, e.error, CBLLM_ERROR_LEN);

@@ -73,7 +73,6 @@ cbllm_status(PG_FUNCTION_ARGS)
 	Datum		v[28];
 	bool		n[28] = {0};
 	bool		all;
-	int			parked = 0;
 
 	CbllmCheckLoaded();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -117,11 +116,7 @@ cbllm_status(PG_FUNCTION_ARGS)
 	v[23] = TimestampTzGetDatum(snap.started_at);
 	n[23] = snap.started_at == 0;
 	v[24] = Int64GetDatum(snap.batch_seqs_sum);
-	LWLockAcquire(cbllm_shared->parked_lock, LW_SHARED);
-	for (int i = 0; i < cbllm_shared->n_parked; i++)
-		parked += ((CbllmParked *) ((char *) cbllm_shared + cbllm_shared->parked_offset))[i].in_use;
-	LWLockRelease(cbllm_shared->parked_lock);
-	v[25] = Int32GetDatum(parked);
+	v[25] = Int32GetDatum(CbllmParkedCount());
 	v[26] = Int32GetDatum(snap.engine_pid);
 	n[26] = snap.engine_pid == 0;
 	v[27] = Int64GetDatum(snap.engine_restarts);
