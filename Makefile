@@ -38,6 +38,7 @@ ENGINE_SRCS = \
 	src/safetensors.c \
 	src/model_config.c \
 	src/model.c \
+	src/arch.c \
 	src/model_dummy.c \
 	src/tokenizer.c \
 	src/tokenizer_load.c \
@@ -51,6 +52,7 @@ ENGINE_SRCS = \
 	src/kv_cache.c \
 	src/swap_space.c \
 	src/forward.c \
+	src/rng.c \
 	src/sampler.c \
 	src/request.c \
 	src/scheduler.c \
@@ -71,7 +73,8 @@ UNIT_TESTS = \
 	build/test/test_scheduler \
 	build/test/test_engine_ipc \
 	build/test/test_request_check \
-	build/test/test_backend_registry
+	build/test/test_backend_registry \
+	build/test/test_arch
 
 CLI = bin/cbllm-cli
 # the engine process the PostgreSQL supervisor starts (tools/cbllm-engine.c)
@@ -99,7 +102,8 @@ CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart_static -ldl -lrt 
 CUDA_KERNELS = cuda_runtime_ops cuda_ops cuda_gemm cuda_attention cuda_sample
 CUDA_LIB     = build/libcbllm_cuda.a
 CUDA_EMU_LIB = build/emu/libcbllm_cuda_emu.a
-EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu build/emu/cbllm-engine
+EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu build/test/test_arch_emu \
+               build/emu/cbllm-engine
 EMU_LIBS     = $(CUDA_EMU_LIB) -lcjson -lm -pthread -lstdc++
 UNIT_TESTS  += $(EMU_TESTS)
 ifeq ($(CUDA),1)
@@ -161,6 +165,9 @@ build/test/test_cuda_ops_emu: test/unit/test_cuda_ops.c test/unit/*.h $(EMU_ENGI
 build/test/test_engine_cuda_emu: test/unit/test_engine_cuda.c test/unit/*.h $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -DCBLLM_CUDA_EMU -Itest/unit $< $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 
+build/test/test_arch_emu: test/unit/test_arch.c test/unit/*.h $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
+	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -Itest/unit $< $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
+
 # the command-line tool on the emulated device, for rehearsing test/gpu/check.sh without a GPU
 build/emu/cbllm-cli: $(CLI_SRCS) tools/*.h $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/emu
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -Itools $(CLI_SRCS) $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
@@ -188,7 +195,7 @@ build/emu/libcbllm_engine_emu.a: $(EMU_ENGINE_OBJS)
 build/cuda build/emu build/emu/engine:
 	mkdir -p $@
 
-build/cuda/%.o: cuda/%.cu cuda/*.h cuda/*.cuh src/util.h | build/cuda
+build/cuda/%.o: cuda/%.cu cuda/*.h cuda/*.cuh src/util.h src/rng.h | build/cuda
 	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -c $< -o $@
 
 $(CUDA_LIB): $(patsubst %,build/cuda/%.o,$(CUDA_KERNELS))
@@ -200,7 +207,7 @@ EMU_OPT     ?= -O1 -g
 EMU_CXXFLAGS = -std=c++17 $(EMU_OPT) -fPIC -Wall -Wextra -Werror -Wno-unused-parameter \
                -Wno-unknown-pragmas -DCBLLM_CUDA_EMU -Itest/cuda_emu/include -Itest/cuda_emu
 
-build/emu/%.o: cuda/%.cu cuda/*.h cuda/*.cuh test/cuda_emu/*.h src/util.h | build/emu
+build/emu/%.o: cuda/%.cu cuda/*.h cuda/*.cuh test/cuda_emu/*.h src/util.h src/rng.h | build/emu
 	g++ $(EMU_CXXFLAGS) -x c++ -c $< -o $@
 
 build/emu/cuda_emu.o: test/cuda_emu/cuda_emu.cc test/cuda_emu/*.h | build/emu
@@ -243,7 +250,7 @@ FUZZ_BINS     = $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 fuzz: $(FUZZ_BINS)
 
 # the engine sources (compiled for fuzzing) that each target needs
-build/fuzz/fuzz_config:            build/fuzz/obj/model_config.o build/fuzz/obj/util.o
+build/fuzz/fuzz_config:            build/fuzz/obj/model_config.o build/fuzz/obj/arch.o build/fuzz/obj/util.o
 build/fuzz/fuzz_safetensors:       build/fuzz/obj/safetensors.o build/fuzz/obj/util.o
 build/fuzz/fuzz_safetensors_index: build/fuzz/obj/safetensors.o build/fuzz/obj/util.o
 build/fuzz/fuzz_tokenizer:         build/fuzz/obj/tokenizer_load.o build/fuzz/obj/tokenizer.o \

@@ -139,7 +139,7 @@ FindWeight(const cuda_ctx *c, const cbllm_weight *w)
 	return Find(c, w->data, w->data != NULL ? 0 : w->dummy_seed);
 }
 
-/* Upload n elements of a tensor: norms as F32, matrices as F16/BF16 (F32 rounded to BF16). */
+/* Upload n elements of a tensor: vectors as F32, matrices as F16/BF16 (F32 rounded to BF16). */
 static int
 Upload(cuda_ctx *c, const void *host, uint64_t seed, float scale, cbllm_dtype dt, size_t n,
 	   bool is_norm, cbllm_err *err)
@@ -200,59 +200,48 @@ Upload(cuda_ctx *c, const void *host, uint64_t seed, float scale, cbllm_dtype dt
 	return CBLLM_OK;
 }
 
-/* Device bytes of the model's tensors (a tied lm_head counted once). */
-static size_t
-ModelDeviceBytes(const cbllm_model *m)
+/* Add one tensor's device bytes: vectors as F32, matrices as 16-bit halves. */
+static int
+AddDeviceBytes(void *arg, const model_tensor *mt, cbllm_err *err)
 {
-	const cbllm_model_config *cfg = &m->cfg;
-	size_t		b = 2 * (size_t) (m->embed.rows * m->embed.cols) + 4 * (size_t) cfg->hidden *
-		(1 + 2 * (size_t) cfg->n_layers);
-
-	if (!cfg->tie_embeddings)
-		b += 2 * (size_t) (m->lm_head.rows * m->lm_head.cols);
-	for (int l = 0; l < cfg->n_layers; l++)
-	{
-		const cbllm_layer *L = &m->layers[l];
-		const cbllm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-
-		for (int i = 0; i < 7; i++)
-			b += 2 * (size_t) (ws[i]->rows * ws[i]->cols);
-	}
-	return b;
+	if (!mt->tied)
+		*(size_t *) arg += (size_t) (mt->rows * mt->cols) * (mt->vector != NULL ? 4 : 2);
+	return CBLLM_OK;
 }
 
-/* Upload every matrix and norm of the model. */
+/* Upload one tensor (a tied one is the embeddings' upload). */
+static int
+UploadTensor(void *arg, const model_tensor *mt, cbllm_err *err)
+{
+	cuda_ctx   *c = arg;
+	const cbllm_weight *w = mt->matrix;
+
+	if (mt->tied)
+		return CBLLM_OK;
+	if (mt->vector != NULL)
+		return Upload(c, *mt->vector, 0, 1.0f, CBLLM_F32, (size_t) mt->rows, true, err);
+	return Upload(c, w->data, w->dummy_seed, w->dummy_scale, w->dtype,
+				  (size_t) (w->rows * w->cols), false, err);
+}
+
+/* Upload every matrix and vector of the model. */
 static int
 UploadModel(cuda_ctx *c, const cbllm_model *m, cbllm_err *err)
 {
-	const cbllm_model_config *cfg = &m->cfg;
-	size_t		need = ModelDeviceBytes(m),
+	size_t		need = 0,
 				free_b = 0,
 				total_b = 0;
 	int			rc;
 
+	model_visit(m, AddDeviceBytes, &need, err);
 	if ((rc = cuda_mem_info(&free_b, &total_b, err)) != CBLLM_OK)
 		return rc;
 	if (need > free_b)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM,
 						  "the model's weights need %zu MiB on the GPU but only %zu MiB of %zu MiB are free; use a GPU with more memory or stop what else holds it",
 						  need >> 20, free_b >> 20, total_b >> 20);
-#define UPW(w) Upload(c, (w).data, (w).dummy_seed, (w).dummy_scale, (w).dtype, \
-					  (size_t) ((w).rows * (w).cols), false, err)
-#define UPN(p) Upload(c, (p), 0, 1.0f, CBLLM_F32, (size_t) cfg->hidden, true, err)
-	if ((rc = UPW(m->embed)) || (rc = UPW(m->lm_head)) || (rc = UPN(m->final_norm)))
+	if ((rc = model_visit(m, UploadTensor, c, err)) != CBLLM_OK)
 		return rc;
-	for (int l = 0; l < cfg->n_layers; l++)
-	{
-		const cbllm_layer *L = &m->layers[l];
-
-		if ((rc = UPN(L->attn_norm)) || (rc = UPN(L->mlp_norm)) || (rc = UPW(L->wq)) ||
-			(rc = UPW(L->wk)) || (rc = UPW(L->wv)) || (rc = UPW(L->wo)) ||
-			(rc = UPW(L->w_gate)) || (rc = UPW(L->w_up)) || (rc = UPW(L->w_down)))
-			return rc;
-	}
-#undef UPW
-#undef UPN
 	return cuda_stream_sync(NULL, err);	/* dummy fills run on the legacy stream */
 }
 
@@ -538,6 +527,18 @@ CudaAdd(cbllm_backend *be, float *x, const float *y, int64_t n)
 
 	if (LIVE(c))
 		Note(c, cuda_add(x, y, n, c->stream, &c->err));
+}
+
+/* x (T, dim) += the bias's device copy on every row. */
+static void
+CudaAddBias(cbllm_backend *be, float *x, const float *bias, int T, int dim)
+{
+	cuda_ctx   *c = be->ctx;
+	const dev_weight *d = Find(c, bias, 0);
+
+	if (LIVE(c))
+		Note(c, d ? cuda_add_bias(x, d->dev, T, dim, c->stream, &c->err) :
+			 cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "bias not on the GPU"));
 }
 
 /* The rows are the step's rows, already on the device (begin_step). */
@@ -987,6 +988,7 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	be->attention = CudaAttention;
 	be->silu_mul = CudaSiluMul;
 	be->add = CudaAdd;
+	be->add_bias = CudaAddBias;
 	be->add_rmsnorm = CudaAddRmsnorm;
 	be->gather_rows = CudaGatherRows;
 	be->sample = CudaSample;

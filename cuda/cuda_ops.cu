@@ -16,6 +16,7 @@
 #include "block_reduce.cuh"
 #include "cuda_ops.h"
 #include "launch.cuh"
+#include "../src/rng.h"
 
 #define ROW_THREADS 256
 
@@ -116,6 +117,26 @@ cuda_add(float *d_x, const float *d_y, int64_t n, cuda_stream s, cbllm_err *err)
 		return CBLLM_OK;
 	CBLLM_LAUNCH(AddKernel, GridFor(n), 256, 0, s, d_x, d_y, n);
 	return CheckLaunch("add", err);
+}
+
+/* x (n / dim, dim) += bias (dim): a grid-stride loop over every element. */
+__global__ static void
+AddBiasKernel(float *x, const float *bias, int64_t n, int dim)
+{
+	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
+		 i += (int64_t) gridDim.x * blockDim.x)
+		x[i] += bias[i % dim];
+}
+
+extern "C" int
+cuda_add_bias(float *d_x, const float *d_bias, int T, int dim, cuda_stream s, cbllm_err *err)
+{
+	int64_t		n = (int64_t) T * dim;
+
+	if (n <= 0)
+		return CBLLM_OK;
+	CBLLM_LAUNCH(AddBiasKernel, GridFor(n), 256, 0, s, d_x, d_bias, n, dim);
+	return CheckLaunch("add_bias", err);
 }
 
 /* One block per token, threads over (head, pair); the angles come from the position's table row. */
@@ -236,21 +257,14 @@ cuda_gather_rows(const float *d_x, const int32_t *d_rows, int n, int dim, float 
 	return CheckLaunch("gather_rows", err);
 }
 
-/* Element i of a dummy tensor: the hash of model.h's dummy_value, scaled, as bf16. */
+/* Element i of a dummy tensor: rng.h's cbllm_dummy_value, scaled, as bf16. */
 __global__ static void
 FillDummyKernel(__nv_bfloat16 *w, int64_t n, uint64_t seed, float scale)
 {
 	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
 		 i += (int64_t) gridDim.x * blockDim.x)
 	{
-		uint64_t	z = seed + (uint64_t) i * 0x9e3779b97f4a7c15ULL;
-		float		u;
-
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-		z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-		z ^= z >> 31;
-		u = (float) (z >> 40) * (2.0f / 16777216.0f) - 1.0f;
-		w[i] = __float2bfloat16(u * scale);
+		w[i] = __float2bfloat16(cbllm_dummy_value(seed, (uint64_t) i) * scale);
 	}
 }
 

@@ -101,6 +101,10 @@ int			cuda_silu_mul(float *d_gate, const float *d_up, int64_t n, cuda_stream s,
 /* d_x[i] += d_y[i] */
 int			cuda_add(float *d_x, const float *d_y, int64_t n, cuda_stream s, cbllm_err *err);
 
+/* d_x (T, dim) += d_bias (dim) on every row */
+int			cuda_add_bias(float *d_x, const float *d_bias, int T, int dim, cuda_stream s,
+						  cbllm_err *err);
+
 /*
  * Rotate d_x (T, n_heads, head_dim) in place, pairs (i, i + head_dim/2), by
  * the angle of position d_pos[t]: d_cos, d_sin (max positions, head_dim / 2)
@@ -131,7 +135,7 @@ int			cuda_kv_store(uint16_t *d_k_cache, uint16_t *d_v_cache, const float *d_k,
 
 /*
  * Fill n bf16 elements with dummy weights: element i is
- * dummy_value(seed, i) * scale (model.h), rounded to nearest even.
+ * cbllm_dummy_value(seed, i) * scale (src/rng.h), rounded to nearest even.
  */
 int			cuda_fill_dummy(uint16_t *d_w, int64_t n, uint64_t seed, float scale,
 							cbllm_err *err);

@@ -126,6 +126,8 @@ struct cbllm_backend
 	void		(*silu_mul) (cbllm_backend *be, float *gate, const float *up, int64_t n);
 	/* x[i] += y[i] */
 	void		(*add) (cbllm_backend *be, float *x, const float *y, int64_t n);
+	/* x (T, dim) += bias (dim) on every row; bias is a model vector (an ARCH_BIAS tensor) */
+	void		(*add_bias) (cbllm_backend *be, float *x, const float *bias, int T, int dim);
 	/* Optional: x += y, then out (T, dim) = rmsnorm(x) * w */
 	void		(*add_rmsnorm) (cbllm_backend *be, float *x, const float *y, const float *w, int T,
 								int dim, float eps, float *out);

@@ -289,6 +289,15 @@ CpuAdd(cbllm_backend *be, float *x, const float *y, int64_t n)
 		x[i] += y[i];
 }
 
+/* x (T, dim) += bias on every row. */
+static void
+CpuAddBias(cbllm_backend *be, float *x, const float *bias, int T, int dim)
+{
+	for (int t = 0; t < T; t++)
+		for (int i = 0; i < dim; i++)
+			x[(int64_t) t * dim + i] += bias[i];
+}
+
 /* out = the chosen rows of x. */
 static void
 CpuGatherRows(cbllm_backend *be, const float *x, const int32_t *rows, int n, int dim, float *out)
@@ -454,6 +463,7 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	be->attention = CpuAttention;
 	be->silu_mul = CpuSiluMul;
 	be->add = CpuAdd;
+	be->add_bias = CpuAddBias;
 	be->gather_rows = CpuGatherRows;
 	be->swap_out = CpuSwapOut;
 	be->swap_in = CpuSwapIn;

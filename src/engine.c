@@ -201,31 +201,23 @@ CreateSamplers(cbllm_engine *e, cbllm_err *err)
 	return CBLLM_OK;
 }
 
+/* Fail for a matrix the engine's backend cannot run in its stored type. */
+static int
+CheckWeightType(void *arg, const model_tensor *mt, cbllm_err *err)
+{
+	const cbllm_engine *e = arg;
+
+	if (mt->matrix != NULL && !e->reg->supports_weight(mt->matrix->dtype))
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "the %s backend does not run %s weights",
+						  e->reg->name, cbllm_dtype_name(mt->matrix->dtype));
+	return CBLLM_OK;
+}
+
 /* Whether the chosen backend runs every matrix of the model in its stored type. */
 static int
 CheckWeightTypes(const cbllm_engine *e, cbllm_err *err)
 {
-	const cbllm_model *m = e->model;
-	const cbllm_weight *bad = NULL;
-
-	if (!e->reg->supports_weight(m->embed.dtype))
-		bad = &m->embed;
-	else if (!e->reg->supports_weight(m->lm_head.dtype))
-		bad = &m->lm_head;
-	for (int l = 0; bad == NULL && l < m->cfg.n_layers; l++)
-	{
-		const cbllm_layer *L = &m->layers[l];
-		const cbllm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
-		&L->w_down};
-
-		for (int i = 0; bad == NULL && i < (int) (sizeof(ws) / sizeof(ws[0])); i++)
-			if (!e->reg->supports_weight(ws[i]->dtype))
-				bad = ws[i];
-	}
-	if (bad != NULL)
-		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "the %s backend does not run %s weights",
-						  e->reg->name, cbllm_dtype_name(bad->dtype));
-	return CBLLM_OK;
+	return model_visit(e->model, CheckWeightType, (void *) e, err);
 }
 
 /*

@@ -4,10 +4,14 @@
  *
  *   x = embed(tokens)
  *   for each layer:
- *       h = rmsnorm(x);  q, k, v = h Wq, h Wk, h Wv;  rope(q, k);  store k, v
- *       x += attention(q, cache) Wo
+ *       h = rmsnorm(x);  q, k, v = h Wq, h Wk, h Wv (+ bq, bk, bv);  rope(q, k);
+ *       store k, v
+ *       x += attention(q, cache) Wo (+ bo)
  *       h = rmsnorm(x);  x += (silu(h Wgate) * h Wup) Wdown
  *   logits = rmsnorm(x[rows asked]) Wlm_head
+ *
+ * What an architecture changes is read from its feature flags (arch.h):
+ * ARCH_QKV_BIAS and ARCH_O_BIAS add the projections' biases.
  *
  * Every linear layer is one matmul over all T tokens of the step.  Where
  * the backend fuses the residual add with the next norm, each "x += ...;
@@ -221,11 +225,19 @@ Layer(cbllm_forward *f, int l, const fwd_batch *b, const float *next_norm)
 
 	be->matmul(be, 3, (const cbllm_weight *[]) {&w->wq, &w->wk, &w->wv}, f->h, T,
 			   (float *[]) {f->q, f->k, f->v});
+	if (c->features & ARCH_QKV_BIAS)
+	{
+		be->add_bias(be, f->q, w->bq, T, c->n_heads * c->head_dim);
+		be->add_bias(be, f->k, w->bk, T, c->n_kv_heads * c->head_dim);
+		be->add_bias(be, f->v, w->bv, T, c->n_kv_heads * c->head_dim);
+	}
 	be->rope(be, f->q, T, c->n_heads, b);
 	be->rope(be, f->k, T, c->n_kv_heads, b);
 	be->kv_store(be, f->kv, l, f->k, f->v, b);
 	be->attention(be, f->kv, l, f->q, b, f->att);
 	be->matmul(be, 1, (const cbllm_weight *[]) {&w->wo}, f->att, T, (float *[]) {f->h});
+	if (c->features & ARCH_O_BIAS)
+		be->add_bias(be, f->h, w->bo, T, c->hidden);
 	AddNorm(f, f->x, f->h, w->mlp_norm, T, f->h);
 
 	be->matmul(be, 2, (const cbllm_weight *[]) {&w->w_gate, &w->w_up}, f->h, T,

@@ -1,7 +1,7 @@
 /*
- * model.c: load a model: bind a checkpoint's tensors to the Llama layer
- * structure, checking every name, shape and dtype against config.json, or
- * hand the layers to the dummy loader (model_dummy.c).
+ * model.c: load a model: bind a checkpoint's tensors to the fields the
+ * architecture's tensor roles name (arch.h), checking every name and shape
+ * against config.json, or hand the model to the dummy loader (model_dummy.c).
  */
 #include "model.h"
 
@@ -11,125 +11,102 @@
 
 #include "numeric.h"
 
-/* Look up name and check that it is a matrix of (rows, cols). */
-static int
-BindWeight(cbllm_model *m, const char *name, int64_t rows, int64_t cols,
-		   cbllm_weight *w, cbllm_err *err)
+/* "[a, b]": the shape of t, for messages. */
+static void
+ShapeText(const st_tensor *t, char *buf, size_t size)
 {
-	const st_tensor *t = st_find(m->st, name);
+	size_t		len = (size_t) snprintf(buf, size, "[");
 
+	for (int d = 0; d < t->ndim && len < size; d++)
+		len += (size_t) snprintf(buf + len, size - len, "%s%lld", d ? ", " : "",
+								 (long long) t->shape[d]);
+	if (len < size)
+		snprintf(buf + len, size - len, "]");
+}
+
+/* Bind one tensor of the checkpoint to its field, checking its shape against config.json. */
+static int
+BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
+{
+	cbllm_model *m = arg;
+	char		name[128];
+	const st_tensor *t;
+	bool		vector = mt->t->kind != ARCH_MATRIX;
+
+	if (mt->tied)
+	{
+		*mt->matrix = m->embed;
+		return CBLLM_OK;
+	}
+	arch_tensor_name(mt->t, mt->layer, false, name, sizeof(name));
+	t = st_find(m->st, name);
 	if (t == NULL)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model weights: missing tensor \"%s\"",
 						  m->dir, name);
-	if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols)
+	if (vector ? (t->ndim != 1 || t->shape[0] != mt->rows) :
+		(t->ndim != 2 || t->shape[0] != mt->rows || t->shape[1] != mt->cols))
 	{
-		char		found[96] = "[";
+		char		found[96];
 
-		for (int d = 0; d < t->ndim; d++)
-			snprintf(found + strlen(found), sizeof(found) - strlen(found), "%s%lld",
-					 d ? ", " : "", (long long) t->shape[d]);
-		strcat(found, "]");
+		ShapeText(t, found, sizeof(found));
+		if (vector)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT,
+							  "%s: tensor \"%s\" has the wrong shape: expected [%lld] from config.json",
+							  m->st->files[t->file].path, name, (long long) mt->rows);
 		return cbllm_fail(err, CBLLM_ERR_FORMAT,
 						  "%s: tensor \"%s\" has the wrong shape: expected [%lld, %lld] from config.json, found %s",
-						  m->st->files[t->file].path, name, (long long) rows, (long long) cols,
-						  found);
+						  m->st->files[t->file].path, name, (long long) mt->rows,
+						  (long long) mt->cols, found);
 	}
-	w->dtype = t->dtype;
-	w->rows = rows;
-	w->cols = cols;
-	w->data = t->data;
+	if (vector)
+	{
+		float	   *v = malloc(sizeof(float) * mt->rows);
+
+		if (v == NULL)
+			return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+		cbllm_to_f32(t->dtype, t->data, v, mt->rows);
+		*mt->vector = v;
+		return CBLLM_OK;
+	}
+	mt->matrix->dtype = t->dtype;
+	mt->matrix->rows = mt->rows;
+	mt->matrix->cols = mt->cols;
+	mt->matrix->data = t->data;
 	m->weight_bytes += t->nbytes;
 	return CBLLM_OK;
 }
 
-/* Look up a norm vector of length n and convert it to a malloc'd f32 array. */
-static int
-BindNorm(cbllm_model *m, const char *name, int64_t n, float **out, cbllm_err *err)
-{
-	const st_tensor *t = st_find(m->st, name);
-	float	   *v;
-
-	if (t == NULL)
-		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model weights: missing tensor \"%s\"",
-						  m->dir, name);
-	if (t->ndim != 1 || t->shape[0] != n)
-		return cbllm_fail(err, CBLLM_ERR_FORMAT,
-						  "%s: tensor \"%s\" has the wrong shape: expected [%lld] from config.json",
-						  m->st->files[t->file].path, name, (long long) n);
-	v = malloc(sizeof(float) * n);
-	if (v == NULL)
-		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
-	cbllm_to_f32(t->dtype, t->data, v, n);
-	*out = v;
-	return CBLLM_OK;
-}
-
-/* Bind the tensors of layer i. */
-static int
-BindLayer(cbllm_model *m, int i, cbllm_err *err)
-{
-	const cbllm_model_config *c = &m->cfg;
-	cbllm_layer *l = &m->layers[i];
-	int64_t		q = (int64_t) c->n_heads * c->head_dim;
-	int64_t		kv = (int64_t) c->n_kv_heads * c->head_dim;
-	char		n[9][128];
-	int			rc;
-
-#define LNAME(k, s) snprintf(n[k], sizeof(n[k]), "model.layers.%d.%s", i, s)
-	LNAME(0, "input_layernorm.weight");
-	LNAME(1, "self_attn.q_proj.weight");
-	LNAME(2, "self_attn.k_proj.weight");
-	LNAME(3, "self_attn.v_proj.weight");
-	LNAME(4, "self_attn.o_proj.weight");
-	LNAME(5, "post_attention_layernorm.weight");
-	LNAME(6, "mlp.gate_proj.weight");
-	LNAME(7, "mlp.up_proj.weight");
-	LNAME(8, "mlp.down_proj.weight");
-#undef LNAME
-	if ((rc = BindNorm(m, n[0], c->hidden, &l->attn_norm, err)) ||
-		(rc = BindWeight(m, n[1], q, c->hidden, &l->wq, err)) ||
-		(rc = BindWeight(m, n[2], kv, c->hidden, &l->wk, err)) ||
-		(rc = BindWeight(m, n[3], kv, c->hidden, &l->wv, err)) ||
-		(rc = BindWeight(m, n[4], c->hidden, q, &l->wo, err)) ||
-		(rc = BindNorm(m, n[5], c->hidden, &l->mlp_norm, err)) ||
-		(rc = BindWeight(m, n[6], c->intermediate, c->hidden, &l->w_gate, err)) ||
-		(rc = BindWeight(m, n[7], c->intermediate, c->hidden, &l->w_up, err)) ||
-		(rc = BindWeight(m, n[8], c->hidden, c->intermediate, &l->w_down, err)))
-		return rc;
-	return CBLLM_OK;
-}
-
 /* Count a matrix that every forward step reads. */
-static void
-AddStepWeight(cbllm_model *m, const cbllm_weight *w)
+static int
+AddStepWeight(void *arg, const model_tensor *mt, cbllm_err *err)
 {
-	m->matmul_params += w->rows * w->cols;
-	m->step_weight_bytes += (size_t) (w->rows * w->cols) * cbllm_dtype_size(w->dtype);
+	cbllm_model *m = arg;
+	const cbllm_weight *w = mt->matrix;
+
+	if (mt->matrix != NULL && mt->t->per_step)
+	{
+		m->matmul_params += w->rows * w->cols;
+		m->step_weight_bytes += (size_t) (w->rows * w->cols) * cbllm_dtype_size(w->dtype);
+	}
+	return CBLLM_OK;
 }
 
 /* Open the safetensors checkpoint of m->dir and bind every weight to m's layers. */
 static int
 BindCheckpoint(cbllm_model *m, cbllm_err *err)
 {
-	const cbllm_model_config *c = &m->cfg;
+	char		tied_name[128];
 	int			rc;
 
 	if ((rc = st_open_dir(m->dir, &m->st, err)))
 		return rc;
-	m->layers = calloc(c->n_layers, sizeof(cbllm_layer));
+	m->layers = calloc(m->cfg.n_layers, sizeof(cbllm_layer));
 	if (m->layers == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
-	if ((rc = BindWeight(m, "model.embed_tokens.weight", c->vocab_size, c->hidden, &m->embed, err)))
-		return rc;
-	for (int i = 0; i < c->n_layers; i++)
-		if ((rc = BindLayer(m, i, err)))
-			return rc;
-	if ((rc = BindNorm(m, "model.norm.weight", c->hidden, &m->final_norm, err)))
-		return rc;
-	if (st_find(m->st, "lm_head.weight") != NULL || !c->tie_embeddings)
-		return BindWeight(m, "lm_head.weight", c->vocab_size, c->hidden, &m->lm_head, err);
-	m->lm_head = m->embed;
-	return CBLLM_OK;
+	/* tie_word_embeddings with an lm_head tensor of its own: the tensor wins */
+	arch_tensor_name(arch_tied_tensor(), -1, false, tied_name, sizeof(tied_name));
+	m->lm_head_tied = m->cfg.tie_embeddings && st_find(m->st, tied_name) == NULL;
+	return model_visit(m, BindTensor, m, err);
 }
 
 /* Whether a load format names the safetensors checkpoint. */
@@ -170,52 +147,34 @@ model_load_ex(const model_load_params *p, cbllm_model **out, cbllm_err *err)
 		model_free(m);
 		return rc;
 	}
-	for (int i = 0; i < m->cfg.n_layers; i++)
-	{
-		const cbllm_weight *ws[7] = {&m->layers[i].wq, &m->layers[i].wk, &m->layers[i].wv,
-			&m->layers[i].wo, &m->layers[i].w_gate, &m->layers[i].w_up, &m->layers[i].w_down};
-
-		for (int k = 0; k < 7; k++)
-			AddStepWeight(m, ws[k]);
-	}
-	AddStepWeight(m, &m->lm_head);
+	model_visit(m, AddStepWeight, m, err);
 	m->dir = NULL;
 	*out = m;
 	return CBLLM_OK;
 }
 
-/* Release the model's converted norms, its own matrices and its mappings. */
+/* Free one tensor's converted vector, or its matrix when the model owns the matrices. */
+static int
+FreeTensor(void *arg, const model_tensor *mt, cbllm_err *err)
+{
+	const cbllm_model *m = arg;
+
+	if (mt->vector != NULL)
+		free(*mt->vector);
+	else if (m->owns_matrices && !mt->tied)
+		free((void *) mt->matrix->data);
+	return CBLLM_OK;
+}
+
+/* Release the model's converted vectors, its own matrices and its mappings. */
 void
 model_free(cbllm_model *m)
 {
 	if (m == NULL)
 		return;
 	if (m->layers)
-		for (int i = 0; i < m->cfg.n_layers; i++)
-		{
-			cbllm_layer *l = &m->layers[i];
-
-			free(l->attn_norm);
-			free(l->mlp_norm);
-			if (m->owns_matrices)
-			{
-				free((void *) l->wq.data);
-				free((void *) l->wk.data);
-				free((void *) l->wv.data);
-				free((void *) l->wo.data);
-				free((void *) l->w_gate.data);
-				free((void *) l->w_up.data);
-				free((void *) l->w_down.data);
-			}
-		}
-	if (m->owns_matrices)
-	{
-		if (m->lm_head.data != m->embed.data)
-			free((void *) m->lm_head.data);
-		free((void *) m->embed.data);
-	}
+		model_visit(m, FreeTensor, m, NULL);
 	free(m->layers);
-	free(m->final_norm);
 	st_close(m->st);
 	free(m);
 }

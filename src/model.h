@@ -5,7 +5,7 @@
  * The "dummy" load format (model_dummy.c) reads config.json alone and gives
  * every matrix deterministic pseudo-random bf16 values, for benchmarks of a
  * model's geometry without its weight files.  Element i of a dummy matrix is
- * dummy_value(dummy_seed, i) * dummy_scale, multiplied in f32 and rounded to
+ * cbllm_dummy_value(dummy_seed, i) (rng.h) * dummy_scale, multiplied in f32 and rounded to
  * bf16 (nearest even); a device backend may generate it from those two fields
  * when data is NULL.
  */
@@ -15,12 +15,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "arch.h"
+#include "rng.h"
 #include "safetensors.h"
 #include "util.h"
 
 typedef struct cbllm_model_config
 {
 	char		arch[64];		/* "LlamaForCausalLM", "MistralForCausalLM" */
+	uint32_t	features;		/* ARCH_* flags of the architecture (arch.h) */
 	int			hidden;			/* hidden_size */
 	int			n_layers;		/* num_hidden_layers */
 	int			n_heads;		/* num_attention_heads */
@@ -46,7 +49,7 @@ typedef struct cbllm_weight
 	int64_t		cols;
 	const void *data;			/* (rows, cols); NULL for a dummy not filled on the host */
 	uint64_t	dummy_seed;		/* nonzero: a dummy tensor whose values are
-								 * dummy_value(dummy_seed, i) * dummy_scale */
+								 * cbllm_dummy_value(dummy_seed, i) * dummy_scale */
 	float		dummy_scale;	/* 1 / sqrt(cols) for a dummy tensor, 0 otherwise */
 } cbllm_weight;
 
@@ -56,7 +59,11 @@ typedef struct cbllm_layer
 	cbllm_weight wq;			/* (n_heads * head_dim, hidden) */
 	cbllm_weight wk;			/* (n_kv_heads * head_dim, hidden) */
 	cbllm_weight wv;			/* (n_kv_heads * head_dim, hidden) */
+	float	   *bq;				/* (n_heads * head_dim) with ARCH_QKV_BIAS, else NULL */
+	float	   *bk;				/* (n_kv_heads * head_dim) with ARCH_QKV_BIAS */
+	float	   *bv;				/* (n_kv_heads * head_dim) with ARCH_QKV_BIAS */
 	cbllm_weight wo;			/* (hidden, n_heads * head_dim) */
+	float	   *bo;				/* (hidden) with ARCH_O_BIAS */
 	float	   *mlp_norm;		/* (hidden), converted to f32 */
 	cbllm_weight w_gate;		/* (intermediate, hidden) */
 	cbllm_weight w_up;			/* (intermediate, hidden) */
@@ -73,6 +80,7 @@ typedef struct cbllm_model
 	cbllm_layer *layers;		/* (n_layers) */
 	float	   *final_norm;		/* (hidden), converted to f32 */
 	cbllm_weight lm_head;		/* (vocab, hidden); the embedding when tied */
+	bool		lm_head_tied;	/* lm_head is the embedding, not a tensor of its own */
 	size_t		weight_bytes;	/* bytes of all matrices as stored */
 	size_t		step_weight_bytes;	/* bytes of the layer matrices and lm_head */
 	int64_t		matmul_params;	/* elements of the layer matrices and lm_head */
@@ -104,24 +112,36 @@ int			model_load_ex(const model_load_params *p, cbllm_model **out, cbllm_err *er
 /* Release a loaded or partly loaded model (NULL is allowed). */
 void		model_free(cbllm_model *m);
 
-/* Give m (its cfg loaded) dummy matrices and unit norms (model_dummy.c). */
-int			model_load_dummy(cbllm_model *m, bool on_host, cbllm_err *err);
+/*
+ * One tensor of a model as model_visit shows it: its role, its layer (-1 for
+ * a model tensor), its shape and its field.  Matrices are numbered in visit
+ * order (the dummy seeds use the number); a tied lm_head has none.
+ */
+typedef struct model_tensor
+{
+	const arch_tensor *t;
+	int			layer;
+	int64_t		rows;
+	int64_t		cols;			/* 1 for a vector */
+	cbllm_weight *matrix;		/* ARCH_MATRIX: the field */
+	float	  **vector;			/* ARCH_NORM, ARCH_BIAS: the field */
+	bool		tied;			/* the embeddings stand for it: nothing of its own */
+	uint64_t	index;			/* of a matrix not tied: 0 for the first, counting in visit order */
+} model_tensor;
+
+/* Called by model_visit for each tensor; a nonzero return stops the walk and is returned. */
+typedef int (*model_visit_fn) (void *arg, const model_tensor *mt, cbllm_err *err);
 
 /*
- * The dummy value of element i of a tensor, before scaling: uniform in [-1, 1).
- * A splitmix64 hash of seed + i * golden ratio; its top 24 bits make the value,
- * exactly, so the CUDA kernel that generates dummies on the device reproduces
- * it bit for bit.  Do not change the formula.
+ * Call fn for every tensor m's architecture has, in the order: model tensors
+ * before the layers, layer 0's, ..., the last layer's, model tensors after.
+ * m->layers must be allocated.  A role marked tied is shown tied when
+ * m->lm_head_tied.  The fields are m's own (as strchr does, the pointers
+ * are not const): the loaders fill them through it.
  */
-static inline float
-dummy_value(uint64_t seed, uint64_t i)
-{
-	uint64_t	z = seed + i * 0x9e3779b97f4a7c15ULL;
+int			model_visit(const cbllm_model *m, model_visit_fn fn, void *arg, cbllm_err *err);
 
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	z ^= z >> 31;
-	return (float) (z >> 40) * (2.0f / 16777216.0f) - 1.0f;
-}
+/* Give m (its cfg loaded) dummy matrices and unit norms (model_dummy.c). */
+int			model_load_dummy(cbllm_model *m, bool on_host, cbllm_err *err);
 
 #endif

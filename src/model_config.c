@@ -1,4 +1,4 @@
-/* model_config.c: read and validate a HuggingFace config.json for Llama-family models. */
+/* model_config.c: read and validate a HuggingFace config.json for the architectures of arch.c. */
 #include "model.h"
 
 #include <cjson/cJSON.h>
@@ -70,7 +70,19 @@ GetFloat(const cJSON *root, const char *key, double def, float *out,
 	return CBLLM_OK;
 }
 
-/* Check the architecture and the features cbllm does not implement. */
+/* The hidden_act value of an activation. */
+static const char *
+ActivationName(arch_activation a)
+{
+	switch (a)
+	{
+		case ARCH_ACT_SILU:
+			return "silu";
+	}
+	return "?";
+}
+
+/* Find the architecture in the table and refuse the features it does not have. */
 static int
 CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_err *err)
 {
@@ -79,27 +91,37 @@ CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, 
 	const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
 	const cJSON *bias = cJSON_GetObjectItemCaseSensitive(root, "attention_bias");
 	const cJSON *mlp_bias = cJSON_GetObjectItemCaseSensitive(root, "mlp_bias");
-	const char *name = NULL;
+	const char *hf_name = NULL,
+			   *model_type = cJSON_IsString(mt) ? mt->valuestring : NULL;
+	const cbllm_arch *a;
+	const uint32_t biases = ARCH_QKV_BIAS | ARCH_O_BIAS;
 
 	if (cJSON_IsArray(archs) && cJSON_IsString(cJSON_GetArrayItem(archs, 0)))
-		name = cJSON_GetArrayItem(archs, 0)->valuestring;
-	else if (cJSON_IsString(mt))
-		name = strcmp(mt->valuestring, "llama") == 0 ? "LlamaForCausalLM" :
-			strcmp(mt->valuestring, "mistral") == 0 ? "MistralForCausalLM" : mt->valuestring;
-	if (name == NULL)
+		hf_name = cJSON_GetArrayItem(archs, 0)->valuestring;
+	if (hf_name == NULL && model_type == NULL)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT,
 						  "%s: neither \"architectures\" nor \"model_type\" names the architecture",
 						  path);
-	if (strcmp(name, "LlamaForCausalLM") != 0 && strcmp(name, "MistralForCausalLM") != 0)
+	a = arch_find(hf_name, model_type);
+	if (a == NULL)
+	{
+		char		known[256];
+
+		arch_list_names(known, sizeof(known));
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "%s: unsupported architecture \"%s\" (LlamaForCausalLM and MistralForCausalLM are supported)",
-						  path, name);
-	snprintf(cfg->arch, sizeof(cfg->arch), "%s", name);
-	if (act != NULL && !(cJSON_IsString(act) && strcmp(act->valuestring, "silu") == 0))
+						  "%s: unsupported architecture \"%s\" (%s are supported)",
+						  path, hf_name != NULL ? hf_name : model_type, known);
+	}
+	snprintf(cfg->arch, sizeof(cfg->arch), "%s", a->hf_name);
+	cfg->features = a->features;
+	if (act != NULL &&
+		!(cJSON_IsString(act) && strcmp(act->valuestring, ActivationName(a->activation)) == 0))
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "%s: unsupported hidden_act \"%s\" (only \"silu\" is supported)", path,
-						  cJSON_IsString(act) ? act->valuestring : "?");
-	if (cJSON_IsTrue(bias) || cJSON_IsTrue(mlp_bias))
+						  "%s: unsupported hidden_act \"%s\" (only \"%s\" is supported)", path,
+						  cJSON_IsString(act) ? act->valuestring : "?",
+						  ActivationName(a->activation));
+	/* attention_bias says q, k, v and o all have biases: the architecture must have both */
+	if ((cJSON_IsTrue(bias) && (a->features & biases) != biases) || cJSON_IsTrue(mlp_bias))
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "%s: attention or MLP biases are not supported", path);
 	return CBLLM_OK;

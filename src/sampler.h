@@ -8,16 +8,8 @@
 
 #include <stdint.h>
 
+#include "rng.h"
 #include "util.h"
-
-typedef struct cbllm_rng
-{
-	uint64_t	s[4];			/* xoshiro256** state */
-} cbllm_rng;
-
-void		rng_seed(cbllm_rng *r, uint64_t seed);
-uint64_t	rng_next(cbllm_rng *r);
-double		rng_uniform(cbllm_rng *r);	/* in [0, 1) */
 
 typedef struct sampler_params
 {

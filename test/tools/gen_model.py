@@ -5,7 +5,7 @@
                  [--intermediate 160] [--vocab 320] [--dtype f32|f16|bf16] [--tie]
                  [--seed 0] [--max-pos 2048] [--rope-theta 10000] [--rms-eps 1e-5]
                  [--shards 1] [--tokenizer-from DIR] [--arch llama|mistral]
-                 [--sliding-window N] [--no-weights]
+                 [--sliding-window N] [--attn-bias] [--arch-name NAME] [--no-weights]
 
 OUT_DIR receives config.json, tokenizer.json, tokenizer_config.json and the weights,
 either model.safetensors or (with --shards N > 1) model.safetensors.index.json plus
@@ -17,10 +17,15 @@ even Llama-2-7B's geometry (--hidden 4096 --layers 32 --heads 32 --kv-heads 32
 --intermediate 11008 --vocab 32000 --max-pos 4096) takes a second.  --dtype then only
 sets config.json's torch_dtype, bfloat16 unless given.
 
+--attn-bias gives the q, k, v and o projections biases (config.json's attention_bias,
+as HF Llama has it); --arch-name NAME writes NAME as config.json's architecture, for
+tests of architectures that only a test registers.
+
 Weights are random (numpy default_rng(seed)), drawn tensor by tensor in file order and
 written as soon as drawn, so a 130M-parameter model takes seconds and little memory:
   embeddings ~ N(0, 1) (N(0, 1/sqrt(hidden)) when tied, as they are the lm_head too),
-  linear weights ~ N(0, 1/sqrt(in_features)), norm weights ~ 1 + N(0, 0.1).
+  linear weights ~ N(0, 1/sqrt(in_features)), norm weights ~ 1 + N(0, 0.1),
+  biases ~ N(0, 0.5).
 The draw order does not depend on --shards or --dtype, so a sharded model holds the same
 values as an unsharded one, and an f16/bf16 model is the f32 one rounded to nearest-even.
 
@@ -101,6 +106,9 @@ def parse_args(argv):
     p.add_argument("--tokenizer-from", metavar="DIR")
     p.add_argument("--arch", choices=["llama", "mistral"], default="llama")
     p.add_argument("--sliding-window", type=int, metavar="N")
+    p.add_argument("--attn-bias", action="store_true",
+                   help="biases on the q, k, v and o projections")
+    p.add_argument("--arch-name", metavar="NAME", help="config.json's architecture name")
     p.add_argument("--no-weights", action="store_true",
                    help="write config and tokenizer only, for the dummy load format")
     a = p.parse_args(argv)
@@ -289,7 +297,7 @@ def write_tokenizer(a, out_dir):
 
 def model_config(a, vocab_size):
     """The HF config.json dict."""
-    arch = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}[a.arch]
+    arch = a.arch_name or {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}[a.arch]
     cfg = {
         "architectures": [arch], "model_type": a.arch,
         "hidden_size": a.hidden, "intermediate_size": a.intermediate,
@@ -298,7 +306,7 @@ def model_config(a, vocab_size):
         "max_position_embeddings": a.max_pos, "rope_theta": a.rope_theta,
         "rms_norm_eps": a.rms_eps, "tie_word_embeddings": a.tie,
         "torch_dtype": TORCH_DTYPE[a.dtype], "bos_token_id": 1, "eos_token_id": 2,
-        "hidden_act": "silu", "attention_bias": False, "attention_dropout": 0.0,
+        "hidden_act": "silu", "attention_bias": a.attn_bias, "attention_dropout": 0.0,
         "initializer_range": 0.02, "use_cache": True,
     }
     if a.arch == "llama":
@@ -320,7 +328,7 @@ def write_json(path, obj, compact=False):
 # --------------------------------------------------------------------------- weights
 
 def tensor_specs(a, vocab):
-    """(name, shape, kind) of every tensor in HF order; kind is embed, linear or norm."""
+    """(name, shape, kind) of every tensor in HF order; kind is embed, linear, norm or bias."""
     hd = a.hidden // a.heads
     # Tied, the embeddings are the lm_head too: scaled like a linear weight they no longer
     # dominate the residual stream, which would make greedy decoding repeat the last token.
@@ -333,6 +341,15 @@ def tensor_specs(a, vocab):
             (p + "self_attn.k_proj.weight", (a.kv_heads * hd, a.hidden), "linear"),
             (p + "self_attn.v_proj.weight", (a.kv_heads * hd, a.hidden), "linear"),
             (p + "self_attn.o_proj.weight", (a.hidden, a.heads * hd), "linear"),
+        ]
+        if a.attn_bias:
+            specs += [
+                (p + "self_attn.q_proj.bias", (a.heads * hd,), "bias"),
+                (p + "self_attn.k_proj.bias", (a.kv_heads * hd,), "bias"),
+                (p + "self_attn.v_proj.bias", (a.kv_heads * hd,), "bias"),
+                (p + "self_attn.o_proj.bias", (a.hidden,), "bias"),
+            ]
+        specs += [
             (p + "post_attention_layernorm.weight", (a.hidden,), "norm"),
             (p + "mlp.gate_proj.weight", (a.intermediate, a.hidden), "linear"),
             (p + "mlp.up_proj.weight", (a.intermediate, a.hidden), "linear"),
@@ -352,6 +369,8 @@ def draw_tensor(rng, shape, kind):
     elif kind == "norm":
         x *= np.float32(0.1)
         x += np.float32(1.0)
+    elif kind == "bias":
+        x *= np.float32(0.5)
     return x
 
 

@@ -9,10 +9,11 @@ F32/F16/BF16 exactly into float64 and runs the HF Llama forward:
 
     x = embed[ids]
     per layer:  h = rmsnorm(x) * w_in;  q, k, v = h Wq^T, h Wk^T, h Wv^T
+                (+ the q, k, v biases when config.json has attention_bias)
                 RoPE (HF rotate_half), causal softmax(q k^T / sqrt(head_dim)) v with GQA
                 (query head j reads kv head j // (heads / kv_heads)) and, when the config
                 has a sliding_window W, only keys at positions > p - W;
-                x += attn Wo^T;  h = rmsnorm(x) * w_post;  x += (silu(h Wg^T) * h Wu^T) Wd^T
+                x += attn Wo^T (+ the o bias);  h = rmsnorm(x) * w_post;  x += (silu(h Wg^T) * h Wu^T) Wd^T
     logits = rmsnorm(x) * w_norm @ lm_head^T   (embed^T when the embeddings are tied)
 
 --logits prints one line per prompt position: vocab_size numbers in "%.17g".
@@ -83,6 +84,7 @@ class Model:
         self.eps = cfg["rms_norm_eps"]
         self.theta = cfg.get("rope_theta", 10000.0)
         self.window = cfg.get("sliding_window")  # None: full causal attention
+        self.attn_bias = bool(cfg.get("attention_bias", False))  # q, k, v and o biases
         self.w = load_weights(model_dir)
         tied = cfg.get("tie_word_embeddings", False)
         self.lm_head = self.w["model.embed_tokens.weight" if tied else "lm_head.weight"]
@@ -90,6 +92,13 @@ class Model:
     def layer(self, i, name):
         """Weight `name` of layer i, e.g. layer(0, 'self_attn.q_proj')."""
         return self.w["model.layers.%d.%s.weight" % (i, name)]
+
+    def linear(self, i, name, x):
+        """x @ W^T of projection `name` of layer i, plus its bias when the model has them."""
+        y = x @ self.layer(i, name).T
+        if self.attn_bias and name.startswith("self_attn."):
+            y = y + self.w["model.layers.%d.%s.bias" % (i, name)]
+        return y
 
 
 # --------------------------------------------------------------------------- forward
@@ -117,7 +126,7 @@ def silu(x):
 def attention(m, i, h, pos, cache):
     """Self-attention of layer i for new rows h [T, hidden] at positions pos; grows cache."""
     def heads(name, n):  # [T, n * head_dim] -> [n, T, head_dim]
-        y = h @ m.layer(i, "self_attn." + name).T
+        y = m.linear(i, "self_attn." + name, h)
         return y.reshape(h.shape[0], n, m.head_dim).transpose(1, 0, 2)
 
     q = rope(heads("q_proj", m.n_heads), pos, m.theta)
@@ -137,7 +146,7 @@ def attention(m, i, h, pos, cache):
     p = np.exp(scores - scores.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
     out = (p @ vs).transpose(1, 0, 2).reshape(h.shape[0], m.n_heads * m.head_dim)
-    return out @ m.layer(i, "self_attn.o_proj").T
+    return m.linear(i, "self_attn.o_proj", out)
 
 
 def forward(m, ids, cache):

@@ -679,7 +679,7 @@ TestFillDummy(void)
 	rc = cuda_fill_dummy(d, n, seed, scale, &err);
 	cuda_download(got, d, sizeof(uint16_t) * n, NULL);
 	for (int64_t i = 0; i < n; i++)
-		bad += got[i] != cbllm_f32_to_bf16(dummy_value(seed, (uint64_t) i) * scale);
+		bad += got[i] != cbllm_f32_to_bf16(cbllm_dummy_value(seed, (uint64_t) i) * scale);
 	TAP_OK(rc == CBLLM_OK && bad == 0, "dummy weights made on the device equal the host's (%d differ)",
 		   bad);
 	free(got);

@@ -1333,11 +1333,11 @@ norms_are_ones(const cbllm_model *m)
 	return true;
 }
 
-/* Whether element i of a filled dummy matrix is dummy_value * scale rounded to bf16. */
+/* Whether element i of a filled dummy matrix is cbllm_dummy_value * scale rounded to bf16. */
 static bool
 dummy_elem_ok(const cbllm_weight *w, int64_t i)
 {
-	uint16_t	want = bf16_nearest(dummy_value(w->dummy_seed, (uint64_t) i) * w->dummy_scale);
+	uint16_t	want = bf16_nearest(cbllm_dummy_value(w->dummy_seed, (uint64_t) i) * w->dummy_scale);
 	uint16_t	got = ((const uint16_t *) w->data)[i];
 
 	if (got != want)
@@ -1355,7 +1355,7 @@ load_format(const char *dir, const char *format, bool on_host, cbllm_model **m, 
 	return model_load_ex(&p, m, err);
 }
 
-/* dummy_value: pinned values, exact multiples of 2^-23 in [-1, 1) with mean near 0. */
+/* cbllm_dummy_value: pinned values, exact multiples of 2^-23 in [-1, 1) with mean near 0. */
 static void
 test_dummy_value(void)
 {
@@ -1366,13 +1366,13 @@ test_dummy_value(void)
 				hi = -1;
 
 	/* pinned: the CUDA generator must reproduce these bits, so the formula may not change */
-	TAP_OK(dummy_value(1, 0) == (float) (5673494 - 8388608) / 8388608.0f &&
-		   dummy_value(1, 1) == (float) (9505325 - 8388608) / 8388608.0f &&
-		   dummy_value(0x0123456789abcdefULL, 1000000) == (float) (2096866 - 8388608) / 8388608.0f,
-		   "dummy_value matches three values computed independently (formula unchanged)");
+	TAP_OK(cbllm_dummy_value(1, 0) == (float) (5673494 - 8388608) / 8388608.0f &&
+		   cbllm_dummy_value(1, 1) == (float) (9505325 - 8388608) / 8388608.0f &&
+		   cbllm_dummy_value(0x0123456789abcdefULL, 1000000) == (float) (2096866 - 8388608) / 8388608.0f,
+		   "cbllm_dummy_value matches three values computed independently (formula unchanged)");
 	for (int i = 0; i < 100000; i++)
 	{
-		float		v = dummy_value(0x5eedULL, (uint64_t) i);
+		float		v = cbllm_dummy_value(0x5eedULL, (uint64_t) i);
 		float		k = (v + 1.0f) * 8388608.0f;
 
 		in_range = in_range && v >= -1.0f && v < 1.0f;
@@ -1386,7 +1386,7 @@ test_dummy_value(void)
 	TAP_OK(fabs(sum / 100000) < 0.01, "100000 dummy values have |mean| < 0.01 (%g)",
 		   sum / 100000);
 	TAP_OK(on_grid, "every dummy value is exactly (k - 2^23) / 2^23 for an integer k");
-	TAP_OK(dummy_value(1, 7) != dummy_value(2, 7) && dummy_value(1, 7) != dummy_value(1, 8),
+	TAP_OK(cbllm_dummy_value(1, 7) != cbllm_dummy_value(2, 7) && cbllm_dummy_value(1, 7) != cbllm_dummy_value(1, 8),
 		   "dummy values differ between seeds and between elements");
 }
 
@@ -1462,7 +1462,7 @@ test_dummy_load(void)
 			ok = ok && dummy_elem_ok(ws[k], i);
 		ok = ok && dummy_elem_ok(ws[k], ne - 1);
 	}
-	TAP_OK(ok, "dummy on host: sampled elements are bf16(dummy_value(seed, i) * scale)");
+	TAP_OK(ok, "dummy on host: sampled elements are bf16(cbllm_dummy_value(seed, i) * scale)");
 
 	ok = true;
 	for (int k = 0; k < n; k++)

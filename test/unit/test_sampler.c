@@ -12,15 +12,11 @@
 #include "sampler.h"
 #include "tap.h"
 
-/* A test-side splitmix64 stream, independent of the sampler's generator. */
+/* A test-side splitmix64 stream, a stream apart from the sampler's generator. */
 static uint64_t
 mix_next(uint64_t *x)
 {
-	uint64_t	z = (*x += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
+	return cbllm_splitmix64_next(x);
 }
 
 /* A test-side uniform double in [0, 1). */

@@ -1,0 +1,231 @@
+/*
+ * arch.c: the architecture table, the tensor-role table and the walk over a
+ * model's tensors that every loader, the device upload and the accounting
+ * share (arch.h).
+ */
+#include "arch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "model.h"
+
+#define ARCH_MAX_EXTRA 8		/* architectures arch_register may add */
+
+/* The architectures cbllm runs. */
+static const cbllm_arch BuiltinArchs[] = {
+	{"LlamaForCausalLM", "llama", "llama", 0, ARCH_ACT_SILU},
+	{"MistralForCausalLM", "mistral", "llama", 0, ARCH_ACT_SILU},
+};
+
+#define N_BUILTIN ((int) (sizeof(BuiltinArchs) / sizeof(BuiltinArchs[0])))
+
+static cbllm_arch ExtraArchs[ARCH_MAX_EXTRA];
+static int	n_extra;
+
+#define MODEL_FIELD(f) offsetof(cbllm_model, f)
+#define LAYER_FIELD(f) offsetof(cbllm_layer, f)
+#define L_NAME(hf, gguf) "model.layers.%d." hf, "blk.%d." gguf
+
+/*
+ * Every tensor role, in load order.  Columns: role, HF name, GGUF name,
+ * kind, scope, rows, cols, needs, tied, per_step, field.
+ */
+static const arch_tensor Tensors[] = {
+	{"the embeddings", "model.embed_tokens.weight", "token_embd.weight",
+	ARCH_MATRIX, ARCH_BEFORE_LAYERS, DIM_VOCAB, DIM_HIDDEN, 0, false, false, MODEL_FIELD(embed)},
+	{"attn_norm", L_NAME("input_layernorm.weight", "attn_norm.weight"),
+	ARCH_NORM, ARCH_LAYER, DIM_HIDDEN, DIM_ONE, 0, false, false, LAYER_FIELD(attn_norm)},
+	{"wq", L_NAME("self_attn.q_proj.weight", "attn_q.weight"),
+	ARCH_MATRIX, ARCH_LAYER, DIM_Q, DIM_HIDDEN, 0, false, true, LAYER_FIELD(wq)},
+	{"bq", L_NAME("self_attn.q_proj.bias", "attn_q.bias"),
+	ARCH_BIAS, ARCH_LAYER, DIM_Q, DIM_ONE, ARCH_QKV_BIAS, false, false, LAYER_FIELD(bq)},
+	{"wk", L_NAME("self_attn.k_proj.weight", "attn_k.weight"),
+	ARCH_MATRIX, ARCH_LAYER, DIM_KV, DIM_HIDDEN, 0, false, true, LAYER_FIELD(wk)},
+	{"bk", L_NAME("self_attn.k_proj.bias", "attn_k.bias"),
+	ARCH_BIAS, ARCH_LAYER, DIM_KV, DIM_ONE, ARCH_QKV_BIAS, false, false, LAYER_FIELD(bk)},
+	{"wv", L_NAME("self_attn.v_proj.weight", "attn_v.weight"),
+	ARCH_MATRIX, ARCH_LAYER, DIM_KV, DIM_HIDDEN, 0, false, true, LAYER_FIELD(wv)},
+	{"bv", L_NAME("self_attn.v_proj.bias", "attn_v.bias"),
+	ARCH_BIAS, ARCH_LAYER, DIM_KV, DIM_ONE, ARCH_QKV_BIAS, false, false, LAYER_FIELD(bv)},
+	{"wo", L_NAME("self_attn.o_proj.weight", "attn_output.weight"),
+	ARCH_MATRIX, ARCH_LAYER, DIM_HIDDEN, DIM_Q, 0, false, true, LAYER_FIELD(wo)},
+	{"bo", L_NAME("self_attn.o_proj.bias", "attn_output.bias"),
+	ARCH_BIAS, ARCH_LAYER, DIM_HIDDEN, DIM_ONE, ARCH_O_BIAS, false, false, LAYER_FIELD(bo)},
+	{"mlp_norm", L_NAME("post_attention_layernorm.weight", "ffn_norm.weight"),
+	ARCH_NORM, ARCH_LAYER, DIM_HIDDEN, DIM_ONE, 0, false, false, LAYER_FIELD(mlp_norm)},
+	{"w_gate", L_NAME("mlp.gate_proj.weight", "ffn_gate.weight"),
+	ARCH_MATRIX, ARCH_LAYER, DIM_INTERMEDIATE, DIM_HIDDEN, 0, false, true, LAYER_FIELD(w_gate)},
+	{"w_up", L_NAME("mlp.up_proj.weight", "ffn_up.weight"),
+	ARCH_MATRIX, ARCH_LAYER, DIM_INTERMEDIATE, DIM_HIDDEN, 0, false, true, LAYER_FIELD(w_up)},
+	{"w_down", L_NAME("mlp.down_proj.weight", "ffn_down.weight"),
+	ARCH_MATRIX, ARCH_LAYER, DIM_HIDDEN, DIM_INTERMEDIATE, 0, false, true, LAYER_FIELD(w_down)},
+	{"the final norm", "model.norm.weight", "output_norm.weight",
+	ARCH_NORM, ARCH_AFTER_LAYERS, DIM_HIDDEN, DIM_ONE, 0, false, false, MODEL_FIELD(final_norm)},
+	{"lm_head", "lm_head.weight", "output.weight",
+	ARCH_MATRIX, ARCH_AFTER_LAYERS, DIM_VOCAB, DIM_HIDDEN, 0, true, true, MODEL_FIELD(lm_head)},
+};
+
+#define N_TENSORS ((int) (sizeof(Tensors) / sizeof(Tensors[0])))
+
+/* Entry i of the builtin and registered architectures together. */
+static const cbllm_arch *
+ArchAt(int i)
+{
+	return i < N_BUILTIN ? &BuiltinArchs[i] : &ExtraArchs[i - N_BUILTIN];
+}
+
+/* The architecture named by hf_name, else by model_type; NULL when neither is known. */
+const cbllm_arch *
+arch_find(const char *hf_name, const char *model_type)
+{
+	for (int i = 0; hf_name != NULL && i < N_BUILTIN + n_extra; i++)
+		if (strcmp(ArchAt(i)->hf_name, hf_name) == 0)
+			return ArchAt(i);
+	for (int i = 0; hf_name == NULL && model_type != NULL && i < N_BUILTIN + n_extra; i++)
+		if (strcmp(ArchAt(i)->model_type, model_type) == 0)
+			return ArchAt(i);
+	return NULL;
+}
+
+/* "A, B and C" of every architecture's HF name. */
+void
+arch_list_names(char *buf, size_t size)
+{
+	int			n = N_BUILTIN + n_extra;
+	size_t		len = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < n && len < size; i++)
+	{
+		int			w = snprintf(buf + len, size - len, "%s%s",
+								 i == 0 ? "" : i == n - 1 ? " and " : ", ", ArchAt(i)->hf_name);
+
+		len += w > 0 ? (size_t) w : 0;
+	}
+}
+
+/* Add an architecture to the table. */
+int
+arch_register(const cbllm_arch *a, cbllm_err *err)
+{
+	if (a->hf_name == NULL || a->model_type == NULL)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "an architecture needs an HF name and a model type");
+	if (arch_find(a->hf_name, NULL) != NULL)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "architecture \"%s\" is already known",
+						  a->hf_name);
+	if (n_extra == ARCH_MAX_EXTRA)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "no room for architecture \"%s\" (%d added already)",
+						  a->hf_name, ARCH_MAX_EXTRA);
+	ExtraArchs[n_extra++] = *a;
+	return CBLLM_OK;
+}
+
+/* The tensor roles in load order. */
+const arch_tensor *
+arch_tensors(int *n_out)
+{
+	*n_out = N_TENSORS;
+	return Tensors;
+}
+
+/* The role marked tied: the one the embeddings stand for with tie_word_embeddings. */
+const arch_tensor *
+arch_tied_tensor(void)
+{
+	for (int i = 0; i < N_TENSORS; i++)
+		if (Tensors[i].tied)
+			return &Tensors[i];
+	return NULL;
+}
+
+/* The length of dimension d in a model of configuration cfg. */
+int64_t
+arch_dim_size(const cbllm_model_config *cfg, arch_dim d)
+{
+	switch (d)
+	{
+		case DIM_ONE:
+			return 1;
+		case DIM_HIDDEN:
+			return cfg->hidden;
+		case DIM_Q:
+			return (int64_t) cfg->n_heads * cfg->head_dim;
+		case DIM_KV:
+			return (int64_t) cfg->n_kv_heads * cfg->head_dim;
+		case DIM_INTERMEDIATE:
+			return cfg->intermediate;
+		case DIM_VOCAB:
+			return cfg->vocab_size;
+	}
+	return 0;
+}
+
+/* Tensor t's name in safetensors (gguf false) or GGUF files, for layer or -1. */
+void
+arch_tensor_name(const arch_tensor *t, int layer, bool gguf, char *buf, size_t size)
+{
+	const char *pattern = gguf ? t->gguf : t->hf;
+
+	if (t->scope == ARCH_LAYER)
+		snprintf(buf, size, pattern, layer);
+	else
+		snprintf(buf, size, "%s", pattern);
+}
+
+/* Describe role t of layer (or -1) of m in mt, numbering its matrix with *index. */
+static void
+DescribeTensor(const cbllm_model *m, const arch_tensor *t, int layer, uint64_t *index,
+			   model_tensor *mt)
+{
+	char	   *base = layer >= 0 ? (char *) &m->layers[layer] : (char *) m;
+
+	memset(mt, 0, sizeof(*mt));
+	mt->t = t;
+	mt->layer = layer;
+	mt->rows = arch_dim_size(&m->cfg, t->rows);
+	mt->cols = arch_dim_size(&m->cfg, t->cols);
+	mt->tied = t->tied && m->lm_head_tied;
+	if (t->kind == ARCH_MATRIX)
+	{
+		mt->matrix = (cbllm_weight *) (base + t->offset);
+		if (!mt->tied)
+			mt->index = (*index)++;
+	}
+	else
+		mt->vector = (float **) (base + t->offset);
+}
+
+/* Call fn for the roles of one scope (each layer's for ARCH_LAYER). */
+static int
+VisitScope(const cbllm_model *m, arch_scope scope, uint64_t *index, model_visit_fn fn,
+		   void *arg, cbllm_err *err)
+{
+	int			n_layers = scope == ARCH_LAYER ? m->cfg.n_layers : 1;
+	model_tensor mt;
+	int			rc;
+
+	for (int l = 0; l < n_layers; l++)
+		for (int i = 0; i < N_TENSORS; i++)
+		{
+			if (Tensors[i].scope != scope || !arch_has_tensor(&Tensors[i], m->cfg.features))
+				continue;
+			DescribeTensor(m, &Tensors[i], scope == ARCH_LAYER ? l : -1, index, &mt);
+			if ((rc = fn(arg, &mt, err)) != 0)
+				return rc;
+		}
+	return CBLLM_OK;
+}
+
+/* Call fn for every tensor of m: before the layers, each layer's, after the layers. */
+int
+model_visit(const cbllm_model *m, model_visit_fn fn, void *arg, cbllm_err *err)
+{
+	uint64_t	index = 0;
+	int			rc;
+
+	if ((rc = VisitScope(m, ARCH_BEFORE_LAYERS, &index, fn, arg, err)) ||
+		(rc = VisitScope(m, ARCH_LAYER, &index, fn, arg, err)))
+		return rc;
+	return VisitScope(m, ARCH_AFTER_LAYERS, &index, fn, arg, err);
+}

@@ -1,0 +1,125 @@
+/*
+ * arch.h: the architecture description.  Everything the engine knows about a
+ * model family's weights and its differences from the plain Llama decoder is
+ * written here once, as data:
+ *
+ *   - the architectures (cbllm_arch): the names config.json and GGUF files
+ *     give them, their activation, and the feature flags the forward pass
+ *     reads (ARCH_*);
+ *   - the tensor roles (arch_tensor): per tensor its HF and GGUF names, its
+ *     kind (matrix, norm, bias), its shape in terms of the config, the
+ *     features under which it exists, and the field of cbllm_model or
+ *     cbllm_layer it is bound to.
+ *
+ * Loading, dummy weights, freeing, device upload, weight-type checks and the
+ * memory accounting all walk the roles with model_visit (model.h) instead of
+ * naming tensors.  Adding an architecture is one row of the architecture
+ * table (arch.c), rows for the tensors it has and Llama lacks, and a flag
+ * check in the forward pass for each difference it makes there.
+ */
+#ifndef CBLLM_ARCH_H
+#define CBLLM_ARCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* Feature flags: what an architecture's decoder adds to the Llama one. */
+#define ARCH_QKV_BIAS	(1u << 0)	/* q, k and v projections add a bias (bq, bk, bv) */
+#define ARCH_O_BIAS		(1u << 1)	/* the output projection adds a bias (bo) */
+
+/* The MLP's activation, as config.json's hidden_act names it. */
+typedef enum arch_activation
+{
+	ARCH_ACT_SILU				/* "silu": silu(x W_gate) * x W_up */
+} arch_activation;
+
+/* One architecture. */
+typedef struct cbllm_arch
+{
+	const char *hf_name;		/* config.json "architectures"[0], e.g. "LlamaForCausalLM" */
+	const char *model_type;		/* config.json "model_type", e.g. "llama" */
+	const char *gguf_name;		/* GGUF general.architecture, e.g. "llama" */
+	uint32_t	features;		/* ARCH_* */
+	arch_activation activation;
+} cbllm_arch;
+
+/* What a tensor is, which also says where it is kept and how a dummy is made. */
+typedef enum arch_kind
+{
+	ARCH_MATRIX,				/* cbllm_weight, (rows, cols) in its stored type */
+	ARCH_NORM,					/* float *, (rows) converted to f32; dummy: ones */
+	ARCH_BIAS					/* float *, (rows) converted to f32; dummy: zeros */
+} arch_kind;
+
+/* A dimension of a tensor, from the config. */
+typedef enum arch_dim
+{
+	DIM_ONE,					/* 1: the column count of a vector */
+	DIM_HIDDEN,					/* hidden_size */
+	DIM_Q,						/* num_attention_heads * head_dim */
+	DIM_KV,						/* num_key_value_heads * head_dim */
+	DIM_INTERMEDIATE,			/* intermediate_size */
+	DIM_VOCAB					/* vocab_size */
+} arch_dim;
+
+/* Where a tensor lives. */
+typedef enum arch_scope
+{
+	ARCH_BEFORE_LAYERS,			/* a model tensor that comes before the layers (embeddings) */
+	ARCH_LAYER,					/* one per layer: "%d" in its names is the layer */
+	ARCH_AFTER_LAYERS			/* a model tensor after the layers (final norm, lm_head) */
+} arch_scope;
+
+/* One tensor role. */
+typedef struct arch_tensor
+{
+	const char *role;			/* short name for messages, e.g. "wq" */
+	const char *hf;				/* safetensors name, e.g. "model.layers.%d.self_attn.q_proj.weight" */
+	const char *gguf;			/* GGUF name, e.g. "blk.%d.attn_q.weight" */
+	arch_kind	kind;
+	arch_scope	scope;
+	arch_dim	rows;
+	arch_dim	cols;			/* DIM_ONE for a vector */
+	uint32_t	needs;			/* ARCH_* flags under which it exists; 0: always */
+	bool		tied;			/* may be the embeddings (tie_word_embeddings) */
+	bool		per_step;		/* read by every forward step (not the embeddings) */
+	size_t		offset;			/* of its field in cbllm_model (scope BEFORE/AFTER) or cbllm_layer */
+} arch_tensor;
+
+struct cbllm_model_config;
+
+/* The architecture config.json names by "architectures"[0] or "model_type", or NULL. */
+const cbllm_arch *arch_find(const char *hf_name, const char *model_type);
+
+/* Into buf, "A, B and C": the architectures cbllm runs, for messages. */
+void		arch_list_names(char *buf, size_t size);
+
+/*
+ * Add an architecture to the table (before any model is loaded, from one
+ * thread).  CBLLM_ERR_INVALID for a name already there or a full table.
+ */
+int			arch_register(const cbllm_arch *a, cbllm_err *err);
+
+/* The tensor roles, in load order (before, layer, after); n_out gets their count. */
+const arch_tensor *arch_tensors(int *n_out);
+
+/* The role the embeddings may stand for (lm_head). */
+const arch_tensor *arch_tied_tensor(void);
+
+/* Whether tensor t exists in a model with these features. */
+static inline bool
+arch_has_tensor(const arch_tensor *t, uint32_t features)
+{
+	return (features & t->needs) == t->needs;
+}
+
+/* The length of dimension d of a model of configuration cfg. */
+int64_t		arch_dim_size(const struct cbllm_model_config *cfg, arch_dim d);
+
+/* Into buf, tensor t's safetensors name (gguf false) or GGUF name, for layer (or -1). */
+void		arch_tensor_name(const arch_tensor *t, int layer, bool gguf, char *buf, size_t size);
+
+#endif

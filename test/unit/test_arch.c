@@ -1,0 +1,343 @@
+/*
+ * test_arch.c: the architecture table.  A toy architecture, "Llama with
+ * attention biases", is added here by one table entry (arch_register) whose
+ * feature flags turn on the bias tensor roles and the forward pass's bias
+ * adds; its logits are checked against the independent float64 reference
+ * (test/tools/reference.py, which adds the biases when config.json has
+ * attention_bias).  Also: the walk over a model's tensors, tied lm_head,
+ * what is refused and what a missing tensor says.
+ *
+ * usage: test_arch TOY_DIR PLAIN_DIR REF_LOGITS [DEVICE]
+ *   TOY_DIR     gen_model.py --attn-bias --arch-name ToyBiasLlamaForCausalLM
+ *   PLAIN_DIR   a Llama checkpoint of the same geometry without biases
+ *   REF_LOGITS  reference.py TOY_DIR --logits --prompt-ids "<PROMPT below>"
+ *   DEVICE      also run the toy model on this device ("cuda") against the CPU
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cbllm.h"
+#include "compare.h"
+#include "model.h"
+#include "tap.h"
+
+#define TOY_ARCH "ToyBiasLlamaForCausalLM"
+
+static const int32_t PROMPT[] = {1, 15, 267, 42, 300, 7, 99, 180, 3, 250, 61, 128};
+
+#define N_PROMPT ((int) (sizeof(PROMPT) / sizeof(PROMPT[0])))
+
+static const char *toy_dir;
+static const char *plain_dir;
+static const char *ref_path;
+
+/* The toy architecture: Llama's tensors and forward pass plus q, k, v and o biases. */
+static const cbllm_arch ToyArch = {
+	TOY_ARCH, "toy_bias_llama", "llama", ARCH_QKV_BIAS | ARCH_O_BIAS, ARCH_ACT_SILU
+};
+
+/* Counts of what model_visit shows. */
+typedef struct visit_count
+{
+	int			matrices;
+	int			norms;
+	int			biases;
+	int			tied;
+	int			bad_index;		/* matrices whose index is not the running count */
+	int			biases_set;		/* bias vectors with data */
+} visit_count;
+
+/* Count one visited tensor. */
+static int
+CountTensor(void *arg, const model_tensor *mt, cbllm_err *err)
+{
+	visit_count *c = arg;
+
+	if (mt->tied)
+		c->tied++;
+	else if (mt->matrix != NULL)
+		c->bad_index += mt->index != (uint64_t) c->matrices++;
+	else if (mt->t->kind == ARCH_NORM)
+		c->norms++;
+	else
+	{
+		c->biases++;
+		c->biases_set += *mt->vector != NULL;
+	}
+	return CBLLM_OK;
+}
+
+/* The reference logits (N_PROMPT, vocab) from REF_LOGITS, or NULL. */
+static float *
+ReadReference(int vocab)
+{
+	FILE	   *f = fopen(ref_path, "r");
+	float	   *ref = malloc(sizeof(float) * N_PROMPT * vocab);
+	int			n = 0;
+
+	if (f == NULL || ref == NULL)
+	{
+		TAP_DIAG("cannot read %s", ref_path);
+		if (f)
+			fclose(f);
+		free(ref);
+		return NULL;
+	}
+	while (n < N_PROMPT * vocab && fscanf(f, "%f", &ref[n]) == 1)
+		n++;
+	fclose(f);
+	if (n != N_PROMPT * vocab)
+	{
+		TAP_DIAG("%s holds %d numbers, expected %d", ref_path, n, N_PROMPT * vocab);
+		free(ref);
+		return NULL;
+	}
+	return ref;
+}
+
+/* The prompt logits of the toy model on device (NULL: cpu), or NULL with a diagnostic. */
+static float *
+EngineLogits(const char *device, int *vocab)
+{
+	cbllm_engine_params p = {0};
+	cbllm_engine *e = NULL;
+	cbllm_engine_info info;
+	cbllm_err	err;
+	float	   *out;
+
+	p.model_dir = toy_dir;
+	p.device = device;
+	p.n_threads = 2;
+	p.max_num_seqs = 4;
+	p.max_num_batched_tokens = 64;
+	p.num_kv_blocks = 16;
+	p.block_size = 4;
+	p.max_model_len = 64;
+	if (cbllm_engine_create(&p, &e, &err) != CBLLM_OK)
+	{
+		TAP_DIAG("engine_create (%s): %s", device ? device : "cpu", err.msg);
+		return NULL;
+	}
+	cbllm_engine_get_info(e, &info);
+	*vocab = info.vocab_size;
+	out = malloc(sizeof(float) * N_PROMPT * info.vocab_size);
+	if (out != NULL && cbllm_engine_prompt_logits(e, PROMPT, N_PROMPT, out, &err) != CBLLM_OK)
+	{
+		TAP_DIAG("prompt_logits: %s", err.msg);
+		free(out);
+		out = NULL;
+	}
+	cbllm_engine_destroy(e);
+	return out;
+}
+
+/* Before registration the toy architecture is refused, and its name is in the message. */
+static void
+test_unregistered_refused(void)
+{
+	cbllm_model *m = NULL;
+	cbllm_err	err;
+	int			rc = model_load(toy_dir, &m, &err);
+
+	TAP_OK(rc == CBLLM_ERR_UNSUPPORTED && m == NULL && strstr(err.msg, TOY_ARCH) != NULL &&
+		   strstr(err.msg, "LlamaForCausalLM") != NULL,
+		   "an architecture not in the table is refused, naming it and the supported ones (%s)",
+		   rc ? err.msg : "loaded");
+}
+
+/* Registering adds one entry; a second registration of the name is refused. */
+static void
+test_register(void)
+{
+	cbllm_err	err;
+	char		names[256];
+	const cbllm_arch *a;
+
+	TAP_OK(arch_register(&ToyArch, &err) == CBLLM_OK, "arch_register adds the toy architecture");
+	a = arch_find(TOY_ARCH, NULL);
+	TAP_OK(a != NULL && a->features == (ARCH_QKV_BIAS | ARCH_O_BIAS) &&
+		   arch_find(NULL, "toy_bias_llama") == a,
+		   "arch_find finds it by architecture name and by model_type");
+	TAP_OK(arch_register(&ToyArch, &err) == CBLLM_ERR_INVALID && strstr(err.msg, "already") != NULL,
+		   "registering the same name twice is refused");
+	arch_list_names(names, sizeof(names));
+	TAP_OK(strcmp(names, "LlamaForCausalLM, MistralForCausalLM and " TOY_ARCH) == 0,
+		   "the list of supported architectures names the new one last (%s)", names);
+}
+
+/* The toy model loads: its bias roles are bound, and the walk shows every tensor once. */
+static void
+test_toy_loads_biases(void)
+{
+	cbllm_model *m = NULL;
+	cbllm_err	err;
+	visit_count c = {0};
+	int			L;
+
+	if (model_load(toy_dir, &m, &err) != CBLLM_OK)
+	{
+		TAP_OK(false, "the toy model loads (%s)", err.msg);
+		return;
+	}
+	L = m->cfg.n_layers;
+	model_visit(m, CountTensor, &c, &err);
+	TAP_OK(m->cfg.features == (ARCH_QKV_BIAS | ARCH_O_BIAS) && strcmp(m->cfg.arch, TOY_ARCH) == 0,
+		   "config.json's architecture gives the model the table entry's features");
+	TAP_OK(c.matrices == 2 + 7 * L && c.norms == 1 + 2 * L && c.biases == 4 * L &&
+		   c.biases_set == 4 * L && c.tied == 0 && c.bad_index == 0,
+		   "model_visit shows %d matrices numbered in order, %d norms and %d bound biases",
+		   c.matrices, c.norms, c.biases);
+	TAP_OK(m->layers[L - 1].bq != NULL && m->layers[L - 1].bo != NULL &&
+		   m->layers[0].bk[0] != 0.0f,
+		   "each layer's bq, bk, bv and bo hold the checkpoint's values");
+	model_free(m);
+}
+
+/* A plain Llama model has no bias roles: the flags decide which tensors exist. */
+static void
+test_plain_has_no_biases(void)
+{
+	cbllm_model *m = NULL;
+	cbllm_err	err;
+	visit_count c = {0};
+
+	if (model_load(plain_dir, &m, &err) != CBLLM_OK)
+	{
+		TAP_OK(false, "the plain model loads (%s)", err.msg);
+		return;
+	}
+	model_visit(m, CountTensor, &c, &err);
+	TAP_OK(m->cfg.features == 0 && c.biases == 0 && m->layers[0].bq == NULL &&
+		   c.matrices == 2 + 7 * m->cfg.n_layers,
+		   "a Llama model has no bias tensors and 7 matrices a layer plus embeddings and lm_head");
+	model_free(m);
+}
+
+/* Link dir/name to the absolute path of from/name; 0 on success. */
+static int
+LinkInto(const char *dir, const char *from, const char *name)
+{
+	char		src[4096],
+				dst[4096],
+				abs[PATH_MAX];
+
+	snprintf(src, sizeof(src), "%s/%s", from, name);
+	snprintf(dst, sizeof(dst), "%s/%s", dir, name);
+	return realpath(src, abs) != NULL ? symlink(abs, dst) : -1;
+}
+
+/* A checkpoint without the biases the architecture needs fails naming the first missing one. */
+static void
+test_missing_bias_named(void)
+{
+	char		dir[] = "/tmp/cbllm_arch_XXXXXX";
+	char		dst[4096];
+	cbllm_model *m = NULL;
+	cbllm_err	err;
+	int			rc = -1;
+
+	if (mkdtemp(dir) != NULL)
+	{
+		if (LinkInto(dir, toy_dir, "config.json") == 0)
+		{
+			if (LinkInto(dir, plain_dir, "model.safetensors") == 0)
+				rc = model_load(dir, &m, &err);
+			snprintf(dst, sizeof(dst), "%s/model.safetensors", dir);
+			unlink(dst);
+		}
+		snprintf(dst, sizeof(dst), "%s/config.json", dir);
+		unlink(dst);
+		rmdir(dir);
+	}
+	TAP_OK(rc == CBLLM_ERR_FORMAT && m == NULL &&
+		   strstr(err.msg, "missing tensor \"model.layers.0.self_attn.q_proj.bias\"") != NULL,
+		   "toy config over unbiased weights: the missing q_proj.bias is named (%s)",
+		   rc == -1 ? "no fixture" : rc ? err.msg : "loaded");
+	model_free(m);
+}
+
+/* The dummy format walks the same table: zero biases, and the same seeds as for Llama. */
+static void
+test_dummy_walks_table(void)
+{
+	model_load_params toy = {.dir = toy_dir, .format = "dummy", .dummy_on_host = true};
+	model_load_params plain = {.dir = plain_dir, .format = "dummy", .dummy_on_host = false};
+	cbllm_model *a = NULL,
+			   *b = NULL;
+	cbllm_err	err;
+	bool		zeros = true;
+
+	if (model_load_ex(&toy, &a, &err) != CBLLM_OK || model_load_ex(&plain, &b, &err) != CBLLM_OK)
+	{
+		TAP_OK(false, "both models load as dummies (%s)", err.msg);
+		model_free(a);
+		return;
+	}
+	for (int l = 0; l < a->cfg.n_layers; l++)
+		for (int i = 0; i < a->cfg.hidden; i++)
+			zeros = zeros && a->layers[l].bo[i] == 0.0f && a->layers[l].bq[i] == 0.0f;
+	TAP_OK(zeros, "dummy biases are zeros");
+	TAP_OK(a->layers[1].w_down.dummy_seed == b->layers[1].w_down.dummy_seed &&
+		   a->lm_head.dummy_seed == b->lm_head.dummy_seed &&
+		   a->layers[0].wq.dummy_seed != a->layers[0].wk.dummy_seed,
+		   "matrices keep their dummy seeds when the architecture adds vectors");
+	model_free(a);
+	model_free(b);
+}
+
+/* The toy model's logits match the float64 reference, and a device's match the CPU's. */
+static void
+test_toy_logits(const char *device)
+{
+	int			vocab = 0,
+				dvocab = 0;
+	float	   *got = EngineLogits(NULL, &vocab);
+	float	   *ref = got != NULL ? ReadReference(vocab) : NULL;
+	double		worst = 0;
+
+	for (int t = 0; ref != NULL && t < N_PROMPT; t++)
+	{
+		double		e = RelErr(got + (size_t) t * vocab, ref + (size_t) t * vocab, vocab);
+
+		worst = e > worst ? e : worst;
+	}
+	TAP_OK(ref != NULL && worst <= 1e-4,
+		   "toy architecture's prompt logits match the float64 reference (worst rel err %.2g <= 1e-4)",
+		   worst);
+	if (device != NULL)
+	{
+		float	   *dev = got != NULL ? EngineLogits(device, &dvocab) : NULL;
+		double		gap = dev != NULL && dvocab == vocab ?
+			RelErr(dev, got, (size_t) N_PROMPT * vocab) : INFINITY;
+
+		TAP_OK(gap < 5e-2, "on %s the toy architecture's logits match the CPU's (rel err %.2g)",
+			   device, gap);
+		free(dev);
+	}
+	free(got);
+	free(ref);
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc < 4)
+	{
+		fprintf(stderr, "usage: test_arch TOY_DIR PLAIN_DIR REF_LOGITS [DEVICE]\n");
+		return 2;
+	}
+	toy_dir = argv[1];
+	plain_dir = argv[2];
+	ref_path = argv[3];
+	test_unregistered_refused();
+	test_register();
+	test_toy_loads_biases();
+	test_plain_has_no_biases();
+	test_missing_bias_named();
+	test_dummy_walks_table();
+	test_toy_logits(argc > 4 ? argv[4] : NULL);
+	return tap_done();
+}
