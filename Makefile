@@ -66,7 +66,10 @@ ENGINE_LIB  = build/libcbllm_engine.a
 
 UNIT_TESTS = \
 	build/test/test_tokenizer \
-	build/test/test_loader \
+	build/test/test_model_config \
+	build/test/test_safetensors \
+	build/test/test_model_load \
+	build/test/test_model_dummy \
 	build/test/test_sampler \
 	build/test/test_kv_cache \
 	build/test/test_engine \
@@ -155,8 +158,11 @@ $(CLI): $(CLI_SRCS) tools/*.h $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB)
 $(ENGINE_PROG): tools/cbllm-engine.c $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) | bin
 	$(ENGINE_CC) $(ENGINE_CFLAGS) tools/cbllm-engine.c $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
 
-build/test/%: test/unit/%.c test/unit/*.h $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) | build/test
-	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itest/unit $< $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
+# every test program is linked with the fixture writer (test/unit/fixture.h)
+TEST_FIXTURE = test/unit/fixture.c
+
+build/test/%: test/unit/%.c $(TEST_FIXTURE) test/unit/*.h $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) | build/test
+	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itest/unit $< $(TEST_FIXTURE) $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
 
 # the same test programs on the emulated device
 build/test/test_cuda_ops_emu: test/unit/test_cuda_ops.c test/unit/*.h $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test

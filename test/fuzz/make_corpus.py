@@ -7,7 +7,7 @@ The seeds are made from the project's real fixtures, trimmed small, plus hand-ma
 edge cases:
   - config.json, tokenizer.json, tokenizer_config.json, safetensors headers and a
     sharded index from test/tools/gen_model.py (the tiny models of the engine tests);
-  - the three real config.json files quoted in test/unit/test_loader.c;
+  - the three real config.json files quoted in test/unit/fixture.c;
   - the Llama-2 tokenizer of test/data/llama2-tokenizer/, trimmed to its first pieces
     (and the pieces and merges that build them), renumbered densely;
   - for safetensors, the generated headers with every dimension cut to at most 2 (so
@@ -30,7 +30,7 @@ import tempfile
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 GEN_MODEL = os.path.join(ROOT, "test", "tools", "gen_model.py")
 LLAMA2 = os.path.join(ROOT, "test", "data", "llama2-tokenizer")
-TEST_LOADER = os.path.join(ROOT, "test", "unit", "test_loader.c")
+TEST_FIXTURE = os.path.join(ROOT, "test", "unit", "fixture.c")
 GEOMETRY = ["--hidden", "64", "--layers", "2", "--heads", "4", "--kv-heads", "2",
             "--intermediate", "160", "--vocab", "400"]
 SP = "\u2581"
@@ -106,13 +106,13 @@ def st_shrink(header):
 
 
 def loader_configs():
-    """The real config.json texts quoted in test_loader.c, by variable name."""
-    src = read(TEST_LOADER).decode()
+    """The real config.json texts quoted in fixture.c, by variable name (less "fixture_")."""
+    src = read(TEST_FIXTURE).decode()
     found = {}
     for name in ("llama2_7b_chat", "tinyllama_chat", "mistral_7b"):
-        m = re.search(r"static const char \*" + name + r" =\s*((?:\"(?:[^\"\\]|\\.)*\"\s*)+);", src)
+        m = re.search(r"const char \*const fixture_" + name + r" =\s*((?:\"(?:[^\"\\]|\\.)*\"\s*)+);", src)
         if m is None:
-            sys.exit(f"make_corpus.py: {name} not found in {TEST_LOADER}")
+            sys.exit(f"make_corpus.py: fixture_{name} not found in {TEST_FIXTURE}")
         text = "".join(json.loads(s) for s in re.findall(r"\"(?:[^\"\\]|\\.)*\"", m.group(1)))
         found[name] = text
     return found

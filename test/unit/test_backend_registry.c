@@ -17,21 +17,20 @@
  *
  * usage: test_backend_registry
  */
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "backend_registry.h"
 #include "cbllm.h"
+#include "fixture.h"
 #include "tap.h"
 
 #define BLOCK 4					/* KV positions per block in the engines */
 #define TOY_BLOCKS 7			/* the toy's answer to "how many blocks fit" */
 #define GEN 4
 
-static char root[] = "/tmp/cbllm_registry_XXXXXX";
+static const char *root;		/* the model directory, a fixture root */
 
 /* The geometry of the model this test writes (config.json below). */
 static const cbllm_model_config model_cfg = {.hidden = 64, .n_layers = 2, .n_heads = 4,
@@ -125,22 +124,6 @@ static const backend_reg absent_reg = {
 
 /* ---------------------------------------------------------------- the model */
 
-/* Write text to root/name; false on failure. */
-static bool
-WriteFile(const char *name, const char *text)
-{
-	char		path[256];
-	FILE	   *f;
-	bool		ok;
-
-	snprintf(path, sizeof(path), "%s/%s", root, name);
-	f = fopen(path, "w");
-	if (f == NULL)
-		return false;
-	ok = fputs(text, f) >= 0;
-	return fclose(f) == 0 && ok;
-}
-
 /* config.json of model_cfg and a tokenizer of 64 pieces: <unk>, <s>, </s> and 61 letters. */
 static bool
 WriteModel(void)
@@ -156,14 +139,14 @@ WriteModel(void)
 							   'a' + i / 26, i);
 	if (n < sizeof(tok))
 		snprintf(tok + n, sizeof(tok) - n, "}}}\n");
-	return WriteFile("config.json",
-					 "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64,\n"
-					 " \"num_hidden_layers\": 2, \"num_attention_heads\": 4,\n"
-					 " \"num_key_value_heads\": 2, \"intermediate_size\": 96,\n"
-					 " \"vocab_size\": 64, \"max_position_embeddings\": 128,\n"
-					 " \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0,\n"
-					 " \"bos_token_id\": 1, \"eos_token_id\": 2}\n") &&
-		WriteFile("tokenizer.json", tok);
+	return fixture_write_text(root, "config.json",
+							  "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64,\n"
+							  " \"num_hidden_layers\": 2, \"num_attention_heads\": 4,\n"
+							  " \"num_key_value_heads\": 2, \"intermediate_size\": 96,\n"
+							  " \"vocab_size\": 64, \"max_position_embeddings\": 128,\n"
+							  " \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0,\n"
+							  " \"bos_token_id\": 1, \"eos_token_id\": 2}\n") &&
+		fixture_write_text(root, "tokenizer.json", tok);
 }
 
 /* An engine on device over the dummy model; kv_bytes 0 leaves the pool's size to the backend. */
@@ -399,19 +382,13 @@ TestRemove(void)
 		   "removed backends are gone, the built-in ones stay: %s", names);
 }
 
-/* nftw callback: remove one fixture file or directory. */
-static int
-RemoveEntry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	return remove(path);
-}
-
 int
 main(void)
 {
-	if (mkdtemp(root) == NULL || !WriteModel())
+	root = fixture_root_create("registry");
+	if (root == NULL || !WriteModel())
 	{
-		TAP_OK(false, "write the dummy model into %s", root);
+		TAP_OK(false, "write the dummy model into %s", root ? root : "a mkdtemp() directory");
 		return tap_done();
 	}
 	TestNames();
@@ -420,7 +397,6 @@ main(void)
 	TestRegister();
 	TestEngines();
 	TestRemove();
-	TAP_OK(nftw(root, RemoveEntry, 8, FTW_DEPTH | FTW_PHYS) == 0 && access(root, F_OK) != 0,
-		   "remove the model directory %s", root);
+	TAP_OK(fixture_root_remove(), "remove the model directory %s", root);
 	return tap_done();
 }

@@ -8,9 +8,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "fixture.h"
 #include "tap.h"
 #include "tokenizer.h"
 
@@ -548,38 +547,7 @@ test_hostile_text(void)
 	free(text);
 }
 
-/* Write name in dir with the given content (NULL: no file). */
-static void
-put_file(const char *dir, const char *name, const char *content)
-{
-	char	   *path = cbllm_path_join(dir, name);
-	FILE	   *f;
-
-	if (content != NULL && (f = fopen(path, "wb")) != NULL)
-	{
-		fputs(content, f);
-		fclose(f);
-	}
-	free(path);
-}
-
-/* Remove the test files and the directory. */
-static void
-clean_dir(const char *dir)
-{
-	const char *names[] = {"tokenizer.json", "tokenizer_config.json"};
-
-	for (int i = 0; i < 2; i++)
-	{
-		char	   *path = cbllm_path_join(dir, names[i]);
-
-		unlink(path);
-		free(path);
-	}
-	rmdir(dir);
-}
-
-/* Load a tokenizer from a temporary directory holding the given files. */
+/* Load a tokenizer from a temporary directory holding the given files (NULL: no such file). */
 static int
 load_temp(const char *json, const char *config, cbllm_tokenizer **t, cbllm_err *err)
 {
@@ -588,10 +556,12 @@ load_temp(const char *json, const char *config, cbllm_tokenizer **t, cbllm_err *
 
 	if (mkdtemp(dir) == NULL)
 		return cbllm_fail(err, CBLLM_ERR_IO, "mkdtemp failed");
-	put_file(dir, "tokenizer.json", json);
-	put_file(dir, "tokenizer_config.json", config);
+	if (json != NULL)
+		fixture_write_text(dir, "tokenizer.json", json);
+	if (config != NULL)
+		fixture_write_text(dir, "tokenizer_config.json", config);
 	rc = tokenizer_load(dir, t, err);
-	clean_dir(dir);
+	fixture_remove_tree(dir);
 	return rc;
 }
 

@@ -1,0 +1,275 @@
+/*
+ * test_model_config.c: unit tests of config.json parsing (model_config_load):
+ * the fields of a tiny checkpoint's config and the defaults of absent ones,
+ * the configs of Llama-2-7b-chat-hf, TinyLlama-1.1B-Chat-v1.0 and
+ * Mistral-7B-v0.1 as HuggingFace ships them, rope_scaling, and one
+ * malformed or unsupported config per error, each message naming the file
+ * and the problem.  The fixtures (fixture.h) go into a mkdtemp() directory,
+ * removed at the end.
+ *
+ * usage: test_model_config
+ */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checks.h"
+#include "fixture.h"
+#include "model.h"
+#include "tap.h"
+
+/* The config.json of the tiny checkpoint: arch, sizes, derived head_dim and defaults as written. */
+static void
+test_tiny_config(void)
+{
+	char	   *dir = fixture_case_dir("tiny");
+	char	   *text = fixture_config_json(&fixture_tiny, "LlamaForCausalLM", "silu", NULL);
+	cbllm_model_config cfg;
+	cbllm_err	err = {{0}};
+	int			rc;
+
+	fixture_write_text(dir, "config.json", text);
+	rc = model_config_load(dir, &cfg, &err);
+	TAP_OK(rc == CBLLM_OK, "model_config_load of the tiny model succeeds %s", err.msg);
+	TAP_OK(strcmp(cfg.arch, "LlamaForCausalLM") == 0 && cfg.hidden == 16 && cfg.n_layers == 2 &&
+		   cfg.n_heads == 4 && cfg.n_kv_heads == 2 && cfg.intermediate == 24 &&
+		   cfg.vocab_size == 32, "tiny config: arch and sizes as written");
+	TAP_OK(cfg.head_dim == 4, "tiny config: head_dim derived as hidden / heads = 4 (got %d)",
+		   cfg.head_dim);
+	TAP_OK(cfg.max_pos == 64 && cfg.rope_theta == 500000.0f && cfg.rms_eps == 1e-6f &&
+		   cfg.rope_scale == 1.0f && cfg.sliding_window == 0,
+		   "tiny config: max_pos 64, rope_theta 500000, rms_eps 1e-6, no rope scaling, no window");
+	TAP_OK(cfg.bos_id == 1 && cfg.eos_id == 2 && !cfg.tie_embeddings,
+		   "tiny config: bos 1, eos 2, untied");
+	free(text);
+	free(dir);
+}
+
+/* Write a tiny model whose config.json is text, then check model_config_load fails. */
+static void
+config_case(const char *label, const char *text, const char *n1, const char *n2)
+{
+	char	   *dir = fixture_case_dir(label);
+	char	   *path = cbllm_path_join(dir, "config.json");
+	cbllm_model_config cfg;
+	cbllm_err	err = {{0}};
+	int			rc;
+
+	if (text != NULL)
+		fixture_write_text(dir, "config.json", text);
+	rc = model_config_load(dir, &cfg, &err);
+	if (rc >= 0)
+		TAP_DIAG("%s: returned %d", label, rc);
+	TAP_OK(rc < 0 && msg_has(&err, path, n1, n2), "%s fails (%s): %s", label,
+		   cbllm_status_name(rc), err.msg);
+	free(path);
+	free(dir);
+}
+
+/* Malformed or unsupported config.json files: each error names the file and the problem. */
+static void
+test_bad_configs(void)
+{
+	fixture_geom g = fixture_tiny;
+	char	   *t;
+
+	config_case("missing config.json", NULL, "cannot open", NULL);
+	config_case("config.json not JSON", "{\"hidden_size\": 16,,}", "invalid JSON", NULL);
+	config_case("config.json a JSON array", "[1, 2, 3]", "JSON", NULL);
+	t = fixture_config_json(&g, "GPT2LMHeadModel", "gelu_new", NULL);
+	config_case("architecture GPT2LMHeadModel", t, "unsupported architecture", "GPT2LMHeadModel");
+	free(t);
+	t = fixture_config_json(&g, "LlamaForCausalLM", "gelu", NULL);
+	config_case("hidden_act gelu", t, "hidden_act", "unsupported");
+	free(t);
+	g.hidden = 18;
+	t = fixture_config_json(&g, "LlamaForCausalLM", "silu", NULL);
+	config_case("hidden_size 18 with 4 heads", t, "hidden_size 18",
+				"num_attention_heads 4");
+	free(t);
+	g = fixture_tiny;
+	g.kv_heads = 3;
+	t = fixture_config_json(&g, "LlamaForCausalLM", "silu", NULL);
+	config_case("4 heads with 3 KV heads", t, "num_key_value_heads 3", "multiple");
+	free(t);
+	g = fixture_tiny;
+	g.head_dim = 5;
+	t = fixture_config_json(&g, "LlamaForCausalLM", "silu", NULL);
+	config_case("odd head_dim 5", t, "head_dim 5", NULL);
+	free(t);
+	config_case("no vocab_size",
+				"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 16,"
+				" \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 24}",
+				"\"vocab_size\"", "missing");
+	config_case("hidden_size a string",
+				"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": \"16\","
+				" \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 24,"
+				" \"vocab_size\": 32}", "\"hidden_size\"", "integer");
+	/* found by fuzzing: a size beyond long long's range was cast before the range check */
+	config_case("hidden_size 1e30 (beyond any integer type)",
+				"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 1e30,"
+				" \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 24,"
+				" \"vocab_size\": 32}", "\"hidden_size\"", "integer");
+	/* found by fuzzing: positive numbers that are 0 or infinite as floats */
+	config_case("rms_norm_eps 1e-85 (0 as a float)",
+				"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 16,"
+				" \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 24,"
+				" \"vocab_size\": 32, \"rms_norm_eps\": 1e-85}", "\"rms_norm_eps\"", "float range");
+	config_case("rope_theta 1e39 (infinite as a float)",
+				"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 16,"
+				" \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 24,"
+				" \"vocab_size\": 32, \"rope_theta\": 1e39}", "\"rope_theta\"", "float range");
+	config_case("num_hidden_layers 0",
+				"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 16,"
+				" \"num_hidden_layers\": 0, \"num_attention_heads\": 4, \"intermediate_size\": 24,"
+				" \"vocab_size\": 32}", "\"num_hidden_layers\"", NULL);
+	config_case("no architectures or model_type",
+				"{\"hidden_size\": 16, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+				" \"intermediate_size\": 24, \"vocab_size\": 32}", "architecture", NULL);
+	t = fixture_config_json(&fixture_tiny, "LlamaForCausalLM", "silu", ", \"attention_bias\": true");
+	config_case("attention_bias true", t, "bias", NULL);
+	free(t);
+}
+
+/* rope_scaling: none and linear load; dynamic, llama3 and bad factors are unsupported. */
+static void
+test_rope_scaling(void)
+{
+	struct
+	{
+		const char *label;
+		const char *json;
+		float		scale;		/* 0: must fail as unsupported */
+	}			cases[] = {
+		{"rope_scaling null", ", \"rope_scaling\": null", 1.0f},
+		{"rope_scaling linear factor 2", ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2}", 2.0f},
+		{"rope_scaling rope_type linear factor 4.0", ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 4.0}", 4.0f},
+		{"rope_scaling dynamic factor 2", ", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}", 0},
+		{"rope_scaling llama3", ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0,"
+		" \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", 0},
+		{"rope_scaling linear without factor", ", \"rope_scaling\": {\"type\": \"linear\"}", 0},
+		{"rope_scaling linear factor 0.5", ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 0.5}", 0},
+	};
+
+	for (int i = 0; i < (int) (sizeof(cases) / sizeof(cases[0])); i++)
+	{
+		char	   *dir = fixture_case_dir("rope");
+		char	   *text = fixture_config_json(&fixture_tiny, "LlamaForCausalLM", "silu", cases[i].json);
+		char	   *path = cbllm_path_join(dir, "config.json");
+		cbllm_model_config cfg;
+		cbllm_err	err = {{0}};
+		int			rc;
+
+		fixture_write_text(dir, "config.json", text);
+		rc = model_config_load(dir, &cfg, &err);
+		if (cases[i].scale > 0)
+			TAP_OK(rc == CBLLM_OK && cfg.rope_scale == cases[i].scale,
+				   "%s loads with rope_scale %g (got %g) %s", cases[i].label,
+				   cases[i].scale, rc == CBLLM_OK ? cfg.rope_scale : -1.0, err.msg);
+		else
+			TAP_OK(rc == CBLLM_ERR_UNSUPPORTED && msg_has(&err, path, "rope_scaling", NULL),
+				   "%s is unsupported: %s", cases[i].label, err.msg);
+		free(path);
+		free(text);
+		free(dir);
+	}
+}
+
+/* Parse a config text through model_config_load; returns the status. */
+static int
+load_config_text(const char *label, const char *text, cbllm_model_config *cfg, cbllm_err *err)
+{
+	char	   *dir = fixture_case_dir(label);
+	int			rc;
+
+	fixture_write_text(dir, "config.json", text);
+	rc = model_config_load(dir, cfg, err);
+	free(dir);
+	return rc;
+}
+
+/* A real model's config.json and the fields it must parse to. */
+typedef struct real_config
+{
+	const char *label;			/* its case directory */
+	const char *text;
+	const char *name;			/* as HuggingFace names it */
+	const char *sizes;			/* the messages of the field checks */
+	const char *rest;
+	const char *arch;
+	int			hidden,
+				layers,
+				heads,
+				kv_heads,
+				head_dim,
+				inter,
+				max_pos,
+				window;
+} real_config;
+
+/* The shipped configs of three real models parse with the right fields. */
+static void
+test_real_configs(void)
+{
+	const real_config real[] = {
+		{"llama2", fixture_llama2_7b_chat, "Llama-2-7b-chat-hf",
+			"Llama-2-7b: 4096 hidden, 32 layers, 32 heads, 32 KV heads, head_dim 128, 11008, 32000, 4096",
+			"Llama-2-7b: rope_theta absent gives 10000, rms 1e-5, untied, bos 1, eos 2",
+		"LlamaForCausalLM", 4096, 32, 32, 32, 128, 11008, 4096, 0},
+		{"tinyllama", fixture_tinyllama_chat, "TinyLlama-1.1B-Chat-v1.0",
+			"TinyLlama: 2048 hidden, 22 layers, 32 heads, 4 KV heads, head_dim 64, 5632, 32000, 2048",
+			"TinyLlama: rope_theta 10000, rms 1e-5, untied, bos 1, eos 2",
+		"LlamaForCausalLM", 2048, 22, 32, 4, 64, 5632, 2048, 0},
+		{"mistral", fixture_mistral_7b, "Mistral-7B-v0.1",
+			"Mistral-7B: 4096 hidden, 32 layers, 32 heads, 8 KV heads, head_dim 128, 14336, 32000, 32768",
+			"Mistral-7B: rope_theta 10000, sliding_window 4096, rms 1e-5, bos 1, eos 2",
+		"MistralForCausalLM", 4096, 32, 32, 8, 128, 14336, 32768, 4096},
+	};
+	cbllm_model_config c;
+	cbllm_err	err = {{0}};
+	int			rc;
+
+	for (int i = 0; i < (int) (sizeof(real) / sizeof(real[0])); i++)
+	{
+		const real_config *r = &real[i];
+
+		rc = load_config_text(r->label, r->text, &c, &err);
+		TAP_OK(rc == CBLLM_OK, "%s config.json loads %s", r->name, err.msg);
+		TAP_OK(rc == CBLLM_OK && strcmp(c.arch, r->arch) == 0 && c.hidden == r->hidden &&
+			   c.n_layers == r->layers && c.n_heads == r->heads && c.n_kv_heads == r->kv_heads &&
+			   c.head_dim == r->head_dim && c.intermediate == r->inter && c.vocab_size == 32000 &&
+			   c.max_pos == r->max_pos, "%s", r->sizes);
+		TAP_OK(rc == CBLLM_OK && c.rope_theta == 10000.0f && c.rms_eps == 1e-5f &&
+			   c.rope_scale == 1.0f && c.sliding_window == r->window && !c.tie_embeddings &&
+			   c.bos_id == 1 && c.eos_id == 2, "%s", r->rest);
+	}
+
+	/* an eos_token_id list (Llama-3 style) takes its first element */
+	rc = load_config_text("eos-list",
+						  "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 16,"
+						  " \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+						  " \"intermediate_size\": 24, \"vocab_size\": 32,"
+						  " \"bos_token_id\": 7, \"eos_token_id\": [9, 8, 3]}", &c, &err);
+	TAP_OK(rc == CBLLM_OK && c.bos_id == 7 && c.eos_id == 9 && c.n_kv_heads == 4 &&
+		   c.max_pos == 2048 && c.rope_theta == 10000.0f,
+		   "eos_token_id list gives its first id; absent num_key_value_heads is num_attention_heads");
+	rc = load_config_text("model-type-only",
+						  "{\"model_type\": \"mistral\", \"hidden_size\": 16,"
+						  " \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+						  " \"intermediate_size\": 24, \"vocab_size\": 32}", &c, &err);
+	TAP_OK(rc == CBLLM_OK && strcmp(c.arch, "MistralForCausalLM") == 0 && c.bos_id == -1 &&
+		   c.eos_id == -1, "model_type \"mistral\" alone names MistralForCausalLM; absent ids are -1");
+}
+
+int
+main(void)
+{
+	void		(*const tests[]) (void) = {
+		test_tiny_config,
+		test_bad_configs,
+		test_rope_scaling,
+		test_real_configs
+	};
+
+	return run_in_fixture_root("config", tests, (int) (sizeof(tests) / sizeof(tests[0])));
+}
