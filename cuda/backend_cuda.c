@@ -1017,11 +1017,11 @@ CudaCreate(const backend_params *p, cbllm_backend **out, cbllm_err *err)
 	return cuda_backend_create(&cp, out, err);
 }
 
-/* F16 and BF16 matrices run as stored, F32 ones are uploaded as BF16. */
+/* The types whose row gives a CUDA path: run as stored, or uploaded as BF16. */
 static bool
 CudaSupportsWeight(cbllm_dtype dt)
 {
-	return dt == CBLLM_F32 || dt == CBLLM_F16 || dt == CBLLM_BF16;
+	return cbllm_dtype_traits_of(dt)->cuda != CBLLM_CUDA_NONE;
 }
 
 /* Device-to-device copy bandwidth, read + write, the median of timed copies. */

@@ -104,7 +104,7 @@ static void
 AddStepWeight(cbllm_model *m, const cbllm_weight *w)
 {
 	m->matmul_params += w->rows * w->cols;
-	m->step_weight_bytes += (size_t) (w->rows * w->cols) * cbllm_dtype_size(w->dtype);
+	m->step_weight_bytes += cbllm_dtype_row_bytes(w->dtype, w->rows * w->cols);
 }
 
 /* Open the safetensors checkpoint of m->dir and bind every weight to m's layers. */

@@ -55,7 +55,7 @@ static int
 MakeDummy(cbllm_model *m, int layer, const char *name, uint64_t index, int64_t rows,
 		  int64_t cols, bool on_host, cbllm_weight *w, cbllm_err *err)
 {
-	size_t		bytes = (size_t) rows * (size_t) cols * cbllm_dtype_size(CBLLM_BF16);
+	size_t		bytes = cbllm_dtype_row_bytes(CBLLM_BF16, rows * cols);
 
 	w->dtype = CBLLM_BF16;
 	w->rows = rows;
