@@ -34,7 +34,7 @@ typedef struct dev_weight
 	const void *host;			/* the host data the engine passes (NULL for dummy weights) */
 	uint64_t	seed;			/* dummy weights: their seed; 0 otherwise */
 	void	   *dev;
-	int			dtype;			/* on the device: CBLLM_F32 (norms), CBLLM_F16 or CBLLM_BF16 */
+	cbllm_dtype dtype;			/* on the device: CBLLM_F32 (norms), else a CBLLM_CUDA_GEMM type */
 } dev_weight;
 
 typedef enum step_mode
@@ -461,7 +461,7 @@ CudaMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *
 {
 	cuda_ctx   *c = be->ctx;
 
-	int			converted = 0;	/* dtype x is in d_xh as, 0: not yet */
+	cbllm_dtype converted = CBLLM_DTYPE_COUNT;	/* the type x is in d_xh as; COUNT: none yet */
 
 	if (!LIVE(c))
 		return;
