@@ -35,6 +35,7 @@ AVX512_FLAGS  = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
 
 ENGINE_SRCS = \
 	src/util.c \
+	src/dtype.c \
 	src/safetensors.c \
 	src/model_config.c \
 	src/model.c \
@@ -77,7 +78,8 @@ UNIT_TESTS = \
 	build/test/test_engine_ipc \
 	build/test/test_request_check \
 	build/test/test_backend_registry \
-	build/test/test_arch
+	build/test/test_arch \
+	build/test/test_dtype
 
 CLI = bin/cbllm-cli
 # the engine process the PostgreSQL supervisor starts (tools/cbllm-engine.c)
@@ -201,7 +203,7 @@ build/emu/libcbllm_engine_emu.a: $(EMU_ENGINE_OBJS)
 build/cuda build/emu build/emu/engine:
 	mkdir -p $@
 
-build/cuda/%.o: cuda/%.cu cuda/*.h cuda/*.cuh src/util.h src/rng.h | build/cuda
+build/cuda/%.o: cuda/%.cu cuda/*.h cuda/*.cuh src/util.h src/rng.h src/dtype.h | build/cuda
 	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -c $< -o $@
 
 $(CUDA_LIB): $(patsubst %,build/cuda/%.o,$(CUDA_KERNELS))
@@ -213,7 +215,7 @@ EMU_OPT     ?= -O1 -g
 EMU_CXXFLAGS = -std=c++17 $(EMU_OPT) -fPIC -Wall -Wextra -Werror -Wno-unused-parameter \
                -Wno-unknown-pragmas -DCBLLM_CUDA_EMU -Itest/cuda_emu/include -Itest/cuda_emu
 
-build/emu/%.o: cuda/%.cu cuda/*.h cuda/*.cuh test/cuda_emu/*.h src/util.h src/rng.h | build/emu
+build/emu/%.o: cuda/%.cu cuda/*.h cuda/*.cuh test/cuda_emu/*.h src/util.h src/rng.h src/dtype.h | build/emu
 	g++ $(EMU_CXXFLAGS) -x c++ -c $< -o $@
 
 build/emu/cuda_emu.o: test/cuda_emu/cuda_emu.cc test/cuda_emu/*.h | build/emu
@@ -257,8 +259,10 @@ fuzz: $(FUZZ_BINS)
 
 # the engine sources (compiled for fuzzing) that each target needs
 build/fuzz/fuzz_config:            build/fuzz/obj/model_config.o build/fuzz/obj/arch.o build/fuzz/obj/util.o
-build/fuzz/fuzz_safetensors:       build/fuzz/obj/safetensors.o build/fuzz/obj/util.o
-build/fuzz/fuzz_safetensors_index: build/fuzz/obj/safetensors.o build/fuzz/obj/util.o
+build/fuzz/fuzz_safetensors:       build/fuzz/obj/safetensors.o build/fuzz/obj/dtype.o \
+                                   build/fuzz/obj/util.o
+build/fuzz/fuzz_safetensors_index: build/fuzz/obj/safetensors.o build/fuzz/obj/dtype.o \
+                                   build/fuzz/obj/util.o
 build/fuzz/fuzz_tokenizer:         build/fuzz/obj/tokenizer_load.o build/fuzz/obj/tokenizer.o \
                                    build/fuzz/obj/util.o
 build/fuzz/fuzz_tokenizer_config:  build/fuzz/obj/tokenizer_load.o build/fuzz/obj/tokenizer.o \

@@ -34,7 +34,7 @@ typedef struct dev_weight
 	const void *host;			/* the host data the engine passes (NULL for dummy weights) */
 	uint64_t	seed;			/* dummy weights: their seed; 0 otherwise */
 	void	   *dev;
-	int			dtype;			/* on the device: CBLLM_F32 (norms), CBLLM_F16 or CBLLM_BF16 */
+	cbllm_dtype dtype;			/* on the device: CBLLM_F32 (norms), else a CBLLM_CUDA_GEMM type */
 } dev_weight;
 
 typedef enum step_mode
@@ -139,13 +139,50 @@ FindWeight(const cuda_ctx *c, const cbllm_weight *w)
 	return Find(c, w->data, w->data != NULL ? 0 : w->dummy_seed);
 }
 
-/* Upload n elements of a tensor: vectors as F32, matrices as F16/BF16 (F32 rounded to BF16). */
+/*
+ * The type a tensor of stored type dt has on the device: vectors F32, dummy
+ * matrices BF16, matrices as their row of the weight-type table says.
+ */
+static cbllm_dtype
+DeviceType(cbllm_dtype dt, bool is_vector, bool is_dummy)
+{
+	if (is_vector)
+		return CBLLM_F32;
+	if (is_dummy || cbllm_dtype_traits_of(dt)->cuda == CBLLM_CUDA_AS_BF16)
+		return CBLLM_BF16;
+	return dt;
+}
+
+/* Copy n elements stored as dt at host to the device as bf16, converting through f32. */
+static int
+UploadAsBf16(void *dev, const void *host, cbllm_dtype dt, size_t n, cbllm_err *err)
+{
+	float	   *f = malloc(sizeof(float) * n);
+	uint16_t   *h = malloc(sizeof(uint16_t) * n);
+	int			rc;
+
+	if (f == NULL || h == NULL)
+		rc = cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	else
+	{
+		cbllm_to_f32(dt, host, f, (int64_t) n);
+		for (size_t i = 0; i < n; i++)
+			h[i] = cbllm_f32_to_bf16(f[i]);
+		rc = cuda_upload(dev, h, sizeof(uint16_t) * n, err);
+	}
+	free(f);
+	free(h);
+	return rc;
+}
+
+/* Upload n elements of a tensor in its device type (DeviceType). */
 static int
 Upload(cuda_ctx *c, const void *host, uint64_t seed, float scale, cbllm_dtype dt, size_t n,
-	   bool is_norm, cbllm_err *err)
+	   bool is_vector, cbllm_err *err)
 {
-	dev_weight	d = {host, host != NULL ? 0 : seed, NULL, CBLLM_BF16};
-	size_t		bytes = n * (is_norm ? 4 : 2);
+	dev_weight	d = {host, host != NULL ? 0 : seed, NULL,
+	DeviceType(dt, is_vector, host == NULL)};
+	size_t		bytes = cbllm_dtype_row_bytes(d.dtype, (int64_t) n);
 	int			rc;
 
 	if (Find(c, d.host, d.seed) != NULL)
@@ -164,32 +201,12 @@ Upload(cuda_ctx *c, const void *host, uint64_t seed, float scale, cbllm_dtype dt
 	}
 	if ((rc = cuda_alloc(&d.dev, bytes, err)) != CBLLM_OK)
 		return rc;
-	if (is_norm)
-	{
-		d.dtype = CBLLM_F32;
-		rc = cuda_upload(d.dev, host, bytes, err);
-	}
-	else if (host == NULL)
+	if (host == NULL)
 		rc = cuda_fill_dummy(d.dev, (int64_t) n, seed, scale, err);
-	else if (dt != CBLLM_F32)
-	{
-		d.dtype = dt;
+	else if (d.dtype == (is_vector ? CBLLM_F32 : dt))
 		rc = cuda_upload(d.dev, host, bytes, err);
-	}
 	else
-	{
-		uint16_t   *h = malloc(bytes);
-
-		if (h == NULL)
-			rc = cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
-		else
-		{
-			for (size_t i = 0; i < n; i++)
-				h[i] = cbllm_f32_to_bf16(((const float *) host)[i]);
-			rc = cuda_upload(d.dev, h, bytes, err);
-			free(h);
-		}
-	}
+		rc = UploadAsBf16(d.dev, host, dt, n, err);
 	if (rc != CBLLM_OK)
 	{
 		cuda_free(d.dev);
@@ -200,12 +217,16 @@ Upload(cuda_ctx *c, const void *host, uint64_t seed, float scale, cbllm_dtype dt
 	return CBLLM_OK;
 }
 
-/* Add one tensor's device bytes: vectors as F32, matrices as 16-bit halves. */
+/* Add one tensor's device bytes, in its device type. */
 static int
 AddDeviceBytes(void *arg, const model_tensor *mt, cbllm_err *err)
 {
+	const cbllm_weight *w = mt->matrix;
+
 	if (!mt->tied)
-		*(size_t *) arg += (size_t) (mt->rows * mt->cols) * (mt->vector != NULL ? 4 : 2);
+		*(size_t *) arg += cbllm_dtype_row_bytes(w != NULL ?
+												 DeviceType(w->dtype, false, w->data == NULL) :
+												 CBLLM_F32, mt->rows * mt->cols);
 	return CBLLM_OK;
 }
 
@@ -450,7 +471,7 @@ CudaMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *
 {
 	cuda_ctx   *c = be->ctx;
 
-	int			converted = 0;	/* dtype x is in d_xh as, 0: not yet */
+	cbllm_dtype converted = CBLLM_DTYPE_COUNT;	/* the type x is in d_xh as; COUNT: none yet */
 
 	if (!LIVE(c))
 		return;
@@ -1019,11 +1040,11 @@ CudaCreate(const backend_params *p, cbllm_backend **out, cbllm_err *err)
 	return cuda_backend_create(&cp, out, err);
 }
 
-/* F16 and BF16 matrices run as stored, F32 ones are uploaded as BF16. */
+/* The types whose row gives a CUDA path: run as stored, or uploaded as BF16. */
 static bool
 CudaSupportsWeight(cbllm_dtype dt)
 {
-	return dt == CBLLM_F32 || dt == CBLLM_F16 || dt == CBLLM_BF16;
+	return cbllm_dtype_traits_of(dt)->cuda != CBLLM_CUDA_NONE;
 }
 
 /* Device-to-device copy bandwidth, read + write, the median of timed copies. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "cuda_ops.h"
+#include "dtype_device.cuh"
 #include "launch.cuh"
 
 #define BLAS_WORKSPACE (32u << 20)
@@ -24,19 +25,28 @@ typedef struct BlasCtx
 	bool		stream_set;
 } BlasCtx;
 
-/* f32 -> bf16/f16, grid-stride. */
+/* f32 -> T (bf16 or f16), grid-stride. */
+template <typename T>
 __global__ static void
-ToHalfKernel(const float *x, void *out, int64_t n, int bf16)
+ToHalfKernel(const float *x, void *out, int64_t n)
 {
 	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
 		 i += (int64_t) gridDim.x * blockDim.x)
-	{
-		if (bf16)
-			((__nv_bfloat16 *) out)[i] = __float2bfloat16(x[i]);
-		else
-			((__half *) out)[i] = __float2half(x[i]);
-	}
+		StoreFloat((T *) out + i, x[i]);
 }
+
+/* A weight type that cuBLAS multiplies as stored (CBLLM_CUDA_GEMM in dtype.c). */
+typedef struct gemm_type
+{
+	cbllm_dtype dt;
+	void		(*to_type) (const float *x, void *out, int64_t n);	/* activations into dt */
+	cudaDataType_t blas;		/* dt as cuBLAS names it */
+} gemm_type;
+
+static const gemm_type gemm_types[] = {
+	{CBLLM_F16, ToHalfKernel<__half>, CUDA_R_16F},
+	{CBLLM_BF16, ToHalfKernel<__nv_bfloat16>, CUDA_R_16BF},
+};
 
 /* A cuBLAS status as a cbllm status. */
 static int
@@ -79,18 +89,24 @@ cuda_blas_create(void **handle, cbllm_err *err)
 	return CBLLM_OK;
 }
 
-/* d_xh (n halves of dtype) = d_x (n floats). */
+/* d_xh (n elements of dtype) = d_x (n floats). */
 extern "C" int
-cuda_to_half(const float *d_x, int64_t n, int dtype, void *d_xh, cuda_stream s, cbllm_err *err)
+cuda_to_half(const float *d_x, int64_t n, cbllm_dtype dtype, void *d_xh, cuda_stream s,
+			 cbllm_err *err)
 {
+	const gemm_type *g = DtypeRow(gemm_types, dtype);
+	void		(*kernel) (const float *, void *, int64_t);
 	int			blocks = (int) ((n + 255) / 256 < 65535 ? (n + 255) / 256 : 65535);
 	cudaError_t e;
 
 	if (n <= 0)
 		return CBLLM_OK;
-	if (dtype != 1 && dtype != 2)
-		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "cuda_to_half: dtype %d is not f16 or bf16", dtype);
-	CBLLM_LAUNCH(ToHalfKernel, blocks < 1 ? 1 : blocks, 256, 0, s, d_x, d_xh, n, dtype == 2);
+	if (g == NULL)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "cuda_to_half: dtype %d is not one cuBLAS multiplies as stored",
+						  (int) dtype);
+	kernel = g->to_type;
+	CBLLM_LAUNCH(kernel, blocks < 1 ? 1 : blocks, 256, 0, s, d_x, d_xh, n);
 	if ((e = cudaGetLastError()) != cudaSuccess)
 		return cbllm_fail(err, CBLLM_ERR_DEVICE, "CUDA convert failed: %s", cudaGetErrorString(e));
 	return CBLLM_OK;
@@ -102,20 +118,21 @@ cuda_to_half(const float *d_x, int64_t n, int dtype, void *d_xh, cuda_stream s, 
  * of the column-major (cols, rows)) @ x^T (cols, T).
  */
 extern "C" int
-cuda_gemm_half(void *handle, const void *d_w, int dtype, int rows, int cols, const void *d_xh,
-			   int T, float *d_y, cuda_stream s, cbllm_err *err)
+cuda_gemm_half(void *handle, const void *d_w, cbllm_dtype dtype, int rows, int cols,
+			   const void *d_xh, int T, float *d_y, cuda_stream s, cbllm_err *err)
 {
 	const float alpha = 1.0f,
 				beta = 0.0f;
-	cudaDataType_t type = dtype == 2 ? CUDA_R_16BF : CUDA_R_16F;
+	const gemm_type *g = DtypeRow(gemm_types, dtype);
 	BlasCtx    *b = (BlasCtx *) handle;
 	int			rc;
 
 	if (T <= 0)
 		return CBLLM_OK;
-	if (dtype != 1 && dtype != 2)
+	if (g == NULL)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "cuda_matmul: weights must be bf16 or f16 on the GPU");
+						  "cuda_matmul: weights of dtype %d are not ones cuBLAS multiplies as stored",
+						  (int) dtype);
 	if ((!b->stream_set || b->stream != s) &&
 		((rc = CheckBlas(cublasSetStream(b->h, s), "SetStream", err)) ||
 		 (rc = CheckBlas(cublasSetWorkspace(b->h, b->ws, BLAS_WORKSPACE), "workspace", err))))
@@ -124,16 +141,16 @@ cuda_gemm_half(void *handle, const void *d_w, int dtype, int rows, int cols, con
 	b->stream_set = true;
 	return CheckBlas(cublasGemmEx(b->h, CUBLAS_OP_T, CUBLAS_OP_N,
 								  rows, T, cols, &alpha,
-								  d_w, type, cols,
-								  d_xh, type, cols,
+								  d_w, g->blas, cols,
+								  d_xh, g->blas, cols,
 								  &beta, d_y, CUDA_R_32F, rows,
 								  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
 					 "GemmEx", err);
 }
 
 extern "C" int
-cuda_matmul(void *handle, const void *d_w, int dtype, int rows, int cols, const float *d_x,
-			int T, void *d_xh, float *d_y, cuda_stream s, cbllm_err *err)
+cuda_matmul(void *handle, const void *d_w, cbllm_dtype dtype, int rows, int cols,
+			const float *d_x, int T, void *d_xh, float *d_y, cuda_stream s, cbllm_err *err)
 {
 	int			rc = cuda_to_half(d_x, (int64_t) T * cols, dtype, d_xh, s, err);
 

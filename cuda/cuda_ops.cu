@@ -15,6 +15,7 @@
 
 #include "block_reduce.cuh"
 #include "cuda_ops.h"
+#include "dtype_device.cuh"
 #include "launch.cuh"
 #include "../src/rng.h"
 
@@ -172,31 +173,44 @@ cuda_rope(float *d_x, const float *d_cos, const float *d_sin, const int32_t *d_p
 	return CheckLaunch("rope", err);
 }
 
+/* x[t] = row tokens[t] of emb (vocab, dim) of element type T, as f32. */
+template <typename T>
 __global__ static void
-EmbedKernel(const void *emb, int dtype, int dim, const int32_t *tokens, float *x)
+EmbedKernel(const void *emb, int dim, const int32_t *tokens, float *x)
 {
 	int64_t		row = tokens[blockIdx.x];
 	float	   *o = x + (int64_t) blockIdx.x * dim;
 
 	for (int i = threadIdx.x; i < dim; i += blockDim.x)
-	{
-		int64_t		k = row * dim + i;
-
-		o[i] = dtype == 0 ? ((const float *) emb)[k] :
-			dtype == 1 ? __half2float(((const __half *) emb)[k]) :
-			__bfloat162float(((const __nv_bfloat16 *) emb)[k]);
-	}
+		o[i] = ElemToFloat(((const T *) emb)[row * dim + i]);
 }
 
-extern "C" int
-cuda_embed(const void *d_emb, int dtype, int dim, const int32_t *d_tokens, int T, float *d_x,
-		   cuda_stream s, cbllm_err *err)
+/* The embedding kernel of each weight type an embedding table may have on the device. */
+typedef struct embed_type
 {
+	cbllm_dtype dt;
+	void		(*kernel) (const void *emb, int dim, const int32_t *tokens, float *x);
+} embed_type;
+
+static const embed_type embed_types[] = {
+	{CBLLM_F32, EmbedKernel<float>},
+	{CBLLM_F16, EmbedKernel<__half>},
+	{CBLLM_BF16, EmbedKernel<__nv_bfloat16>},
+};
+
+extern "C" int
+cuda_embed(const void *d_emb, cbllm_dtype dtype, int dim, const int32_t *d_tokens, int T,
+		   float *d_x, cuda_stream s, cbllm_err *err)
+{
+	const embed_type *et = DtypeRow(embed_types, dtype);
+	void		(*kernel) (const void *, int, const int32_t *, float *);
+
 	if (T <= 0)
 		return CBLLM_OK;
-	if (dtype < 0 || dtype > 2)
-		return cbllm_fail(err, CBLLM_ERR_INVALID, "embed: unknown dtype %d", dtype);
-	CBLLM_LAUNCH(EmbedKernel, T, ROW_THREADS, 0, s, d_emb, dtype, dim, d_tokens, d_x);
+	if (et == NULL)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "embed: unknown dtype %d", (int) dtype);
+	kernel = et->kernel;
+	CBLLM_LAUNCH(kernel, T, ROW_THREADS, 0, s, d_emb, dim, d_tokens, d_x);
 	return CheckLaunch("embed", err);
 }
 

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../src/dtype.h"
 #include "../src/util.h"
 
 #ifdef __cplusplus
@@ -115,9 +116,9 @@ int			cuda_rope(float *d_x, const float *d_cos, const float *d_sin, const int32_
 
 /*
  * d_x (T, dim) = rows d_tokens[t] of an embedding table d_emb (vocab, dim)
- * stored as dtype (0 f32, 1 f16, 2 bf16, as cbllm_dtype).
+ * stored as dtype (one with a row in cuda_ops.cu's embed_types).
  */
-int			cuda_embed(const void *d_emb, int dtype, int dim, const int32_t *d_tokens, int T,
+int			cuda_embed(const void *d_emb, cbllm_dtype dtype, int dim, const int32_t *d_tokens, int T,
 					   float *d_x, cuda_stream s, cbllm_err *err);
 
 /* d_out (n, dim) = rows d_rows[i] of d_x */
@@ -189,20 +190,23 @@ int			cuda_sample(const float *d_logits, int rows, int n,
 int			cuda_blas_create(void **handle, cbllm_err *err);
 void		cuda_blas_destroy(void *handle);
 
-/* d_xh (n halves: dtype 1 f16, 2 bf16) = d_x (n floats), rounded to nearest even. */
-int			cuda_to_half(const float *d_x, int64_t n, int dtype, void *d_xh, cuda_stream s,
+/*
+ * d_xh (n elements of dtype, a CBLLM_CUDA_GEMM type of dtype.h) = d_x (n
+ * floats), rounded to nearest even.
+ */
+int			cuda_to_half(const float *d_x, int64_t n, cbllm_dtype dtype, void *d_xh, cuda_stream s,
 						 cbllm_err *err);
 
-/* d_y (T, rows) = d_xh (T, cols, halves) @ W^T in cuBLAS, f32 accumulation. */
-int			cuda_gemm_half(void *handle, const void *d_w, int dtype, int rows, int cols,
+/* d_y (T, rows) = d_xh (T, cols, of dtype) @ W^T in cuBLAS, f32 accumulation. */
+int			cuda_gemm_half(void *handle, const void *d_w, cbllm_dtype dtype, int rows, int cols,
 						   const void *d_xh, int T, float *d_y, cuda_stream s, cbllm_err *err);
 
 /*
  * d_y (T, rows) = d_x (T, cols) @ W^T, W (rows, cols) row-major on the device
- * in dtype 1 (f16) or 2 (bf16); d_x is converted to that type in d_xh
- * (T * cols halves of scratch) and cuBLAS accumulates in f32.
+ * in dtype, a CBLLM_CUDA_GEMM type (f16, bf16); d_x is converted to that type
+ * in d_xh (T * cols elements of scratch) and cuBLAS accumulates in f32.
  */
-int			cuda_matmul(void *handle, const void *d_w, int dtype, int rows, int cols,
+int			cuda_matmul(void *handle, const void *d_w, cbllm_dtype dtype, int rows, int cols,
 						const float *d_x, int T, void *d_xh, float *d_y, cuda_stream s,
 						cbllm_err *err);
 

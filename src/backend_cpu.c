@@ -11,8 +11,8 @@
 
 #include "backend.h"
 #include "backend_registry.h"
+#include "dtype.h"
 #include "kernels.h"
-#include "numeric.h"
 
 #define CPU_KV_CAP_BYTES ((size_t) 4 << 30)	/* the pool sized by default: at most 4 GiB */
 #define CPU_COPY_REPS 7			/* timed copies of copy_bandwidth; their median is reported */
@@ -81,10 +81,10 @@ CpuEmbed(cbllm_backend *be, const cbllm_weight *emb, const fwd_batch *b, float *
 {
 	int64_t		dim = emb->cols;
 
+	size_t		row = cbllm_dtype_row_bytes(emb->dtype, dim);
+
 	for (int t = 0; t < b->n_tokens; t++)
-		cbllm_to_f32(emb->dtype,
-					 (const char *) emb->data + (int64_t) b->tokens[t] * dim * cbllm_dtype_size(emb->dtype),
-					 x + t * dim, dim);
+		cbllm_to_f32(emb->dtype, (const char *) emb->data + b->tokens[t] * row, x + t * dim, dim);
 }
 
 /* out = x * w / sqrt(mean(x^2) + eps), row by row. */
@@ -496,11 +496,11 @@ CpuCreate(const backend_params *p, cbllm_backend **out, cbllm_err *err)
 	return cpu_backend_create(&cp, out, err);
 }
 
-/* The kernels read f32, f16 and bf16 matrices. */
+/* The types whose row says the CPU kernels read them. */
 static bool
 CpuSupportsWeight(cbllm_dtype dt)
 {
-	return dt == CBLLM_F32 || dt == CBLLM_F16 || dt == CBLLM_BF16;
+	return cbllm_dtype_traits_of(dt)->cpu;
 }
 
 /* qsort order of doubles. */

@@ -86,7 +86,7 @@ AddStepWeight(void *arg, const model_tensor *mt, cbllm_err *err)
 	if (mt->matrix != NULL && mt->t->per_step)
 	{
 		m->matmul_params += w->rows * w->cols;
-		m->step_weight_bytes += (size_t) (w->rows * w->cols) * cbllm_dtype_size(w->dtype);
+		m->step_weight_bytes += cbllm_dtype_row_bytes(w->dtype, w->rows * w->cols);
 	}
 	return CBLLM_OK;
 }

@@ -74,7 +74,7 @@ DummyTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 		*w = m->embed;
 		return CBLLM_OK;
 	}
-	bytes = (size_t) mt->rows * (size_t) mt->cols * cbllm_dtype_size(CBLLM_BF16);
+	bytes = cbllm_dtype_row_bytes(CBLLM_BF16, mt->rows * mt->cols);
 	w->dtype = CBLLM_BF16;
 	w->rows = mt->rows;
 	w->cols = mt->cols;

@@ -5,8 +5,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "safetensors.h"
-
 /* bf16 to f32 is exact: the bf16 bits are the upper half of the f32. */
 static inline float
 cbllm_bf16_to_f32(uint16_t h)
@@ -59,20 +57,6 @@ cbllm_f16_to_f32(uint16_t h)
 	}
 	memcpy(&f, &u, 4);
 	return f;
-}
-
-/* Convert n elements of dtype dt at src to f32. */
-static inline void
-cbllm_to_f32(cbllm_dtype dt, const void *src, float *dst, int64_t n)
-{
-	if (dt == CBLLM_F32)
-		memcpy(dst, src, sizeof(float) * n);
-	else if (dt == CBLLM_BF16)
-		for (int64_t i = 0; i < n; i++)
-			dst[i] = cbllm_bf16_to_f32(((const uint16_t *) src)[i]);
-	else
-		for (int64_t i = 0; i < n; i++)
-			dst[i] = cbllm_f16_to_f32(((const uint16_t *) src)[i]);
 }
 
 #endif

@@ -20,35 +20,6 @@
 
 #define ST_MAX_HEADER (100u << 20)
 
-/* The safetensors name of a dtype. */
-const char *
-cbllm_dtype_name(cbllm_dtype dt)
-{
-	switch (dt)
-	{
-		case CBLLM_F32:
-			return "F32";
-		case CBLLM_F16:
-			return "F16";
-		case CBLLM_BF16:
-			return "BF16";
-	}
-	return "?";
-}
-
-/* Map a dtype string; returns -1 for dtypes cbllm does not compute with. */
-static int
-ParseDtype(const char *s)
-{
-	if (strcmp(s, "F32") == 0)
-		return CBLLM_F32;
-	if (strcmp(s, "F16") == 0)
-		return CBLLM_F16;
-	if (strcmp(s, "BF16") == 0)
-		return CBLLM_BF16;
-	return -1;
-}
-
 /* Validate one header entry and append it to the archive's tensor list. */
 static int
 AddTensor(st_archive *ar, int file, const cJSON *ent, const char *data,
@@ -63,6 +34,8 @@ AddTensor(st_archive *ar, int file, const cJSON *ent, const char *data,
 	double		b,
 				e;
 	int			d;
+	size_t		need;
+	char		names[64];
 	const cJSON *it;
 	st_tensor  *grown;
 
@@ -70,12 +43,13 @@ AddTensor(st_archive *ar, int file, const cJSON *ent, const char *data,
 		!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT,
 						  "%s: tensor \"%s\" has a malformed header entry", path, name);
-	d = ParseDtype(dt->valuestring);
-	if (d < 0)
+	if (!cbllm_dtype_by_name(dt->valuestring, &t.dtype))
+	{
+		cbllm_dtype_names(names, sizeof(names));
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "%s: tensor \"%s\" has unsupported dtype %s (F32, F16 and BF16 are supported)",
-						  path, name, dt->valuestring);
-	t.dtype = (cbllm_dtype) d;
+						  "%s: tensor \"%s\" has unsupported dtype %s (%s are supported)",
+						  path, name, dt->valuestring, names);
+	}
 	t.ndim = cJSON_GetArraySize(shape);
 	if (t.ndim > ST_MAX_DIMS)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: tensor \"%s\" has %d dimensions",
@@ -101,10 +75,11 @@ AddTensor(st_archive *ar, int file, const cJSON *ent, const char *data,
 						  "%s: file is truncated: tensor \"%s\" ends at byte %.0f of the data but only %zu bytes are present",
 						  path, name, e, data_len);
 	t.nbytes = (size_t) e - (size_t) b;
-	if (t.nbytes != nelem * cbllm_dtype_size(t.dtype))
+	need = cbllm_dtype_row_bytes(t.dtype, (int64_t) nelem);	/* SIZE_MAX: never matches */
+	if (t.nbytes != need)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT,
 						  "%s: tensor \"%s\" holds %zu bytes but its shape and dtype need %zu",
-						  path, name, t.nbytes, nelem * cbllm_dtype_size(t.dtype));
+						  path, name, t.nbytes, need);
 	t.data = data + (size_t) b;
 	t.file = file;
 	t.name = strdup(name);

@@ -12,25 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dtype.h"
 #include "util.h"
 
-typedef enum cbllm_dtype
-{
-	CBLLM_F32 = 0,
-	CBLLM_F16 = 1,
-	CBLLM_BF16 = 2
-} cbllm_dtype;
-
 #define ST_MAX_DIMS 4
-
-/* Size in bytes of one element of a dtype. */
-static inline size_t
-cbllm_dtype_size(cbllm_dtype dt)
-{
-	return dt == CBLLM_F32 ? 4 : 2;
-}
-
-const char *cbllm_dtype_name(cbllm_dtype dt);
 
 typedef struct st_tensor
 {

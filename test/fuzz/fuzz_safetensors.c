@@ -35,7 +35,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(t->shape[d] >= 0, "non-negative dimensions");
 			nelem *= (size_t) t->shape[d];
 		}
-		FUZZ_CHECK(t->nbytes == nelem * cbllm_dtype_size(t->dtype), "bytes = shape x dtype size");
+		FUZZ_CHECK(t->nbytes == cbllm_dtype_row_bytes(t->dtype, (int64_t) nelem), "bytes = shape x dtype size");
 		FUZZ_CHECK(p >= lo && p <= hi && t->nbytes <= hi - p, "the tensor lies inside the file");
 		FUZZ_CHECK(st_find(ar, t->name) != NULL, "a tensor is found by its name");
 		if (t->nbytes > 0)		/* read the first and last bytes: ASan checks them */

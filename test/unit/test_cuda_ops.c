@@ -20,6 +20,7 @@
 #include "model.h"
 #include "numeric.h"
 #include "compare.h"
+#include "dtype_values.h"
 #include "tap.h"
 
 static unsigned rng_state = 12345;
@@ -367,6 +368,96 @@ TestMatmul(void)
 	cuda_blas_destroy(blas);
 	free(w), free(x), free(ref), free(y0), free(wb), free(got);
 	cuda_free(dw), cuda_free(dxh), cuda_free(dx), cuda_free(dy);
+}
+
+/*
+ * Every weight type against the kernels' per-type tables: an embedding table
+ * of each widens exactly; a type whose row says CBLLM_CUDA_GEMM is multiplied
+ * as stored (exactly, on small integers) and any other is refused by the
+ * conversion of the activations, as is a value that is no type.
+ */
+static void
+TestWeightTypes(void)
+{
+	enum
+	{
+		ROWS = 6, COLS = 40, T = 3
+	};
+	int32_t		tokens[T] = {4, 0, 5};
+	float		x[T * COLS],
+				ref[T * ROWS],
+				emb_ref[T * COLS],
+				wrow[COLS];
+	float	   *dx = NULL,
+			   *dy = NULL,
+			   *de = NULL,
+			   *got;
+	void	   *dxh = NULL,
+			   *blas = NULL;
+	int32_t    *dtok = UpBytes(tokens, sizeof(tokens));
+	cbllm_err	err;
+	int			rc;
+
+	for (int i = 0; i < T * COLS; i++)
+		x[i] = (float) ((i * 5) % 7 - 3);
+	dx = Up(x, T * COLS);
+	cuda_alloc((void **) &dy, sizeof(float) * T * ROWS, NULL);
+	cuda_alloc((void **) &de, sizeof(float) * T * COLS, NULL);
+	cuda_alloc(&dxh, sizeof(float) * T * COLS, NULL);
+	rc = cuda_blas_create(&blas, &err);
+	TAP_OK(rc == CBLLM_OK, "a cuBLAS handle for the weight-type checks");
+	for (int d = 0; d < CBLLM_DTYPE_COUNT; d++)
+	{
+		cbllm_dtype dt = (cbllm_dtype) d;
+		size_t		row_bytes = cbllm_dtype_row_bytes(dt, COLS);
+		void	   *h = malloc(row_bytes * ROWS);
+		void	   *dw;
+
+		for (int i = 0; i < ROWS * COLS; i++)
+			StoreSmallInt(dt, h, i, (i * 3) % 8 - 4);
+		for (int r = 0; r < ROWS; r++)
+		{
+			cbllm_to_f32(dt, (const char *) h + r * row_bytes, wrow, COLS);
+			for (int t = 0; t < T; t++)
+			{
+				double		sum = 0;
+
+				for (int k = 0; k < COLS; k++)
+					sum += (double) wrow[k] * x[t * COLS + k];
+				ref[t * ROWS + r] = (float) sum;
+				if (r == tokens[t])
+					memcpy(emb_ref + t * COLS, wrow, sizeof(wrow));
+			}
+		}
+		dw = UpBytes(h, row_bytes * ROWS);
+		rc = cuda_embed(dw, dt, COLS, dtok, T, de, NULL, &err);
+		got = Down(de, T * COLS);
+		TAP_OK(rc == CBLLM_OK && memcmp(got, emb_ref, sizeof(emb_ref)) == 0,
+			   "embed of a %s table gives exactly the widened rows", cbllm_dtype_name(dt));
+		free(got);
+		if (cbllm_dtype_traits_of(dt)->cuda == CBLLM_CUDA_GEMM)
+		{
+			rc = cuda_matmul(blas, dw, dt, ROWS, COLS, dx, T, dxh, dy, NULL, &err);
+			if (rc == CBLLM_OK)
+				rc = cuda_stream_sync(NULL, &err);
+			got = Down(dy, T * ROWS);
+			TAP_OK(rc == CBLLM_OK && memcmp(got, ref, sizeof(ref)) == 0,
+				   "%s weights run as stored: cuBLAS matmul of small integers is exact%s%s",
+				   cbllm_dtype_name(dt), rc ? ": " : "", rc ? err.msg : "");
+			free(got);
+		}
+		else
+			TAP_OK(cuda_to_half(dx, T * COLS, dt, dxh, NULL, &err) == CBLLM_ERR_UNSUPPORTED,
+				   "%s is not converted for cuBLAS: its row does not say it runs as stored",
+				   cbllm_dtype_name(dt));
+		free(h);
+		cuda_free(dw);
+	}
+	TAP_OK(cuda_embed(dx, CBLLM_DTYPE_COUNT, COLS, dtok, T, de, NULL, &err) == CBLLM_ERR_INVALID &&
+		   cuda_to_half(dx, T * COLS, CBLLM_DTYPE_COUNT, dxh, NULL, &err) == CBLLM_ERR_UNSUPPORTED,
+		   "a value that is no type is refused by embed and by the conversion");
+	cuda_blas_destroy(blas);
+	cuda_free(dx), cuda_free(dy), cuda_free(de), cuda_free(dxh), cuda_free(dtok);
 }
 
 /* The scatter of a step's keys and values into bf16 cache slots: the rows written, nothing else. */
@@ -799,6 +890,7 @@ main(int argc, char **argv)
 	TestRope();
 	TestEmbedGatherArgmax();
 	TestMatmul();
+	TestWeightTypes();
 	TestKvStore();
 	TestAttention(0, 32);
 	TestAttention(6, 32);

@@ -1,0 +1,121 @@
+/*
+ * dtype.c: the table of weight types (dtype.h says what a row must give).
+ */
+#include "dtype.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "numeric.h"
+
+/* f32 rows are already f32. */
+static void
+F32ToF32(const void *src, float *dst, int64_t n)
+{
+	if (n > 0)
+		memcpy(dst, src, sizeof(float) * (size_t) n);
+}
+
+/* IEEE half rows widened exactly. */
+static void
+F16ToF32(const void *src, float *dst, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		dst[i] = cbllm_f16_to_f32(((const uint16_t *) src)[i]);
+}
+
+/* bf16 rows widened exactly. */
+static void
+Bf16ToF32(const void *src, float *dst, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		dst[i] = cbllm_bf16_to_f32(((const uint16_t *) src)[i]);
+}
+
+static const cbllm_dtype_traits dtype_table[CBLLM_DTYPE_COUNT] = {
+	[CBLLM_F32] = {
+		.name = "F32", .block_elems = 1, .block_bytes = 4, .to_f32 = F32ToF32,
+		.cpu = true, .cuda = CBLLM_CUDA_AS_BF16,
+	},
+	[CBLLM_F16] = {
+		.name = "F16", .block_elems = 1, .block_bytes = 2, .to_f32 = F16ToF32,
+		.cpu = true, .cuda = CBLLM_CUDA_GEMM,
+	},
+	[CBLLM_BF16] = {
+		.name = "BF16", .block_elems = 1, .block_bytes = 2, .to_f32 = Bf16ToF32,
+		.cpu = true, .cuda = CBLLM_CUDA_GEMM,
+	},
+};
+
+/* What a value that is no type answers with. */
+static const cbllm_dtype_traits dtype_unknown = {.name = "?", .cuda = CBLLM_CUDA_NONE};
+
+/* The row of dt, or the unknown row. */
+const cbllm_dtype_traits *
+cbllm_dtype_traits_of(cbllm_dtype dt)
+{
+	return (unsigned) dt < CBLLM_DTYPE_COUNT ? &dtype_table[dt] : &dtype_unknown;
+}
+
+/* The name of dt's row. */
+const char *
+cbllm_dtype_name(cbllm_dtype dt)
+{
+	return cbllm_dtype_traits_of(dt)->name;
+}
+
+/* The row whose name is name. */
+bool
+cbllm_dtype_by_name(const char *name, cbllm_dtype *dt)
+{
+	for (int i = 0; i < CBLLM_DTYPE_COUNT; i++)
+		if (strcmp(dtype_table[i].name, name) == 0)
+		{
+			*dt = (cbllm_dtype) i;
+			return true;
+		}
+	return false;
+}
+
+/* The names joined with commas and a final "and". */
+void
+cbllm_dtype_names(char *buf, size_t len)
+{
+	size_t		used = 0;
+
+	if (len == 0)
+		return;
+	buf[0] = '\0';
+	for (int i = 0; i < CBLLM_DTYPE_COUNT && used < len; i++)
+	{
+		const char *sep = i == 0 ? "" : i == CBLLM_DTYPE_COUNT - 1 ? " and " : ", ";
+		int			w = snprintf(buf + used, len - used, "%s%s", sep, dtype_table[i].name);
+
+		if (w < 0)
+			return;
+		used += (size_t) w;
+	}
+}
+
+/* Whole blocks times the bytes of one. */
+size_t
+cbllm_dtype_traits_row_bytes(const cbllm_dtype_traits *t, int64_t n)
+{
+	if (n < 0 || t->block_elems <= 0 || t->block_bytes == 0 || n % t->block_elems != 0)
+		return SIZE_MAX;
+	return (size_t) (n / t->block_elems) * t->block_bytes;
+}
+
+/* The row bytes of dt's row. */
+size_t
+cbllm_dtype_row_bytes(cbllm_dtype dt, int64_t n)
+{
+	return cbllm_dtype_traits_row_bytes(cbllm_dtype_traits_of(dt), n);
+}
+
+/* The reference conversion of dt's row. */
+void
+cbllm_to_f32(cbllm_dtype dt, const void *src, float *dst, int64_t n)
+{
+	cbllm_dtype_traits_of(dt)->to_f32(src, dst, n);
+}

@@ -1,0 +1,103 @@
+/*
+ * dtype.h: the weight types, one row of traits each (dtype.c).
+ *
+ * Whatever depends on how a weight type is stored asks its row: the name a
+ * file spells it with, the bytes of a row of n elements, a reference
+ * conversion to f32, and how each backend consumes it, rather than
+ * switching on the type.  Plain C11 with no PostgreSQL, usable from C++: the
+ * CUDA kernels include it.
+ *
+ * Types are stored in blocks: block_elems elements in block_bytes bytes
+ * (one element per block for the float types; a block-quantized type packs
+ * 32 or 256 weights with their scales).  A row of a matrix is a whole number
+ * of blocks.
+ *
+ * Adding a type (a GGUF Q8_0 or Q4_K, say) is one enum value before
+ * CBLLM_DTYPE_COUNT and one row in dtype.c giving:
+ *   name         as the file format spells it ("Q8_0")
+ *   block_elems  elements per block (32 for Q8_0, 256 for the K-quants)
+ *   block_bytes  bytes per block, scales included (34 for Q8_0)
+ *   to_f32       the reference conversion of whole blocks to f32
+ *   cpu          whether the CPU kernels read it; when true, kernels_simd.inc
+ *                gives it an entry in weight_tiles_by_dtype (the tiles that
+ *                read its rows and its widening to f32, for every instruction
+ *                set; a blocked type needs tiles that walk blocks)
+ *   cuda         how the CUDA backend runs it; CBLLM_CUDA_GEMM needs an entry
+ *                in cuda_gemm.cu's gemm_types, and the type its embedding
+ *                table has on the device one in cuda_ops.cu's embed_types
+ * A row whose cpu is false and cuda is CBLLM_CUDA_NONE is loaded and then
+ * refused by every backend, naming the type.  The CUDA backend's upload
+ * and its count of device bytes follow the cuda path (CBLLM_CUDA_AS_BF16
+ * goes through to_f32).
+ */
+#ifndef CBLLM_DTYPE_H
+#define CBLLM_DTYPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C"
+{
+#endif
+
+typedef enum cbllm_dtype
+{
+	CBLLM_F32 = 0,
+	CBLLM_F16 = 1,
+	CBLLM_BF16 = 2,
+	CBLLM_DTYPE_COUNT			/* not a type: the number of types */
+} cbllm_dtype;
+
+/* How the CUDA backend runs the matrices of a type. */
+typedef enum cbllm_cuda_path
+{
+	CBLLM_CUDA_NONE = 0,		/* it does not */
+	CBLLM_CUDA_GEMM,			/* stored as is; activations converted to the type, cuBLAS GEMM
+								 * accumulating in f32 */
+	CBLLM_CUDA_AS_BF16			/* uploaded converted to bf16, then run as BF16 */
+} cbllm_cuda_path;
+
+/* One weight type. */
+typedef struct cbllm_dtype_traits
+{
+	const char *name;			/* as safetensors spells it: "BF16" */
+	int			block_elems;	/* elements per block */
+	size_t		block_bytes;	/* bytes per block */
+	/* dst[0, n) = src's n elements as f32, n a multiple of block_elems */
+	void		(*to_f32) (const void *src, float *dst, int64_t n);
+	bool		cpu;			/* the CPU kernels read it (kernels_simd.inc) */
+	cbllm_cuda_path cuda;		/* how the CUDA backend runs it */
+} cbllm_dtype_traits;
+
+/* The row of dt; for a value that is no type, a row named "?" that no backend runs and that has no size. */
+const cbllm_dtype_traits *cbllm_dtype_traits_of(cbllm_dtype dt);
+
+/* The safetensors name of dt ("F32", "F16", "BF16"); "?" for a value that is no type. */
+const char *cbllm_dtype_name(cbllm_dtype dt);
+
+/* The type safetensors names name (case-sensitive) into *dt; false when there is none. */
+bool		cbllm_dtype_by_name(const char *name, cbllm_dtype *dt);
+
+/* Every type's name in table order, as prose: "F32, F16 and BF16". */
+void		cbllm_dtype_names(char *buf, size_t len);
+
+/*
+ * Bytes of n elements stored as described by t: SIZE_MAX when n is negative
+ * or not a whole number of blocks, or t has no size, so that such a count
+ * never matches a real size and allocating it fails.
+ */
+size_t		cbllm_dtype_traits_row_bytes(const cbllm_dtype_traits *t, int64_t n);
+
+/* Bytes of n elements of dt, as cbllm_dtype_traits_row_bytes. */
+size_t		cbllm_dtype_row_bytes(cbllm_dtype dt, int64_t n);
+
+/* dst[0, n) = the n elements of dt at src as f32, through the row's reference conversion. */
+void		cbllm_to_f32(cbllm_dtype dt, const void *src, float *dst, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
