@@ -49,6 +49,7 @@ ENGINE_SRCS = \
 	src/backend_cpu.c \
 	src/backend_registry.c \
 	src/kv_cache.c \
+	src/block_manager.c \
 	src/swap_space.c \
 	src/forward.c \
 	src/sampler.c \
@@ -67,6 +68,7 @@ UNIT_TESTS = \
 	build/test/test_loader \
 	build/test/test_sampler \
 	build/test/test_kv_cache \
+	build/test/test_block_manager \
 	build/test/test_engine \
 	build/test/test_scheduler \
 	build/test/test_engine_ipc \
