@@ -71,6 +71,7 @@ UNIT_TESTS = \
 	build/test/test_block_manager \
 	build/test/test_engine \
 	build/test/test_scheduler \
+	build/test/test_scheduler_plan \
 	build/test/test_engine_ipc \
 	build/test/test_request_check \
 	build/test/test_backend_registry
