@@ -51,6 +51,7 @@ ENGINE_SRCS = \
 	src/backend_cpu.c \
 	src/backend_registry.c \
 	src/kv_cache.c \
+	src/block_manager.c \
 	src/swap_space.c \
 	src/forward.c \
 	src/rng.c \
@@ -73,8 +74,10 @@ UNIT_TESTS = \
 	build/test/test_model_dummy \
 	build/test/test_sampler \
 	build/test/test_kv_cache \
+	build/test/test_block_manager \
 	build/test/test_engine \
 	build/test/test_scheduler \
+	build/test/test_scheduler_plan \
 	build/test/test_engine_ipc \
 	build/test/test_request_check \
 	build/test/test_backend_registry \

@@ -26,7 +26,8 @@
  * The KV pool: kv_blocks says how many blocks fit the memory budget when the
  * caller gave no size; a backend that keeps K and V in memory of its own
  * allocates them with alloc_kv, and then the engine's kv_cache holds only
- * the bookkeeping.  How a backend stores a block (its dtype and bytes) and
+ * the geometry.  Which block holds what is the block manager's
+ * (block_manager.h); a backend only stores and copies.  How a backend stores a block (its dtype and bytes) and
  * how a backend is found and created are in backend_registry.h.
  */
 #ifndef CBLLM_BACKEND_H

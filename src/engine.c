@@ -1,8 +1,10 @@
 /*
  * engine.c: the engine facade: create, submit, step, take, abort, stats.
- * A step plans the batch (scheduler.c), runs one forward pass over it,
- * samples a token for every sequence that finished its prompt or decoded,
- * and records the results in each request (request.c).
+ * A step asks the scheduler for a plan (scheduler.c), executes it (the swap
+ * copies on the backend, one forward pass over the batch, a token sampled
+ * for every sequence that finished its prompt or decoded, recorded in its
+ * request by request.c), gives the results to the scheduler's update, and
+ * finishes the requests that ended.  The step's counters are recorded here.
  */
 #include <math.h>
 #include <stdint.h>
@@ -241,6 +243,24 @@ SizeKvPool(cbllm_engine *e, cbllm_err *err)
 	return CBLLM_OK;
 }
 
+/* The block manager over the KV pool and the swap area, and the scheduler over it and the queues. */
+static int
+CreateScheduler(cbllm_engine *e, cbllm_err *err)
+{
+	const cbllm_engine_params *p = &e->params;
+	bm_params	bp = {p->num_kv_blocks, p->block_size, p->num_swap_blocks,
+	e->model->cfg.sliding_window, p->no_prefix_caching};
+	sched_params sp = {&e->waiting, &e->running, NULL,
+	{p->max_num_seqs, p->max_num_batched_tokens, p->preempt_mode, p->static_batching,
+	engine_kv_bytes(e, p->block_size)}};
+	int			rc;
+
+	if ((rc = bm_create(&bp, &e->bm, err)) != CBLLM_OK)
+		return rc;
+	sp.bm = e->bm;
+	return scheduler_init(&e->sched, &sp, err);
+}
+
 /* Create the compute parts: pool, backend, forward workspace, cache, swap area, samplers. */
 static int
 CreateCompute(cbllm_engine *e, cbllm_err *err)
@@ -275,17 +295,16 @@ CreateCompute(cbllm_engine *e, cbllm_err *err)
 		(rc = swap_space_create(p->num_swap_blocks,
 								(int64_t) (e->kv_layout.block_bytes / (2 * sizeof(float))),
 								&e->swap, err)) ||
-		(e->be->prepare_swap != NULL && (rc = e->be->prepare_swap(e->be, e->swap, err))))
+		(e->be->prepare_swap != NULL && (rc = e->be->prepare_swap(e->be, e->swap, err))) ||
+		(rc = CreateScheduler(e, err)))
 		return rc;
 	forward_set_kv(e->fwd, e->kv);
-	e->sec_per_prefill_token = 1e-3;	/* replaced by measurements as steps run */
-	e->swap_bytes_per_sec = 4e9;
 	if ((rc = CreateSamplers(e, err)))
 		return rc;
 	e->step_seqs = calloc(p->max_num_seqs, sizeof(fwd_seq));
-	e->step_reqs = calloc(p->max_num_seqs, sizeof(cbllm_request *));
 	e->step_tokens = calloc(p->max_num_seqs, sizeof(int32_t));
-	if (e->step_seqs == NULL || e->step_reqs == NULL || e->step_tokens == NULL)
+	e->step_results = calloc(p->max_num_seqs, sizeof(sched_result));
+	if (e->step_seqs == NULL || e->step_tokens == NULL || e->step_results == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 	return CBLLM_OK;
 }
@@ -323,7 +342,7 @@ CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 	e->eos_id = tokenizer_eos_id(e->tok) >= 0 ? tokenizer_eos_id(e->tok) : e->model->cfg.eos_id;
 	if ((rc = ResolveParams(e, p, err)) || (rc = CreateCompute(e, err)))
 		goto fail;
-	e->stats.kv_blocks_total = e->kv->n_blocks;
+	e->stats.kv_blocks_total = e->bm->n_blocks;
 	*out = e;
 	return CBLLM_OK;
 fail:
@@ -427,19 +446,18 @@ FailAll(cbllm_engine *e)
 		request_finish(e, e->waiting.head, CBLLM_FINISH_ERROR, e->lost_msg);
 }
 
-/* Fail every request of a step that could not run. */
-static void
-FailStep(cbllm_engine *e, int n_seqs, const char *msg)
+/* The request of step sequence i. */
+static inline cbllm_request *
+StepRequest(const cbllm_engine *e, int i)
 {
-	for (int i = 0; i < n_seqs; i++)
-		request_finish(e, e->step_reqs[i], CBLLM_FINISH_ERROR, msg);
+	return e->sched.plan.seqs[i].req;
 }
 
 typedef struct sample_job
 {
 	cbllm_engine *e;
 	const float *logits;		/* (rows, vocab) */
-	const int32_t *seq_of_row;	/* (rows) index into step_reqs */
+	const int32_t *seq_of_row;	/* (rows) index into the step's sequences */
 } sample_job;
 
 /* One task: sample the token of one logits row with the thread's own scratch. */
@@ -449,7 +467,7 @@ SampleTask(void *arg, int row, int thread)
 	sample_job *j = arg;
 	cbllm_engine *e = j->e;
 	int			i = j->seq_of_row[row];
-	cbllm_request *r = e->step_reqs[i];
+	cbllm_request *r = StepRequest(e, i);
 	sampler_params spp = {r->sp.temperature, r->sp.top_p, r->sp.top_k};
 
 	e->step_tokens[i] = sampler_sample(e->samplers[thread],
@@ -481,13 +499,13 @@ SampleStep(cbllm_engine *e, int n_seqs, cbllm_err *err)
 
 		for (int r = 0; r < n; r++)
 		{
-			const cbllm_sampling *sp = &e->step_reqs[rows[r]]->sp;
+			const cbllm_sampling *sp = &StepRequest(e, rows[r])->sp;
 
 			p[r].temperature = sp->temperature;
 			p[r].top_p = sp->top_p;
 			p[r].top_k = sp->top_k;
 			p[r].u = sp->temperature > 0 && sp->top_k != 1 ?
-				(float) rng_uniform(&e->step_reqs[rows[r]]->rng) : 0.0f;
+				(float) rng_uniform(&StepRequest(e, rows[r])->rng) : 0.0f;
 			if (p[r].u >= 1.0f)
 				p[r].u = 0.99999994f;	/* a double just below 1 rounds up to 1 as a float */
 		}
@@ -507,15 +525,183 @@ SampleStep(cbllm_engine *e, int n_seqs, cbllm_err *err)
 	return CBLLM_OK;
 }
 
-/* One iteration: plan, run the forward pass, sample, record. */
+/* Finish the requests the scheduler took out of the queues. */
+static void
+FinishRetired(cbllm_engine *e, const sched_finished *f, int n)
+{
+	for (int i = 0; i < n; i++)
+		request_finish(e, f[i].req, f[i].why, f[i].error);
+}
+
+/*
+ * Copy the plan's swaps in plan order; *n_done says how many ran (all but
+ * the failed one and those after it on a failure).  The auto preemption
+ * choice learns the copy rate from the swap-outs: the backend's measurement
+ * when it has one (its copies run asynchronously), else their timing.
+ */
+static int
+RunSwaps(cbllm_engine *e, const sched_plan *plan, int *n_done, cbllm_err *err)
+{
+	scheduler  *s = &e->sched;
+
+	for (*n_done = 0; *n_done < plan->n_swaps; (*n_done)++)
+	{
+		const sched_swap *w = &plan->swaps[*n_done];
+		const int32_t *blocks = plan->copy_blocks + w->first;
+		const int32_t *ids = plan->copy_swap_ids + w->first;
+		double		t0 = cbllm_now();
+		int			rc = w->out ?
+			e->be->swap_out(e->be, e->kv, e->swap, blocks, ids, w->n, err) :
+			e->be->swap_in(e->be, e->kv, e->swap, blocks, ids, w->n, err);
+
+		if (rc != CBLLM_OK)
+			return rc;
+		if (!w->out)
+			continue;
+		if (e->be->swap_bytes_per_sec > 0)
+			s->swap_bytes_per_sec = e->be->swap_bytes_per_sec;
+		else
+			s->swap_bytes_per_sec = 0.8 * s->swap_bytes_per_sec + 0.2 *
+				(w->n * (double) engine_kv_bytes(e, e->params.block_size) /
+				 (cbllm_now() - t0 + 1e-9));
+	}
+	return CBLLM_OK;
+}
+
+/*
+ * After a failed copy: a victim whose swap-out did not run lost its swapped
+ * KV and recomputes it (one swapped back in by the same plan is in the
+ * failed step and fails with it).
+ */
+static void
+DropUncopiedSwaps(cbllm_engine *e, const sched_plan *plan, int n_done)
+{
+	for (int i = n_done; i < plan->n_swaps; i++)
+	{
+		cbllm_request *r = plan->swaps[i].req;
+
+		if (plan->swaps[i].out && r->state == REQ_WAITING && r->table.swapped)
+			request_release_swap(e->bm, r);
+	}
+}
+
+/* Count the plan's preemptions: by swap when its swap-out copy ran, else by recompute. */
+static void
+RecordPreemptions(cbllm_engine *e, const sched_plan *plan, int n_swaps_done)
+{
+	for (int i = 0; i < plan->n_preempted; i++)
+	{
+		int			w = plan->preempted[i].swap;
+
+		if (w >= 0 && w < n_swaps_done)
+			e->stats.preemptions_swap++;
+		else
+			e->stats.preemptions_recompute++;
+		e->stats.preemptions++;
+	}
+}
+
+/*
+ * A step that could not run: its requests fail with the message; a sticky
+ * device fault fails everything, for good.
+ */
+static int
+FailStep(cbllm_engine *e, const sched_plan *plan, int rc, cbllm_err *err)
+{
+	for (int i = 0; i < plan->n_seqs; i++)
+		request_finish(e, plan->seqs[i].req, CBLLM_FINISH_ERROR, err->msg);
+	if (rc == CBLLM_ERR_DEVICE && e->be->healthy != NULL && !e->be->healthy(e->be))
+	{
+		/* a sticky fault: nothing will run on this device again */
+		e->lost = true;
+		snprintf(e->lost_msg, sizeof(e->lost_msg),
+				 "the %s device failed and cannot continue (%.400s); the engine must be recreated",
+				 e->be->name, err->msg);
+		FailAll(e);
+		rc = cbllm_fail(err, CBLLM_ERR_DEVICE_LOST, "%s", e->lost_msg);
+	}
+	return rc;
+}
+
+/* The forward pass's view of the plan's sequences. */
+static void
+BuildBatch(cbllm_engine *e, const sched_plan *plan)
+{
+	for (int i = 0; i < plan->n_seqs; i++)
+	{
+		const sched_seq *q = &plan->seqs[i];
+		fwd_seq    *f = &e->step_seqs[i];
+
+		f->tokens = q->req->tokens + q->req->n_computed;
+		f->n_tokens = q->n_tokens;
+		f->pos0 = q->req->n_computed;
+		f->block_table = q->req->table.ids;
+		f->logits = q->sample ? FWD_LOGITS_LAST : FWD_LOGITS_NONE;
+	}
+}
+
+/* Record each sampled token in its request; what it decided goes to step_results. */
+static void
+RecordTokens(cbllm_engine *e, const sched_plan *plan)
+{
+	for (int i = 0; i < plan->n_seqs; i++)
+	{
+		sched_result *res = &e->step_results[i];
+
+		res->finish = CBLLM_FINISH_NONE;
+		res->error = NULL;
+		if (plan->seqs[i].sample &&
+			request_append_token(e, plan->seqs[i].req, e->step_tokens[i], &res->finish) != CBLLM_OK)
+		{
+			res->finish = CBLLM_FINISH_ERROR;
+			res->error = "out of memory recording output";
+		}
+	}
+}
+
+/* The counters of a step that ran, and the prefill rate the auto preemption choice uses. */
+static void
+RecordStep(cbllm_engine *e, const sched_plan *plan, const sched_update *u, double seconds)
+{
+	e->stats.steps++;
+	e->stats.batch_seqs_sum += plan->n_seqs;
+	e->stats.tokens_prompt += u->n_prompt_tokens;
+	if (u->n_tokens >= 64)
+		e->sched.sec_per_prefill_token = 0.8 * e->sched.sec_per_prefill_token +
+			0.2 * seconds / u->n_tokens;
+}
+
+/* Run the plan's batch: forward pass, sampling, then the scheduler's update. */
+static int
+RunBatch(cbllm_engine *e, const sched_plan *plan, cbllm_err *err)
+{
+	const sched_update *u;
+	int			n_rows,
+				rc;
+	double		t0 = cbllm_now();
+
+	BuildBatch(e, plan);
+	rc = forward_run(e->fwd, e->step_seqs, plan->n_seqs, &n_rows, err);
+	if (rc == CBLLM_OK)
+		rc = SampleStep(e, plan->n_seqs, err);
+	t0 = cbllm_now() - t0;
+	e->stats.forward_seconds += t0;
+	if (rc != CBLLM_OK)
+		return FailStep(e, plan, rc, err);
+	RecordTokens(e, plan);
+	u = scheduler_update(&e->sched, plan, e->step_results);
+	FinishRetired(e, u->finished, u->n_finished);
+	RecordStep(e, plan, u, t0);
+	return CBLLM_OK;
+}
+
+/* One iteration: plan, execute the plan (swaps, forward pass, sampling), update. */
 static int
 StepOnce(cbllm_engine *e, int *n_active, cbllm_err *err)
 {
-	int			n_rows = 0,
-				rc = CBLLM_OK;
-	int			n_seqs,
-				n_step_tokens = 0;
-	double		t0;
+	const sched_plan *plan;
+	int			rc,
+				n_swaps_done;
 	cbllm_err	local;
 
 	if (err == NULL)
@@ -528,56 +714,19 @@ StepOnce(cbllm_engine *e, int *n_active, cbllm_err *err)
 			*n_active = 0;
 		return cbllm_fail(err, CBLLM_ERR_DEVICE_LOST, "%s", e->lost_msg);
 	}
-	n_seqs = scheduler_plan(e);
-	if (n_seqs > 0)
+	plan = scheduler_plan(&e->sched, engine_now(e));
+	FinishRetired(e, plan->finished, plan->n_finished);
+	rc = RunSwaps(e, plan, &n_swaps_done, err);
+	RecordPreemptions(e, plan, n_swaps_done);
+	if (rc != CBLLM_OK)
 	{
-		t0 = cbllm_now();
-		rc = forward_run(e->fwd, e->step_seqs, n_seqs, &n_rows, err);
-		if (rc == CBLLM_OK)
-			rc = SampleStep(e, n_seqs, err);
-		t0 = cbllm_now() - t0;
-		e->stats.forward_seconds += t0;
-		if (rc != CBLLM_OK)
-		{
-			FailStep(e, n_seqs, err->msg);
-			if (rc == CBLLM_ERR_DEVICE && e->be->healthy != NULL && !e->be->healthy(e->be))
-			{
-				/* a sticky fault: nothing will run on this device again */
-				e->lost = true;
-				snprintf(e->lost_msg, sizeof(e->lost_msg),
-						 "the %s device failed and cannot continue (%.400s); the engine must be recreated",
-						 e->be->name, err->msg);
-				FailAll(e);
-				rc = cbllm_fail(err, CBLLM_ERR_DEVICE_LOST, "%s", e->lost_msg);
-			}
-		}
-		else
-		{
-			e->stats.steps++;
-			e->stats.batch_seqs_sum += n_seqs;
-			for (int i = 0; i < n_seqs; i++)
-			{
-				cbllm_request *r = e->step_reqs[i];
-
-				if (r->n_computed < r->n_prompt)
-					e->stats.tokens_prompt += r->step_tokens;
-				n_step_tokens += r->step_tokens;
-				r->n_computed += r->step_tokens;
-				request_register_blocks(e, r);
-				request_drop_window_blocks(e, r);
-				if (e->step_seqs[i].logits == FWD_LOGITS_NONE)
-					continue;
-				if (request_append_token(e, r, e->step_tokens[i]) != CBLLM_OK)
-					request_finish(e, r, CBLLM_FINISH_ERROR, "out of memory recording output");
-			}
-			if (n_step_tokens >= 64)
-				e->sec_per_prefill_token = 0.8 * e->sec_per_prefill_token +
-					0.2 * t0 / n_step_tokens;
-		}
+		DropUncopiedSwaps(e, plan, n_swaps_done);
+		rc = FailStep(e, plan, rc, err);
 	}
+	else if (plan->n_seqs > 0)
+		rc = RunBatch(e, plan, err);
 	if (n_active)
 		*n_active = e->waiting.n + e->running.n;
-	(void) n_rows;
 	return rc;
 }
 
@@ -618,7 +767,7 @@ RequestPhase(const cbllm_request *r)
 	if (r->state == REQ_FINISHED)
 		return CBLLM_PHASE_FINISHED;
 	if (r->state == REQ_WAITING)
-		return r->swapped ? CBLLM_PHASE_SWAPPED :
+		return r->table.swapped ? CBLLM_PHASE_SWAPPED :
 			r->admitted ? CBLLM_PHASE_PREEMPTED : CBLLM_PHASE_QUEUED;
 	return r->n_computed < r->n_tokens - 1 ? CBLLM_PHASE_PREFILL : CBLLM_PHASE_DECODE;
 }
@@ -674,28 +823,23 @@ cbllm_engine_abort(cbllm_engine *e, int64_t id, cbllm_err *err)
 
 /*
  * Logits of every position of a prompt, computed in chunks through a
- * temporary sequence that takes blocks from the pool and gives them back.
+ * temporary block table that takes blocks from the pool and gives them back.
  * out: (n, vocab).  For tests and tools; needs no other request running.
  */
 int
 cbllm_engine_prompt_logits(cbllm_engine *e, const int32_t *ids, int n, float *out,
 						   cbllm_err *err)
 {
-	cbllm_request tmp;
+	block_table t = {0};
 	int			vocab = e->model->cfg.vocab_size;
 	int			rc = CBLLM_OK;
 
 	DropTaken(e);
 	if (n < 1 || n > e->params.max_model_len)
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "prompt of %d tokens is out of range", n);
-	memset(&tmp, 0, sizeof(tmp));
-	tmp.tokens = (int32_t *) ids;
-	tmp.n_tokens = n;
-	if (request_ensure_blocks(e, &tmp, n) != CBLLM_OK)
+	if (bm_allocate(e->bm, &t, n) != CBLLM_OK)
 	{
-		free(tmp.blocks);
-		free(tmp.hashes);
-		free(tmp.serials);
+		bm_table_free(&t);
 		return cbllm_fail(err, CBLLM_ERR_FULL, "the KV cache has no room for %d positions", n);
 	}
 	for (int pos = 0; pos < n && rc == CBLLM_OK;)
@@ -708,7 +852,7 @@ cbllm_engine_prompt_logits(cbllm_engine *e, const int32_t *ids, int n, float *ou
 		s.tokens = ids + pos;
 		s.n_tokens = chunk;
 		s.pos0 = pos;
-		s.block_table = tmp.blocks;
+		s.block_table = t.ids;
 		s.logits = FWD_LOGITS_ALL;
 		rc = forward_run(e->fwd, &s, 1, &rows, err);
 		if (rc == CBLLM_OK)
@@ -717,10 +861,8 @@ cbllm_engine_prompt_logits(cbllm_engine *e, const int32_t *ids, int n, float *ou
 			memcpy(out + (size_t) pos * vocab, lg, sizeof(float) * rows * vocab);
 		pos += chunk;
 	}
-	request_release_blocks(e, &tmp);
-	free(tmp.blocks);
-	free(tmp.hashes);
-	free(tmp.serials);
+	bm_release_table(e->bm, &t);
+	bm_table_free(&t);
 	return rc;
 }
 
@@ -731,16 +873,16 @@ cbllm_engine_stats(const cbllm_engine *e, cbllm_stats *st)
 	*st = e->stats;
 	st->n_waiting = e->waiting.n;
 	st->n_running = e->running.n;
-	st->kv_blocks_total = e->kv->n_blocks;
-	st->kv_blocks_free = kv_cache_available(e->kv);
-	st->kv_blocks_cached = e->kv->n_evictable;
-	st->prefix_queries = e->kv->prefix_queries;
-	st->prefix_hits = e->kv->prefix_hits;
-	st->swap_blocks_total = e->swap->n_blocks;
-	st->swap_blocks_free = e->swap->n_free;
+	st->kv_blocks_total = e->bm->n_blocks;
+	st->kv_blocks_free = bm_available(e->bm);
+	st->kv_blocks_cached = e->bm->n_evictable;
+	st->prefix_queries = e->bm->prefix_queries;
+	st->prefix_hits = e->bm->prefix_hits;
+	st->swap_blocks_total = e->bm->n_swap_blocks;
+	st->swap_blocks_free = e->bm->n_swap_free;
 	st->n_swapped = 0;
 	for (cbllm_request *r = e->waiting.head; r != NULL; r = r->next)
-		st->n_swapped += r->swapped;
+		st->n_swapped += r->table.swapped;
 	st->graph_steps = e->be->graph_replays;
 }
 
@@ -794,7 +936,7 @@ cbllm_engine_destroy(cbllm_engine *e)
 		}
 	}
 	free(e->step_seqs);
-	free(e->step_reqs);
+	free(e->step_results);
 	for (int i = 0; i < e->n_samplers; i++)
 		sampler_free(e->samplers[i]);
 	free(e->samplers);
@@ -802,6 +944,8 @@ cbllm_engine_destroy(cbllm_engine *e)
 	forward_free(e->fwd);
 	if (e->be)
 		e->be->destroy(e->be);	/* first: it waits for copies into the swap area and releases it */
+	scheduler_free(&e->sched);
+	bm_free(e->bm);
 	kv_cache_free(e->kv);
 	swap_space_free(e->swap);
 	threadpool_destroy(e->pool);

@@ -1,6 +1,6 @@
 /*
- * request.c: one request's life inside the engine: its tokens, its block
- * table, and its output text.
+ * request.c: one request's life inside the engine: its place in the queues,
+ * its tokens, and its output text (its blocks are the block manager's).
  *
  * Output text and stop strings: generated tokens are detokenised into
  * r->text as they arrive.  Text that could still turn out to be the start of
@@ -134,10 +134,10 @@ request_create(cbllm_engine *e, const cbllm_request_input *in, const cbllm_sampl
 		rc = cbllm_fail(err, CBLLM_ERR_TOO_LONG,
 						"the prompt has %d tokens, more than max_model_len %d allows (prompt + 1 generated token)",
 						n, max_len);
-	else if ((n + 1 + bs - 1) / bs > e->kv->n_blocks)
+	else if ((n + 1 + bs - 1) / bs > e->bm->n_blocks)
 		rc = cbllm_fail(err, CBLLM_ERR_TOO_LONG,
 						"the prompt has %d tokens and can never fit in the KV cache of %d blocks of %d",
-						n, e->kv->n_blocks, bs);
+						n, e->bm->n_blocks, bs);
 	if (rc != CBLLM_OK)
 	{
 		free(ids);
@@ -185,146 +185,28 @@ request_free(cbllm_request *r)
 	for (int i = 0; i < r->sp.n_stop; i++)
 		free(r->stop_strings[i]);
 	free(r->tokens);
-	free(r->blocks);
-	free(r->hashes);
-	free(r->serials);
-	free(r->swap_ids);
+	bm_table_free(&r->table);
 	cbllm_buf_free(&r->text);
 	free(r);
 }
 
-/* Make room in r's block table (and its hashes and serials) for n entries. */
-int
-request_reserve_table(cbllm_request *r, int n)
-{
-	int			cap = n > 2 * r->cap_blocks ? n : 2 * r->cap_blocks;
-	int32_t    *b;
-	uint64_t   *h,
-			   *sr;
-
-	if (n <= r->cap_blocks)
-		return CBLLM_OK;
-	b = realloc(r->blocks, sizeof(int32_t) * cap);
-	if (b == NULL)
-		return CBLLM_ERR_NOMEM;
-	r->blocks = b;
-	h = realloc(r->hashes, sizeof(uint64_t) * cap);
-	if (h == NULL)
-		return CBLLM_ERR_NOMEM;
-	r->hashes = h;
-	sr = realloc(r->serials, sizeof(uint64_t) * cap);
-	if (sr == NULL)
-		return CBLLM_ERR_NOMEM;
-	r->serials = sr;
-	r->cap_blocks = cap;
-	return CBLLM_OK;
-}
-
-/* Grow r's block table to cover n_positions; CBLLM_ERR_FULL when the pool runs dry. */
-int
-request_ensure_blocks(cbllm_engine *e, cbllm_request *r, int n_positions)
-{
-	int			need = (n_positions + e->kv->block_size - 1) / e->kv->block_size;
-
-	if (request_reserve_table(r, need) != CBLLM_OK)
-		return CBLLM_ERR_NOMEM;
-	if (need - r->n_blocks > kv_cache_available(e->kv))
-		return CBLLM_ERR_FULL;
-	while (r->n_blocks < need)
-		r->blocks[r->n_blocks++] = kv_cache_alloc(e->kv);
-	return CBLLM_OK;
-}
-
-/* Return every block of r to the pool; its KV must be recomputed to run again. */
+/* Return every block of r to the pool; unless it is swapped out, its KV must be recomputed. */
 void
-request_release_blocks(cbllm_engine *e, cbllm_request *r)
+request_release_blocks(block_manager *bm, cbllm_request *r)
 {
-	for (int i = 0; i < r->n_blocks; i++)
-		if (r->blocks[i] >= 0)
-			kv_cache_release(e->kv, r->blocks[i]);
-	r->n_blocks = 0;
-	r->n_dropped = 0;
-	r->n_hashed = 0;
-	if (!r->swapped)
+	bm_release_table(bm, &r->table);
+	if (!r->table.swapped)
 		r->n_computed = 0;
 }
 
 /* Return r's swap blocks, if any; its KV is then gone. */
 void
-request_release_swap(cbllm_engine *e, cbllm_request *r)
+request_release_swap(block_manager *bm, cbllm_request *r)
 {
-	if (!r->swapped)
+	if (!r->table.swapped)
 		return;
-	swap_space_release(e->swap, r->n_swap, r->swap_ids);
-	r->n_swap = 0;
-	r->swapped = false;
+	bm_release_swap(bm, &r->table);
 	r->n_computed = 0;
-}
-
-/*
- * The prefix-cache key of r's full block b: its hash chained from block b -
- * 1's (from the salt for the first), its tokens, and the serial of the
- * cached block that holds block b - 1's content.  r->hashes and r->serials
- * must be filled for the blocks before b.
- */
-void
-request_block_key(const cbllm_engine *e, const cbllm_request *r, int b, kv_block_key *key)
-{
-	key->tokens = r->tokens + (int64_t) b * e->kv->block_size;
-	key->salt = r->cache_salt;
-	key->parent = b > 0 ? r->serials[b - 1] : 0;
-	key->hash = kv_cache_block_hash(e->kv, b > 0 ? r->hashes[b - 1] : r->cache_salt, key->tokens);
-}
-
-/*
- * Offer r's newly filled blocks to the prefix cache.  A block whose parent
- * has no serial (it was never cached: dropped behind a sliding window before
- * it was offered) is not offered either: no lookup could name that parent.
- */
-void
-request_register_blocks(cbllm_engine *e, cbllm_request *r)
-{
-	int			bs = e->kv->block_size;
-
-	if (e->params.no_prefix_caching)
-		return;
-	while (r->n_hashed < r->n_blocks && (r->n_hashed + 1) * bs <= r->n_computed)
-	{
-		int			b = r->n_hashed;
-		kv_block_key key;
-
-		request_block_key(e, r, b, &key);
-		r->hashes[b] = key.hash;
-		r->serials[b] = 0;
-		if (r->blocks[b] >= 0 && (b == 0 || r->serials[b - 1] != 0))
-			r->serials[b] = kv_cache_register(e->kv, r->blocks[b], &key);
-		r->n_hashed++;
-	}
-}
-
-/*
- * Sliding-window models: give back the blocks no future token can see.  The
- * next token (position n_computed) attends to positions from n_computed -
- * window + 1 on, and later ones to positions after that, so every block
- * wholly before that position goes back to the pool (or, registered, to the
- * prefix cache) and its table entry becomes -1, which attention never reads.
- */
-void
-request_drop_window_blocks(cbllm_engine *e, cbllm_request *r)
-{
-	int			window = e->model->cfg.sliding_window;
-	int			bs = e->kv->block_size;
-	int			lim;
-
-	if (window <= 0 || r->n_computed - window + 1 <= 0)
-		return;
-	lim = (r->n_computed - window + 1) / bs;	/* blocks [0, lim) end before it */
-	lim = lim < r->n_blocks ? lim : r->n_blocks;
-	for (; r->n_dropped < lim; r->n_dropped++)
-	{
-		kv_cache_release(e->kv, r->blocks[r->n_dropped]);
-		r->blocks[r->n_dropped] = -1;
-	}
 }
 
 /* Move text_ready forward to what no stop string can still remove. */
@@ -366,14 +248,19 @@ FindStop(cbllm_request *r, size_t old_len)
 	return true;
 }
 
-/* Record a sampled token: its text, and whether it ends the request. */
+/*
+ * Record a sampled token and its text; *why says whether it ends the
+ * request (the caller finishes it).  CBLLM_ERR_NOMEM when the token or its
+ * text cannot be stored.
+ */
 int
-request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token)
+request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_finish *why)
 {
 	size_t		old_len = r->text.len;
 	bool		is_eos = token == e->eos_id && !r->sp.ignore_eos;
 	int			n_gen;
 
+	*why = CBLLM_FINISH_NONE;
 	if (r->n_tokens == r->cap_tokens)
 	{
 		int			cap = r->cap_tokens * 2;
@@ -389,7 +276,7 @@ request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token)
 	e->stats.tokens_generated++;
 	if (is_eos)
 	{
-		request_finish(e, r, CBLLM_FINISH_STOP, NULL);
+		*why = CBLLM_FINISH_STOP;
 		return CBLLM_OK;
 	}
 	if (tokenizer_stream_push(e->tok, &r->detok, token, &r->text) != CBLLM_OK)
@@ -398,17 +285,21 @@ request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token)
 	{
 		r->text_ready = r->text_ready < r->text.len ? r->text_ready : r->text.len;
 		r->finish = CBLLM_FINISH_STOP;	/* no flush: the held bytes were cut */
-		request_finish(e, r, CBLLM_FINISH_STOP, NULL);
+		*why = CBLLM_FINISH_STOP;
 		return CBLLM_OK;
 	}
 	if (n_gen >= r->sp.max_tokens || r->n_tokens >= e->params.max_model_len)
-		request_finish(e, r, CBLLM_FINISH_LENGTH, NULL);
+		*why = CBLLM_FINISH_LENGTH;
 	else
 		AdvanceReady(r);
 	return CBLLM_OK;
 }
 
-/* End a request: free its blocks, leave the queues, make all its text ready. */
+/*
+ * End a request: leave the queues, free its blocks, make all its text
+ * ready.  One the scheduler already took out of the queues (state
+ * REQ_FINISHED, holding nothing) only gets its finish and its text.
+ */
 void
 request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *error)
 {
@@ -418,8 +309,8 @@ request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *
 		req_list_remove(&e->running, r);
 	else if (r->state == REQ_WAITING)
 		req_list_remove(&e->waiting, r);
-	request_release_blocks(e, r);
-	request_release_swap(e, r);
+	request_release_blocks(e->bm, r);
+	request_release_swap(e->bm, r);
 	r->state = REQ_FINISHED;
 	r->finish = why;
 	if (error != NULL)

@@ -2,6 +2,17 @@
  * scheduler.c: which requests run in the next step, and how many tokens each
  * contributes (iteration-level scheduling).
  *
+ * Plan, execute, update.  scheduler_plan decides the step and does its
+ * bookkeeping at once (queues, blocks, prefix hits, swap blocks), so that
+ * later decisions of the same plan see the blocks earlier ones freed; it
+ * never copies a block, runs the model or finishes a request: the plan lists
+ * the copies, the sequences and the requests that ended, and the engine
+ * carries them out.  The copies must run in plan order, before the forward
+ * pass: a block a victim gives up may be handed to another request in the
+ * same plan, which first writes it in that forward pass, and a swap-in
+ * follows the swap-outs planned before it.  scheduler_update then applies
+ * the step's results in one place.
+ *
  * Order.  Both queues are kept in (effective priority desc, arrival asc)
  * order (see Priority aging below).  Running requests go first: a decoding
  * request contributes its one new token, one still prefilling contributes
@@ -45,21 +56,62 @@
  *    request that displaced it (or below the one that needed its blocks).
  * With aging off (CBLLM_PRIORITY_AGING_OFF, a resolved rate of 0) the rank
  * is the priority: strict priority, first come first served within it.  The
- * clock is the engine's (engine_now): CLOCK_MONOTONIC, or one a test injects.
+ * engine computes the rank at submission from its clock.
  *
  * Prefix caching.  Before a fresh request is admitted, its prompt's full
  * blocks are looked up by chained hash within its cache salt, each hit
- * verified against the block's tokens and parent (kv_cache.h); every hit is
- * shared (reference counted) and skips that block's prefill.  At least one
- * prompt token is always computed, for the logits.
+ * verified against the block's tokens and parent (block_manager.h); every
+ * hit is shared (reference counted) and skips that block's prefill.  At
+ * least one prompt token is always computed, for the logits.
  *
  * Static batching (a baseline for comparison): a batch is admitted only when
  * nothing runs, and runs until all of its members finish.
  */
-#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "engine_internal.h"
+#include "scheduler.h"
+
+/* Allocate the plan's and the update's buffers for at most max_seqs sequences. */
+int
+scheduler_init(scheduler *s, const sched_params *p, cbllm_err *err)
+{
+	int			n = p->limits.max_num_seqs > 0 ? p->limits.max_num_seqs : 1;
+
+	memset(s, 0, sizeof(*s));
+	s->waiting = p->waiting;
+	s->running = p->running;
+	s->bm = p->bm;
+	s->lim = p->limits;
+	s->sec_per_prefill_token = 1e-3;	/* replaced by the engine's measurements */
+	s->swap_bytes_per_sec = 4e9;
+	s->plan.seqs = calloc(n, sizeof(sched_seq));
+	s->plan.swaps = calloc(2 * n, sizeof(sched_swap));	/* each request swaps out or in once */
+	s->plan.cap_swaps = 2 * n;
+	s->plan.preempted = calloc(n, sizeof(sched_preempt));
+	s->update.finished = calloc(n, sizeof(sched_finished));
+	if (s->plan.seqs == NULL || s->plan.swaps == NULL || s->plan.preempted == NULL ||
+		s->update.finished == NULL)
+	{
+		scheduler_free(s);
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	}
+	return CBLLM_OK;
+}
+
+/* Free the output buffers (the queues and the block manager are the caller's). */
+void
+scheduler_free(scheduler *s)
+{
+	free(s->plan.seqs);
+	free(s->plan.swaps);
+	free(s->plan.copy_blocks);
+	free(s->plan.copy_swap_ids);
+	free(s->plan.preempted);
+	free(s->plan.finished);
+	free(s->update.finished);
+	memset(s, 0, sizeof(*s));
+}
 
 /* Tokens r still has to compute, capped by budget. */
 static int
@@ -70,91 +122,143 @@ ChunkFor(const cbllm_request *r, int budget)
 	return left < budget ? left : budget;
 }
 
-/* Blocks needed to hold n positions. */
-static inline int
-BlocksFor(const cbllm_engine *e, int n)
-{
-	return (n + e->kv->block_size - 1) / e->kv->block_size;
-}
-
 /* Add r to the step with n tokens. */
 static void
-Schedule(cbllm_engine *e, int *n_seqs, cbllm_request *r, int n)
+Schedule(sched_plan *plan, cbllm_request *r, int n)
 {
-	fwd_seq    *s = &e->step_seqs[*n_seqs];
+	sched_seq  *q = &plan->seqs[plan->n_seqs++];
 
-	r->step_tokens = n;
-	s->tokens = r->tokens + r->n_computed;
-	s->n_tokens = n;
-	s->pos0 = r->n_computed;
-	s->block_table = r->blocks;
-	s->logits = r->n_computed + n == r->n_tokens ? FWD_LOGITS_LAST : FWD_LOGITS_NONE;
-	e->step_reqs[(*n_seqs)++] = r;
+	q->req = r;
+	q->n_tokens = n;
+	q->sample = r->n_computed + n == r->n_tokens;
+	plan->n_tokens += n;
+}
+
+/* Take r out of its queue and give back all it holds; the engine finishes it. */
+static void
+Retire(scheduler *s, cbllm_request *r, sched_finished *slot, cbllm_finish why, const char *error)
+{
+	if (r->state == REQ_RUNNING)
+		req_list_remove(s->running, r);
+	else if (r->state == REQ_WAITING)
+		req_list_remove(s->waiting, r);
+	request_release_blocks(s->bm, r);
+	request_release_swap(s->bm, r);
+	r->state = REQ_FINISHED;
+	slot->req = r;
+	slot->why = why;
+	slot->error = error;
+}
+
+/* Retire r into the plan's finished list; false (nothing changed) when the list cannot grow. */
+static bool
+RetireInPlan(scheduler *s, cbllm_request *r, cbllm_finish why)
+{
+	sched_plan *plan = &s->plan;
+
+	if (plan->n_finished == plan->cap_finished)
+	{
+		int			cap = plan->cap_finished > 0 ? 2 * plan->cap_finished : 8;
+		sched_finished *f = realloc(plan->finished, sizeof(sched_finished) * cap);
+
+		if (f == NULL)
+			return false;
+		plan->finished = f;
+		plan->cap_finished = cap;
+	}
+	Retire(s, r, &plan->finished[plan->n_finished++], why, NULL);
+	return true;
+}
+
+/* Room for n more copies in the plan; false when it cannot grow. */
+static bool
+ReserveCopies(sched_plan *plan, int n)
+{
+	int			cap = plan->cap_copies > 0 ? plan->cap_copies : 64;
+	int32_t    *b,
+			   *w;
+
+	if (plan->n_copies + n <= plan->cap_copies)
+		return true;
+	while (cap < plan->n_copies + n)
+		cap *= 2;
+	if ((b = realloc(plan->copy_blocks, sizeof(int32_t) * cap)) != NULL)
+		plan->copy_blocks = b;
+	if ((w = realloc(plan->copy_swap_ids, sizeof(int32_t) * cap)) != NULL)
+		plan->copy_swap_ids = w;
+	if (b == NULL || w == NULL)
+		return false;
+	plan->cap_copies = cap;
+	return true;
+}
+
+/* Record the n copies just written at the end of the copy arrays as r's swap. */
+static int
+AddSwap(sched_plan *plan, cbllm_request *r, bool out, int n)
+{
+	sched_swap *w = &plan->swaps[plan->n_swaps];
+
+	w->req = r;
+	w->out = out;
+	w->first = plan->n_copies;
+	w->n = n;
+	plan->n_copies += n;
+	return plan->n_swaps++;
 }
 
 /* Should this victim be swapped rather than recomputed? */
 static bool
-ChooseSwap(cbllm_engine *e, const cbllm_request *v)
+ChooseSwap(const scheduler *s, const cbllm_request *v)
 {
 	double		bytes,
 				t_swap,
 				t_recompute;
 
-	if (e->swap->n_blocks == 0 || v->n_blocks == 0 || v->n_dropped > 0 ||
-		e->params.preempt_mode == CBLLM_PREEMPT_RECOMPUTE)
+	if (s->bm->n_swap_blocks == 0 || v->table.n == 0 || v->table.n_dropped > 0 ||
+		s->lim.preempt_mode == CBLLM_PREEMPT_RECOMPUTE)
 		return false;			/* a table with dropped blocks is rebuilt by recompute */
-	if (e->params.preempt_mode == CBLLM_PREEMPT_SWAP)
+	if (s->lim.preempt_mode == CBLLM_PREEMPT_SWAP)
 		return true;
 	/* auto: copy out and back in, against prefilling its computed tokens again */
-	bytes = 2.0 * v->n_blocks * (double) engine_kv_bytes(e, e->kv->block_size);
-	t_swap = bytes / e->swap_bytes_per_sec;
-	t_recompute = v->n_computed * e->sec_per_prefill_token;
+	bytes = 2.0 * v->table.n * (double) s->lim.block_bytes;
+	t_swap = bytes / s->swap_bytes_per_sec;
+	t_recompute = v->n_computed * s->sec_per_prefill_token;
 	return t_swap < t_recompute;
 }
 
-/* Copy v's blocks to swap space; false (nothing changed) when it does not fit. */
-static bool
-SwapOut(cbllm_engine *e, cbllm_request *v)
+/* Swap v's blocks out in the bookkeeping; the index of its swap in the plan, -1 when it does not fit. */
+static int
+SwapOut(scheduler *s, cbllm_request *v)
 {
-	int32_t    *ids = realloc(v->swap_ids, sizeof(int32_t) * (v->n_blocks > 0 ? v->n_blocks : 1));
-	cbllm_err	err;
-	double		t0 = cbllm_now();
+	sched_plan *plan = &s->plan;
+	int			n = v->table.n;
 
-	if (ids == NULL)
-		return false;
-	v->swap_ids = ids;
-	if (swap_space_alloc(e->swap, v->n_blocks, ids) != CBLLM_OK)
-		return false;
-	if (e->be->swap_out(e->be, e->kv, e->swap, v->blocks, ids, v->n_blocks, &err) != CBLLM_OK)
-	{
-		swap_space_release(e->swap, v->n_blocks, ids);
-		return false;
-	}
-	if (e->be->swap_bytes_per_sec > 0)
-		e->swap_bytes_per_sec = e->be->swap_bytes_per_sec;	/* the copies run asynchronously */
-	else
-		e->swap_bytes_per_sec = 0.8 * e->swap_bytes_per_sec + 0.2 *
-			(v->n_blocks * (double) engine_kv_bytes(e, e->kv->block_size) /
-			 (cbllm_now() - t0 + 1e-9));
-	v->n_swap = v->n_blocks;
-	v->swapped = true;
-	return true;
+	if (plan->n_swaps == plan->cap_swaps || !ReserveCopies(plan, n) ||
+		bm_swap_out(s->bm, &v->table, plan->copy_blocks + plan->n_copies,
+					plan->copy_swap_ids + plan->n_copies) != CBLLM_OK)
+		return -1;
+	return AddSwap(plan, v, true, n);
 }
 
 /* Preempt a running request: swap or recompute, then back to the waiting queue. */
 static void
-Preempt(cbllm_engine *e, cbllm_request *victim)
+Preempt(scheduler *s, cbllm_request *victim)
 {
-	req_list_remove(&e->running, victim);
-	if (ChooseSwap(e, victim) && SwapOut(e, victim))
-		e->stats.preemptions_swap++;
-	else
-		e->stats.preemptions_recompute++;
-	request_release_blocks(e, victim);	/* keeps n_computed when swapped */
+	sched_plan *plan = &s->plan;
+	int			swap = -1;
+
+	req_list_remove(s->running, victim);
+	if (ChooseSwap(s, victim))
+		swap = SwapOut(s, victim);
+	request_release_blocks(s->bm, victim);	/* keeps n_computed when swapped */
 	victim->state = REQ_WAITING;
-	req_list_insert(&e->waiting, victim);
+	req_list_insert(s->waiting, victim);
 	victim->n_preemptions++;
-	e->stats.preemptions++;
+	if (plan->n_preempted < s->lim.max_num_seqs)	/* victims are running requests: always */
+	{
+		plan->preempted[plan->n_preempted].req = victim;
+		plan->preempted[plan->n_preempted++].swap = swap;
+	}
 }
 
 /*
@@ -162,101 +266,76 @@ Preempt(cbllm_engine *e, cbllm_request *victim)
  * (still swapped, nothing taken) when they do not fit now.
  */
 static bool
-SwapIn(cbllm_engine *e, cbllm_request *r, int n_positions)
+SwapIn(scheduler *s, cbllm_request *r, int n_positions)
 {
-	cbllm_err	err;
-	int			n = r->n_swap;
+	sched_plan *plan = &s->plan;
+	int			n;
 
-	if (n_positions < n * e->kv->block_size)
-		n_positions = n * e->kv->block_size;
-	if (request_ensure_blocks(e, r, n_positions) != CBLLM_OK)
-	{
-		request_release_blocks(e, r);
+	if (plan->n_swaps == plan->cap_swaps || !ReserveCopies(plan, r->table.n_swap))
 		return false;
-	}
-	if (e->be->swap_in(e->be, e->kv, e->swap, r->blocks, r->swap_ids, n, &err) != CBLLM_OK)
-	{
-		request_release_blocks(e, r);
+	n = bm_swap_in(s->bm, &r->table, n_positions, plan->copy_blocks + plan->n_copies,
+				   plan->copy_swap_ids + plan->n_copies);
+	if (n < 0)
 		return false;
-	}
-	swap_space_release(e->swap, n, r->swap_ids);
-	r->n_swap = 0;
-	r->swapped = false;
+	AddSwap(plan, r, false, n);
 	return true;
 }
 
-/* Share the cached full blocks of r's prompt prefix; leaves one token to compute. */
+/* Share the cached full blocks of a fresh request's prompt prefix; leaves one token to compute. */
 static void
-ReusePrefix(cbllm_engine *e, cbllm_request *r)
+ReusePrefix(scheduler *s, cbllm_request *r)
 {
-	int			bs = e->kv->block_size;
-	int			n_full = (r->n_tokens - 1) / bs;
-
-	if (e->params.no_prefix_caching || r->n_computed != 0 || r->n_blocks != 0 ||
-		request_reserve_table(r, n_full) != CBLLM_OK)
-		return;
-	for (int b = 0; b < n_full; b++)
-	{
-		kv_block_key key;
-		int32_t		blk;
-
-		request_block_key(e, r, b, &key);
-		if ((blk = kv_cache_lookup(e->kv, &key)) < 0)
-			break;
-		r->hashes[b] = key.hash;
-		r->serials[b] = kv_cache_serial(e->kv, blk);
-		r->blocks[r->n_blocks++] = blk;
-		r->n_hashed = r->n_blocks;
-		r->n_computed += bs;
-	}
+	if (r->n_computed == 0)
+		r->n_computed = bm_match_prefix(s->bm, &r->table, r->tokens, r->n_tokens, r->cache_salt);
 }
 
 /* A request that needs more blocks than the whole pool can only end. */
 static bool
-CanNeverFit(const cbllm_engine *e, const cbllm_request *r)
+CanNeverFit(const scheduler *s, const cbllm_request *r)
 {
-	return BlocksFor(e, r->n_tokens + 1) > e->kv->n_blocks;
+	return bm_blocks_for(s->bm, r->n_tokens + 1) > s->bm->n_blocks;
 }
 
 /* Preempt running requests that rank below the waiting head while it cannot be admitted. */
 static void
-PreemptForPriority(cbllm_engine *e)
+PreemptForPriority(scheduler *s)
 {
-	cbllm_request *head = e->waiting.head;
+	cbllm_request *head = s->waiting->head;
+	int			budget = s->lim.max_num_batched_tokens;
 	int			need;
 
-	if (head == NULL || e->running.tail == NULL)
+	if (head == NULL || s->running->tail == NULL)
 		return;
-	need = BlocksFor(e, head->swapped ? head->n_swap * e->kv->block_size :
-					 (head->n_tokens < e->params.max_num_batched_tokens ?
-					  head->n_tokens : e->params.max_num_batched_tokens));
-	while (kv_cache_available(e->kv) < need && e->running.tail != NULL &&
-		   e->running.tail->rank < head->rank)
-		Preempt(e, e->running.tail);
+	need = bm_blocks_for(s->bm, head->table.swapped ? head->table.n_swap * s->bm->block_size :
+						 (head->n_tokens < budget ? head->n_tokens : budget));
+	while (bm_available(s->bm) < need && s->running->tail != NULL &&
+		   s->running->tail->rank < head->rank)
+		Preempt(s, s->running->tail);
 }
 
 /* Schedule the running requests, preempting from the back when blocks run out. */
 static void
-PlanRunning(cbllm_engine *e, int *n_seqs, int *budget)
+PlanRunning(scheduler *s, int *budget)
 {
-	cbllm_request *r = e->running.head;
+	sched_plan *plan = &s->plan;
+	cbllm_request *r = s->running->head;
 
-	while (r != NULL && *n_seqs < e->params.max_num_seqs && *budget > 0)
+	while (r != NULL && plan->n_seqs < s->lim.max_num_seqs && *budget > 0)
 	{
 		int			n = ChunkFor(r, *budget);
 		bool		lost_self = false;
 
-		while (request_ensure_blocks(e, r, r->n_computed + n) != CBLLM_OK)
+		while (bm_allocate(s->bm, &r->table, r->n_computed + n) != CBLLM_OK)
 		{
-			cbllm_request *victim = e->running.tail;
+			cbllm_request *victim = s->running->tail;
 
-			if (victim == r && e->running.n == 1 && CanNeverFit(e, r))
+			if (victim == r && s->running->n == 1 && CanNeverFit(s, r) &&
+				RetireInPlan(s, r, CBLLM_FINISH_LENGTH))
 			{
-				request_finish(e, r, CBLLM_FINISH_LENGTH, NULL);
 				lost_self = true;
 				break;
 			}
-			Preempt(e, victim);
+			Preempt(s, victim);
 			if (victim == r)
 			{
 				lost_self = true;
@@ -265,7 +344,7 @@ PlanRunning(cbllm_engine *e, int *n_seqs, int *budget)
 		}
 		if (lost_self)
 			break;
-		Schedule(e, n_seqs, r, n);
+		Schedule(plan, r, n);
 		*budget -= n;
 		r = r->next;			/* read after preemption, which may have cut the tail */
 	}
@@ -273,64 +352,97 @@ PlanRunning(cbllm_engine *e, int *n_seqs, int *budget)
 
 /* Admit waiting requests from the head of the queue. */
 static void
-PlanWaiting(cbllm_engine *e, int *n_seqs, int *budget)
+PlanWaiting(scheduler *s, double now, int *budget)
 {
-	bool		static_mode = e->params.static_batching;
-	bool		new_batch = e->running.n == 0;
+	sched_plan *plan = &s->plan;
+	bool		static_mode = s->lim.static_batching;
+	bool		new_batch = s->running->n == 0;
 
-	while (e->waiting.head != NULL && *n_seqs < e->params.max_num_seqs && *budget > 0 &&
-		   e->running.n < e->params.max_num_seqs)
+	while (s->waiting->head != NULL && plan->n_seqs < s->lim.max_num_seqs && *budget > 0 &&
+		   s->running->n < s->lim.max_num_seqs)
 	{
-		cbllm_request *r = e->waiting.head;
+		cbllm_request *r = s->waiting->head;
 		int			n;
 
-		if (static_mode && !new_batch && r->arrival > e->static_batch_last)
+		if (static_mode && !new_batch && r->arrival > s->static_batch_last)
 			break;
-		if (CanNeverFit(e, r))
+		if (CanNeverFit(s, r))
 		{
-			request_finish(e, r, CBLLM_FINISH_LENGTH, NULL);
+			if (!RetireInPlan(s, r, CBLLM_FINISH_LENGTH))
+				break;			/* out of memory for the list: it ends in a later step */
 			continue;
 		}
-		if (r->swapped)
+		if (r->table.swapped)
 		{
 			n = ChunkFor(r, *budget);
-			if (!SwapIn(e, r, r->n_computed + n))
+			if (!SwapIn(s, r, r->n_computed + n))
 				break;
 		}
 		else
 		{
-			ReusePrefix(e, r);
+			ReusePrefix(s, r);
 			n = ChunkFor(r, *budget);
-			if (request_ensure_blocks(e, r, r->n_computed + n) != CBLLM_OK)
+			if (bm_allocate(s->bm, &r->table, r->n_computed + n) != CBLLM_OK)
 			{
-				request_release_blocks(e, r);	/* shared blocks go back to the cache */
+				request_release_blocks(s->bm, r);	/* shared blocks go back to the cache */
 				break;
 			}
 		}
-		req_list_remove(&e->waiting, r);
+		req_list_remove(s->waiting, r);
 		r->state = REQ_RUNNING;
 		if (!r->admitted)
 		{
-			r->t_admitted = engine_now(e);
+			r->t_admitted = now;
 			r->admitted = true;
 		}
-		req_list_insert(&e->running, r);
-		if (static_mode && r->arrival > e->static_batch_last)
-			e->static_batch_last = r->arrival;
-		Schedule(e, n_seqs, r, n);
+		req_list_insert(s->running, r);
+		if (static_mode && r->arrival > s->static_batch_last)
+			s->static_batch_last = r->arrival;
+		Schedule(plan, r, n);
 		*budget -= n;
 	}
 }
 
-/* Fill e->step_seqs for the next step; returns the number of sequences. */
-int
-scheduler_plan(cbllm_engine *e)
+/* Plan the next step: preemptions, the running requests' chunks, then admissions. */
+const sched_plan *
+scheduler_plan(scheduler *s, double now)
 {
-	int			budget = e->params.max_num_batched_tokens;
-	int			n_seqs = 0;
+	sched_plan *plan = &s->plan;
+	int			budget = s->lim.max_num_batched_tokens;
 
-	PreemptForPriority(e);
-	PlanRunning(e, &n_seqs, &budget);
-	PlanWaiting(e, &n_seqs, &budget);
-	return n_seqs;
+	plan->n_seqs = plan->n_tokens = 0;
+	plan->n_swaps = plan->n_copies = 0;
+	plan->n_preempted = plan->n_finished = 0;
+	PreemptForPriority(s);
+	PlanRunning(s, &budget);
+	PlanWaiting(s, now, &budget);
+	return plan;
+}
+
+/*
+ * Apply the step's results sequence by sequence, in plan order: positions
+ * computed, full blocks offered to the prefix cache, blocks behind the
+ * window dropped, and a request whose result ends it taken out.
+ */
+const sched_update *
+scheduler_update(scheduler *s, const sched_plan *plan, const sched_result *results)
+{
+	sched_update *u = &s->update;
+
+	u->n_finished = u->n_tokens = u->n_prompt_tokens = 0;
+	for (int i = 0; i < plan->n_seqs; i++)
+	{
+		const sched_seq *q = &plan->seqs[i];
+		cbllm_request *r = q->req;
+
+		if (r->n_computed < r->n_prompt)
+			u->n_prompt_tokens += q->n_tokens;
+		u->n_tokens += q->n_tokens;
+		r->n_computed += q->n_tokens;
+		bm_cache_blocks(s->bm, &r->table, r->tokens, r->cache_salt, r->n_computed);
+		bm_drop_window(s->bm, &r->table, r->n_computed);
+		if (results[i].finish != CBLLM_FINISH_NONE)
+			Retire(s, r, &u->finished[u->n_finished++], results[i].finish, results[i].error);
+	}
+	return u;
 }

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "cbllm.h"
-#include "engine_internal.h"	/* kv->test_hash, the forced-collision hook */
+#include "engine_internal.h"	/* bm->test_hash, the forced-collision hook */
 #include "tap.h"
 
 #define MAXR 16
@@ -604,7 +604,7 @@ TestPrefixCollisionsNeverShareKV(void)
 		e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, false, false);
 		if (e == NULL)
 			return;
-		e->kv->test_hash = forced ? 0x5eed : 0;
+		e->bm->test_hash = forced ? 0x5eed : 0;
 		for (int k = 0; k < NP; k++)
 		{
 			int64_t		hits = RunAlone(e, ids[k], 0, got);
@@ -646,7 +646,7 @@ TestCacheSaltScopes(void)
 		e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, false, false);
 		if (e == NULL)
 			return;
-		e->kv->test_hash = forced ? 0x5a17 : 0;
+		e->bm->test_hash = forced ? 0x5a17 : 0;
 		for (int k = 0; k < 4; k++)
 		{
 			hits[k] = RunAlone(e, ids, salt[k], got);

@@ -1,0 +1,77 @@
+/*
+ * request.h: a request as the engine core holds it, and the ordered lists
+ * the scheduler keeps requests in.  Nothing here needs an engine or a
+ * model: the scheduler (scheduler.h) and its tests work on these alone;
+ * the functions that need an engine (tokenizing a prompt, recording a
+ * sampled token) are in engine_internal.h.
+ */
+#ifndef CBLLM_REQUEST_H
+#define CBLLM_REQUEST_H
+
+#include "block_manager.h"
+#include "cbllm.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+typedef enum req_state
+{
+	REQ_WAITING,				/* queued, holds no KV blocks */
+	REQ_RUNNING,				/* admitted: prefilling or decoding, holds blocks */
+	REQ_FINISHED				/* out of the queues, holds nothing; done, waits for its last take */
+} req_state;
+
+typedef struct cbllm_request
+{
+	int64_t		id;
+	req_state	state;
+	int64_t		arrival;		/* submission order */
+	double		t_submit;		/* engine_now() at submit */
+	double		t_admitted;		/* engine_now() at first admission */
+	bool		admitted;		/* admitted at least once (t_admitted is set) */
+	int			n_preemptions;	/* times it was preempted */
+	double		rank;			/* priority - priority_aging * t_submit: its queue order for life */
+	uint64_t	cache_salt;		/* prefix-cache scope: blocks are shared only within one salt */
+	int32_t    *tokens;			/* (cap_tokens) prompt, then generated tokens */
+	int			n_tokens;
+	int			cap_tokens;
+	int			n_prompt;
+	int			n_computed;		/* positions [0, n_computed) have KV in the cache (or, swapped, in
+								 * swap space) */
+	block_table table;			/* its KV blocks, changed only by the block manager */
+	cbllm_sampling sp;			/* stop[] point into stop_strings */
+	char	   *stop_strings[CBLLM_MAX_STOP];
+	size_t		max_stop_len;
+	cbllm_rng	rng;
+	tokenizer_stream detok;
+	cbllm_buf	text;			/* generated text so far */
+	size_t		text_ready;		/* text[0, text_ready) can no longer change */
+	size_t		text_taken;		/* text[0, text_taken) was returned by take */
+	int			gen_taken;		/* generated tokens returned by take */
+	cbllm_finish finish;
+	char		error[CBLLM_ERR_MSG_LEN];
+	struct cbllm_request *prev; /* in the waiting or running list */
+	struct cbllm_request *next;
+	struct cbllm_request *hnext;	/* in the id hash chain */
+} cbllm_request;
+
+typedef struct req_list
+{
+	cbllm_request *head;
+	cbllm_request *tail;
+	int			n;
+} req_list;
+
+/* req_list operations; lists are kept in (rank desc, arrival asc) order */
+void		req_list_insert(req_list *l, cbllm_request *r);
+void		req_list_remove(req_list *l, cbllm_request *r);
+
+/* Give back r's KV blocks; unless it is swapped out, its KV must then be recomputed. */
+void		request_release_blocks(block_manager *bm, cbllm_request *r);
+
+/* Give back r's swap blocks, if any; its KV is then gone. */
+void		request_release_swap(block_manager *bm, cbllm_request *r);
+
+/* Free a request that holds no blocks any more. */
+void		request_free(cbllm_request *r);
+
+#endif

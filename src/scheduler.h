@@ -1,0 +1,144 @@
+/*
+ * scheduler.h: the iteration-level scheduler.  scheduler_plan reads the
+ * queues and the block manager and returns the plan of one step; the engine
+ * executes it (the swap copies, the forward pass, sampling) and gives what
+ * came of each sequence to scheduler_update, which applies it in one place.
+ * Neither needs a model, a backend or an engine: the tests drive them with
+ * a block manager and requests of their own.
+ *
+ * The plan, as the engine executes it:
+ *
+ *   field        meaning
+ *   finished[]   requests the scheduler ended (they can never fit the pool): the engine finishes them
+ *   swaps[]      copies between the pool and the swap area, in the order they must run, before the
+ *                forward pass; swaps[i] copies copy_blocks[first + j] <-> copy_swap_ids[first + j]
+ *   preempted[]  victims put back in the waiting queue, each by swap (its swap-out in swaps[]) or by
+ *                recompute; for the engine's counters
+ *   seqs[]       the step's sequences: request, tokens from req->n_computed on, whether it samples
+ */
+#ifndef CBLLM_SCHEDULER_H
+#define CBLLM_SCHEDULER_H
+
+#include "block_manager.h"
+#include "request.h"
+
+typedef struct sched_limits
+{
+	int			max_num_seqs;	/* most sequences in one step (and running at once) */
+	int			max_num_batched_tokens; /* most tokens in one step */
+	cbllm_preempt preempt_mode;
+	bool		static_batching;	/* admit a batch only when nothing runs */
+	size_t		block_bytes;	/* bytes of one block's K and V as the backend stores them */
+} sched_limits;
+
+typedef struct sched_params
+{
+	req_list   *waiting;		/* by rank; a preempted request keeps its place */
+	req_list   *running;		/* by rank: the tail is the first preemption victim */
+	block_manager *bm;
+	sched_limits limits;
+} sched_params;
+
+/* One sequence of the step. */
+typedef struct sched_seq
+{
+	cbllm_request *req;
+	int			n_tokens;		/* it computes positions [req->n_computed, + n_tokens) */
+	bool		sample;			/* they end its known tokens: the step samples its next token */
+} sched_seq;
+
+/* One request's blocks copied out to the swap area or back in. */
+typedef struct sched_swap
+{
+	cbllm_request *req;
+	bool		out;			/* pool to swap area (a preemption), else back (a resumption) */
+	int			first;			/* its copies in copy_blocks and copy_swap_ids */
+	int			n;
+} sched_swap;
+
+/* A request put back in the waiting queue. */
+typedef struct sched_preempt
+{
+	cbllm_request *req;
+	int			swap;			/* the index of its swap-out in swaps[]; -1: by recompute */
+} sched_preempt;
+
+/* A request the scheduler took out of the queues; the engine finishes it. */
+typedef struct sched_finished
+{
+	cbllm_request *req;
+	cbllm_finish why;
+	const char *error;			/* with CBLLM_FINISH_ERROR */
+} sched_finished;
+
+typedef struct sched_plan
+{
+	sched_seq  *seqs;			/* (max_num_seqs) */
+	int			n_seqs;
+	int			n_tokens;		/* sum of seqs[].n_tokens */
+	sched_swap *swaps;			/* (cap_swaps) */
+	int			n_swaps;
+	int			cap_swaps;
+	int32_t    *copy_blocks;	/* (cap_copies) pool blocks of the swaps */
+	int32_t    *copy_swap_ids;	/* (cap_copies) swap blocks of the swaps */
+	int			n_copies;
+	int			cap_copies;
+	sched_preempt *preempted;	/* (max_num_seqs) */
+	int			n_preempted;
+	sched_finished *finished;	/* (cap_finished) */
+	int			n_finished;
+	int			cap_finished;
+} sched_plan;
+
+/* What came of plan->seqs[i], from the engine: the finish its sampled token decided. */
+typedef struct sched_result
+{
+	cbllm_finish finish;		/* CBLLM_FINISH_NONE: it goes on */
+	const char *error;			/* with CBLLM_FINISH_ERROR */
+} sched_result;
+
+/* What scheduler_update did. */
+typedef struct sched_update
+{
+	sched_finished *finished;	/* (max_num_seqs) requests that ended: the engine finishes them */
+	int			n_finished;
+	int			n_tokens;		/* positions computed in the step */
+	int			n_prompt_tokens;	/* of those, prompt positions computed for the first time */
+} sched_update;
+
+typedef struct scheduler
+{
+	req_list   *waiting;
+	req_list   *running;
+	block_manager *bm;
+	sched_limits lim;
+	double		sec_per_prefill_token;	/* measured by the engine, for the auto preemption choice */
+	double		swap_bytes_per_sec; /* measured by the engine, for the auto preemption choice */
+	int64_t		static_batch_last;	/* static batching: newest arrival of the batch */
+	sched_plan	plan;			/* scheduler_plan's output */
+	sched_update update;		/* scheduler_update's output */
+} scheduler;
+
+/* Set s up over p's queues and block manager; its output buffers are allocated here. */
+int			scheduler_init(scheduler *s, const sched_params *p, cbllm_err *err);
+void		scheduler_free(scheduler *s);
+
+/*
+ * Plan the next step at time now (the engine's clock: first admissions are
+ * stamped with it).  Preemptions, admissions, prefix hits and swaps are done
+ * in the queues and the block manager when this returns; what the engine
+ * must carry out is in the plan, valid until the next call.
+ */
+const sched_plan *scheduler_plan(scheduler *s, double now);
+
+/*
+ * Apply a step's results (results[i] for plan->seqs[i]): each sequence's
+ * computed positions, the prefix-cache registration of the blocks they
+ * filled, sliding-window drops, and the end of the requests whose finish is
+ * set (out of the queues, their blocks given back; the engine finishes
+ * them).  The output is valid until the next call.
+ */
+const sched_update *scheduler_update(scheduler *s, const sched_plan *plan,
+									 const sched_result *results);
+
+#endif

@@ -1,0 +1,660 @@
+/*
+ * test_scheduler_plan.c: the scheduler's plan and update, with no model, no
+ * backend and no engine: a real block manager, requests made here, and a
+ * fake device whose "KV" is a tag per position (a hash of the sequence's
+ * tokens up to it).  The harness executes each plan as the engine does
+ * (swap copies in plan order, then the step's writes), and before a
+ * sequence computes it checks that every position it would attend to holds
+ * its own tag: a block handed out twice, a swap copied from the wrong place
+ * or a prefix shared wrongly shows up as a wrong tag.
+ *
+ * What the tests prove: the token and sequence budgets, chunked prefill
+ * beside decodes, the preemption order (lowest rank, then latest arrival),
+ * recompute against swap (and the fall-back when the swap area is full),
+ * swapped requests resuming before later arrivals, no starvation (a victim
+ * returns ahead of every later arrival; aging lifts a low priority above a
+ * flood), sliding-window drops, prefix hits, requests that can never fit
+ * reported rather than finished, and a constrained workload that completes
+ * with every block back.
+ */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler.h"
+#include "tap.h"
+
+#define BS 4					/* positions per block in every test */
+#define MAXR 64
+#define MAX_BLOCKS 128
+
+typedef struct harness
+{
+	req_list	waiting;
+	req_list	running;
+	block_manager *bm;
+	scheduler	s;
+	cbllm_request *req[MAXR];
+	int			gen[MAXR];		/* tokens it generates before it ends */
+	int			first_step[MAXR];	/* first step it computed in; -1 */
+	int			done_step[MAXR];	/* step it ended in; -1 */
+	cbllm_finish why[MAXR];		/* how it ended, as reported to the "engine" */
+	int			n;
+	int			step;
+	double		now;
+	uint64_t	dev[MAX_BLOCKS][BS];	/* the fake device pool: a tag per slot */
+	uint64_t	swp[MAX_BLOCKS][BS];	/* the fake swap area */
+	bool		memory_ok;		/* every position attended to held its own tag */
+	int			n_swap_out;		/* preemptions by swap, by recompute */
+	int			n_recompute;
+	int			n_never_fit;	/* requests the plan reported as ending */
+	sched_result res[MAXR];
+} harness;
+
+/* Limits for the tests: the budgets given, recompute, no static batching. */
+static sched_limits
+Limits(int max_seqs, int budget)
+{
+	return (sched_limits) {max_seqs, budget, CBLLM_PREEMPT_RECOMPUTE, false, 1024};
+}
+
+static harness the_harness;	/* one test at a time: Init, then Done */
+
+/*
+ * The harness, set up over a pool of n_blocks blocks of BS, n_swap swap
+ * blocks and a window; NULL (with a failed check) when that fails.
+ */
+static harness *
+Init(sched_limits lim, int n_blocks, int n_swap, int window, bool prefix)
+{
+	harness    *h = &the_harness;
+	bm_params	bp = {n_blocks, BS, n_swap, window, !prefix};
+	sched_params sp = {&h->waiting, &h->running, NULL, lim};
+	cbllm_err	err = {{0}};
+
+	memset(h, 0, sizeof(*h));
+	h->memory_ok = true;
+	h->now = 100.0;
+	if (bm_create(&bp, &h->bm, &err) == CBLLM_OK)
+	{
+		sp.bm = h->bm;
+		if (scheduler_init(&h->s, &sp, &err) == CBLLM_OK)
+			return h;
+	}
+	TAP_OK(false, "harness set-up: %s", err.msg);
+	return NULL;
+}
+
+/* Free every request and the harness's parts; the harness is empty again. */
+static void
+Done(void)
+{
+	harness    *h = &the_harness;
+
+	for (int k = 0; k < h->n; k++)
+		request_free(h->req[k]);
+	scheduler_free(&h->s);
+	bm_free(h->bm);
+	memset(h, 0, sizeof(*h));
+}
+
+/* Whether every KV and swap block is free (cached blocks count as free). */
+static bool
+AllFree(const harness *h)
+{
+	return bm_available(h->bm) == h->bm->n_blocks && h->bm->n_swap_free == h->bm->n_swap_blocks;
+}
+
+/*
+ * Queue a request with an n_prompt-token prompt (prompts of equal seed share
+ * their tokens), at rank, that generates gen tokens; its index.
+ */
+static int
+Submit(harness *h, int n_prompt, double rank, int gen, int seed)
+{
+	cbllm_request *r = calloc(1, sizeof(*r));
+	int			k = h->n++;
+
+	r->id = r->arrival = k + 1;
+	r->rank = rank;
+	r->cap_tokens = n_prompt + gen + 1;
+	r->tokens = malloc(sizeof(int32_t) * r->cap_tokens);
+	for (int i = 0; i < n_prompt; i++)
+		r->tokens[i] = seed * 1000 + i + 1;
+	r->n_tokens = r->n_prompt = n_prompt;
+	r->state = REQ_WAITING;
+	h->req[k] = r;
+	h->gen[k] = gen;
+	h->first_step[k] = h->done_step[k] = -1;
+	req_list_insert(&h->waiting, r);
+	return k;
+}
+
+/* The index of request r in the harness. */
+static int
+IndexOf(const harness *h, const cbllm_request *r)
+{
+	return (int) r->id - 1;
+}
+
+/* The tag of position p of r: its salt and tokens [0, p]. */
+static uint64_t
+Tag(const cbllm_request *r, int p)
+{
+	uint64_t	t = 0x9e3779b97f4a7c15ULL ^ r->cache_salt;
+
+	for (int i = 0; i <= p; i++)
+		t = (t ^ (uint64_t) (uint32_t) r->tokens[i]) * 0x100000001b3ULL;
+	return t;
+}
+
+/* Copy the blocks of one planned swap between the fake pool and the fake swap area. */
+static void
+CopySwap(harness *h, const sched_plan *p, const sched_swap *w)
+{
+	for (int j = 0; j < w->n; j++)
+	{
+		int32_t		b = p->copy_blocks[w->first + j],
+					s = p->copy_swap_ids[w->first + j];
+
+		if (w->out)
+			memcpy(h->swp[s], h->dev[b], sizeof(h->dev[b]));
+		else
+			memcpy(h->dev[b], h->swp[s], sizeof(h->dev[b]));
+	}
+}
+
+/*
+ * The forward pass of one sequence on the fake device: check what it
+ * attends to (positions before its chunk that no window has dropped), then
+ * write the tags of its chunk.
+ */
+static void
+FakeForward(harness *h, const sched_seq *q)
+{
+	const cbllm_request *r = q->req;
+	const block_table *t = &r->table;
+	int			window = h->bm->sliding_window;
+
+	for (int p = 0; p < r->n_computed + q->n_tokens; p++)
+	{
+		int32_t		b = p / BS < t->n ? t->ids[p / BS] : -2;
+
+		if (b == -1)
+		{
+			/* dropped: no token of this chunk may still see it */
+			if (window <= 0 || p >= r->n_computed - window + 1)
+				h->memory_ok = false;
+			continue;
+		}
+		if (b < 0)
+			h->memory_ok = false;
+		else if (p >= r->n_computed)
+			h->dev[b][p % BS] = Tag(r, p);
+		else if (h->dev[b][p % BS] != Tag(r, p))
+			h->memory_ok = false;
+	}
+}
+
+/* Sample for r: a deterministic token; whether it has generated all it should. */
+static cbllm_finish
+FakeSample(harness *h, cbllm_request *r)
+{
+	int			k = IndexOf(h, r);
+
+	r->tokens[r->n_tokens] = 3 + (int32_t) ((r->id * 31 + r->n_tokens * 7) % 97);
+	r->n_tokens++;
+	return r->n_tokens - r->n_prompt >= h->gen[k] ? CBLLM_FINISH_LENGTH : CBLLM_FINISH_NONE;
+}
+
+/* Note that r ended at this step with why. */
+static void
+Ended(harness *h, const sched_finished *f)
+{
+	int			k = IndexOf(h, f->req);
+
+	h->done_step[k] = h->step;
+	h->why[k] = f->why;
+}
+
+/* One step as the engine runs it: plan, copies in order, forward, sample, update. */
+static const sched_plan *
+Step(harness *h)
+{
+	const sched_plan *p = scheduler_plan(&h->s, h->now);
+	const sched_update *u;
+
+	for (int i = 0; i < p->n_finished; i++)
+	{
+		Ended(h, &p->finished[i]);
+		h->n_never_fit++;
+	}
+	for (int i = 0; i < p->n_swaps; i++)
+		CopySwap(h, p, &p->swaps[i]);
+	for (int i = 0; i < p->n_preempted; i++)
+	{
+		if (p->preempted[i].swap >= 0)
+			h->n_swap_out++;
+		else
+			h->n_recompute++;
+	}
+	for (int i = 0; i < p->n_seqs; i++)
+	{
+		int			k = IndexOf(h, p->seqs[i].req);
+
+		FakeForward(h, &p->seqs[i]);
+		if (h->first_step[k] < 0)
+			h->first_step[k] = h->step;
+	}
+	for (int i = 0; i < p->n_seqs; i++)
+	{
+		h->res[i].finish = p->seqs[i].sample ? FakeSample(h, p->seqs[i].req) : CBLLM_FINISH_NONE;
+		h->res[i].error = NULL;
+	}
+	u = scheduler_update(&h->s, p, h->res);
+	for (int i = 0; i < u->n_finished; i++)
+		Ended(h, &u->finished[i]);
+	h->step++;
+	return p;
+}
+
+/* Step until every request ended (at most max_steps); whether they all did. */
+static bool
+RunAll(harness *h, int max_steps)
+{
+	for (int s = 0; s < max_steps; s++)
+	{
+		if (h->waiting.n == 0 && h->running.n == 0)
+			return true;
+		Step(h);
+	}
+	return h->waiting.n == 0 && h->running.n == 0;
+}
+
+/* The token budget cuts the step's last prompt into a chunk; max_num_seqs caps the sequences. */
+static void
+TestTokenAndSequenceBudgets(void)
+{
+	harness    *h;
+	const sched_plan *p;
+
+	if ((h = Init(Limits(4, 16), 64, 0, 0, false)) != NULL)
+	{
+		for (int k = 0; k < 6; k++)
+			Submit(h, 10, 0, 4, k);
+		p = Step(h);
+		TAP_OK(p->n_seqs == 2 && p->n_tokens == 16 && p->seqs[0].n_tokens == 10 &&
+			   p->seqs[1].n_tokens == 6,
+			   "a 16-token budget takes the first 10-token prompt whole and 6 tokens of the second (%d seqs, %d tokens)",
+			   p->n_seqs, p->n_tokens);
+		TAP_OK(p->seqs[0].sample && !p->seqs[1].sample,
+			   "the whole prompt samples its first token; the chunk does not");
+		TAP_OK(h->req[1]->n_computed == 6 && h->req[1]->table.n == 2 && h->req[2]->table.n == 0,
+			   "the update records the chunk's 6 positions; blocks are taken only for the step's tokens");
+	}
+	Done();
+	if ((h = Init(Limits(4, 100), 64, 0, 0, false)) != NULL)
+	{
+		for (int k = 0; k < 6; k++)
+			Submit(h, 2, 0, 4, k);
+		p = Step(h);
+		TAP_OK(p->n_seqs == 4 && h->running.n == 4 && h->waiting.n == 2,
+			   "with max_num_seqs 4, 4 of 6 small requests run and 2 wait, whatever the token budget");
+		TAP_OK(RunAll(h, 100) && h->memory_ok && AllFree(h),
+			   "the six complete, reading only their own KV, and every block is free after");
+	}
+	Done();
+}
+
+/* A long prompt is prefilled in chunks while a running request decodes a token in every step. */
+static void
+TestChunkedPrefillBesideDecode(void)
+{
+	harness    *h;
+	int			a,
+				b,
+				steps = 0;
+	bool		decode_every_step = true;
+
+	if ((h = Init(Limits(4, 8), 64, 0, 0, false)) != NULL)
+	{
+		a = Submit(h, 4, 0, 40, 1);
+		Step(h);				/* a's prompt */
+		b = Submit(h, 40, 0, 2, 2);
+		while (h->req[b]->n_computed < 40 && steps < 20)
+		{
+			int			before = h->req[a]->n_tokens;
+			const sched_plan *p = Step(h);
+
+			decode_every_step = decode_every_step && h->req[a]->n_tokens == before + 1 &&
+				p->seqs[0].req == h->req[a] && p->seqs[0].n_tokens == 1 && p->n_tokens <= 8;
+			steps++;
+		}
+		TAP_OK(steps == 6 && decode_every_step,
+			   "a 40-token prompt under an 8-token budget takes 6 steps of 7 tokens or fewer, and the running request decodes one token in each (%d steps)",
+			   steps);
+		TAP_OK(RunAll(h, 100) && h->memory_ok && AllFree(h), "both complete with their own KV, nothing held");
+	}
+	Done();
+}
+
+/*
+ * Three 8-token requests fill a 6-block pool; the next step needs a block
+ * each.  Returns the plan of that step.
+ */
+static const sched_plan *
+FillThenGrow(harness *h, double rank_a)
+{
+	Submit(h, 8, rank_a, 12, 1);	/* A */
+	Submit(h, 8, 0, 12, 2);		/* B */
+	Submit(h, 8, 0, 12, 3);		/* C */
+	Step(h);
+	return Step(h);
+}
+
+/* Victims go lowest rank first, then latest arrival: C, then B; the high-rank A never. */
+static void
+TestPreemptionOrder(void)
+{
+	harness    *h;
+	const sched_plan *p;
+
+	if ((h = Init(Limits(4, 64), 6, 0, 0, false)) != NULL)
+	{
+		p = FillThenGrow(h, 5);
+		TAP_OK(p->n_preempted == 1 && p->preempted[0].req == h->req[2] && p->preempted[0].swap == -1,
+			   "when A (rank 5), B and C (rank 0) each need a block of a full pool, C (rank 0, latest arrival) is preempted by recompute");
+		TAP_OK(h->req[2]->state == REQ_WAITING && h->req[2]->n_computed == 0 &&
+			   h->req[2]->table.n == 0 && h->req[2]->n_preemptions == 1 && h->waiting.head == h->req[2],
+			   "the recomputed victim waits at the head of the queue with no block and nothing computed");
+		TAP_OK(p->n_seqs == 2 && p->seqs[0].req == h->req[0] && p->seqs[1].req == h->req[1],
+			   "A and B decode in that step");
+		for (int s = 0; s < 4; s++)
+			p = Step(h);
+		TAP_OK(h->req[0]->n_preemptions == 0 && h->req[1]->n_preemptions == 1,
+			   "when A and B outgrow the pool, B is the next victim and A is never preempted");
+		TAP_OK(RunAll(h, 400) && h->memory_ok && AllFree(h),
+			   "all three complete with their own KV and every block is free after");
+	}
+	Done();
+}
+
+/* Swap keeps the victim's computed positions and lists its copies; a full swap area falls back to recompute. */
+static void
+TestRecomputeVersusSwap(void)
+{
+	harness    *h;
+	sched_limits lim = Limits(4, 64);
+	const sched_plan *p;
+
+	lim.preempt_mode = CBLLM_PREEMPT_SWAP;
+	if ((h = Init(lim, 6, 8, 0, false)) != NULL)
+	{
+		p = FillThenGrow(h, 5);
+		TAP_OK(p->n_preempted == 1 && p->preempted[0].swap == 0 && p->n_swaps == 1 &&
+			   p->swaps[0].out && p->swaps[0].req == h->req[2] && p->swaps[0].n == 2,
+			   "swap mode: the victim's 2 blocks are listed for copying out");
+		TAP_OK(h->req[2]->table.swapped && h->req[2]->n_computed == 8 && h->req[2]->table.n == 0 &&
+			   h->bm->n_swap_free == 6,
+			   "the swapped victim keeps its 8 computed positions in 2 swap blocks and holds no pool block");
+		TAP_OK(RunAll(h, 400) && h->memory_ok && h->n_swap_out > 0 && AllFree(h),
+			   "swapped requests resume with the KV they left with (swapped %d times) and every block is free after",
+			   h->n_swap_out);
+	}
+	Done();
+	if ((h = Init(lim, 6, 1, 0, false)) != NULL)
+	{
+		p = FillThenGrow(h, 5);
+		TAP_OK(p->n_preempted == 1 && p->preempted[0].swap == -1 && p->n_swaps == 0 &&
+			   !h->req[2]->table.swapped && h->req[2]->n_computed == 0,
+			   "swap mode with a 1-block swap area: the 2-block victim falls back to recompute");
+	}
+	Done();
+	lim.preempt_mode = CBLLM_PREEMPT_AUTO;
+	for (int fast = 0; fast < 2; fast++)
+	{
+		if ((h = Init(lim, 6, 8, 0, false)) != NULL)
+		{
+			h->s.swap_bytes_per_sec = fast ? 1e12 : 1.0;
+			p = FillThenGrow(h, 5);
+			TAP_OK(p->n_preempted == 1 && (p->preempted[0].swap >= 0) == (fast == 1),
+				   "auto mode: a %s copy rate makes the victim %s", fast ? "fast" : "slow",
+				   fast ? "swap" : "recompute");
+		}
+		Done();
+	}
+}
+
+/* A swapped victim keeps its arrival: it resumes before a request that arrived after it. */
+static void
+TestSwapInBeforeNewAdmissions(void)
+{
+	harness    *h;
+	sched_limits lim = Limits(4, 64);
+	int			d;
+	bool		d_waited = true;
+
+	lim.preempt_mode = CBLLM_PREEMPT_SWAP;
+	if ((h = Init(lim, 6, 8, 0, false)) != NULL)
+	{
+		FillThenGrow(h, 5);
+		d = Submit(h, 4, 0, 2, 4);	/* D: small, arrives after the victim C */
+		while (h->req[2]->table.swapped && h->step < 400)
+		{
+			Step(h);
+			d_waited = d_waited && (h->first_step[d] < 0 || !h->req[2]->table.swapped);
+		}
+		TAP_OK(!h->req[2]->table.swapped && d_waited,
+			   "the swapped victim C is swapped back in before D, which arrived later, is admitted, though D is smaller");
+		TAP_OK(RunAll(h, 400) && h->memory_ok && AllFree(h), "all four complete, nothing held");
+	}
+	Done();
+}
+
+/* Preempted requests return ahead of every later arrival, under a steady stream of them. */
+static void
+TestVictimsAreNotStarved(void)
+{
+	harness    *h;
+	bool		order_kept = true;
+
+	if ((h = Init(Limits(3, 64), 10, 0, 0, false)) != NULL)
+	{
+		for (int k = 0; k < 3; k++)
+			Submit(h, 6, 0, 12, k);
+		for (int s = 0; s < 300 && h->n < MAXR; s++)
+		{
+			if (h->waiting.n < 3)
+				Submit(h, 6, 0, 12, 100 + h->n);
+			Step(h);
+			/* no request is admitted for the first time while one that arrived earlier waits */
+			for (int k = 0; k < h->n; k++)
+				if (h->first_step[k] == h->step - 1)
+					for (int j = 0; j < k; j++)
+						if (h->req[j]->state == REQ_WAITING)
+							order_kept = false;
+		}
+		TAP_OK(order_kept, "while any request waits, no request that arrived after it is admitted first");
+		TAP_OK(h->n_recompute > 0, "the stream kept the pool short: %d preemptions", h->n_recompute);
+		TAP_OK(RunAll(h, 2000) && h->memory_ok && AllFree(h),
+			   "every one of the %d requests completes with its own KV, nothing held", h->n);
+	}
+	Done();
+}
+
+/*
+ * Priority aging as the engine ranks requests (priority - rate * t_submit):
+ * a priority-0 request submitted first outranks every priority-10 arrival
+ * after 10 s at 1 point/s, so it runs though the flood never stops.
+ */
+static void
+TestAgingLiftsLowPriorityOverAFlood(void)
+{
+	harness    *h;
+	int			low;
+
+	if ((h = Init(Limits(2, 64), 64, 0, 0, false)) != NULL)
+	{
+		low = Submit(h, 8, 0 - 1.0 * 0, 4, 1);
+		for (int s = 0; s < 60 && h->n < MAXR && h->done_step[low] < 0; s++)
+		{
+			while (h->waiting.n < 4 && h->n < MAXR)
+				Submit(h, 8, 10 - 1.0 * s, 6, 100 + h->n);
+			Step(h);
+		}
+		TAP_OK(h->done_step[low] >= 0 && h->done_step[low] <= 10 + 6 * 3 + 4 + 2,
+			   "the priority-0 request finishes at step %d, within 10 s of aging and three rounds of the flood",
+			   h->done_step[low]);
+	}
+	Done();
+}
+
+/* With a sliding window a long sequence holds only the blocks the window can see. */
+static void
+TestWindowDropsBlocks(void)
+{
+	harness    *h;
+	int			worst = 0,
+				a;
+
+	if ((h = Init(Limits(2, 64), 8, 0, 8, false)) != NULL)
+	{
+		a = Submit(h, 6, 0, 50, 1);	/* 56 positions: 14 blocks, in a pool of 8 */
+		while (h->req[a]->state != REQ_FINISHED && h->step < 200)
+		{
+			const block_table *t = &h->req[a]->table;
+
+			Step(h);
+			if (t->n - t->n_dropped > worst)
+				worst = t->n - t->n_dropped;
+		}
+		TAP_OK(h->why[a] == CBLLM_FINISH_LENGTH && h->n_recompute == 0 && h->memory_ok,
+			   "a 56-position sequence with window 8 runs to its end in an 8-block pool, without preemption, always seeing its window");
+		TAP_OK(worst <= 8 / BS + 2, "it never holds more than %d live blocks (at most %d)", worst,
+			   8 / BS + 2);
+		TAP_OK(AllFree(h), "every block is free after");
+	}
+	Done();
+}
+
+/* A prompt whose full blocks are cached computes only the rest; the last token always. */
+static void
+TestPrefixHitsSkipPrefill(void)
+{
+	harness    *h;
+	const sched_plan *p;
+	int			b,
+				c;
+
+	if ((h = Init(Limits(4, 64), 32, 0, 0, true)) != NULL)
+	{
+		Submit(h, 13, 0, 2, 7);
+		RunAll(h, 50);
+		b = Submit(h, 13, 0, 2, 7);	/* the same 13 tokens */
+		p = Step(h);
+		TAP_OK(p->n_seqs == 1 && p->seqs[0].n_tokens == 1 && h->bm->prefix_hits == 3,
+			   "the same 13-token prompt again hits its 3 cached full blocks and computes 1 token (%d)",
+			   p->seqs[0].n_tokens);
+		RunAll(h, 50);
+		c = Submit(h, 16, 0, 2, 7);	/* shares 13 tokens: 3 full blocks */
+		p = Step(h);
+		TAP_OK(p->seqs[0].n_tokens == 4 && h->bm->prefix_hits == 6,
+			   "a 16-token prompt sharing those 13 tokens reuses the 3 blocks and computes its last 4");
+		TAP_OK(RunAll(h, 50) && h->memory_ok && h->why[b] == CBLLM_FINISH_LENGTH &&
+			   h->why[c] == CBLLM_FINISH_LENGTH && AllFree(h),
+			   "shared blocks hold the right KV for each and nothing is held after");
+	}
+	Done();
+}
+
+/* A request that can never fit the pool is reported in the plan; the scheduler does not finish it. */
+static void
+TestNeverFitReportedNotFinished(void)
+{
+	harness    *h;
+	const sched_plan *p;
+	int			a,
+				b;
+
+	if ((h = Init(Limits(4, 64), 4, 0, 0, false)) != NULL)
+	{
+		a = Submit(h, 6, 0, 20, 1);	/* grows past 16 positions: more than the pool */
+		for (int s = 0; s < 40 && h->done_step[a] < 0; s++)
+			p = Step(h);
+		TAP_OK(h->done_step[a] >= 0 && h->why[a] == CBLLM_FINISH_LENGTH && h->n_never_fit == 1 &&
+			   h->req[a]->n_tokens == 17,
+			   "a lone request that outgrows the 4-block pool is reported as ending by length once its 16 positions are computed");
+		TAP_OK(h->req[a]->state == REQ_FINISHED && h->req[a]->finish == CBLLM_FINISH_NONE &&
+			   h->running.n == 0 && AllFree(h),
+			   "it is out of the queues with its blocks back, and its finish is left to the engine");
+		b = Submit(h, 15, 0, 2, 2);
+		h->req[b]->tokens[15] = 5;
+		h->req[b]->n_tokens = 16;	/* as if preempted after generating: 17 positions */
+		p = Step(h);
+		TAP_OK(p->n_finished == 1 && p->finished[0].req == h->req[b] && p->n_seqs == 0 &&
+			   h->waiting.n == 0,
+			   "a waiting request needing more than the pool is reported, not scheduled");
+	}
+	Done();
+}
+
+/* A constrained workload completes in every preemption mode, each sequence reading only its own KV. */
+static void
+TestConstrainedWorkloadCompletes(void)
+{
+	const struct
+	{
+		const char *name;
+		cbllm_preempt mode;
+		int			n_swap;
+		bool		prefix;
+	}			modes[] = {
+		{"recompute", CBLLM_PREEMPT_RECOMPUTE, 0, false},
+		{"swap", CBLLM_PREEMPT_SWAP, 64, false},
+		{"swap with a 3-block swap area", CBLLM_PREEMPT_SWAP, 3, false},
+		{"recompute with prefix caching", CBLLM_PREEMPT_RECOMPUTE, 0, true},
+		{"swap with prefix caching", CBLLM_PREEMPT_SWAP, 64, true},
+	};
+	harness    *h;
+	int			need = 0;
+
+	for (int k = 0; k < 8; k++)
+		need += (10 + 3 * k + 12 + BS - 1) / BS;
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++)
+	{
+		sched_limits lim = Limits(8, 32);
+
+		lim.preempt_mode = modes[m].mode;
+		if ((h = Init(lim, 20, modes[m].n_swap, 0, modes[m].prefix)) != NULL)
+		{
+			for (int k = 0; k < 8; k++)
+				Submit(h, 10 + 3 * k, k % 3, 12, k % 2);	/* two families of shared prompts */
+			TAP_OK(RunAll(h, 2000) && h->memory_ok,
+				   "%s: 8 requests needing %d blocks complete in a 20-block pool, each reading its own KV",
+				   modes[m].name, need);
+			TAP_OK(h->n_swap_out + h->n_recompute > 0 &&
+				   (modes[m].mode != CBLLM_PREEMPT_RECOMPUTE || h->n_swap_out == 0),
+				   "%s: requests were preempted (%d by swap, %d by recompute)", modes[m].name,
+				   h->n_swap_out, h->n_recompute);
+			TAP_OK(AllFree(h), "%s: every KV and swap block is free at the end", modes[m].name);
+		}
+		Done();
+	}
+}
+
+int
+main(void)
+{
+	TestTokenAndSequenceBudgets();
+	TestChunkedPrefillBesideDecode();
+	TestPreemptionOrder();
+	TestRecomputeVersusSwap();
+	TestSwapInBeforeNewAdmissions();
+	TestVictimsAreNotStarved();
+	TestAgingLiftsLowPriorityOverAFlood();
+	TestWindowDropsBlocks();
+	TestPrefixHitsSkipPrefill();
+	TestNeverFitReportedNotFinished();
+	TestConstrainedWorkloadCompletes();
+	return tap_done();
+}
