@@ -651,7 +651,14 @@ CudaSwap(cuda_ctx *c, swap_space *sw, const int32_t *blocks, const int32_t *ids,
 			cuda_copy_2d_async(c->v_cache + doff, dpitch, hv, bytes, bytes, c->cfg.n_layers,
 							   c->swap_stream, err);
 		if (rc)
+		{
+			/* the copies already issued still run: the compute stream waits for them too */
+			cbllm_err	ignored;
+
+			if (cuda_event_record(c->ev_swap, c->swap_stream, &ignored) == CBLLM_OK)
+				c->swap_pending = true;
 			return CBLLM_ERR_DEVICE;
+		}
 	}
 	if ((rc = cuda_event_record(c->ev_swap, c->swap_stream, err)) != CBLLM_OK)
 		return rc;

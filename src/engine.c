@@ -533,11 +533,25 @@ FinishRetired(cbllm_engine *e, const sched_finished *f, int n)
 		request_finish(e, f[i].req, f[i].why, f[i].error);
 }
 
+/* Whether the plan brings swaps[i]'s request back in a later swap. */
+static bool
+SwappedBackLater(const sched_plan *plan, int i)
+{
+	for (int j = i + 1; j < plan->n_swaps; j++)
+		if (!plan->swaps[j].out && plan->swaps[j].req == plan->swaps[i].req)
+			return true;
+	return false;
+}
+
 /*
- * Copy the plan's swaps in plan order; *n_done says how many ran (all but
- * the failed one and those after it on a failure).  The auto preemption
- * choice learns the copy rate from the swap-outs: the backend's measurement
- * when it has one (its copies run asynchronously), else their timing.
+ * Copy the plan's swaps in plan order; *n_done says how many were tried
+ * (all, or up to the failed one).  A swap-out that fails costs only its
+ * victim's copy: the victim recomputes its KV later, as when the swap area
+ * has no room, and the step goes on (no block of the step depends on it).
+ * A failed swap-in (or a swap-out whose request the plan swaps back in)
+ * fails the step.  The auto preemption choice learns the copy rate from
+ * the swap-outs: the backend's measurement when it has one (its copies run
+ * asynchronously), else their timing.
  */
 static int
 RunSwaps(cbllm_engine *e, const sched_plan *plan, int *n_done, cbllm_err *err)
@@ -554,8 +568,13 @@ RunSwaps(cbllm_engine *e, const sched_plan *plan, int *n_done, cbllm_err *err)
 			e->be->swap_out(e->be, e->kv, e->swap, blocks, ids, w->n, err) :
 			e->be->swap_in(e->be, e->kv, e->swap, blocks, ids, w->n, err);
 
-		if (rc != CBLLM_OK)
+		if (rc != CBLLM_OK && (!w->out || SwappedBackLater(plan, *n_done)))
 			return rc;
+		if (rc != CBLLM_OK)
+		{
+			request_release_swap(e->bm, w->req);	/* recompute instead */
+			continue;
+		}
 		if (!w->out)
 			continue;
 		if (e->be->swap_bytes_per_sec > 0)
@@ -585,7 +604,10 @@ DropUncopiedSwaps(cbllm_engine *e, const sched_plan *plan, int n_done)
 	}
 }
 
-/* Count the plan's preemptions: by swap when its swap-out copy ran, else by recompute. */
+/*
+ * Count the plan's preemptions: by swap when its swap-out copy ran and the
+ * victim's KV is in the swap area, else by recompute.
+ */
 static void
 RecordPreemptions(cbllm_engine *e, const sched_plan *plan, int n_swaps_done)
 {
@@ -593,7 +615,7 @@ RecordPreemptions(cbllm_engine *e, const sched_plan *plan, int n_swaps_done)
 	{
 		int			w = plan->preempted[i].swap;
 
-		if (w >= 0 && w < n_swaps_done)
+		if (w >= 0 && w < n_swaps_done && plan->preempted[i].req->table.swapped)
 			e->stats.preemptions_swap++;
 		else
 			e->stats.preemptions_recompute++;

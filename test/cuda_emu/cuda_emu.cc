@@ -57,11 +57,18 @@ static int	n_capturing = 0;	/* streams capturing now */
 static bool device_lost = false;	/* a sticky fault: every call fails */
 
 static bool fail_captures = false;
+static int	fail_copies_2d = 0;	/* 2-D copies still to refuse */
 
 extern "C" void
 cuda_emu_fail_captures(int on)
 {
 	fail_captures = on != 0;
+}
+
+extern "C" void
+cuda_emu_fail_copies_2d(int n)
+{
+	fail_copies_2d = n;
 }
 
 extern "C" void
@@ -428,6 +435,11 @@ cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size
 	(void) kind;
 	if (width > dpitch || width > spitch)
 		return SetError(cudaErrorInvalidValue);
+	if (fail_copies_2d > 0)
+	{
+		fail_copies_2d--;		/* an injected, non-sticky failure: nothing is copied */
+		return SetError(cudaErrorInvalidValue);
+	}
 	return cuda_emu::enqueue(s, [=]() {
 		for (size_t r = 0; r < height; r++)
 			memcpy((char *) dst + r * dpitch, (const char *) src + r * spitch, width);

@@ -171,6 +171,9 @@ extern "C" void cuda_emu_fail_device(void);
 /* Make every graph capture fail at its end, as an illegal call inside it would (tests). */
 extern "C" void cuda_emu_fail_captures(int on);
 
+/* Make the next n 2-D copies (the swap copies) fail without copying, a non-sticky error (tests). */
+extern "C" void cuda_emu_fail_copies_2d(int n);
+
 /* --------------------------------------------------------- kernel threads */
 namespace cuda_emu
 {

@@ -385,6 +385,37 @@ TestMemoryBudget(void)
 #ifdef CBLLM_CUDA_EMU
 void		cuda_emu_fail_device(void);
 void		cuda_emu_fail_captures(int on);
+void		cuda_emu_fail_copies_2d(int n);
+
+/*
+ * When a swap-out copy fails (a non-sticky error), its victim recomputes
+ * instead: nothing is lost, every request keeps its tokens.
+ */
+static void
+TestSwapCopyFailure(void)
+{
+	cbllm_err	err;
+	cbllm_sampling sp = Greedy();
+	int32_t		roomy[N_REQ][GEN],
+				failed[N_REQ][GEN];
+	cbllm_engine *x = NewEngine(model_dir, "cuda", 64, true, CBLLM_PREEMPT_AUTO, NULL, &err);
+	cbllm_engine *s = NewEngine(model_dir, "cuda", 14, true, CBLLM_PREEMPT_SWAP, NULL, &err);
+	cbllm_stats st = {0};
+	bool		ok;
+
+	ok = x != NULL && s != NULL && RunTogether(x, 0, N_REQ, &sp, roomy);
+	cuda_emu_fail_copies_2d(1 << 20);
+	ok = ok && RunTogether(s, 0, N_REQ, &sp, failed);
+	cuda_emu_fail_copies_2d(0);
+	if (s != NULL)
+		cbllm_engine_stats(s, &st);
+	TAP_OK(ok && st.preemptions > 0 && st.preemptions_swap == 0 &&
+		   st.preemptions_recompute == st.preemptions && Differ(roomy, failed, N_REQ) == 0,
+		   "when every swap copy fails, the %lld preemptions recompute instead and no request fails or changes its tokens (%d differ)",
+		   (long long) st.preemptions, ok ? Differ(roomy, failed, N_REQ) : -1);
+	cbllm_engine_destroy(x);
+	cbllm_engine_destroy(s);
+}
 
 /* When recording a graph fails, the step runs again eagerly and nothing is lost. */
 static void
@@ -482,6 +513,7 @@ main(int argc, char **argv)
 	TestMemoryBudget();
 #ifdef CBLLM_CUDA_EMU
 	TestCaptureFailure();
+	TestSwapCopyFailure();
 	TestDeviceLost();			/* last: the emulated device stays broken */
 #endif
 	return tap_done();
