@@ -59,6 +59,7 @@ ENGINE_SRCS = \
 	src/request.c \
 	src/scheduler.c \
 	src/engine.c \
+	src/engine_step.c \
 	src/ipc.c \
 	src/engine_server.c \
 	src/request_check.c

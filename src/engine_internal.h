@@ -64,6 +64,9 @@ void		request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const 
 /* engine.c: the engine's clock in seconds (the injected one, else CLOCK_MONOTONIC) */
 double		engine_now(const cbllm_engine *e);
 
+/* Free the request the last take returned (engine.c). */
+void		engine_drop_taken(cbllm_engine *e);
+
 /*
  * engine.c: bytes of K and V of n_positions positions over all layers, as
  * the backend stores them (its kv_layout); every pool, swap area and copy
