@@ -80,6 +80,7 @@ typedef struct cbllm_backend cbllm_backend;
 struct cbllm_backend
 {
 	const char *name;
+	const char *cpu_isa;		/* the CPU kernel set it runs ("avx512", ...); NULL for a device */
 	void	   *ctx;
 	int			pad_block;		/* a KV block id for padding tokens; -1 when graph_tokens is NULL */
 	int64_t		graph_replays;	/* steps replayed from a recorded graph (the backend counts) */
@@ -166,8 +167,5 @@ typedef struct cpu_backend_params
 } cpu_backend_params;
 
 int			cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *err);
-
-/* The CPU kernel set a CPU backend runs ("avx512", "avx2", "generic"). */
-const char *cpu_backend_isa(const cbllm_backend *be);
 
 #endif

@@ -450,6 +450,7 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	for (int i = 0; i < half; i++)
 		c->inv_freq[i] = 1.0 / pow((double) cfg->rope_theta, (2.0 * i) / cfg->head_dim);
 	be->name = "cpu";
+	be->cpu_isa = c->k->isa;
 	be->pad_block = -1;
 	be->alloc = CpuAlloc;
 	be->free = CpuFree;
@@ -473,12 +474,6 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	return CBLLM_OK;
 }
 
-/* The kernel set in use, for reports. */
-const char *
-cpu_backend_isa(const cbllm_backend *be)
-{
-	return ((const cpu_ctx *) be->ctx)->k->isa;
-}
 
 /* The CPU is always there. */
 static bool

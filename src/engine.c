@@ -588,7 +588,7 @@ cbllm_engine_get_info(const cbllm_engine *e, cbllm_engine_info *info)
 	info->kv_bytes_per_token = engine_kv_bytes(e, 1);
 	info->n_threads = threadpool_size(e->pool);
 	info->device = e->be->name;
-	info->cpu_isa = strcmp(e->be->name, "cpu") == 0 ? cpu_backend_isa(e->be) : "none";
+	info->cpu_isa = e->be->cpu_isa != NULL ? e->be->cpu_isa : "none";
 	info->eos_id = e->eos_id;
 	info->bos_id = tokenizer_bos_id(e->tok);
 }
