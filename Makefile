@@ -109,6 +109,8 @@ CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=s
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart_static -ldl -lrt -lpthread -lstdc++ \
              -Wl,-rpath,$(CUDA_HOME)/lib64
 CUDA_KERNELS = cuda_runtime_ops cuda_ops cuda_gemm cuda_attention cuda_sample
+# the backend's plain-C files, compiled into the engine built with CUDA support
+CUDA_HOST    = backend_cuda cuda_weights cuda_swap
 CUDA_LIB     = build/libcbllm_cuda.a
 CUDA_EMU_LIB = build/emu/libcbllm_cuda_emu.a
 EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu build/test/test_arch_emu \
@@ -121,14 +123,15 @@ $(error CUDA=1 needs nvcc and there is none in $(CUDA_HOME)/bin: set NVCC or CUD
 endif
 UNIT_TESTS    += build/test/test_cuda_ops build/test/test_engine_cuda
 ENGINE_CFLAGS += -DCBLLM_WITH_CUDA
-ENGINE_OBJS   += build/cuda/backend_cuda.o
+ENGINE_OBJS   += $(patsubst %,build/cuda/%.o,$(CUDA_HOST))
 ENGINE_LIBS   := $(CUDA_LIB) $(ENGINE_LIBS) $(CUDA_LIBS)
 EMU_ENGINE_LIB = $(ENGINE_LIB)
 else
 EMU_ENGINE_LIB = build/emu/libcbllm_engine_emu.a
 endif
 EMU_ENGINE_CFLAGS = $(filter-out -DCBLLM_WITH_CUDA,$(ENGINE_CFLAGS)) -DCBLLM_WITH_CUDA
-EMU_ENGINE_OBJS   = $(patsubst src/%.c,build/emu/engine/%.o,$(ENGINE_SRCS)) build/emu/engine/backend_cuda.o
+EMU_ENGINE_OBJS   = $(patsubst src/%.c,build/emu/engine/%.o,$(ENGINE_SRCS)) \
+                    $(patsubst %,build/emu/engine/%.o,$(CUDA_HOST))
 
 .PHONY: engine unit-tests check-all clean-engine install-cli cuda-config
 
@@ -197,7 +200,7 @@ EMU_KERNEL_FLAGS_kernels_avx512  = -O3 $(AVX512_FLAGS)
 build/emu/engine/%.o: src/%.c src/*.h src/*.inc | build/emu/engine
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) $(EMU_KERNEL_FLAGS_$*) -c $< -o $@
 
-build/emu/engine/backend_cuda.o: cuda/backend_cuda.c cuda/*.h src/*.h | build/emu/engine
+$(patsubst %,build/emu/engine/%.o,$(CUDA_HOST)): build/emu/engine/%.o: cuda/%.c cuda/*.h src/*.h | build/emu/engine
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -c $< -o $@
 
 build/emu/libcbllm_engine_emu.a: $(EMU_ENGINE_OBJS)
@@ -229,7 +232,7 @@ $(CUDA_EMU_LIB): $(patsubst %,build/emu/%.o,$(CUDA_KERNELS)) build/emu/cuda_emu.
 	rm -f $@
 	ar rcs $@ $^
 
-build/cuda/backend_cuda.o: cuda/backend_cuda.c cuda/*.h src/*.h | build/cuda
+$(patsubst %,build/cuda/%.o,$(CUDA_HOST)): build/cuda/%.o: cuda/%.c cuda/*.h src/*.h | build/cuda
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -c $< -o $@
 
 unit-tests: $(UNIT_TESTS)

@@ -23,85 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_ctx.h"
 #include "cuda_ops.h"
 #include "numeric.h"
-
-#define MAX_GRAPH_SIZES 48
-#define COPY_BANDWIDTH_ITERS 20	/* device copies timed by copy_bandwidth; the median is reported */
-
-typedef struct dev_weight
-{
-	const void *host;			/* the host data the engine passes (NULL for dummy weights) */
-	uint64_t	seed;			/* dummy weights: their seed; 0 otherwise */
-	void	   *dev;
-	cbllm_dtype dtype;			/* on the device: CBLLM_F32 (norms), else a CBLLM_CUDA_GEMM type */
-} dev_weight;
-
-typedef enum step_mode
-{
-	STEP_EAGER,					/* operations launch as they are called */
-	STEP_RECORD,				/* operations are recorded into a graph */
-	STEP_REPLAY					/* operations do nothing; end_step replays the graph */
-} step_mode;
-
-typedef struct cuda_ctx
-{
-	cbllm_model_config cfg;
-	void	   *blas;
-	dev_weight *w;				/* (n_w) uploaded tensors */
-	int			n_w;
-	int			cap_w;
-	size_t		weight_bytes;	/* device bytes of the uploaded tensors */
-	/* the KV pool: bf16, the engine's block layout, plus the pad block */
-	uint16_t   *k_cache;		/* (n_layers, n_blocks + 1, block_size, n_kv_heads, head_dim) */
-	uint16_t   *v_cache;
-	int64_t		block_elems;	/* elements of one block in one layer */
-	int			n_blocks;		/* blocks of the engine's pool; block n_blocks pads */
-	int			block_size;
-	int			max_tokens;
-	int			max_seqs;
-	int			max_ctx;
-	int			max_blocks;		/* table row length: ceil(max_ctx / block_size) */
-	cuda_stream stream;			/* every step's work */
-	cuda_stream swap_stream;	/* swap copies */
-	cuda_event	ev_compute;		/* compute stream reached a swap */
-	cuda_event	ev_swap;		/* swap copies done */
-	cuda_event	ev_staged;		/* the last batch upload has read the staging buffers */
-	bool		swap_pending;	/* the next step must wait for ev_swap */
-	void	   *swap_pinned_k;	/* the host swap area, once page-locked */
-	void	   *swap_pinned_v;
-	/* device copies of the step's batch */
-	int32_t    *d_tokens;		/* (max_tokens) */
-	int32_t    *d_pos;			/* (max_tokens) */
-	int32_t    *d_seq;			/* (max_tokens) */
-	int64_t    *d_slots;		/* (max_tokens) */
-	int32_t    *d_rows;			/* (max_tokens) */
-	int32_t    *d_tables;		/* (max_seqs, max_blocks) */
-	float	   *d_cos;			/* (max_ctx, head_dim / 2) RoPE table of every position */
-	float	   *d_sin;
-	void	   *d_xh;			/* (max_tokens, max_k) halves: matmul input */
-	cuda_sample_params *d_sample;	/* (max_tokens) */
-	int32_t    *d_sampled;		/* (max_tokens) */
-	/* page-locked staging of the same */
-	int32_t    *h_tokens;
-	int32_t    *h_pos;
-	int32_t    *h_seq;
-	int64_t    *h_slots;
-	int32_t    *h_rows;
-	int32_t    *h_tables;
-	cuda_sample_params *h_sample;
-	int32_t    *h_sampled;
-	/* graphs, one per padded decode size */
-	bool		no_graphs;
-	int			n_sizes;
-	int			sizes[MAX_GRAPH_SIZES];	/* ascending */
-	cuda_graph	graphs[MAX_GRAPH_SIZES];
-	bool		warmed[MAX_GRAPH_SIZES];	/* a step of this size ran eagerly once */
-	step_mode	mode;
-	int			graph_index;	/* of the step being recorded or replayed */
-	int			failed;			/* an operation failed since the last check */
-	cbllm_err	err;
-} cuda_ctx;
 
 /* Remember the first failure of an operation (ops return void in the table). */
 static void
@@ -120,150 +44,6 @@ TakeFailure(cuda_ctx *c, cbllm_err *err)
 	*err = c->err;
 	c->failed = 0;
 	return CBLLM_ERR_DEVICE;
-}
-
-/* The device copy of a host tensor or of a dummy tensor. */
-static const dev_weight *
-Find(const cuda_ctx *c, const void *host, uint64_t seed)
-{
-	for (int i = 0; i < c->n_w; i++)
-		if (c->w[i].host == host && c->w[i].seed == seed)
-			return &c->w[i];
-	return NULL;
-}
-
-/* The device copy of a weight matrix. */
-static const dev_weight *
-FindWeight(const cuda_ctx *c, const cbllm_weight *w)
-{
-	return Find(c, w->data, w->data != NULL ? 0 : w->dummy_seed);
-}
-
-/*
- * The type a tensor of stored type dt has on the device: vectors F32, dummy
- * matrices BF16, matrices as their row of the weight-type table says.
- */
-static cbllm_dtype
-DeviceType(cbllm_dtype dt, bool is_vector, bool is_dummy)
-{
-	if (is_vector)
-		return CBLLM_F32;
-	if (is_dummy || cbllm_dtype_traits_of(dt)->cuda == CBLLM_CUDA_AS_BF16)
-		return CBLLM_BF16;
-	return dt;
-}
-
-/* Copy n elements stored as dt at host to the device as bf16, converting through f32. */
-static int
-UploadAsBf16(void *dev, const void *host, cbllm_dtype dt, size_t n, cbllm_err *err)
-{
-	float	   *f = malloc(sizeof(float) * n);
-	uint16_t   *h = malloc(sizeof(uint16_t) * n);
-	int			rc;
-
-	if (f == NULL || h == NULL)
-		rc = cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
-	else
-	{
-		cbllm_to_f32(dt, host, f, (int64_t) n);
-		for (size_t i = 0; i < n; i++)
-			h[i] = cbllm_f32_to_bf16(f[i]);
-		rc = cuda_upload(dev, h, sizeof(uint16_t) * n, err);
-	}
-	free(f);
-	free(h);
-	return rc;
-}
-
-/* Upload n elements of a tensor in its device type (DeviceType). */
-static int
-Upload(cuda_ctx *c, const void *host, uint64_t seed, float scale, cbllm_dtype dt, size_t n,
-	   bool is_vector, cbllm_err *err)
-{
-	dev_weight	d = {host, host != NULL ? 0 : seed, NULL,
-	DeviceType(dt, is_vector, host == NULL)};
-	size_t		bytes = cbllm_dtype_row_bytes(d.dtype, (int64_t) n);
-	int			rc;
-
-	if (Find(c, d.host, d.seed) != NULL)
-		return CBLLM_OK;		/* tied embeddings: one upload */
-	if (host == NULL && seed == 0)
-		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "a weight has neither data nor a dummy seed");
-	if (c->n_w == c->cap_w)
-	{
-		int			cap = c->cap_w ? 2 * c->cap_w : 64;
-		dev_weight *g = realloc(c->w, sizeof(dev_weight) * cap);
-
-		if (g == NULL)
-			return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
-		c->w = g;
-		c->cap_w = cap;
-	}
-	if ((rc = cuda_alloc(&d.dev, bytes, err)) != CBLLM_OK)
-		return rc;
-	if (host == NULL)
-		rc = cuda_fill_dummy(d.dev, (int64_t) n, seed, scale, err);
-	else if (d.dtype == (is_vector ? CBLLM_F32 : dt))
-		rc = cuda_upload(d.dev, host, bytes, err);
-	else
-		rc = UploadAsBf16(d.dev, host, dt, n, err);
-	if (rc != CBLLM_OK)
-	{
-		cuda_free(d.dev);
-		return rc;
-	}
-	c->w[c->n_w++] = d;
-	c->weight_bytes += bytes;
-	return CBLLM_OK;
-}
-
-/* Add one tensor's device bytes, in its device type. */
-static int
-AddDeviceBytes(void *arg, const model_tensor *mt, cbllm_err *err)
-{
-	const cbllm_weight *w = mt->matrix;
-
-	if (!mt->tied)
-		*(size_t *) arg += cbllm_dtype_row_bytes(w != NULL ?
-												 DeviceType(w->dtype, false, w->data == NULL) :
-												 CBLLM_F32, mt->rows * mt->cols);
-	return CBLLM_OK;
-}
-
-/* Upload one tensor (a tied one is the embeddings' upload). */
-static int
-UploadTensor(void *arg, const model_tensor *mt, cbllm_err *err)
-{
-	cuda_ctx   *c = arg;
-	const cbllm_weight *w = mt->matrix;
-
-	if (mt->tied)
-		return CBLLM_OK;
-	if (mt->vector != NULL)
-		return Upload(c, *mt->vector, 0, 1.0f, CBLLM_F32, (size_t) mt->rows, true, err);
-	return Upload(c, w->data, w->dummy_seed, w->dummy_scale, w->dtype,
-				  (size_t) (w->rows * w->cols), false, err);
-}
-
-/* Upload every matrix and vector of the model. */
-static int
-UploadModel(cuda_ctx *c, const cbllm_model *m, cbllm_err *err)
-{
-	size_t		need = 0,
-				free_b = 0,
-				total_b = 0;
-	int			rc;
-
-	model_visit(m, AddDeviceBytes, &need, err);
-	if ((rc = cuda_mem_info(&free_b, &total_b, err)) != CBLLM_OK)
-		return rc;
-	if (need > free_b)
-		return cbllm_fail(err, CBLLM_ERR_NOMEM,
-						  "the model's weights need %zu MiB on the GPU but only %zu MiB of %zu MiB are free; use a GPU with more memory or stop what else holds it",
-						  need >> 20, free_b >> 20, total_b >> 20);
-	if ((rc = model_visit(m, UploadTensor, c, err)) != CBLLM_OK)
-		return rc;
-	return cuda_stream_sync(NULL, err);	/* dummy fills run on the legacy stream */
 }
 
 static void *
@@ -433,7 +213,7 @@ static void
 CudaEmbed(cbllm_backend *be, const cbllm_weight *emb, const fwd_batch *b, float *x)
 {
 	cuda_ctx   *c = be->ctx;
-	const dev_weight *d = FindWeight(c, emb);
+	const dev_weight *d = cuda_weight_find_matrix(c, emb);
 
 	if (LIVE(c))
 		Note(c, d ? cuda_embed(d->dev, d->dtype, (int) emb->cols, c->d_tokens, b->n_tokens, x,
@@ -446,7 +226,7 @@ CudaRmsnorm(cbllm_backend *be, const float *x, const float *w, int T, int dim, f
 			float *out)
 {
 	cuda_ctx   *c = be->ctx;
-	const dev_weight *d = Find(c, w, 0);
+	const dev_weight *d = cuda_weight_find(c, w, 0);
 
 	if (LIVE(c))
 		Note(c, d ? cuda_rmsnorm(x, d->dev, T, dim, eps, out, c->stream, &c->err) :
@@ -458,7 +238,7 @@ CudaAddRmsnorm(cbllm_backend *be, float *x, const float *y, const float *w, int 
 			   float eps, float *out)
 {
 	cuda_ctx   *c = be->ctx;
-	const dev_weight *d = Find(c, w, 0);
+	const dev_weight *d = cuda_weight_find(c, w, 0);
 
 	if (LIVE(c))
 		Note(c, d ? cuda_add_rmsnorm(x, y, d->dev, T, dim, eps, out, c->stream, &c->err) :
@@ -477,7 +257,7 @@ CudaMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *
 		return;
 	for (int i = 0; i < n; i++)
 	{
-		const dev_weight *d = FindWeight(c, w[i]);
+		const dev_weight *d = cuda_weight_find_matrix(c, w[i]);
 
 		if (d == NULL)
 		{
@@ -555,7 +335,7 @@ static void
 CudaAddBias(cbllm_backend *be, float *x, const float *bias, int T, int dim)
 {
 	cuda_ctx   *c = be->ctx;
-	const dev_weight *d = Find(c, bias, 0);
+	const dev_weight *d = cuda_weight_find(c, bias, 0);
 
 	if (LIVE(c))
 		Note(c, d ? cuda_add_bias(x, d->dev, T, dim, c->stream, &c->err) :
@@ -614,128 +394,6 @@ CudaDownload(cbllm_backend *be, const float *src, float *dst, size_t n, cbllm_er
 		(rc = cuda_stream_sync(c->stream, err)))
 		return rc;
 	return CBLLM_OK;
-}
-
-/*
- * Blocks between the device pool and the host swap area, layer by layer, on
- * the swap stream: after the compute stream's work so far, and before the
- * next step's (begin_step waits for ev_swap).
- */
-static int
-CudaSwap(cuda_ctx *c, swap_space *sw, const int32_t *blocks, const int32_t *ids, int n,
-		 bool out, cbllm_err *err)
-{
-	size_t		bytes = sizeof(uint16_t) * c->block_elems;	/* one block of one layer */
-	size_t		dpitch = bytes * (size_t) (c->n_blocks + 1);	/* device: layer to layer */
-	int			rc;
-
-	if ((size_t) sw->block_floats * sizeof(float) < bytes * c->cfg.n_layers)
-		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "swap blocks are smaller than GPU blocks");
-	if ((rc = cuda_event_record(c->ev_compute, c->stream, err)) ||
-		(rc = cuda_stream_wait(c->swap_stream, c->ev_compute, err)))
-		return rc;
-	for (int i = 0; i < n; i++)
-	{
-		/* a block is one 2-D copy: a row per layer */
-		int64_t		doff = (int64_t) blocks[i] * c->block_elems;
-		char	   *hk = (char *) (sw->k + (int64_t) ids[i] * sw->block_floats);
-		char	   *hv = (char *) (sw->v + (int64_t) ids[i] * sw->block_floats);
-
-		rc = out ?
-			cuda_copy_2d_async(hk, bytes, c->k_cache + doff, dpitch, bytes, c->cfg.n_layers,
-							   c->swap_stream, err) ||
-			cuda_copy_2d_async(hv, bytes, c->v_cache + doff, dpitch, bytes, c->cfg.n_layers,
-							   c->swap_stream, err) :
-			cuda_copy_2d_async(c->k_cache + doff, dpitch, hk, bytes, bytes, c->cfg.n_layers,
-							   c->swap_stream, err) ||
-			cuda_copy_2d_async(c->v_cache + doff, dpitch, hv, bytes, bytes, c->cfg.n_layers,
-							   c->swap_stream, err);
-		if (rc)
-		{
-			/* the copies already issued still run: the compute stream waits for them too */
-			cbllm_err	ignored;
-
-			if (cuda_event_record(c->ev_swap, c->swap_stream, &ignored) == CBLLM_OK)
-				c->swap_pending = true;
-			return CBLLM_ERR_DEVICE;
-		}
-	}
-	if ((rc = cuda_event_record(c->ev_swap, c->swap_stream, err)) != CBLLM_OK)
-		return rc;
-	c->swap_pending = true;
-	return CBLLM_OK;
-}
-
-/*
- * Time copies between the pool and the page-locked swap area, device to host
- * and back (the best of three), for the scheduler's swap-or-recompute choice:
- * asynchronous swaps cannot be timed as they are issued.
- */
-static void
-MeasureSwap(cbllm_backend *be, const swap_space *sw)
-{
-	cuda_ctx   *c = be->ctx;
-	size_t		area = sizeof(float) * (size_t) sw->n_blocks * sw->block_floats;
-	size_t		pool = sizeof(uint16_t) * (size_t) c->cfg.n_layers * (c->n_blocks + 1) * c->block_elems;
-	size_t		bytes = (size_t) 64 << 20;
-	double		best = 0;
-	cbllm_err	ignored;
-
-	bytes = bytes < area ? bytes : area;
-	bytes = bytes < pool ? bytes : pool;
-	for (int i = 0; i < 3 && bytes > 0; i++)
-	{
-		double		t = cbllm_now();
-
-		if (cuda_copy_async(sw->k, c->k_cache, bytes, c->swap_stream, &ignored) != CBLLM_OK ||
-			cuda_copy_async(c->k_cache, sw->k, bytes, c->swap_stream, &ignored) != CBLLM_OK ||
-			cuda_stream_sync(c->swap_stream, &ignored) != CBLLM_OK)
-			return;
-		t = cbllm_now() - t;
-		if (t > 0 && 2.0 * bytes / t > best)
-			best = 2.0 * bytes / t;
-	}
-	be->swap_bytes_per_sec = best;
-}
-
-/*
- * Page-lock the host swap area once, so that swap copies run asynchronously.
- * Where the system refuses, swapping still works, with staged copies.
- */
-static int
-CudaPrepareSwap(cbllm_backend *be, swap_space *sw, cbllm_err *err)
-{
-	cuda_ctx   *c = be->ctx;
-	size_t		area = sizeof(float) * (size_t) sw->n_blocks * sw->block_floats;
-	cbllm_err	ignored;
-
-	if (sw->n_blocks == 0 || c->swap_pinned_k == sw->k)
-		return CBLLM_OK;
-	if (cuda_host_register(sw->k, area, &ignored) != CBLLM_OK)
-		return CBLLM_OK;
-	if (cuda_host_register(sw->v, area, &ignored) != CBLLM_OK)
-	{
-		cuda_host_unregister(sw->k);
-		return CBLLM_OK;
-	}
-	c->swap_pinned_k = sw->k;
-	c->swap_pinned_v = sw->v;
-	MeasureSwap(be, sw);
-	return CBLLM_OK;
-}
-
-static int
-CudaSwapOut(cbllm_backend *be, const kv_cache *kv, swap_space *sw, const int32_t *blocks,
-			const int32_t *ids, int n, cbllm_err *err)
-{
-	return CudaSwap(be->ctx, sw, blocks, ids, n, true, err);
-}
-
-static int
-CudaSwapIn(cbllm_backend *be, kv_cache *kv, const swap_space *sw, const int32_t *blocks,
-		   const int32_t *ids, int n, cbllm_err *err)
-{
-	return CudaSwap(be->ctx, (swap_space *) sw, blocks, ids, n, false, err);
 }
 
 /* False once a fault has poisoned the CUDA context. */
@@ -982,7 +640,7 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	c->max_blocks = (p->max_ctx + p->block_size - 1) / p->block_size;
 	c->no_graphs = p->no_graphs;
 	GraphSizes(c);
-	if ((rc = UploadModel(c, p->model, err)) ||
+	if ((rc = cuda_weights_upload(c, p->model, err)) ||
 		(rc = cuda_blas_create(&c->blas, err)) ||
 		(rc = cuda_stream_create(&c->stream, err)) ||
 		(rc = cuda_stream_create(&c->swap_stream, err)) ||
@@ -1020,9 +678,9 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	be->add_rmsnorm = CudaAddRmsnorm;
 	be->gather_rows = CudaGatherRows;
 	be->sample = CudaSample;
-	be->prepare_swap = CudaPrepareSwap;
-	be->swap_out = CudaSwapOut;
-	be->swap_in = CudaSwapIn;
+	be->prepare_swap = cuda_swap_prepare;
+	be->swap_out = cuda_swap_out;
+	be->swap_in = cuda_swap_in;
 	be->download = CudaDownload;
 	be->healthy = CudaHealthy;
 	be->destroy = CudaDestroy;

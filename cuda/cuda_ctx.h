@@ -1,0 +1,106 @@
+/*
+ * cuda_ctx.h: the CUDA backend's context, shared by the files of the backend
+ * (backend_cuda.c: the table and a step's operations; cuda_weights.c: the
+ * weights on the device; cuda_swap.c: KV blocks to and from host memory).
+ * Plain C: CUDA is reached only through cuda_ops.h.
+ */
+#ifndef CBLLM_CUDA_CTX_H
+#define CBLLM_CUDA_CTX_H
+
+#include "../src/backend.h"
+#include "cuda_ops.h"
+
+#define MAX_GRAPH_SIZES 48
+#define COPY_BANDWIDTH_ITERS 20	/* device copies timed by copy_bandwidth; the median is reported */
+
+typedef struct dev_weight
+{
+	const void *host;			/* the host data the engine passes (NULL for dummy weights) */
+	uint64_t	seed;			/* dummy weights: their seed; 0 otherwise */
+	void	   *dev;
+	cbllm_dtype dtype;			/* on the device: CBLLM_F32 (norms), else a CBLLM_CUDA_GEMM type */
+} dev_weight;
+
+typedef enum step_mode
+{
+	STEP_EAGER,					/* operations launch as they are called */
+	STEP_RECORD,				/* operations are recorded into a graph */
+	STEP_REPLAY					/* operations do nothing; end_step replays the graph */
+} step_mode;
+
+typedef struct cuda_ctx
+{
+	cbllm_model_config cfg;
+	void	   *blas;
+	dev_weight *w;				/* (n_w) uploaded tensors */
+	int			n_w;
+	int			cap_w;
+	size_t		weight_bytes;	/* device bytes of the uploaded tensors */
+	/* the KV pool: bf16, the engine's block layout, plus the pad block */
+	uint16_t   *k_cache;		/* (n_layers, n_blocks + 1, block_size, n_kv_heads, head_dim) */
+	uint16_t   *v_cache;
+	int64_t		block_elems;	/* elements of one block in one layer */
+	int			n_blocks;		/* blocks of the engine's pool; block n_blocks pads */
+	int			block_size;
+	int			max_tokens;
+	int			max_seqs;
+	int			max_ctx;
+	int			max_blocks;		/* table row length: ceil(max_ctx / block_size) */
+	cuda_stream stream;			/* every step's work */
+	cuda_stream swap_stream;	/* swap copies */
+	cuda_event	ev_compute;		/* compute stream reached a swap */
+	cuda_event	ev_swap;		/* swap copies done */
+	cuda_event	ev_staged;		/* the last batch upload has read the staging buffers */
+	bool		swap_pending;	/* the next step must wait for ev_swap */
+	void	   *swap_pinned_k;	/* the host swap area, once page-locked */
+	void	   *swap_pinned_v;
+	/* device copies of the step's batch */
+	int32_t    *d_tokens;		/* (max_tokens) */
+	int32_t    *d_pos;			/* (max_tokens) */
+	int32_t    *d_seq;			/* (max_tokens) */
+	int64_t    *d_slots;		/* (max_tokens) */
+	int32_t    *d_rows;			/* (max_tokens) */
+	int32_t    *d_tables;		/* (max_seqs, max_blocks) */
+	float	   *d_cos;			/* (max_ctx, head_dim / 2) RoPE table of every position */
+	float	   *d_sin;
+	void	   *d_xh;			/* (max_tokens, max_k) halves: matmul input */
+	cuda_sample_params *d_sample;	/* (max_tokens) */
+	int32_t    *d_sampled;		/* (max_tokens) */
+	/* page-locked staging of the same */
+	int32_t    *h_tokens;
+	int32_t    *h_pos;
+	int32_t    *h_seq;
+	int64_t    *h_slots;
+	int32_t    *h_rows;
+	int32_t    *h_tables;
+	cuda_sample_params *h_sample;
+	int32_t    *h_sampled;
+	/* graphs, one per padded decode size */
+	bool		no_graphs;
+	int			n_sizes;
+	int			sizes[MAX_GRAPH_SIZES];	/* ascending */
+	cuda_graph	graphs[MAX_GRAPH_SIZES];
+	bool		warmed[MAX_GRAPH_SIZES];	/* a step of this size ran eagerly once */
+	step_mode	mode;
+	int			graph_index;	/* of the step being recorded or replayed */
+	int			failed;			/* an operation failed since the last check */
+	cbllm_err	err;
+} cuda_ctx;
+
+/* The device copy of a host tensor (seed 0) or of a dummy tensor, or NULL (cuda_weights.c). */
+const dev_weight *cuda_weight_find(const cuda_ctx *c, const void *host, uint64_t seed);
+
+/* The device copy of a weight matrix, or NULL. */
+const dev_weight *cuda_weight_find_matrix(const cuda_ctx *c, const cbllm_weight *w);
+
+/* Upload every matrix and vector of m, after checking the device has room. */
+int			cuda_weights_upload(cuda_ctx *c, const cbllm_model *m, cbllm_err *err);
+
+/* The backend table's prepare_swap, swap_out and swap_in (cuda_swap.c). */
+int			cuda_swap_prepare(cbllm_backend *be, swap_space *sw, cbllm_err *err);
+int			cuda_swap_out(cbllm_backend *be, const kv_cache *kv, swap_space *sw,
+						  const int32_t *blocks, const int32_t *ids, int n, cbllm_err *err);
+int			cuda_swap_in(cbllm_backend *be, kv_cache *kv, const swap_space *sw,
+						 const int32_t *blocks, const int32_t *ids, int n, cbllm_err *err);
+
+#endif

@@ -1,0 +1,155 @@
+/*
+ * cuda_weights.c: the model's weights on the device.  Every tensor the
+ * architecture's roles name (model_visit) is uploaded once in the type its
+ * weight-type row says the device runs it in; dummy matrices are generated
+ * on the device from their seeds.  A host pointer (or a dummy seed) finds
+ * its device copy.
+ */
+#include <stdlib.h>
+
+#include "cuda_ctx.h"
+#include "numeric.h"
+
+/* The device copy of a host tensor or of a dummy tensor. */
+const dev_weight *
+cuda_weight_find(const cuda_ctx *c, const void *host, uint64_t seed)
+{
+	for (int i = 0; i < c->n_w; i++)
+		if (c->w[i].host == host && c->w[i].seed == seed)
+			return &c->w[i];
+	return NULL;
+}
+
+/* The device copy of a weight matrix. */
+const dev_weight *
+cuda_weight_find_matrix(const cuda_ctx *c, const cbllm_weight *w)
+{
+	return cuda_weight_find(c, w->data, w->data != NULL ? 0 : w->dummy_seed);
+}
+
+/*
+ * The type a tensor of stored type dt has on the device: vectors F32, dummy
+ * matrices BF16, matrices as their row of the weight-type table says.
+ */
+static cbllm_dtype
+DeviceType(cbllm_dtype dt, bool is_vector, bool is_dummy)
+{
+	if (is_vector)
+		return CBLLM_F32;
+	if (is_dummy || cbllm_dtype_traits_of(dt)->cuda == CBLLM_CUDA_AS_BF16)
+		return CBLLM_BF16;
+	return dt;
+}
+
+/* Copy n elements stored as dt at host to the device as bf16, converting through f32. */
+static int
+UploadAsBf16(void *dev, const void *host, cbllm_dtype dt, size_t n, cbllm_err *err)
+{
+	float	   *f = malloc(sizeof(float) * n);
+	uint16_t   *h = malloc(sizeof(uint16_t) * n);
+	int			rc;
+
+	if (f == NULL || h == NULL)
+		rc = cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	else
+	{
+		cbllm_to_f32(dt, host, f, (int64_t) n);
+		for (size_t i = 0; i < n; i++)
+			h[i] = cbllm_f32_to_bf16(f[i]);
+		rc = cuda_upload(dev, h, sizeof(uint16_t) * n, err);
+	}
+	free(f);
+	free(h);
+	return rc;
+}
+
+/* Upload n elements of a tensor in its device type (DeviceType). */
+static int
+Upload(cuda_ctx *c, const void *host, uint64_t seed, float scale, cbllm_dtype dt, size_t n,
+	   bool is_vector, cbllm_err *err)
+{
+	dev_weight	d = {host, host != NULL ? 0 : seed, NULL,
+	DeviceType(dt, is_vector, host == NULL)};
+	size_t		bytes = cbllm_dtype_row_bytes(d.dtype, (int64_t) n);
+	int			rc;
+
+	if (cuda_weight_find(c, d.host, d.seed) != NULL)
+		return CBLLM_OK;		/* tied embeddings: one upload */
+	if (host == NULL && seed == 0)
+		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "a weight has neither data nor a dummy seed");
+	if (c->n_w == c->cap_w)
+	{
+		int			cap = c->cap_w ? 2 * c->cap_w : 64;
+		dev_weight *g = realloc(c->w, sizeof(dev_weight) * cap);
+
+		if (g == NULL)
+			return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+		c->w = g;
+		c->cap_w = cap;
+	}
+	if ((rc = cuda_alloc(&d.dev, bytes, err)) != CBLLM_OK)
+		return rc;
+	if (host == NULL)
+		rc = cuda_fill_dummy(d.dev, (int64_t) n, seed, scale, err);
+	else if (d.dtype == (is_vector ? CBLLM_F32 : dt))
+		rc = cuda_upload(d.dev, host, bytes, err);
+	else
+		rc = UploadAsBf16(d.dev, host, dt, n, err);
+	if (rc != CBLLM_OK)
+	{
+		cuda_free(d.dev);
+		return rc;
+	}
+	c->w[c->n_w++] = d;
+	c->weight_bytes += bytes;
+	return CBLLM_OK;
+}
+
+/* Add one tensor's device bytes, in its device type. */
+static int
+AddDeviceBytes(void *arg, const model_tensor *mt, cbllm_err *err)
+{
+	const cbllm_weight *w = mt->matrix;
+
+	if (!mt->tied)
+		*(size_t *) arg += cbllm_dtype_row_bytes(w != NULL ?
+												 DeviceType(w->dtype, false, w->data == NULL) :
+												 CBLLM_F32, mt->rows * mt->cols);
+	return CBLLM_OK;
+}
+
+/* Upload one tensor (a tied one is the embeddings' upload). */
+static int
+UploadTensor(void *arg, const model_tensor *mt, cbllm_err *err)
+{
+	cuda_ctx   *c = arg;
+	const cbllm_weight *w = mt->matrix;
+
+	if (mt->tied)
+		return CBLLM_OK;
+	if (mt->vector != NULL)
+		return Upload(c, *mt->vector, 0, 1.0f, CBLLM_F32, (size_t) mt->rows, true, err);
+	return Upload(c, w->data, w->dummy_seed, w->dummy_scale, w->dtype,
+				  (size_t) (w->rows * w->cols), false, err);
+}
+
+/* Upload every matrix and vector of the model. */
+int
+cuda_weights_upload(cuda_ctx *c, const cbllm_model *m, cbllm_err *err)
+{
+	size_t		need = 0,
+				free_b = 0,
+				total_b = 0;
+	int			rc;
+
+	model_visit(m, AddDeviceBytes, &need, err);
+	if ((rc = cuda_mem_info(&free_b, &total_b, err)) != CBLLM_OK)
+		return rc;
+	if (need > free_b)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM,
+						  "the model's weights need %zu MiB on the GPU but only %zu MiB of %zu MiB are free; use a GPU with more memory or stop what else holds it",
+						  need >> 20, free_b >> 20, total_b >> 20);
+	if ((rc = model_visit(m, UploadTensor, c, err)) != CBLLM_OK)
+		return rc;
+	return cuda_stream_sync(NULL, err);	/* dummy fills run on the legacy stream */
+}
