@@ -8,23 +8,24 @@
  *   SQL call -> cbllm_request_params (slot) -> cbllm_cmd_submit.params (frame)
  *            -> cbllm_request_params_to_engine -> cbllm_engine_submit
  *
- * The check runs twice over the same rules: in the backend with the
- * server's limits (cbllm.max_tokens_limit, cbllm.max_prompt_bytes), and in
- * the engine over whatever a caller of the engine API gave
- * (cbllm_request_params_from_sampling, with cbllm_engine_limits).
- * PostgreSQL-free, so that the rules are unit-tested and fuzzed
+ * The one check applies the same rules in three places: in the backend
+ * with the server's limits (cbllm.max_tokens_limit, cbllm.max_prompt_bytes);
+ * in the engine process on every submit frame, with cbllm_engine_limits (a
+ * refusal there means a corrupt channel, ipc.c); and in the engine over
+ * whatever a caller of the engine API gave (cbllm_request_params_from_sampling,
+ * request.c).  PostgreSQL-free, so that the rules are unit-tested and fuzzed
  * (test/fuzz/fuzz_request_check.c).
  */
 #ifndef CBLLM_REQUEST_PARAMS_H
 #define CBLLM_REQUEST_PARAMS_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "request_kind.h"
 
-struct cbllm_request_input;		/* cbllm.h: the engine API, which the SQL side never includes */
+/* cbllm.h, the engine API: not included here, since every PostgreSQL-side file reads this header */
+struct cbllm_request_input;
 struct cbllm_sampling;
 
 #define CBLLM_MAX_TEMPERATURE 100	/* the distribution is flat long before */
