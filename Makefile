@@ -62,7 +62,7 @@ ENGINE_SRCS = \
 	src/engine_step.c \
 	src/ipc.c \
 	src/engine_server.c \
-	src/request_check.c
+	src/request_params.c
 
 ENGINE_OBJS = $(patsubst src/%.c,build/%.o,$(ENGINE_SRCS))
 ENGINE_LIB  = build/libcbllm_engine.a
@@ -274,8 +274,8 @@ build/fuzz/fuzz_tokenizer:         build/fuzz/obj/tokenizer_load.o build/fuzz/ob
                                    build/fuzz/obj/util.o
 build/fuzz/fuzz_tokenizer_config:  build/fuzz/obj/tokenizer_load.o build/fuzz/obj/tokenizer.o \
                                    build/fuzz/obj/util.o
-build/fuzz/fuzz_ipc:                build/fuzz/obj/ipc.o
-build/fuzz/fuzz_request_check:      build/fuzz/obj/request_check.o
+build/fuzz/fuzz_ipc:                build/fuzz/obj/ipc.o build/fuzz/obj/request_params.o
+build/fuzz/fuzz_request_check:      build/fuzz/obj/request_params.o
 
 build/fuzz/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/*.h | build/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(filter %.o,$^) -lcjson -lm -o $@
@@ -294,7 +294,7 @@ include $(PGXS)
 $(shlib): $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB))
 # PGXS rules do not track headers: rebuild the glue when its headers change
 $(OBJS): bgworker/*.h src/cbllm.h src/tokenizer.h src/util.h src/ipc.h src/engine_server.h \
-         src/request_kind.h src/request_check.h
+         src/request_kind.h src/request_params.h
 install: install-cli
 install-cli: $(CLI) $(ENGINE_PROG)
 	$(INSTALL_PROGRAM) $(CLI) '$(DESTDIR)$(bindir)/cbllm-cli'

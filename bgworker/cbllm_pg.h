@@ -17,7 +17,7 @@
 #include "storage/spin.h"
 #include "datatype/timestamp.h"
 
-#include "../src/request_kind.h"
+#include "../src/request_params.h"
 
 /* ---- GUCs (guc.c) ---- */
 extern char *cbllm_model;
@@ -89,28 +89,11 @@ typedef enum CbllmEngineState
 
 #define CBLLM_REASON_LEN 512
 #define CBLLM_ERROR_LEN 512
-#define CBLLM_MAX_STOP_STRINGS 8
 /* The largest piece payload in one output frame; a frame is a 4-byte length, then the bytes. */
 #define CBLLM_FRAME_MAX 4096
 #define CBLLM_FRAME_HEADER 4
 /* The smallest output ring: two of the largest frames. */
 #define CBLLM_MIN_OUTPUT_BUFFER (2 * (CBLLM_FRAME_MAX + CBLLM_FRAME_HEADER))
-
-/* A request's parameters, as the SQL call gave them. */
-typedef struct CbllmParams
-{
-	int			kind;			/* a cbllm_request_kind */
-	int			max_tokens;
-	double		temperature;
-	double		top_p;
-	int			top_k;
-	bool		has_seed;
-	int64		seed;
-	int			priority;
-	uint64		cache_salt;		/* prefix-cache scope: requests share cached KV only with equal salts */
-	int			n_stop;
-	int			stop_len[CBLLM_MAX_STOP_STRINGS];	/* bytes of each stop string */
-} CbllmParams;
 
 /*
  * One request slot.  "mutex" is the slot's spinlock, held only for a few
@@ -130,8 +113,9 @@ typedef struct CbllmSlot
 	uint32		worker_generation;	/* backend at submit (the worker it expects), under mutex */
 
 	/* the request: backend, while CLAIMED (no lock: the slot is its own); read-only from SUBMITTED */
-	CbllmParams params;			/* its stop strings follow the prompt in prompt_buf */
-	int			prompt_len;		/* bytes of prompt text (or of int32 ids) at the start of prompt_buf */
+	cbllm_request_params params;	/* as the SQL call gave them, checked; prompt_buf starts with
+									 * params.prompt_len bytes of prompt text (or of int32 ids),
+									 * then its stop strings */
 	TimestampTz submitted_at;	/* backend at submit, under mutex */
 
 	/* progress: worker, under mutex */
@@ -335,10 +319,9 @@ text	   *CbllmTextFromModel(const char *s, int len);
 
 typedef struct CbllmRequestArgs
 {
-	const char *prompt;			/* UTF-8 text, or int32 ids for CBLLM_REQ_DETOKENIZE */
-	int			prompt_len;		/* bytes */
-	CbllmParams params;
-	const char *stop[CBLLM_MAX_STOP_STRINGS];	/* params.stop_len[k] bytes each */
+	const char *prompt;			/* UTF-8 text, or int32 ids for CBLLM_REQ_DETOKENIZE: params.prompt_len bytes */
+	cbllm_request_params params;
+	const char *stop[CBLLM_MAX_STOP];	/* params.stop_len[k] bytes each */
 } CbllmRequestArgs;
 
 /* A request this backend has in flight. */
@@ -358,7 +341,7 @@ bool		CbllmArgsError(const CbllmRequestArgs *a, int *errcode_out, char *errmsg_o
 void		CbllmWaitReady(void);
 bool		CbllmSubmit(const CbllmRequestArgs *a, CbllmHandle *h, bool wait_for_slot);
 void		CbllmSubmitOrFail(const CbllmRequestArgs *a, CbllmHandle *h);
-void		CbllmDefaultParams(CbllmParams *p, int kind);
+void		CbllmDefaultParams(cbllm_request_params *p, int kind);
 
 /*
  * Move new output of h into buf (appending); returns true once the request

@@ -27,7 +27,6 @@
 #include "tcop/tcopprot.h"
 
 #include "../src/cbllm.h"
-#include "../src/request_check.h"
 
 #define MAX_OWNED 4096
 
@@ -77,24 +76,14 @@ CbllmRaiseFailure(int errcode_in, const char *msg)
 			 errhint("The cbllm engine is restarted by itself; run the statement again.") : 0));
 }
 
-/*
- * Check one request's parameters without raising: returns false with the
- * sqlstate and message of the first problem.  (The array form turns a bad
- * element into NULL with on_error => 'null', so nothing here may throw.)
- */
-bool
-CbllmArgsError(const CbllmRequestArgs *a, int *errcode_out, char *errmsg_out)
+/* Check one request's parameters: the first problem's field, sqlstate and message; true when none. */
+static bool
+ArgsCheck(const CbllmRequestArgs *a, cbllm_request_field *field, int *errcode_out, char *errmsg_out)
 {
-	const CbllmParams *p = &a->params;
 	cbllm_request_limits lim = {.max_tokens_limit = cbllm_max_tokens_limit,
 	.max_prompt_bytes = cbllm_max_prompt_bytes};
-	cbllm_request_args_check c = {.kind = p->kind, .max_tokens = p->max_tokens,
-		.temperature = p->temperature, .top_p = p->top_p, .top_k = p->top_k,
-	.priority = p->priority, .prompt_len = a->prompt_len, .n_stop = p->n_stop};
 
-	for (int k = 0; k < p->n_stop && k < CBLLM_CHECK_MAX_STOP; k++)
-		c.stop_len[k] = p->stop_len[k];
-	switch (cbllm_request_check(&lim, &c, errmsg_out, CBLLM_ERROR_LEN))
+	switch (cbllm_request_check(&lim, &a->params, field, errmsg_out, CBLLM_ERROR_LEN))
 	{
 		case CBLLM_CHECK_OK:
 			return true;
@@ -107,24 +96,43 @@ CbllmArgsError(const CbllmRequestArgs *a, int *errcode_out, char *errmsg_out)
 	}
 }
 
-/* The hint that goes with an argument error. */
-static const char *
-ArgsHint(const char *msg)
+/*
+ * Check one request's parameters without raising: returns false with the
+ * sqlstate and message of the first problem.  (The array form turns a bad
+ * element into NULL with on_error => 'null', so nothing here may throw.)
+ */
+bool
+CbllmArgsError(const CbllmRequestArgs *a, int *errcode_out, char *errmsg_out)
 {
-	if (strncmp(msg, "max_tokens", 10) == 0)
-		return "The upper limit is cbllm.max_tokens_limit.";
-	if (strncmp(msg, "temperature", 11) == 0)
-		return "Use 0 for greedy decoding.";
-	if (strncmp(msg, "top_p", 5) == 0)
-		return "Use 1 to turn nucleus sampling off.";
-	if (strncmp(msg, "top_k", 5) == 0)
-		return "Use 0 to turn top-k sampling off.";
-	if (strncmp(msg, "priority", 8) == 0)
-		return "Higher priorities are served first.";
-	if (strncmp(msg, "stop", 4) == 0)
-		return "Remove empty strings from the stop array.";
-	if (strstr(msg, "too large") != NULL)
-		return "Raise cbllm.max_prompt_bytes (requires a restart).";
+	return ArgsCheck(a, NULL, errcode_out, errmsg_out);
+}
+
+/* The hint that goes with a refused argument, by its field. */
+static const char *
+ArgsHint(cbllm_request_field field)
+{
+	switch (field)
+	{
+		case CBLLM_FIELD_MAX_TOKENS:
+			return "The upper limit is cbllm.max_tokens_limit.";
+		case CBLLM_FIELD_TEMPERATURE:
+			return "Use 0 for greedy decoding.";
+		case CBLLM_FIELD_TOP_P:
+			return "Use 1 to turn nucleus sampling off.";
+		case CBLLM_FIELD_TOP_K:
+			return "Use 0 to turn top-k sampling off.";
+		case CBLLM_FIELD_PRIORITY:
+			return "Higher priorities are served first.";
+		case CBLLM_FIELD_N_STOP:
+			return "Keep the most specific stop strings.";
+		case CBLLM_FIELD_STOP_LEN:
+			return "Remove empty strings from the stop array.";
+		case CBLLM_FIELD_BYTES:
+			return "Raise cbllm.max_prompt_bytes (requires a restart).";
+		case CBLLM_FIELD_NONE:
+		case CBLLM_FIELD_PROMPT_LEN:
+			break;
+	}
 	return NULL;
 }
 
@@ -132,12 +140,13 @@ ArgsHint(const char *msg)
 void
 CbllmCheckArgs(const CbllmRequestArgs *a)
 {
+	cbllm_request_field field;
 	int			code;
 	char		msg[CBLLM_ERROR_LEN];
 
-	if (!CbllmArgsError(a, &code, msg))
+	if (!ArgsCheck(a, &field, &code, msg))
 	{
-		const char *hint = ArgsHint(msg);
+		const char *hint = ArgsHint(field);
 
 		ereport(ERROR, (errcode(code), errmsg("%s", msg), hint ? errhint("%s", hint) : 0));
 	}
@@ -145,7 +154,7 @@ CbllmCheckArgs(const CbllmRequestArgs *a)
 
 /* Defaults for a request of this kind (generation options as the SQL defaults give them). */
 void
-CbllmDefaultParams(CbllmParams *p, int kind)
+CbllmDefaultParams(cbllm_request_params *p, int kind)
 {
 	memset(p, 0, sizeof(*p));
 	p->kind = kind;
@@ -461,10 +470,9 @@ CbllmSubmit(const CbllmRequestArgs *a, CbllmHandle *h, bool wait_for_slot)
 	s = CbllmGetSlot(slot);
 	s->params = a->params;
 	s->params.cache_salt = CacheSalt();
-	s->prompt_len = a->prompt_len;
 	p = CbllmSlotPrompt(s);
-	memcpy(p, a->prompt, a->prompt_len);
-	p += a->prompt_len;
+	memcpy(p, a->prompt, a->params.prompt_len);
+	p += a->params.prompt_len;
 	for (int j = 0; j < a->params.n_stop; j++)
 	{
 		memcpy(p, a->stop[j], a->params.stop_len[j]);

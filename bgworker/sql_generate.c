@@ -24,8 +24,6 @@ PG_FUNCTION_INFO_V1(llm_result);
 /* An llm_submit id: the slot in the low 16 bits, its serial above. */
 #define ASYNC_SLOT_BITS 16
 
-#define DEFAULT_MAX_TOKENS 256
-
 /*
  * Read the options shared by every form: (prompt, max_tokens, temperature,
  * top_p, top_k, seed, stop, priority) at argument positions 1..7.  NULL
@@ -36,13 +34,19 @@ ReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a)
 {
 	memset(a, 0, sizeof(*a));
 	CbllmDefaultParams(&a->params, CBLLM_REQ_GENERATE);
-	a->params.max_tokens = PG_ARGISNULL(1) ? DEFAULT_MAX_TOKENS : PG_GETARG_INT32(1);
-	a->params.temperature = PG_ARGISNULL(2) ? 0.0 : PG_GETARG_FLOAT8(2);
-	a->params.top_p = PG_ARGISNULL(3) ? 1.0 : PG_GETARG_FLOAT8(3);
-	a->params.top_k = PG_ARGISNULL(4) ? 0 : PG_GETARG_INT32(4);
+	if (!PG_ARGISNULL(1))
+		a->params.max_tokens = PG_GETARG_INT32(1);
+	if (!PG_ARGISNULL(2))
+		a->params.temperature = PG_GETARG_FLOAT8(2);
+	if (!PG_ARGISNULL(3))
+		a->params.top_p = PG_GETARG_FLOAT8(3);
+	if (!PG_ARGISNULL(4))
+		a->params.top_k = PG_GETARG_INT32(4);
 	a->params.has_seed = !PG_ARGISNULL(5);
-	a->params.seed = a->params.has_seed ? PG_GETARG_INT64(5) : 0;
-	a->params.priority = PG_ARGISNULL(7) ? 0 : PG_GETARG_INT32(7);
+	if (a->params.has_seed)
+		a->params.seed = (uint64) PG_GETARG_INT64(5);
+	if (!PG_ARGISNULL(7))
+		a->params.priority = PG_GETARG_INT32(7);
 	if (!PG_ARGISNULL(6))
 	{
 		ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(6);
@@ -55,12 +59,10 @@ ReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("stop must be a one-dimensional text array")));
 		deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
-		if (n > CBLLM_MAX_STOP_STRINGS)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("at most %d stop strings are allowed, not %d", CBLLM_MAX_STOP_STRINGS, n),
-					 errhint("Keep the most specific stop strings.")));
-		for (int k = 0; k < n; k++)
+		a->params.n_stop = n;
+		if (n > CBLLM_MAX_STOP)
+			CbllmCheckArgs(a);	/* refuses the count before any string is read */
+		for (int k = 0; k < n && k < CBLLM_MAX_STOP; k++)
 		{
 			text	   *t;
 
@@ -71,7 +73,6 @@ ReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a)
 			t = DatumGetTextPP(elems[k]);
 			a->stop[k] = CbllmTextToModelOrError(t, &a->params.stop_len[k]);
 		}
-		a->params.n_stop = n;
 	}
 }
 
@@ -86,14 +87,14 @@ PreparePrompt(CbllmRequestArgs *a, text *prompt, int *code, char *msg)
 	int			raw = VARSIZE_ANY_EXHDR(prompt);
 
 	a->prompt = VARDATA_ANY(prompt);
-	a->prompt_len = raw;
+	a->params.prompt_len = raw;
 	if (raw > cbllm_max_prompt_bytes)
 		return CbllmArgsError(a, code, msg);	/* reports the size; UTF-8 is no shorter */
-	a->prompt = CbllmTextToModel(VARDATA_ANY(prompt), raw, &a->prompt_len, msg);
+	a->prompt = CbllmTextToModel(VARDATA_ANY(prompt), raw, &a->params.prompt_len, msg);
 	if (a->prompt == NULL)
 	{
 		*code = ERRCODE_CHARACTER_NOT_IN_REPERTOIRE;
-		a->prompt_len = 0;
+		a->params.prompt_len = 0;
 		return false;
 	}
 	return CbllmArgsError(a, code, msg);

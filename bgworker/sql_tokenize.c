@@ -30,7 +30,7 @@ AskEngine(int kind, const char *input, int len, StringInfo out)
 	memset(&a, 0, sizeof(a));
 	CbllmDefaultParams(&a.params, kind);
 	a.prompt = input;
-	a.prompt_len = len;
+	a.params.prompt_len = len;
 	CbllmCheckArgs(&a);
 	CbllmSubmitOrFail(&a, &h);
 	while (!CbllmPoll(&h, out, &failed, &code, msg))
@@ -50,7 +50,7 @@ InputText(text *t, int *len)
 
 	memset(&a, 0, sizeof(a));
 	a.params.kind = CBLLM_REQ_TOKENIZE;
-	a.prompt_len = VARSIZE_ANY_EXHDR(t);
+	a.params.prompt_len = VARSIZE_ANY_EXHDR(t);
 	CbllmCheckArgs(&a);			/* refuses an oversized text before any work */
 	return CbllmTextToModelOrError(t, len);
 }

@@ -13,8 +13,6 @@
  */
 #include "worker_internal.h"
 
-#include <float.h>
-
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -183,16 +181,13 @@ StartSlot(CbllmEngineProc *ep, int i)
 	WorkerSlot *w = &wslots[i];
 	cbllm_ring *r = cbllm_ipc_cmd_ring(ep->rg);
 	cbllm_cmd_submit c = {0};
-	CbllmParams prm;
 	size_t		need;
 	uint64		serial;
 	int			payload;
 
 	/* the request is read-only from SUBMITTED on: its size first, then take it */
-	prm = s->params;
-	payload = s->prompt_len;
-	for (int k = 0; k < prm.n_stop; k++)
-		payload += prm.stop_len[k];
+	c.params = s->params;
+	payload = (int) cbllm_request_params_bytes(&c.params);
 	need = sizeof(cbllm_msg_header) + sizeof(c) + (size_t) payload;
 	if (need > msgbuf_cap || need > cbllm_ring_space(r))
 		return false;
@@ -200,20 +195,6 @@ StartSlot(CbllmEngineProc *ep, int i)
 		return true;			/* cancelled meanwhile */
 	c.slot = i;
 	c.serial = serial;
-	c.kind = prm.kind;
-	c.max_tokens = prm.max_tokens;
-	c.temperature = (float) prm.temperature;
-	/* a top_p below float's range means "the top token only", which FLT_MIN keeps */
-	c.top_p = prm.top_p < FLT_MIN ? FLT_MIN : (float) prm.top_p;
-	c.top_k = prm.top_k;
-	c.has_seed = prm.has_seed;
-	c.seed = (uint64_t) prm.seed;
-	c.priority = prm.priority;
-	c.cache_salt = prm.cache_salt;
-	c.prompt_len = s->prompt_len;
-	c.n_stop = prm.n_stop;
-	for (int k = 0; k < prm.n_stop; k++)
-		c.stop_len[k] = prm.stop_len[k];
 	memcpy(msgbuf, &c, sizeof(c));
 	memcpy(msgbuf + sizeof(c), CbllmSlotPrompt(s), payload);	/* prompt, then the stop strings */
 	if (!cbllm_ring_put(r, CBLLM_CMD_SUBMIT, msgbuf, sizeof(c) + payload, NULL, 0))
@@ -223,7 +204,7 @@ StartSlot(CbllmEngineProc *ep, int i)
 	w->active = true;
 	w->in_engine = true;
 	w->serial = serial;
-	w->kind = prm.kind;
+	w->kind = c.params.kind;
 	w->finished = false;
 	w->n_prompt = w->n_generated = 0;
 	w->phase = CBLLM_PHASE_QUEUED;

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "request_kind.h"
 #include "util.h"
 
 typedef struct cbllm_engine cbllm_engine;
@@ -79,8 +80,6 @@ typedef enum cbllm_finish
 } cbllm_finish;
 
 const char *cbllm_finish_name(cbllm_finish f);
-
-#define CBLLM_MAX_STOP 8
 
 typedef struct cbllm_sampling
 {

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "request_params.h"
 #include "tokenizer.h"
 
 /* What the server keeps of one supervisor slot's request. */
@@ -194,57 +195,30 @@ static void
 Submit(server *sv, const cbllm_cmd_submit *c, const char *payload)
 {
 	server_req *q = &sv->reqs[c->slot];
-	const char *prompt = payload;
-	char	   *stops[CBLLM_IPC_MAX_STOP] = {0};
-	const char *src = payload + c->prompt_len;
-	cbllm_sampling sp = cbllm_sampling_default();
-	cbllm_request_input in = {0};
+	cbllm_sampling sp;
+	cbllm_request_input in;
+	char	   *held;
 	cbllm_err	err;
-	int			rc = CBLLM_OK;
+	int			rc;
 
 	if (q->active)
 		DropReq(sv, c->slot);	/* the supervisor reused the slot: the old one is over */
 	q->active = true;
 	q->serial = c->serial;
-	q->kind = c->kind;
+	q->kind = c->params.kind;
 	q->queue_seconds = -1;
 	q->dirty = true;
-	if (c->kind != CBLLM_REQ_GENERATE)
+	if (c->params.kind != CBLLM_REQ_GENERATE)
 	{
-		RunTokenizer(sv, q, prompt, c->prompt_len);
+		RunTokenizer(sv, q, payload, c->params.prompt_len);
 		return;
 	}
-	for (int k = 0; k < c->n_stop; k++)
-	{
-		stops[k] = malloc((size_t) c->stop_len[k] + 1);
-		if (stops[k] == NULL)
-			rc = CBLLM_ERR_NOMEM;
-		else
-		{
-			memcpy(stops[k], src, (size_t) c->stop_len[k]);
-			stops[k][c->stop_len[k]] = '\0';
-		}
-		sp.stop[k] = stops[k];
-		src += c->stop_len[k];
-	}
-	sp.n_stop = c->n_stop;
-	sp.max_tokens = c->max_tokens;
-	sp.temperature = c->temperature;
-	sp.top_p = c->top_p;
-	sp.top_k = c->top_k;
-	sp.has_seed = c->has_seed != 0;
-	sp.seed = c->seed;
-	sp.priority = c->priority;
-	in.text = prompt;
-	in.text_len = (size_t) c->prompt_len;
-	in.add_bos = true;
-	in.cache_salt = c->cache_salt;
+	rc = cbllm_request_params_to_engine(&c->params, payload, &in, &sp, &held);
 	if (rc == CBLLM_OK)
 		rc = cbllm_engine_submit(sv->engine, &in, &sp, &q->engine_id, &err);
 	else
 		snprintf(err.msg, sizeof(err.msg), "out of memory for the stop strings");
-	for (int k = 0; k < c->n_stop; k++)
-		free(stops[k]);
+	free(held);
 	if (rc != CBLLM_OK)
 	{
 		q->engine_id = 0;

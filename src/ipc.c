@@ -110,30 +110,25 @@ InRange(int64_t n, int64_t lim)
 	return n >= 0 && n <= lim;
 }
 
-/* Check a submit command's fields against the payload length. */
+/* Check a submit command's parameters and its lengths against the payload length. */
 const char *
 cbllm_cmd_submit_check(const cbllm_cmd_submit *c, size_t payload_len, int n_slots)
 {
-	int64_t		need = (int64_t) sizeof(*c);
+	const cbllm_request_params *p = &c->params;
+	char		why[CBLLM_ERR_MSG_LEN];
 
 	if (payload_len < sizeof(*c))
 		return "a submit command shorter than its fixed part";
 	if (!InRange(c->slot, n_slots - 1))
 		return "a submit command for a slot that does not exist";
-	if (c->kind < CBLLM_REQ_GENERATE || c->kind > CBLLM_REQ_DETOKENIZE)
+	if (p->kind < CBLLM_REQ_GENERATE || p->kind > CBLLM_REQ_DETOKENIZE)
 		return "a submit command of an unknown kind";
-	if (!InRange(c->n_stop, CBLLM_IPC_MAX_STOP) || !InRange(c->prompt_len, INT32_MAX))
-		return "a submit command with bad lengths";
-	need += c->prompt_len;
-	for (int k = 0; k < c->n_stop; k++)
-	{
-		if (!InRange(c->stop_len[k], INT32_MAX))
-			return "a submit command with a bad stop string length";
-		need += c->stop_len[k];
-	}
-	if (need != (int64_t) payload_len)
+	/* the supervisor checked them with tighter limits: a refusal here is corruption */
+	if (cbllm_request_check(&cbllm_engine_limits, p, NULL, why, sizeof(why)) != CBLLM_CHECK_OK)
+		return "a submit command whose parameters break the rules of a request";
+	if ((int64_t) sizeof(*c) + cbllm_request_params_bytes(p) != (int64_t) payload_len)
 		return "a submit command whose lengths do not add up";
-	if (c->kind == CBLLM_REQ_DETOKENIZE && c->prompt_len % (int32_t) sizeof(int32_t) != 0)
+	if (p->kind == CBLLM_REQ_DETOKENIZE && p->prompt_len % (int32_t) sizeof(int32_t) != 0)
 		return "a detokenize command whose ids are not whole";
 	return NULL;
 }

@@ -40,12 +40,11 @@
 #include <stdint.h>
 
 #include "cbllm.h"
-#include "request_kind.h"
+#include "request_params.h"
 
 #define CBLLM_IPC_MAGIC 0x434c4c4dU	/* "MLLC" */
-#define CBLLM_IPC_VERSION 2
+#define CBLLM_IPC_VERSION 3
 #define CBLLM_IPC_REASON_LEN 512
-#define CBLLM_IPC_MAX_STOP 8
 
 
 /* ---- one single-producer single-consumer ring of messages ---- */
@@ -83,7 +82,7 @@ int			cbllm_ring_get(cbllm_ring *r, void *buf, size_t cap, uint32_t *type, size_
 
 enum cbllm_cmd_type
 {
-	CBLLM_CMD_SUBMIT = 1,		/* cbllm_cmd_submit, then prompt, then stop strings */
+	CBLLM_CMD_SUBMIT = 1,		/* cbllm_cmd_submit, then its prompt, then its stop strings */
 	CBLLM_CMD_ABORT,			/* cbllm_cmd_abort */
 	CBLLM_CMD_SHUTDOWN			/* no payload */
 };
@@ -92,18 +91,8 @@ typedef struct cbllm_cmd_submit
 {
 	int32_t		slot;			/* the request's id on the supervisor's side: slot and serial */
 	uint64_t	serial;
-	int32_t		kind;			/* a cbllm_request_kind */
-	int32_t		max_tokens;
-	float		temperature;
-	float		top_p;
-	int32_t		top_k;
-	int32_t		has_seed;
-	uint64_t	seed;
-	int32_t		priority;
-	uint64_t	cache_salt;
-	int32_t		prompt_len;		/* bytes of prompt (or of int32 ids) after this struct */
-	int32_t		n_stop;
-	int32_t		stop_len[CBLLM_IPC_MAX_STOP];	/* stop strings after the prompt, in order */
+	cbllm_request_params params;	/* as the slot holds them: params.prompt_len bytes of prompt
+									 * (or int32 ids), then the stop strings, follow this struct */
 } cbllm_cmd_submit;
 
 typedef struct cbllm_cmd_abort
@@ -132,7 +121,8 @@ typedef struct cbllm_evt_output
 	int32_t		error_len;		/* bytes after the text */
 } cbllm_evt_output;
 
-/* Check a submit command's fields against the payload length; NULL when sound, else why not. */
+/* Check a submit command's parameters by the rules of a request (request_params.h) and its
+ * lengths against the payload length; NULL when sound, else why not. */
 const char *cbllm_cmd_submit_check(const cbllm_cmd_submit *c, size_t payload_len, int n_slots);
 /* Check an output event's fields against the payload length; NULL when sound, else why not. */
 const char *cbllm_evt_output_check(const cbllm_evt_output *e, size_t payload_len, int n_slots);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine_internal.h"
+#include "request_params.h"
 
 /* True when a runs before b: higher rank (effective priority), then earlier arrival. */
 static inline bool
@@ -59,26 +60,16 @@ req_list_remove(req_list *l, cbllm_request *r)
 	l->n--;
 }
 
-/* Check the sampling parameters a caller gave. */
+/* Check the sampling parameters a caller gave, by the rules of every request (request_params.h). */
 static int
 CheckSampling(const cbllm_sampling *sp, cbllm_err *err)
 {
-	if (!(sp->temperature >= 0) || !isfinite(sp->temperature))
-		return cbllm_fail(err, CBLLM_ERR_INVALID,
-						  "temperature must be a finite number >= 0, not %g", sp->temperature);
-	if (!(sp->top_p > 0 && sp->top_p <= 1))
-		return cbllm_fail(err, CBLLM_ERR_INVALID, "top_p must be in (0, 1], not %g", sp->top_p);
-	if (sp->top_k < 0)
-		return cbllm_fail(err, CBLLM_ERR_INVALID, "top_k must be >= 0, not %d", sp->top_k);
-	if (sp->max_tokens < 1)
-		return cbllm_fail(err, CBLLM_ERR_INVALID, "max_tokens must be >= 1, not %d",
-						  sp->max_tokens);
-	if (sp->n_stop < 0 || sp->n_stop > CBLLM_MAX_STOP)
-		return cbllm_fail(err, CBLLM_ERR_INVALID, "at most %d stop strings are allowed",
-						  CBLLM_MAX_STOP);
-	for (int i = 0; i < sp->n_stop; i++)
-		if (sp->stop[i] == NULL || sp->stop[i][0] == '\0')
-			return cbllm_fail(err, CBLLM_ERR_INVALID, "stop strings must not be empty");
+	cbllm_request_params p;
+	char		msg[CBLLM_ERR_MSG_LEN];
+
+	cbllm_request_params_from_sampling(sp, &p);
+	if (cbllm_request_check(&cbllm_engine_limits, &p, NULL, msg, sizeof(msg)) != CBLLM_CHECK_OK)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "%s", msg);
 	return CBLLM_OK;
 }
 

@@ -7,7 +7,9 @@
  * the checks each side applies before it uses one.  Promised: a message
  * handed out lies within the bytes written, its length is at least its
  * header, the tail advances by it exactly, and a command or event that the
- * checks accept has lengths that add up to its payload.
+ * checks accept has lengths that add up to its payload; an accepted
+ * generation command translates to the engine's sampling (no conversion out
+ * of range, no read outside the message).
  */
 #include "fuzz.h"
 #include "ipc.h"
@@ -56,13 +58,26 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			memcpy(&c, payload, sizeof(c));
 			if (cbllm_cmd_submit_check(&c, plen, N_SLOTS) == NULL)
 			{
-				int64_t		sum = c.prompt_len;
+				int64_t		sum = c.params.prompt_len;
 
-				for (int k = 0; k < c.n_stop; k++)
-					sum += c.stop_len[k];
-				FUZZ_CHECK(c.slot >= 0 && c.slot < N_SLOTS && c.n_stop >= 0 &&
-						   c.n_stop <= CBLLM_IPC_MAX_STOP, "an accepted submit names a slot");
+				for (int k = 0; k < c.params.n_stop; k++)
+					sum += c.params.stop_len[k];
+				FUZZ_CHECK(c.slot >= 0 && c.slot < N_SLOTS && c.params.n_stop >= 0 &&
+						   c.params.n_stop <= CBLLM_MAX_STOP, "an accepted submit names a slot");
 				FUZZ_CHECK((size_t) sum + sizeof(c) == plen, "an accepted submit's lengths add up");
+				if (c.params.kind == CBLLM_REQ_GENERATE)
+				{
+					cbllm_request_input in;
+					cbllm_sampling sp;
+					char	   *held;
+
+					/* what the engine does next: no undefined conversion, stop strings within it */
+					if (cbllm_request_params_to_engine(&c.params, payload + sizeof(c), &in, &sp,
+													   &held) == CBLLM_OK)
+						FUZZ_CHECK(sp.n_stop == c.params.n_stop && in.text_len == (size_t) c.params.prompt_len,
+								   "an accepted submit translates whole");
+					free(held);
+				}
 			}
 		}
 		else if (type == CBLLM_EVT_OUTPUT && plen >= sizeof(cbllm_evt_output))

@@ -12,7 +12,9 @@ edge cases:
     (and the pieces and merges that build them), renumbered densely;
   - for safetensors, the generated headers with every dimension cut to at most 2 (so
     the data is a few hundred bytes and every tensor is valid), and once verbatim with
-    the data cut off (the truncated-file path).
+    the data cut off (the truncated-file path);
+  - for request_check and ipc, whose inputs are C structs, what test/fuzz/make_seeds.c
+    writes through the real structs and ring (compiled here with $CC, default cc).
 Files named crash-* or regress-* in the corpus are findings kept as regression inputs;
 this script leaves them alone and rewrites only the seeds it makes.  The same
 repository gives byte-identical seeds.
@@ -300,6 +302,21 @@ def tokenizer_configs(c, gen):
     c.put("tokenizer_config", "invalid_json.json", "{\"bos_token\": ")
 
 
+def binary_seeds(c, tmp):
+    """The request_check and ipc seeds, written by make_seeds.c through the real structs."""
+    prog = os.path.join(tmp, "make_seeds")
+    subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-D_GNU_SOURCE", "-I", os.path.join(ROOT, "src"),
+                    os.path.join(ROOT, "test", "fuzz", "make_seeds.c"), os.path.join(ROOT, "src", "ipc.c"),
+                    os.path.join(ROOT, "src", "request_params.c"), "-lm", "-o", prog], check=True)
+    out = os.path.join(tmp, "seeds")
+    for target in ("request_check", "ipc"):
+        os.makedirs(os.path.join(out, target))
+    subprocess.run([prog, out], check=True)
+    for target in ("request_check", "ipc"):
+        for name in sorted(os.listdir(os.path.join(out, target))):
+            c.put(target, name, read(os.path.join(out, target, name)))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=os.path.join(ROOT, "test", "fuzz", "corpus"))
@@ -315,6 +332,7 @@ def main():
         index(c, gen)
         tokenizers(c, gen)
         tokenizer_configs(c, gen)
+        binary_seeds(c, gen)
     c.prune()
 
 

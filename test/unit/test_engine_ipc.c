@@ -2,11 +2,12 @@
  * test_engine_ipc.c: the engine process (cbllm-engine) driven through its
  * region and doorbells exactly as the PostgreSQL supervisor drives it, with
  * no PostgreSQL: start, READY, generation equal to the same engine run in
- * this process, tokenizer requests, many requests at once, abort and reuse
- * of a slot, output held back while the event ring is full and then
- * delivered whole, a corrupt command (the engine stops with status 3), a
- * bad model (FAILED with the loader's reason, status 2), shutdown, the
- * heartbeat, and a wrong parent.
+ * this process (greedy, and seeded with every sampling option and stop
+ * strings), tokenizer requests, many requests at once, abort and reuse of
+ * a slot, output held back while the event ring is full and then delivered
+ * whole, a corrupt command or one whose parameters break the rules (the
+ * engine stops with status 3), a bad model (FAILED with the loader's
+ * reason, status 2), shutdown, the heartbeat, and a wrong parent.
  *
  * usage: test_engine_ipc ENGINE_PROGRAM MODEL_DIR [DEVICE]
  *   (DEVICE "cuda" with the emulated-CUDA build of the program runs the same
@@ -25,6 +26,7 @@
 #include "cbllm.h"
 #include "engine_server.h"
 #include "ipc.h"
+#include "request_params.h"
 #include "tap.h"
 #include "tokenizer.h"
 
@@ -153,22 +155,26 @@ Ring(proc *p)
 	(void) !write(p->bell_to, &b, 1);
 }
 
-/* Submit a request of this kind on slot/serial. */
+/* Submit a request with these parameters on slot/serial; its prompt and stop strings lie at bytes. */
+static bool
+SubmitParams(proc *p, int slot, uint64_t serial, const cbllm_request_params *prm, const void *bytes)
+{
+	cbllm_cmd_submit c = {.slot = slot, .serial = serial, .params = *prm};
+	bool		ok;
+
+	ok = cbllm_ring_put(cbllm_ipc_cmd_ring(p->rg), CBLLM_CMD_SUBMIT, &c, sizeof(c), bytes,
+						(size_t) cbllm_request_params_bytes(prm));
+	Ring(p);
+	return ok;
+}
+
+/* Submit a greedy request of this kind on slot/serial. */
 static bool
 Submit(proc *p, int slot, uint64_t serial, int kind, const void *in, int len, int max_tokens)
 {
-	cbllm_cmd_submit c = {0};
-	bool		ok;
+	cbllm_request_params prm = {.kind = kind, .max_tokens = max_tokens, .top_p = 1, .prompt_len = len};
 
-	c.slot = slot;
-	c.serial = serial;
-	c.kind = kind;
-	c.max_tokens = max_tokens;
-	c.top_p = 1;
-	c.prompt_len = len;
-	ok = cbllm_ring_put(cbllm_ipc_cmd_ring(p->rg), CBLLM_CMD_SUBMIT, &c, sizeof(c), in, (size_t) len);
-	Ring(p);
-	return ok;
+	return SubmitParams(p, slot, serial, &prm, in);
 }
 
 /* Take every event now waiting into replies[slot] (matching serials[slot]); -1 on a corrupt one. */
@@ -230,20 +236,29 @@ Collect(proc *p, reply *replies, const uint64_t *serials, int n, int ms)
 	return false;
 }
 
-/* Greedy text of prompt in this process, as the engine process must give it. */
+/*
+ * The text of a request in this process, as the engine process must give
+ * it: prm, with its prompt and stop strings at bytes, through the same
+ * translation to the engine API; NULL when the engine refuses it.
+ */
 static char *
-LocalText(cbllm_engine *e, const char *prompt, int max_tokens)
+LocalRun(cbllm_engine *e, const cbllm_request_params *prm, const char *bytes)
 {
-	cbllm_sampling sp = cbllm_sampling_default();
-	cbllm_request_input in = {.text = prompt, .text_len = strlen(prompt), .add_bos = true};
+	cbllm_sampling sp;
+	cbllm_request_input in;
 	cbllm_buf	all = {0};
 	cbllm_output o;
 	cbllm_err	err;
+	char	   *held;
 	int64_t		id;
-	int			active;
+	int			active,
+				rc;
 
-	sp.max_tokens = max_tokens;
-	if (cbllm_engine_submit(e, &in, &sp, &id, &err) != CBLLM_OK)
+	rc = cbllm_request_params_to_engine(prm, bytes, &in, &sp, &held);
+	if (rc == CBLLM_OK)
+		rc = cbllm_engine_submit(e, &in, &sp, &id, &err);
+	free(held);
+	if (rc != CBLLM_OK)
 		return NULL;
 	do
 	{
@@ -253,6 +268,16 @@ LocalText(cbllm_engine *e, const char *prompt, int max_tokens)
 	} while (o.finish == CBLLM_FINISH_NONE);
 	cbllm_buf_append(&all, "", 1);
 	return all.data;
+}
+
+/* Greedy text of prompt in this process, as the engine process must give it. */
+static char *
+LocalText(cbllm_engine *e, const char *prompt, int max_tokens)
+{
+	cbllm_request_params prm = {.kind = CBLLM_REQ_GENERATE, .max_tokens = max_tokens, .top_p = 1,
+	.prompt_len = (int32_t) strlen(prompt)};
+
+	return LocalRun(e, &prm, prompt);
 }
 
 /* Free the replies' buffers and zero them. */
@@ -406,6 +431,37 @@ main(int argc, char **argv)
 		return tap_done();
 	}
 
+	/* ---- sampling options and stop strings travel whole in the frame */
+	{
+		static const char bytes[] = "Once upon a time" "e " "zz";
+		cbllm_request_params prm = {.kind = CBLLM_REQ_GENERATE, .max_tokens = 24, .temperature = 0.8,
+			.top_p = 0.9, .top_k = 20, .priority = 5, .has_seed = true, .seed = 42,
+		.prompt_len = 16, .n_stop = 2, .stop_len = {2, 2}};
+		char	   *want = LocalRun(local, &prm, bytes);
+
+		serials[0] = 150;
+		SubmitParams(&p, 0, 150, &prm, bytes);
+		TAP_OK(Collect(&p, replies, serials, 1, 60000), "a seeded request with stop strings finishes");
+		cbllm_buf_append(&replies[0].out, "", 1);
+		TAP_OK(want != NULL && replies[0].finish != CBLLM_FINISH_ERROR &&
+			   strcmp(want, replies[0].out.data) == 0,
+			   "it gives the text of the same parameters run in this process (\"%s\")", replies[0].out.data);
+		TAP_OK(strstr(replies[0].out.data, "e ") == NULL && strstr(replies[0].out.data, "zz") == NULL,
+			   "and neither stop string appears in it");
+		{
+			cbllm_sampling sp = cbllm_sampling_default();
+			cbllm_request_input in = {.text = "hi", .text_len = 2};
+			int64_t		id;
+
+			sp.temperature = 150;
+			TAP_OK(cbllm_engine_submit(local, &in, &sp, &id, &err) == CBLLM_ERR_INVALID &&
+				   strcmp(err.msg, "temperature must be between 0 and 100, not 150") == 0,
+				   "the engine API refuses what the SQL check refuses, with its message (%s)", err.msg);
+		}
+		free(want);
+	}
+	Reset(replies, N_SLOTS);
+
 	/* ---- output held back while the event ring is full, then delivered whole */
 	{
 		static char big[60000];
@@ -457,7 +513,7 @@ main(int argc, char **argv)
 
 	/* ---- a submit whose lengths do not add up is corrupt too */
 	{
-		cbllm_cmd_submit c = {.slot = 0, .serial = 1, .prompt_len = 1000};
+		cbllm_cmd_submit c = {.slot = 0, .serial = 1, .params = {.prompt_len = 1000}};
 
 		Start(&p, model_dir, getpid());
 		WaitState(&p, CBLLM_IPC_READY, 30000, &st);
@@ -466,6 +522,20 @@ main(int argc, char **argv)
 		ws = WaitExit(&p, 10000);
 		TAP_OK(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == CBLLM_SERVER_BAD_CHANNEL,
 			   "a submit whose lengths do not add up stops the engine (status 3)");
+		Stop(&p);
+	}
+
+	/* ---- and so is a submit whose parameters break the rules the supervisor checked */
+	{
+		cbllm_request_params prm = {.kind = CBLLM_REQ_GENERATE, .max_tokens = 4, .temperature = 150,
+		.top_p = 1, .prompt_len = 2};
+
+		Start(&p, model_dir, getpid());
+		WaitState(&p, CBLLM_IPC_READY, 30000, &st);
+		SubmitParams(&p, 0, 1, &prm, "hi");
+		ws = WaitExit(&p, 10000);
+		TAP_OK(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == CBLLM_SERVER_BAD_CHANNEL,
+			   "a submit with temperature 150 stops the engine (status 3)");
 		Stop(&p);
 	}
 

@@ -1,0 +1,184 @@
+/*
+ * request_params.c: the check of a request's parameters and their
+ * translation to and from the engine API (see request_params.h).  Every
+ * message quotes the argument as the caller gave it: a double is printed
+ * with the fewest digits that read back as the same value, never rounded to
+ * what the engine's floats would make of it.
+ */
+#include "request_params.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cbllm.h"
+
+const cbllm_request_limits cbllm_engine_limits = {.max_tokens_limit = INT32_MAX,
+.max_prompt_bytes = INT64_MAX};
+
+/*
+ * The shortest decimal that reads back as x, laid out as PostgreSQL lays
+ * out a float8: fixed-point for decimal exponents in [-4, 15), else d.ddde+XX.
+ */
+const char *
+cbllm_format_double(double x, char *buf, size_t len)
+{
+	const char *e;
+	int			prec,
+				exp;
+
+	if (isnan(x) || isinf(x))
+	{
+		snprintf(buf, len, "%s", isnan(x) ? "NaN" : x > 0 ? "Infinity" : "-Infinity");
+		return buf;
+	}
+	for (prec = 0;; prec++)		/* digits after the first; 17 in all always read back */
+	{
+		snprintf(buf, len, "%.*e", prec, x);
+		if (prec == 16 || strtod(buf, NULL) == x)
+			break;
+	}
+	e = strchr(buf, 'e');
+	exp = e ? atoi(e + 1) : 0;
+	if (exp >= -4 && exp < 15)
+		snprintf(buf, len, "%.*f", prec > exp ? prec - exp : 0, x);
+	return buf;
+}
+
+/* Record the refused field, fill msg and return r. */
+static cbllm_check_result
+Fail(cbllm_check_result r, cbllm_request_field f, cbllm_request_field *field, char *msg, size_t len,
+	 const char *fmt,...)
+{
+	va_list		ap;
+
+	if (field)
+		*field = f;
+	va_start(ap, fmt);
+	vsnprintf(msg, len, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* Bytes of prompt and stop strings that follow p: int32 lengths, so the sum cannot wrap. */
+int64_t
+cbllm_request_params_bytes(const cbllm_request_params *p)
+{
+	int64_t		bytes = p->prompt_len;
+
+	for (int k = 0; k < p->n_stop; k++)
+		bytes += p->stop_len[k];
+	return bytes;
+}
+
+/* Check a request's parameters against the limits. */
+cbllm_check_result
+cbllm_request_check(const cbllm_request_limits *lim, const cbllm_request_params *p,
+					cbllm_request_field *field, char *msg, size_t len)
+{
+	char		d[32];
+	int64_t		bytes;
+
+	if (field)
+		*field = CBLLM_FIELD_NONE;
+	if (p->kind == CBLLM_REQ_GENERATE)
+	{
+		if (p->max_tokens < 1 || p->max_tokens > lim->max_tokens_limit)
+			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_MAX_TOKENS, field, msg, len,
+						"max_tokens must be between 1 and %d, not %d", lim->max_tokens_limit,
+						p->max_tokens);
+		if (!(p->temperature >= 0 && p->temperature <= CBLLM_MAX_TEMPERATURE))
+			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_TEMPERATURE, field, msg, len,
+						"temperature must be between 0 and %d, not %s", CBLLM_MAX_TEMPERATURE,
+						cbllm_format_double(p->temperature, d, sizeof(d)));
+		if (!(p->top_p > 0 && p->top_p <= 1))
+			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_TOP_P, field, msg, len,
+						"top_p must be in (0, 1], not %s", cbllm_format_double(p->top_p, d, sizeof(d)));
+		if (p->top_k < 0)
+			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_TOP_K, field, msg, len,
+						"top_k must be >= 0, not %d", p->top_k);
+		if (p->priority < -CBLLM_MAX_PRIORITY || p->priority > CBLLM_MAX_PRIORITY)
+			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_PRIORITY, field, msg, len,
+						"priority must be between %d and %d, not %d", -CBLLM_MAX_PRIORITY,
+						CBLLM_MAX_PRIORITY, p->priority);
+	}
+	if (p->n_stop < 0 || p->n_stop > CBLLM_MAX_STOP)
+		return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_N_STOP, field, msg, len,
+					"at most %d stop strings are allowed, not %d", CBLLM_MAX_STOP, p->n_stop);
+	if (p->prompt_len < 0)
+		return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_PROMPT_LEN, field, msg, len,
+					"the prompt has a negative length");
+	for (int k = 0; k < p->n_stop; k++)
+		if (p->stop_len[k] <= 0)
+			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_STOP_LEN, field, msg, len,
+						"stop strings must not be empty");
+	bytes = cbllm_request_params_bytes(p);
+	if (bytes > lim->max_prompt_bytes)
+		return Fail(CBLLM_CHECK_TOO_LARGE, CBLLM_FIELD_BYTES, field, msg, len,
+					"%s is too large: %lld bytes%s, the limit is %lld",
+					p->kind == CBLLM_REQ_DETOKENIZE ? "the token array" : "prompt", (long long) bytes,
+					p->n_stop > 0 ? " with its stop strings" : "", (long long) lim->max_prompt_bytes);
+	return CBLLM_CHECK_OK;
+}
+
+/* The engine's input and sampling for a GENERATE request; its stop strings copied into *held. */
+int
+cbllm_request_params_to_engine(const cbllm_request_params *p, const char *bytes,
+							   cbllm_request_input *in, cbllm_sampling *sp, char **held)
+{
+	const char *src = bytes + p->prompt_len;
+	char	   *dst;
+
+	memset(in, 0, sizeof(*in));
+	memset(sp, 0, sizeof(*sp));
+	in->text = bytes;
+	in->text_len = (size_t) p->prompt_len;
+	in->add_bos = true;
+	in->cache_salt = p->cache_salt;
+	sp->max_tokens = p->max_tokens;
+	sp->temperature = (float) p->temperature;
+	/* a top_p below float's range means "the top token only", which FLT_MIN keeps */
+	sp->top_p = p->top_p < FLT_MIN ? FLT_MIN : (float) p->top_p;
+	sp->top_k = p->top_k;
+	sp->has_seed = p->has_seed != 0;
+	sp->seed = p->seed;
+	sp->priority = p->priority;
+	*held = dst = malloc((size_t) (cbllm_request_params_bytes(p) - p->prompt_len) + CBLLM_MAX_STOP);
+	if (dst == NULL)
+		return CBLLM_ERR_NOMEM;
+	for (int k = 0; k < p->n_stop; k++)
+	{
+		memcpy(dst, src, (size_t) p->stop_len[k]);
+		dst[p->stop_len[k]] = '\0';
+		sp->stop[k] = dst;
+		src += p->stop_len[k];
+		dst += p->stop_len[k] + 1;
+	}
+	sp->n_stop = p->n_stop;
+	return CBLLM_OK;
+}
+
+/* The parameters of an engine API caller's sampling: its floats widened, its stop strings measured. */
+void
+cbllm_request_params_from_sampling(const cbllm_sampling *sp, cbllm_request_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->kind = CBLLM_REQ_GENERATE;
+	p->max_tokens = sp->max_tokens;
+	p->temperature = sp->temperature;
+	p->top_p = sp->top_p;
+	p->top_k = sp->top_k;
+	p->priority = sp->priority;
+	p->has_seed = sp->has_seed;
+	p->seed = sp->seed;
+	p->n_stop = sp->n_stop;
+	for (int k = 0; k < sp->n_stop && k < CBLLM_MAX_STOP; k++)
+	{
+		size_t		n = sp->stop[k] ? strlen(sp->stop[k]) : 0;	/* NULL: as empty */
+
+		p->stop_len[k] = n > INT32_MAX ? INT32_MAX : (int32_t) n;
+	}
+}
