@@ -355,7 +355,7 @@ CudaGatherRows(cbllm_backend *be, const float *x, const int32_t *rows, int n, in
 /* Draw each row's token on the device; only the ids come back. */
 static int
 CudaSample(cbllm_backend *be, const float *logits, int n_rows, int vocab,
-		   const backend_sample_params *p, int32_t *tokens, cbllm_err *err)
+		   const sampler_row *p, int32_t *tokens, cbllm_err *err)
 {
 	cuda_ctx   *c = be->ctx;
 	int			rc;
@@ -364,14 +364,8 @@ CudaSample(cbllm_backend *be, const float *logits, int n_rows, int vocab,
 		return rc;
 	if (n_rows > c->max_tokens)
 		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "%d rows exceed the GPU workspace", n_rows);
-	for (int r = 0; r < n_rows; r++)
-	{
-		c->h_sample[r].temperature = p[r].temperature;
-		c->h_sample[r].top_p = p[r].top_p;
-		c->h_sample[r].top_k = p[r].top_k;
-		c->h_sample[r].u = p[r].u;
-	}
-	if ((rc = cuda_copy_async(c->d_sample, c->h_sample, sizeof(cuda_sample_params) * n_rows,
+	memcpy(c->h_sample, p, sizeof(sampler_row) * n_rows);
+	if ((rc = cuda_copy_async(c->d_sample, c->h_sample, sizeof(sampler_row) * n_rows,
 							  c->stream, err)) ||
 		(rc = cuda_sample(logits, n_rows, vocab, c->d_sample, c->d_sampled, c->stream, err)) ||
 		(rc = cuda_copy_async(c->h_sampled, c->d_sampled, sizeof(int32_t) * n_rows, c->stream,
@@ -478,7 +472,7 @@ AllocStepBuffers(cuda_ctx *c, cbllm_err *err)
 		(rc = cuda_alloc((void **) &c->d_cos, sizeof(float) * (size_t) c->max_ctx * half, err)) ||
 		(rc = cuda_alloc((void **) &c->d_sin, sizeof(float) * (size_t) c->max_ctx * half, err)) ||
 		(rc = cuda_alloc(&c->d_xh, 2 * T * (size_t) max_k, err)) ||
-		(rc = cuda_alloc((void **) &c->d_sample, sizeof(cuda_sample_params) * T, err)) ||
+		(rc = cuda_alloc((void **) &c->d_sample, sizeof(sampler_row) * T, err)) ||
 		(rc = cuda_alloc((void **) &c->d_sampled, sizeof(int32_t) * T, err)) ||
 		(rc = cuda_host_alloc((void **) &c->h_tokens, sizeof(int32_t) * T, err)) ||
 		(rc = cuda_host_alloc((void **) &c->h_pos, sizeof(int32_t) * T, err)) ||
@@ -486,7 +480,7 @@ AllocStepBuffers(cuda_ctx *c, cbllm_err *err)
 		(rc = cuda_host_alloc((void **) &c->h_slots, sizeof(int64_t) * T, err)) ||
 		(rc = cuda_host_alloc((void **) &c->h_rows, sizeof(int32_t) * T, err)) ||
 		(rc = cuda_host_alloc((void **) &c->h_tables, sizeof(int32_t) * tables, err)) ||
-		(rc = cuda_host_alloc((void **) &c->h_sample, sizeof(cuda_sample_params) * T, err)) ||
+		(rc = cuda_host_alloc((void **) &c->h_sample, sizeof(sampler_row) * T, err)) ||
 		(rc = cuda_host_alloc((void **) &c->h_sampled, sizeof(int32_t) * T, err)))
 		return rc;
 	memset(c->h_tables, 0, sizeof(int32_t) * tables);

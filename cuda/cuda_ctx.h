@@ -64,7 +64,7 @@ typedef struct cuda_ctx
 	float	   *d_cos;			/* (max_ctx, head_dim / 2) RoPE table of every position */
 	float	   *d_sin;
 	void	   *d_xh;			/* (max_tokens, max_k) halves: matmul input */
-	cuda_sample_params *d_sample;	/* (max_tokens) */
+	sampler_row *d_sample;	/* (max_tokens) */
 	int32_t    *d_sampled;		/* (max_tokens) */
 	/* page-locked staging of the same */
 	int32_t    *h_tokens;
@@ -73,7 +73,7 @@ typedef struct cuda_ctx
 	int64_t    *h_slots;
 	int32_t    *h_rows;
 	int32_t    *h_tables;
-	cuda_sample_params *h_sample;
+	sampler_row *h_sample;
 	int32_t    *h_sampled;
 	/* graphs, one per padded decode size */
 	bool		no_graphs;

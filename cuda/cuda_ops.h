@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "../src/dtype.h"
+#include "../src/sampler.h"
 #include "../src/util.h"
 
 #ifdef __cplusplus
@@ -164,14 +165,6 @@ int			cuda_attention(const float *d_q, const uint16_t *d_k_cache,
 int			cuda_argmax(const float *d_logits, int rows, int n, int32_t *d_out, cuda_stream s,
 						cbllm_err *err);
 
-/* The sampling parameters of one logits row. */
-typedef struct cuda_sample_params
-{
-	float		temperature;	/* <= 0: greedy */
-	float		top_p;			/* (0, 1]; 1: off */
-	int32_t		top_k;			/* 0: off */
-	float		u;				/* uniform draw in [0, 1) from the request's generator */
-} cuda_sample_params;
 
 /*
  * d_out[r] = a token drawn from row r of d_logits (rows, n) with d_params[r]:
@@ -181,7 +174,7 @@ typedef struct cuda_sample_params
  * Greedy rows (temperature <= 0 or top_k == 1) take the argmax.
  */
 int			cuda_sample(const float *d_logits, int rows, int n,
-						const cuda_sample_params *d_params, int32_t *d_out, cuda_stream s,
+						const sampler_row *d_params, int32_t *d_out, cuda_stream s,
 						cbllm_err *err);
 
 /* ------------------------------------------------------------- cuda_gemm.cu */

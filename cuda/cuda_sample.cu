@@ -230,11 +230,12 @@ FindPrefix(SampleShared *sh, const Weigher &w, int n, u64 target)
 }
 
 __global__ static void
-SampleKernel(const float *logits, int n, const cuda_sample_params *params, int32_t *out)
+SampleKernel(const float *logits, int n, const sampler_row *params, int32_t *out)
 {
 	__shared__ SampleShared sh;
 	const float *x = logits + (int64_t) blockIdx.x * n;
-	cuda_sample_params pr = params[blockIdx.x];
+	sampler_params pr = params[blockIdx.x].controls;
+	float		pr_u = params[blockIdx.x].u;
 	int			best = RowArgmax(&sh, x, n);
 	Weigher		w;
 	u64			total,
@@ -282,7 +283,7 @@ SampleKernel(const float *logits, int n, const cuda_sample_params *params, int32
 		w.mode = 4;
 		total = RowSum(&sh, w, n);
 	}
-	r = (u64) ((double) pr.u * (double) total);
+	r = (u64) ((double) pr_u * (double) total);
 	r = r >= total ? total - 1 : r;
 	best = FindPrefix(&sh, w, n, r + 1);
 	if (threadIdx.x == 0)
@@ -314,7 +315,7 @@ cuda_argmax(const float *d_logits, int rows, int n, int32_t *d_out, cuda_stream 
 }
 
 extern "C" int
-cuda_sample(const float *d_logits, int rows, int n, const cuda_sample_params *d_params,
+cuda_sample(const float *d_logits, int rows, int n, const sampler_row *d_params,
 			int32_t *d_out, cuda_stream s, cbllm_err *err)
 {
 	cudaError_t e;

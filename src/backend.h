@@ -39,6 +39,7 @@
 
 #include "kv_cache.h"
 #include "model.h"
+#include "sampler.h"
 #include "swap_space.h"
 #include "threadpool.h"
 
@@ -56,14 +57,6 @@ typedef struct fwd_batch
 	bool		graph;			/* a padded decode step: the backend may record or replay it */
 } fwd_batch;
 
-/* The sampling of one logits row by a backend (sample below). */
-typedef struct backend_sample_params
-{
-	float		temperature;	/* <= 0: greedy */
-	float		top_p;			/* (0, 1]; 1: off */
-	int32_t		top_k;			/* 0: off */
-	float		u;				/* uniform draw in [0, 1) from the request's generator */
-} backend_sample_params;
 
 /* What a backend may give the KV pool when the caller set no size (kv_blocks below). */
 typedef struct backend_kv_budget
@@ -148,7 +141,7 @@ struct cbllm_backend
 	 * vocab) in backend memory with p[r]; only the ids reach the host.
 	 */
 	int			(*sample) (cbllm_backend *be, const float *logits, int n_rows, int vocab,
-						   const backend_sample_params *p, int32_t *tokens, cbllm_err *err);
+						   const sampler_row *p, int32_t *tokens, cbllm_err *err);
 	/* Optional: false when the device can no longer run anything (a sticky fault). */
 	bool		(*healthy) (cbllm_backend *be);
 	/* copy n floats of backend memory to host memory */

@@ -46,7 +46,7 @@ SampleTask(void *arg, int row, int thread)
 	cbllm_engine *e = j->e;
 	int			i = j->seq_of_row[row];
 	cbllm_request *r = StepRequest(e, i);
-	sampler_params spp = {r->sp.temperature, r->sp.top_p, r->sp.top_k};
+	sampler_params spp = request_sampler_params(r);
 
 	e->step_tokens[i] = sampler_sample(e->samplers[thread],
 									   j->logits + (size_t) row * e->model->cfg.vocab_size,
@@ -72,16 +72,14 @@ SampleStep(cbllm_engine *e, int n_seqs, cbllm_err *err)
 			rows[n++] = i;
 	if (forward_can_sample(e->fwd))
 	{
-		backend_sample_params p[n > 0 ? n : 1];
+		sampler_row p[n > 0 ? n : 1];
 		int32_t		tok[n > 0 ? n : 1];
 
 		for (int r = 0; r < n; r++)
 		{
 			const cbllm_sampling *sp = &StepRequest(e, rows[r])->sp;
 
-			p[r].temperature = sp->temperature;
-			p[r].top_p = sp->top_p;
-			p[r].top_k = sp->top_k;
+			p[r].controls = request_sampler_params(StepRequest(e, rows[r]));
 			p[r].u = sp->temperature > 0 && sp->top_k != 1 ?
 				(float) rng_uniform(&StepRequest(e, rows[r])->rng) : 0.0f;
 			if (p[r].u >= 1.0f)

@@ -322,7 +322,7 @@ forward_can_sample(const cbllm_forward *f)
 
 /* tokens[r] = a token drawn by the backend from row r of the last step's logits. */
 int
-forward_sample(cbllm_forward *f, const backend_sample_params *p, int32_t *tokens, cbllm_err *err)
+forward_sample(cbllm_forward *f, const sampler_row *p, int32_t *tokens, cbllm_err *err)
 {
 	if (f->be->sample == NULL)
 		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "the %s backend does not sample", f->be->name);

@@ -56,7 +56,7 @@ int			forward_logits(cbllm_forward *f, const float **logits, cbllm_err *err);
 bool		forward_can_sample(const cbllm_forward *f);
 
 /* tokens[r] = a token drawn from row r of the last step's logits with p[r]. */
-int			forward_sample(cbllm_forward *f, const backend_sample_params *p, int32_t *tokens,
+int			forward_sample(cbllm_forward *f, const sampler_row *p, int32_t *tokens,
 						   cbllm_err *err);
 
 /* Attach the KV cache when forward_create was given none. */

@@ -310,3 +310,12 @@ request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *
 		tokenizer_stream_flush(&r->detok, &r->text);
 	r->text_ready = r->text.len;
 }
+
+/* The controls r samples with, as the host sampler and a device's read them. */
+sampler_params
+request_sampler_params(const cbllm_request *r)
+{
+	sampler_params p = {r->sp.temperature, r->sp.top_p, r->sp.top_k};
+
+	return p;
+}

@@ -74,4 +74,7 @@ void		request_release_swap(block_manager *bm, cbllm_request *r);
 /* Free a request that holds no blocks any more. */
 void		request_free(cbllm_request *r);
 
+/* The controls r samples with, as the host sampler and a device's read them. */
+sampler_params request_sampler_params(const cbllm_request *r);
+
 #endif

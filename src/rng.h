@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#if defined(__CUDACC__) || defined(CBLLM_CUDA_EMU)
+#if defined(__CUDACC__) || (defined(CBLLM_CUDA_EMU) && defined(__cplusplus))
 #define CBLLM_HOST_DEVICE __host__ __device__
 #else
 #define CBLLM_HOST_DEVICE

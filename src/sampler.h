@@ -11,12 +11,24 @@
 #include "rng.h"
 #include "util.h"
 
+/* How a request samples: the one set of controls the host sampler and a device's read. */
 typedef struct sampler_params
 {
-	float		temperature;	/* 0: greedy */
+	float		temperature;	/* <= 0: greedy */
 	float		top_p;			/* (0, 1]; 1: off */
-	int			top_k;			/* 0: off */
+	int32_t		top_k;			/* 0: off */
 } sampler_params;
+
+/*
+ * One logits row to sample on a device: the request's controls and its
+ * uniform draw in [0, 1) from the request's generator (the host sampler
+ * draws from the generator itself).  Plain data: copied to the device as is.
+ */
+typedef struct sampler_row
+{
+	sampler_params controls;
+	float		u;
+} sampler_row;
 
 typedef struct cbllm_sampler cbllm_sampler;
 

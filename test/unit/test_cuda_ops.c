@@ -599,7 +599,7 @@ TestAttention(int window, int hd)
 
 /* Draw one token per (row params) on the device for rows sharing one logits row. */
 static int
-DrawMany(const float *logits, int n, const cuda_sample_params *p, int rows, int32_t *out)
+DrawMany(const float *logits, int n, const sampler_row *p, int rows, int32_t *out)
 {
 	float	   *all = malloc(sizeof(float) * (size_t) n * rows);
 	float	   *dl;
@@ -611,7 +611,7 @@ DrawMany(const float *logits, int n, const cuda_sample_params *p, int rows, int3
 	for (int r = 0; r < rows; r++)
 		memcpy(all + (size_t) r * n, logits, sizeof(float) * n);
 	dl = Up(all, (size_t) n * rows);
-	dp = UpBytes(p, sizeof(cuda_sample_params) * rows);
+	dp = UpBytes(p, sizeof(sampler_row) * rows);
 	cuda_alloc(&dout, sizeof(int32_t) * rows, NULL);
 	rc = cuda_sample(dl, rows, n, dp, dout, NULL, &err);
 	if (rc == CBLLM_OK)
@@ -677,7 +677,7 @@ CheckGrid(const char *what, const float *l, int n, float temp, int top_k, float 
 	{
 		G = 200
 	};
-	cuda_sample_params p[G];
+	sampler_row p[G];
 	int32_t		got[G];
 	double		prob[64],
 				worst = 0;
@@ -685,7 +685,7 @@ CheckGrid(const char *what, const float *l, int n, float temp, int top_k, float 
 				outside = 0;
 
 	for (int g = 0; g < G; g++)
-		p[g] = (cuda_sample_params) {temp, top_p, top_k, (g + 0.5f) / G};
+		p[g] = (sampler_row) {{temp, top_p, top_k}, (g + 0.5f) / G};
 	RefDistribution(l, n, temp, top_k, top_p, prob);
 	if (DrawMany(l, n, p, G, got) != CBLLM_OK)
 	{
@@ -713,7 +713,7 @@ TestSampling(void)
 				flat[24],
 				probs4[4] = {0.5f, 0.3f, 0.15f, 0.05f},
 				lp[4];
-	cuda_sample_params gp[3] = {{0, 1, 0, 0.3f}, {0.8f, 0.9f, 1, 0.7f}, {1.0f, 1.0f, 0, 0.999f}};
+	sampler_row gp[3] = {{{0, 1, 0}, 0.3f}, {{0.8f, 0.9f, 1}, 0.7f}, {{1.0f, 1.0f, 0}, 0.999f}};
 	int32_t		got[3];
 	float		rows3[3 * 40];
 
