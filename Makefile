@@ -294,7 +294,7 @@ include $(PGXS)
 $(shlib): $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB))
 # PGXS rules do not track headers: rebuild the glue when its headers change
 $(OBJS): bgworker/*.h src/cbllm.h src/tokenizer.h src/util.h src/ipc.h src/engine_server.h \
-         src/request_kind.h src/request_params.h
+         src/request_kind.h src/request_params.h src/request_progress.h
 install: install-cli
 install-cli: $(CLI) $(ENGINE_PROG)
 	$(INSTALL_PROGRAM) $(CLI) '$(DESTDIR)$(bindir)/cbllm-cli'

@@ -18,6 +18,7 @@
 #include "datatype/timestamp.h"
 
 #include "../src/request_params.h"
+#include "../src/request_progress.h"
 
 /* ---- GUCs (guc.c) ---- */
 extern char *cbllm_model;
@@ -119,11 +120,8 @@ typedef struct CbllmSlot
 	TimestampTz submitted_at;	/* backend at submit, under mutex */
 
 	/* progress: worker, under mutex */
-	int			phase;			/* a cbllm_phase, for cbllm.requests */
+	cbllm_request_progress progress;	/* phase, counts, queue time: for cbllm.requests */
 	TimestampTz first_token_at; /* 0 until the first token */
-	double		queue_seconds;	/* submit to first admission in the engine; -1 while queued */
-	int			n_prompt_tokens;
-	int			n_generated;
 	int			finish;			/* a cbllm_finish once DONE */
 	int			errcode;		/* worker, under mutex: a PostgreSQL sqlstate once FAILED */
 	char		error[CBLLM_ERROR_LEN]; /* worker, while RUNNING (no lock), published by the FAILED store */
@@ -301,8 +299,8 @@ int			CbllmParkedCount(void);
 CbllmSlotState CbllmSlotPeek(int slot, uint64 *serial);
 bool		CbllmSlotTake(int slot, uint64 *serial_out);
 int			CbllmSlotDeliver(int slot, uint64 serial, const char *data, int len, bool *cancelled);
-void		CbllmSlotProgress(int slot, uint64 serial, int phase, int n_prompt, int n_generated,
-							  double queue_seconds, TimestampTz first_token_at);
+void		CbllmSlotProgress(int slot, uint64 serial, const cbllm_request_progress *p,
+							  TimestampTz first_token_at);
 bool		CbllmSlotFinish(int slot, uint64 serial, bool failed, int finish, int errcode_in,
 							const char *msg);
 bool		CbllmSlotPark(int slot, uint64 serial, const char *pending, int pending_len,

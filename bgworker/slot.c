@@ -214,10 +214,8 @@ CbllmSlotClaim(bool async, int *slot_out, uint64 *serial_out, int *held_out)
 		s->owner_latch = MyLatch;
 		s->async = async;
 		s->out_head = s->out_tail = 0;
-		s->phase = 0;
-		s->queue_seconds = -1;
+		s->progress = cbllm_progress_queued();
 		s->first_token_at = 0;
-		s->n_prompt_tokens = s->n_generated = 0;
 		s->finish = 0;
 		s->errcode = 0;
 		*slot_out = found;
@@ -608,18 +606,15 @@ CbllmSlotDeliver(int slot, uint64 serial, const char *data, int len, bool *cance
 
 /* Publish a running request's progress (for cbllm.requests and the backend). */
 void
-CbllmSlotProgress(int slot, uint64 serial, int phase, int n_prompt, int n_generated,
-				  double queue_seconds, TimestampTz first_token_at)
+CbllmSlotProgress(int slot, uint64 serial, const cbllm_request_progress *p,
+				  TimestampTz first_token_at)
 {
 	CbllmSlot  *s = CbllmGetSlot(slot);
 
 	SpinLockAcquire(&s->mutex);
 	if (s->serial == serial && s->state == SLOT_RUNNING)
 	{
-		s->phase = phase;
-		s->n_prompt_tokens = n_prompt;
-		s->n_generated = n_generated;
-		s->queue_seconds = queue_seconds;
+		s->progress = *p;
 		s->first_token_at = first_token_at;
 	}
 	SpinLockRelease(&s->mutex);

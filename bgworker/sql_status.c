@@ -172,16 +172,13 @@ cbllm_requests(PG_FUNCTION_ARGS)
 		/* the fields shown, copied under the lock (a few words; the slot's buffers are never read) */
 		SpinLockAcquire(&s->mutex);
 		c.state = s->state;
-		c.phase = s->phase;
 		c.serial = s->serial;
 		c.owner_pid = s->owner_pid;
 		c.owner_role = s->owner_role;
 		c.params.priority = s->params.priority;
-		c.n_prompt_tokens = s->n_prompt_tokens;
-		c.n_generated = s->n_generated;
+		c.progress = s->progress;
 		c.submitted_at = s->submitted_at;
 		c.first_token_at = s->first_token_at;
-		c.queue_seconds = s->queue_seconds;
 		SpinLockRelease(&s->mutex);
 		if (c.state == SLOT_FREE || c.state == SLOT_CLAIMED)
 			continue;
@@ -189,18 +186,18 @@ cbllm_requests(PG_FUNCTION_ARGS)
 		v[0] = Int64GetDatum((int64) ((c.serial << 16) | (uint64) i));
 		v[1] = Int32GetDatum(c.owner_pid);
 		v[2] = ObjectIdGetDatum(c.owner_role);
-		v[3] = CStringGetTextDatum(RequestState(c.state, c.phase));
+		v[3] = CStringGetTextDatum(RequestState(c.state, c.progress.phase));
 		v[4] = Int32GetDatum(c.params.priority);
-		v[5] = Int32GetDatum(c.n_prompt_tokens);
-		v[6] = Int32GetDatum(c.n_generated);
+		v[5] = Int32GetDatum(c.progress.n_prompt);
+		v[6] = Int32GetDatum(c.progress.n_generated);
 		v[7] = TimestampTzGetDatum(c.submitted_at);
 		v[8] = Float8GetDatum((double) (now - c.submitted_at) / 1000.0);
 		v[9] = Float8GetDatum((double) (c.first_token_at - c.submitted_at) / 1000.0);
-		v[10] = Float8GetDatum(c.queue_seconds * 1000.0);
-		n[5] = c.n_prompt_tokens == 0 || !mine;
+		v[10] = Float8GetDatum(c.progress.queue_seconds * 1000.0);
+		n[5] = c.progress.n_prompt == 0 || !mine;
 		n[6] = !mine;
 		n[9] = c.first_token_at == 0 || !mine;
-		n[10] = c.queue_seconds < 0 || !mine;
+		n[10] = c.progress.queue_seconds < 0 || !mine;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, n);
 	}
 	return (Datum) 0;

@@ -29,10 +29,7 @@ typedef struct WorkerSlot
 	int			finish;
 	int			errcode;
 	char		error[CBLLM_ERROR_LEN];
-	int			n_prompt;
-	int			n_generated;
-	int			phase;
-	double		queue_seconds;
+	cbllm_request_progress progress;	/* the engine's last word */
 	TimestampTz submitted_at;	/* from the slot */
 	TimestampTz first_token_at; /* 0 until the first token */
 	TimestampTz last_token_at;
@@ -206,9 +203,7 @@ StartSlot(CbllmEngineProc *ep, int i)
 	w->serial = serial;
 	w->kind = c.params.kind;
 	w->finished = false;
-	w->n_prompt = w->n_generated = 0;
-	w->phase = CBLLM_PHASE_QUEUED;
-	w->queue_seconds = -1;
+	w->progress = cbllm_progress_queued();
 	w->submitted_at = s->submitted_at;
 	w->first_token_at = w->last_token_at = 0;
 	return true;
@@ -286,8 +281,8 @@ RecordTimings(WorkerSlot *w, const cbllm_evt_output *e)
 		{
 			w->first_token_at = now;
 			CbllmRecordLatency(0, Seconds(w->submitted_at, now));
-			if (e->queue_seconds >= 0)
-				CbllmRecordLatency(2, e->queue_seconds);
+			if (e->progress.queue_seconds >= 0)
+				CbllmRecordLatency(2, e->progress.queue_seconds);
 			gaps--;
 		}
 		else
@@ -314,10 +309,7 @@ ApplyEvent(const cbllm_evt_output *e, const char *text)
 		else
 			AppendPiece(&w->pending, text, e->text_len);
 	}
-	w->phase = e->phase;
-	w->n_prompt = e->n_prompt;
-	w->n_generated = e->n_generated;
-	w->queue_seconds = e->queue_seconds;
+	w->progress = e->progress;
 	RecordTimings(w, e);
 	if (e->finish != CBLLM_FINISH_NONE)
 	{
@@ -384,7 +376,7 @@ Deliver(int i)
 		return true;			/* parked (or found cancelled and freed) */
 	}
 	/* progress first: a backend that reads the output sees the progress that came with it */
-	CbllmSlotProgress(i, w->serial, w->phase, w->n_prompt, w->n_generated, w->queue_seconds,
+	CbllmSlotProgress(i, w->serial, &w->progress,
 					  w->first_token_at);
 	used = CbllmSlotDeliver(i, w->serial, w->pending.data, w->pending.len, &cancelled);
 	if (cancelled)

@@ -37,11 +37,8 @@ typedef struct server_req
 	int			finish;
 	int			status;
 	char		error[CBLLM_ERR_MSG_LEN];
-	int			phase;
-	int			n_prompt;
-	int			n_generated;
+	cbllm_request_progress progress;	/* the last the engine said */
 	int			n_tokens;		/* tokens since the last posted event */
-	double		queue_seconds;
 	bool		dirty;			/* something to post */
 } server_req;
 
@@ -144,7 +141,7 @@ RunTokenizer(server *sv, server_req *q, const char *in, int len)
 			rc = cbllm_buf_append(&q->out, &count, sizeof(count));
 		}
 		free(ids);
-		q->n_prompt = n;
+		q->progress.n_prompt = n;
 		if (rc != CBLLM_OK)
 		{
 			EndReq(q, CBLLM_FINISH_ERROR, CBLLM_ERR_NOMEM, "out of memory for the token ids");
@@ -186,7 +183,7 @@ RunTokenizer(server *sv, server_req *q, const char *in, int len)
 			return;
 		}
 	}
-	q->phase = CBLLM_PHASE_FINISHED;
+	q->progress.phase = CBLLM_PHASE_FINISHED;
 	EndReq(q, CBLLM_FINISH_STOP, 0, NULL);
 }
 
@@ -206,7 +203,7 @@ Submit(server *sv, const cbllm_cmd_submit *c, const char *payload)
 	q->active = true;
 	q->serial = c->serial;
 	q->kind = c->params.kind;
-	q->queue_seconds = -1;
+	q->progress = cbllm_progress_queued();
 	q->dirty = true;
 	if (c->params.kind != CBLLM_REQ_GENERATE)
 	{
@@ -277,6 +274,16 @@ TakeCommands(server *sv)
 	}
 }
 
+/* The progress of a request as the engine's output tells it: the one translation. */
+static cbllm_request_progress
+ProgressOf(const cbllm_output *o)
+{
+	cbllm_request_progress p = {o->queue_seconds, (int32_t) o->phase, o->n_prompt, o->n_generated,
+	0};
+
+	return p;
+}
+
 /* Take new output of every request the engine runs. */
 static void
 TakeOutputs(server *sv)
@@ -284,6 +291,7 @@ TakeOutputs(server *sv)
 	for (int i = 0; i < sv->n_slots; i++)
 	{
 		server_req *q = &sv->reqs[i];
+		cbllm_request_progress p;
 		cbllm_output o;
 		cbllm_err	err;
 		int			rc;
@@ -302,14 +310,12 @@ TakeOutputs(server *sv)
 			EndReq(q, CBLLM_FINISH_ERROR, CBLLM_ERR_NOMEM, "out of memory for the output");
 			continue;
 		}
-		if (o.n_tokens > 0 || (int) o.phase != q->phase || o.n_generated != q->n_generated ||
-			o.text_len > 0)
+		p = ProgressOf(&o);
+		if (o.n_tokens > 0 || p.phase != q->progress.phase ||
+			p.n_generated != q->progress.n_generated || o.text_len > 0)
 			q->dirty = true;
 		q->n_tokens += o.n_tokens;
-		q->phase = o.phase;
-		q->n_prompt = o.n_prompt;
-		q->n_generated = o.n_generated;
-		q->queue_seconds = o.queue_seconds;
+		q->progress = p;
 		if (o.finish != CBLLM_FINISH_NONE)	/* the engine forgot it with this take */
 			EndReq(q, o.finish, o.finish == CBLLM_FINISH_ERROR ? CBLLM_ERR_INTERNAL : 0,
 				   o.error ? o.error : (o.finish == CBLLM_FINISH_ERROR ? "generation failed" : NULL));
@@ -368,11 +374,8 @@ PostEvents(server *sv)
 			last = q->finished && q->out_posted + n == q->out.len;
 			e.slot = i;
 			e.serial = q->serial;
-			e.phase = q->phase;
-			e.n_prompt = q->n_prompt;
-			e.n_generated = q->n_generated;
+			e.progress = q->progress;
 			e.n_tokens = q->n_tokens;
-			e.queue_seconds = q->queue_seconds;
 			e.finish = last ? q->finish : CBLLM_FINISH_NONE;
 			e.status = last ? q->status : 0;
 			e.text_len = (int32_t) n;

@@ -146,9 +146,9 @@ cbllm_evt_output_check(const cbllm_evt_output *e, size_t payload_len, int n_slot
 		return "an output event whose lengths do not add up";
 	if (e->finish < CBLLM_FINISH_NONE || e->finish > CBLLM_FINISH_ERROR)
 		return "an output event with an unknown finish";
-	if (e->phase < CBLLM_PHASE_QUEUED || e->phase > CBLLM_PHASE_FINISHED)
+	if (e->progress.phase < CBLLM_PHASE_QUEUED || e->progress.phase > CBLLM_PHASE_FINISHED)
 		return "an output event with an unknown phase";
-	if (e->n_tokens < 0 || e->n_prompt < 0 || e->n_generated < 0)
+	if (e->n_tokens < 0 || e->progress.n_prompt < 0 || e->progress.n_generated < 0)
 		return "an output event with negative counts";
 	return NULL;
 }

@@ -41,9 +41,10 @@
 
 #include "cbllm.h"
 #include "request_params.h"
+#include "request_progress.h"
 
 #define CBLLM_IPC_MAGIC 0x434c4c4dU	/* "MLLC" */
-#define CBLLM_IPC_VERSION 3
+#define CBLLM_IPC_VERSION 4
 #define CBLLM_IPC_REASON_LEN 512
 
 
@@ -110,11 +111,8 @@ typedef struct cbllm_evt_output
 {
 	int32_t		slot;
 	uint64_t	serial;
-	int32_t		phase;			/* a cbllm_phase */
-	int32_t		n_prompt;
-	int32_t		n_generated;
+	cbllm_request_progress progress;	/* where the request is now */
 	int32_t		n_tokens;		/* tokens generated since the previous event */
-	double		queue_seconds;	/* -1 while queued */
 	int32_t		finish;			/* a cbllm_finish; NONE while running */
 	int32_t		status;			/* when finish is ERROR: a cbllm status code (what kind of error) */
 	int32_t		text_len;		/* bytes after this struct */

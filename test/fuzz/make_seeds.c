@@ -197,11 +197,11 @@ PutOutput(cbllm_ring *r, const char *text, int finish, const char *error)
 	memset(&e, 0, sizeof(e));
 	e.slot = 1;
 	e.serial = 7;
-	e.phase = finish ? CBLLM_PHASE_FINISHED : CBLLM_PHASE_DECODE;
-	e.n_prompt = 3;
-	e.n_generated = 2;
+	e.progress.phase = finish ? CBLLM_PHASE_FINISHED : CBLLM_PHASE_DECODE;
+	e.progress.n_prompt = 3;
+	e.progress.n_generated = 2;
 	e.n_tokens = 2;
-	e.queue_seconds = 0.5;
+	e.progress.queue_seconds = 0.5;
 	e.finish = finish;
 	e.status = finish == CBLLM_FINISH_ERROR ? CBLLM_ERR_INVALID : 0;
 	e.text_len = (int32_t) strlen(text);
