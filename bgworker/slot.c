@@ -33,8 +33,9 @@
  *   - the output ring: the worker writes the free part [out_head, out_tail +
  *     cap) and then advances out_head under the lock; the backend copies the
  *     written part [out_tail, out_head) and then advances out_tail under the
- *     lock, unless the slot went to PARKING meanwhile (the worker is then
- *     copying the same bytes out, so the backend drops its copy);
+ *     lock, unless the slot left RUNNING/DONE/FAILED meanwhile (PARKING, or
+ *     FREE once parked: the worker copied the same bytes out, so the
+ *     backend drops its copy and takes the parked result instead);
  *   - error: the worker writes it before the store of FAILED, the backend
  *     reads it after seeing FAILED.
  *
@@ -428,9 +429,14 @@ CbllmSlotRead(int slot, uint64 serial, StringInfo buf, int max_frames, CbllmRead
 		used = 0;
 
 	SpinLockAcquire(&s->mutex);
-	if (s->serial != serial || s->state == SLOT_PARKING || s->state == SLOT_CANCELLED)
+	if (s->serial != serial ||
+		!(s->state == SLOT_RUNNING || s->state == SLOT_DONE || s->state == SLOT_FAILED))
 	{
-		/* the worker is moving these bytes to the result area: drop our copy */
+		/*
+		 * The worker is moving these bytes to the result area, or has moved
+		 * them already (PARKING, or FREE once parked), or the owner gave up:
+		 * drop our copy; the parked result holds all of it.
+		 */
 		SpinLockRelease(&s->mutex);
 		buf->len = len0;
 		buf->data[len0] = '\0';
