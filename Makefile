@@ -83,7 +83,8 @@ UNIT_TESTS = \
 	build/test/test_request_check \
 	build/test/test_backend_registry \
 	build/test/test_arch \
-	build/test/test_dtype
+	build/test/test_dtype \
+	build/test/test_vocab_padding
 
 CLI = bin/cbllm-cli
 # the engine process the PostgreSQL supervisor starts (tools/cbllm-engine.c)
@@ -114,6 +115,7 @@ CUDA_HOST    = backend_cuda cuda_weights cuda_swap
 CUDA_LIB     = build/libcbllm_cuda.a
 CUDA_EMU_LIB = build/emu/libcbllm_cuda_emu.a
 EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu build/test/test_arch_emu \
+               build/test/test_vocab_padding_emu \
                build/emu/cbllm-engine
 EMU_LIBS     = $(CUDA_EMU_LIB) -lcjson -lm -pthread -lstdc++
 UNIT_TESTS  += $(EMU_TESTS)
@@ -180,7 +182,8 @@ build/test/test_cuda_ops_emu: test/unit/test_cuda_ops.c test/unit/*.h $(EMU_ENGI
 build/test/test_engine_cuda_emu: test/unit/test_engine_cuda.c test/unit/*.h $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -DCBLLM_CUDA_EMU -Itest/unit $< $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 
-build/test/test_arch_emu: test/unit/test_arch.c test/unit/*.h $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
+build/test/test_arch_emu build/test/test_vocab_padding_emu: build/test/%_emu: test/unit/%.c test/unit/*.h \
+		$(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -Itest/unit $< $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 
 # the command-line tool on the emulated device, for rehearsing test/gpu/check.sh without a GPU

@@ -355,7 +355,7 @@ CudaGatherRows(cbllm_backend *be, const float *x, const int32_t *rows, int n, in
 /* Draw each row's token on the device; only the ids come back. */
 static int
 CudaSample(cbllm_backend *be, const float *logits, int n_rows, int vocab,
-		   const sampler_row *p, int32_t *tokens, cbllm_err *err)
+		   int n_ids, const sampler_row *p, int32_t *tokens, cbllm_err *err)
 {
 	cuda_ctx   *c = be->ctx;
 	int			rc;
@@ -367,7 +367,7 @@ CudaSample(cbllm_backend *be, const float *logits, int n_rows, int vocab,
 	memcpy(c->h_sample, p, sizeof(sampler_row) * n_rows);
 	if ((rc = cuda_copy_async(c->d_sample, c->h_sample, sizeof(sampler_row) * n_rows,
 							  c->stream, err)) ||
-		(rc = cuda_sample(logits, n_rows, vocab, c->d_sample, c->d_sampled, c->stream, err)) ||
+		(rc = cuda_sample(logits, n_rows, n_ids, vocab, c->d_sample, c->d_sampled, c->stream, err)) ||
 		(rc = cuda_copy_async(c->h_sampled, c->d_sampled, sizeof(int32_t) * n_rows, c->stream,
 							  err)) ||
 		(rc = cuda_stream_sync(c->stream, err)))

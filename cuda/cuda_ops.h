@@ -167,13 +167,14 @@ int			cuda_argmax(const float *d_logits, int rows, int n, int32_t *d_out, cuda_s
 
 
 /*
- * d_out[r] = a token drawn from row r of d_logits (rows, n) with d_params[r]:
+ * d_out[r] = a token drawn from the first n ids of row r of d_logits (rows,
+ * stride) with d_params[r] (ids from n on, a vocabulary's padding, are never drawn):
  * the top_k largest logits (ties by lower id), softmax at the temperature,
  * then the smallest set of most likely tokens whose mass reaches top_p, and
  * the token where u * (their mass) falls, walking them in id order.
  * Greedy rows (temperature <= 0 or top_k == 1) take the argmax.
  */
-int			cuda_sample(const float *d_logits, int rows, int n,
+int			cuda_sample(const float *d_logits, int rows, int n, int stride,
 						const sampler_row *d_params, int32_t *d_out, cuda_stream s,
 						cbllm_err *err);
 

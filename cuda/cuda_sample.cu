@@ -230,10 +230,10 @@ FindPrefix(SampleShared *sh, const Weigher &w, int n, u64 target)
 }
 
 __global__ static void
-SampleKernel(const float *logits, int n, const sampler_row *params, int32_t *out)
+SampleKernel(const float *logits, int n, int stride, const sampler_row *params, int32_t *out)
 {
 	__shared__ SampleShared sh;
-	const float *x = logits + (int64_t) blockIdx.x * n;
+	const float *x = logits + (int64_t) blockIdx.x * stride;
 	sampler_params pr = params[blockIdx.x].controls;
 	float		pr_u = params[blockIdx.x].u;
 	int			best = RowArgmax(&sh, x, n);
@@ -315,14 +315,16 @@ cuda_argmax(const float *d_logits, int rows, int n, int32_t *d_out, cuda_stream 
 }
 
 extern "C" int
-cuda_sample(const float *d_logits, int rows, int n, const sampler_row *d_params,
+cuda_sample(const float *d_logits, int rows, int n, int stride, const sampler_row *d_params,
 			int32_t *d_out, cuda_stream s, cbllm_err *err)
 {
 	cudaError_t e;
 
 	if (rows <= 0)
 		return CBLLM_OK;
-	CBLLM_LAUNCH(SampleKernel, rows, SAMPLE_THREADS, 0, s, d_logits, n, d_params, d_out);
+	if (n < 1 || n > stride)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "cuda_sample: %d ids of rows of %d", n, stride);
+	CBLLM_LAUNCH(SampleKernel, rows, SAMPLE_THREADS, 0, s, d_logits, n, stride, d_params, d_out);
 	if ((e = cudaGetLastError()) != cudaSuccess)
 		return cbllm_fail(err, CBLLM_ERR_DEVICE, "CUDA sampling failed: %s", cudaGetErrorString(e));
 	return CBLLM_OK;

@@ -137,11 +137,12 @@ struct cbllm_backend
 	int			(*swap_in) (cbllm_backend *be, kv_cache *kv, const swap_space *sw,
 							const int32_t *blocks, const int32_t *swap_ids, int n, cbllm_err *err);
 	/*
-	 * Optional: tokens[r] = a token drawn from row r of logits (n_rows,
-	 * vocab) in backend memory with p[r]; only the ids reach the host.
+	 * Optional: tokens[r] = a token drawn from the first n_ids of row r of
+	 * logits (n_rows, vocab) in backend memory with p[r]; only the ids reach
+	 * the host.
 	 */
 	int			(*sample) (cbllm_backend *be, const float *logits, int n_rows, int vocab,
-						   const sampler_row *p, int32_t *tokens, cbllm_err *err);
+						   int n_ids, const sampler_row *p, int32_t *tokens, cbllm_err *err);
 	/* Optional: false when the device can no longer run anything (a sticky fault). */
 	bool		(*healthy) (cbllm_backend *be);
 	/* copy n floats of backend memory to host memory */

@@ -183,19 +183,25 @@ ResolveSwap(cbllm_engine *e, cbllm_err *err)
 	return CBLLM_OK;
 }
 
-/* One sampler scratch per compute thread. */
+/*
+ * One sampler scratch per compute thread, over the ids the tokenizer knows:
+ * a checkpoint whose vocab_size pads the embeddings beyond them (Qwen,
+ * Phi-3) has rows no token stands for, and those are never drawn.
+ */
 static int
 CreateSamplers(cbllm_engine *e, cbllm_err *err)
 {
 	int			n = threadpool_size(e->pool);
 	int			rc;
 
+	e->n_sample_ids = tokenizer_vocab_size(e->tok);
+
 	e->samplers = calloc(n, sizeof(cbllm_sampler *));
 	if (e->samplers == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 	e->n_samplers = n;
 	for (int i = 0; i < n; i++)
-		if ((rc = sampler_create(e->model->cfg.vocab_size, &e->samplers[i], err)) != CBLLM_OK)
+		if ((rc = sampler_create(e->n_sample_ids, &e->samplers[i], err)) != CBLLM_OK)
 			return rc;
 	return CBLLM_OK;
 }

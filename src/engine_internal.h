@@ -42,6 +42,8 @@ struct cbllm_engine
 	cbllm_forward *fwd;
 	cbllm_sampler **samplers;	/* (n_samplers) one per compute thread */
 	int			n_samplers;
+	int			n_sample_ids;	/* ids sampling may draw: the tokenizer's, when the model's
+								 * vocab_size pads beyond them (ids without a token) */
 	cbllm_request *hash[ENGINE_HASH_BUCKETS];	/* every live request by id */
 	req_list	waiting;		/* by rank; a preempted request keeps its place */
 	req_list	running;		/* by rank: the tail is the first preemption victim */

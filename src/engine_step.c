@@ -85,7 +85,7 @@ SampleStep(cbllm_engine *e, int n_seqs, cbllm_err *err)
 			if (p[r].u >= 1.0f)
 				p[r].u = 0.99999994f;	/* a double just below 1 rounds up to 1 as a float */
 		}
-		if ((rc = forward_sample(e->fwd, p, tok, err)) != CBLLM_OK)
+		if ((rc = forward_sample(e->fwd, e->n_sample_ids, p, tok, err)) != CBLLM_OK)
 			return rc;
 		for (int r = 0; r < n; r++)
 			e->step_tokens[rows[r]] = tok[r];

@@ -55,8 +55,11 @@ int			forward_logits(cbllm_forward *f, const float **logits, cbllm_err *err);
 /* Whether the backend samples on the device (forward_sample). */
 bool		forward_can_sample(const cbllm_forward *f);
 
-/* tokens[r] = a token drawn from row r of the last step's logits with p[r]. */
-int			forward_sample(cbllm_forward *f, const sampler_row *p, int32_t *tokens,
+/*
+ * tokens[r] = a token drawn from the first n_ids ids of row r of the last
+ * step's logits with p[r] (the ids of a padded vocabulary beyond them never).
+ */
+int			forward_sample(cbllm_forward *f, int n_ids, const sampler_row *p, int32_t *tokens,
 						   cbllm_err *err);
 
 /* Attach the KV cache when forward_create was given none. */

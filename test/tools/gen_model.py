@@ -5,7 +5,8 @@
                  [--intermediate 160] [--vocab 320] [--dtype f32|f16|bf16] [--tie]
                  [--seed 0] [--max-pos 2048] [--rope-theta 10000] [--rms-eps 1e-5]
                  [--shards 1] [--tokenizer-from DIR] [--arch llama|mistral]
-                 [--sliding-window N] [--attn-bias] [--arch-name NAME] [--no-weights]
+                 [--sliding-window N] [--attn-bias] [--arch-name NAME] [--pad-vocab N]
+                 [--no-weights]
 
 OUT_DIR receives config.json, tokenizer.json, tokenizer_config.json and the weights,
 either model.safetensors or (with --shards N > 1) model.safetensors.index.json plus
@@ -19,7 +20,9 @@ sets config.json's torch_dtype, bfloat16 unless given.
 
 --attn-bias gives the q, k, v and o projections biases (config.json's attention_bias,
 as HF Llama has it); --arch-name NAME writes NAME as config.json's architecture, for
-tests of architectures that only a test registers.
+tests of architectures that only a test registers.  --pad-vocab N makes config.json's
+vocab_size N more than the tokenizer's ids, with embedding and lm_head rows for them, as
+Qwen and Phi-3 checkpoints pad theirs.
 
 Weights are random (numpy default_rng(seed)), drawn tensor by tensor in file order and
 written as soon as drawn, so a 130M-parameter model takes seconds and little memory:
@@ -109,6 +112,8 @@ def parse_args(argv):
     p.add_argument("--attn-bias", action="store_true",
                    help="biases on the q, k, v and o projections")
     p.add_argument("--arch-name", metavar="NAME", help="config.json's architecture name")
+    p.add_argument("--pad-vocab", type=int, default=0, metavar="N",
+                   help="vocab_size N beyond the tokenizer's ids")
     p.add_argument("--no-weights", action="store_true",
                    help="write config and tokenizer only, for the dummy load format")
     a = p.parse_args(argv)
@@ -465,7 +470,7 @@ def write_weights(a, out_dir, vocab):
 def main(argv=None):
     a = parse_args(sys.argv[1:] if argv is None else argv)
     os.makedirs(a.out_dir, exist_ok=True)
-    vocab = write_tokenizer(a, a.out_dir)
+    vocab = write_tokenizer(a, a.out_dir) + a.pad_vocab
     write_json(os.path.join(a.out_dir, "config.json"), model_config(a, vocab))
     if a.no_weights:
         remove_old_weights(a.out_dir)

@@ -613,7 +613,7 @@ DrawMany(const float *logits, int n, const sampler_row *p, int rows, int32_t *ou
 	dl = Up(all, (size_t) n * rows);
 	dp = UpBytes(p, sizeof(sampler_row) * rows);
 	cuda_alloc(&dout, sizeof(int32_t) * rows, NULL);
-	rc = cuda_sample(dl, rows, n, dp, dout, NULL, &err);
+	rc = cuda_sample(dl, rows, n, n, dp, dout, NULL, &err);
 	if (rc == CBLLM_OK)
 		rc = cuda_download(out, dout, sizeof(int32_t) * rows, &err);
 	if (rc != CBLLM_OK)
@@ -737,7 +737,7 @@ TestSampling(void)
 		int			rc;
 
 		cuda_alloc(&dout, sizeof(got), NULL);
-		rc = cuda_sample(dl, 3, 40, dp, dout, NULL, &err);
+		rc = cuda_sample(dl, 3, 40, 40, dp, dout, NULL, &err);
 		cuda_download(got, dout, sizeof(got), NULL);
 		TAP_OK(rc == CBLLM_OK && got[0] == 17 && got[1] == 17 && got[2] != 17 && got[2] >= 0 &&
 			   got[2] < 40,
