@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cbllm.h"
+#include "engine_run.h"
 #include "tap.h"
 #include "tokenizer.h"
 
@@ -50,39 +51,33 @@ NewEngine(int max_seqs, int max_batched, int kv_blocks, const char *isa)
 	return e;
 }
 
+/* Where RunAll collects each request's first GEN tokens. */
+typedef struct collect
+{
+	int32_t		(*out)[GEN];
+	int		   *n_out;
+} collect;
+
+/* Keep request i's new tokens, up to GEN. */
+static bool
+CollectTokens(void *arg, int i, const cbllm_output *o)
+{
+	collect    *c = arg;
+
+	for (int t = 0; t < o->n_tokens && c->n_out[i] < GEN; t++)
+		c->out[i][c->n_out[i]++] = o->tokens[t];
+	return true;
+}
+
 /* Step until no request is active; returns steps taken or -1. */
 static int
 RunAll(cbllm_engine *e, int64_t *ids, int n, int32_t out[][GEN], int *n_out)
 {
-	int			active = 1,
-				steps = 0;
-	cbllm_err	err;
+	collect		c = {out, n_out};
 
 	for (int i = 0; i < n; i++)
 		n_out[i] = 0;
-	while (active > 0 && steps < 100000)
-	{
-		if (cbllm_engine_step(e, &active, &err) != CBLLM_OK)
-		{
-			TAP_DIAG("step: %s", err.msg);
-			return -1;
-		}
-		steps++;
-		for (int i = 0; i < n; i++)
-		{
-			cbllm_output o;
-
-			if (ids[i] == 0)
-				continue;
-			if (cbllm_engine_take(e, ids[i], &o, &err) != CBLLM_OK)
-				return -1;
-			for (int t = 0; t < o.n_tokens && n_out[i] < GEN; t++)
-				out[i][n_out[i]++] = o.tokens[t];
-			if (o.finish != CBLLM_FINISH_NONE)
-				ids[i] = 0;
-		}
-	}
-	return steps;
+	return engine_run_to_end(e, ids, n, 100000, CollectTokens, &c);
 }
 
 /* Submit the test prompts (lengths 5..40) to e. */

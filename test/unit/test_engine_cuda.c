@@ -14,6 +14,7 @@
  *
  * usage: test_engine_cuda BF16_MODEL_DIR DUMMY_MODEL_DIR
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include "../../cuda/cuda_ops.h"
 #include "cbllm.h"
 #include "compare.h"
+#include "engine_run.h"
 #include "tap.h"
 
 #define N_REQ 7
@@ -64,6 +66,29 @@ MakePrompt(int32_t *ids, int n, int k, int vocab)
 		ids[i] = 3 + (int32_t) ((k * 7919u + i * 104729u) % (unsigned) (vocab - 3));
 }
 
+/* Where RunTogether collects each request's first GEN tokens. */
+typedef struct collect
+{
+	int32_t		(*out)[GEN];
+	int			got[N_REQ];
+} collect;
+
+/* Keep request i's new tokens, up to GEN; a failed request stops the run. */
+static bool
+CollectTokens(void *arg, int i, const cbllm_output *o)
+{
+	collect    *c = arg;
+
+	for (int t = 0; t < o->n_tokens && c->got[i] < GEN; t++)
+		c->out[i][c->got[i]++] = o->tokens[t];
+	if (o->finish == CBLLM_FINISH_ERROR)
+	{
+		TAP_DIAG("request failed: %s", o->error);
+		return false;
+	}
+	return true;
+}
+
 /*
  * Run requests 0..n-1 (prompt k has 5 + 3k tokens) together, sampling sp,
  * and collect GEN tokens each; false on an engine error.
@@ -73,8 +98,7 @@ RunTogether(cbllm_engine *e, int first, int n, const cbllm_sampling *sp, int32_t
 {
 	cbllm_engine_info info;
 	int64_t		ids[N_REQ];
-	int			got[N_REQ] = {0},
-				active = 1;
+	collect		c = {out, {0}};
 	cbllm_err	err;
 
 	cbllm_engine_get_info(e, &info);
@@ -93,34 +117,10 @@ RunTogether(cbllm_engine *e, int first, int n, const cbllm_sampling *sp, int32_t
 			return false;
 		}
 	}
-	while (active > 0)
-	{
-		if (cbllm_engine_step(e, &active, &err) != CBLLM_OK)
-		{
-			TAP_DIAG("step: %s", err.msg);
-			return false;
-		}
-		for (int i = 0; i < n; i++)
-		{
-			cbllm_output o;
-
-			if (ids[i] == 0)
-				continue;
-			if (cbllm_engine_take(e, ids[i], &o, &err) != CBLLM_OK)
-				return false;
-			for (int t = 0; t < o.n_tokens && got[i] < GEN; t++)
-				out[i][got[i]++] = o.tokens[t];
-			if (o.finish == CBLLM_FINISH_ERROR)
-			{
-				TAP_DIAG("request failed: %s", o.error);
-				return false;
-			}
-			if (o.finish != CBLLM_FINISH_NONE)
-				ids[i] = 0;
-		}
-	}
+	if (engine_run_to_end(e, ids, n, INT_MAX, CollectTokens, &c) < 0)
+		return false;
 	for (int i = 0; i < n; i++)
-		if (got[i] != GEN)
+		if (c.got[i] != GEN)
 			return false;
 	return true;
 }

@@ -9,11 +9,13 @@
  *   PADDED_DIR  gen_model.py --vocab 400 --pad-vocab 50 (config.json's
  *               vocab_size 450, tokenizer ids 0..399)
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cbllm.h"
+#include "engine_run.h"
 #include "tap.h"
 
 #define N_REQ 6
@@ -44,20 +46,42 @@ NewEngine(const char *device)
 	return e;
 }
 
+/* What RunAll counts. */
+typedef struct tally
+{
+	int			n_tokens;		/* tokens generated */
+	int			n_outside;		/* of those, ids the tokenizer does not have */
+	int			n_failed;		/* requests that failed */
+} tally;
+
+/* Count request i's new tokens, those outside the tokenizer, and its failure. */
+static bool
+CountTokens(void *arg, int i, const cbllm_output *o)
+{
+	tally	   *c = arg;
+
+	c->n_tokens += o->n_tokens;
+	for (int t = 0; t < o->n_tokens; t++)
+		c->n_outside += o->tokens[t] < 0 || o->tokens[t] >= TOKENIZER_IDS;
+	if (o->finish == CBLLM_FINISH_ERROR)
+	{
+		TAP_DIAG("request %d failed: %s", i, o->error ? o->error : "?");
+		c->n_failed++;
+	}
+	return true;
+}
+
 /*
- * Run N_REQ requests of GEN tokens each with sp (seeded per request);
- * counts the tokens, those outside the tokenizer and the requests that
- * failed; false on an engine error.
+ * Run N_REQ requests of GEN tokens each with sp (seeded per request),
+ * counting into c; false on an engine error.
  */
 static bool
-RunAll(cbllm_engine *e, cbllm_sampling sp, int *n_tokens, int *n_outside, int *n_failed)
+RunAll(cbllm_engine *e, cbllm_sampling sp, tally *c)
 {
 	int64_t		ids[N_REQ];
-	bool		over[N_REQ] = {0};
-	int			active = 1;
 	cbllm_err	err;
 
-	*n_tokens = *n_outside = *n_failed = 0;
+	memset(c, 0, sizeof(*c));
 	for (int i = 0; i < N_REQ; i++)
 	{
 		int32_t		prompt[6] = {1, 20 + i, 30, 40 + 3 * i, 50, 60};
@@ -72,31 +96,7 @@ RunAll(cbllm_engine *e, cbllm_sampling sp, int *n_tokens, int *n_outside, int *n
 			return false;
 		}
 	}
-	while (active > 0)
-	{
-		if (cbllm_engine_step(e, &active, &err) != CBLLM_OK)
-		{
-			TAP_DIAG("step: %s", err.msg);
-			return false;
-		}
-		for (int i = 0; i < N_REQ; i++)
-		{
-			cbllm_output o;
-
-			if (over[i] || cbllm_engine_take(e, ids[i], &o, &err) != CBLLM_OK)
-				continue;
-			*n_tokens += o.n_tokens;
-			for (int t = 0; t < o.n_tokens; t++)
-				*n_outside += o.tokens[t] < 0 || o.tokens[t] >= TOKENIZER_IDS;
-			if (o.finish == CBLLM_FINISH_ERROR)
-			{
-				TAP_DIAG("request %d failed: %s", i, o.error ? o.error : "?");
-				(*n_failed)++;
-			}
-			over[i] = o.finish != CBLLM_FINISH_NONE;
-		}
-	}
-	return true;
+	return engine_run_to_end(e, ids, N_REQ, INT_MAX, CountTokens, c) >= 0;
 }
 
 /* The padded rows load, and sampling never leaves the tokenizer's ids. */
@@ -108,9 +108,7 @@ TestDevice(const char *device)
 	cbllm_engine_info info;
 	cbllm_sampling hot = cbllm_sampling_default(),
 				greedy = cbllm_sampling_default();
-	int			n,
-				outside,
-				failed;
+	tally		c;
 	bool		ok;
 
 	if (e == NULL)
@@ -131,10 +129,10 @@ TestDevice(const char *device)
 
 		sp->max_tokens = GEN;
 		sp->ignore_eos = true;
-		ok = RunAll(e, *sp, &n, &outside, &failed);
-		TAP_OK(ok && n == N_REQ * GEN && outside == 0 && failed == 0,
+		ok = RunAll(e, *sp, &c);
+		TAP_OK(ok && c.n_tokens == N_REQ * GEN && c.n_outside == 0 && c.n_failed == 0,
 			   "%s: %s, %d tokens are all tokenizer ids and no request fails (%d outside, %d failed)",
-			   name, k == 0 ? "at temperature 3" : "greedy", n, outside, failed);
+			   name, k == 0 ? "at temperature 3" : "greedy", c.n_tokens, c.n_outside, c.n_failed);
 	}
 	cbllm_engine_destroy(e);
 }
