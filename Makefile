@@ -12,7 +12,8 @@ MODULE_big  = cbllm
 OBJS        = bgworker/cbllm.o bgworker/guc.o bgworker/channel.o bgworker/worker.o \
               bgworker/client.o bgworker/sql_generate.o bgworker/sql_tokenize.o \
               bgworker/sql_status.o bgworker/stats.o bgworker/slot.o bgworker/sql_text.o \
-              bgworker/sql_enrich.o bgworker/engine_proc.o bgworker/worker_requests.o
+              bgworker/sql_enrich.o bgworker/engine_proc.o bgworker/worker_requests.o \
+              bgworker/sql_chat.o
 DATA        = sql/cbllm--$(EXTVERSION).sql
 PG_CPPFLAGS = -Isrc
 PG_CFLAGS   = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers \
@@ -62,7 +63,10 @@ ENGINE_SRCS = \
 	src/engine_step.c \
 	src/ipc.c \
 	src/engine_server.c \
-	src/request_params.c
+	src/request_params.c \
+	src/generation_config.c \
+	src/engine_chat.c \
+	src/chat_template.c
 
 ENGINE_OBJS = $(patsubst src/%.c,build/%.o,$(ENGINE_SRCS))
 ENGINE_LIB  = build/libcbllm_engine.a
@@ -84,7 +88,8 @@ UNIT_TESTS = \
 	build/test/test_backend_registry \
 	build/test/test_arch \
 	build/test/test_dtype \
-	build/test/test_vocab_padding
+	build/test/test_vocab_padding \
+	build/test/test_generation_config
 
 CLI = bin/cbllm-cli
 # the engine process the PostgreSQL supervisor starts (tools/cbllm-engine.c)

@@ -10,6 +10,7 @@
 
 #include "postgres.h"
 
+#include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "port/atomics.h"
 #include "storage/latch.h"
@@ -357,6 +358,25 @@ void		CbllmRelease(CbllmHandle *h);
 void		CbllmCancel(CbllmHandle *h);
 void		CbllmRaiseFailure(int errcode_in, const char *msg);
 void		CbllmCollect(CbllmHandle *h, StringInfo buf);
+
+/* ---- the generating forms, over any input (sql_generate.c) ---- */
+
+/*
+ * Put the request's input (argument 0 of the form, or one element of its
+ * array) into a: its payload in UTF-8 and its kind's parameters, checked,
+ * without raising: false with the sqlstate and message of the problem.
+ */
+typedef bool (*CbllmPrepareFn) (CbllmRequestArgs *a, Datum input, FunctionCallInfo fcinfo,
+								int *errcode_out, char *errmsg_out);
+
+/* Run one request of a kind answered at once (tokenizer, template), its whole output into out (sql_tokenize.c). */
+void		CbllmAskEngine(int kind, const char *input, int len, StringInfo out);
+
+void		CbllmReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a, int kind);
+Datum		CbllmGenerateOne(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep);
+Datum		CbllmGenerateArray(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep, int on_error_arg);
+Datum		CbllmGenerateStream(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep);
+Datum		CbllmSubmitAsync(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep, int scoped_arg);
 
 /* ---- engine liveness (sql_status.c) ---- */
 bool		CbllmEngineStalled(void);

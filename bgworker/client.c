@@ -131,6 +131,7 @@ ArgsHint(cbllm_request_field field)
 			return "Raise cbllm.max_prompt_bytes (requires a restart).";
 		case CBLLM_FIELD_NONE:
 		case CBLLM_FIELD_PROMPT_LEN:
+		case CBLLM_FIELD_DEFAULTS:
 			break;
 	}
 	return NULL;

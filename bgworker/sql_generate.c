@@ -1,7 +1,9 @@
 /*
  * sql_generate.c: llm_generate (one prompt, or an array submitted at once),
- * llm_generate_stream (one row per text piece, value per call), and their
- * argument handling.
+ * llm_generate_stream (one row per text piece, value per call), llm_submit
+ * and llm_result, and their argument handling.  The bodies take the form's
+ * input through a CbllmPrepareFn, so llm_chat and its forms (sql_chat.c)
+ * are the same functions over chat messages.
  */
 #include "cbllm_pg.h"
 
@@ -25,23 +27,30 @@ PG_FUNCTION_INFO_V1(llm_result);
 #define ASYNC_SLOT_BITS 16
 
 /*
- * Read the options shared by every form: (prompt, max_tokens, temperature,
+ * Read the options shared by every form: (input, max_tokens, temperature,
  * top_p, top_k, seed, stop, priority) at argument positions 1..7.  NULL
- * options take their defaults.
+ * options take their defaults; a NULL temperature, top_p or top_k is left to
+ * the model's generation_config.json.
  */
-static void
-ReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a)
+void
+CbllmReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a, int kind)
 {
 	memset(a, 0, sizeof(*a));
-	CbllmDefaultParams(&a->params, CBLLM_REQ_GENERATE);
+	CbllmDefaultParams(&a->params, kind);
 	if (!PG_ARGISNULL(1))
 		a->params.max_tokens = PG_GETARG_INT32(1);
 	if (!PG_ARGISNULL(2))
 		a->params.temperature = PG_GETARG_FLOAT8(2);
+	else
+		a->params.defaults |= CBLLM_DEFAULT_TEMPERATURE;
 	if (!PG_ARGISNULL(3))
 		a->params.top_p = PG_GETARG_FLOAT8(3);
+	else
+		a->params.defaults |= CBLLM_DEFAULT_TOP_P;
 	if (!PG_ARGISNULL(4))
 		a->params.top_k = PG_GETARG_INT32(4);
+	else
+		a->params.defaults |= CBLLM_DEFAULT_TOP_K;
 	a->params.has_seed = !PG_ARGISNULL(5);
 	if (a->params.has_seed)
 		a->params.seed = (uint64) PG_GETARG_INT64(5);
@@ -82,8 +91,9 @@ ReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a)
  * text over the size limit is refused before it is converted.
  */
 static bool
-PreparePrompt(CbllmRequestArgs *a, text *prompt, int *code, char *msg)
+PreparePrompt(CbllmRequestArgs *a, Datum input, FunctionCallInfo fcinfo, int *code, char *msg)
 {
+	text	   *prompt = DatumGetTextPP(input);
 	int			raw = VARSIZE_ANY_EXHDR(prompt);
 
 	a->prompt = VARDATA_ANY(prompt);
@@ -100,24 +110,25 @@ PreparePrompt(CbllmRequestArgs *a, text *prompt, int *code, char *msg)
 	return CbllmArgsError(a, code, msg);
 }
 
-/* Set the prompt of a and check everything, raising the first problem. */
+/* Prepare a's input with prep and check everything, raising the first problem (what names the input). */
 static void
-SetPrompt(CbllmRequestArgs *a, text *prompt)
+PrepareOrRaise(CbllmPrepareFn prep, CbllmRequestArgs *a, Datum input, FunctionCallInfo fcinfo,
+			   const char *what)
 {
-	int			code;
+	int			code = 0;
 	char		msg[CBLLM_ERROR_LEN];
 
-	if (!PreparePrompt(a, prompt, &code, msg))
-	{
-		if (code == ERRCODE_CHARACTER_NOT_IN_REPERTOIRE)
-			ereport(ERROR, (errcode(code), errmsg("cannot pass the prompt to the model: %s", msg)));
-		CbllmCheckArgs(a);		/* raises with its hint */
-	}
+	if (prep(a, input, fcinfo, &code, msg))
+		return;
+	if (code == ERRCODE_CHARACTER_NOT_IN_REPERTOIRE)
+		ereport(ERROR, (errcode(code), errmsg("cannot pass %s to the model: %s", what, msg)));
+	CbllmCheckArgs(a);			/* raises with its hint when the arguments are the problem */
+	ereport(ERROR, (errcode(code ? code : ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s", msg)));
 }
 
-/* llm_generate(prompt text, ...options) returns text */
+/* One input in, generated text out: the body of llm_generate and llm_chat. */
 Datum
-llm_generate(PG_FUNCTION_ARGS)
+CbllmGenerateOne(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep)
 {
 	CbllmRequestArgs a;
 	CbllmHandle h = {.slot = -1};
@@ -125,29 +136,41 @@ llm_generate(PG_FUNCTION_ARGS)
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	ReadOptions(fcinfo, &a);
-	SetPrompt(&a, PG_GETARG_TEXT_PP(0));
+	CbllmReadOptions(fcinfo, &a, kind);
+	PrepareOrRaise(prep, &a, PG_GETARG_DATUM(0), fcinfo, "the prompt");
 	CbllmSubmitOrFail(&a, &h);
 	initStringInfo(&buf);
 	CbllmCollect(&h, &buf);
 	PG_RETURN_TEXT_P(CbllmTextFromModel(buf.data, buf.len));
 }
 
+/* llm_generate(prompt text, ...options) returns text */
+Datum
+llm_generate(PG_FUNCTION_ARGS)
+{
+	return CbllmGenerateOne(fcinfo, CBLLM_REQ_GENERATE, PreparePrompt);
+}
+
 /*
- * llm_generate(prompts text[], ...options, on_error text) returns text[]:
- * every element is submitted before any is awaited, so the engine batches
- * them; results come back in order.  NULL elements give NULL.  With on_error
- * 'null' a failing element gives NULL (and a WARNING) instead of an error.
+ * An array of inputs in (argument 0), an array of texts out: every element
+ * is submitted before any is awaited, so the engine batches them; results
+ * come back in order.  NULL elements give NULL.  With on_error 'null'
+ * (argument on_error_arg) a failing element gives NULL (and a WARNING)
+ * instead of an error.  The body of the array forms of llm_generate and
+ * llm_chat.
  */
 Datum
-llm_generate_array(PG_FUNCTION_ARGS)
+CbllmGenerateArray(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep, int on_error_arg)
 {
 	ArrayType  *arr;
 	Datum	   *elems;
 	bool	   *nulls;
 	int			n;
+	int16		elem_len;
+	bool		elem_byval;
+	char		elem_align;
 	CbllmRequestArgs a;
-	CbllmRequestArgs *prep;
+	CbllmRequestArgs *prepared;
 	bool	   *bad;
 	CbllmHandle *hs;
 	Datum	   *out;
@@ -159,9 +182,9 @@ llm_generate_array(PG_FUNCTION_ARGS)
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	if (!PG_ARGISNULL(8))
+	if (!PG_ARGISNULL(on_error_arg))
 	{
-		char	   *mode = text_to_cstring(PG_GETARG_TEXT_PP(8));
+		char	   *mode = text_to_cstring(PG_GETARG_TEXT_PP(on_error_arg));
 
 		if (strcmp(mode, "null") == 0)
 			null_on_error = true;
@@ -174,33 +197,36 @@ llm_generate_array(PG_FUNCTION_ARGS)
 	if (ARR_NDIM(arr) > 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("prompts must be a one-dimensional text array")));
-	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
-	ReadOptions(fcinfo, &a);
+				 errmsg("the inputs must be a one-dimensional array")));
+	get_typlenbyvalalign(ARR_ELEMTYPE(arr), &elem_len, &elem_byval, &elem_align);
+	deconstruct_array(arr, ARR_ELEMTYPE(arr), elem_len, elem_byval, elem_align, &elems, &nulls, &n);
+	CbllmReadOptions(fcinfo, &a, kind);
 	hs = palloc0(sizeof(CbllmHandle) * (n > 0 ? n : 1));
 	out = palloc0(sizeof(Datum) * (n > 0 ? n : 1));
 	out_null = palloc(sizeof(bool) * (n > 0 ? n : 1));
-	prep = palloc0(sizeof(CbllmRequestArgs) * (n > 0 ? n : 1));
+	prepared = palloc0(sizeof(CbllmRequestArgs) * (n > 0 ? n : 1));
 	bad = palloc0(sizeof(bool) * (n > 0 ? n : 1));
 	for (int i = 0; i < n; i++)
 	{
-		int			code;
+		int			code = 0;
 		char		msg[CBLLM_ERROR_LEN];
 
 		hs[i].slot = -1;
 		out_null[i] = true;
 		if (nulls[i])
 			continue;
-		/* each element's own problems (too large, not convertible) are that element's */
-		prep[i] = a;
-		if (!PreparePrompt(&prep[i], DatumGetTextPP(elems[i]), &code, msg))
+		/* each element's own problems (too large, not convertible, malformed) are that element's */
+		prepared[i] = a;
+		if (!prep(&prepared[i], elems[i], fcinfo, &code, msg))
 		{
 			if (!null_on_error)
 			{
 				if (code == ERRCODE_CHARACTER_NOT_IN_REPERTOIRE)
 					ereport(ERROR, (errcode(code),
 									errmsg("cannot pass element %d to the model: %s", i + 1, msg)));
-				CbllmCheckArgs(&prep[i]);
+				CbllmCheckArgs(&prepared[i]);
+				ereport(ERROR, (errcode(code ? code : ERRCODE_INVALID_PARAMETER_VALUE),
+								errmsg("element %d: %s", i + 1, msg)));
 			}
 			ereport(WARNING,
 					(errcode(code), errmsg("cbllm: element %d failed: %s", i + 1, msg)));
@@ -220,7 +246,7 @@ llm_generate_array(PG_FUNCTION_ARGS)
 		{
 			if (nulls[next] || bad[next])
 				continue;
-			if (!CbllmSubmit(&prep[next], &hs[next], next == i))
+			if (!CbllmSubmit(&prepared[next], &hs[next], next == i))
 				break;
 		}
 		if (nulls[i] || bad[i])
@@ -247,6 +273,13 @@ llm_generate_array(PG_FUNCTION_ARGS)
 											 -1, false, TYPALIGN_INT));
 }
 
+/* llm_generate(prompts text[], ...options, on_error text) returns text[] */
+Datum
+llm_generate_array(PG_FUNCTION_ARGS)
+{
+	return CbllmGenerateArray(fcinfo, CBLLM_REQ_GENERATE, PreparePrompt, 8);
+}
+
 typedef struct StreamState
 {
 	CbllmHandle h;
@@ -264,9 +297,9 @@ StreamShutdown(Datum arg)
 	st->done = true;
 }
 
-/* llm_generate_stream(prompt text, ...options) returns setof text, one row per piece */
+/* One row per text piece as it is generated: the body of llm_generate_stream and llm_chat_stream. */
 Datum
-llm_generate_stream(PG_FUNCTION_ARGS)
+CbllmGenerateStream(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep)
 {
 	FuncCallContext *fctx;
 	StreamState *st;
@@ -292,8 +325,8 @@ llm_generate_stream(PG_FUNCTION_ARGS)
 		st->h.slot = -1;
 		fctx->user_fctx = st;
 		MemoryContextSwitchTo(old);
-		ReadOptions(fcinfo, &a);
-		SetPrompt(&a, PG_GETARG_TEXT_PP(0));
+		CbllmReadOptions(fcinfo, &a, kind);
+		PrepareOrRaise(prep, &a, PG_GETARG_DATUM(0), fcinfo, "the prompt");
 		CbllmSubmitOrFail(&a, &st->h);
 		if (rsi != NULL && IsA(rsi, ReturnSetInfo) && rsi->econtext != NULL)
 			RegisterExprContextCallback(rsi->econtext, StreamShutdown, PointerGetDatum(st));
@@ -323,27 +356,41 @@ llm_generate_stream(PG_FUNCTION_ARGS)
 	SRF_RETURN_NEXT(fctx, PointerGetDatum(CbllmTextFromModel(buf.data, buf.len)));
 }
 
+/* llm_generate_stream(prompt text, ...options) returns setof text, one row per piece */
+Datum
+llm_generate_stream(PG_FUNCTION_ARGS)
+{
+	return CbllmGenerateStream(fcinfo, CBLLM_REQ_GENERATE, PreparePrompt);
+}
+
 /*
- * llm_submit(prompt text, ...options, transaction_scoped boolean) returns
- * bigint: queue a request and return at once.  The request belongs to the
- * session: it survives the transaction and is cancelled when the session
- * ends without collecting it; with transaction_scoped it is cancelled when
- * the transaction ends instead (what a batch job that collects before each
+ * Queue a request and return its id at once: the body of llm_submit and
+ * llm_submit_chat.  The request belongs to the session: it survives the
+ * transaction and is cancelled when the session ends without collecting it;
+ * with transaction_scoped (argument scoped_arg) it is cancelled when the
+ * transaction ends instead (what a batch job that collects before each
  * COMMIT wants, so that an interruption leaves nothing running).
  */
 Datum
-llm_submit(PG_FUNCTION_ARGS)
+CbllmSubmitAsync(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep, int scoped_arg)
 {
 	CbllmRequestArgs a;
 	CbllmHandle h = {.slot = -1, .async = true};
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	h.session = PG_NARGS() < 9 || PG_ARGISNULL(8) || !PG_GETARG_BOOL(8);
-	ReadOptions(fcinfo, &a);
-	SetPrompt(&a, PG_GETARG_TEXT_PP(0));
+	h.session = PG_NARGS() <= scoped_arg || PG_ARGISNULL(scoped_arg) || !PG_GETARG_BOOL(scoped_arg);
+	CbllmReadOptions(fcinfo, &a, kind);
+	PrepareOrRaise(prep, &a, PG_GETARG_DATUM(0), fcinfo, "the prompt");
 	CbllmSubmitOrFail(&a, &h);
 	PG_RETURN_INT64((int64) ((h.serial << ASYNC_SLOT_BITS) | (uint64) h.slot));
+}
+
+/* llm_submit(prompt text, ...options, transaction_scoped boolean) returns bigint */
+Datum
+llm_submit(PG_FUNCTION_ARGS)
+{
+	return CbllmSubmitAsync(fcinfo, CBLLM_REQ_GENERATE, PreparePrompt, 8);
 }
 
 /*

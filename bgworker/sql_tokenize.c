@@ -18,8 +18,8 @@ PG_FUNCTION_INFO_V1(llm_detokenize);
 PG_FUNCTION_INFO_V1(llm_token_count);
 
 /* Run one request of the given kind on len bytes of input; its whole output goes to out. */
-static void
-AskEngine(int kind, const char *input, int len, StringInfo out)
+void
+CbllmAskEngine(int kind, const char *input, int len, StringInfo out)
 {
 	CbllmRequestArgs a;
 	CbllmHandle h = {.slot = -1};
@@ -66,7 +66,7 @@ llm_tokenize(PG_FUNCTION_ARGS)
 	Datum	   *d;
 
 	initStringInfo(&out);
-	AskEngine(CBLLM_REQ_TOKENIZE, s, len, &out);
+	CbllmAskEngine(CBLLM_REQ_TOKENIZE, s, len, &out);
 	n = out.len / (int) sizeof(int32);
 	d = palloc(sizeof(Datum) * (n > 0 ? n : 1));
 	for (int i = 0; i < n; i++)
@@ -89,7 +89,7 @@ llm_token_count(PG_FUNCTION_ARGS)
 	int32		n;
 
 	initStringInfo(&out);
-	AskEngine(CBLLM_REQ_TOKEN_COUNT, s, len, &out);
+	CbllmAskEngine(CBLLM_REQ_TOKEN_COUNT, s, len, &out);
 	if (out.len != sizeof(int32))
 		elog(ERROR, "cbllm: token count reply of %d bytes", out.len);
 	memcpy(&n, out.data, sizeof(n));
@@ -122,6 +122,6 @@ llm_detokenize(PG_FUNCTION_ARGS)
 		ids[i] = DatumGetInt32(elems[i]);
 	}
 	initStringInfo(&out);
-	AskEngine(CBLLM_REQ_DETOKENIZE, (const char *) ids, n * (int) sizeof(int32), &out);
+	CbllmAskEngine(CBLLM_REQ_DETOKENIZE, (const char *) ids, n * (int) sizeof(int32), &out);
 	PG_RETURN_TEXT_P(CbllmTextFromModel(out.data, out.len));
 }

@@ -1,13 +1,16 @@
 -- cbllm 0.1.0: LLM inference inside PostgreSQL.
 \echo Use "CREATE EXTENSION cbllm" to load this file. \quit
 
--- One prompt in, generated text out.  Greedy (temperature 0) by default, so
--- results are reproducible; NULL prompt gives NULL.
+-- One prompt in, generated text out; NULL prompt gives NULL.  A NULL
+-- temperature, top_p or top_k takes the model's default from its
+-- generation_config.json when that asks for sampling ("do_sample": true),
+-- else greedy decoding (temperature 0, reproducible), top_p 1 and top_k 0
+-- (off).  Pass temperature => 0 for greedy output from any model.
 CREATE FUNCTION llm_generate(prompt text,
                              max_tokens integer DEFAULT 256,
-                             temperature double precision DEFAULT 0,
-                             top_p double precision DEFAULT 1,
-                             top_k integer DEFAULT 0,
+                             temperature double precision DEFAULT NULL,
+                             top_p double precision DEFAULT NULL,
+                             top_k integer DEFAULT NULL,
                              seed bigint DEFAULT NULL,
                              stop text[] DEFAULT NULL,
                              priority integer DEFAULT 0)
@@ -20,9 +23,9 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- WARNING) instead of failing the statement.
 CREATE FUNCTION llm_generate(prompts text[],
                              max_tokens integer DEFAULT 256,
-                             temperature double precision DEFAULT 0,
-                             top_p double precision DEFAULT 1,
-                             top_k integer DEFAULT 0,
+                             temperature double precision DEFAULT NULL,
+                             top_p double precision DEFAULT NULL,
+                             top_k integer DEFAULT NULL,
                              seed bigint DEFAULT NULL,
                              stop text[] DEFAULT NULL,
                              priority integer DEFAULT 0,
@@ -35,15 +38,73 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- target list or through a cursor to see pieces while generation continues.
 CREATE FUNCTION llm_generate_stream(prompt text,
                                     max_tokens integer DEFAULT 256,
-                                    temperature double precision DEFAULT 0,
-                                    top_p double precision DEFAULT 1,
-                                    top_k integer DEFAULT 0,
+                                    temperature double precision DEFAULT NULL,
+                                    top_p double precision DEFAULT NULL,
+                                    top_k integer DEFAULT NULL,
                                     seed bigint DEFAULT NULL,
                                     stop text[] DEFAULT NULL,
                                     priority integer DEFAULT 0)
 RETURNS SETOF text
 AS 'MODULE_PATHNAME', 'llm_generate_stream'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+-- Chat.  messages is a JSON array of {"role": ..., "content": ...} objects;
+-- the model's chat template (tokenizer_config.json's chat_template, or
+-- chat_template.jinja) renders it, with template_kwargs as extra template
+-- variables (add_generation_prompt, true by default; enable_thinking; tools;
+-- documents ...), and generation stops at the model's end-of-turn tokens.
+-- The options are llm_generate's.
+CREATE FUNCTION llm_chat(messages jsonb,
+                         max_tokens integer DEFAULT 256,
+                         temperature double precision DEFAULT NULL,
+                         top_p double precision DEFAULT NULL,
+                         top_k integer DEFAULT NULL,
+                         seed bigint DEFAULT NULL,
+                         stop text[] DEFAULT NULL,
+                         priority integer DEFAULT 0,
+                         template_kwargs jsonb DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'llm_chat'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Every conversation submitted at once (one jsonb array of messages each),
+-- answers in order; on_error as for llm_generate(text[]).  (A name of its
+-- own: llm_chat('[...]') with an untyped literal must not be ambiguous.)
+CREATE FUNCTION llm_chat_batch(conversations jsonb[],
+                         max_tokens integer DEFAULT 256,
+                         temperature double precision DEFAULT NULL,
+                         top_p double precision DEFAULT NULL,
+                         top_k integer DEFAULT NULL,
+                         seed bigint DEFAULT NULL,
+                         stop text[] DEFAULT NULL,
+                         priority integer DEFAULT 0,
+                         on_error text DEFAULT 'raise',
+                         template_kwargs jsonb DEFAULT NULL)
+RETURNS text[]
+AS 'MODULE_PATHNAME', 'llm_chat_array'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- The answer one row per text piece, as llm_generate_stream.
+CREATE FUNCTION llm_chat_stream(messages jsonb,
+                                max_tokens integer DEFAULT 256,
+                                temperature double precision DEFAULT NULL,
+                                top_p double precision DEFAULT NULL,
+                                top_k integer DEFAULT NULL,
+                                seed bigint DEFAULT NULL,
+                                stop text[] DEFAULT NULL,
+                                priority integer DEFAULT 0,
+                                template_kwargs jsonb DEFAULT NULL)
+RETURNS SETOF text
+AS 'MODULE_PATHNAME', 'llm_chat_stream'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+-- The prompt the chat template makes of messages, for inspection.
+CREATE FUNCTION llm_apply_chat_template(messages jsonb,
+                                        add_generation_prompt boolean DEFAULT true,
+                                        template_kwargs jsonb DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'llm_apply_chat_template'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- The model's tokenizer, as it reads a prompt (with BOS).
 CREATE FUNCTION llm_tokenize(text) RETURNS integer[]
@@ -97,15 +158,30 @@ LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 -- transaction ends).
 CREATE FUNCTION llm_submit(prompt text,
                            max_tokens integer DEFAULT 256,
-                           temperature double precision DEFAULT 0,
-                           top_p double precision DEFAULT 1,
-                           top_k integer DEFAULT 0,
+                           temperature double precision DEFAULT NULL,
+                           top_p double precision DEFAULT NULL,
+                           top_k integer DEFAULT NULL,
                            seed bigint DEFAULT NULL,
                            stop text[] DEFAULT NULL,
                            priority integer DEFAULT 0,
                            transaction_scoped boolean DEFAULT false)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'llm_submit'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- llm_submit for a conversation (as llm_chat), collected with llm_result.
+CREATE FUNCTION llm_submit_chat(messages jsonb,
+                                max_tokens integer DEFAULT 256,
+                                temperature double precision DEFAULT NULL,
+                                top_p double precision DEFAULT NULL,
+                                top_k integer DEFAULT NULL,
+                                seed bigint DEFAULT NULL,
+                                stop text[] DEFAULT NULL,
+                                priority integer DEFAULT 0,
+                                transaction_scoped boolean DEFAULT false,
+                                template_kwargs jsonb DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'llm_submit_chat'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- The text of a submitted request; with wait => false, NULL while it runs.
@@ -126,7 +202,10 @@ LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 -- transaction holds are left for a later CALL.  When the request slots run
 -- out, a chunk is cut short and the rest comes back in the next one.  It runs
 -- with the caller's rights; identifiers are quoted, prompt_sql and where_sql
--- are SQL expressions over the table's columns.
+-- are SQL expressions over the table's columns.  For a chat model give
+-- messages_sql instead of prompt_sql (pass NULL for prompt_sql): a jsonb
+-- expression over the row that makes its messages array, rendered by the
+-- model's chat template with template_kwargs.
 --
 -- search_path.  Nothing cbllm.enrich itself runs depends on the caller's
 -- search_path, so a role that can create objects in a schema on that path
@@ -204,7 +283,9 @@ CREATE TYPE cbllm.enrich_job AS (
     tbl           regclass,
     key_column    name,
     target_column name,
-    prompt_sql    text,
+    prompt_sql    text,             -- NULL when messages_sql is given
+    messages_sql  text,             -- the chat form: a jsonb expression of messages
+    template_kwargs jsonb,          -- its template variables
     where_sql     text,             -- 'true' when none was given
     chunk_size    integer,
     max_tokens    integer,
@@ -229,7 +310,8 @@ CREATE FUNCTION cbllm.enrich_begin(tbl regclass, key_column name, prompt_sql tex
                                    target_column name, where_sql text, chunk_size integer,
                                    max_tokens integer, temperature double precision,
                                    top_p double precision, top_k integer, seed bigint,
-                                   stop text[], priority integer, caller_path text)
+                                   stop text[], priority integer, caller_path text,
+                                   messages_sql text, template_kwargs jsonb)
 RETURNS cbllm.enrich_job
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -241,9 +323,18 @@ DECLARE
     target_type text;
     sql         text;
 BEGIN
-    IF tbl IS NULL OR key_column IS NULL OR prompt_sql IS NULL OR target_column IS NULL THEN
-        RAISE EXCEPTION 'cbllm.enrich: tbl, key_column, prompt_sql and target_column must not be NULL'
+    IF tbl IS NULL OR key_column IS NULL OR target_column IS NULL THEN
+        RAISE EXCEPTION 'cbllm.enrich: tbl, key_column and target_column must not be NULL'
             USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF (prompt_sql IS NULL) = (messages_sql IS NULL) THEN
+        RAISE EXCEPTION 'cbllm.enrich: give exactly one of prompt_sql and messages_sql'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'prompt_sql makes a text prompt of each row; messages_sql makes a jsonb array of chat messages.';
+    END IF;
+    IF template_kwargs IS NOT NULL AND messages_sql IS NULL THEN
+        RAISE EXCEPTION 'cbllm.enrich: template_kwargs needs messages_sql'
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF chunk_size IS NULL OR chunk_size < 1 OR chunk_size > 4096 THEN
         RAISE EXCEPTION 'cbllm.enrich: chunk_size must be between 1 and 4096, not %', chunk_size
@@ -279,8 +370,14 @@ BEGIN
     job.key_column := key_column;
     job.target_column := target_column;
     job.prompt_sql := prompt_sql;
+    job.messages_sql := messages_sql;
+    job.template_kwargs := template_kwargs;
     job.where_sql := coalesce(nullif(btrim(where_sql), ''), 'true');
-    PERFORM cbllm.check_expression(job.prompt_sql, 'prompt_sql');
+    IF prompt_sql IS NOT NULL THEN
+        PERFORM cbllm.check_expression(job.prompt_sql, 'prompt_sql');
+    ELSE
+        PERFORM cbllm.check_expression(job.messages_sql, 'messages_sql');
+    END IF;
     job.chunk_size := chunk_size;
     job.max_tokens := max_tokens;
     job.temperature := temperature;
@@ -320,6 +417,7 @@ DECLARE
     sent        integer[] := '{}';  -- the indexes of the rows submitted
     ids         bigint[] := '{}';   -- and their request ids (NULL for a NULL prompt)
     prompt      text;
+    messages    jsonb;
     res         text;
     req         bigint;
     n           bigint;
@@ -342,10 +440,17 @@ BEGIN
         ' ORDER BY %2$s.%1$I LIMIT %5$s FOR UPDATE SKIP LOCKED) s',
         job.key_column, rel, job.target_column,
         cbllm.check_expression(job.where_sql, 'where_sql'), job.chunk_size);
-    prompt_sql := format(
-        'SELECT %s::pg_catalog.text FROM %s'
-        ' WHERE tableoid OPERATOR(pg_catalog.=) $1 AND ctid OPERATOR(pg_catalog.=) $2',
-        cbllm.check_expression(job.prompt_sql, 'prompt_sql'), rel);
+    IF job.messages_sql IS NULL THEN
+        prompt_sql := format(
+            'SELECT %s::pg_catalog.text FROM %s'
+            ' WHERE tableoid OPERATOR(pg_catalog.=) $1 AND ctid OPERATOR(pg_catalog.=) $2',
+            cbllm.check_expression(job.prompt_sql, 'prompt_sql'), rel);
+    ELSE
+        prompt_sql := format(
+            'SELECT %s::pg_catalog.jsonb FROM %s'
+            ' WHERE tableoid OPERATOR(pg_catalog.=) $1 AND ctid OPERATOR(pg_catalog.=) $2',
+            cbllm.check_expression(job.messages_sql, 'messages_sql'), rel);
+    END IF;
     update_sql := format(
         'UPDATE %s SET %I = $1'
         ' WHERE tableoid OPERATOR(pg_catalog.=) $2 AND ctid OPERATOR(pg_catalog.=) $3',
@@ -364,16 +469,26 @@ BEGIN
             -- the prompt row by row, so that an expression failing on one row
             -- (a bad cast, a division by zero) only fails that row
             PERFORM pg_catalog.set_config('search_path', job.caller_path, true);
-            EXECUTE prompt_sql INTO prompt USING rels[i], tids[i];
+            IF job.messages_sql IS NULL THEN
+                EXECUTE prompt_sql INTO prompt USING rels[i], tids[i];
+            ELSE
+                EXECUTE prompt_sql INTO messages USING rels[i], tids[i];
+            END IF;
             GET DIAGNOSTICS n = ROW_COUNT;
             PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
             IF n <> 1 THEN
                 RAISE EXCEPTION 'the row changed while its chunk ran'
                     USING ERRCODE = 'object_not_in_prerequisite_state';
             END IF;
-            req := @extschema@.llm_submit(prompt, job.max_tokens, job.temperature, job.top_p,
-                                          job.top_k, job.seed, job.stop, job.priority,
-                                          transaction_scoped => true);
+            IF job.messages_sql IS NULL THEN
+                req := @extschema@.llm_submit(prompt, job.max_tokens, job.temperature, job.top_p,
+                                              job.top_k, job.seed, job.stop, job.priority,
+                                              transaction_scoped => true);
+            ELSE
+                req := @extschema@.llm_submit_chat(messages, job.max_tokens, job.temperature,
+                                                   job.top_p, job.top_k, job.seed, job.stop,
+                                                   job.priority, true, job.template_kwargs);
+            END IF;
         EXCEPTION
             WHEN insufficient_resources THEN
                 -- every request slot is taken: collect this chunk first, the
@@ -434,12 +549,14 @@ CREATE PROCEDURE cbllm.enrich(tbl regclass,
                               where_sql text DEFAULT NULL,
                               chunk_size integer DEFAULT 256,
                               max_tokens integer DEFAULT 256,
-                              temperature double precision DEFAULT 0,
-                              top_p double precision DEFAULT 1,
-                              top_k integer DEFAULT 0,
+                              temperature double precision DEFAULT NULL,
+                              top_p double precision DEFAULT NULL,
+                              top_k integer DEFAULT NULL,
                               seed bigint DEFAULT NULL,
                               stop text[] DEFAULT NULL,
-                              priority integer DEFAULT 0)
+                              priority integer DEFAULT 0,
+                              messages_sql text DEFAULT NULL,
+                              template_kwargs jsonb DEFAULT NULL)
 LANGUAGE plpgsql
 AS $enrich$
 DECLARE
@@ -447,7 +564,8 @@ DECLARE
 BEGIN
     job := cbllm.enrich_begin(tbl, key_column, prompt_sql, target_column, where_sql, chunk_size,
                               max_tokens, temperature, top_p, top_k, seed, stop, priority,
-                              pg_catalog.current_setting('search_path'));
+                              pg_catalog.current_setting('search_path'), messages_sql,
+                              template_kwargs);
     LOOP
         job := cbllm.enrich_chunk(job);
         EXIT WHEN NOT job.more;

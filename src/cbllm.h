@@ -94,6 +94,8 @@ typedef struct cbllm_sampling
 	bool		ignore_eos;
 	int			priority;		/* higher runs first; aging adds priority_aging points per second
 								 * since submission, so every request is eventually served */
+	uint32_t	model_defaults;	/* CBLLM_DEFAULT_* bits: temperature, top_p or top_k left to the
+								 * model's generation_config.json (used where it gives them) */
 } cbllm_sampling;
 
 /* Greedy, 16 tokens, no stop strings. */
@@ -220,5 +222,18 @@ void		cbllm_engine_get_info(const cbllm_engine *e, cbllm_engine_info *info);
 /* The engine's tokenizer, for tokenize/detokenize helpers. */
 struct cbllm_tokenizer;
 const struct cbllm_tokenizer *cbllm_engine_tokenizer(const cbllm_engine *e);
+
+/*
+ * Render a chat payload (CBLLM_CHAT_PAYLOAD, request_kind.h: the messages'
+ * JSON, a NUL, the template variables' JSON object) with the model's chat
+ * template, appending the prompt to out.  add_generation_prompt is true
+ * unless the variables say otherwise.  CBLLM_ERR_UNSUPPORTED when the model
+ * has no usable template (the message says why), CBLLM_ERR_INVALID for bad
+ * messages or a template that refuses them (the message names the element
+ * or the template's line).  Safe from any one thread at a time per call;
+ * calls do not change the engine.
+ */
+int			cbllm_engine_render_chat(const cbllm_engine *e, const char *payload, size_t len,
+									 cbllm_buf *out, cbllm_err *err);
 
 #endif

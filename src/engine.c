@@ -343,6 +343,10 @@ CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 		goto fail;
 	}
 	e->eos_id = tokenizer_eos_id(e->tok) >= 0 ? tokenizer_eos_id(e->tok) : e->model->cfg.eos_id;
+	if ((rc = generation_config_load(p->model_dir, &e->gen, err)) ||
+		(e->eos_id >= 0 && (rc = generation_config_add_eos(&e->gen, e->eos_id, err))))
+		goto fail;
+	engine_chat_load(e, p->model_dir);
 	if ((rc = ResolveParams(e, p, err)) || (rc = CreateCompute(e, err)))
 		goto fail;
 	e->stats.kv_blocks_total = e->bm->n_blocks;
@@ -640,6 +644,7 @@ cbllm_engine_destroy(cbllm_engine *e)
 	swap_space_free(e->swap);
 	threadpool_destroy(e->pool);
 	tokenizer_free(e->tok);
+	engine_chat_free(e);
 	model_free(e->model);
 	free(e);
 }

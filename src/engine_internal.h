@@ -13,6 +13,7 @@
 #include "block_manager.h"
 #include "cbllm.h"
 #include "forward.h"
+#include "generation_config.h"
 #include "kv_cache.h"
 #include "model.h"
 #include "request.h"
@@ -53,9 +54,17 @@ struct cbllm_engine
 	fwd_seq    *step_seqs;		/* (max_num_seqs) the plan's sequences, for the forward pass */
 	int32_t    *step_tokens;	/* (max_num_seqs) token sampled for each step sequence */
 	sched_result *step_results; /* (max_num_seqs) what each step sequence's token decided */
-	int32_t		eos_id;			/* -1 when the model has none */
+	int32_t		eos_id;			/* the tokenizer's eos, else config.json's first; -1 when none */
+	cbllm_generation_config gen;	/* every end-of-turn id (eos_id among them) and the
+									 * sampling defaults of generation_config.json */
+	struct cbllm_chat *chat;	/* the model's chat template; NULL when it has none or it failed */
+	char		chat_error[CBLLM_ERR_MSG_LEN];	/* why chat is NULL ("" when the model has none) */
 	cbllm_stats stats;
 };
+
+/* engine_chat.c: load the model's chat template (a failure is kept for chat requests, not fatal) */
+void		engine_chat_load(cbllm_engine *e, const char *dir);
+void		engine_chat_free(cbllm_engine *e);
 
 /* request.c */
 int			request_create(cbllm_engine *e, const cbllm_request_input *in,

@@ -187,6 +187,23 @@ RunTokenizer(server *sv, server_req *q, const char *in, int len)
 	EndReq(q, CBLLM_FINISH_STOP, 0, NULL);
 }
 
+/* Answer a RENDER request at once: the chat template's prompt goes to q->out. */
+static void
+RunRender(server *sv, server_req *q, const char *in, int len)
+{
+	cbllm_err	err;
+	int			rc = cbllm_engine_render_chat(sv->engine, in, (size_t) len, &q->out, &err);
+
+	if (rc != CBLLM_OK)
+	{
+		cbllm_buf_free(&q->out);
+		EndReq(q, CBLLM_FINISH_ERROR, rc, err.msg);
+		return;
+	}
+	q->progress.phase = CBLLM_PHASE_FINISHED;
+	EndReq(q, CBLLM_FINISH_STOP, 0, NULL);
+}
+
 /* Take a submit command: into the engine, or answered at once. */
 static void
 Submit(server *sv, const cbllm_cmd_submit *c, const char *payload)
@@ -194,7 +211,8 @@ Submit(server *sv, const cbllm_cmd_submit *c, const char *payload)
 	server_req *q = &sv->reqs[c->slot];
 	cbllm_sampling sp;
 	cbllm_request_input in;
-	char	   *held;
+	cbllm_buf	rendered = {0};
+	char	   *held = NULL;
 	cbllm_err	err;
 	int			rc;
 
@@ -205,17 +223,30 @@ Submit(server *sv, const cbllm_cmd_submit *c, const char *payload)
 	q->kind = c->params.kind;
 	q->progress = cbllm_progress_queued();
 	q->dirty = true;
-	if (c->params.kind != CBLLM_REQ_GENERATE)
+	if (c->params.kind == CBLLM_REQ_RENDER)
+	{
+		RunRender(sv, q, payload, c->params.prompt_len);
+		return;
+	}
+	if (!CBLLM_KIND_GENERATES(c->params.kind))
 	{
 		RunTokenizer(sv, q, payload, c->params.prompt_len);
 		return;
 	}
 	rc = cbllm_request_params_to_engine(&c->params, payload, &in, &sp, &held);
+	if (rc != CBLLM_OK)
+		snprintf(err.msg, sizeof(err.msg), "out of memory for the stop strings");
+	else if (c->params.kind == CBLLM_REQ_CHAT &&
+			 (rc = cbllm_engine_render_chat(sv->engine, payload, (size_t) c->params.prompt_len,
+											&rendered, &err)) == CBLLM_OK)
+	{
+		in.text = rendered.data ? rendered.data : "";
+		in.text_len = rendered.len;
+	}
 	if (rc == CBLLM_OK)
 		rc = cbllm_engine_submit(sv->engine, &in, &sp, &q->engine_id, &err);
-	else
-		snprintf(err.msg, sizeof(err.msg), "out of memory for the stop strings");
 	free(held);
+	cbllm_buf_free(&rendered);
 	if (rc != CBLLM_OK)
 	{
 		q->engine_id = 0;
@@ -331,7 +362,7 @@ Chunk(const server_req *q, size_t room)
 
 	if (n == left)
 		return n;
-	if (q->kind == CBLLM_REQ_GENERATE || q->kind == CBLLM_REQ_DETOKENIZE)
+	if (q->kind != CBLLM_REQ_TOKENIZE && q->kind != CBLLM_REQ_TOKEN_COUNT)
 	{
 		const unsigned char *p = (const unsigned char *) q->out.data + q->out_posted;
 

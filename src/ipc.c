@@ -121,7 +121,7 @@ cbllm_cmd_submit_check(const cbllm_cmd_submit *c, size_t payload_len, int n_slot
 		return "a submit command shorter than its fixed part";
 	if (!InRange(c->slot, n_slots - 1))
 		return "a submit command for a slot that does not exist";
-	if (p->kind < CBLLM_REQ_GENERATE || p->kind > CBLLM_REQ_DETOKENIZE)
+	if (p->kind < CBLLM_REQ_GENERATE || p->kind > CBLLM_REQ_RENDER)
 		return "a submit command of an unknown kind";
 	/* the supervisor checked them with tighter limits: a refusal here is corruption */
 	if (cbllm_request_check(&cbllm_engine_limits, p, NULL, why, sizeof(why)) != CBLLM_CHECK_OK)

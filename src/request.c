@@ -104,6 +104,22 @@ PromptTokens(cbllm_engine *e, const cbllm_request_input *in, int32_t **ids, int 
 	return CBLLM_OK;
 }
 
+/* Fill the options sp leaves to the model with generation_config.json's defaults. */
+static void
+ApplyModelDefaults(const cbllm_engine *e, cbllm_sampling *sp)
+{
+	const cbllm_generation_config *g = &e->gen;
+
+	if (!g->do_sample)
+		return;					/* the model's own defaults are greedy, as the engine's */
+	if ((sp->model_defaults & CBLLM_DEFAULT_TEMPERATURE) && g->has_temperature)
+		sp->temperature = (float) g->temperature;
+	if ((sp->model_defaults & CBLLM_DEFAULT_TOP_P) && g->has_top_p)
+		sp->top_p = (float) g->top_p;
+	if ((sp->model_defaults & CBLLM_DEFAULT_TOP_K) && g->has_top_k)
+		sp->top_k = g->top_k;
+}
+
 /* Build a waiting request from a caller's input, checking every limit. */
 int
 request_create(cbllm_engine *e, const cbllm_request_input *in, const cbllm_sampling *sp,
@@ -115,7 +131,10 @@ request_create(cbllm_engine *e, const cbllm_request_input *in, const cbllm_sampl
 				rc,
 				max_len = e->params.max_model_len;
 	int			bs = e->params.block_size;
+	cbllm_sampling own = *sp;
 
+	ApplyModelDefaults(e, &own);
+	sp = &own;
 	if ((rc = CheckSampling(sp, err)) != CBLLM_OK ||
 		(rc = PromptTokens(e, in, &ids, &n, err)) != CBLLM_OK)
 		return rc;
@@ -248,7 +267,7 @@ int
 request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_finish *why)
 {
 	size_t		old_len = r->text.len;
-	bool		is_eos = token == e->eos_id && !r->sp.ignore_eos;
+	bool		is_eos = generation_config_is_eos(&e->gen, token) && !r->sp.ignore_eos;
 	int			n_gen;
 
 	*why = CBLLM_FINISH_NONE;

@@ -84,7 +84,7 @@ cbllm_request_check(const cbllm_request_limits *lim, const cbllm_request_params 
 
 	if (field)
 		*field = CBLLM_FIELD_NONE;
-	if (p->kind == CBLLM_REQ_GENERATE)
+	if (CBLLM_KIND_GENERATES(p->kind))
 	{
 		if (p->max_tokens < 1 || p->max_tokens > lim->max_tokens_limit)
 			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_MAX_TOKENS, field, msg, len,
@@ -104,6 +104,9 @@ cbllm_request_check(const cbllm_request_limits *lim, const cbllm_request_params 
 			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_PRIORITY, field, msg, len,
 						"priority must be between %d and %d, not %d", -CBLLM_MAX_PRIORITY,
 						CBLLM_MAX_PRIORITY, p->priority);
+		if ((p->defaults & ~(int32_t) CBLLM_DEFAULT_ALL) != 0)
+			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_DEFAULTS, field, msg, len,
+						"unknown defaults bits 0x%x", (unsigned) p->defaults);
 	}
 	if (p->n_stop < 0 || p->n_stop > CBLLM_MAX_STOP)
 		return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_N_STOP, field, msg, len,
@@ -136,7 +139,7 @@ cbllm_request_params_to_engine(const cbllm_request_params *p, const char *bytes,
 	memset(sp, 0, sizeof(*sp));
 	in->text = bytes;
 	in->text_len = (size_t) p->prompt_len;
-	in->add_bos = true;
+	in->add_bos = p->kind != CBLLM_REQ_CHAT;	/* a chat template writes its own BOS */
 	in->cache_salt = p->cache_salt;
 	sp->max_tokens = p->max_tokens;
 	sp->temperature = (float) p->temperature;
@@ -146,6 +149,7 @@ cbllm_request_params_to_engine(const cbllm_request_params *p, const char *bytes,
 	sp->has_seed = p->has_seed != 0;
 	sp->seed = p->seed;
 	sp->priority = p->priority;
+	sp->model_defaults = (uint32_t) p->defaults;
 	*held = dst = malloc((size_t) (cbllm_request_params_bytes(p) - p->prompt_len) + CBLLM_MAX_STOP);
 	if (dst == NULL)
 		return CBLLM_ERR_NOMEM;
@@ -174,6 +178,7 @@ cbllm_request_params_from_sampling(const cbllm_sampling *sp, cbllm_request_param
 	p->priority = sp->priority;
 	p->has_seed = sp->has_seed;
 	p->seed = sp->seed;
+	p->defaults = (int32_t) sp->model_defaults;
 	p->n_stop = sp->n_stop;
 	for (int k = 0; k < sp->n_stop && k < CBLLM_MAX_STOP; k++)
 	{

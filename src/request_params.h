@@ -40,13 +40,14 @@ struct cbllm_sampling;
  */
 typedef struct cbllm_request_params
 {
-	int32_t		kind;			/* a cbllm_request_kind; the fields up to seed matter for GENERATE only */
+	int32_t		kind;			/* a cbllm_request_kind; the fields up to seed matter for kinds that generate */
 	int32_t		max_tokens;		/* [1, the server's max_tokens_limit] */
 	double		temperature;	/* [0, CBLLM_MAX_TEMPERATURE]; 0: greedy */
 	double		top_p;			/* (0, 1]; 1: off */
 	int32_t		top_k;			/* >= 0; 0: off */
 	int32_t		priority;		/* [-CBLLM_MAX_PRIORITY, CBLLM_MAX_PRIORITY]; higher runs first */
 	int32_t		has_seed;		/* nonzero: the request's generator starts from seed */
+	int32_t		defaults;		/* CBLLM_DEFAULT_* bits: options left to the model's generation_config.json */
 	uint64_t	seed;			/* the bits of the SQL bigint */
 	uint64_t	cache_salt;		/* prefix-cache scope: requests share cached KV only with equal salts */
 	int32_t		prompt_len;		/* bytes of prompt text (of int32 ids for DETOKENIZE) */
@@ -80,6 +81,7 @@ typedef enum cbllm_request_field
 	CBLLM_FIELD_TOP_P,
 	CBLLM_FIELD_TOP_K,
 	CBLLM_FIELD_PRIORITY,
+	CBLLM_FIELD_DEFAULTS,		/* unknown CBLLM_DEFAULT_* bits */
 	CBLLM_FIELD_N_STOP,			/* too many stop strings (or a negative count) */
 	CBLLM_FIELD_PROMPT_LEN,		/* a negative prompt length */
 	CBLLM_FIELD_STOP_LEN,		/* an empty stop string */

@@ -59,6 +59,9 @@ With(cbllm_request_field f, double v)
 		case CBLLM_FIELD_PRIORITY:
 			a.priority = (int32_t) v;
 			break;
+		case CBLLM_FIELD_DEFAULTS:
+			a.defaults = (int32_t) v;
+			break;
 		case CBLLM_FIELD_N_STOP:
 			a.n_stop = (int32_t) v;
 			break;
@@ -99,6 +102,7 @@ TestMessagesAndFields(void)
 		{CBLLM_FIELD_TOP_P, 1.5, CBLLM_CHECK_INVALID, "top_p must be in (0, 1], not 1.5"},
 		{CBLLM_FIELD_TOP_K, -1, CBLLM_CHECK_INVALID, "top_k must be >= 0, not -1"},
 		{CBLLM_FIELD_PRIORITY, 5000, CBLLM_CHECK_INVALID, "priority must be between -1000 and 1000, not 5000"},
+		{CBLLM_FIELD_DEFAULTS, 8, CBLLM_CHECK_INVALID, "unknown defaults bits 0x8"},
 		{CBLLM_FIELD_N_STOP, 9, CBLLM_CHECK_INVALID, "at most 8 stop strings are allowed, not 9"},
 		{CBLLM_FIELD_N_STOP, -1, CBLLM_CHECK_INVALID, "at most 8 stop strings are allowed, not -1"},
 		{CBLLM_FIELD_PROMPT_LEN, -5, CBLLM_CHECK_INVALID, "the prompt has a negative length"},
