@@ -23,6 +23,7 @@
 
 /* ---- GUCs (guc.c) ---- */
 extern char *cbllm_model;
+extern char *cbllm_chat_template;
 extern char *cbllm_device;
 extern int	cbllm_threads;
 extern int	cbllm_max_num_seqs;

@@ -10,6 +10,7 @@
 #include "compat.h"
 
 char	   *cbllm_model = NULL;
+char	   *cbllm_chat_template = NULL;
 char	   *cbllm_device = NULL;
 int			cbllm_threads = 0;
 int			cbllm_max_num_seqs = 64;
@@ -77,6 +78,11 @@ CbllmDefineGucs(void)
 							   "Directory of the HuggingFace model the engine loads.",
 							   "Empty: the engine starts without a model.",
 							   &cbllm_model, "", PGC_POSTMASTER, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("cbllm.chat_template",
+							   "A Jinja chat template file that replaces the model's own.",
+							   "Empty: the model's chat template (tokenizer_config.json or chat_template.jinja).",
+							   &cbllm_chat_template, "", PGC_POSTMASTER, GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
 	DefineCustomStringVariable("cbllm.device", "Compute device: cpu, cuda, or auto (cuda when a GPU is present).", NULL,
 							   &cbllm_device, "auto", PGC_POSTMASTER, 0, CheckDevice, NULL, NULL);

@@ -47,6 +47,8 @@ typedef struct cbllm_engine_params
 	const char *model_dir;		/* HuggingFace model directory */
 	const char *device;			/* "cpu", "cuda" or "auto" (NULL: cpu) */
 	const char *load_format;	/* "auto" (NULL: safetensors) or "dummy": random weights from config.json alone, for benchmarks */
+	const char *chat_template;	/* a Jinja chat template file used instead of the model's own (NULL: the
+								 * model's); one that does not compile fails the engine's creation */
 	double		gpu_memory_utilization;	/* cuda: fraction of the device's memory for weights, workspace and KV pool; 0: 0.9 */
 	bool		no_cuda_graphs;	/* cuda: launch decode steps kernel by kernel instead of replaying graphs */
 	const char *cpu_isa;		/* CPU kernel set: NULL/"auto", "avx512", "avx2", "generic" */

@@ -346,7 +346,8 @@ CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 	if ((rc = generation_config_load(p->model_dir, &e->gen, err)) ||
 		(e->eos_id >= 0 && (rc = generation_config_add_eos(&e->gen, e->eos_id, err))))
 		goto fail;
-	engine_chat_load(e, p->model_dir);
+	if ((rc = engine_chat_load(e, p->model_dir, p->chat_template, err)) != CBLLM_OK)
+		goto fail;
 	if ((rc = ResolveParams(e, p, err)) || (rc = CreateCompute(e, err)))
 		goto fail;
 	e->stats.kv_blocks_total = e->bm->n_blocks;

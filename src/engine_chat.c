@@ -7,24 +7,64 @@
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "chat_template.h"
 #include "engine_internal.h"
 
-/* Load dir's chat template into e (a failure is kept in e->chat_error). */
-void
-engine_chat_load(cbllm_engine *e, const char *dir)
+/*
+ * Load template_file with dir's tokenizer_config.json (for its special
+ * tokens): the template a setting gives instead of the model's.
+ */
+static int
+LoadGiven(cbllm_engine *e, const char *dir, const char *template_file, cbllm_err *err)
 {
-	cbllm_err	err;
+	char		path[4096];
+	char	   *config = NULL,
+			   *jinja = NULL;
+	size_t		config_len = 0,
+				jinja_len = 0;
+	int			rc;
+
+	if ((rc = cbllm_read_file(template_file, &jinja, &jinja_len, err)) != CBLLM_OK)
+		return rc;
+	snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
+	if (access(path, F_OK) == 0 && (rc = cbllm_read_file(path, &config, &config_len, err)) != CBLLM_OK)
+	{
+		free(jinja);
+		return rc;
+	}
+	rc = chat_load_from(config, config_len, jinja, jinja_len, &e->chat, err);
+	if (rc != CBLLM_OK)
+	{
+		char		msg[CBLLM_ERR_MSG_LEN];
+
+		snprintf(msg, sizeof(msg), "%s", err->msg);
+		rc = cbllm_fail(err, rc, "%s: %s", template_file, msg);
+	}
+	free(config);
+	free(jinja);
+	return rc;
+}
+
+/* Load the chat template into e: template_file (NULL: none), else dir's own. */
+int
+engine_chat_load(cbllm_engine *e, const char *dir, const char *template_file, cbllm_err *err)
+{
+	cbllm_err	own;
 
 	e->chat = NULL;
 	e->chat_error[0] = '\0';
-	if (chat_load(dir, &e->chat, &err) != CBLLM_OK)
+	if (template_file != NULL && template_file[0] != '\0')
+		return LoadGiven(e, dir, template_file, err);
+	if (chat_load(dir, &e->chat, &own) != CBLLM_OK)
 	{
 		e->chat = NULL;
-		snprintf(e->chat_error, sizeof(e->chat_error), "%s", err.msg);
+		snprintf(e->chat_error, sizeof(e->chat_error), "%s", own.msg);
 	}
+	return CBLLM_OK;
 }
 
 /* Free e's chat template. */

@@ -62,8 +62,12 @@ struct cbllm_engine
 	cbllm_stats stats;
 };
 
-/* engine_chat.c: load the model's chat template (a failure is kept for chat requests, not fatal) */
-void		engine_chat_load(cbllm_engine *e, const char *dir);
+/*
+ * engine_chat.c: load the chat template: the file given (template_file; a
+ * failure is the engine's), else the model's own (a failure is kept for chat
+ * requests, and the model still serves plain prompts).
+ */
+int			engine_chat_load(cbllm_engine *e, const char *dir, const char *template_file, cbllm_err *err);
 void		engine_chat_free(cbllm_engine *e);
 
 /* request.c */

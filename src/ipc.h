@@ -133,6 +133,7 @@ typedef struct cbllm_ipc_params
 	char		model_dir[1024];
 	char		device[16];
 	char		load_format[16];
+	char		chat_template[1024];	/* "" : the model's own */
 	int32_t		n_threads;
 	int32_t		max_num_seqs;
 	int32_t		max_num_batched_tokens;

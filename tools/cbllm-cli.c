@@ -29,9 +29,9 @@ static void
 Usage(FILE *f)
 {
 	fputs("usage:\n"
-		  "  cbllm-cli generate -m DIR (-p TEXT | --prompt-ids \"ID ...\") [-n MAX_TOKENS]\n"
-		  "            [--temp T] [--top-p P] [--top-k K] [--seed S] [--stop STR]... [--ids]\n"
-		  "            [--ignore-eos] [--no-bos]\n"
+		  "  cbllm-cli generate -m DIR (-p TEXT | --prompt-ids \"ID ...\" | --messages JSON)\n"
+		  "            [-n MAX_TOKENS] [--temp T] [--top-p P] [--top-k K] [--seed S] [--stop STR]...\n"
+		  "            [--ids] [--ignore-eos] [--no-bos] [--template-kwargs JSON]\n"
 		  "  cbllm-cli tokenize -m DIR [--raw]        reads text from standard input\n"
 		  "  cbllm-cli logits -m DIR --prompt-ids \"ID ...\"\n"
 		  "  cbllm-cli bench -m DIR [--concurrency 1,4,8,16,32] [--requests N] [--prompt-len A..B]\n"
@@ -44,7 +44,8 @@ Usage(FILE *f)
 		  "                --max-model-len N  --load-format auto|dummy  --gpu-memory-utilization F\n"
 		  "                --kv-blocks N  --block-size N  --max-num-seqs N  --max-batched-tokens N\n"
 		  "                --preempt auto|recompute|swap  --swap-blocks N  --no-prefix-cache\n"
-		  "                --no-cuda-graphs\n",
+		  "                --no-cuda-graphs  --chat-template FILE\n"
+		  "(generate: an option not given takes the model's generation_config.json default)\n",
 		  f);
 }
 
@@ -156,8 +157,11 @@ typedef struct cli_opts
 	bool		print_ids;
 	bool		raw;
 	bool		no_bos;
+	const char *messages;		/* generate --messages: a JSON array of chat messages */
+	const char *template_kwargs;	/* generate --template-kwargs: a JSON object */
 	bool		temp_given;
 	bool		top_p_given;
+	bool		top_k_given;
 	bench_opts	bench;
 	workload_opts work;
 } cli_opts;
@@ -200,6 +204,12 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 			o->prompt = v;
 		else if (strcmp(a, "--prompt-ids") == 0)
 			o->prompt_ids = v;
+		else if (strcmp(a, "--messages") == 0)
+			o->messages = v;
+		else if (strcmp(a, "--template-kwargs") == 0)
+			o->template_kwargs = v;
+		else if (strcmp(a, "--chat-template") == 0)
+			o->ep.chat_template = v;
 		else if (strcmp(a, "--isa") == 0)
 			o->ep.cpu_isa = v;
 		else if (strcmp(a, "--device") == 0)
@@ -292,7 +302,7 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 		else if (strcmp(a, "-n") == 0 || strcmp(a, "--max-tokens") == 0)
 			o->sp.max_tokens = (int) n;
 		else if (strcmp(a, "--top-k") == 0)
-			o->sp.top_k = (int) n;
+			o->sp.top_k = (int) n, o->top_k_given = true;
 		else if (strcmp(a, "--threads") == 0)
 			o->ep.n_threads = (int) n;
 		else if (strcmp(a, "--max-model-len") == 0)
@@ -332,6 +342,27 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 	return 0;
 }
 
+/* The prompt o->messages (with o->template_kwargs) make through e's chat template; 0 or 1 (printed). */
+static int
+RenderMessages(cbllm_engine *e, const cli_opts *o, cbllm_buf *out)
+{
+	const char *vars = o->template_kwargs ? o->template_kwargs : "{}";
+	size_t		mlen = strlen(o->messages),
+				vlen = strlen(vars);
+	char	   *payload = malloc(mlen + 1 + vlen);
+	cbllm_err	err;
+	int			rc;
+
+	if (payload == NULL)
+		return Fail("out of memory");
+	memcpy(payload, o->messages, mlen);
+	payload[mlen] = '\0';
+	memcpy(payload + mlen + 1, vars, vlen);
+	rc = cbllm_engine_render_chat(e, payload, mlen + 1 + vlen, out, &err);
+	free(payload);
+	return rc == CBLLM_OK ? 0 : Fail(err.msg);
+}
+
 /* generate: stream text (or print ids) of one request. */
 static int
 CmdGenerate(cli_opts *o)
@@ -345,8 +376,10 @@ CmdGenerate(cli_opts *o)
 				status = 0;
 	bool		first = true;
 
-	if ((o->prompt == NULL) == (o->prompt_ids == NULL))
-		return Fail("give exactly one of -p TEXT and --prompt-ids \"ID ...\"");
+	cbllm_buf	rendered = {0};
+
+	if ((o->prompt != NULL) + (o->prompt_ids != NULL) + (o->messages != NULL) != 1)
+		return Fail("give exactly one of -p TEXT, --prompt-ids \"ID ...\" and --messages JSON");
 	if (o->prompt_ids != NULL && ParseIds(o->prompt_ids, &ids, &in.n_ids) != 0)
 		return Fail("--prompt-ids must be non-negative integers separated by spaces");
 	if (o->prompt != NULL)
@@ -363,7 +396,15 @@ CmdGenerate(cli_opts *o)
 		free(ids);
 		return Fail(err.msg);
 	}
-	if (cbllm_engine_submit(e, &in, &o->sp, &id, &err) != CBLLM_OK)
+	o->sp.model_defaults = (o->temp_given ? 0 : CBLLM_DEFAULT_TEMPERATURE) |
+		(o->top_p_given ? 0 : CBLLM_DEFAULT_TOP_P) | (o->top_k_given ? 0 : CBLLM_DEFAULT_TOP_K);
+	if (o->messages != NULL && (status = RenderMessages(e, o, &rendered)) == 0)
+	{
+		in.text = rendered.data ? rendered.data : "";
+		in.text_len = rendered.len;
+		in.add_bos = false;		/* the template writes its own */
+	}
+	if (status == 0 && cbllm_engine_submit(e, &in, &o->sp, &id, &err) != CBLLM_OK)
 		status = Fail(err.msg);
 	while (status == 0 && active > 0)
 	{
@@ -389,6 +430,7 @@ CmdGenerate(cli_opts *o)
 	if (status == 0)
 		printf("\n");
 	cbllm_engine_destroy(e);
+	cbllm_buf_free(&rendered);
 	free(ids);
 	return status;
 }

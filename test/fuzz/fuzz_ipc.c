@@ -65,7 +65,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				FUZZ_CHECK(c.slot >= 0 && c.slot < N_SLOTS && c.params.n_stop >= 0 &&
 						   c.params.n_stop <= CBLLM_MAX_STOP, "an accepted submit names a slot");
 				FUZZ_CHECK((size_t) sum + sizeof(c) == plen, "an accepted submit's lengths add up");
-				if (c.params.kind == CBLLM_REQ_GENERATE)
+				if (CBLLM_KIND_GENERATES(c.params.kind))
 				{
 					cbllm_request_input in;
 					cbllm_sampling sp;

@@ -72,7 +72,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		FUZZ_CHECK(a.prompt_len >= 0 && sum <= lim.max_prompt_bytes, "the total within the limit");
 		FUZZ_CHECK(cbllm_request_params_bytes(&a) == sum, "the bytes after the parameters are the total");
-		if (a.kind == CBLLM_REQ_GENERATE)
+		if (CBLLM_KIND_GENERATES(a.kind))
 		{
 			FUZZ_CHECK(a.max_tokens >= 1 && a.max_tokens <= lim.max_tokens_limit &&
 					   a.temperature >= 0 && a.temperature <= CBLLM_MAX_TEMPERATURE &&

@@ -118,6 +118,16 @@ CheckSeeds(void)
 	p.priority = 5000;
 	CheckSeed("priority_5000", &p, "hi", 2);
 	p = Generate(2);
+	p.defaults = CBLLM_DEFAULT_ALL;
+	CheckSeed("model_defaults", &p, "hi", 2);
+	p.defaults = 8;
+	CheckSeed("unknown_defaults_bit", &p, "hi", 2);
+	p = Generate(5);
+	p.kind = CBLLM_REQ_CHAT;
+	CheckSeed("chat", &p, "[]\0{}", 5);
+	p.kind = CBLLM_REQ_RENDER;
+	CheckSeed("render", &p, "[]\0{}", 5);
+	p = Generate(2);
 	p.n_stop = 9;
 	CheckSeed("nine_stop_strings", &p, "hi", 2);
 	p = Generate(-5);
