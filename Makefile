@@ -62,7 +62,15 @@ ENGINE_SRCS = \
 	src/engine_step.c \
 	src/ipc.c \
 	src/engine_server.c \
-	src/request_params.c
+	src/request_params.c \
+	src/jinja_value.c \
+	src/jinja_lex.c \
+	src/jinja_parse.c \
+	src/jinja_eval.c \
+	src/jinja_builtins.c \
+	src/jinja_methods.c \
+	src/jinja.c \
+	src/chat_template.c
 
 ENGINE_OBJS = $(patsubst src/%.c,build/%.o,$(ENGINE_SRCS))
 ENGINE_LIB  = build/libcbllm_engine.a
@@ -84,7 +92,8 @@ UNIT_TESTS = \
 	build/test/test_backend_registry \
 	build/test/test_arch \
 	build/test/test_dtype \
-	build/test/test_vocab_padding
+	build/test/test_vocab_padding \
+	build/test/test_chat_template
 
 CLI = bin/cbllm-cli
 # the engine process the PostgreSQL supervisor starts (tools/cbllm-engine.c)
@@ -161,7 +170,7 @@ $(ENGINE_LIB): $(ENGINE_OBJS)
 	rm -f $@
 	ar rcs $@ $^
 
-CLI_SRCS = tools/cbllm-cli.c tools/cli_bench.c tools/cli_workload.c
+CLI_SRCS = tools/cbllm-cli.c tools/cli_bench.c tools/cli_workload.c tools/cli_chat.c
 
 $(CLI): $(CLI_SRCS) tools/*.h $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) | bin
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itools $(CLI_SRCS) $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
