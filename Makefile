@@ -66,6 +66,13 @@ ENGINE_SRCS = \
 	src/request_params.c \
 	src/generation_config.c \
 	src/engine_chat.c \
+	src/jinja_value.c \
+	src/jinja_lex.c \
+	src/jinja_parse.c \
+	src/jinja_eval.c \
+	src/jinja_builtins.c \
+	src/jinja_methods.c \
+	src/jinja.c \
 	src/chat_template.c
 
 ENGINE_OBJS = $(patsubst src/%.c,build/%.o,$(ENGINE_SRCS))
@@ -89,7 +96,8 @@ UNIT_TESTS = \
 	build/test/test_arch \
 	build/test/test_dtype \
 	build/test/test_vocab_padding \
-	build/test/test_generation_config
+	build/test/test_generation_config \
+	build/test/test_chat_template
 
 CLI = bin/cbllm-cli
 # the engine process the PostgreSQL supervisor starts (tools/cbllm-engine.c)
@@ -166,7 +174,7 @@ $(ENGINE_LIB): $(ENGINE_OBJS)
 	rm -f $@
 	ar rcs $@ $^
 
-CLI_SRCS = tools/cbllm-cli.c tools/cli_bench.c tools/cli_workload.c
+CLI_SRCS = tools/cbllm-cli.c tools/cli_bench.c tools/cli_workload.c tools/cli_chat.c
 
 $(CLI): $(CLI_SRCS) tools/*.h $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) | bin
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itools $(CLI_SRCS) $(ENGINE_LIB) $(ENGINE_LIBS) -o $@

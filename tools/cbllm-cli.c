@@ -21,6 +21,7 @@
 
 #include "cbllm.h"
 #include "cli_bench.h"
+#include "cli_chat.h"
 #include "cli_workload.h"
 #include "tokenizer.h"
 
@@ -40,6 +41,7 @@ Usage(FILE *f)
 		  "  cbllm-cli bench-hol -m DIR [--static]   (1 request of 500 tokens, 7 of 20)\n"
 		  "  cbllm-cli bench-steps -m DIR [--batch 1,8,32] [--context N] [--steps N] [--prefill N]\n"
 		  "  cbllm-cli membw [--device cpu|cuda]     device copy bandwidth (read + write) in GB/s\n"
+		  "  cbllm-cli chat -m DIR --render         renders the JSON request on standard input\n"
 		  "common options: --device cpu|cuda|auto  --threads N  --isa auto|avx512|avx2|generic\n"
 		  "                --max-model-len N  --load-format auto|dummy  --gpu-memory-utilization F\n"
 		  "                --kv-blocks N  --block-size N  --max-num-seqs N  --max-batched-tokens N\n"
@@ -522,6 +524,8 @@ main(int argc, char **argv)
 		Usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 1 : 0;
 	}
+	if (strcmp(argv[1], "chat") == 0)
+		return cli_chat_main(argc, argv);
 	if (ParseArgs(argc, argv, &o) != 0)
 		return 1;
 	if (strcmp(argv[1], "generate") == 0)
