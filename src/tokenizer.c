@@ -1,100 +1,49 @@
 /*
- * tokenizer.c: encoding and streaming decoding for HuggingFace tokenizer.json
- * BPE tokenizers of the SentencePiece kind (Llama-2 family).  The tables
- * they read are built by tokenizer_load.c (see tokenizer_internal.h).
+ * tokenizer.c: encoding for HuggingFace tokenizer.json BPE tokenizers, of the
+ * SentencePiece kind (Llama-2, Mistral, Gemma) and the byte-level kind
+ * (GPT-2, Llama-3, Qwen).  The tables it reads are built by tokenizer_load.c
+ * (see tokenizer_internal.h); decoding is in tokenizer_decode.c.
  *
- * Encoding (as HuggingFace): split the raw text on non-normalized added
- * tokens (special ones only when parse_special; non-special ones always),
- * normalize each remaining piece, split that on normalized added tokens,
- * pre-tokenize, and run BPE on each word.  BPE starts from one symbol per
- * UTF-8 character (an unknown character becomes <0xXX> byte symbols, or unk;
- * an invalid byte is a character of its own), keeps the symbols in a doubly
- * linked list and the candidate merges in a binary min-heap ordered by
- * (rank, position); entries made stale by earlier merges are skipped when
- * popped.  A word of n characters costs O(n log n).
+ * Encoding (as HuggingFace): when parse_special is on, split the raw text on
+ * the added tokens that are not normalized (special or not alike: the
+ * default split_special_tokens = false), normalize each remaining piece
+ * (tokenizer_norm.c), split that on the normalized added tokens, pre-tokenize
+ * (tokenizer_pretok.c), and run BPE on each word; then the post-processor's
+ * ids go around the result when the caller adds special tokens.  Added
+ * tokens are found leftmost-longest through a hash of their texts and, per
+ * first byte, the lengths they come in.
  *
- * Decoding is Llama-2's decoder chain (Replace "▁" -> " ", ByteFallback,
- * Fuse, Strip one leading space) done one token at a time: byte tokens pass
- * through a small UTF-8 assembler in the stream state, so no chunk ever holds
- * part of a character.  Unlike HuggingFace, which turns a whole run of byte
- * tokens into U+FFFDs when any of it is invalid, the assembler keeps the
- * valid characters and replaces each byte of an invalid sequence.
+ * BPE starts from one symbol per UTF-8 character (an unknown character
+ * becomes <0xXX> byte symbols, or unk; an invalid byte is a character of its
+ * own), keeps the symbols in a doubly linked list and the candidate merges in
+ * a binary min-heap ordered by (rank, position); entries made stale by
+ * earlier merges are skipped when popped.  A word of n characters costs
+ * O(n log n).  With ignore_merges, a word found whole in the vocabulary is
+ * that one token.
  */
 #include "tokenizer_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
-#define TOK_FFFD		"\xEF\xBF\xBD"
 
 /* ---------------------------------------------------------------- utils */
 
 /* Length of the character at s if it has Unicode's White_Space property, else 0. */
-static int
-space_len(const char *s, size_t n)
+int
+tok_space_len(const char *s, size_t n)
 {
-	const uint8_t *p = (const uint8_t *) s;
 	int			len = utf8_len(s, n);
-	uint32_t	c = len == 1 ? p[0] : p[0] & (0x7F >> len);
+	uint32_t	c = len > 0 ? utf8_cp(s, len) : 0;
 
-	for (int i = 1; i < len; i++)
-		c = (c << 6) | (p[i] & 0x3F);
 	return len > 0 && ((c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 ||
 					   c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
 					   c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000) ? len : 0;
 }
 
-/* ------------------------------------------------------- normalization */
-
-/* Apply the normalizer to s[0..n), replacing the contents of out. */
-int
-tok_normalize(const cbllm_tokenizer *tok, const char *s, size_t n, cbllm_buf *out)
-{
-	cbllm_buf	cur = {0}, next = {0}, t;
-	int			rc = cbllm_buf_append(&cur, s, n);
-
-	for (int k = 0; k < tok->n_norm && rc == CBLLM_OK && cur.len > 0; k++)
-	{
-		const tok_norm *st = &tok->norm[k];
-		size_t		run = 0;
-
-		next.len = 0;
-		if (st->prepend)
-			rc = cbllm_buf_append(&next, st->a, st->alen);
-		for (size_t i = 0; !st->prepend && i < cur.len && rc == CBLLM_OK;)
-		{
-			if (cur.len - i >= st->alen && memcmp(cur.data + i, st->a, st->alen) == 0)
-			{
-				if ((rc = cbllm_buf_append(&next, cur.data + run, i - run)) == CBLLM_OK)
-					rc = cbllm_buf_append(&next, st->b, st->blen);
-				run = i += st->alen;
-			}
-			else
-				i++;
-		}
-		if (rc == CBLLM_OK)
-			rc = cbllm_buf_append(&next, cur.data + run, cur.len - run);
-		t = cur, cur = next, next = t;
-	}
-	out->len = 0;
-	if (rc == CBLLM_OK)
-		rc = cbllm_buf_append(out, cur.data, cur.len);
-	cbllm_buf_free(&cur);
-	cbllm_buf_free(&next);
-	return rc;
-}
-
 /* ------------------------------------------------------------ encoding */
-
-typedef struct enc				/* one encode call */
-{
-	const cbllm_tokenizer *tok;
-	bool		parse_special;
-	int32_t    *ids;
-	int			n, cap;
-	cbllm_err  *err;
-} enc;
 
 typedef struct bpe_sym			/* id is -1 once merged into its left neighbour */
 {
@@ -114,7 +63,7 @@ typedef struct bpe_heap
 
 /* Append one id to the output. */
 static int
-enc_push(enc *e, int32_t id)
+enc_push(tok_enc *e, int32_t id)
 {
 	if (e->n == e->cap)
 	{
@@ -190,7 +139,7 @@ bpe_pop(bpe_heap *h)
 
 /* Split a word into initial symbols: characters, else their bytes, else unk. */
 static int
-bpe_symbols(enc *e, const char *w, size_t n, bpe_sym *sym, int32_t *ns)
+bpe_symbols(tok_enc *e, const char *w, size_t n, bpe_sym *sym, int32_t *ns)
 {
 	const cbllm_tokenizer *tok = e->tok;
 	bool		prev_unk = false;
@@ -231,9 +180,9 @@ bpe_symbols(enc *e, const char *w, size_t n, bpe_sym *sym, int32_t *ns)
 	return CBLLM_OK;
 }
 
-/* Encode one word by BPE and append its ids. */
-static int
-bpe_word(enc *e, const char *w, size_t n)
+/* Encode one pre-token by BPE and append its ids. */
+int
+tok_bpe_word(tok_enc *e, const char *w, size_t n)
 {
 	const cbllm_tokenizer *tok = e->tok;
 	bpe_sym    *sym;
@@ -274,61 +223,78 @@ bpe_word(enc *e, const char *w, size_t n)
 	return rc;
 }
 
-/* Pre-tokenize a normalized piece (Metaspace, if configured) and encode its words. */
-static int
-encode_words(enc *e, const char *s, size_t n, bool at_start)
+/* Whether the character ending at s[0..end) (or starting at s, forward) is a letter or digit. */
+static bool
+word_char(const char *s, size_t n, bool backward)
 {
-	const cbllm_tokenizer *tok = e->tok;
-	cbllm_buf	b = {0};
-	int			rc = CBLLM_OK;
+	int			l = 0;
 
-	if (tok->meta == META_NONE)
-		return bpe_word(e, s, n);
-	if ((tok->meta == META_ALWAYS || (tok->meta == META_FIRST && at_start)) &&
-		!(s[0] == ' ' || (n >= 3 && memcmp(s, TOK_META, 3) == 0)))
-		rc = cbllm_buf_append(&b, TOK_META, 3);
-	for (size_t i = 0; i < n && rc == CBLLM_OK; i++)
-		rc = s[i] == ' ' ? cbllm_buf_append(&b, TOK_META, 3) : cbllm_buf_append(&b, s + i, 1);
-	if (rc != CBLLM_OK)
-		rc = cbllm_fail(e->err, CBLLM_ERR_NOMEM, "tokenizer_encode: out of memory");
-	for (size_t i = 1, start = 0; i <= b.len && rc == CBLLM_OK; i++)
+	if (n == 0)
+		return false;
+	if (backward)
+		for (l = 1; l < 4 && (size_t) l < n && utf8_len(s + n - l, l) != l; l++)
+			;
+	s = backward ? s + n - l : s;
+	l = utf8_len(s, backward ? (size_t) l : n);
+	if (l == 0)
+		return false;
+	switch (utf8proc_category((utf8proc_int32_t) utf8_cp(s, l)))
 	{
-		/* with split, each "▁" starts a new word */
-		if (i == b.len || (tok->meta_split && b.len - i >= 3 && memcmp(b.data + i, TOK_META, 3) == 0))
-		{
-			rc = bpe_word(e, b.data + start, i - start);
-			start = i;
-		}
+		case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
+		case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_ND:
+		case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
+			return true;
+		default:
+			return false;
 	}
-	cbllm_buf_free(&b);
-	return rc;
 }
 
-/* Find the leftmost-longest eligible added token in s[from..n). */
+/* The added token whose text is s[0..len) and that this pass may match, or NULL. */
 static const tok_added *
-find_added(const cbllm_tokenizer *tok, const char *s, size_t n, size_t from,
-		   bool normalized, bool parse_special, size_t *at)
+added_lookup(const cbllm_tokenizer *tok, const char *s, size_t len, bool normalized)
+{
+	for (uint32_t i = hash_bytes(s, len) & tok->added_mask; tok->added_hash[i] >= 0; i = (i + 1) & tok->added_mask)
+	{
+		const tok_added *a = &tok->added[tok->added_hash[i]];
+
+		if (a->len == len && a->normalized == normalized && memcmp(a->match, s, len) == 0)
+			return a;
+	}
+	return NULL;
+}
+
+/*
+ * Find the leftmost-longest added token of this pass (normalized or not) in
+ * s[from..n).  A single_word token next to a letter or digit is passed over,
+ * and the search goes on after it.
+ */
+static const tok_added *
+find_added(const cbllm_tokenizer *tok, const char *s, size_t n, size_t from, bool normalized, size_t *at)
 {
 	for (size_t i = from; i < n && tok->n_added > 0; i++)
 	{
 		uint8_t		c = (uint8_t) s[i];
 
-		for (int k = tok->first[c]; k < tok->first[c + 1]; k++)
+		for (int k = tok->lens_first[c]; k < tok->lens_first[c + 1]; k++)
 		{
-			const tok_added *a = &tok->added[k];
+			size_t		len = tok->added_lens[k];
+			const tok_added *a = len <= n - i ? added_lookup(tok, s + i, len, normalized) : NULL;
 
-			if (a->normalized == normalized && (parse_special || !a->special) &&
-				a->len <= n - i && memcmp(s + i, a->match, a->len) == 0)
+			if (a == NULL)
+				continue;
+			if (a->single_word && (word_char(s, i, true) || word_char(s + i + len, n - i - len, false)))
 			{
-				*at = i;
-				return a;
+				i += len - 1;
+				break;
 			}
+			*at = i;
+			return a;
 		}
 	}
 	return NULL;
 }
 
-static int	encode_normalized(enc *e, const char *s, size_t n, bool at_start);
+static int	encode_normalized(tok_enc *e, const char *s, size_t n, bool at_start);
 
 /*
  * Split s on added tokens (the normalized ones, or the others) and encode
@@ -336,12 +302,12 @@ static int	encode_normalized(enc *e, const char *s, size_t n, bool at_start);
  * pre-tokenized and merged.
  */
 static int
-encode_split(enc *e, const char *s, size_t n, bool normalized, bool at_start)
+encode_split(tok_enc *e, const char *s, size_t n, bool normalized, bool at_start)
 {
 	for (size_t seg = 0;;)
 	{
 		size_t		ms = n, me = n, l;
-		const tok_added *a = find_added(e->tok, s, n, seg, normalized, e->parse_special, &ms);
+		const tok_added *a = e->parse_special ? find_added(e->tok, s, n, seg, normalized, &ms) : NULL;
 		int			rc = CBLLM_OK;
 
 		if (a != NULL)
@@ -351,15 +317,15 @@ encode_split(enc *e, const char *s, size_t n, bool normalized, bool at_start)
 			{
 				for (l = 1; l < 4 && ms - l > seg && utf8_len(s + ms - l, l) != (int) l; l++)
 					;
-				if (space_len(s + ms - l, l) != (int) l)
+				if (tok_space_len(s + ms - l, l) != (int) l)
 					break;
 				ms -= l;
 			}
-			while (a->rstrip && me < n && (l = space_len(s + me, n - me)) > 0)
+			while (a->rstrip && me < n && (l = tok_space_len(s + me, n - me)) > 0)
 				me += l;
 		}
 		if (ms > seg)
-			rc = normalized ? encode_words(e, s + seg, ms - seg, at_start && seg == 0)
+			rc = normalized ? tok_pretokenize(e, 0, s + seg, ms - seg, at_start && seg == 0)
 				: encode_normalized(e, s + seg, ms - seg, seg == 0);
 		if (rc == CBLLM_OK && a != NULL)
 			rc = enc_push(e, a->id);
@@ -371,7 +337,7 @@ encode_split(enc *e, const char *s, size_t n, bool normalized, bool at_start)
 
 /* Normalize a raw piece, then split it on normalized added tokens. */
 static int
-encode_normalized(enc *e, const char *s, size_t n, bool at_start)
+encode_normalized(tok_enc *e, const char *s, size_t n, bool at_start)
 {
 	cbllm_buf	b = {0};
 	int			rc = tok_normalize(e->tok, s, n, &b);
@@ -384,14 +350,14 @@ encode_normalized(enc *e, const char *s, size_t n, bool at_start)
 	return rc;
 }
 
-/* Encode text to ids, adding BOS (and EOS) as the config asks. */
+/* Encode text to ids, with the post-processor's special tokens when opts.add_bos. */
 int
 tokenizer_encode(const cbllm_tokenizer *tok, const char *text, size_t len,
 				 tokenizer_encode_opts opts, int32_t **ids, int *n_ids,
 				 cbllm_err *err)
 {
-	enc			e = {tok, opts.parse_special, NULL, 0, 0, err};
-	int			rc;
+	tok_enc		e = {tok, opts.parse_special, NULL, 0, 0, NULL, err};
+	int			rc = CBLLM_OK;
 
 	if (tok == NULL || ids == NULL || n_ids == NULL || (text == NULL && len > 0))
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "tokenizer_encode: invalid argument");
@@ -399,148 +365,21 @@ tokenizer_encode(const cbllm_tokenizer *tok, const char *text, size_t len,
 	*n_ids = 0;
 	if (len > (size_t) INT32_MAX / 4)
 		return cbllm_fail(err, CBLLM_ERR_TOO_LONG, "tokenizer_encode: text of %zu bytes is too long", len);
-	if ((rc = enc_push(&e, -1)) == CBLLM_OK)	/* room for a BOS */
+	for (int i = 0; opts.add_bos && i < tok->n_prefix && rc == CBLLM_OK; i++)
+		rc = enc_push(&e, tok->prefix[i]);
+	if (rc == CBLLM_OK && (rc = enc_push(&e, -1)) == CBLLM_OK)	/* a non-empty array even for no ids */
+		e.n--;
+	if (rc == CBLLM_OK)
 		rc = encode_split(&e, text, len, false, true);
-	if (rc == CBLLM_OK && opts.add_bos && tok->add_bos && tok->bos_id >= 0 && !(e.n > 1 && e.ids[1] == tok->bos_id))
-		e.ids[0] = tok->bos_id;
-	if (rc == CBLLM_OK && opts.add_bos && tok->add_eos && tok->eos_id >= 0 && !(e.n > 1 && e.ids[e.n - 1] == tok->eos_id))
-		rc = enc_push(&e, tok->eos_id);
+	for (int i = 0; opts.add_bos && i < tok->n_suffix && rc == CBLLM_OK; i++)
+		rc = enc_push(&e, tok->suffix[i]);
+	tok_enc_done(&e);
 	if (rc != CBLLM_OK)
 	{
 		free(e.ids);
 		return rc;
 	}
-	if (e.ids[0] < 0)
-		memmove(e.ids, e.ids + 1, (size_t) --e.n * sizeof(int32_t));
 	*ids = e.ids;
 	*n_ids = e.n;
 	return CBLLM_OK;
-}
-
-/* ------------------------------------------------------------ decoding */
-
-/* Set up a decoder stream. */
-void
-tokenizer_stream_init(tokenizer_stream *s, bool strip_leading_space, bool skip_special)
-{
-	memset(s, 0, sizeof(*s));
-	s->strip_space = strip_leading_space;
-	s->skip_special = skip_special;
-}
-
-/* Append complete text to out, dropping the stream's one leading space. */
-static int
-emit(tokenizer_stream *s, cbllm_buf *out, const char *p, size_t n)
-{
-	if (n == 0)
-		return CBLLM_OK;
-	if (s->strip_space)
-	{
-		s->strip_space = false;
-		if (p[0] == ' ')
-			p++, n--;
-	}
-	return cbllm_buf_append(out, p, n);
-}
-
-/* Replace each held byte of an unfinished character with U+FFFD. */
-static int
-flush_pending(tokenizer_stream *s, cbllm_buf *out)
-{
-	int			n = s->n_pending, rc = CBLLM_OK;
-
-	s->n_pending = 0;
-	for (int i = 0; i < n && rc == CBLLM_OK; i++)
-		rc = emit(s, out, TOK_FFFD, 3);
-	return rc;
-}
-
-/* Feed one byte of a byte-fallback token through the UTF-8 assembler. */
-static int
-stream_byte(tokenizer_stream *s, uint8_t b, cbllm_buf *out)
-{
-	int			need, rc;
-
-	s->pending[s->n_pending++] = b;
-	need = utf8_prefix(s->pending, s->n_pending);
-	if (need == 0 && s->n_pending > 1)
-	{
-		s->n_pending--;			/* b does not continue the held character */
-		if ((rc = flush_pending(s, out)) != CBLLM_OK)
-			return rc;
-		s->pending[s->n_pending++] = b;
-		need = utf8_prefix(s->pending, 1);
-	}
-	if (need == 0)
-	{
-		s->n_pending = 0;
-		return emit(s, out, TOK_FFFD, 3);
-	}
-	if (need == s->n_pending)
-	{
-		s->n_pending = 0;
-		return emit(s, out, (const char *) s->pending, need);
-	}
-	return CBLLM_OK;
-}
-
-/* Append the text that token id completes. */
-int
-tokenizer_stream_push(const cbllm_tokenizer *tok, tokenizer_stream *s,
-					  int32_t id, cbllm_buf *out)
-{
-	const tok_entry *t;
-	const char *p, *end, *run;
-	int			rc;
-
-	if (tok == NULL || s == NULL || out == NULL || s->n_pending < 0 || s->n_pending > 3 ||
-		id < 0 || id >= tok->n_ids || tok->ent[id].piece == NULL)
-		return CBLLM_ERR_INVALID;
-	t = &tok->ent[id];
-	if (t->special && s->skip_special)
-		return CBLLM_OK;
-	if (t->byte >= 0)
-		return stream_byte(s, (uint8_t) t->byte, out);
-	if ((rc = flush_pending(s, out)) != CBLLM_OK)
-		return rc;
-	for (p = run = t->piece, end = p + t->len; rc == CBLLM_OK && p <= end; p++)
-	{
-		if (p == end || (end - p >= 3 && memcmp(p, TOK_META, 3) == 0))
-		{
-			rc = emit(s, out, run, (size_t) (p - run));	/* "▁" becomes " " */
-			if (p < end && rc == CBLLM_OK)
-				rc = emit(s, out, " ", 1);
-			p += p < end ? 2 : 0;
-			run = p + 1;
-		}
-	}
-	return rc;
-}
-
-/* Flush the bytes of an unfinished character as U+FFFD replacement characters. */
-int
-tokenizer_stream_flush(tokenizer_stream *s, cbllm_buf *out)
-{
-	if (s == NULL || out == NULL || s->n_pending < 0 || s->n_pending > 3)
-		return CBLLM_ERR_INVALID;
-	return flush_pending(s, out);
-}
-
-/* Decode a whole id sequence, stripping the leading space. */
-int
-tokenizer_decode(const cbllm_tokenizer *tok, const int32_t *ids, int n,
-				 bool skip_special, cbllm_buf *out, cbllm_err *err)
-{
-	tokenizer_stream s;
-	int			rc = CBLLM_OK;
-
-	if (tok == NULL || out == NULL || (ids == NULL && n > 0))
-		return cbllm_fail(err, CBLLM_ERR_INVALID, "tokenizer_decode: invalid argument");
-	tokenizer_stream_init(&s, true, skip_special);
-	for (int i = 0; i < n && rc == CBLLM_OK; i++)
-		if ((rc = tokenizer_stream_push(tok, &s, ids[i], out)) == CBLLM_ERR_INVALID)
-			return cbllm_fail(err, rc, "tokenizer_decode: token id %d at position %d is not in the vocabulary", ids[i], i);
-	if (rc == CBLLM_OK)
-		rc = tokenizer_stream_flush(&s, out);
-	return rc == CBLLM_OK ? CBLLM_OK : cbllm_fail(err, rc, "tokenizer_decode: out of memory");
 }
