@@ -59,7 +59,26 @@ typedef struct bpe_heap
 {
 	bpe_cand   *a;
 	int			n, cap;
+	bool		owned;			/* a was malloc'd (else it is the caller's stack array) */
 } bpe_heap;
+
+#define BPE_LOCAL		64			/* symbols and candidates kept on the stack */
+#define CACHE_SLOTS		16384		/* word cache: a power of two */
+#define CACHE_MAX_WORD	64			/* longest word it keeps, in bytes */
+#define CACHE_MIN_TEXT	4096		/* shortest text that gets a cache */
+
+typedef struct cache_slot		/* a word and its ids, in the cache's pools; len 0: empty */
+{
+	uint32_t	hash, word, len, ids, n_ids;
+} cache_slot;
+
+struct tok_word_cache			/* the words one encode call has already run BPE on */
+{
+	cache_slot	slot[CACHE_SLOTS];
+	int			used;
+	cbllm_buf	words;			/* word bytes */
+	cbllm_buf	ids;			/* int32_t ids */
+};
 
 /* Append one id to the output. */
 static int
@@ -98,12 +117,16 @@ bpe_queue(const cbllm_tokenizer *tok, const bpe_sym *sym, int32_t pos, bpe_heap 
 	if (h->n == h->cap)
 	{
 		int			cap = h->cap ? h->cap * 2 : 16;
-		bpe_cand   *a = realloc(h->a, (size_t) cap * sizeof(bpe_cand));
+		bpe_cand   *a = h->owned ? realloc(h->a, (size_t) cap * sizeof(bpe_cand)) :
+			malloc((size_t) cap * sizeof(bpe_cand));
 
 		if (a == NULL)
 			return CBLLM_ERR_NOMEM;
+		if (!h->owned && h->n > 0)
+			memcpy(a, h->a, (size_t) h->n * sizeof(bpe_cand));
 		h->a = a;
 		h->cap = cap;
+		h->owned = true;
 	}
 	h->a[i = h->n++] = (bpe_cand) {m->rank, pos, sym[pos].id, sym[sym[pos].next].id, m->new_id};
 	for (; i > 0 && cand_less(&h->a[i], &h->a[(i - 1) / 2]); i = (i - 1) / 2)
@@ -180,19 +203,19 @@ bpe_symbols(tok_enc *e, const char *w, size_t n, bpe_sym *sym, int32_t *ns)
 	return CBLLM_OK;
 }
 
-/* Encode one pre-token by BPE and append its ids. */
-int
-tok_bpe_word(tok_enc *e, const char *w, size_t n)
+/* Run BPE on a word (no ignore_merges) and append its ids. */
+static int
+bpe_run(tok_enc *e, const char *w, size_t n)
 {
 	const cbllm_tokenizer *tok = e->tok;
-	bpe_sym    *sym;
-	bpe_heap	h = {0};
-	int32_t		ns = 0, i, id;
+	bpe_sym		local_sym[BPE_LOCAL],
+			   *sym = local_sym;
+	bpe_cand	local_cand[BPE_LOCAL];
+	bpe_heap	h = {local_cand, 0, BPE_LOCAL, false};
+	int32_t		ns = 0, i;
 	int			rc;
 
-	if (tok->ignore_merges && (id = vocab_find(tok, w, n)) >= 0)
-		return enc_push(e, id);
-	if ((sym = malloc((n + 1) * sizeof(bpe_sym))) == NULL)
+	if (n + 1 > BPE_LOCAL && (sym = malloc((n + 1) * sizeof(bpe_sym))) == NULL)
 		return cbllm_fail(e->err, CBLLM_ERR_NOMEM, "tokenizer_encode: out of memory");
 	rc = bpe_symbols(e, w, n, sym, &ns);
 	for (i = 0; i < ns; i++)
@@ -218,9 +241,92 @@ tok_bpe_word(tok_enc *e, const char *w, size_t n)
 		rc = cbllm_fail(e->err, rc, "tokenizer_encode: out of memory");
 	for (i = 0; ns > 0 && i >= 0 && rc == CBLLM_OK; i = sym[i].next)
 		rc = enc_push(e, sym[i].id);	/* symbol 0 always heads the list */
-	free(h.a);
-	free(sym);
+	if (h.owned)
+		free(h.a);
+	if (sym != local_sym)
+		free(sym);
 	return rc;
+}
+
+/* Run BPE on a word through the call's word cache, when it has one. */
+static int
+bpe_cached(tok_enc *e, const char *w, size_t n)
+{
+	struct tok_word_cache *c = e->cache;
+	uint32_t	h = hash_bytes(w, n), i = h & (CACHE_SLOTS - 1);
+	int			first = e->n, rc;
+
+	if (c == NULL || n > CACHE_MAX_WORD)
+		return bpe_run(e, w, n);
+	for (; c->slot[i].len; i = (i + 1) & (CACHE_SLOTS - 1))
+	{
+		const cache_slot *sl = &c->slot[i];
+
+		if (sl->hash == h && sl->len == n && memcmp(c->words.data + sl->word, w, n) == 0)
+		{
+			for (uint32_t k = 0, rc2 = CBLLM_OK; k < sl->n_ids && rc2 == CBLLM_OK; k++)
+				if ((rc2 = (uint32_t) enc_push(e, ((const int32_t *) (const void *) c->ids.data)[sl->ids + k])) != CBLLM_OK)
+					return (int) rc2;
+			return CBLLM_OK;
+		}
+	}
+	if ((rc = bpe_run(e, w, n)) != CBLLM_OK || c->used >= CACHE_SLOTS / 2)
+		return rc;
+	c->slot[i] = (cache_slot) {h, (uint32_t) c->words.len, (uint32_t) n,
+		(uint32_t) (c->ids.len / sizeof(int32_t)), (uint32_t) (e->n - first)};
+	if (cbllm_buf_append(&c->words, w, n) != CBLLM_OK ||
+		cbllm_buf_append(&c->ids, e->ids + first, (size_t) (e->n - first) * sizeof(int32_t)) != CBLLM_OK)
+	{
+		c->slot[i].len = 0;		/* not kept; the ids are still right */
+		return CBLLM_OK;
+	}
+	c->used++;
+	return CBLLM_OK;
+}
+
+/* Whether a long word may be cut before the "▁" at w[i] (see meta_cut). */
+static bool
+meta_cut_at(const cbllm_tokenizer *tok, const char *w, size_t i)
+{
+	int			l = 1;
+
+	while (l < 4 && (size_t) l < i && utf8_len(w + i - l, (size_t) l) != l)
+		l++;
+	if (utf8_len(w + i - l, (size_t) l) != l || vocab_find(tok, w + i - l, (size_t) l) < 0 ||
+		(l == 3 && memcmp(w + i - 3, TOK_META, 3) == 0))
+		return false;			/* after "▁", or after a character that is not a piece */
+	for (int k = 0; k < tok->n_meta_keep; k++)
+		if (memcmp(tok->meta_keep[k], w + i - l, (size_t) l) == 0 && (l == 4 || tok->meta_keep[k][l] == '\0'))
+			return false;
+	return true;
+}
+
+/*
+ * Encode one pre-token by BPE and append its ids.  A long word of a
+ * vocabulary with meta_cut (a SentencePiece text with no pre-tokenizer is one
+ * word) is cut before each "▁" that no piece can span, which gives the same
+ * ids (no merge can join symbols across the cut) at a fraction of the cost,
+ * and lets the word cache see its words.
+ */
+int
+tok_bpe_word(tok_enc *e, const char *w, size_t n)
+{
+	const cbllm_tokenizer *tok = e->tok;
+	int32_t		id;
+	size_t		start = 0;
+	int			rc = CBLLM_OK;
+
+	if (tok->ignore_merges && (id = vocab_find(tok, w, n)) >= 0)
+		return enc_push(e, id);
+	if (!tok->meta_cut || n <= CACHE_MAX_WORD)
+		return bpe_cached(e, w, n);
+	for (size_t i = 1; i + 3 <= n && rc == CBLLM_OK; i++)
+		if (memcmp(w + i, TOK_META, 3) == 0 && meta_cut_at(tok, w, i))
+		{
+			rc = bpe_cached(e, w + start, i - start);
+			start = i;
+		}
+	return rc == CBLLM_OK ? bpe_cached(e, w + start, n - start) : rc;
 }
 
 /* Whether the character ending at s[0..end) (or starting at s, forward) is a letter or digit. */
@@ -275,7 +381,7 @@ find_added(const cbllm_tokenizer *tok, const char *s, size_t n, size_t from, boo
 	{
 		uint8_t		c = (uint8_t) s[i];
 
-		for (int k = tok->lens_first[c]; k < tok->lens_first[c + 1]; k++)
+		for (int k = tok->lens_first[normalized][c]; k < tok->lens_first[normalized][c + 1]; k++)
 		{
 			size_t		len = tok->added_lens[k];
 			const tok_added *a = len <= n - i ? added_lookup(tok, s + i, len, normalized) : NULL;
@@ -356,7 +462,7 @@ tokenizer_encode(const cbllm_tokenizer *tok, const char *text, size_t len,
 				 tokenizer_encode_opts opts, int32_t **ids, int *n_ids,
 				 cbllm_err *err)
 {
-	tok_enc		e = {tok, opts.parse_special, NULL, 0, 0, NULL, err};
+	tok_enc		e = {tok, opts.parse_special, NULL, 0, 0, NULL, NULL, err};
 	int			rc = CBLLM_OK;
 
 	if (tok == NULL || ids == NULL || n_ids == NULL || (text == NULL && len > 0))
@@ -369,11 +475,19 @@ tokenizer_encode(const cbllm_tokenizer *tok, const char *text, size_t len,
 		rc = enc_push(&e, tok->prefix[i]);
 	if (rc == CBLLM_OK && (rc = enc_push(&e, -1)) == CBLLM_OK)	/* a non-empty array even for no ids */
 		e.n--;
+	if (rc == CBLLM_OK && len >= CACHE_MIN_TEXT)
+		e.cache = calloc(1, sizeof(*e.cache));	/* without one, every word runs BPE */
 	if (rc == CBLLM_OK)
 		rc = encode_split(&e, text, len, false, true);
 	for (int i = 0; opts.add_bos && i < tok->n_suffix && rc == CBLLM_OK; i++)
 		rc = enc_push(&e, tok->suffix[i]);
 	tok_enc_done(&e);
+	if (e.cache)
+	{
+		cbllm_buf_free(&e.cache->words);
+		cbllm_buf_free(&e.cache->ids);
+		free(e.cache);
+	}
 	if (rc != CBLLM_OK)
 	{
 		free(e.ids);

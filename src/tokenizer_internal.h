@@ -23,6 +23,7 @@
 #define TOK_MAX_NORM	16			/* normalizer steps */
 #define TOK_MAX_PRETOK	8			/* pre-tokenizer steps */
 #define TOK_MAX_POST	8			/* ids the post-processor adds before or after */
+#define TOK_MAX_KEEP	32			/* characters a piece may have before a "▁" (meta_keep) */
 #define TOK_META		"\xE2\x96\x81"	/* U+2581, SentencePiece's space */
 #define JGET(o, k)		cJSON_GetObjectItemCaseSensitive(o, k)
 #define JSTR(o, k)		cJSON_GetStringValue(JGET(o, k))
@@ -117,13 +118,22 @@ struct cbllm_tokenizer
 	int			first[257];		/* added[first[c]..first[c+1]) start with byte c */
 	int32_t    *added_hash;		/* added_mask + 1 slots: index into added, or -1 */
 	uint32_t	added_mask;
-	uint32_t   *added_lens;		/* per first byte c, the distinct match lengths, longest */
-	int			lens_first[257];	/* first: added_lens[lens_first[c]..lens_first[c+1]) */
+	uint32_t   *added_lens;		/* per pass and first byte, the distinct match lengths, longest first */
+	int			lens_first[2][257];	/* pass normalized, byte c: added_lens[lens_first[p][c]..[c+1]) */
 	tok_norm	norm[TOK_MAX_NORM];
 	tok_pretok	pretok[TOK_MAX_PRETOK];
 	int			meta;			/* Metaspace pre-tokenizer: META_* */
 	bool		meta_split, byte_fallback, fuse_unk, ignore_merges;
 	int32_t		byte_id[256];	/* id of "<0xXX>", or -1 */
+	/*
+	 * A long word may be cut before each "▁" where no piece can span the cut
+	 * (tokenizer.c): meta_cut says the vocabulary allows it, except after the
+	 * characters of meta_keep (each up to 4 bytes), which some piece has
+	 * before a "▁".
+	 */
+	bool		meta_cut;
+	int			n_meta_keep;
+	char		meta_keep[TOK_MAX_KEEP][4];
 	int32_t		unk_id, bos_id, eos_id;
 	char		bl_char[256][3];	/* ByteLevel: the character standing for each byte */
 	uint8_t		bl_len[256];	/* its UTF-8 length (1 or 2) */
@@ -264,6 +274,7 @@ typedef struct tok_enc			/* one encode call */
 	int32_t    *ids;
 	int			n, cap;
 	void	   *md;				/* pcre2_match_data for the Split steps, made on first use */
+	struct tok_word_cache *cache;	/* words already encoded by this call (long texts), or NULL */
 	cbllm_err  *err;
 } tok_enc;
 

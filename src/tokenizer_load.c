@@ -215,6 +215,46 @@ load_vocab(cbllm_tokenizer *tok, const cJSON *vocab, const char *path, cbllm_err
 	return CBLLM_OK;
 }
 
+/*
+ * Find where a long word may be cut before a "▁" (tokenizer_internal.h):
+ * collect the characters that some piece has just before a "▁" (other than
+ * "▁" itself); with more than TOK_MAX_KEEP of them, no cutting.
+ */
+static void
+find_meta_cuts(cbllm_tokenizer *tok)
+{
+	tok->meta_cut = vocab_find(tok, TOK_META, 3) >= 0;
+	for (int id = 0; id < tok->n_ids && tok->meta_cut; id++)
+	{
+		const tok_entry *e = &tok->ent[id];
+
+		for (const char *p = e->piece, *m; p && (m = memmem(p, e->len - (size_t) (p - e->piece), TOK_META, 3)) != NULL; p = m + 3)
+		{
+			int			l = 1,
+						k;
+
+			if (m == e->piece)
+				continue;
+			while (l < 4 && m - l > e->piece && utf8_len(m - l, (size_t) l) != l)
+				l++;
+			if (l == 3 && memcmp(m - 3, TOK_META, 3) == 0)
+				continue;
+			for (k = 0; k < tok->n_meta_keep && memcmp(tok->meta_keep[k], m - l, (size_t) l) != 0; k++)
+				;
+			if (k < tok->n_meta_keep)
+				continue;
+			if (tok->n_meta_keep == TOK_MAX_KEEP)
+			{
+				tok->meta_cut = false;
+				break;
+			}
+			memset(tok->meta_keep[k], 0, 4);
+			memcpy(tok->meta_keep[k], m - l, (size_t) l);
+			tok->n_meta_keep++;
+		}
+	}
+}
+
 /* Read the merges ("a b" or ["a", "b"]; rank = index) into their hash. */
 static int
 load_merges(cbllm_tokenizer *tok, const cJSON *merges, const char *path, cbllm_err *err)
@@ -277,8 +317,9 @@ added_cmp(const void *x, const void *y)
 
 /*
  * Index the sorted added tokens for matching: first[c] (where those starting
- * with byte c begin), a hash of their match texts, and per first byte the
- * distinct lengths, longest first.
+ * with byte c begin), a hash of their match texts, and for each pass (raw
+ * text, normalized text) and first byte the distinct lengths of the tokens
+ * that pass looks for, longest first.
  */
 static int
 index_added(cbllm_tokenizer *tok, const char *path, cbllm_err *err)
@@ -293,19 +334,28 @@ index_added(cbllm_tokenizer *tok, const char *path, cbllm_err *err)
 	for (int c = 0, i = 0; c <= 256; c++)
 	{
 		tok->first[c] = i;
-		tok->lens_first[c] = n_lens;
 		for (; i < tok->n_added && (uint8_t) tok->added[i].match[0] == c; i++)
 		{
-			const tok_added *a = &tok->added[i];
-			uint32_t	h = hash_bytes(a->match, a->len) & tok->added_mask;
+			uint32_t	h = hash_bytes(tok->added[i].match, tok->added[i].len) & tok->added_mask;
 
 			while (tok->added_hash[h] >= 0)
 				h = (h + 1) & tok->added_mask;
 			tok->added_hash[h] = i;
-			if (n_lens == tok->lens_first[c] || tok->added_lens[n_lens - 1] != a->len)
-				tok->added_lens[n_lens++] = a->len;
 		}
 	}
+	for (int pass = 0; pass < 2; pass++)
+		for (int c = 0; c <= 256; c++)
+		{
+			tok->lens_first[pass][c] = n_lens;
+			for (int i = c < 256 ? tok->first[c] : tok->n_added; c < 256 && i < tok->first[c + 1]; i++)
+			{
+				const tok_added *a = &tok->added[i];
+
+				if (a->normalized == (pass == 1) &&
+					(n_lens == tok->lens_first[pass][c] || tok->added_lens[n_lens - 1] != a->len))
+					tok->added_lens[n_lens++] = a->len;
+			}
+		}
 	return CBLLM_OK;
 }
 
@@ -521,6 +571,7 @@ load_model(cbllm_tokenizer *tok, const cJSON *root, const cJSON *model, const ch
 		if ((tok->byte_id[b] = vocab_find(tok, name, 6)) >= 0)
 			tok->ent[tok->byte_id[b]].byte = (int16_t) b;
 	}
+	find_meta_cuts(tok);
 	return CBLLM_OK;
 }
 

@@ -11,6 +11,12 @@
  * text is that token in both modes (split_special_tokens false), so both
  * encodings parse special tokens.
  *
+ * Then all 159 texts joined by a special token (which splits a text into
+ * pieces encoded independently) make one long text, whose ids must be the
+ * reference ids joined by that token's id: long texts take the paths short
+ * ones do not (the per-call word cache, long SentencePiece words cut
+ * before "▁").
+ *
  * Usage: test_tokenizer_vectors [dir]   (default test/data/tokenizers)
  */
 #include <cjson/cJSON.h>
@@ -26,6 +32,58 @@ typedef struct counts			/* records that matched, per column */
 {
 	int			n, ids, ids_special, decoded, decoded_raw, stream;
 } counts;
+
+typedef struct joined			/* the texts joined by a special token, and their reference ids */
+{
+	int32_t		sep;			/* the joining token */
+	cbllm_buf	text;
+	int32_t    *ids;
+	int			n, cap;
+} joined;
+
+/* Append a record's text and reference ids, then the joining token, to j. */
+static void
+join_record(const cbllm_tokenizer *tok, joined *j, const cJSON *rec)
+{
+	const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(rec, "text")),
+			   *sep = tokenizer_piece(tok, j->sep);
+	const cJSON *ids = cJSON_GetObjectItem(rec, "ids"), *v;
+	int			need = j->n + cJSON_GetArraySize(ids) + 1;
+
+	if (need > j->cap)
+	{
+		j->cap = 2 * need;
+		j->ids = realloc(j->ids, (size_t) j->cap * sizeof(int32_t));
+	}
+	if (text == NULL || sep == NULL || j->ids == NULL)
+		return;
+	cbllm_buf_append(&j->text, text, strlen(text));
+	cbllm_buf_append(&j->text, sep, strlen(sep));
+	cJSON_ArrayForEach(v, ids)
+		j->ids[j->n++] = (int32_t) v->valuedouble;
+	j->ids[j->n++] = j->sep;
+}
+
+/* Encode the joined text; whether it gives the joined reference ids. */
+static bool
+joined_matches(const cbllm_tokenizer *tok, const joined *j)
+{
+	tokenizer_encode_opts plain = {.add_bos = false, .parse_special = true};
+	int32_t    *ids = NULL;
+	int			n = 0;
+	cbllm_err	err = {{0}};
+	bool		ok = tokenizer_encode(tok, j->text.data, j->text.len, plain, &ids, &n, &err) == CBLLM_OK &&
+		n == j->n && memcmp(ids, j->ids, (size_t) n * sizeof(int32_t)) == 0;
+
+	for (int i = 0; !ok && ids && i < n && i < j->n; i++)
+		if (ids[i] != j->ids[i])
+		{
+			TAP_DIAG("first difference at id %d of %d: %d, reference %d", i, j->n, ids[i], j->ids[i]);
+			break;
+		}
+	free(ids);
+	return ok;
+}
 
 /* Whether a JSON array holds exactly ids[0..n). */
 static bool
@@ -172,6 +230,7 @@ check_model(const char *dir, const char *model)
 	cbllm_tokenizer *tok = NULL;
 	cbllm_err	err = {{0}};
 	counts		c = {0};
+	joined		j = {0};
 	int			line = 0, shown = 0;
 	double		t0 = cbllm_now(), t1;
 	int			rc;
@@ -181,6 +240,7 @@ check_model(const char *dir, const char *model)
 	t1 = cbllm_now();
 	TAP_OK(rc == CBLLM_OK, "%s: tokenizer.json loads (%.3f s)%s%s", model, t1 - t0, rc ? ": " : "", rc ? err.msg : "");
 	snprintf(path, sizeof(path), "%s/%s/encode.jsonl", dir, model);
+	j.sep = tok && tokenizer_bos_id(tok) >= 0 ? tokenizer_bos_id(tok) : tok ? tokenizer_eos_id(tok) : -1;
 	if (rc != CBLLM_OK || cbllm_read_file(path, &text, &len, &err) != CBLLM_OK)
 	{
 		TAP_OK(false, "%s: encode.jsonl is read%s%s", model, rc ? "" : ": ", rc ? "" : err.msg);
@@ -203,6 +263,7 @@ check_model(const char *dir, const char *model)
 			continue;
 		}
 		check_record(tok, model, line, rec, &c, &shown);
+		join_record(tok, &j, rec);
 		cJSON_Delete(rec);
 	}
 	TAP_OK(c.n == 159, "%s: encode.jsonl has the 159 reference texts (%d)", model, c.n);
@@ -212,6 +273,11 @@ check_model(const char *dir, const char *model)
 	TAP_OK(c.decoded_raw == c.n, "%s: %d/%d decoded_raw (decoder chain alone) match", model, c.decoded_raw, c.n);
 	TAP_OK(c.stream == c.n, "%s: %d/%d streamed token by token equal decoded_raw in valid UTF-8 chunks",
 		   model, c.stream, c.n);
+	TAP_OK(j.text.len > 8192 && joined_matches(tok, &j),
+		   "%s: the texts joined by %s in one text of %zu bytes give the joined reference ids",
+		   model, tokenizer_piece(tok, j.sep), j.text.len);
+	cbllm_buf_free(&j.text);
+	free(j.ids);
 	free(text);
 	tokenizer_free(tok);
 }
