@@ -63,7 +63,7 @@ typedef struct bpe_heap
 } bpe_heap;
 
 #define BPE_LOCAL		64			/* symbols and candidates kept on the stack */
-#define CACHE_SLOTS		16384		/* word cache: a power of two */
+#define CACHE_SLOTS		65536		/* word cache: a power of two */
 #define CACHE_MAX_WORD	64			/* longest word it keeps, in bytes */
 #define CACHE_MIN_TEXT	4096		/* shortest text that gets a cache */
 
@@ -173,6 +173,13 @@ bpe_symbols(tok_enc *e, const char *w, size_t n, bpe_sym *sym, int32_t *ns)
 		int32_t		id;
 		bool		bytes_ok = tok->byte_fallback;
 
+		if ((uint8_t) w[i] < 0x80 && tok->ascii_id[(uint8_t) w[i]] >= 0)
+		{
+			sym[(*ns)++].id = tok->ascii_id[(uint8_t) w[i]];
+			prev_unk = false;
+			l = 1;
+			continue;
+		}
 		if ((l = utf8_len(w + i, n - i)) == 0)
 			l = 1;				/* an invalid byte is a symbol of its own */
 		id = vocab_find(tok, w + i, l);

@@ -125,6 +125,7 @@ struct cbllm_tokenizer
 	int			meta;			/* Metaspace pre-tokenizer: META_* */
 	bool		meta_split, byte_fallback, fuse_unk, ignore_merges;
 	int32_t		byte_id[256];	/* id of "<0xXX>", or -1 */
+	int32_t		ascii_id[128];	/* id of each ASCII character as a piece, or -1 */
 	/*
 	 * A long word may be cut before each "▁" where no piece can span the cut
 	 * (tokenizer.c): meta_cut says the vocabulary allows it, except after the

@@ -571,6 +571,12 @@ load_model(cbllm_tokenizer *tok, const cJSON *root, const cJSON *model, const ch
 		if ((tok->byte_id[b] = vocab_find(tok, name, 6)) >= 0)
 			tok->ent[tok->byte_id[b]].byte = (int16_t) b;
 	}
+	for (int c = 0; c < 128; c++)
+	{
+		char		ch = (char) c;
+
+		tok->ascii_id[c] = vocab_find(tok, &ch, 1);
+	}
 	find_meta_cuts(tok);
 	return CBLLM_OK;
 }

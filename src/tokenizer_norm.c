@@ -103,7 +103,13 @@ tok_load_normalizer(cbllm_tokenizer *tok, const cJSON *n, const char *path, cbll
 	return rc;
 }
 
-/* Append s[0..n) in the normal form of step kind to out, valid UTF-8 runs only. */
+/*
+ * Append s[0..n) in the normal form of step kind to out.  ASCII is the same
+ * in every form and never composes with what precedes it, so only each
+ * stretch of non-ASCII characters goes through the library, with the ASCII
+ * character before it (which a combining mark may compose with); an invalid
+ * byte passes through.
+ */
 static int
 normal_form(int kind, const char *s, size_t n, cbllm_buf *out)
 {
@@ -112,28 +118,36 @@ normal_form(int kind, const char *s, size_t n, cbllm_buf *out)
 
 	for (size_t f = 0; f < N_FORMS; f++)
 		opts = kind == norm_forms[f].kind ? norm_forms[f].opts : opts;
-	for (size_t i = 0; i < n && rc == CBLLM_OK;)
+	for (size_t i = 0, j, l; i < n && rc == CBLLM_OK; i = j)
 	{
-		size_t		j = i, l;
-		bool		ascii = true;
 		utf8proc_uint8_t *dst = NULL;
 		utf8proc_ssize_t m;
 
-		while (j < n && (l = utf8_len(s + j, n - j)) > 0)
-			ascii &= l == 1, j += l;
-		if (j == i)				/* an invalid byte passes through */
+		if ((l = utf8_len(s + i, n - i)) == 0)
 		{
-			rc = cbllm_buf_append(out, s + i++, 1);
+			rc = cbllm_buf_append(out, s + i, 1);	/* an invalid byte */
+			j = i + 1;
 			continue;
 		}
-		if (ascii)
-			rc = cbllm_buf_append(out, s + i, j - i);
-		else if ((m = utf8proc_map((const utf8proc_uint8_t *) s + i, (utf8proc_ssize_t) (j - i), &dst, opts)) < 0)
+		if (l == 1)
+		{
+			for (j = i; j < n && (uint8_t) s[j] < 0x80; j++)
+				;
+			if (j < n && utf8_len(s + j, n - j) > 1)
+				j--;			/* the last one goes with the stretch after it */
+			if (j > i)
+			{
+				rc = cbllm_buf_append(out, s + i, j - i);
+				continue;
+			}
+		}
+		for (j = i + l; j < n && (l = utf8_len(s + j, n - j)) > 1; j += l)
+			;
+		if ((m = utf8proc_map((const utf8proc_uint8_t *) s + i, (utf8proc_ssize_t) (j - i), &dst, opts)) < 0)
 			rc = m == UTF8PROC_ERROR_NOMEM ? CBLLM_ERR_NOMEM : cbllm_buf_append(out, s + i, j - i);
 		else
 			rc = cbllm_buf_append(out, (const char *) dst, (size_t) m);
 		free(dst);
-		i = j;
 	}
 	return rc;
 }
