@@ -229,7 +229,7 @@ decode_entries(cbllm_tokenizer *tok, const dec_chain *c, const char *path, cbllm
 			rc = run_step(tok, &c->st[k], rev, e->added, x.data, x.len, &y);
 			t = x, x = y, y = t;
 		}
-		if (rc == CBLLM_OK && (x.len != e->len || memcmp(x.data, e->piece, e->len) != 0))
+		if (rc == CBLLM_OK && (x.len != e->len || (x.len > 0 && memcmp(x.data, e->piece, e->len) != 0)))
 		{
 			e->dec = x.len ? tok_arena_dup(tok, x.data, x.len) : "";
 			e->dec_len = (uint32_t) x.len;
