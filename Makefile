@@ -18,7 +18,7 @@ DATA        = sql/cbllm--$(EXTVERSION).sql
 PG_CPPFLAGS = -Isrc
 PG_CFLAGS   = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers \
               -Wno-sign-compare -Wno-implicit-fallthrough
-SHLIB_LINK  = build/libcbllm_engine.a $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) -lcjson -lm -lpthread $(if $(filter 1,$(CUDA)),$(CUDA_LIBS))
+SHLIB_LINK  = build/libcbllm_engine.a $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) -lcjson $(TOK_LIBS) -lm -lpthread $(if $(filter 1,$(CUDA)),$(CUDA_LIBS))
 
 PG_CONFIG  ?= pg_config
 PGXS       := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
@@ -27,7 +27,9 @@ ENGINE_CC      ?= gcc
 ENGINE_OPT     ?= -O2
 ENGINE_CFLAGS   = -std=c11 -D_GNU_SOURCE $(ENGINE_OPT) -g -fPIC -pthread \
                   -Wall -Wextra -Werror -Wno-unused-parameter -Isrc
-ENGINE_LIBS     = -lcjson -lm -pthread
+# the tokenizer's regexes (PCRE2) and Unicode normal forms (utf8proc)
+TOK_LIBS        = -lpcre2-8 -lutf8proc
+ENGINE_LIBS     = -lcjson $(TOK_LIBS) -lm -pthread
 
 # ISA-specific kernels are compiled with their own flags and chosen at run
 # time (cpu_features.c), so one build runs on any x86-64.
@@ -44,6 +46,9 @@ ENGINE_SRCS = \
 	src/model_dummy.c \
 	src/tokenizer.c \
 	src/tokenizer_load.c \
+	src/tokenizer_norm.c \
+	src/tokenizer_pretok.c \
+	src/tokenizer_decode.c \
 	src/threadpool.c \
 	src/cpu_features.c \
 	src/kernels_generic.c \
@@ -80,6 +85,7 @@ ENGINE_LIB  = build/libcbllm_engine.a
 
 UNIT_TESTS = \
 	build/test/test_tokenizer \
+	build/test/test_tokenizer_vectors \
 	build/test/test_model_config \
 	build/test/test_safetensors \
 	build/test/test_model_load \
@@ -130,7 +136,7 @@ CUDA_EMU_LIB = build/emu/libcbllm_cuda_emu.a
 EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu build/test/test_arch_emu \
                build/test/test_vocab_padding_emu \
                build/emu/cbllm-engine
-EMU_LIBS     = $(CUDA_EMU_LIB) -lcjson -lm -pthread -lstdc++
+EMU_LIBS     = $(CUDA_EMU_LIB) -lcjson $(TOK_LIBS) -lm -pthread -lstdc++
 UNIT_TESTS  += $(EMU_TESTS)
 ifeq ($(CUDA),1)
 ifeq ($(NVCC),)
@@ -174,7 +180,7 @@ $(ENGINE_LIB): $(ENGINE_OBJS)
 	rm -f $@
 	ar rcs $@ $^
 
-CLI_SRCS = tools/cbllm-cli.c tools/cli_bench.c tools/cli_workload.c tools/cli_chat.c
+CLI_SRCS = tools/cbllm-cli.c tools/cli_bench.c tools/cli_workload.c tools/cli_chat.c tools/cli_tokenize.c
 
 $(CLI): $(CLI_SRCS) tools/*.h $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) | bin
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itools $(CLI_SRCS) $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
@@ -286,15 +292,15 @@ build/fuzz/fuzz_safetensors:       build/fuzz/obj/safetensors.o build/fuzz/obj/d
                                    build/fuzz/obj/util.o
 build/fuzz/fuzz_safetensors_index: build/fuzz/obj/safetensors.o build/fuzz/obj/dtype.o \
                                    build/fuzz/obj/util.o
-build/fuzz/fuzz_tokenizer:         build/fuzz/obj/tokenizer_load.o build/fuzz/obj/tokenizer.o \
-                                   build/fuzz/obj/util.o
-build/fuzz/fuzz_tokenizer_config:  build/fuzz/obj/tokenizer_load.o build/fuzz/obj/tokenizer.o \
-                                   build/fuzz/obj/util.o
+FUZZ_TOK_OBJS = $(patsubst %,build/fuzz/obj/%.o,tokenizer_load tokenizer tokenizer_norm tokenizer_pretok \
+                tokenizer_decode util)
+build/fuzz/fuzz_tokenizer:         $(FUZZ_TOK_OBJS)
+build/fuzz/fuzz_tokenizer_config:  $(FUZZ_TOK_OBJS)
 build/fuzz/fuzz_ipc:                build/fuzz/obj/ipc.o build/fuzz/obj/request_params.o
 build/fuzz/fuzz_request_check:      build/fuzz/obj/request_params.o
 
 build/fuzz/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/*.h | build/fuzz
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(filter %.o,$^) -lcjson -lm -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(filter %.o,$^) -lcjson $(TOK_LIBS) -lm -o $@
 
 build/fuzz/obj/%.o: src/%.c src/*.h | build/fuzz/obj
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@

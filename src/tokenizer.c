@@ -1,100 +1,49 @@
 /*
- * tokenizer.c: encoding and streaming decoding for HuggingFace tokenizer.json
- * BPE tokenizers of the SentencePiece kind (Llama-2 family).  The tables
- * they read are built by tokenizer_load.c (see tokenizer_internal.h).
+ * tokenizer.c: encoding for HuggingFace tokenizer.json BPE tokenizers, of the
+ * SentencePiece kind (Llama-2, Mistral, Gemma) and the byte-level kind
+ * (GPT-2, Llama-3, Qwen).  The tables it reads are built by tokenizer_load.c
+ * (see tokenizer_internal.h); decoding is in tokenizer_decode.c.
  *
- * Encoding (as HuggingFace): split the raw text on non-normalized added
- * tokens (special ones only when parse_special; non-special ones always),
- * normalize each remaining piece, split that on normalized added tokens,
- * pre-tokenize, and run BPE on each word.  BPE starts from one symbol per
- * UTF-8 character (an unknown character becomes <0xXX> byte symbols, or unk;
- * an invalid byte is a character of its own), keeps the symbols in a doubly
- * linked list and the candidate merges in a binary min-heap ordered by
- * (rank, position); entries made stale by earlier merges are skipped when
- * popped.  A word of n characters costs O(n log n).
+ * Encoding (as HuggingFace): when parse_special is on, split the raw text on
+ * the added tokens that are not normalized (special or not alike: the
+ * default split_special_tokens = false), normalize each remaining piece
+ * (tokenizer_norm.c), split that on the normalized added tokens, pre-tokenize
+ * (tokenizer_pretok.c), and run BPE on each word; then the post-processor's
+ * ids go around the result when the caller adds special tokens.  Added
+ * tokens are found leftmost-longest through a hash of their texts and, per
+ * first byte, the lengths they come in.
  *
- * Decoding is Llama-2's decoder chain (Replace "▁" -> " ", ByteFallback,
- * Fuse, Strip one leading space) done one token at a time: byte tokens pass
- * through a small UTF-8 assembler in the stream state, so no chunk ever holds
- * part of a character.  Unlike HuggingFace, which turns a whole run of byte
- * tokens into U+FFFDs when any of it is invalid, the assembler keeps the
- * valid characters and replaces each byte of an invalid sequence.
+ * BPE starts from one symbol per UTF-8 character (an unknown character
+ * becomes <0xXX> byte symbols, or unk; an invalid byte is a character of its
+ * own), keeps the symbols in a doubly linked list and the candidate merges in
+ * a binary min-heap ordered by (rank, position); entries made stale by
+ * earlier merges are skipped when popped.  A word of n characters costs
+ * O(n log n).  With ignore_merges, a word found whole in the vocabulary is
+ * that one token.
  */
 #include "tokenizer_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
-#define TOK_FFFD		"\xEF\xBF\xBD"
 
 /* ---------------------------------------------------------------- utils */
 
 /* Length of the character at s if it has Unicode's White_Space property, else 0. */
-static int
-space_len(const char *s, size_t n)
+int
+tok_space_len(const char *s, size_t n)
 {
-	const uint8_t *p = (const uint8_t *) s;
 	int			len = utf8_len(s, n);
-	uint32_t	c = len == 1 ? p[0] : p[0] & (0x7F >> len);
+	uint32_t	c = len > 0 ? utf8_cp(s, len) : 0;
 
-	for (int i = 1; i < len; i++)
-		c = (c << 6) | (p[i] & 0x3F);
 	return len > 0 && ((c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 ||
 					   c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
 					   c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000) ? len : 0;
 }
 
-/* ------------------------------------------------------- normalization */
-
-/* Apply the normalizer to s[0..n), replacing the contents of out. */
-int
-tok_normalize(const cbllm_tokenizer *tok, const char *s, size_t n, cbllm_buf *out)
-{
-	cbllm_buf	cur = {0}, next = {0}, t;
-	int			rc = cbllm_buf_append(&cur, s, n);
-
-	for (int k = 0; k < tok->n_norm && rc == CBLLM_OK && cur.len > 0; k++)
-	{
-		const tok_norm *st = &tok->norm[k];
-		size_t		run = 0;
-
-		next.len = 0;
-		if (st->prepend)
-			rc = cbllm_buf_append(&next, st->a, st->alen);
-		for (size_t i = 0; !st->prepend && i < cur.len && rc == CBLLM_OK;)
-		{
-			if (cur.len - i >= st->alen && memcmp(cur.data + i, st->a, st->alen) == 0)
-			{
-				if ((rc = cbllm_buf_append(&next, cur.data + run, i - run)) == CBLLM_OK)
-					rc = cbllm_buf_append(&next, st->b, st->blen);
-				run = i += st->alen;
-			}
-			else
-				i++;
-		}
-		if (rc == CBLLM_OK)
-			rc = cbllm_buf_append(&next, cur.data + run, cur.len - run);
-		t = cur, cur = next, next = t;
-	}
-	out->len = 0;
-	if (rc == CBLLM_OK)
-		rc = cbllm_buf_append(out, cur.data, cur.len);
-	cbllm_buf_free(&cur);
-	cbllm_buf_free(&next);
-	return rc;
-}
-
 /* ------------------------------------------------------------ encoding */
-
-typedef struct enc				/* one encode call */
-{
-	const cbllm_tokenizer *tok;
-	bool		parse_special;
-	int32_t    *ids;
-	int			n, cap;
-	cbllm_err  *err;
-} enc;
 
 typedef struct bpe_sym			/* id is -1 once merged into its left neighbour */
 {
@@ -110,11 +59,30 @@ typedef struct bpe_heap
 {
 	bpe_cand   *a;
 	int			n, cap;
+	bool		owned;			/* a was malloc'd (else it is the caller's stack array) */
 } bpe_heap;
+
+#define BPE_LOCAL		64			/* symbols and candidates kept on the stack */
+#define CACHE_SLOTS		65536		/* word cache: a power of two */
+#define CACHE_MAX_WORD	64			/* longest word it keeps, in bytes */
+#define CACHE_MIN_TEXT	4096		/* shortest text that gets a cache */
+
+typedef struct cache_slot		/* a word and its ids, in the cache's pools; len 0: empty */
+{
+	uint32_t	hash, word, len, ids, n_ids;
+} cache_slot;
+
+struct tok_word_cache			/* the words one encode call has already run BPE on */
+{
+	cache_slot	slot[CACHE_SLOTS];
+	int			used;
+	cbllm_buf	words;			/* word bytes */
+	cbllm_buf	ids;			/* int32_t ids */
+};
 
 /* Append one id to the output. */
 static int
-enc_push(enc *e, int32_t id)
+enc_push(tok_enc *e, int32_t id)
 {
 	if (e->n == e->cap)
 	{
@@ -149,12 +117,16 @@ bpe_queue(const cbllm_tokenizer *tok, const bpe_sym *sym, int32_t pos, bpe_heap 
 	if (h->n == h->cap)
 	{
 		int			cap = h->cap ? h->cap * 2 : 16;
-		bpe_cand   *a = realloc(h->a, (size_t) cap * sizeof(bpe_cand));
+		bpe_cand   *a = h->owned ? realloc(h->a, (size_t) cap * sizeof(bpe_cand)) :
+			malloc((size_t) cap * sizeof(bpe_cand));
 
 		if (a == NULL)
 			return CBLLM_ERR_NOMEM;
+		if (!h->owned && h->n > 0)
+			memcpy(a, h->a, (size_t) h->n * sizeof(bpe_cand));
 		h->a = a;
 		h->cap = cap;
+		h->owned = true;
 	}
 	h->a[i = h->n++] = (bpe_cand) {m->rank, pos, sym[pos].id, sym[sym[pos].next].id, m->new_id};
 	for (; i > 0 && cand_less(&h->a[i], &h->a[(i - 1) / 2]); i = (i - 1) / 2)
@@ -190,7 +162,7 @@ bpe_pop(bpe_heap *h)
 
 /* Split a word into initial symbols: characters, else their bytes, else unk. */
 static int
-bpe_symbols(enc *e, const char *w, size_t n, bpe_sym *sym, int32_t *ns)
+bpe_symbols(tok_enc *e, const char *w, size_t n, bpe_sym *sym, int32_t *ns)
 {
 	const cbllm_tokenizer *tok = e->tok;
 	bool		prev_unk = false;
@@ -201,6 +173,13 @@ bpe_symbols(enc *e, const char *w, size_t n, bpe_sym *sym, int32_t *ns)
 		int32_t		id;
 		bool		bytes_ok = tok->byte_fallback;
 
+		if ((uint8_t) w[i] < 0x80 && tok->ascii_id[(uint8_t) w[i]] >= 0)
+		{
+			sym[(*ns)++].id = tok->ascii_id[(uint8_t) w[i]];
+			prev_unk = false;
+			l = 1;
+			continue;
+		}
 		if ((l = utf8_len(w + i, n - i)) == 0)
 			l = 1;				/* an invalid byte is a symbol of its own */
 		id = vocab_find(tok, w + i, l);
@@ -231,19 +210,19 @@ bpe_symbols(enc *e, const char *w, size_t n, bpe_sym *sym, int32_t *ns)
 	return CBLLM_OK;
 }
 
-/* Encode one word by BPE and append its ids. */
+/* Run BPE on a word (no ignore_merges) and append its ids. */
 static int
-bpe_word(enc *e, const char *w, size_t n)
+bpe_run(tok_enc *e, const char *w, size_t n)
 {
 	const cbllm_tokenizer *tok = e->tok;
-	bpe_sym    *sym;
-	bpe_heap	h = {0};
-	int32_t		ns = 0, i, id;
+	bpe_sym		local_sym[BPE_LOCAL],
+			   *sym = local_sym;
+	bpe_cand	local_cand[BPE_LOCAL];
+	bpe_heap	h = {local_cand, 0, BPE_LOCAL, false};
+	int32_t		ns = 0, i;
 	int			rc;
 
-	if (tok->ignore_merges && (id = vocab_find(tok, w, n)) >= 0)
-		return enc_push(e, id);
-	if ((sym = malloc((n + 1) * sizeof(bpe_sym))) == NULL)
+	if (n + 1 > BPE_LOCAL && (sym = malloc((n + 1) * sizeof(bpe_sym))) == NULL)
 		return cbllm_fail(e->err, CBLLM_ERR_NOMEM, "tokenizer_encode: out of memory");
 	rc = bpe_symbols(e, w, n, sym, &ns);
 	for (i = 0; i < ns; i++)
@@ -269,66 +248,166 @@ bpe_word(enc *e, const char *w, size_t n)
 		rc = cbllm_fail(e->err, rc, "tokenizer_encode: out of memory");
 	for (i = 0; ns > 0 && i >= 0 && rc == CBLLM_OK; i = sym[i].next)
 		rc = enc_push(e, sym[i].id);	/* symbol 0 always heads the list */
-	free(h.a);
-	free(sym);
+	if (h.owned)
+		free(h.a);
+	if (sym != local_sym)
+		free(sym);
 	return rc;
 }
 
-/* Pre-tokenize a normalized piece (Metaspace, if configured) and encode its words. */
+/* Run BPE on a word through the call's word cache, when it has one. */
 static int
-encode_words(enc *e, const char *s, size_t n, bool at_start)
+bpe_cached(tok_enc *e, const char *w, size_t n)
 {
-	const cbllm_tokenizer *tok = e->tok;
-	cbllm_buf	b = {0};
-	int			rc = CBLLM_OK;
+	struct tok_word_cache *c = e->cache;
+	uint32_t	h = hash_bytes(w, n), i = h & (CACHE_SLOTS - 1);
+	int			first = e->n, rc;
 
-	if (tok->meta == META_NONE)
-		return bpe_word(e, s, n);
-	if ((tok->meta == META_ALWAYS || (tok->meta == META_FIRST && at_start)) &&
-		!(s[0] == ' ' || (n >= 3 && memcmp(s, TOK_META, 3) == 0)))
-		rc = cbllm_buf_append(&b, TOK_META, 3);
-	for (size_t i = 0; i < n && rc == CBLLM_OK; i++)
-		rc = s[i] == ' ' ? cbllm_buf_append(&b, TOK_META, 3) : cbllm_buf_append(&b, s + i, 1);
-	if (rc != CBLLM_OK)
-		rc = cbllm_fail(e->err, CBLLM_ERR_NOMEM, "tokenizer_encode: out of memory");
-	for (size_t i = 1, start = 0; i <= b.len && rc == CBLLM_OK; i++)
+	if (c == NULL || n > CACHE_MAX_WORD)
+		return bpe_run(e, w, n);
+	for (; c->slot[i].len; i = (i + 1) & (CACHE_SLOTS - 1))
 	{
-		/* with split, each "▁" starts a new word */
-		if (i == b.len || (tok->meta_split && b.len - i >= 3 && memcmp(b.data + i, TOK_META, 3) == 0))
+		const cache_slot *sl = &c->slot[i];
+
+		if (sl->hash == h && sl->len == n && memcmp(c->words.data + sl->word, w, n) == 0)
 		{
-			rc = bpe_word(e, b.data + start, i - start);
-			start = i;
+			for (uint32_t k = 0, rc2 = CBLLM_OK; k < sl->n_ids && rc2 == CBLLM_OK; k++)
+				if ((rc2 = (uint32_t) enc_push(e, ((const int32_t *) (const void *) c->ids.data)[sl->ids + k])) != CBLLM_OK)
+					return (int) rc2;
+			return CBLLM_OK;
 		}
 	}
-	cbllm_buf_free(&b);
-	return rc;
+	if ((rc = bpe_run(e, w, n)) != CBLLM_OK || c->used >= CACHE_SLOTS / 2)
+		return rc;
+	c->slot[i] = (cache_slot) {h, (uint32_t) c->words.len, (uint32_t) n,
+		(uint32_t) (c->ids.len / sizeof(int32_t)), (uint32_t) (e->n - first)};
+	if (cbllm_buf_append(&c->words, w, n) != CBLLM_OK ||
+		cbllm_buf_append(&c->ids, e->ids + first, (size_t) (e->n - first) * sizeof(int32_t)) != CBLLM_OK)
+	{
+		c->slot[i].len = 0;		/* not kept; the ids are still right */
+		return CBLLM_OK;
+	}
+	c->used++;
+	return CBLLM_OK;
 }
 
-/* Find the leftmost-longest eligible added token in s[from..n). */
+/* Whether a long word may be cut before the "▁" at w[i] (see meta_cut). */
+static bool
+meta_cut_at(const cbllm_tokenizer *tok, const char *w, size_t i)
+{
+	int			l = 1;
+
+	while (l < 4 && (size_t) l < i && utf8_len(w + i - l, (size_t) l) != l)
+		l++;
+	if (utf8_len(w + i - l, (size_t) l) != l || vocab_find(tok, w + i - l, (size_t) l) < 0 ||
+		(l == 3 && memcmp(w + i - 3, TOK_META, 3) == 0))
+		return false;			/* after "▁", or after a character that is not a piece */
+	for (int k = 0; k < tok->n_meta_keep; k++)
+		if (memcmp(tok->meta_keep[k], w + i - l, (size_t) l) == 0 && (l == 4 || tok->meta_keep[k][l] == '\0'))
+			return false;
+	return true;
+}
+
+/*
+ * Encode one pre-token by BPE and append its ids.  A long word of a
+ * vocabulary with meta_cut (a SentencePiece text with no pre-tokenizer is one
+ * word) is cut before each "▁" that no piece can span, which gives the same
+ * ids (no merge can join symbols across the cut) at a fraction of the cost,
+ * and lets the word cache see its words.
+ */
+int
+tok_bpe_word(tok_enc *e, const char *w, size_t n)
+{
+	const cbllm_tokenizer *tok = e->tok;
+	int32_t		id;
+	size_t		start = 0;
+	int			rc = CBLLM_OK;
+
+	if (tok->ignore_merges && (id = vocab_find(tok, w, n)) >= 0)
+		return enc_push(e, id);
+	if (!tok->meta_cut || n <= CACHE_MAX_WORD)
+		return bpe_cached(e, w, n);
+	for (size_t i = 1; i + 3 <= n && rc == CBLLM_OK; i++)
+		if (memcmp(w + i, TOK_META, 3) == 0 && meta_cut_at(tok, w, i))
+		{
+			rc = bpe_cached(e, w + start, i - start);
+			start = i;
+		}
+	return rc == CBLLM_OK ? bpe_cached(e, w + start, n - start) : rc;
+}
+
+/* Whether the character ending at s[0..end) (or starting at s, forward) is a letter or digit. */
+static bool
+word_char(const char *s, size_t n, bool backward)
+{
+	int			l = 0;
+
+	if (n == 0)
+		return false;
+	if (backward)
+		for (l = 1; l < 4 && (size_t) l < n && utf8_len(s + n - l, l) != l; l++)
+			;
+	s = backward ? s + n - l : s;
+	l = utf8_len(s, backward ? (size_t) l : n);
+	if (l == 0)
+		return false;
+	switch (utf8proc_category((utf8proc_int32_t) utf8_cp(s, l)))
+	{
+		case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
+		case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_ND:
+		case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/* The added token whose text is s[0..len) and that this pass may match, or NULL. */
 static const tok_added *
-find_added(const cbllm_tokenizer *tok, const char *s, size_t n, size_t from,
-		   bool normalized, bool parse_special, size_t *at)
+added_lookup(const cbllm_tokenizer *tok, const char *s, size_t len, bool normalized)
+{
+	for (uint32_t i = hash_bytes(s, len) & tok->added_mask; tok->added_hash[i] >= 0; i = (i + 1) & tok->added_mask)
+	{
+		const tok_added *a = &tok->added[tok->added_hash[i]];
+
+		if (a->len == len && a->normalized == normalized && memcmp(a->match, s, len) == 0)
+			return a;
+	}
+	return NULL;
+}
+
+/*
+ * Find the leftmost-longest added token of this pass (normalized or not) in
+ * s[from..n).  A single_word token next to a letter or digit is passed over,
+ * and the search goes on after it.
+ */
+static const tok_added *
+find_added(const cbllm_tokenizer *tok, const char *s, size_t n, size_t from, bool normalized, size_t *at)
 {
 	for (size_t i = from; i < n && tok->n_added > 0; i++)
 	{
 		uint8_t		c = (uint8_t) s[i];
 
-		for (int k = tok->first[c]; k < tok->first[c + 1]; k++)
+		for (int k = tok->lens_first[normalized][c]; k < tok->lens_first[normalized][c + 1]; k++)
 		{
-			const tok_added *a = &tok->added[k];
+			size_t		len = tok->added_lens[k];
+			const tok_added *a = len <= n - i ? added_lookup(tok, s + i, len, normalized) : NULL;
 
-			if (a->normalized == normalized && (parse_special || !a->special) &&
-				a->len <= n - i && memcmp(s + i, a->match, a->len) == 0)
+			if (a == NULL)
+				continue;
+			if (a->single_word && (word_char(s, i, true) || word_char(s + i + len, n - i - len, false)))
 			{
-				*at = i;
-				return a;
+				i += len - 1;
+				break;
 			}
+			*at = i;
+			return a;
 		}
 	}
 	return NULL;
 }
 
-static int	encode_normalized(enc *e, const char *s, size_t n, bool at_start);
+static int	encode_normalized(tok_enc *e, const char *s, size_t n, bool at_start);
 
 /*
  * Split s on added tokens (the normalized ones, or the others) and encode
@@ -336,12 +415,12 @@ static int	encode_normalized(enc *e, const char *s, size_t n, bool at_start);
  * pre-tokenized and merged.
  */
 static int
-encode_split(enc *e, const char *s, size_t n, bool normalized, bool at_start)
+encode_split(tok_enc *e, const char *s, size_t n, bool normalized, bool at_start)
 {
 	for (size_t seg = 0;;)
 	{
 		size_t		ms = n, me = n, l;
-		const tok_added *a = find_added(e->tok, s, n, seg, normalized, e->parse_special, &ms);
+		const tok_added *a = e->parse_special ? find_added(e->tok, s, n, seg, normalized, &ms) : NULL;
 		int			rc = CBLLM_OK;
 
 		if (a != NULL)
@@ -351,15 +430,15 @@ encode_split(enc *e, const char *s, size_t n, bool normalized, bool at_start)
 			{
 				for (l = 1; l < 4 && ms - l > seg && utf8_len(s + ms - l, l) != (int) l; l++)
 					;
-				if (space_len(s + ms - l, l) != (int) l)
+				if (tok_space_len(s + ms - l, l) != (int) l)
 					break;
 				ms -= l;
 			}
-			while (a->rstrip && me < n && (l = space_len(s + me, n - me)) > 0)
+			while (a->rstrip && me < n && (l = tok_space_len(s + me, n - me)) > 0)
 				me += l;
 		}
 		if (ms > seg)
-			rc = normalized ? encode_words(e, s + seg, ms - seg, at_start && seg == 0)
+			rc = normalized ? tok_pretokenize(e, 0, s + seg, ms - seg, at_start && seg == 0)
 				: encode_normalized(e, s + seg, ms - seg, seg == 0);
 		if (rc == CBLLM_OK && a != NULL)
 			rc = enc_push(e, a->id);
@@ -371,7 +450,7 @@ encode_split(enc *e, const char *s, size_t n, bool normalized, bool at_start)
 
 /* Normalize a raw piece, then split it on normalized added tokens. */
 static int
-encode_normalized(enc *e, const char *s, size_t n, bool at_start)
+encode_normalized(tok_enc *e, const char *s, size_t n, bool at_start)
 {
 	cbllm_buf	b = {0};
 	int			rc = tok_normalize(e->tok, s, n, &b);
@@ -384,14 +463,14 @@ encode_normalized(enc *e, const char *s, size_t n, bool at_start)
 	return rc;
 }
 
-/* Encode text to ids, adding BOS (and EOS) as the config asks. */
+/* Encode text to ids, with the post-processor's special tokens when opts.add_bos. */
 int
 tokenizer_encode(const cbllm_tokenizer *tok, const char *text, size_t len,
 				 tokenizer_encode_opts opts, int32_t **ids, int *n_ids,
 				 cbllm_err *err)
 {
-	enc			e = {tok, opts.parse_special, NULL, 0, 0, err};
-	int			rc;
+	tok_enc		e = {tok, opts.parse_special, NULL, 0, 0, NULL, NULL, err};
+	int			rc = CBLLM_OK;
 
 	if (tok == NULL || ids == NULL || n_ids == NULL || (text == NULL && len > 0))
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "tokenizer_encode: invalid argument");
@@ -399,148 +478,29 @@ tokenizer_encode(const cbllm_tokenizer *tok, const char *text, size_t len,
 	*n_ids = 0;
 	if (len > (size_t) INT32_MAX / 4)
 		return cbllm_fail(err, CBLLM_ERR_TOO_LONG, "tokenizer_encode: text of %zu bytes is too long", len);
-	if ((rc = enc_push(&e, -1)) == CBLLM_OK)	/* room for a BOS */
+	for (int i = 0; opts.add_bos && i < tok->n_prefix && rc == CBLLM_OK; i++)
+		rc = enc_push(&e, tok->prefix[i]);
+	if (rc == CBLLM_OK && (rc = enc_push(&e, -1)) == CBLLM_OK)	/* a non-empty array even for no ids */
+		e.n--;
+	if (rc == CBLLM_OK && len >= CACHE_MIN_TEXT)
+		e.cache = calloc(1, sizeof(*e.cache));	/* without one, every word runs BPE */
+	if (rc == CBLLM_OK)
 		rc = encode_split(&e, text, len, false, true);
-	if (rc == CBLLM_OK && opts.add_bos && tok->add_bos && tok->bos_id >= 0 && !(e.n > 1 && e.ids[1] == tok->bos_id))
-		e.ids[0] = tok->bos_id;
-	if (rc == CBLLM_OK && opts.add_bos && tok->add_eos && tok->eos_id >= 0 && !(e.n > 1 && e.ids[e.n - 1] == tok->eos_id))
-		rc = enc_push(&e, tok->eos_id);
+	for (int i = 0; opts.add_bos && i < tok->n_suffix && rc == CBLLM_OK; i++)
+		rc = enc_push(&e, tok->suffix[i]);
+	tok_enc_done(&e);
+	if (e.cache)
+	{
+		cbllm_buf_free(&e.cache->words);
+		cbllm_buf_free(&e.cache->ids);
+		free(e.cache);
+	}
 	if (rc != CBLLM_OK)
 	{
 		free(e.ids);
 		return rc;
 	}
-	if (e.ids[0] < 0)
-		memmove(e.ids, e.ids + 1, (size_t) --e.n * sizeof(int32_t));
 	*ids = e.ids;
 	*n_ids = e.n;
 	return CBLLM_OK;
-}
-
-/* ------------------------------------------------------------ decoding */
-
-/* Set up a decoder stream. */
-void
-tokenizer_stream_init(tokenizer_stream *s, bool strip_leading_space, bool skip_special)
-{
-	memset(s, 0, sizeof(*s));
-	s->strip_space = strip_leading_space;
-	s->skip_special = skip_special;
-}
-
-/* Append complete text to out, dropping the stream's one leading space. */
-static int
-emit(tokenizer_stream *s, cbllm_buf *out, const char *p, size_t n)
-{
-	if (n == 0)
-		return CBLLM_OK;
-	if (s->strip_space)
-	{
-		s->strip_space = false;
-		if (p[0] == ' ')
-			p++, n--;
-	}
-	return cbllm_buf_append(out, p, n);
-}
-
-/* Replace each held byte of an unfinished character with U+FFFD. */
-static int
-flush_pending(tokenizer_stream *s, cbllm_buf *out)
-{
-	int			n = s->n_pending, rc = CBLLM_OK;
-
-	s->n_pending = 0;
-	for (int i = 0; i < n && rc == CBLLM_OK; i++)
-		rc = emit(s, out, TOK_FFFD, 3);
-	return rc;
-}
-
-/* Feed one byte of a byte-fallback token through the UTF-8 assembler. */
-static int
-stream_byte(tokenizer_stream *s, uint8_t b, cbllm_buf *out)
-{
-	int			need, rc;
-
-	s->pending[s->n_pending++] = b;
-	need = utf8_prefix(s->pending, s->n_pending);
-	if (need == 0 && s->n_pending > 1)
-	{
-		s->n_pending--;			/* b does not continue the held character */
-		if ((rc = flush_pending(s, out)) != CBLLM_OK)
-			return rc;
-		s->pending[s->n_pending++] = b;
-		need = utf8_prefix(s->pending, 1);
-	}
-	if (need == 0)
-	{
-		s->n_pending = 0;
-		return emit(s, out, TOK_FFFD, 3);
-	}
-	if (need == s->n_pending)
-	{
-		s->n_pending = 0;
-		return emit(s, out, (const char *) s->pending, need);
-	}
-	return CBLLM_OK;
-}
-
-/* Append the text that token id completes. */
-int
-tokenizer_stream_push(const cbllm_tokenizer *tok, tokenizer_stream *s,
-					  int32_t id, cbllm_buf *out)
-{
-	const tok_entry *t;
-	const char *p, *end, *run;
-	int			rc;
-
-	if (tok == NULL || s == NULL || out == NULL || s->n_pending < 0 || s->n_pending > 3 ||
-		id < 0 || id >= tok->n_ids || tok->ent[id].piece == NULL)
-		return CBLLM_ERR_INVALID;
-	t = &tok->ent[id];
-	if (t->special && s->skip_special)
-		return CBLLM_OK;
-	if (t->byte >= 0)
-		return stream_byte(s, (uint8_t) t->byte, out);
-	if ((rc = flush_pending(s, out)) != CBLLM_OK)
-		return rc;
-	for (p = run = t->piece, end = p + t->len; rc == CBLLM_OK && p <= end; p++)
-	{
-		if (p == end || (end - p >= 3 && memcmp(p, TOK_META, 3) == 0))
-		{
-			rc = emit(s, out, run, (size_t) (p - run));	/* "▁" becomes " " */
-			if (p < end && rc == CBLLM_OK)
-				rc = emit(s, out, " ", 1);
-			p += p < end ? 2 : 0;
-			run = p + 1;
-		}
-	}
-	return rc;
-}
-
-/* Flush the bytes of an unfinished character as U+FFFD replacement characters. */
-int
-tokenizer_stream_flush(tokenizer_stream *s, cbllm_buf *out)
-{
-	if (s == NULL || out == NULL || s->n_pending < 0 || s->n_pending > 3)
-		return CBLLM_ERR_INVALID;
-	return flush_pending(s, out);
-}
-
-/* Decode a whole id sequence, stripping the leading space. */
-int
-tokenizer_decode(const cbllm_tokenizer *tok, const int32_t *ids, int n,
-				 bool skip_special, cbllm_buf *out, cbllm_err *err)
-{
-	tokenizer_stream s;
-	int			rc = CBLLM_OK;
-
-	if (tok == NULL || out == NULL || (ids == NULL && n > 0))
-		return cbllm_fail(err, CBLLM_ERR_INVALID, "tokenizer_decode: invalid argument");
-	tokenizer_stream_init(&s, true, skip_special);
-	for (int i = 0; i < n && rc == CBLLM_OK; i++)
-		if ((rc = tokenizer_stream_push(tok, &s, ids[i], out)) == CBLLM_ERR_INVALID)
-			return cbllm_fail(err, rc, "tokenizer_decode: token id %d at position %d is not in the vocabulary", ids[i], i);
-	if (rc == CBLLM_OK)
-		rc = tokenizer_stream_flush(&s, out);
-	return rc == CBLLM_OK ? CBLLM_OK : cbllm_fail(err, rc, "tokenizer_decode: out of memory");
 }

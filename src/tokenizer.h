@@ -1,16 +1,22 @@
 /*
- * tokenizer.h: HuggingFace tokenizer.json BPE tokenizers of the SentencePiece
- * kind (the Llama-2 family): "▁" Prepend/Replace normalizer, ranked merges,
- * byte fallback, added/special tokens, BOS/EOS from tokenizer_config.json.
+ * tokenizer.h: HuggingFace tokenizer.json BPE tokenizers, of the
+ * SentencePiece kind (Llama-2, Mistral, Gemma: "▁" Prepend/Replace
+ * normalizer, Metaspace, byte fallback) and of the byte-level kind (GPT-2,
+ * Llama-3, Qwen: regex Split, ByteLevel, ignore_merges), with added/special
+ * tokens, the post-processor's BOS/EOS and tokenizer_config.json's options.
+ * Every option is read from the files, never chosen by model name.
  *
  * Encoding follows HuggingFace: text is first split on added tokens (when
- * special-token parsing is on), each remaining piece is normalized (Prepend
- * "▁", spaces become "▁") and merged by BPE; characters missing from the
- * vocabulary become <0xXX> byte tokens.  A BOS is prepended when the config
- * asks for it, unless the text already starts with the BOS token.
+ * special-token parsing is on), each remaining piece is normalized,
+ * pre-tokenized and merged by BPE; characters missing from the vocabulary
+ * become <0xXX> byte tokens where the model has byte fallback.  With add_bos
+ * the post-processor's special tokens go around the ids, exactly as
+ * HuggingFace's add_special_tokens (a text that starts with "<s>" then starts
+ * with two BOS ids).
  *
- * Decoding is streaming-safe: tokenizer_stream_push never emits part of a
- * UTF-8 character; bytes of an unfinished character wait for the next token.
+ * Decoding runs tokenizer.json's decoder chain and is streaming-safe:
+ * tokenizer_stream_push never emits part of a UTF-8 character; bytes of an
+ * unfinished character wait for the next token.
  */
 #ifndef CBLLM_TOKENIZER_H
 #define CBLLM_TOKENIZER_H
@@ -55,8 +61,8 @@ const char *tokenizer_piece(const cbllm_tokenizer *tok, int32_t id);
 
 typedef struct tokenizer_encode_opts
 {
-	bool		add_bos;		/* prepend BOS if the config says so (add_bos_token) */
-	bool		parse_special;	/* recognise added-token text such as "<s>" */
+	bool		add_bos;		/* add the post-processor's special tokens (BOS for Llama, Gemma) */
+	bool		parse_special;	/* recognise added-token text such as "<s>" or "<|im_start|>" */
 } tokenizer_encode_opts;
 
 /*
@@ -75,12 +81,14 @@ typedef struct tokenizer_stream
 	int			n_pending;
 	bool		strip_space;	/* drop one leading space (start of a whole text) */
 	bool		skip_special;	/* special tokens produce no text */
+	bool		one_fffd;		/* an unfinished character is one U+FFFD, not one per byte */
 } tokenizer_stream;
 
 /*
  * strip_leading_space: true when decoding a whole text from its start (as
- * HuggingFace's decode does); false for a continuation such as generated
- * tokens after a prompt, where a leading space is part of the output.
+ * HuggingFace's decode does: the decoder's Strip or Metaspace drops one
+ * leading space, where the decoder has one); false for a continuation such
+ * as generated tokens after a prompt, where a leading space is output.
  */
 void		tokenizer_stream_init(tokenizer_stream *s, bool strip_leading_space,
 								  bool skip_special);
@@ -92,7 +100,22 @@ int			tokenizer_stream_push(const cbllm_tokenizer *tok, tokenizer_stream *s,
 /* Flush bytes of an unfinished character as U+FFFD replacement characters. */
 int			tokenizer_stream_flush(tokenizer_stream *s, cbllm_buf *out);
 
-/* Decode a whole id sequence (strips the leading space, like HuggingFace). */
+typedef struct tokenizer_decode_opts
+{
+	bool		skip_special;	/* special tokens produce no text */
+	bool		raw;			/* the decoder chain alone: no clean_up_tokenization_spaces */
+} tokenizer_decode_opts;
+
+/*
+ * Decode a whole id sequence from its start, as HuggingFace's decode:
+ * the decoder chain, then, unless opts.raw, the clean-up of spaces before
+ * punctuation and contractions when tokenizer_config.json's
+ * clean_up_tokenization_spaces is true.  Appends to out.
+ */
+int			tokenizer_decode_with(const cbllm_tokenizer *tok, const int32_t *ids, int n,
+								  tokenizer_decode_opts opts, cbllm_buf *out, cbllm_err *err);
+
+/* tokenizer_decode_with(tok, ids, n, {skip_special, raw = false}, out, err). */
 int			tokenizer_decode(const cbllm_tokenizer *tok, const int32_t *ids, int n,
 							 bool skip_special, cbllm_buf *out, cbllm_err *err);
 

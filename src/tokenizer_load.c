@@ -1,17 +1,24 @@
 /*
- * tokenizer_load.c: reading a HuggingFace tokenizer.json (BPE of the
- * SentencePiece kind, Llama-2 family) and its tokenizer_config.json.
+ * tokenizer_load.c: reading a HuggingFace tokenizer.json (a BPE model) and
+ * its tokenizer_config.json.
  *
  * Loading copies what encoding and decoding need out of the cJSON tree into
  * flat tables and frees the tree: an id-indexed array of token entries
- * (piece text, byte value of <0xXX> pieces, special flag); an
- * open-addressing hash of the model vocabulary (piece -> id); an
+ * (piece text, byte value of <0xXX> pieces, special and added flags, decoded
+ * bytes); an open-addressing hash of the model vocabulary (piece -> id); an
  * open-addressing hash of the merges keyed by the pair of ids (-> rank,
- * merged id); the added tokens sorted by first byte then by length, for
- * leftmost-longest matching; the normalizer as a list of Prepend/Replace
- * steps; an optional Metaspace pre-tokenizer.  All strings live in one arena.
+ * merged id); the added tokens sorted by first byte then by length, with a
+ * hash of their texts and the lengths per first byte, for leftmost-longest
+ * matching; the ids the post-processor puts around a text.  The normalizer
+ * (tokenizer_norm.c), the pre-tokenizer (tokenizer_pretok.c) and the decoder
+ * (tokenizer_decode.c) read their own sections.  All strings live in one
+ * arena.
  *
- * Encoding and decoding, which read these tables, are in tokenizer.c.
+ * tokenizer_config.json gives the BOS and EOS tokens, add_bos_token and
+ * add_eos_token (which, when given, put in or take out the BOS/EOS the
+ * post-processor adds, as transformers' Llama and Gemma tokenizers do; with
+ * no post-processor they alone decide, adding a BOS by default), and
+ * clean_up_tokenization_spaces (false when absent).
  */
 #include "tokenizer_internal.h"
 
@@ -22,15 +29,12 @@
 #include <unistd.h>
 
 #define TOK_MAX_ID		(1 << 24)	/* ids must be below this */
-#define TOK_MAX_GROWTH	64			/* the most the normalizer may multiply a length by */
-#define JGET(o, k)		cJSON_GetObjectItemCaseSensitive(o, k)
-#define JSTR(o, k)		cJSON_GetStringValue(JGET(o, k))
 
 /* ---------------------------------------------------------------- utils */
 
 /* Copy n bytes plus a NUL into the tokenizer's string arena. */
-static char *
-arena_dup(cbllm_tokenizer *tok, const char *s, size_t n)
+char *
+tok_arena_dup(cbllm_tokenizer *tok, const char *s, size_t n)
 {
 	tok_block  *b = tok->arena;
 
@@ -96,8 +100,8 @@ parse_json(const char *text, size_t len, const char *path, cJSON **out, cbllm_er
 }
 
 /* Read an optional boolean member into *out; absent or null leaves it alone. */
-static int
-get_bool(const cJSON *obj, const char *key, bool *out, const char *path,
+int
+tok_get_bool(const cJSON *obj, const char *key, bool *out, const char *path,
 		 const char *where, cbllm_err *err)
 {
 	const cJSON *v = JGET(obj, key);
@@ -107,6 +111,22 @@ get_bool(const cJSON *obj, const char *key, bool *out, const char *path,
 	if (!cJSON_IsBool(v))
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: %s\"%s\" must be a boolean", path, where, key);
 	*out = cJSON_IsTrue(v);
+	return CBLLM_OK;
+}
+
+/* Run fn on each element of seq's array key (a Sequence of what), one level deeper. */
+int
+tok_load_sequence(cbllm_tokenizer *tok, void *ctx, const cJSON *seq, const char *key, int depth,
+				  tok_step_fn fn, const char *what, const char *path, cbllm_err *err)
+{
+	const cJSON *it;
+	int			rc;
+
+	if (!cJSON_IsArray(JGET(seq, key)) || depth > 4)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: bad Sequence %s", path, what);
+	cJSON_ArrayForEach(it, JGET(seq, key))
+		if ((rc = fn(tok, ctx, it, depth + 1, path, err)) != CBLLM_OK)
+		return rc;
 	return CBLLM_OK;
 }
 
@@ -120,101 +140,6 @@ get_id(const cJSON *v, int64_t limit, int32_t *id)
 		return false;
 	*id = (int32_t) d;
 	return true;
-}
-
-/* Append the steps of a normalizer (recursing into Sequence). */
-static int
-load_normalizer(cbllm_tokenizer *tok, const cJSON *n, int depth, const char *path, cbllm_err *err)
-{
-	const char *t = JSTR(n, "type");
-	tok_norm   *st = &tok->norm[tok->n_norm];
-	const cJSON *it;
-
-	if (n == NULL || cJSON_IsNull(n))
-		return CBLLM_OK;
-	if (!cJSON_IsObject(n) || t == NULL)
-		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: normalizer must be null or an object with a \"type\"", path);
-	if (strcmp(t, "Sequence") == 0)
-	{
-		if (!cJSON_IsArray(JGET(n, "normalizers")) || depth > 4)
-			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: bad Sequence normalizer", path);
-		cJSON_ArrayForEach(it, JGET(n, "normalizers"))
-		{
-			int			rc = load_normalizer(tok, it, depth + 1, path, err);
-
-			if (rc != CBLLM_OK)
-				return rc;
-		}
-		return CBLLM_OK;
-	}
-	if (tok->n_norm == TOK_MAX_NORM)
-		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: too many normalizer steps", path);
-	if (strcmp(t, "Prepend") == 0)
-		*st = (tok_norm) {true, JSTR(n, "prepend"), "", 0, 0};
-	else if (strcmp(t, "Replace") == 0)
-	{
-		if (JGET(JGET(n, "pattern"), "Regex") != NULL)
-			return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: Replace normalizer with a Regex pattern is not supported", path);
-		*st = (tok_norm) {false, JSTR(JGET(n, "pattern"), "String"), JSTR(n, "content"), 0, 0};
-	}
-	else
-		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: unsupported normalizer type %.64s", path, t);
-	if (st->a == NULL || st->b == NULL || (!st->prepend && *st->a == '\0'))
-		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: %s normalizer lacks its strings", path, t);
-	st->alen = strlen(st->a);
-	st->blen = strlen(st->b);
-	if ((st->a = arena_dup(tok, st->a, st->alen)) == NULL || (st->b = arena_dup(tok, st->b, st->blen)) == NULL)
-		return cbllm_fail(err, CBLLM_ERR_NOMEM, "%s: out of memory", path);
-	tok->n_norm++;
-	return CBLLM_OK;
-}
-
-/*
- * Refuse a normalizer that can make a text more than TOK_MAX_GROWTH times
- * longer: Replace steps multiply, so a few of them that each lengthen what they
- * replace would turn every prompt (and every added token) into gigabytes.
- */
-static int
-check_growth(const cbllm_tokenizer *tok, const char *path, cbllm_err *err)
-{
-	double		growth = 1;
-
-	for (int k = 0; k < tok->n_norm; k++)
-		if (!tok->norm[k].prepend && tok->norm[k].blen > tok->norm[k].alen)
-			growth *= (double) tok->norm[k].blen / (double) tok->norm[k].alen;
-	if (growth > TOK_MAX_GROWTH)
-		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "%s: the normalizer can make a text %.3g times longer (at most %d is supported)",
-						  path, growth, TOK_MAX_GROWTH);
-	return CBLLM_OK;
-}
-
-/* Read the pre-tokenizer: null, or Metaspace with the "▁" replacement. */
-static int
-load_pretokenizer(cbllm_tokenizer *tok, const cJSON *p, const char *path, cbllm_err *err)
-{
-	const char *t = JSTR(p, "type"),
-			   *rep = JSTR(p, "replacement"),
-			   *scheme = JSTR(p, "prepend_scheme");
-	bool		add_prefix = true;
-	int			rc;
-
-	if (p == NULL || cJSON_IsNull(p))
-		return CBLLM_OK;
-	if (t == NULL || strcmp(t, "Metaspace") != 0)
-		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: unsupported pre_tokenizer type %.64s", path, t ? t : "(none)");
-	if (rep != NULL && strcmp(rep, TOK_META) != 0)
-		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: Metaspace replacement must be \"" TOK_META "\"", path);
-	tok->meta_split = true;
-	if ((rc = get_bool(p, "split", &tok->meta_split, path, "pre_tokenizer: ", err)) != CBLLM_OK ||
-		(rc = get_bool(p, "add_prefix_space", &add_prefix, path, "pre_tokenizer: ", err)) != CBLLM_OK)
-		return rc;
-	tok->meta = scheme == NULL ? (add_prefix ? META_ALWAYS : META_NEVER) :
-		strcmp(scheme, "always") == 0 ? META_ALWAYS : strcmp(scheme, "first") == 0 ? META_FIRST :
-		strcmp(scheme, "never") == 0 ? META_NEVER : META_NONE;
-	if (tok->meta == META_NONE)
-		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: bad Metaspace prepend_scheme %.32s", path, scheme);
-	return CBLLM_OK;
 }
 
 /* Validate the ids of the vocabulary and the added tokens, then allocate the entries. */
@@ -280,7 +205,7 @@ load_vocab(cbllm_tokenizer *tok, const cJSON *vocab, const char *path, cbllm_err
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.vocab: piece with id %d is not valid UTF-8", path, id);
 		if (vocab_find(tok, it->string, len) >= 0)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.vocab: piece \"%.64s\" appears twice", path, it->string);
-		if ((e->piece = arena_dup(tok, it->string, len)) == NULL)
+		if ((e->piece = tok_arena_dup(tok, it->string, len)) == NULL)
 			return cbllm_fail(err, CBLLM_ERR_NOMEM, "%s: out of memory", path);
 		while (tok->vocab[h].s)
 			h = (h + 1) & tok->vocab_mask;
@@ -288,6 +213,46 @@ load_vocab(cbllm_tokenizer *tok, const cJSON *vocab, const char *path, cbllm_err
 		e->len = (uint32_t) len;
 	}
 	return CBLLM_OK;
+}
+
+/*
+ * Find where a long word may be cut before a "▁" (tokenizer_internal.h):
+ * collect the characters that some piece has just before a "▁" (other than
+ * "▁" itself); with more than TOK_MAX_KEEP of them, no cutting.
+ */
+static void
+find_meta_cuts(cbllm_tokenizer *tok)
+{
+	tok->meta_cut = vocab_find(tok, TOK_META, 3) >= 0;
+	for (int id = 0; id < tok->n_ids && tok->meta_cut; id++)
+	{
+		const tok_entry *e = &tok->ent[id];
+
+		for (const char *p = e->piece, *m; p && (m = memmem(p, e->len - (size_t) (p - e->piece), TOK_META, 3)) != NULL; p = m + 3)
+		{
+			int			l = 1,
+						k;
+
+			if (m == e->piece)
+				continue;
+			while (l < 4 && m - l > e->piece && utf8_len(m - l, (size_t) l) != l)
+				l++;
+			if (l == 3 && memcmp(m - 3, TOK_META, 3) == 0)
+				continue;
+			for (k = 0; k < tok->n_meta_keep && memcmp(tok->meta_keep[k], m - l, (size_t) l) != 0; k++)
+				;
+			if (k < tok->n_meta_keep)
+				continue;
+			if (tok->n_meta_keep == TOK_MAX_KEEP)
+			{
+				tok->meta_cut = false;
+				break;
+			}
+			memset(tok->meta_keep[k], 0, 4);
+			memcpy(tok->meta_keep[k], m - l, (size_t) l);
+			tok->n_meta_keep++;
+		}
+	}
 }
 
 /* Read the merges ("a b" or ["a", "b"]; rank = index) into their hash. */
@@ -350,6 +315,50 @@ added_cmp(const void *x, const void *y)
 	return a->len < b->len ? 1 : a->len > b->len ? -1 : 0;
 }
 
+/*
+ * Index the sorted added tokens for matching: first[c] (where those starting
+ * with byte c begin), a hash of their match texts, and for each pass (raw
+ * text, normalized text) and first byte the distinct lengths of the tokens
+ * that pass looks for, longest first.
+ */
+static int
+index_added(cbllm_tokenizer *tok, const char *path, cbllm_err *err)
+{
+	int			n_lens = 0;
+
+	tok->added_mask = table_mask(tok->n_added);
+	if ((tok->added_hash = malloc((size_t) (tok->added_mask + 1) * sizeof(int32_t))) == NULL ||
+		(tok->added_lens = malloc((size_t) (tok->n_added + 1) * sizeof(uint32_t))) == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "%s: out of memory", path);
+	memset(tok->added_hash, 0xFF, (size_t) (tok->added_mask + 1) * sizeof(int32_t));
+	for (int c = 0, i = 0; c <= 256; c++)
+	{
+		tok->first[c] = i;
+		for (; i < tok->n_added && (uint8_t) tok->added[i].match[0] == c; i++)
+		{
+			uint32_t	h = hash_bytes(tok->added[i].match, tok->added[i].len) & tok->added_mask;
+
+			while (tok->added_hash[h] >= 0)
+				h = (h + 1) & tok->added_mask;
+			tok->added_hash[h] = i;
+		}
+	}
+	for (int pass = 0; pass < 2; pass++)
+		for (int c = 0; c <= 256; c++)
+		{
+			tok->lens_first[pass][c] = n_lens;
+			for (int i = c < 256 ? tok->first[c] : tok->n_added; c < 256 && i < tok->first[c + 1]; i++)
+			{
+				const tok_added *a = &tok->added[i];
+
+				if (a->normalized == (pass == 1) &&
+					(n_lens == tok->lens_first[pass][c] || tok->added_lens[n_lens - 1] != a->len))
+					tok->added_lens[n_lens++] = a->len;
+			}
+		}
+	return CBLLM_OK;
+}
+
 /* Fill the added tokens (validated by size_tables) into the entries and the match table. */
 static int
 load_added(cbllm_tokenizer *tok, const cJSON *list, const char *path, cbllm_err *err)
@@ -370,12 +379,13 @@ load_added(cbllm_tokenizer *tok, const cJSON *list, const char *path, cbllm_err 
 		char		where[48];
 
 		snprintf(where, sizeof(where), "added_tokens[%d]: ", k++);
-		if ((rc = get_bool(it, "special", &a->special, path, where, err)) != CBLLM_OK)
+		if ((rc = tok_get_bool(it, "special", &a->special, path, where, err)) != CBLLM_OK)
 			break;
 		a->normalized = !a->special;
-		if ((rc = get_bool(it, "lstrip", &a->lstrip, path, where, err)) != CBLLM_OK ||
-			(rc = get_bool(it, "rstrip", &a->rstrip, path, where, err)) != CBLLM_OK ||
-			(rc = get_bool(it, "normalized", &a->normalized, path, where, err)) != CBLLM_OK)
+		if ((rc = tok_get_bool(it, "lstrip", &a->lstrip, path, where, err)) != CBLLM_OK ||
+			(rc = tok_get_bool(it, "rstrip", &a->rstrip, path, where, err)) != CBLLM_OK ||
+			(rc = tok_get_bool(it, "normalized", &a->normalized, path, where, err)) != CBLLM_OK ||
+			(rc = tok_get_bool(it, "single_word", &a->single_word, path, where, err)) != CBLLM_OK)
 			break;
 		if (!utf8_valid(content, len))
 		{
@@ -383,13 +393,14 @@ load_added(cbllm_tokenizer *tok, const cJSON *list, const char *path, cbllm_err 
 			break;
 		}
 		if (e->piece == NULL || e->len != len || memcmp(e->piece, content, len) != 0)
-			*e = (tok_entry) {arena_dup(tok, content, len), (uint32_t) len, -1, false};
+			*e = (tok_entry) {tok_arena_dup(tok, content, len), (uint32_t) len, -1, false, true, NULL, 0};
 		e->special |= a->special;
+		e->added = true;
 		a->match = e->piece;
 		a->len = e->len;
 		if (a->normalized && (rc = tok_normalize(tok, content, len, &nb)) == CBLLM_OK)
 		{
-			a->match = arena_dup(tok, nb.data, nb.len);
+			a->match = tok_arena_dup(tok, nb.data, nb.len);
 			a->len = (uint32_t) nb.len;
 		}
 		if (rc != CBLLM_OK || e->piece == NULL || a->match == NULL)
@@ -407,13 +418,7 @@ load_added(cbllm_tokenizer *tok, const cJSON *list, const char *path, cbllm_err 
 	if (rc != CBLLM_OK)
 		return rc;
 	qsort(tok->added, tok->n_added, sizeof(tok_added), added_cmp);
-	for (int c = 0, i = 0; c <= 256; c++)
-	{
-		while (i < tok->n_added && (uint8_t) tok->added[i].match[0] < c)
-			i++;
-		tok->first[c] = i;
-	}
-	return CBLLM_OK;
+	return index_added(tok, path, err);
 }
 
 /* Id of a token by its text: an added token first, then the vocabulary; or -1. */
@@ -452,24 +457,55 @@ config_token(const cbllm_tokenizer *tok, const cJSON *root, const char *key, int
 	return CBLLM_OK;
 }
 
+/* Put id first in list (or take it out, when !on), as add_bos_token asks. */
+static void
+set_edge(int32_t *list, int *n, int32_t id, bool on, bool at_end)
+{
+	int			k = at_end ? *n - 1 : 0;
+
+	if (id < 0)
+		return;
+	if (!on && *n > 0 && list[k] == id)
+	{
+		if (!at_end)
+			memmove(list, list + 1, (size_t) (*n - 1) * sizeof(int32_t));
+		(*n)--;
+	}
+	else if (on && (*n == 0 || list[k] != id) && *n < TOK_MAX_POST)
+	{
+		if (!at_end)
+			memmove(list + 1, list, (size_t) *n * sizeof(int32_t));
+		list[at_end ? *n : 0] = id;
+		(*n)++;
+	}
+}
+
 /*
  * Apply tokenizer_config.json's text (len bytes; NULL when there is none):
- * BOS/EOS and whether to add them.  Messages name path.
+ * BOS/EOS, whether to add them, and the decode clean-up.  Messages name path.
  */
 static int
 parse_config(cbllm_tokenizer *tok, const char *text, size_t len, const char *path, cbllm_err *err)
 {
 	cJSON	   *root = NULL;
+	const cJSON *ab, *ae;
 	int			rc = CBLLM_OK;
+	bool		add_bos = true, add_eos = false;
 
 	tok->bos_id = find_token(tok, "<s>");	/* defaults when the config is silent */
 	tok->eos_id = find_token(tok, "</s>");
 	if (text != NULL && (rc = parse_json(text, len, path, &root, err)) == CBLLM_OK &&
 		(rc = config_token(tok, root, "bos_token", &tok->bos_id, path, err)) == CBLLM_OK)
 		rc = config_token(tok, root, "eos_token", &tok->eos_id, path, err);
-	tok->add_bos = tok->bos_id >= 0;
-	if (rc == CBLLM_OK && (rc = get_bool(root, "add_bos_token", &tok->add_bos, path, "", err)) == CBLLM_OK)
-		rc = get_bool(root, "add_eos_token", &tok->add_eos, path, "", err);
+	if (rc == CBLLM_OK && (rc = tok_get_bool(root, "add_bos_token", &add_bos, path, "", err)) == CBLLM_OK &&
+		(rc = tok_get_bool(root, "add_eos_token", &add_eos, path, "", err)) == CBLLM_OK)
+		rc = tok_get_bool(root, "clean_up_tokenization_spaces", &tok->clean_up, path, "", err);
+	ab = JGET(root, "add_bos_token");
+	ae = JGET(root, "add_eos_token");
+	if (rc == CBLLM_OK && (!tok->has_post || cJSON_IsBool(ab)))
+		set_edge(tok->prefix, &tok->n_prefix, tok->bos_id, add_bos, false);
+	if (rc == CBLLM_OK && (!tok->has_post || cJSON_IsBool(ae)))
+		set_edge(tok->suffix, &tok->n_suffix, tok->eos_id, add_eos, true);
 	cJSON_Delete(root);
 	return rc;
 }
@@ -519,9 +555,9 @@ load_model(cbllm_tokenizer *tok, const cJSON *root, const cJSON *model, const ch
 						  "%s: BPE with a subword prefix, word suffix or dropout is not supported", path);
 	if (unk != NULL && !cJSON_IsNull(unk) && !cJSON_IsString(unk))
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.unk_token must be a string or null", path);
-	if ((rc = get_bool(model, "byte_fallback", &tok->byte_fallback, path, "model: ", err)) != CBLLM_OK ||
-		(rc = get_bool(model, "fuse_unk", &tok->fuse_unk, path, "model: ", err)) != CBLLM_OK ||
-		(rc = get_bool(model, "ignore_merges", &tok->ignore_merges, path, "model: ", err)) != CBLLM_OK ||
+	if ((rc = tok_get_bool(model, "byte_fallback", &tok->byte_fallback, path, "model: ", err)) != CBLLM_OK ||
+		(rc = tok_get_bool(model, "fuse_unk", &tok->fuse_unk, path, "model: ", err)) != CBLLM_OK ||
+		(rc = tok_get_bool(model, "ignore_merges", &tok->ignore_merges, path, "model: ", err)) != CBLLM_OK ||
 		(rc = size_tables(tok, vocab, JGET(root, "added_tokens"), path, err)) != CBLLM_OK ||
 		(rc = load_vocab(tok, vocab, path, err)) != CBLLM_OK ||
 		(rc = load_merges(tok, JGET(model, "merges"), path, err)) != CBLLM_OK)
@@ -535,7 +571,92 @@ load_model(cbllm_tokenizer *tok, const cJSON *root, const cJSON *model, const ch
 		if ((tok->byte_id[b] = vocab_find(tok, name, 6)) >= 0)
 			tok->ent[tok->byte_id[b]].byte = (int16_t) b;
 	}
+	for (int c = 0; c < 128; c++)
+	{
+		char		ch = (char) c;
+
+		tok->ascii_id[c] = vocab_find(tok, &ch, 1);
+	}
+	find_meta_cuts(tok);
 	return CBLLM_OK;
+}
+
+/* Append the ids of a TemplateProcessing "single" template around its sequence A. */
+static int
+load_template(cbllm_tokenizer *tok, const cJSON *p, const char *path, cbllm_err *err)
+{
+	const cJSON *it, *specials = JGET(p, "special_tokens");
+	bool		after = false;
+
+	if (!cJSON_IsArray(JGET(p, "single")))
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: TemplateProcessing needs a \"single\" array", path);
+	cJSON_ArrayForEach(it, JGET(p, "single"))
+	{
+		const char *name = JSTR(JGET(it, "SpecialToken"), "id");
+		const cJSON *ids = JGET(JGET(specials, name ? name : ""), "ids"), *v;
+
+		if (JGET(it, "Sequence") != NULL)
+		{
+			after = true;
+			continue;
+		}
+		if (name == NULL || !cJSON_IsArray(ids))
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: TemplateProcessing item is not a known SpecialToken or a Sequence", path);
+		cJSON_ArrayForEach(v, ids)
+		{
+			int32_t		id;
+			int		   *n = after ? &tok->n_suffix : &tok->n_prefix;
+
+			if (!get_id(v, tok->n_ids, &id) || tok->ent[id].piece == NULL)
+				return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: TemplateProcessing token %.64s has a bad id", path, name);
+			if (*n == TOK_MAX_POST)
+				return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: TemplateProcessing adds too many tokens", path);
+			(after ? tok->suffix : tok->prefix)[(*n)++] = id;
+		}
+	}
+	return CBLLM_OK;
+}
+
+/* Id of a Roberta/Bert processor's ["token", id] member, or -1 if it is bad. */
+static int32_t
+pair_id(const cbllm_tokenizer *tok, const cJSON *pair)
+{
+	int32_t		id;
+
+	return cJSON_IsArray(pair) && cJSON_GetArraySize(pair) == 2 && get_id(cJSON_GetArrayItem(pair, 1), tok->n_ids, &id) &&
+		tok->ent[id].piece != NULL ? id : -1;
+}
+
+/* Read the post-processor: what add_special_tokens puts around a text. */
+static int
+load_post(cbllm_tokenizer *tok, void *ctx, const cJSON *p, int depth, const char *path, cbllm_err *err)
+{
+	const char *t = JSTR(p, "type");
+
+	if (p == NULL || cJSON_IsNull(p))
+		return CBLLM_OK;
+	tok->has_post = true;
+	if (t == NULL)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: post_processor must be null or an object with a \"type\"", path);
+	if (strcmp(t, "Sequence") == 0)
+		return tok_load_sequence(tok, ctx, p, "processors", depth, load_post, "post_processor", path, err);
+	if (strcmp(t, "ByteLevel") == 0)
+		return CBLLM_OK;		/* offsets only */
+	if (strcmp(t, "TemplateProcessing") == 0)
+		return load_template(tok, p, path, err);
+	if (strcmp(t, "RobertaProcessing") == 0 || strcmp(t, "BertProcessing") == 0)
+	{
+		int32_t		cls = pair_id(tok, JGET(p, "cls")), sep = pair_id(tok, JGET(p, "sep"));
+
+		if (cls < 0 || sep < 0)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: %s needs \"cls\" and \"sep\" as [token, id]", path, t);
+		if (tok->n_prefix == TOK_MAX_POST || tok->n_suffix == TOK_MAX_POST)
+			return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: post_processor adds too many tokens", path);
+		tok->prefix[tok->n_prefix++] = cls;
+		tok->suffix[tok->n_suffix++] = sep;
+		return CBLLM_OK;
+	}
+	return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: unsupported post_processor type %.64s", path, t);
 }
 
 /* Build tok's tables from tokenizer.json's text (len bytes); messages name tok->path. */
@@ -547,10 +668,11 @@ parse_tokenizer(cbllm_tokenizer *tok, const char *text, size_t len, cbllm_err *e
 
 	if ((rc = parse_json(text, len, tok->path, &root, err)) == CBLLM_OK &&
 		(rc = load_model(tok, root, JGET(root, "model"), tok->path, err)) == CBLLM_OK &&
-		(rc = load_normalizer(tok, JGET(root, "normalizer"), 0, tok->path, err)) == CBLLM_OK &&
-		(rc = check_growth(tok, tok->path, err)) == CBLLM_OK &&
-		(rc = load_pretokenizer(tok, JGET(root, "pre_tokenizer"), tok->path, err)) == CBLLM_OK)
-		rc = load_added(tok, JGET(root, "added_tokens"), tok->path, err);
+		(rc = tok_load_normalizer(tok, JGET(root, "normalizer"), tok->path, err)) == CBLLM_OK &&
+		(rc = tok_load_pretokenizer(tok, JGET(root, "pre_tokenizer"), tok->path, err)) == CBLLM_OK &&
+		(rc = load_added(tok, JGET(root, "added_tokens"), tok->path, err)) == CBLLM_OK &&
+		(rc = tok_load_decoder(tok, JGET(root, "decoder"), tok->path, err)) == CBLLM_OK)
+		rc = load_post(tok, NULL, JGET(root, "post_processor"), 0, tok->path, err);
 	cJSON_Delete(root);
 	return rc;
 }
@@ -633,6 +755,9 @@ tokenizer_free(cbllm_tokenizer *tok)
 	free(tok->vocab);
 	free(tok->merges);
 	free(tok->added);
+	free(tok->added_hash);
+	free(tok->added_lens);
+	tok_free_pretokenizer(tok);
 	free(tok->path);
 	free(tok);
 }

@@ -31,9 +31,17 @@ ids=$(printf 'Hello world' | $cli tokenize -m "$tokdir" --raw)
 [ "$ids" = "15043 3186" ]
 ok $? "tokenize --raw of 'Hello world' with the Llama-2 vocabulary is 15043 3186 ($ids)"
 
-ids=$(printf '<s>Hello' | $cli tokenize -m "$tokdir")
+ids=$(printf '<s>Hello' | $cli tokenize -m "$tokdir" --no-bos)
 [ "$ids" = "1 15043" ]
-ok $? "tokenize recognises <s> in the text and does not add a second BOS ($ids)"
+ok $? "tokenize recognises <s> in the text ($ids)"
+
+ids=$(printf '<s>Hello' | $cli tokenize -m "$tokdir")
+[ "$ids" = "1 1 15043" ]
+ok $? "tokenize adds the BOS before a text's own <s>, as HuggingFace's add_special_tokens does ($ids)"
+
+ids=$(printf '"<s>Hello"\n"a b"\n' | $cli tokenize -m "$tokdir" --jsonl --special)
+[ "$ids" = "$(printf '[1, 1, 15043]\n[1, 263, 289]')" ]
+ok $? "tokenize --jsonl --special: one JSON id array per JSON string line ($ids)"
 
 err=$($cli generate -m /nonexistent -p x 2>&1 >/dev/null)
 rc=$?

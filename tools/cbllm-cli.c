@@ -3,6 +3,8 @@
  *
  *   cbllm-cli generate -m DIR (-p TEXT | --prompt-ids "1 2 3") [options]
  *   cbllm-cli tokenize -m DIR [--raw]          (text on standard input)
+ *   cbllm-cli tokenize -m DIR --jsonl [--special] | --bench FILE
+ *   cbllm-cli detokenize -m DIR --jsonl [--raw]  (see cli_tokenize.c)
  *   cbllm-cli logits   -m DIR --prompt-ids "1 2 3"
  *   cbllm-cli bench    -m DIR [--concurrency 1,4,8,16,32] [--requests N] [--prompt-len A..B]
  *                      [--gen-len A..B] [--static] [--json] [--bandwidth GBPS]
@@ -22,6 +24,7 @@
 #include "cbllm.h"
 #include "cli_bench.h"
 #include "cli_chat.h"
+#include "cli_tokenize.h"
 #include "cli_workload.h"
 #include "tokenizer.h"
 
@@ -34,6 +37,9 @@ Usage(FILE *f)
 		  "            [-n MAX_TOKENS] [--temp T] [--top-p P] [--top-k K] [--seed S] [--stop STR]...\n"
 		  "            [--ids] [--ignore-eos] [--no-bos] [--template-kwargs JSON]\n"
 		  "  cbllm-cli tokenize -m DIR [--raw]        reads text from standard input\n"
+		  "  cbllm-cli tokenize -m DIR --jsonl [--special]   JSON string lines -> id array lines\n"
+		  "  cbllm-cli tokenize -m DIR --bench FILE   tokenizer load time and encoding MB/s\n"
+		  "  cbllm-cli detokenize -m DIR --jsonl [--raw]     id array lines -> JSON string lines\n"
 		  "  cbllm-cli logits -m DIR --prompt-ids \"ID ...\"\n"
 		  "  cbllm-cli bench -m DIR [--concurrency 1,4,8,16,32] [--requests N] [--prompt-len A..B]\n"
 		  "            [--gen-len A..B] [--prefix-len N] [--temp T] [--top-p P] [--seed S]\n"
@@ -164,6 +170,7 @@ typedef struct cli_opts
 	bool		temp_given;
 	bool		top_p_given;
 	bool		top_k_given;
+	tokenize_opts tok;
 	bench_opts	bench;
 	workload_opts work;
 } cli_opts;
@@ -182,7 +189,11 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 		if (strcmp(a, "--ids") == 0)
 			o->print_ids = true, takes = 0;
 		else if (strcmp(a, "--raw") == 0)
-			o->raw = true, takes = 0;
+			o->raw = o->tok.raw = true, takes = 0;
+		else if (strcmp(a, "--jsonl") == 0)
+			o->tok.jsonl = true, takes = 0;
+		else if (strcmp(a, "--special") == 0)
+			o->tok.special = true, takes = 0;
 		else if (strcmp(a, "--no-bos") == 0)
 			o->no_bos = true, takes = 0;
 		else if (strcmp(a, "--ignore-eos") == 0)
@@ -270,6 +281,8 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 			}
 			o->sp.stop[o->sp.n_stop++] = v;
 		}
+		else if (strcmp(a, "--bench") == 0)
+			o->tok.bench_file = v;
 		else if (strcmp(a, "--batch") == 0)
 			o->bench.batches = v;
 		else if (strcmp(a, "--concurrency") == 0)
@@ -437,42 +450,6 @@ CmdGenerate(cli_opts *o)
 	return status;
 }
 
-/* tokenize: standard input to ids. */
-static int
-CmdTokenize(cli_opts *o)
-{
-	cbllm_tokenizer *tok;
-	cbllm_err	err;
-	cbllm_buf	text = {0};
-	char		chunk[65536];
-	size_t		n;
-	int32_t    *ids;
-	int			n_ids;
-	tokenizer_encode_opts eo = {.add_bos = !o->raw && !o->no_bos, .parse_special = !o->raw};
-
-	while ((n = fread(chunk, 1, sizeof(chunk), stdin)) > 0)
-		if (cbllm_buf_append(&text, chunk, n) != CBLLM_OK)
-			return Fail("out of memory");
-	if (tokenizer_load(o->ep.model_dir, &tok, &err) != CBLLM_OK)
-	{
-		cbllm_buf_free(&text);
-		return Fail(err.msg);
-	}
-	if (tokenizer_encode(tok, text.data ? text.data : "", text.len, eo, &ids, &n_ids, &err) != CBLLM_OK)
-	{
-		tokenizer_free(tok);
-		cbllm_buf_free(&text);
-		return Fail(err.msg);
-	}
-	for (int i = 0; i < n_ids; i++)
-		printf(i ? " %d" : "%d", ids[i]);
-	printf("\n");
-	free(ids);
-	tokenizer_free(tok);
-	cbllm_buf_free(&text);
-	return 0;
-}
-
 /* logits: one line of vocab_size floats per prompt position. */
 static int
 CmdLogits(cli_opts *o)
@@ -530,8 +507,12 @@ main(int argc, char **argv)
 		return 1;
 	if (strcmp(argv[1], "generate") == 0)
 		return CmdGenerate(&o);
+	o.tok.model_dir = o.ep.model_dir;
+	o.tok.no_bos = o.no_bos;
 	if (strcmp(argv[1], "tokenize") == 0)
-		return CmdTokenize(&o);
+		return cli_tokenize_run(&o.tok);
+	if (strcmp(argv[1], "detokenize") == 0)
+		return cli_detokenize_run(&o.tok);
 	if (strcmp(argv[1], "logits") == 0)
 		return CmdLogits(&o);
 	if (strcmp(argv[1], "bench") == 0)

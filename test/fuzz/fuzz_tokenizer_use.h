@@ -3,7 +3,7 @@
  * loader accepted.  The loader's tables drive the encoder and the decoder,
  * so an accepted file must leave them safe to use: a fixed text that reaches
  * every encoder path (spaces, "\u2581", added-token text, multi-byte and
- * invalid bytes) encodes to ids that are tokens, those ids decode, and
+ * invalid bytes, digits, contractions, a combining mark) encodes to ids that are tokens, those ids decode, and
  * decoding (of those and of every id in turn, through one stream) gives
  * valid UTF-8.
  */
@@ -17,7 +17,8 @@
 
 static const char fuzz_sample[] =
 	"Hello world  <s>a</s> ab\xE2\x96\x81" "b\tx\xC3\xA9\xE3\x80\x80<sep> hey <unk>"
-	"\xF0\x9F\x98\x80 \xFF\xC3 <0x41>\r\n";
+	"\xF0\x9F\x98\x80 \xFF\xC3 <0x41>\r\n"
+	"<|begin_of_text|>He'S 123456 e\xCC\x81 <think>\n\n\xE2\x96\x81\xE2\x96\x81hey heyo";
 
 /* Whether s[0..n) is valid UTF-8 (no overlong forms, surrogates or values past U+10FFFF). */
 static bool

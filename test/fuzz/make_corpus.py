@@ -10,6 +10,9 @@ edge cases:
   - the three real config.json files quoted in test/unit/fixture.c;
   - the Llama-2 tokenizer of test/data/llama2-tokenizer/, trimmed to its first pieces
     (and the pieces and merges that build them), renumbered densely;
+  - small byte-level tokenizer.json files (GPT-2's 256 byte characters and a few merges,
+    the Llama-3 split regex, ByteLevel, NFC, post-processors) and Gemma-style and
+    Split-behaviour ones, so the fuzzer starts inside every pre-tokenizer and decoder;
   - for safetensors, the generated headers with every dimension cut to at most 2 (so
     the data is a few hundred bytes and every tensor is valid), and once verbatim with
     the data cut off (the truncated-file path);
@@ -231,6 +234,97 @@ LLAMA_NORM = {"type": "Sequence", "normalizers": [
     {"type": "Replace", "pattern": {"String": " "}, "content": SP}]}
 
 
+def byte_level_chars():
+    """GPT-2's bytes_to_unicode: the character that stands for each byte."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    out, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + extra)
+            extra += 1
+    return out
+
+
+LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def byte_level_cases():
+    """Small byte-level (GPT-2 / Llama-3 / Qwen style) and Gemma-style tokenizer.json files."""
+    chars = byte_level_chars()
+    vocab = {chars[b]: b for b in range(256)}
+    merges = []
+    for a, b in (("\u0120", "t"), ("h", "e"), ("\u0120t", "he"), ("e", "l"), ("el", "l"), ("1", "2")):
+        vocab.setdefault(a + b, len(vocab))
+        merges.append([a, b])
+    bl = {"type": "BPE", "vocab": vocab, "merges": merges, "unk_token": None}
+    added = [{"id": len(vocab), "content": "<|begin_of_text|>", "special": True},
+             {"id": len(vocab) + 1, "content": "<think>", "special": False}]
+    template = {"type": "TemplateProcessing",
+                "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                           {"Sequence": {"id": "A", "type_id": 0}}],
+                "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>",
+                                                         "ids": [len(vocab)]}}}
+    sp_vocab = {**SMALL_VOCAB, **{"<0x%02X>" % b: 8 + b for b in range(256)}, "<bos>": 264}
+    return {
+        "bytelevel_llama3": {
+            "model": {**bl, "ignore_merges": True}, "normalizer": None,
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": LLAMA3_REGEX}, "behavior": "Isolated",
+                 "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]},
+            "post_processor": {"type": "Sequence", "processors": [
+                {"type": "ByteLevel", "add_prefix_space": True}, template]},
+            "decoder": {"type": "ByteLevel"}, "added_tokens": added},
+        "bytelevel_gpt2_nfc": {
+            "model": {**bl, "merges": [" ".join(m) for m in merges]},
+            "normalizer": {"type": "NFC"},
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True, "use_regex": True},
+            "post_processor": {"type": "RobertaProcessing", "cls": ["<|begin_of_text|>", len(vocab)],
+                               "sep": ["<think>", len(vocab) + 1]},
+            "decoder": {"type": "Sequence", "decoders": [{"type": "ByteLevel"}]},
+            "added_tokens": added},
+        "split_behaviors": {
+            "model": {**bpe_small(), "byte_fallback": True, "vocab": sp_vocab},
+            "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "NFD"}]},
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious"},
+                {"type": "Split", "pattern": {"Regex": "\\d+"}, "behavior": "MergedWithNext",
+                 "invert": True},
+                {"type": "Split", "pattern": {"Regex": "a*"}, "behavior": "Contiguous"},
+                {"type": "Split", "pattern": {"String": "b"}, "behavior": "Removed"}]},
+            "decoder": {"type": "Sequence", "decoders": [
+                {"type": "Strip", "content": "a", "start": 1, "stop": 1},
+                {"type": "Metaspace", "replacement": SP, "prepend_scheme": "always"},
+                {"type": "ByteFallback"}, {"type": "Fuse"}]}},
+        "gemma_like": {
+            "model": {**bpe_small(), "byte_fallback": True, "fuse_unk": True, "vocab": sp_vocab},
+            "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": SP},
+            "pre_tokenizer": {"type": "Split", "pattern": {"String": " "},
+                              "behavior": "MergedWithPrevious", "invert": False},
+            "post_processor": {**template, "single": [
+                {"SpecialToken": {"id": "<bos>", "type_id": 0}}, {"Sequence": {"id": "A"}}],
+                "special_tokens": {"<bos>": {"id": "<bos>", "ids": [264]}}},
+            "decoder": {"type": "Sequence", "decoders": [
+                {"type": "Replace", "pattern": {"String": SP}, "content": " "},
+                {"type": "ByteFallback"}, {"type": "Fuse"}]},
+            "added_tokens": [
+                {"id": 264, "content": "<bos>", "special": True},
+                {"id": 265, "content": "\n\n", "special": False},
+                {"id": 266, "content": SP + SP, "special": False},
+                {"id": 267, "content": "hey", "special": False, "single_word": True}]},
+        "split_bad_regex": {"model": bpe_small(), "pre_tokenizer": {
+            "type": "Split", "pattern": {"Regex": "(\\p{L"}, "behavior": "Isolated"}},
+    }
+
+
+def bpe_small():
+    return {"type": "BPE", "vocab": SMALL_VOCAB, "merges": [["a", "b"], [SP, "a"]],
+            "unk_token": "<unk>"}
+
+
 def tokenizers(c, gen):
     c.put("tokenizer", "gen_synthetic_400.json", read(os.path.join(gen, "f32", "tokenizer.json")))
     c.put("tokenizer", "llama2_trimmed.json", llama2_trimmed())
@@ -273,6 +367,7 @@ def tokenizers(c, gen):
             "type": "Replace", "pattern": {"Regex": " "}, "content": "x"}},
         "dropout": {"model": {**bpe, "dropout": 0.1}},
     }
+    cases.update(byte_level_cases())
     for name, obj in cases.items():
         c.put("tokenizer", name + ".json", dumps(obj))
     c.put("tokenizer", "vocab_id_huge.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 1e300}}}")

@@ -1,0 +1,293 @@
+/*
+ * test_tokenizer_vectors.c: the tokenizer against the reference vectors of
+ * five real tokenizers (test/data/tokenizers/: Llama-3.1, Qwen3 and Gemma-3
+ * byte-level and SentencePiece BPE, Llama-2 and Mistral-7B).  Each
+ * encode.jsonl record holds a text and what HuggingFace's reference
+ * implementations give for it: ids (no special tokens added), ids_special
+ * (with them), decoded (decode of ids with the config's clean-up) and
+ * decoded_raw (the decoder chain alone).  Every record must match exactly in
+ * all four, and decoding token by token through a stream must give
+ * decoded_raw with every chunk valid UTF-8.  Literal added-token text in a
+ * text is that token in both modes (split_special_tokens false), so both
+ * encodings parse special tokens.
+ *
+ * Then all 159 texts joined by a special token (which splits a text into
+ * pieces encoded independently) make one long text, whose ids must be the
+ * reference ids joined by that token's id: long texts take the paths short
+ * ones do not (the per-call word cache, long SentencePiece words cut
+ * before "▁").
+ *
+ * Usage: test_tokenizer_vectors [dir]   (default test/data/tokenizers)
+ */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+#include "tokenizer.h"
+
+static const char *const models[] = {"llama3_1", "qwen3", "gemma3", "llama2", "mistral7b"};
+
+typedef struct counts			/* records that matched, per column */
+{
+	int			n, ids, ids_special, decoded, decoded_raw, stream;
+} counts;
+
+typedef struct joined			/* the texts joined by a special token, and their reference ids */
+{
+	int32_t		sep;			/* the joining token */
+	cbllm_buf	text;
+	int32_t    *ids;
+	int			n, cap;
+} joined;
+
+/* Append a record's text and reference ids, then the joining token, to j. */
+static void
+join_record(const cbllm_tokenizer *tok, joined *j, const cJSON *rec)
+{
+	const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(rec, "text")),
+			   *sep = tokenizer_piece(tok, j->sep);
+	const cJSON *ids = cJSON_GetObjectItem(rec, "ids"), *v;
+	int			need = j->n + cJSON_GetArraySize(ids) + 1;
+
+	if (need > j->cap)
+	{
+		j->cap = 2 * need;
+		j->ids = realloc(j->ids, (size_t) j->cap * sizeof(int32_t));
+	}
+	if (text == NULL || sep == NULL || j->ids == NULL)
+		return;
+	cbllm_buf_append(&j->text, text, strlen(text));
+	cbllm_buf_append(&j->text, sep, strlen(sep));
+	cJSON_ArrayForEach(v, ids)
+		j->ids[j->n++] = (int32_t) v->valuedouble;
+	j->ids[j->n++] = j->sep;
+}
+
+/* Encode the joined text; whether it gives the joined reference ids. */
+static bool
+joined_matches(const cbllm_tokenizer *tok, const joined *j)
+{
+	tokenizer_encode_opts plain = {.add_bos = false, .parse_special = true};
+	int32_t    *ids = NULL;
+	int			n = 0;
+	cbllm_err	err = {{0}};
+	bool		ok = tokenizer_encode(tok, j->text.data, j->text.len, plain, &ids, &n, &err) == CBLLM_OK &&
+		n == j->n && memcmp(ids, j->ids, (size_t) n * sizeof(int32_t)) == 0;
+
+	for (int i = 0; !ok && ids && i < n && i < j->n; i++)
+		if (ids[i] != j->ids[i])
+		{
+			TAP_DIAG("first difference at id %d of %d: %d, reference %d", i, j->n, ids[i], j->ids[i]);
+			break;
+		}
+	free(ids);
+	return ok;
+}
+
+/* Whether a JSON array holds exactly ids[0..n). */
+static bool
+ids_match(const cJSON *want, const int32_t *ids, int n)
+{
+	const cJSON *v;
+	int			k = 0;
+
+	if (!cJSON_IsArray(want) || cJSON_GetArraySize(want) != n)
+		return false;
+	cJSON_ArrayForEach(v, want)
+		if (!cJSON_IsNumber(v) || v->valuedouble != ids[k++])
+		return false;
+	return true;
+}
+
+/* Whether a JSON string equals buf[0..len). */
+static bool
+text_match(const cJSON *want, const char *buf, size_t len)
+{
+	const char *s = cJSON_GetStringValue(want);
+
+	return s != NULL && strlen(s) == len && memcmp(s, buf, len) == 0;
+}
+
+/* Whether s[0..n) is valid UTF-8 (for the stream's chunks). */
+static bool
+valid_utf8(const char *s, size_t n)
+{
+	const uint8_t *p = (const uint8_t *) s;
+
+	for (size_t i = 0; i < n;)
+	{
+		int			need = p[i] < 0x80 ? 1 : p[i] < 0xC2 ? 0 : p[i] < 0xE0 ? 2 : p[i] < 0xF0 ? 3 : p[i] < 0xF5 ? 4 : 0;
+
+		if (need == 0 || n - i < (size_t) need)
+			return false;
+		for (int k = 1; k < need; k++)
+			if ((p[i + k] & 0xC0) != 0x80)
+				return false;
+		i += need;
+	}
+	return true;
+}
+
+/* Report the first few mismatches of a column. */
+static void
+diag_miss(const char *model, int line, const char *what, const cJSON *rec, int *shown)
+{
+	char	   *t;
+
+	if ((*shown)++ >= 5)
+		return;
+	t = cJSON_PrintUnformatted(cJSON_GetObjectItem(rec, "text"));
+	TAP_DIAG("%s line %d: %s differs; text %.200s", model, line, what, t ? t : "?");
+	free(t);
+}
+
+/* Decode ids token by token through one stream; whether it gives want and valid chunks. */
+static bool
+stream_matches(const cbllm_tokenizer *tok, const int32_t *ids, int n, const cJSON *want)
+{
+	tokenizer_stream s;
+	cbllm_buf	out = {0};
+	bool		ok = true;
+
+	tokenizer_stream_init(&s, true, false);
+	for (int i = 0; i < n && ok; i++)
+	{
+		size_t		before = out.len;
+
+		ok = tokenizer_stream_push(tok, &s, ids[i], &out) == CBLLM_OK &&
+			valid_utf8(out.data + before, out.len - before);
+	}
+	ok = ok && tokenizer_stream_flush(&s, &out) == CBLLM_OK && text_match(want, out.data, out.len);
+	cbllm_buf_free(&out);
+	return ok;
+}
+
+/* Check one record; adds to c. */
+static void
+check_record(const cbllm_tokenizer *tok, const char *model, int line, const cJSON *rec, counts *c, int *shown)
+{
+	const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(rec, "text"));
+	size_t		len = text ? strlen(text) : 0;
+	tokenizer_encode_opts plain = {.add_bos = false, .parse_special = true},
+				special = {.add_bos = true, .parse_special = true};
+	tokenizer_decode_opts cooked = {.skip_special = false, .raw = false},
+				raw = {.skip_special = false, .raw = true};
+	int32_t    *ids = NULL, *ids2 = NULL;
+	int			n = 0, n2 = 0;
+	cbllm_err	err = {{0}};
+	cbllm_buf	d = {0}, r = {0};
+
+	c->n++;
+	if (text == NULL || tokenizer_encode(tok, text, len, plain, &ids, &n, &err) != CBLLM_OK ||
+		tokenizer_encode(tok, text, len, special, &ids2, &n2, &err) != CBLLM_OK)
+	{
+		TAP_DIAG("%s line %d: encode failed: %s", model, line, err.msg);
+		free(ids);
+		return;
+	}
+	if (ids_match(cJSON_GetObjectItem(rec, "ids"), ids, n))
+		c->ids++;
+	else
+		diag_miss(model, line, "ids", rec, shown);
+	if (ids_match(cJSON_GetObjectItem(rec, "ids_special"), ids2, n2))
+		c->ids_special++;
+	else
+		diag_miss(model, line, "ids_special", rec, shown);
+	/* decode the reference ids, so a decoding check does not hang on the encoder */
+	free(ids);
+	n = cJSON_GetArraySize(cJSON_GetObjectItem(rec, "ids"));
+	ids = calloc((size_t) n + 1, sizeof(int32_t));
+	for (int i = 0; ids && i < n; i++)
+		ids[i] = (int32_t) cJSON_GetArrayItem(cJSON_GetObjectItem(rec, "ids"), i)->valuedouble;
+	if (ids && tokenizer_decode_with(tok, ids, n, cooked, &d, &err) == CBLLM_OK &&
+		text_match(cJSON_GetObjectItem(rec, "decoded"), d.data, d.len))
+		c->decoded++;
+	else
+		diag_miss(model, line, "decoded", rec, shown);
+	if (ids && tokenizer_decode_with(tok, ids, n, raw, &r, &err) == CBLLM_OK &&
+		text_match(cJSON_GetObjectItem(rec, "decoded_raw"), r.data, r.len))
+		c->decoded_raw++;
+	else
+		diag_miss(model, line, "decoded_raw", rec, shown);
+	if (ids && stream_matches(tok, ids, n, cJSON_GetObjectItem(rec, "decoded_raw")))
+		c->stream++;
+	else
+		diag_miss(model, line, "stream", rec, shown);
+	cbllm_buf_free(&d);
+	cbllm_buf_free(&r);
+	free(ids);
+	free(ids2);
+}
+
+/* Load one model's tokenizer and check all of its encode.jsonl. */
+static void
+check_model(const char *dir, const char *model)
+{
+	char		path[4096];
+	char	   *text = NULL;
+	size_t		len = 0;
+	cbllm_tokenizer *tok = NULL;
+	cbllm_err	err = {{0}};
+	counts		c = {0};
+	joined		j = {0};
+	int			line = 0, shown = 0;
+	double		t0 = cbllm_now(), t1;
+	int			rc;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, model);
+	rc = tokenizer_load(path, &tok, &err);
+	t1 = cbllm_now();
+	TAP_OK(rc == CBLLM_OK, "%s: tokenizer.json loads (%.3f s)%s%s", model, t1 - t0, rc ? ": " : "", rc ? err.msg : "");
+	snprintf(path, sizeof(path), "%s/%s/encode.jsonl", dir, model);
+	j.sep = tok && tokenizer_bos_id(tok) >= 0 ? tokenizer_bos_id(tok) : tok ? tokenizer_eos_id(tok) : -1;
+	if (rc != CBLLM_OK || cbllm_read_file(path, &text, &len, &err) != CBLLM_OK)
+	{
+		TAP_OK(false, "%s: encode.jsonl is read%s%s", model, rc ? "" : ": ", rc ? "" : err.msg);
+		tokenizer_free(tok);
+		return;
+	}
+	for (char *p = text, *nl; p < text + len; p = nl + 1)
+	{
+		cJSON	   *rec;
+
+		if ((nl = memchr(p, '\n', (size_t) (text + len - p))) == NULL)
+			nl = text + len;
+		line++;
+		if (nl == p)
+			continue;
+		if ((rec = cJSON_ParseWithLength(p, (size_t) (nl - p))) == NULL)
+		{
+			TAP_DIAG("%s line %d: not JSON", model, line);
+			c.n++;
+			continue;
+		}
+		check_record(tok, model, line, rec, &c, &shown);
+		join_record(tok, &j, rec);
+		cJSON_Delete(rec);
+	}
+	TAP_OK(c.n == 159, "%s: encode.jsonl has the 159 reference texts (%d)", model, c.n);
+	TAP_OK(c.ids == c.n, "%s: %d/%d ids (no special tokens added) match the reference", model, c.ids, c.n);
+	TAP_OK(c.ids_special == c.n, "%s: %d/%d ids_special (post-processor's tokens added) match", model, c.ids_special, c.n);
+	TAP_OK(c.decoded == c.n, "%s: %d/%d decoded (with the config's clean-up) match", model, c.decoded, c.n);
+	TAP_OK(c.decoded_raw == c.n, "%s: %d/%d decoded_raw (decoder chain alone) match", model, c.decoded_raw, c.n);
+	TAP_OK(c.stream == c.n, "%s: %d/%d streamed token by token equal decoded_raw in valid UTF-8 chunks",
+		   model, c.stream, c.n);
+	TAP_OK(j.text.len > 8192 && joined_matches(tok, &j),
+		   "%s: the texts joined by %s in one text of %zu bytes give the joined reference ids",
+		   model, tokenizer_piece(tok, j.sep), j.text.len);
+	cbllm_buf_free(&j.text);
+	free(j.ids);
+	free(text);
+	tokenizer_free(tok);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *dir = argc > 1 ? argv[1] : "test/data/tokenizers";
+
+	for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++)
+		check_model(dir, models[m]);
+	return tap_done();
+}

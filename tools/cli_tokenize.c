@@ -1,0 +1,285 @@
+/*
+ * cli_tokenize.c: the tokenizer commands of cbllm-cli.
+ *
+ *   tokenize -m DIR [--raw | --no-bos]    all of standard input, ids on one line
+ *   tokenize -m DIR --jsonl [--special]   each input line a JSON string; each
+ *                                         output line a JSON array of its ids
+ *                                         (added-token text is parsed; the
+ *                                         post-processor's tokens only with
+ *                                         --special, as HuggingFace's
+ *                                         add_special_tokens)
+ *   detokenize -m DIR --jsonl [--raw]     each input line a JSON array of ids;
+ *                                         each output line the decoded JSON
+ *                                         string (--raw: no clean-up of spaces)
+ *   tokenize -m DIR --bench FILE          load time of tokenizer.json, then
+ *                                         FILE encoded 3 times on one thread:
+ *                                         the median MB/s
+ *
+ * DIR needs only tokenizer.json (and tokenizer_config.json).  Every failure
+ * prints one line "cbllm-cli: error: ..." and exits 1.
+ */
+#include "cli_tokenize.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer.h"
+
+#define BENCH_RUNS	3
+
+/* Print an error line and return the exit status 1. */
+static int
+fail(const char *what, const char *msg)
+{
+	fprintf(stderr, "cbllm-cli: error: %s%s\n", what, msg);
+	return 1;
+}
+
+/* Load the tokenizer of o->model_dir; prints the error on failure. */
+static cbllm_tokenizer *
+load(const tokenize_opts *o)
+{
+	cbllm_tokenizer *tok = NULL;
+	cbllm_err	err = {{0}};
+
+	if (o->model_dir == NULL)
+		fail("", "tokenize needs -m DIR");
+	else if (tokenizer_load(o->model_dir, &tok, &err) != CBLLM_OK)
+		fail("", err.msg);
+	return tok;
+}
+
+/* Write s[0..n) as a JSON string: quotes, backslashes and control characters escaped. */
+static void
+put_json_string(const char *s, size_t n, FILE *f)
+{
+	putc('"', f);
+	for (size_t i = 0; i < n; i++)
+	{
+		unsigned char c = (unsigned char) s[i];
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c == '\n')
+			fputs("\\n", f);
+		else if (c < 0x20 || c == 0x7F)
+			fprintf(f, "\\u%04x", c);
+		else
+			putc(c, f);
+	}
+	putc('"', f);
+}
+
+/* Print ids as a JSON array line, or space-separated. */
+static void
+put_ids(const int32_t *ids, int n, bool json)
+{
+	fputs(json ? "[" : "", stdout);
+	for (int i = 0; i < n; i++)
+		printf(i ? (json ? ", %d" : " %d") : "%d", ids[i]);
+	fputs(json ? "]\n" : "\n", stdout);
+}
+
+/* tokenize --jsonl: one JSON string per line in, one array of ids per line out. */
+static int
+tokenize_jsonl(const cbllm_tokenizer *tok, const tokenize_opts *o)
+{
+	tokenizer_encode_opts eo = {.add_bos = o->special, .parse_special = true};
+	char	   *line = NULL;
+	size_t		cap = 0;
+	ssize_t		len;
+	int			status = 0;
+
+	for (long no = 1; status == 0 && (len = getline(&line, &cap, stdin)) >= 0; no++)
+	{
+		cJSON	   *v = cJSON_ParseWithLength(line, (size_t) len);
+		const char *s = cJSON_GetStringValue(v);
+		int32_t    *ids = NULL;
+		int			n = 0;
+		cbllm_err	err = {{0}};
+
+		if (s == NULL)
+		{
+			fprintf(stderr, "cbllm-cli: error: standard input line %ld is not a JSON string\n", no);
+			status = 1;
+		}
+		else if (tokenizer_encode(tok, s, strlen(s), eo, &ids, &n, &err) != CBLLM_OK)
+			status = fail("", err.msg);
+		else
+			put_ids(ids, n, true);
+		free(ids);
+		cJSON_Delete(v);
+	}
+	free(line);
+	return status;
+}
+
+/* Read all of f into b. */
+static int
+read_all(FILE *f, cbllm_buf *b)
+{
+	char		chunk[65536];
+	size_t		n;
+
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		if (cbllm_buf_append(b, chunk, n) != CBLLM_OK)
+			return -1;
+	return ferror(f) ? -1 : 0;
+}
+
+/* Compare doubles for qsort. */
+static int
+cmp_double(const void *a, const void *b)
+{
+	double		x = *(const double *) a, y = *(const double *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* tokenize --bench FILE: the load time, then the median speed of encoding FILE. */
+static int
+tokenize_bench(const tokenize_opts *o)
+{
+	tokenizer_encode_opts eo = {.add_bos = false, .parse_special = true};
+	FILE	   *f = fopen(o->bench_file, "rb");
+	cbllm_buf	text = {0};
+	cbllm_tokenizer *tok;
+	double		t0, load_s, mbps[BENCH_RUNS];
+	int			n = 0;
+
+	if (f == NULL || read_all(f, &text) != 0)
+	{
+		if (f)
+			fclose(f);
+		cbllm_buf_free(&text);
+		return fail("cannot read ", o->bench_file);
+	}
+	fclose(f);
+	t0 = cbllm_now();
+	if ((tok = load(o)) == NULL)
+	{
+		cbllm_buf_free(&text);
+		return 1;
+	}
+	load_s = cbllm_now() - t0;
+	for (int r = 0; r < BENCH_RUNS; r++)
+	{
+		int32_t    *ids = NULL;
+		cbllm_err	err = {{0}};
+
+		t0 = cbllm_now();
+		if (tokenizer_encode(tok, text.data ? text.data : "", text.len, eo, &ids, &n, &err) != CBLLM_OK)
+		{
+			tokenizer_free(tok);
+			cbllm_buf_free(&text);
+			return fail("", err.msg);
+		}
+		mbps[r] = (double) text.len / 1e6 / (cbllm_now() - t0);
+		free(ids);
+	}
+	qsort(mbps, BENCH_RUNS, sizeof(double), cmp_double);
+	printf("load_s %.3f\nbytes %zu\ntokens %d\nencode_MBps %.2f (runs %.2f %.2f %.2f)\n",
+		   load_s, text.len, n, mbps[BENCH_RUNS / 2], mbps[0], mbps[1], mbps[2]);
+	tokenizer_free(tok);
+	cbllm_buf_free(&text);
+	return 0;
+}
+
+/* tokenize: standard input to ids. */
+int
+cli_tokenize_run(const tokenize_opts *o)
+{
+	tokenizer_encode_opts eo = {.add_bos = !o->raw && !o->no_bos, .parse_special = !o->raw};
+	cbllm_tokenizer *tok;
+	cbllm_err	err = {{0}};
+	cbllm_buf	text = {0};
+	int32_t    *ids = NULL;
+	int			n_ids = 0, status = 0;
+
+	if (o->bench_file != NULL)
+		return tokenize_bench(o);
+	if ((tok = load(o)) == NULL)
+		return 1;
+	if (o->jsonl)
+		status = tokenize_jsonl(tok, o);
+	else if (read_all(stdin, &text) != 0)
+		status = fail("", "cannot read standard input");
+	else if (tokenizer_encode(tok, text.data ? text.data : "", text.len, eo, &ids, &n_ids, &err) != CBLLM_OK)
+		status = fail("", err.msg);
+	else
+		put_ids(ids, n_ids, false);
+	free(ids);
+	tokenizer_free(tok);
+	cbllm_buf_free(&text);
+	return status;
+}
+
+/* Read a JSON array of ids into a malloc'd array; -1 if it is not one. */
+static int
+parse_id_array(const cJSON *v, int32_t **ids, int *n)
+{
+	const cJSON *it;
+	int			k = 0;
+
+	if (!cJSON_IsArray(v) || (*ids = malloc(((size_t) cJSON_GetArraySize(v) + 1) * sizeof(int32_t))) == NULL)
+		return -1;
+	cJSON_ArrayForEach(it, v)
+	{
+		if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > INT32_MAX ||
+			it->valuedouble != (double) (int32_t) it->valuedouble)
+		{
+			free(*ids);
+			*ids = NULL;
+			return -1;
+		}
+		(*ids)[k++] = (int32_t) it->valuedouble;
+	}
+	*n = k;
+	return 0;
+}
+
+/* detokenize --jsonl: one JSON array of ids per line in, one JSON string per line out. */
+int
+cli_detokenize_run(const tokenize_opts *o)
+{
+	tokenizer_decode_opts dopts = {.skip_special = false, .raw = o->raw};
+	cbllm_tokenizer *tok;
+	char	   *line = NULL;
+	size_t		cap = 0;
+	ssize_t		len;
+	int			status = 0;
+
+	if (!o->jsonl)
+		return fail("", "detokenize needs --jsonl");
+	if ((tok = load(o)) == NULL)
+		return 1;
+	for (long no = 1; status == 0 && (len = getline(&line, &cap, stdin)) >= 0; no++)
+	{
+		cJSON	   *v = cJSON_ParseWithLength(line, (size_t) len);
+		int32_t    *ids = NULL;
+		int			n = 0;
+		cbllm_buf	out = {0};
+		cbllm_err	err = {{0}};
+
+		if (parse_id_array(v, &ids, &n) != 0)
+		{
+			fprintf(stderr, "cbllm-cli: error: standard input line %ld is not a JSON array of ids\n", no);
+			status = 1;
+		}
+		else if (tokenizer_decode_with(tok, ids, n, dopts, &out, &err) != CBLLM_OK)
+			status = fail("", err.msg);
+		else
+		{
+			put_json_string(out.data, out.len, stdout);
+			putchar('\n');
+		}
+		cbllm_buf_free(&out);
+		free(ids);
+		cJSON_Delete(v);
+	}
+	free(line);
+	tokenizer_free(tok);
+	return status;
+}
