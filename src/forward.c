@@ -11,7 +11,9 @@
  *   logits = rmsnorm(x[rows asked]) Wlm_head
  *
  * What an architecture changes is read from its feature flags (arch.h):
- * ARCH_QKV_BIAS and ARCH_O_BIAS add the projections' biases.
+ * ARCH_QKV_BIAS and ARCH_O_BIAS add the projections' biases.  Positions are
+ * per layer: layer l rotates with RoPE cfg.rope[cfg.layer_rope[l]] and
+ * attends within cfg.layer_window[l] (model.h).
  *
  * Every linear layer is one matmul over all T tokens of the step.  Where
  * the backend fuses the residual add with the next norm, each "x += ...;
@@ -231,8 +233,8 @@ Layer(cbllm_forward *f, int l, const fwd_batch *b, const float *next_norm)
 		be->add_bias(be, f->k, w->bk, T, c->n_kv_heads * c->head_dim);
 		be->add_bias(be, f->v, w->bv, T, c->n_kv_heads * c->head_dim);
 	}
-	be->rope(be, f->q, T, c->n_heads, b);
-	be->rope(be, f->k, T, c->n_kv_heads, b);
+	be->rope(be, f->q, T, c->n_heads, c->layer_rope[l], b);
+	be->rope(be, f->k, T, c->n_kv_heads, c->layer_rope[l], b);
 	be->kv_store(be, f->kv, l, f->k, f->v, b);
 	be->attention(be, f->kv, l, f->q, b, f->att);
 	be->matmul(be, 1, (const cbllm_weight *[]) {&w->wo}, f->att, T, (float *[]) {f->h});
