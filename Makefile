@@ -86,7 +86,8 @@ UNIT_TESTS = \
 	build/test/test_backend_registry \
 	build/test/test_arch \
 	build/test/test_dtype \
-	build/test/test_vocab_padding
+	build/test/test_vocab_padding \
+	build/test/test_rope
 
 CLI = bin/cbllm-cli
 # the engine process the PostgreSQL supervisor starts (tools/cbllm-engine.c)

@@ -10,9 +10,11 @@ F32/F16/BF16 exactly into float64 and runs the HF Llama forward:
     x = embed[ids]
     per layer:  h = rmsnorm(x) * w_in;  q, k, v = h Wq^T, h Wk^T, h Wv^T
                 (+ the q, k, v biases when config.json has attention_bias)
-                RoPE (HF rotate_half), causal softmax(q k^T / sqrt(head_dim)) v with GQA
-                (query head j reads kv head j // (heads / kv_heads)) and, when the config
-                has a sliding_window W, only keys at positions > p - W;
+                RoPE (HF rotate_half) of the layer's RoPE configuration, causal
+                softmax(q k^T / sqrt(head_dim)) v with GQA (query head j reads kv head
+                j // (heads / kv_heads)) and, in a layer with a window W, only keys at
+                positions > p - W (rope_ref.py: the RoPE variants and which layers
+                have windows);
                 x += attn Wo^T (+ the o bias);  h = rmsnorm(x) * w_post;  x += (silu(h Wg^T) * h Wu^T) Wd^T
     logits = rmsnorm(x) * w_norm @ lm_head^T   (embed^T when the embeddings are tied)
 
@@ -27,6 +29,8 @@ import os
 import sys
 
 import numpy as np
+
+import rope_ref
 
 
 # --------------------------------------------------------------------------- loading
@@ -75,15 +79,13 @@ class Model:
     def __init__(self, model_dir):
         with open(os.path.join(model_dir, "config.json")) as f:
             cfg = json.load(f)
-        if cfg.get("rope_scaling"):
-            raise SystemExit("reference.py: rope_scaling is not supported")
         self.n_layers = cfg["num_hidden_layers"]
         self.n_heads = cfg["num_attention_heads"]
         self.n_kv_heads = cfg.get("num_key_value_heads") or self.n_heads
         self.head_dim = cfg.get("head_dim") or cfg["hidden_size"] // self.n_heads
         self.eps = cfg["rms_norm_eps"]
-        self.theta = cfg.get("rope_theta", 10000.0)
-        self.window = cfg.get("sliding_window")  # None: full causal attention
+        # per layer: (RoPE index into self.ropes, window or None), from rope_ref.py
+        self.ropes, self.positions = rope_ref.layer_positions(cfg, self.head_dim)
         self.attn_bias = bool(cfg.get("attention_bias", False))  # q, k, v and o biases
         self.w = load_weights(model_dir)
         tied = cfg.get("tie_word_embeddings", False)
@@ -108,17 +110,6 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x, pos, theta):
-    """HF rotary embedding on x [heads, T, head_dim] at positions pos [T]."""
-    d = x.shape[-1]
-    inv_freq = 1.0 / theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
-    ang = np.outer(pos, inv_freq)                      # [T, d/2]
-    cos = np.concatenate([np.cos(ang), np.cos(ang)], axis=-1)
-    sin = np.concatenate([np.sin(ang), np.sin(ang)], axis=-1)
-    rotated = np.concatenate([-x[..., d // 2:], x[..., :d // 2]], axis=-1)
-    return x * cos + rotated * sin
-
-
 def silu(x):
     return x / (1.0 + np.exp(-x))
 
@@ -129,8 +120,9 @@ def attention(m, i, h, pos, cache):
         y = m.linear(i, "self_attn." + name, h)
         return y.reshape(h.shape[0], n, m.head_dim).transpose(1, 0, 2)
 
-    q = rope(heads("q_proj", m.n_heads), pos, m.theta)
-    k = rope(heads("k_proj", m.n_kv_heads), pos, m.theta)
+    rope_index, window = m.positions[i]
+    q = rope_ref.apply_rope(heads("q_proj", m.n_heads), pos, m.ropes[rope_index])
+    k = rope_ref.apply_rope(heads("k_proj", m.n_kv_heads), pos, m.ropes[rope_index])
     v = heads("v_proj", m.n_kv_heads)
     ks, vs, kpos = cache[i]
     ks, vs, kpos = np.concatenate([ks, k], 1), np.concatenate([vs, v], 1), np.append(kpos, pos)
@@ -140,8 +132,8 @@ def attention(m, i, h, pos, cache):
     ks, vs = np.repeat(ks, group, axis=0), np.repeat(vs, group, axis=0)  # head j -> kv j // group
     scores = q @ ks.transpose(0, 2, 1) / np.sqrt(m.head_dim)           # [heads, T, S]
     allowed = kpos[None, :] <= pos[:, None]
-    if m.window is not None:
-        allowed &= kpos[None, :] > pos[:, None] - m.window
+    if window is not None:
+        allowed &= kpos[None, :] > pos[:, None] - window
     scores = np.where(allowed, scores, -np.inf)
     p = np.exp(scores - scores.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
