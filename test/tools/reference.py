@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent float64 numpy forward of a HuggingFace Llama/Mistral checkpoint.
+"""Independent float64 numpy forward of a HuggingFace Llama/Mistral/Phi-3 checkpoint.
 
     reference.py MODEL_DIR --prompt-ids "1 5 9" [--logits] [--greedy N]
 
@@ -88,8 +88,27 @@ class Model:
         self.ropes, self.positions = rope_ref.layer_positions(cfg, self.head_dim)
         self.attn_bias = bool(cfg.get("attention_bias", False))  # q, k, v and o biases
         self.w = load_weights(model_dir)
+        self.split_fused(cfg)
         tied = cfg.get("tie_word_embeddings", False)
         self.lm_head = self.w["model.embed_tokens.weight" if tied else "lm_head.weight"]
+
+    def split_fused(self, cfg):
+        """Phi-3's fused projections as the separate ones: qkv_proj's output is q, then k,
+        then v (Phi3Attention slices it so), and gate_up_proj's is gate, then up (Phi3MLP
+        chunks it in two)."""
+        q_rows, kv_rows = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+        for i in range(self.n_layers):
+            p = "model.layers.%d." % i
+            qkv = self.w.pop(p + "self_attn.qkv_proj.weight", None)
+            if qkv is not None:
+                self.w[p + "self_attn.q_proj.weight"] = qkv[:q_rows]
+                self.w[p + "self_attn.k_proj.weight"] = qkv[q_rows:q_rows + kv_rows]
+                self.w[p + "self_attn.v_proj.weight"] = qkv[q_rows + kv_rows:]
+            gate_up = self.w.pop(p + "mlp.gate_up_proj.weight", None)
+            if gate_up is not None:
+                half = gate_up.shape[0] // 2
+                self.w[p + "mlp.gate_proj.weight"] = gate_up[:half]
+                self.w[p + "mlp.up_proj.weight"] = gate_up[half:]
 
     def layer(self, i, name):
         """Weight `name` of layer i, e.g. layer(0, 'self_attn.q_proj')."""
