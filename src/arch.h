@@ -29,6 +29,8 @@
 /* Feature flags: what an architecture's decoder adds to the Llama one. */
 #define ARCH_QKV_BIAS	(1u << 0)	/* q, k and v projections add a bias (bq, bk, bv) */
 #define ARCH_O_BIAS		(1u << 1)	/* the output projection adds a bias (bo) */
+#define ARCH_FUSED_QKV	(1u << 7)	/* wq, wk, wv are row blocks of one stored tensor (Phi-3) */
+#define ARCH_FUSED_GATE_UP (1u << 8)	/* w_gate, w_up are row blocks of one stored tensor (Phi-3) */
 
 /* The MLP's activation, as config.json's hidden_act names it. */
 typedef enum arch_activation
@@ -87,7 +89,24 @@ typedef struct arch_tensor
 	bool		tied;			/* may be the embeddings (tie_word_embeddings) */
 	bool		per_step;		/* read by every forward step (not the embeddings) */
 	size_t		offset;			/* of its field in cbllm_model (scope BEFORE/AFTER) or cbllm_layer */
+	uint32_t	unless;			/* ARCH_* flags under any of which it does not exist; 0: none */
 } arch_tensor;
+
+#define ARCH_MAX_PARTS 3
+
+/*
+ * A tensor a checkpoint stores fused (Phi-3's self_attn.qkv_proj): its HF
+ * name and its row blocks in order, each the field of the role bound to it.
+ * A role whose HF name is a fused tensor's is that tensor's rows of its
+ * block: the matrix points into the stored tensor, nothing is copied.
+ */
+typedef struct arch_fused
+{
+	const char *hf;				/* e.g. "model.layers.%d.self_attn.qkv_proj.weight" */
+	int			n_parts;
+	arch_dim	rows[ARCH_MAX_PARTS];	/* the blocks' row counts, in stored order */
+	size_t		field[ARCH_MAX_PARTS];	/* the cbllm_layer field each block binds */
+} arch_fused;
 
 struct cbllm_model_config;
 
@@ -113,8 +132,16 @@ const arch_tensor *arch_tied_tensor(void);
 static inline bool
 arch_has_tensor(const arch_tensor *t, uint32_t features)
 {
-	return (features & t->needs) == t->needs;
+	return (features & t->needs) == t->needs && (features & t->unless) == 0;
 }
+
+/*
+ * Where role t is stored: *stored_rows rows of which its own start at
+ * *first_row: a block of a fused tensor (arch_fused), else its own rows
+ * from 0.
+ */
+void		arch_stored_rows(const arch_tensor *t, const struct cbllm_model_config *cfg,
+							 int64_t *stored_rows, int64_t *first_row);
 
 /* The length of dimension d of a model of configuration cfg. */
 int64_t		arch_dim_size(const struct cbllm_model_config *cfg, arch_dim d);

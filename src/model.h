@@ -155,6 +155,8 @@ typedef struct model_tensor
 	int			layer;
 	int64_t		rows;
 	int64_t		cols;			/* 1 for a vector */
+	int64_t		stored_rows;	/* rows of the stored tensor: more than rows for a fused one */
+	int64_t		first_row;		/* of its rows in the stored tensor (arch_stored_rows) */
 	cbllm_weight *matrix;		/* ARCH_MATRIX: the field */
 	float	  **vector;			/* ARCH_NORM, ARCH_BIAS: the field */
 	bool		tied;			/* the embeddings stand for it: nothing of its own */

@@ -166,6 +166,15 @@ test_rope_scaling(void)
 		{"longrope without long_factor", ", \"original_max_position_embeddings\": 16,"
 		" \"rope_scaling\": {\"type\": \"su\", \"short_factor\": [1, 1]}", -1, 0, "rope_scaling.long_factor"},
 		{"partial_rotary_factor 0.5", ", \"partial_rotary_factor\": 0.5", -1, 0, "partial_rotary_factor"},
+		{"layer_types of 1 name for 2 layers", ", \"sliding_window\": 4, \"layer_types\": [\"full_attention\"]", -1, 0, "layer_types"},
+		{"layer_types with an unknown name", ", \"sliding_window\": 4, \"layer_types\": [\"full_attention\", \"chunked_attention\"]",
+		-1, 0, "unsupported layer_types[1] \"chunked_attention\""},
+		{"use_sliding_window not a boolean", ", \"sliding_window\": 4, \"use_sliding_window\": 1", -1, 0, "use_sliding_window"},
+		{"sliding_window negative", ", \"sliding_window\": -4", -1, 0, "sliding_window"},
+		{"sliding_window_pattern fractional", ", \"sliding_window\": 4, \"sliding_window_pattern\": 1.5", -1, 0, "sliding_window_pattern"},
+		{"rope_local_base_freq not a number", ", \"rope_local_base_freq\": \"10000\"", -1, 0, "rope_local_base_freq"},
+		{"longrope for head_dim 4 with 2-factor lists loads", ", \"original_max_position_embeddings\": 16,"
+		" \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1.5], \"long_factor\": [2, 4]}", ROPE_LONGROPE, 4, NULL},
 	};
 
 	for (int i = 0; i < (int) (sizeof(cases) / sizeof(cases[0])); i++)

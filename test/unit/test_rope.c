@@ -47,7 +47,8 @@ CheckLayers(const cbllm_model_config *cfg, char *line, const char *name)
 {
 	char	   *save = NULL,
 			   *tok = strtok_r(line + strlen("layers"), " \n", &save);
-	int			l = 0;
+	int			l = 0,
+				common = -1;	/* the window every layer has; 0 when they differ or none */
 	bool		ok = true;
 
 	for (; tok != NULL; tok = strtok_r(NULL, " \n", &save), l++)
@@ -63,6 +64,13 @@ CheckLayers(const cbllm_model_config *cfg, char *line, const char *name)
 					 l < cfg->n_layers ? cfg->layer_window[l] : -1, tok);
 			ok = false;
 		}
+		common = common < 0 || common == w ? w : 0;
+	}
+	if (ok && model_kv_drop_window(cfg) != (common > 0 ? common : 0))
+	{
+		TAP_DIAG("%s: KV blocks dropped behind %d, expected %d", name, model_kv_drop_window(cfg),
+				 common > 0 ? common : 0);
+		ok = false;
 	}
 	return ok && l == cfg->n_layers;
 }
@@ -169,7 +177,7 @@ RunCase(const char *dir, const char *name)
 	if (rc == CBLLM_OK && n >= 1)
 	{
 		TAP_OK(CheckLayers(cfg, lines[0], name) && cfg->n_rope == (n - 1) / 3,
-			   "%s: each layer's RoPE and window as rope_ref.py gives them (%d RoPE configurations)",
+			   "%s: each layer's RoPE and window as rope_ref.py gives them (%d RoPE configurations), blocks dropped only when every layer has the window",
 			   name, cfg->n_rope);
 		for (int k = 0; k < cfg->n_rope && 1 + 3 * k + 2 < n; k++)
 			CheckRope(cfg, k, &lines[1 + 3 * k], name);
