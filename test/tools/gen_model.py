@@ -6,7 +6,8 @@
                  [--seed 0] [--max-pos 2048] [--rope-theta 10000] [--rms-eps 1e-5]
                  [--shards 1] [--tokenizer-from DIR] [--arch llama|mistral]
                  [--sliding-window N] [--attn-bias] [--arch-name NAME] [--pad-vocab N]
-                 [--no-weights]
+                 [--no-weights] [--family qwen2|qwen3|gemma3] [--head-dim N]
+                 [--query-pre-attn-scalar N] [--sliding-window-pattern N]
 
 OUT_DIR receives config.json, tokenizer.json, tokenizer_config.json and the weights,
 either model.safetensors or (with --shards N > 1) model.safetensors.index.json plus
@@ -23,6 +24,16 @@ as HF Llama has it); --arch-name NAME writes NAME as config.json's architecture,
 tests of architectures that only a test registers.  --pad-vocab N makes config.json's
 vocab_size N more than the tokenizer's ids, with embedding and lm_head rows for them, as
 Qwen and Phi-3 checkpoints pad theirs.
+
+--family NAME writes that family's real config.json layout (the fields and values of
+Qwen2.5-0.5B-Instruct, Qwen3-0.6B or gemma-3-1b-it, shrunk to the sizes given) and
+its tensors: qwen2 adds q, k and v biases; qwen3 explicit head_dim (--head-dim, default
+hidden/heads) and per-head q_norm and k_norm; gemma3 those and Gemma's four norms per
+layer (input, post_attention, pre_feedforward, post_feedforward), GELU-tanh,
+query_pre_attn_scalar (--query-pre-attn-scalar, default head_dim), sliding_window
+(default 512) and sliding_window_pattern (default 6).  The families tie their
+embeddings, as the small sizes do.  Gemma stores its norms as w in (1 + w): they
+are drawn ~ N(0, 0.1).
 
 Weights are random (numpy default_rng(seed)), drawn tensor by tensor in file order and
 written as soon as drawn, so a 130M-parameter model takes seconds and little memory:
@@ -116,6 +127,11 @@ def parse_args(argv):
                    help="vocab_size N beyond the tokenizer's ids")
     p.add_argument("--no-weights", action="store_true",
                    help="write config and tokenizer only, for the dummy load format")
+    p.add_argument("--family", choices=sorted(FAMILIES),
+                   help="a family's real config.json layout and tensors")
+    p.add_argument("--head-dim", type=int, help="explicit head_dim (qwen3, gemma3)")
+    p.add_argument("--query-pre-attn-scalar", type=float, help="gemma3's attention scale^-2")
+    p.add_argument("--sliding-window-pattern", type=int, help="gemma3: every Nth layer global")
     a = p.parse_args(argv)
     if a.dtype is None:
         a.dtype = "bf16" if a.no_weights else "f32"
@@ -123,20 +139,28 @@ def parse_args(argv):
     for name in ("hidden", "layers", "heads", "kv_heads", "intermediate", "max_pos", "shards"):
         if getattr(a, name) < 1:
             p.error("--%s must be at least 1" % name.replace("_", "-"))
-    if a.hidden % a.heads:
+    if a.family is None and (a.head_dim or a.query_pre_attn_scalar or a.sliding_window_pattern):
+        p.error("--head-dim, --query-pre-attn-scalar and --sliding-window-pattern need --family")
+    if a.head_dim is None:
+        a.head_dim = a.hidden // a.heads
+    elif a.family == "qwen2":
+        p.error("--head-dim: Qwen2 configs have none")
+    if a.hidden % a.heads and a.family in (None, "qwen2"):
         p.error("--hidden (%d) must be a multiple of --heads (%d)" % (a.hidden, a.heads))
     if a.heads % a.kv_heads:
         p.error("--heads (%d) must be a multiple of --kv-heads (%d)" % (a.heads, a.kv_heads))
-    if (a.hidden // a.heads) % 2:
-        p.error("head_dim = hidden/heads = %d must be even for RoPE" % (a.hidden // a.heads))
-    if a.sliding_window is not None:
+    if a.head_dim % 2:
+        p.error("head_dim = %d must be even for RoPE" % a.head_dim)
+    if a.family is not None:
+        a.tie = True
+    if a.sliding_window is not None and a.family != "gemma3":
         if a.arch != "mistral":
             p.error("--sliding-window needs --arch mistral")
         if a.sliding_window < 1:
             p.error("--sliding-window must be at least 1")
     if a.no_weights and a.shards != 1:
         p.error("--shards needs weights: it cannot go with --no-weights")
-    n_tensors = 9 * a.layers + 2 + (0 if a.tie else 1)
+    n_tensors = len(tensor_specs(a, a.vocab))
     if a.shards > n_tensors:
         p.error("--shards %d is more than the %d tensors" % (a.shards, n_tensors))
     return a
@@ -302,6 +326,8 @@ def write_tokenizer(a, out_dir):
 
 def model_config(a, vocab_size):
     """The HF config.json dict."""
+    if a.family is not None:
+        return FAMILIES[a.family](a, vocab_size)
     arch = a.arch_name or {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}[a.arch]
     cfg = {
         "architectures": [arch], "model_type": a.arch,
@@ -321,6 +347,65 @@ def model_config(a, vocab_size):
     return cfg
 
 
+def qwen2_config(a, vocab_size):
+    """Qwen2.5-0.5B-Instruct's config.json, shrunk: no attention_bias field (the biases
+    are the architecture's), a sliding window present but off."""
+    return {
+        "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0,
+        "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+        "hidden_size": a.hidden, "initializer_range": 0.02, "intermediate_size": a.intermediate,
+        "max_position_embeddings": a.max_pos, "max_window_layers": a.layers,
+        "model_type": "qwen2", "num_attention_heads": a.heads,
+        "num_hidden_layers": a.layers, "num_key_value_heads": a.kv_heads,
+        "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": a.max_pos,
+        "tie_word_embeddings": True, "torch_dtype": TORCH_DTYPE[a.dtype],
+        "transformers_version": "4.43.1", "use_cache": True, "use_sliding_window": False,
+        "vocab_size": vocab_size,
+    }
+
+
+def qwen3_config(a, vocab_size):
+    """Qwen3-0.6B's config.json, shrunk: explicit head_dim, no biases, no window."""
+    return {
+        "architectures": ["Qwen3ForCausalLM"], "attention_bias": False,
+        "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2,
+        "head_dim": a.head_dim, "hidden_act": "silu", "hidden_size": a.hidden,
+        "initializer_range": 0.02, "intermediate_size": a.intermediate,
+        "max_position_embeddings": a.max_pos, "max_window_layers": a.layers,
+        "model_type": "qwen3", "num_attention_heads": a.heads,
+        "num_hidden_layers": a.layers, "num_key_value_heads": a.kv_heads,
+        "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000,
+        "sliding_window": None, "tie_word_embeddings": True,
+        "torch_dtype": TORCH_DTYPE[a.dtype], "transformers_version": "4.51.0",
+        "use_cache": True, "use_sliding_window": False, "vocab_size": vocab_size,
+    }
+
+
+def gemma3_config(a, vocab_size):
+    """gemma-3-1b-it's config.json, shrunk: no tie_word_embeddings field (tied is
+    Gemma's default), an eos_token_id list, soft-capping null."""
+    return {
+        "architectures": ["Gemma3ForCausalLM"], "attention_bias": False,
+        "attention_dropout": 0.0, "attn_logit_softcapping": None, "bos_token_id": 1,
+        "cache_implementation": "hybrid", "eos_token_id": [2, 106],
+        "final_logit_softcapping": None, "head_dim": a.head_dim,
+        "hidden_activation": "gelu_pytorch_tanh", "hidden_size": a.hidden,
+        "initializer_range": 0.02, "intermediate_size": a.intermediate,
+        "max_position_embeddings": a.max_pos, "model_type": "gemma3_text",
+        "num_attention_heads": a.heads, "num_hidden_layers": a.layers,
+        "num_key_value_heads": a.kv_heads, "pad_token_id": 0,
+        "query_pre_attn_scalar": a.query_pre_attn_scalar or a.head_dim,
+        "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000, "rope_scaling": None,
+        "rope_theta": 1000000, "sliding_window": a.sliding_window or 512,
+        "sliding_window_pattern": a.sliding_window_pattern or 6,
+        "torch_dtype": TORCH_DTYPE[a.dtype], "transformers_version": "4.50.0.dev0",
+        "use_cache": True, "vocab_size": vocab_size,
+    }
+
+
+FAMILIES = {"qwen2": qwen2_config, "qwen3": qwen3_config, "gemma3": gemma3_config}
+
+
 def write_json(path, obj, compact=False):
     """Write JSON deterministically: tokenizer.json on one line as HF does, configs indented."""
     with open(path, "w", encoding="utf-8") as f:
@@ -334,33 +419,47 @@ def write_json(path, obj, compact=False):
 
 def tensor_specs(a, vocab):
     """(name, shape, kind) of every tensor in HF order; kind is embed, linear, norm or bias."""
-    hd = a.hidden // a.heads
+    hd = a.head_dim
+    qkv_bias = a.attn_bias or a.family == "qwen2"
+    qk_norm = a.family in ("qwen3", "gemma3")
+    gemma = a.family == "gemma3"
+    norm = "norm0" if gemma else "norm"  # Gemma's norms are w in (1 + w)
     # Tied, the embeddings are the lm_head too: scaled like a linear weight they no longer
     # dominate the residual stream, which would make greedy decoding repeat the last token.
     specs = [("model.embed_tokens.weight", (vocab, a.hidden), "linear" if a.tie else "embed")]
     for i in range(a.layers):
         p = "model.layers.%d." % i
         specs += [
-            (p + "input_layernorm.weight", (a.hidden,), "norm"),
+            (p + "input_layernorm.weight", (a.hidden,), norm),
             (p + "self_attn.q_proj.weight", (a.heads * hd, a.hidden), "linear"),
             (p + "self_attn.k_proj.weight", (a.kv_heads * hd, a.hidden), "linear"),
             (p + "self_attn.v_proj.weight", (a.kv_heads * hd, a.hidden), "linear"),
             (p + "self_attn.o_proj.weight", (a.hidden, a.heads * hd), "linear"),
         ]
-        if a.attn_bias:
+        if qkv_bias:
             specs += [
                 (p + "self_attn.q_proj.bias", (a.heads * hd,), "bias"),
                 (p + "self_attn.k_proj.bias", (a.kv_heads * hd,), "bias"),
                 (p + "self_attn.v_proj.bias", (a.kv_heads * hd,), "bias"),
-                (p + "self_attn.o_proj.bias", (a.hidden,), "bias"),
             ]
+        if a.attn_bias:
+            specs.append((p + "self_attn.o_proj.bias", (a.hidden,), "bias"))
+        if qk_norm:
+            specs += [
+                (p + "self_attn.q_norm.weight", (hd,), norm),
+                (p + "self_attn.k_norm.weight", (hd,), norm),
+            ]
+        specs.append((p + "post_attention_layernorm.weight", (a.hidden,), norm))
+        if gemma:
+            specs.append((p + "pre_feedforward_layernorm.weight", (a.hidden,), norm))
         specs += [
-            (p + "post_attention_layernorm.weight", (a.hidden,), "norm"),
             (p + "mlp.gate_proj.weight", (a.intermediate, a.hidden), "linear"),
             (p + "mlp.up_proj.weight", (a.intermediate, a.hidden), "linear"),
             (p + "mlp.down_proj.weight", (a.hidden, a.intermediate), "linear"),
         ]
-    specs.append(("model.norm.weight", (a.hidden,), "norm"))
+        if gemma:
+            specs.append((p + "post_feedforward_layernorm.weight", (a.hidden,), norm))
+    specs.append(("model.norm.weight", (a.hidden,), norm))
     if not a.tie:
         specs.append(("lm_head.weight", (vocab, a.hidden), "linear"))
     return specs
@@ -374,6 +473,8 @@ def draw_tensor(rng, shape, kind):
     elif kind == "norm":
         x *= np.float32(0.1)
         x += np.float32(1.0)
+    elif kind == "norm0":
+        x *= np.float32(0.1)
     elif kind == "bias":
         x *= np.float32(0.5)
     return x
