@@ -85,6 +85,7 @@ UNIT_TESTS = \
 	build/test/test_request_check \
 	build/test/test_backend_registry \
 	build/test/test_arch \
+	build/test/test_families \
 	build/test/test_dtype \
 	build/test/test_vocab_padding \
 	build/test/test_rope
@@ -118,7 +119,7 @@ CUDA_HOST    = backend_cuda cuda_weights cuda_swap
 CUDA_LIB     = build/libcbllm_cuda.a
 CUDA_EMU_LIB = build/emu/libcbllm_cuda_emu.a
 EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu build/test/test_arch_emu \
-               build/test/test_vocab_padding_emu \
+               build/test/test_vocab_padding_emu build/test/test_families_emu \
                build/emu/cbllm-engine
 EMU_LIBS     = $(CUDA_EMU_LIB) -lcjson -lm -pthread -lstdc++
 UNIT_TESTS  += $(EMU_TESTS)
@@ -185,7 +186,7 @@ build/test/test_cuda_ops_emu: test/unit/test_cuda_ops.c test/unit/*.h $(EMU_ENGI
 build/test/test_engine_cuda_emu: test/unit/test_engine_cuda.c test/unit/*.h $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -DCBLLM_CUDA_EMU -Itest/unit $< $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 
-build/test/test_arch_emu build/test/test_vocab_padding_emu: build/test/%_emu: test/unit/%.c test/unit/*.h \
+build/test/test_arch_emu build/test/test_vocab_padding_emu build/test/test_families_emu: build/test/%_emu: test/unit/%.c test/unit/*.h \
 		$(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -Itest/unit $< $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 
@@ -216,7 +217,7 @@ build/emu/libcbllm_engine_emu.a: $(EMU_ENGINE_OBJS)
 build/cuda build/emu build/emu/engine:
 	mkdir -p $@
 
-build/cuda/%.o: cuda/%.cu cuda/*.h cuda/*.cuh src/util.h src/rng.h src/dtype.h | build/cuda
+build/cuda/%.o: cuda/%.cu cuda/*.h cuda/*.cuh src/util.h src/rng.h src/activation.h src/dtype.h | build/cuda
 	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -c $< -o $@
 
 $(CUDA_LIB): $(patsubst %,build/cuda/%.o,$(CUDA_KERNELS))
@@ -228,7 +229,7 @@ EMU_OPT     ?= -O1 -g
 EMU_CXXFLAGS = -std=c++17 $(EMU_OPT) -fPIC -Wall -Wextra -Werror -Wno-unused-parameter \
                -Wno-unknown-pragmas -DCBLLM_CUDA_EMU -Itest/cuda_emu/include -Itest/cuda_emu
 
-build/emu/%.o: cuda/%.cu cuda/*.h cuda/*.cuh test/cuda_emu/*.h src/util.h src/rng.h src/dtype.h | build/emu
+build/emu/%.o: cuda/%.cu cuda/*.h cuda/*.cuh test/cuda_emu/*.h src/util.h src/rng.h src/activation.h src/dtype.h | build/emu
 	g++ $(EMU_CXXFLAGS) -x c++ -c $< -o $@
 
 build/emu/cuda_emu.o: test/cuda_emu/cuda_emu.cc test/cuda_emu/*.h | build/emu

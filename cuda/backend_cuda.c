@@ -324,6 +324,24 @@ CudaSiluMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
 }
 
 static void
+CudaGeluTanhMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
+{
+	cuda_ctx   *c = be->ctx;
+
+	if (LIVE(c))
+		Note(c, cuda_gelu_tanh_mul(gate, up, n, c->stream, &c->err));
+}
+
+static void
+CudaScale(cbllm_backend *be, float *x, float s, int64_t n)
+{
+	cuda_ctx   *c = be->ctx;
+
+	if (LIVE(c))
+		Note(c, cuda_scale(x, s, n, c->stream, &c->err));
+}
+
+static void
 CudaAdd(cbllm_backend *be, float *x, const float *y, int64_t n)
 {
 	cuda_ctx   *c = be->ctx;
@@ -669,6 +687,8 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	be->kv_store = CudaKvStore;
 	be->attention = CudaAttention;
 	be->silu_mul = CudaSiluMul;
+	be->gelu_tanh_mul = CudaGeluTanhMul;
+	be->scale = CudaScale;
 	be->add = CudaAdd;
 	be->add_bias = CudaAddBias;
 	be->add_rmsnorm = CudaAddRmsnorm;

@@ -88,7 +88,7 @@ int			cuda_copy_bandwidth(size_t bytes, int iters, double *gbps, cbllm_err *err)
 
 /* -------------------------------------------------------------- cuda_ops.cu */
 
-/* d_out (T, dim) = d_x / rms(d_x) * d_w */
+/* d_out (T, dim) = d_x / rms(d_x) * d_w; d_out may be d_x; rows may be heads (T * n_heads, head_dim) */
 int			cuda_rmsnorm(const float *d_x, const float *d_w, int T, int dim, float eps,
 						 float *d_out, cuda_stream s, cbllm_err *err);
 
@@ -99,6 +99,13 @@ int			cuda_add_rmsnorm(float *d_x, const float *d_y, const float *d_w, int T, in
 /* d_gate[i] = silu(d_gate[i]) * d_up[i] */
 int			cuda_silu_mul(float *d_gate, const float *d_up, int64_t n, cuda_stream s,
 						  cbllm_err *err);
+
+/* d_gate[i] = gelu_tanh(d_gate[i]) * d_up[i] (src/activation.h) */
+int			cuda_gelu_tanh_mul(float *d_gate, const float *d_up, int64_t n, cuda_stream s,
+							   cbllm_err *err);
+
+/* d_x[i] *= scale */
+int			cuda_scale(float *d_x, float scale, int64_t n, cuda_stream s, cbllm_err *err);
 
 /* d_x[i] += d_y[i] */
 int			cuda_add(float *d_x, const float *d_y, int64_t n, cuda_stream s, cbllm_err *err);

@@ -16,6 +16,11 @@
 static const cbllm_arch BuiltinArchs[] = {
 	{"LlamaForCausalLM", "llama", "llama", 0, ARCH_ACT_SILU},
 	{"MistralForCausalLM", "mistral", "llama", 0, ARCH_ACT_SILU},
+	{"Qwen2ForCausalLM", "qwen2", "qwen2", ARCH_QKV_BIAS, ARCH_ACT_SILU},
+	{"Qwen3ForCausalLM", "qwen3", "qwen3", ARCH_QK_NORM, ARCH_ACT_SILU},
+	{"Gemma3ForCausalLM", "gemma3_text", "gemma3",
+	ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_SANDWICH_NORM | ARCH_EMBED_SCALE | ARCH_TIED_DEFAULT,
+	ARCH_ACT_GELU_TANH},
 	{"Phi3ForCausalLM", "phi3", "phi3", ARCH_FUSED_QKV | ARCH_FUSED_GATE_UP, ARCH_ACT_SILU},
 };
 
@@ -30,9 +35,12 @@ static int	n_extra;
 
 /*
  * Every tensor role, in load order.  Columns: role, HF name, GGUF name,
- * kind, scope, rows, cols, needs, tied, per_step, field, unless.  Phi-3's
- * fused projections bind wq, wk, wv and w_gate, w_up as row blocks of one
- * stored tensor each (FusedTensors below).
+ * kind, scope, rows, cols, needs, tied, per_step, field, unless.  Gemma's
+ * post_attention_layernorm norms the attention's output, not the MLP's
+ * input as Llama's does: two rows bind the MLP's input norm, one per
+ * naming, told apart by ARCH_SANDWICH_NORM.  Phi-3's fused projections bind
+ * wq, wk, wv and w_gate, w_up as row blocks of one stored tensor each
+ * (FusedTensors below).
  */
 static const arch_tensor Tensors[] = {
 	{"the embeddings", "model.embed_tokens.weight", "token_embd.weight",
@@ -57,12 +65,23 @@ static const arch_tensor Tensors[] = {
 	ARCH_MATRIX, ARCH_LAYER, DIM_KV, DIM_HIDDEN, ARCH_FUSED_QKV, false, true, LAYER_FIELD(wk), 0},
 	{"wv", L_NAME("self_attn.qkv_proj.weight", "attn_qkv.weight"),
 	ARCH_MATRIX, ARCH_LAYER, DIM_KV, DIM_HIDDEN, ARCH_FUSED_QKV, false, true, LAYER_FIELD(wv), 0},
+	{"q_norm", L_NAME("self_attn.q_norm.weight", "attn_q_norm.weight"),
+	ARCH_NORM, ARCH_LAYER, DIM_HEAD, DIM_ONE, ARCH_QK_NORM, false, false, LAYER_FIELD(q_norm), 0},
+	{"k_norm", L_NAME("self_attn.k_norm.weight", "attn_k_norm.weight"),
+	ARCH_NORM, ARCH_LAYER, DIM_HEAD, DIM_ONE, ARCH_QK_NORM, false, false, LAYER_FIELD(k_norm), 0},
 	{"wo", L_NAME("self_attn.o_proj.weight", "attn_output.weight"),
 	ARCH_MATRIX, ARCH_LAYER, DIM_HIDDEN, DIM_Q, 0, false, true, LAYER_FIELD(wo), 0},
 	{"bo", L_NAME("self_attn.o_proj.bias", "attn_output.bias"),
 	ARCH_BIAS, ARCH_LAYER, DIM_HIDDEN, DIM_ONE, ARCH_O_BIAS, false, false, LAYER_FIELD(bo), 0},
 	{"mlp_norm", L_NAME("post_attention_layernorm.weight", "ffn_norm.weight"),
-	ARCH_NORM, ARCH_LAYER, DIM_HIDDEN, DIM_ONE, 0, false, false, LAYER_FIELD(mlp_norm), 0},
+	ARCH_NORM, ARCH_LAYER, DIM_HIDDEN, DIM_ONE, 0, false, false, LAYER_FIELD(mlp_norm),
+	ARCH_SANDWICH_NORM},
+	{"attn_out_norm", L_NAME("post_attention_layernorm.weight", "post_attention_norm.weight"),
+	ARCH_NORM, ARCH_LAYER, DIM_HIDDEN, DIM_ONE, ARCH_SANDWICH_NORM, false, false,
+	LAYER_FIELD(attn_out_norm), 0},
+	{"mlp_norm", L_NAME("pre_feedforward_layernorm.weight", "ffn_norm.weight"),
+	ARCH_NORM, ARCH_LAYER, DIM_HIDDEN, DIM_ONE, ARCH_SANDWICH_NORM, false, false,
+	LAYER_FIELD(mlp_norm), 0},
 	{"w_gate", L_NAME("mlp.gate_proj.weight", "ffn_gate.weight"),
 	ARCH_MATRIX, ARCH_LAYER, DIM_INTERMEDIATE, DIM_HIDDEN, 0, false, true, LAYER_FIELD(w_gate),
 	ARCH_FUSED_GATE_UP},
@@ -77,6 +96,9 @@ static const arch_tensor Tensors[] = {
 	LAYER_FIELD(w_up), 0},
 	{"w_down", L_NAME("mlp.down_proj.weight", "ffn_down.weight"),
 	ARCH_MATRIX, ARCH_LAYER, DIM_HIDDEN, DIM_INTERMEDIATE, 0, false, true, LAYER_FIELD(w_down), 0},
+	{"mlp_out_norm", L_NAME("post_feedforward_layernorm.weight", "post_ffw_norm.weight"),
+	ARCH_NORM, ARCH_LAYER, DIM_HIDDEN, DIM_ONE, ARCH_SANDWICH_NORM, false, false,
+	LAYER_FIELD(mlp_out_norm), 0},
 	{"the final norm", "model.norm.weight", "output_norm.weight",
 	ARCH_NORM, ARCH_AFTER_LAYERS, DIM_HIDDEN, DIM_ONE, 0, false, false, MODEL_FIELD(final_norm), 0},
 	{"lm_head", "lm_head.weight", "output.weight",
@@ -176,6 +198,8 @@ arch_dim_size(const cbllm_model_config *cfg, arch_dim d)
 			return 1;
 		case DIM_HIDDEN:
 			return cfg->hidden;
+		case DIM_HEAD:
+			return cfg->head_dim;
 		case DIM_Q:
 			return (int64_t) cfg->n_heads * cfg->head_dim;
 		case DIM_KV:

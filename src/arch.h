@@ -29,13 +29,21 @@
 /* Feature flags: what an architecture's decoder adds to the Llama one. */
 #define ARCH_QKV_BIAS	(1u << 0)	/* q, k and v projections add a bias (bq, bk, bv) */
 #define ARCH_O_BIAS		(1u << 1)	/* the output projection adds a bias (bo) */
+#define ARCH_QK_NORM	(1u << 2)	/* each head of q and k is RMSNormed (q_norm, k_norm) before RoPE */
+#define ARCH_NORM_PLUS_ONE (1u << 3)	/* every RMSNorm scales by (1 + w): the loader folds the 1 in */
+#define ARCH_SANDWICH_NORM (1u << 4)	/* the attention and MLP outputs are normed before their
+										 * residual adds; the MLP's input norm is
+										 * pre_feedforward_layernorm (Gemma) */
+#define ARCH_EMBED_SCALE (1u << 5)	/* the embeddings are multiplied by sqrt(hidden_size) */
+#define ARCH_TIED_DEFAULT (1u << 6)	/* tie_word_embeddings is true when config.json omits it */
 #define ARCH_FUSED_QKV	(1u << 7)	/* wq, wk, wv are row blocks of one stored tensor (Phi-3) */
 #define ARCH_FUSED_GATE_UP (1u << 8)	/* w_gate, w_up are row blocks of one stored tensor (Phi-3) */
 
-/* The MLP's activation, as config.json's hidden_act names it. */
+/* The MLP's activation, as config.json's hidden_activation or hidden_act names it. */
 typedef enum arch_activation
 {
-	ARCH_ACT_SILU				/* "silu": silu(x W_gate) * x W_up */
+	ARCH_ACT_SILU,				/* "silu": silu(x W_gate) * x W_up */
+	ARCH_ACT_GELU_TANH			/* "gelu_pytorch_tanh": gelu_tanh(x W_gate) * x W_up */
 } arch_activation;
 
 /* One architecture. */
@@ -61,6 +69,7 @@ typedef enum arch_dim
 {
 	DIM_ONE,					/* 1: the column count of a vector */
 	DIM_HIDDEN,					/* hidden_size */
+	DIM_HEAD,					/* head_dim */
 	DIM_Q,						/* num_attention_heads * head_dim */
 	DIM_KV,						/* num_key_value_heads * head_dim */
 	DIM_INTERMEDIATE,			/* intermediate_size */

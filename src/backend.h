@@ -101,7 +101,10 @@ struct cbllm_backend
 	int			(*graph_tokens) (cbllm_backend *be, int T);
 	/* Optional: after the step's last operation; a negative status fails the step. */
 	int			(*end_step) (cbllm_backend *be, cbllm_err *err);
-	/* out (T, dim) = x / rms(x) * w */
+	/*
+	 * out (T, dim) = x / rms(x) * w, row by row; out may be x.  The rows may
+	 * be heads: q (T, n_heads, head_dim) is T * n_heads rows of head_dim.
+	 */
 	void		(*rmsnorm) (cbllm_backend *be, const float *x, const float *w, int T, int dim,
 							float eps, float *out);
 	/*
@@ -127,6 +130,10 @@ struct cbllm_backend
 							  const fwd_batch *b, float *out);
 	/* gate[i] = silu(gate[i]) * up[i] */
 	void		(*silu_mul) (cbllm_backend *be, float *gate, const float *up, int64_t n);
+	/* gate[i] = gelu_tanh(gate[i]) * up[i], GELU's tanh form (gelu_pytorch_tanh) */
+	void		(*gelu_tanh_mul) (cbllm_backend *be, float *gate, const float *up, int64_t n);
+	/* x[i] *= s */
+	void		(*scale) (cbllm_backend *be, float *x, float s, int64_t n);
 	/* x[i] += y[i] */
 	void		(*add) (cbllm_backend *be, float *x, const float *y, int64_t n);
 	/* x (T, dim) += bias (dim) on every row; bias is a model vector (an ARCH_BIAS tensor) */

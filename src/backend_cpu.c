@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "activation.h"
 #include "backend.h"
 #include "backend_registry.h"
 #include "dtype.h"
@@ -281,6 +282,22 @@ CpuSiluMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
 		gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
+/* gate = gelu_tanh(gate) * up: 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) * up. */
+static void
+CpuGeluTanhMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		gate[i] = cbllm_gelu_tanh(gate[i]) * up[i];
+}
+
+/* x *= s. */
+static void
+CpuScale(cbllm_backend *be, float *x, float s, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		x[i] *= s;
+}
+
 /* x += y. */
 static void
 CpuAdd(cbllm_backend *be, float *x, const float *y, int64_t n)
@@ -468,6 +485,8 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	be->kv_store = CpuKvStore;
 	be->attention = CpuAttention;
 	be->silu_mul = CpuSiluMul;
+	be->gelu_tanh_mul = CpuGeluTanhMul;
+	be->scale = CpuScale;
 	be->add = CpuAdd;
 	be->add_bias = CpuAddBias;
 	be->gather_rows = CpuGatherRows;

@@ -2,6 +2,8 @@
  * model.c: load a model: bind a checkpoint's tensors to the fields the
  * architecture's tensor roles name (arch.h), checking every name and shape
  * against config.json, or hand the model to the dummy loader (model_dummy.c).
+ * Norm vectors become the multipliers the decoder applies: (1 + w) for an
+ * architecture with ARCH_NORM_PLUS_ONE.
  */
 #include "model.h"
 
@@ -65,6 +67,9 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 		if (v == NULL)
 			return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 		cbllm_to_f32(t->dtype, t->data, v, mt->rows);
+		if (mt->t->kind == ARCH_NORM && (m->cfg.features & ARCH_NORM_PLUS_ONE))
+			for (int64_t i = 0; i < mt->rows; i++)
+				v[i] += 1.0f;	/* (1 + w) in f32, as Gemma's RMSNorm computes it */
 		*mt->vector = v;
 		return CBLLM_OK;
 	}
@@ -111,6 +116,20 @@ BindCheckpoint(cbllm_model *m, cbllm_err *err)
 	return model_visit(m, BindTensor, m, err);
 }
 
+/*
+ * HF multiplies the embeddings by sqrt(hidden) cast to the weights' type: a
+ * bf16 checkpoint (and the dummy format, bf16) uses the scale rounded to
+ * bf16, e.g. sqrt(1152) = 33.94 as 34.  The product is taken in f32 here,
+ * where HF rounds it to bf16 again: that second rounding (a relative 2^-9
+ * per element) is not reproduced.  F32 and F16 use the f32 scale.
+ */
+static void
+RoundEmbedScale(cbllm_model *m)
+{
+	if (m->embed.dtype == CBLLM_BF16)
+		m->cfg.embed_scale = cbllm_bf16_to_f32(cbllm_f32_to_bf16(m->cfg.embed_scale));
+}
+
 /* Whether a load format names the safetensors checkpoint. */
 static bool
 IsCheckpointFormat(const char *format)
@@ -150,6 +169,7 @@ model_load_ex(const model_load_params *p, cbllm_model **out, cbllm_err *err)
 		return rc;
 	}
 	model_visit(m, AddStepWeight, m, err);
+	RoundEmbedScale(m);
 	m->dir = NULL;
 	*out = m;
 	return CBLLM_OK;

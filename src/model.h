@@ -2,12 +2,17 @@
  * model.h: a Llama-family checkpoint: its configuration (config.json) and its
  * weights, which stay in their stored dtype inside the safetensors mapping.
  *
+ * Norm vectors are f32 multipliers as the forward pass applies them: with
+ * ARCH_NORM_PLUS_ONE (Gemma's RMSNorm scales by 1 + w) the checkpoint loader
+ * adds the 1 when it converts them, so the decoder has one RMSNorm.
+ *
  * The "dummy" load format (model_dummy.c) reads config.json alone and gives
  * every matrix deterministic pseudo-random bf16 values, for benchmarks of a
  * model's geometry without its weight files.  Element i of a dummy matrix is
  * cbllm_dummy_value(dummy_seed, i) (rng.h) * dummy_scale, multiplied in f32 and rounded to
  * bf16 (nearest even); a device backend may generate it from those two fields
- * when data is NULL.
+ * when data is NULL.  Its norm vectors are ones, as multipliers (the +1
+ * already in), and its biases zeros.
  */
 #ifndef CBLLM_MODEL_H
 #define CBLLM_MODEL_H
@@ -35,8 +40,9 @@
  */
 typedef struct cbllm_model_config
 {
-	char		arch[64];		/* "LlamaForCausalLM", "MistralForCausalLM" */
+	char		arch[64];		/* "LlamaForCausalLM", "MistralForCausalLM", ... (arch.c) */
 	uint32_t	features;		/* ARCH_* flags of the architecture (arch.h) */
+	arch_activation activation; /* the MLP's, from the architecture */
 	int			hidden;			/* hidden_size */
 	int			n_layers;		/* num_hidden_layers */
 	int			n_heads;		/* num_attention_heads */
@@ -51,6 +57,11 @@ typedef struct cbllm_model_config
 	uint8_t		layer_rope[CBLLM_MAX_LAYERS];	/* (n_layers) index into rope */
 	int32_t		layer_window[CBLLM_MAX_LAYERS]; /* (n_layers) 0: whole context */
 	float		rms_eps;
+	float		embed_scale;	/* the embeddings' multiplier: 1, or with ARCH_EMBED_SCALE
+								 * sqrt(hidden) rounded as the loader says (model.c) */
+	float		q_scale;		/* q's multiplier before attention, whose softmax scale is
+								 * q_scale / sqrt(head_dim): sqrt(head_dim /
+								 * query_pre_attn_scalar) when config.json has it, else 1 */
 	bool		tie_embeddings;
 	int32_t		bos_id;			/* -1 when absent */
 	int32_t		eos_id;			/* -1 when absent */
@@ -77,12 +88,16 @@ typedef struct cbllm_layer
 	float	   *bq;				/* (n_heads * head_dim) with ARCH_QKV_BIAS, else NULL */
 	float	   *bk;				/* (n_kv_heads * head_dim) with ARCH_QKV_BIAS */
 	float	   *bv;				/* (n_kv_heads * head_dim) with ARCH_QKV_BIAS */
+	float	   *q_norm;			/* (head_dim) with ARCH_QK_NORM, each q head's RMSNorm */
+	float	   *k_norm;			/* (head_dim) with ARCH_QK_NORM, each k head's RMSNorm */
 	cbllm_weight wo;			/* (hidden, n_heads * head_dim) */
 	float	   *bo;				/* (hidden) with ARCH_O_BIAS */
-	float	   *mlp_norm;		/* (hidden), converted to f32 */
+	float	   *attn_out_norm;	/* (hidden) with ARCH_SANDWICH_NORM: norms the attention's output */
+	float	   *mlp_norm;		/* (hidden), converted to f32: norms the MLP's input */
 	cbllm_weight w_gate;		/* (intermediate, hidden) */
 	cbllm_weight w_up;			/* (intermediate, hidden) */
 	cbllm_weight w_down;		/* (hidden, intermediate) */
+	float	   *mlp_out_norm;	/* (hidden) with ARCH_SANDWICH_NORM: norms the MLP's output */
 } cbllm_layer;
 
 typedef struct cbllm_model

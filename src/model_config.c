@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,8 @@ ActivationName(arch_activation a)
 	{
 		case ARCH_ACT_SILU:
 			return "silu";
+		case ARCH_ACT_GELU_TANH:
+			return "gelu_pytorch_tanh";
 	}
 	return "?";
 }
@@ -88,7 +91,10 @@ CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, 
 {
 	const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
 	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-	const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+	/* Gemma's configs name the activation hidden_activation, which wins over hidden_act */
+	const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_activation") != NULL ?
+		cJSON_GetObjectItemCaseSensitive(root, "hidden_activation") :
+		cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
 	const cJSON *bias = cJSON_GetObjectItemCaseSensitive(root, "attention_bias");
 	const cJSON *mlp_bias = cJSON_GetObjectItemCaseSensitive(root, "mlp_bias");
 	const char *hf_name = NULL,
@@ -103,6 +109,10 @@ CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, 
 						  "%s: neither \"architectures\" nor \"model_type\" names the architecture",
 						  path);
 	a = arch_find(hf_name, model_type);
+	if (a == NULL && hf_name != NULL && strcmp(hf_name, "Gemma3ForConditionalGeneration") == 0)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "%s: unsupported architecture \"Gemma3ForConditionalGeneration\": the multimodal Gemma-3 keeps its decoder under text_config and its weights under language_model.; use a text-only Gemma3ForCausalLM checkpoint",
+						  path);
 	if (a == NULL)
 	{
 		char		known[256];
@@ -114,6 +124,7 @@ CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, 
 	}
 	snprintf(cfg->arch, sizeof(cfg->arch), "%s", a->hf_name);
 	cfg->features = a->features;
+	cfg->activation = a->activation;
 	if (act != NULL &&
 		!(cJSON_IsString(act) && strcmp(act->valuestring, ActivationName(a->activation)) == 0))
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
@@ -124,6 +135,50 @@ CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, 
 	if ((cJSON_IsTrue(bias) && (a->features & biases) != biases) || cJSON_IsTrue(mlp_bias))
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "%s: attention or MLP biases are not supported", path);
+	return CBLLM_OK;
+}
+
+/*
+ * Refuse what some configs switch on and the decoder does not have: tanh
+ * soft-capping of the logits or of the attention scores (Gemma-2's, null
+ * in Gemma-3's configs) and bidirectional attention.
+ */
+static int
+CheckAbsentFeatures(const cJSON *root, const char *path, cbllm_err *err)
+{
+	static const char *const must_be_null[] = {"final_logit_softcapping",
+	"attn_logit_softcapping"};
+	const cJSON *bidi = cJSON_GetObjectItemCaseSensitive(root, "use_bidirectional_attention");
+
+	for (int i = 0; i < (int) (sizeof(must_be_null) / sizeof(must_be_null[0])); i++)
+	{
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, must_be_null[i]);
+
+		if (v != NULL && !cJSON_IsNull(v))
+			return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: %s is not supported (only null)",
+							  path, must_be_null[i]);
+	}
+	if (bidi != NULL && !cJSON_IsFalse(bidi) && !cJSON_IsNull(bidi))
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "%s: use_bidirectional_attention is not supported (only false)", path);
+	return CBLLM_OK;
+}
+
+/*
+ * The embeddings' multiplier (sqrt(hidden) with ARCH_EMBED_SCALE; the loader
+ * rounds it to the embeddings' type) and q's (query_pre_attn_scalar).
+ */
+static int
+GetScales(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_err *err)
+{
+	float		qpas;
+	int			rc;
+
+	cfg->embed_scale = (cfg->features & ARCH_EMBED_SCALE) ? sqrtf((float) cfg->hidden) : 1.0f;
+	if ((rc = GetFloat(root, "query_pre_attn_scalar", cfg->head_dim, &qpas, path, err)))
+		return rc;
+	cfg->q_scale = qpas == (float) cfg->head_dim ? 1.0f :
+		(float) sqrt((double) cfg->head_dim / qpas);
 	return CBLLM_OK;
 }
 
@@ -147,6 +202,8 @@ ParseConfig(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_
 		(rc = GetTokenId(root, "eos_token_id", &cfg->eos_id, path, err)) ||
 		(rc = GetFloat(root, "rms_norm_eps", 1e-6, &cfg->rms_eps, path, err)))
 		return rc;
+	if ((rc = CheckAbsentFeatures(root, path, err)))
+		return rc;
 	if (cfg->hidden % cfg->n_heads != 0 &&
 		cJSON_GetObjectItemCaseSensitive(root, "head_dim") == NULL)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT,
@@ -164,8 +221,9 @@ ParseConfig(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_
 						  path, cfg->n_heads, cfg->n_kv_heads);
 	if ((rc = model_config_positions(root, cfg, path, err)))
 		return rc;
-	cfg->tie_embeddings = cJSON_IsTrue(tie);
-	return CBLLM_OK;
+	cfg->tie_embeddings = tie == NULL || cJSON_IsNull(tie) ?
+		(cfg->features & ARCH_TIED_DEFAULT) != 0 : cJSON_IsTrue(tie);
+	return GetScales(root, cfg, path, err);
 }
 
 /* Parse the NUL-terminated text of a config.json (path names it in messages) into cfg. */

@@ -6,8 +6,9 @@
                  [--seed 0] [--max-pos 2048] [--rope-theta 10000] [--rms-eps 1e-5]
                  [--shards 1] [--tokenizer-from DIR] [--arch llama|mistral]
                  [--sliding-window N] [--attn-bias] [--arch-name NAME] [--pad-vocab N]
-                 [--no-weights] [--family llama3|llama3.1|phi3|phi3-128k]
-                 [--rope-scaling JSON]
+                 [--no-weights] [--head-dim N] [--query-pre-attn-scalar N]
+                 [--family qwen2|qwen3|gemma3|llama3|llama3.1|phi3|phi3-128k]
+                 [--sliding-window-pattern N] [--rope-scaling JSON]
 
 OUT_DIR receives config.json, tokenizer.json, tokenizer_config.json and the weights,
 either model.safetensors or (with --shards N > 1) model.safetensors.index.json plus
@@ -25,8 +26,17 @@ tests of architectures that only a test registers.  --pad-vocab N makes config.j
 vocab_size N more than the tokenizer's ids, with embedding and lm_head rows for them, as
 Qwen and Phi-3 checkpoints pad theirs.
 
---family NAME writes that family's real config.json layout, shrunk to the sizes given:
-llama3 is Llama-3.2-1B-Instruct's (tied, bos 1, an eos_token_id list, rope_scaling
+--family NAME writes that family's real config.json layout (the fields and values of
+Qwen2.5-0.5B-Instruct, Qwen3-0.6B or gemma-3-1b-it, shrunk to the sizes given) and
+its tensors: qwen2 adds q, k and v biases; qwen3 explicit head_dim (--head-dim, default
+hidden/heads) and per-head q_norm and k_norm; gemma3 those and Gemma's four norms per
+layer (input, post_attention, pre_feedforward, post_feedforward), GELU-tanh,
+query_pre_attn_scalar (--query-pre-attn-scalar, default head_dim), sliding_window
+(default 512) and sliding_window_pattern (default 6).  These three tie their
+embeddings, as the small sizes do.  Gemma stores its norms as w in (1 + w): they
+are drawn ~ N(0, 0.1).
+
+--family llama3 is Llama-3.2-1B-Instruct's (tied, bos 1, an eos_token_id list, rope_scaling
 llama3 with factor 32, low 1, high 4 and original_max_position_embeddings 8192 shrunk
 to 64, max_position_embeddings 131072 to 1024, so that head_dim 16 has dimensions in
 each of the three frequency bands); llama3.1 is Llama-3.1-8B-Instruct's (untied, factor
@@ -133,6 +143,9 @@ def parse_args(argv):
                    help="a family's real config.json layout and tensors")
     p.add_argument("--rope-scaling", metavar="JSON", type=json.loads,
                    help="config.json's rope_scaling object")
+    p.add_argument("--head-dim", type=int, help="explicit head_dim (qwen3, gemma3)")
+    p.add_argument("--query-pre-attn-scalar", type=float, help="gemma3's attention scale^-2")
+    p.add_argument("--sliding-window-pattern", type=int, help="gemma3: every Nth layer global")
     a = p.parse_args(argv)
     if a.dtype is None:
         a.dtype = "bf16" if a.no_weights else "f32"
@@ -140,21 +153,27 @@ def parse_args(argv):
     for name in ("hidden", "layers", "heads", "kv_heads", "intermediate", "max_pos", "shards"):
         if getattr(a, name) < 1:
             p.error("--%s must be at least 1" % name.replace("_", "-"))
-    if a.hidden % a.heads:
+    if a.family is None and (a.head_dim or a.query_pre_attn_scalar or a.sliding_window_pattern):
+        p.error("--head-dim, --query-pre-attn-scalar and --sliding-window-pattern need --family")
+    if a.head_dim is None:
+        a.head_dim = a.hidden // a.heads
+    elif a.family == "qwen2":
+        p.error("--head-dim: Qwen2 configs have none")
+    if a.hidden % a.heads and a.family in (None, "qwen2"):
         p.error("--hidden (%d) must be a multiple of --heads (%d)" % (a.hidden, a.heads))
     if a.heads % a.kv_heads:
         p.error("--heads (%d) must be a multiple of --kv-heads (%d)" % (a.heads, a.kv_heads))
-    if (a.hidden // a.heads) % 2:
-        p.error("head_dim = hidden/heads = %d must be even for RoPE" % (a.hidden // a.heads))
-    if a.sliding_window is not None:
+    if a.head_dim % 2:
+        p.error("head_dim = %d must be even for RoPE" % a.head_dim)
+    if a.family is not None:
+        a.tie = FAMILY_TIED.get(a.family, True)
+    if a.sliding_window is not None and a.family != "gemma3":
         if a.arch != "mistral":
             p.error("--sliding-window needs --arch mistral")
         if a.sliding_window < 1:
             p.error("--sliding-window must be at least 1")
     if a.no_weights and a.shards != 1:
         p.error("--shards needs weights: it cannot go with --no-weights")
-    if a.family is not None:
-        a.tie = FAMILY_TIED[a.family]
     n_tensors = len(tensor_specs(a, a.vocab))
     if a.shards > n_tensors:
         p.error("--shards %d is more than the %d tensors" % (a.shards, n_tensors))
@@ -354,7 +373,7 @@ def llama3_config(a, vocab_size, factor=32.0, tied=True):
     return {
         "architectures": ["LlamaForCausalLM"], "attention_bias": False,
         "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": [2, 8, 9],
-        "head_dim": a.hidden // a.heads, "hidden_act": "silu", "hidden_size": a.hidden,
+        "head_dim": a.head_dim, "hidden_act": "silu", "hidden_size": a.hidden,
         "initializer_range": 0.02, "intermediate_size": a.intermediate,
         "max_position_embeddings": 1024, "mlp_bias": False, "model_type": "llama",
         "num_attention_heads": a.heads, "num_hidden_layers": a.layers,
@@ -380,7 +399,7 @@ def phi3_factors(n, top):
 def phi3_config(a, vocab_size, long_context=False):
     """Phi-3-mini-4k-instruct's config.json (or the 128k one's), shrunk: the eos list
     32000, 32001, 32007 and pad 32000 mapped to ids of the small vocab."""
-    hd = a.hidden // a.heads
+    hd = a.head_dim
     cfg = {
         "architectures": ["Phi3ForCausalLM"], "attention_bias": False,
         "attention_dropout": 0.0, "auto_map": {
@@ -411,9 +430,66 @@ def phi3_128k_config(a, vocab_size):
     return phi3_config(a, vocab_size, long_context=True)
 
 
-FAMILIES = {"llama3": llama3_config, "llama3.1": llama31_config, "phi3": phi3_config,
+def qwen2_config(a, vocab_size):
+    """Qwen2.5-0.5B-Instruct's config.json, shrunk: no attention_bias field (the biases
+    are the architecture's), a sliding window present but off."""
+    return {
+        "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0,
+        "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+        "hidden_size": a.hidden, "initializer_range": 0.02, "intermediate_size": a.intermediate,
+        "max_position_embeddings": a.max_pos, "max_window_layers": a.layers,
+        "model_type": "qwen2", "num_attention_heads": a.heads,
+        "num_hidden_layers": a.layers, "num_key_value_heads": a.kv_heads,
+        "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": a.max_pos,
+        "tie_word_embeddings": True, "torch_dtype": TORCH_DTYPE[a.dtype],
+        "transformers_version": "4.43.1", "use_cache": True, "use_sliding_window": False,
+        "vocab_size": vocab_size,
+    }
+
+
+def qwen3_config(a, vocab_size):
+    """Qwen3-0.6B's config.json, shrunk: explicit head_dim, no biases, no window."""
+    return {
+        "architectures": ["Qwen3ForCausalLM"], "attention_bias": False,
+        "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2,
+        "head_dim": a.head_dim, "hidden_act": "silu", "hidden_size": a.hidden,
+        "initializer_range": 0.02, "intermediate_size": a.intermediate,
+        "max_position_embeddings": a.max_pos, "max_window_layers": a.layers,
+        "model_type": "qwen3", "num_attention_heads": a.heads,
+        "num_hidden_layers": a.layers, "num_key_value_heads": a.kv_heads,
+        "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000,
+        "sliding_window": None, "tie_word_embeddings": True,
+        "torch_dtype": TORCH_DTYPE[a.dtype], "transformers_version": "4.51.0",
+        "use_cache": True, "use_sliding_window": False, "vocab_size": vocab_size,
+    }
+
+
+def gemma3_config(a, vocab_size):
+    """gemma-3-1b-it's config.json, shrunk: no tie_word_embeddings field (tied is
+    Gemma's default), an eos_token_id list, soft-capping null."""
+    return {
+        "architectures": ["Gemma3ForCausalLM"], "attention_bias": False,
+        "attention_dropout": 0.0, "attn_logit_softcapping": None, "bos_token_id": 1,
+        "cache_implementation": "hybrid", "eos_token_id": [2, 106],
+        "final_logit_softcapping": None, "head_dim": a.head_dim,
+        "hidden_activation": "gelu_pytorch_tanh", "hidden_size": a.hidden,
+        "initializer_range": 0.02, "intermediate_size": a.intermediate,
+        "max_position_embeddings": a.max_pos, "model_type": "gemma3_text",
+        "num_attention_heads": a.heads, "num_hidden_layers": a.layers,
+        "num_key_value_heads": a.kv_heads, "pad_token_id": 0,
+        "query_pre_attn_scalar": a.query_pre_attn_scalar or a.head_dim,
+        "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000, "rope_scaling": None,
+        "rope_theta": 1000000, "sliding_window": a.sliding_window or 512,
+        "sliding_window_pattern": a.sliding_window_pattern or 6,
+        "torch_dtype": TORCH_DTYPE[a.dtype], "transformers_version": "4.50.0.dev0",
+        "use_cache": True, "vocab_size": vocab_size,
+    }
+
+
+FAMILIES = {"qwen2": qwen2_config, "qwen3": qwen3_config, "gemma3": gemma3_config,
+            "llama3": llama3_config, "llama3.1": llama31_config, "phi3": phi3_config,
             "phi3-128k": phi3_128k_config}
-FAMILY_TIED = {"llama3": True, "llama3.1": False, "phi3": False, "phi3-128k": False}
+FAMILY_TIED = {"llama3.1": False, "phi3": False, "phi3-128k": False}  # the others: tied
 FUSED_FAMILIES = ("phi3", "phi3-128k")  # qkv_proj and gate_up_proj are one tensor each
 
 
@@ -430,14 +506,18 @@ def write_json(path, obj, compact=False):
 
 def tensor_specs(a, vocab):
     """(name, shape, kind) of every tensor in HF order; kind is embed, linear, norm or bias."""
-    hd = a.hidden // a.heads
+    hd = a.head_dim
     fused = a.family in FUSED_FAMILIES
+    qkv_bias = a.attn_bias or a.family == "qwen2"
+    qk_norm = a.family in ("qwen3", "gemma3")
+    gemma = a.family == "gemma3"
+    norm = "norm0" if gemma else "norm"  # Gemma's norms are w in (1 + w)
     # Tied, the embeddings are the lm_head too: scaled like a linear weight they no longer
     # dominate the residual stream, which would make greedy decoding repeat the last token.
     specs = [("model.embed_tokens.weight", (vocab, a.hidden), "linear" if a.tie else "embed")]
     for i in range(a.layers):
         p = "model.layers.%d." % i
-        specs.append((p + "input_layernorm.weight", (a.hidden,), "norm"))
+        specs.append((p + "input_layernorm.weight", (a.hidden,), norm))
         if fused:  # rows: q, then k, then v
             specs.append((p + "self_attn.qkv_proj.weight",
                           ((a.heads + 2 * a.kv_heads) * hd, a.hidden), "linear"))
@@ -448,14 +528,22 @@ def tensor_specs(a, vocab):
                 (p + "self_attn.v_proj.weight", (a.kv_heads * hd, a.hidden), "linear"),
             ]
         specs.append((p + "self_attn.o_proj.weight", (a.hidden, a.heads * hd), "linear"))
-        if a.attn_bias:
+        if qkv_bias:
             specs += [
                 (p + "self_attn.q_proj.bias", (a.heads * hd,), "bias"),
                 (p + "self_attn.k_proj.bias", (a.kv_heads * hd,), "bias"),
                 (p + "self_attn.v_proj.bias", (a.kv_heads * hd,), "bias"),
-                (p + "self_attn.o_proj.bias", (a.hidden,), "bias"),
             ]
-        specs.append((p + "post_attention_layernorm.weight", (a.hidden,), "norm"))
+        if a.attn_bias:
+            specs.append((p + "self_attn.o_proj.bias", (a.hidden,), "bias"))
+        if qk_norm:
+            specs += [
+                (p + "self_attn.q_norm.weight", (hd,), norm),
+                (p + "self_attn.k_norm.weight", (hd,), norm),
+            ]
+        specs.append((p + "post_attention_layernorm.weight", (a.hidden,), norm))
+        if gemma:
+            specs.append((p + "pre_feedforward_layernorm.weight", (a.hidden,), norm))
         if fused:  # rows: gate, then up
             specs.append((p + "mlp.gate_up_proj.weight", (2 * a.intermediate, a.hidden),
                           "linear"))
@@ -465,7 +553,9 @@ def tensor_specs(a, vocab):
                 (p + "mlp.up_proj.weight", (a.intermediate, a.hidden), "linear"),
             ]
         specs.append((p + "mlp.down_proj.weight", (a.hidden, a.intermediate), "linear"))
-    specs.append(("model.norm.weight", (a.hidden,), "norm"))
+        if gemma:
+            specs.append((p + "post_feedforward_layernorm.weight", (a.hidden,), norm))
+    specs.append(("model.norm.weight", (a.hidden,), norm))
     if not a.tie:
         specs.append(("lm_head.weight", (vocab, a.hidden), "linear"))
     return specs
@@ -479,6 +569,8 @@ def draw_tensor(rng, shape, kind):
     elif kind == "norm":
         x *= np.float32(0.1)
         x += np.float32(1.0)
+    elif kind == "norm0":
+        x *= np.float32(0.1)
     elif kind == "bias":
         x *= np.float32(0.5)
     return x

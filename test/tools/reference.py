@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent float64 numpy forward of a HuggingFace Llama/Mistral/Phi-3 checkpoint.
+"""Independent float64 numpy forward of a HuggingFace Llama, Mistral, Qwen2, Qwen3, Gemma-3 or Phi-3 checkpoint.
 
     reference.py MODEL_DIR --prompt-ids "1 5 9" [--logits] [--greedy N]
 
@@ -18,6 +18,17 @@ F32/F16/BF16 exactly into float64 and runs the HF Llama forward:
                 x += attn Wo^T (+ the o bias);  h = rmsnorm(x) * w_post;  x += (silu(h Wg^T) * h Wu^T) Wd^T
     logits = rmsnorm(x) * w_norm @ lm_head^T   (embed^T when the embeddings are tied)
 
+The families' differences, from their HF definitions (config.json's model_type):
+    qwen2        q, k and v biases (no o bias), whatever attention_bias says
+    qwen3        explicit head_dim; q and k RMSNormed per head (q_norm, k_norm) before RoPE
+    gemma3_text  as qwen3, and: every RMSNorm scales by (1 + w); x = embed * sqrt(hidden)
+                 (the scale rounded to bf16 for bf16 embeddings, as HF casts it to the
+                 weights' type); attention output normed (post_attention_layernorm) before
+                 its residual add, the MLP's input by pre_feedforward_layernorm and its
+                 output by post_feedforward_layernorm before its add; GELU-tanh; softmax
+                 scale query_pre_attn_scalar^-0.5; tied embeddings unless config.json says
+                 otherwise.  Soft-capping must be null.
+
 --logits prints one line per prompt position: vocab_size numbers in "%.17g".
 --greedy N appends N argmax tokens (never stopping at EOS) and prints the generated ids
 on one line.  Greedy decoding keeps a KV cache; each step runs only the new token.
@@ -35,8 +46,11 @@ import rope_ref
 
 # --------------------------------------------------------------------------- loading
 
+DTYPES = {}  # tensor name -> its file dtype ("F32", "BF16", ...)
+
+
 def read_safetensors(path):
-    """All tensors of one safetensors file as float64 arrays, keyed by name."""
+    """All tensors of one safetensors file as float64 arrays, keyed by name (dtypes in DTYPES)."""
     raw = np.memmap(path, dtype=np.uint8, mode="r")
     n = int(raw[:8].view("<u8")[0])
     header = json.loads(bytes(raw[8:8 + n]).decode("utf-8"))
@@ -45,6 +59,7 @@ def read_safetensors(path):
     out = {}
     for name, info in header.items():
         begin, end = info["data_offsets"]
+        DTYPES[name] = info["dtype"]
         out[name] = decode(raw[base + begin:base + end], info["dtype"]).reshape(info["shape"])
     return out
 
@@ -86,10 +101,27 @@ class Model:
         self.eps = cfg["rms_norm_eps"]
         # per layer: (RoPE index into self.ropes, window or None), from rope_ref.py
         self.ropes, self.positions = rope_ref.layer_positions(cfg, self.head_dim)
-        self.attn_bias = bool(cfg.get("attention_bias", False))  # q, k, v and o biases
+        family = cfg.get("model_type", "llama")
+        gemma = family == "gemma3_text"
+        for cap in ("final_logit_softcapping", "attn_logit_softcapping"):
+            if cfg.get(cap) is not None:
+                raise SystemExit("reference.py: %s is not supported" % cap)
+        # the projections with biases
+        self.biases = {"q_proj", "k_proj", "v_proj"} if family == "qwen2" else (
+            {"q_proj", "k_proj", "v_proj", "o_proj"} if cfg.get("attention_bias") else set())
+        self.qk_norm = family in ("qwen3", "gemma3_text")
+        self.norm_offset = 1.0 if gemma else 0.0   # Gemma's RMSNorm scales by (1 + w)
+        self.sandwich = gemma                      # norms on the attention and MLP outputs
+        self.act = cfg.get("hidden_activation") or cfg.get("hidden_act", "silu")
+        self.scale = cfg.get("query_pre_attn_scalar", self.head_dim) ** -0.5
         self.w = load_weights(model_dir)
         self.split_fused(cfg)
-        tied = cfg.get("tie_word_embeddings", False)
+        self.embed_scale = 1.0
+        if gemma:
+            self.embed_scale = np.sqrt(cfg["hidden_size"])
+            if DTYPES["model.embed_tokens.weight"] == "BF16":
+                self.embed_scale = round_bf16(self.embed_scale)
+        tied = cfg.get("tie_word_embeddings", gemma)
         self.lm_head = self.w["model.embed_tokens.weight" if tied else "lm_head.weight"]
 
     def split_fused(self, cfg):
@@ -115,11 +147,19 @@ class Model:
         return self.w["model.layers.%d.%s.weight" % (i, name)]
 
     def linear(self, i, name, x):
-        """x @ W^T of projection `name` of layer i, plus its bias when the model has them."""
+        """x @ W^T of projection `name` of layer i, plus its bias when the model has one."""
         y = x @ self.layer(i, name).T
-        if self.attn_bias and name.startswith("self_attn."):
+        if name.startswith("self_attn.") and name[len("self_attn."):] in self.biases:
             y = y + self.w["model.layers.%d.%s.bias" % (i, name)]
         return y
+
+    def norm(self, x, name):
+        """RMSNorm of x by weight `name` (1 + w for Gemma)."""
+        return rmsnorm(x, self.w[name] + self.norm_offset, self.eps)
+
+    def layer_norm(self, i, name, x):
+        """RMSNorm of x by layer i's norm `name`, e.g. layer_norm(0, 'input_layernorm', x)."""
+        return self.norm(x, "model.layers.%d.%s.weight" % (i, name))
 
 
 # --------------------------------------------------------------------------- forward
@@ -129,8 +169,23 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
+def round_bf16(v):
+    """v rounded to the nearest bfloat16 (ties to even), as a float."""
+    u = int(np.array(v, dtype="<f4").view("<u4"))
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16 << 16
+    return float(np.array(u, dtype="<u4").view("<f4"))
+
+
 def silu(x):
     return x / (1.0 + np.exp(-x))
+
+
+def gelu_tanh(x):
+    """GELU's tanh approximation (PyTorch gelu(approximate="tanh"))."""
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+ACTIVATIONS = {"silu": silu, "gelu_pytorch_tanh": gelu_tanh}
 
 
 def attention(m, i, h, pos, cache):
@@ -139,9 +194,12 @@ def attention(m, i, h, pos, cache):
         y = m.linear(i, "self_attn." + name, h)
         return y.reshape(h.shape[0], n, m.head_dim).transpose(1, 0, 2)
 
+    q, k = heads("q_proj", m.n_heads), heads("k_proj", m.n_kv_heads)
+    if m.qk_norm:  # each head RMSNormed over head_dim
+        q, k = m.layer_norm(i, "self_attn.q_norm", q), m.layer_norm(i, "self_attn.k_norm", k)
     rope_index, window = m.positions[i]
-    q = rope_ref.apply_rope(heads("q_proj", m.n_heads), pos, m.ropes[rope_index])
-    k = rope_ref.apply_rope(heads("k_proj", m.n_kv_heads), pos, m.ropes[rope_index])
+    q = rope_ref.apply_rope(q, pos, m.ropes[rope_index])
+    k = rope_ref.apply_rope(k, pos, m.ropes[rope_index])
     v = heads("v_proj", m.n_kv_heads)
     ks, vs, kpos = cache[i]
     ks, vs, kpos = np.concatenate([ks, k], 1), np.concatenate([vs, v], 1), np.append(kpos, pos)
@@ -149,7 +207,7 @@ def attention(m, i, h, pos, cache):
 
     group = m.n_heads // m.n_kv_heads
     ks, vs = np.repeat(ks, group, axis=0), np.repeat(vs, group, axis=0)  # head j -> kv j // group
-    scores = q @ ks.transpose(0, 2, 1) / np.sqrt(m.head_dim)           # [heads, T, S]
+    scores = q @ ks.transpose(0, 2, 1) * m.scale                       # [heads, T, S]
     allowed = kpos[None, :] <= pos[:, None]
     if window is not None:
         allowed &= kpos[None, :] > pos[:, None] - window
@@ -164,14 +222,22 @@ def forward(m, ids, cache):
     """Logits [T, vocab] for tokens ids that follow the cache's tokens; extends the cache."""
     start = len(cache[0][2])
     pos = np.arange(start, start + len(ids), dtype=np.float64)
-    x = m.w["model.embed_tokens.weight"][np.asarray(ids)]
+    x = m.w["model.embed_tokens.weight"][np.asarray(ids)] * m.embed_scale
+    act = ACTIVATIONS[m.act]
     for i in range(m.n_layers):
-        h = rmsnorm(x, m.layer(i, "input_layernorm"), m.eps)
-        x = x + attention(m, i, h, pos, cache)
-        h = rmsnorm(x, m.layer(i, "post_attention_layernorm"), m.eps)
-        mlp = silu(h @ m.layer(i, "mlp.gate_proj").T) * (h @ m.layer(i, "mlp.up_proj").T)
-        x = x + mlp @ m.layer(i, "mlp.down_proj").T
-    return rmsnorm(x, m.w["model.norm.weight"], m.eps) @ m.lm_head.T
+        h = m.layer_norm(i, "input_layernorm", x)
+        a = attention(m, i, h, pos, cache)
+        if m.sandwich:
+            a = m.layer_norm(i, "post_attention_layernorm", a)
+        x = x + a
+        h = m.layer_norm(i, "pre_feedforward_layernorm" if m.sandwich else
+                         "post_attention_layernorm", x)
+        mlp = act(h @ m.layer(i, "mlp.gate_proj").T) * (h @ m.layer(i, "mlp.up_proj").T)
+        mlp = mlp @ m.layer(i, "mlp.down_proj").T
+        if m.sandwich:
+            mlp = m.layer_norm(i, "post_feedforward_layernorm", mlp)
+        x = x + mlp
+    return m.norm(x, "model.norm.weight") @ m.lm_head.T
 
 
 def empty_cache(m):
