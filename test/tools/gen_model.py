@@ -7,7 +7,7 @@
                  [--shards 1] [--tokenizer-from DIR] [--arch llama|mistral]
                  [--sliding-window N] [--attn-bias] [--arch-name NAME] [--pad-vocab N]
                  [--no-weights] [--family qwen2|qwen3|gemma3] [--head-dim N]
-                 [--query-pre-attn-scalar N] [--sliding-window-pattern N]
+                 [--query-pre-attn-scalar N] [--sliding-window-pattern N] [--untied]
 
 OUT_DIR receives config.json, tokenizer.json, tokenizer_config.json and the weights,
 either model.safetensors or (with --shards N > 1) model.safetensors.index.json plus
@@ -32,7 +32,7 @@ hidden/heads) and per-head q_norm and k_norm; gemma3 those and Gemma's four norm
 layer (input, post_attention, pre_feedforward, post_feedforward), GELU-tanh,
 query_pre_attn_scalar (--query-pre-attn-scalar, default head_dim), sliding_window
 (default 512) and sliding_window_pattern (default 6).  The families tie their
-embeddings, as the small sizes do.  Gemma stores its norms as w in (1 + w): they
+embeddings, as the small sizes do, unless --untied (Qwen2.5-7B's layout: an lm_head).  Gemma stores its norms as w in (1 + w): they
 are drawn ~ N(0, 0.1).
 
 Weights are random (numpy default_rng(seed)), drawn tensor by tensor in file order and
@@ -132,6 +132,7 @@ def parse_args(argv):
     p.add_argument("--head-dim", type=int, help="explicit head_dim (qwen3, gemma3)")
     p.add_argument("--query-pre-attn-scalar", type=float, help="gemma3's attention scale^-2")
     p.add_argument("--sliding-window-pattern", type=int, help="gemma3: every Nth layer global")
+    p.add_argument("--untied", action="store_true", help="a family's model with an lm_head")
     a = p.parse_args(argv)
     if a.dtype is None:
         a.dtype = "bf16" if a.no_weights else "f32"
@@ -151,8 +152,10 @@ def parse_args(argv):
         p.error("--heads (%d) must be a multiple of --kv-heads (%d)" % (a.heads, a.kv_heads))
     if a.head_dim % 2:
         p.error("head_dim = %d must be even for RoPE" % a.head_dim)
+    if a.untied and (a.family is None or a.tie):
+        p.error("--untied needs --family and no --tie")
     if a.family is not None:
-        a.tie = True
+        a.tie = not a.untied
     if a.sliding_window is not None and a.family != "gemma3":
         if a.arch != "mistral":
             p.error("--sliding-window needs --arch mistral")
@@ -358,7 +361,7 @@ def qwen2_config(a, vocab_size):
         "model_type": "qwen2", "num_attention_heads": a.heads,
         "num_hidden_layers": a.layers, "num_key_value_heads": a.kv_heads,
         "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": a.max_pos,
-        "tie_word_embeddings": True, "torch_dtype": TORCH_DTYPE[a.dtype],
+        "tie_word_embeddings": a.tie, "torch_dtype": TORCH_DTYPE[a.dtype],
         "transformers_version": "4.43.1", "use_cache": True, "use_sliding_window": False,
         "vocab_size": vocab_size,
     }
@@ -375,7 +378,7 @@ def qwen3_config(a, vocab_size):
         "model_type": "qwen3", "num_attention_heads": a.heads,
         "num_hidden_layers": a.layers, "num_key_value_heads": a.kv_heads,
         "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000,
-        "sliding_window": None, "tie_word_embeddings": True,
+        "sliding_window": None, "tie_word_embeddings": a.tie,
         "torch_dtype": TORCH_DTYPE[a.dtype], "transformers_version": "4.51.0",
         "use_cache": True, "use_sliding_window": False, "vocab_size": vocab_size,
     }
@@ -384,7 +387,8 @@ def qwen3_config(a, vocab_size):
 def gemma3_config(a, vocab_size):
     """gemma-3-1b-it's config.json, shrunk: no tie_word_embeddings field (tied is
     Gemma's default), an eos_token_id list, soft-capping null."""
-    return {
+    untied = {} if a.tie else {"tie_word_embeddings": False}
+    return {**untied,
         "architectures": ["Gemma3ForCausalLM"], "attention_bias": False,
         "attention_dropout": 0.0, "attn_logit_softcapping": None, "bos_token_id": 1,
         "cache_implementation": "hybrid", "eos_token_id": [2, 106],
