@@ -327,6 +327,29 @@ GemmaWith(const char *from, const char *to)
 static void
 test_family_configs(void)
 {
+	/* gemma-3-1b-it with one field changed, and what the refusal must say */
+	static const struct
+	{
+		const char *label,
+				   *from,
+				   *to,
+				   *n1,
+				   *n2;
+	}			refused[] = {
+		{"final_logit_softcapping 30", "\"final_logit_softcapping\": null",
+		"\"final_logit_softcapping\": 30.0", "final_logit_softcapping is not supported", NULL},
+		{"attn_logit_softcapping 50", "\"attn_logit_softcapping\": null",
+		"\"attn_logit_softcapping\": 50.0", "attn_logit_softcapping is not supported", NULL},
+		{"gemma3 hidden_activation gelu", "\"hidden_activation\": \"gelu_pytorch_tanh\"",
+		"\"hidden_activation\": \"gelu\"", "unsupported hidden_activation \"gelu\"",
+		"gelu_pytorch_tanh"},
+		{"use_bidirectional_attention true", "\"use_cache\": true",
+		"\"use_bidirectional_attention\": true", "use_bidirectional_attention", "not supported"},
+		{"Gemma3ForConditionalGeneration", "\"Gemma3ForCausalLM\"",
+		"\"Gemma3ForConditionalGeneration\"", "Gemma3ForConditionalGeneration", "Gemma3ForCausalLM"},
+		{"query_pre_attn_scalar 0", "\"query_pre_attn_scalar\": 256", "\"query_pre_attn_scalar\": 0",
+		"\"query_pre_attn_scalar\"", "positive"},
+	};
 	cbllm_model_config c;
 	cbllm_err	err = {{0}};
 	char	   *t;
@@ -364,26 +387,12 @@ test_family_configs(void)
 	TAP_OK(rc == CBLLM_OK && fabsf(c.q_scale - 4.0f / 3.0f) < 1e-6f,
 		   "query_pre_attn_scalar 144 with head_dim 256: q scaled by sqrt(256 / 144) = %g", c.q_scale);
 	free(t);
-	t = GemmaWith("\"final_logit_softcapping\": null", "\"final_logit_softcapping\": 30.0");
-	config_case("final_logit_softcapping 30", t, "final_logit_softcapping is not supported", NULL);
-	free(t);
-	t = GemmaWith("\"attn_logit_softcapping\": null", "\"attn_logit_softcapping\": 50.0");
-	config_case("attn_logit_softcapping 50", t, "attn_logit_softcapping is not supported", NULL);
-	free(t);
-	t = GemmaWith("\"hidden_activation\": \"gelu_pytorch_tanh\"", "\"hidden_activation\": \"gelu\"");
-	config_case("gemma3 hidden_activation gelu", t, "unsupported hidden_activation \"gelu\"",
-				"gelu_pytorch_tanh");
-	free(t);
-	t = GemmaWith("\"use_cache\": true", "\"use_bidirectional_attention\": true");
-	config_case("use_bidirectional_attention true", t, "use_bidirectional_attention", "not supported");
-	free(t);
-	t = GemmaWith("\"Gemma3ForCausalLM\"", "\"Gemma3ForConditionalGeneration\"");
-	config_case("Gemma3ForConditionalGeneration", t, "Gemma3ForConditionalGeneration",
-				"Gemma3ForCausalLM");
-	free(t);
-	t = GemmaWith("\"query_pre_attn_scalar\": 256", "\"query_pre_attn_scalar\": 0");
-	config_case("query_pre_attn_scalar 0", t, "\"query_pre_attn_scalar\"", "positive");
-	free(t);
+	for (int i = 0; i < (int) (sizeof(refused) / sizeof(refused[0])); i++)
+	{
+		t = GemmaWith(refused[i].from, refused[i].to);
+		config_case(refused[i].label, t, refused[i].n1, refused[i].n2);
+		free(t);
+	}
 }
 
 int
