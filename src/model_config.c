@@ -92,9 +92,9 @@ CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, 
 	const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
 	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
 	/* Gemma's configs name the activation hidden_activation, which wins over hidden_act */
-	const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_activation") != NULL ?
-		cJSON_GetObjectItemCaseSensitive(root, "hidden_activation") :
-		cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+	const char *act_key = cJSON_GetObjectItemCaseSensitive(root, "hidden_activation") != NULL ?
+		"hidden_activation" : "hidden_act";
+	const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, act_key);
 	const cJSON *bias = cJSON_GetObjectItemCaseSensitive(root, "attention_bias");
 	const cJSON *mlp_bias = cJSON_GetObjectItemCaseSensitive(root, "mlp_bias");
 	const char *hf_name = NULL,
@@ -128,7 +128,7 @@ CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, 
 	if (act != NULL &&
 		!(cJSON_IsString(act) && strcmp(act->valuestring, ActivationName(a->activation)) == 0))
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "%s: unsupported hidden_act \"%s\" (only \"%s\" is supported)", path,
+						  "%s: unsupported %s \"%s\" (only \"%s\" is supported)", path, act_key,
 						  cJSON_IsString(act) ? act->valuestring : "?",
 						  ActivationName(a->activation));
 	/* attention_bias says q, k, v and o all have biases: the architecture must have both */

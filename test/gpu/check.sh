@@ -9,6 +9,8 @@
 #      greedy tokens equal for 16 steps, graphs on and off, swap, seeds, the
 #      memory budget (build/test/test_engine_cuda), and the greedy ids side
 #      by side from cbllm-cli;
+#   3b. the layer families (Qwen2, Qwen3, Gemma-3) on the GPU against the float64
+#      reference and the CPU (build/test/test_families);
 #   4. the reference workload on Llama-2-7B geometry with dummy bf16 weights
 #      made on the device, at concurrency 1, 4, 8, 16, 32, with the decode
 #      step time beside the bandwidth floor (the measured copy bandwidth);
@@ -16,6 +18,8 @@
 #      concurrency 1 without CUDA graphs, for their effect; then a shorter
 #      run on Llama-3.1-8B geometry (GQA 32/8, vocab 128256, untied, llama3
 #      RoPE scaling; max_position_embeddings 8192 to keep its tables small);
+#   4b. a shorter workload and decode steps on Qwen2.5-7B-Instruct's geometry
+#      (q, k, v biases, 28 query heads over 4 KV heads, a 152064-row lm_head);
 #   5. the same workload through HuggingFace transformers (a time budget per
 #      level), and one table of both.
 #
@@ -68,12 +72,13 @@ if [ "$emulated" = 1 ]; then
 	make -s -j"$(nproc)" all build/emu/cbllm-cli || fail "build"
 	cli=build/emu/cbllm-cli
 	engine_prog=build/emu/cbllm-engine
-	device_tests=(build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu)
+	device_tests=(build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu \
+		build/test/test_families_emu)
 else
 	make -s -j"$(nproc)" CUDA=1 CUDA_ARCH="${CUDA_ARCH:--gencode arch=compute_90,code=sm_90}" all || fail "build"
 	cli=bin/cbllm-cli
 	engine_prog=bin/cbllm-engine
-	device_tests=(build/test/test_cuda_ops build/test/test_engine_cuda)
+	device_tests=(build/test/test_cuda_ops build/test/test_engine_cuda build/test/test_families)
 fi
 
 models=$(mktemp -d)
@@ -93,6 +98,23 @@ part "engine on both backends"
 part "the engine process on the GPU, through its channel"
 build/test/test_engine_ipc "$engine_prog" "$models/tiny" cuda | tee "$out/engine_ipc.tap"
 [ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/engine_ipc.tap" || fail "engine process checks"
+
+part "the layer families on the GPU: the float64 reference, then the CPU"
+fam_ids="1 15 267 42 300 7 99 180 3 250 61 128"
+fam_args=("qwen2 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 11"
+	"qwen3 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --seed 12"
+	"gemma3 --hidden 80 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --query-pre-attn-scalar 24 --sliding-window-pattern 1 --seed 13")
+for a in "${fam_args[@]}"; do
+	f=${a%% *}
+	# shellcheck disable=SC2086
+	$PY test/tools/gen_model.py "$models/$f" --family $a --intermediate 160 --vocab 400 >/dev/null &&
+		$PY test/tools/reference.py "$models/$f" --logits --prompt-ids "$fam_ids" >"$models/$f.logits" &&
+		$PY test/tools/reference.py "$models/$f" --greedy 16 --prompt-ids "$fam_ids" >"$models/$f.greedy" ||
+		{ fail "$f model"; continue; }
+	"${device_tests[2]}" "$f" "$models/$f" "$models/$f.logits" "$models/$f.greedy" cuda |
+		tee "$out/families_$f.tap"
+	[ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/families_$f.tap" || fail "$f checks"
+done
 
 part "greedy tokens, CPU then GPU"
 ids="1 15 267 42 300 7 99 180"
@@ -154,6 +176,28 @@ $cli bench -m "$l3_model" --device cuda --load-format dummy "${l3_wl[@]}" --temp
 	--seed 1 --bandwidth "$bw" || fail "Llama-3.1-8B bench"
 $cli bench-steps -m "$l3_model" --device cuda --load-format dummy "${l3_steps[@]}" ||
 	fail "Llama-3.1-8B bench-steps"
+part "cbllm: Qwen2.5-7B-Instruct geometry, dummy bf16 weights on the device"
+if [ "$emulated" = 1 ]; then
+	qwen_model=$models/qwen2-dummy
+	$PY test/tools/gen_model.py "$qwen_model" --family qwen2 --hidden 64 --layers 2 --heads 4 \
+		--kv-heads 2 --intermediate 160 --vocab 400 --no-weights --untied >/dev/null ||
+		fail "Qwen2 dummy config"
+	qwl=(--concurrency 1,4 --requests 6 --prompt-len 10..20 --gen-len 8..16)
+	qsteps=(--batch 1,8 --context 16 --steps 4 --prefill 32)
+else
+	qwen_model=$models/qwen2.5-7b-dummy
+	# the tokenizer's 151665 ids padded to vocab_size 152064, as the checkpoint pads them
+	$PY test/tools/gen_model.py "$qwen_model" --family qwen2 --hidden 3584 --layers 28 --heads 28 \
+		--kv-heads 4 --intermediate 18944 --vocab 151665 --pad-vocab 399 --max-pos 32768 \
+		--no-weights --untied >/dev/null || fail "Qwen2.5-7B config"
+	qwl=(--concurrency 1,8,32 --requests 24 --prompt-len 50..200 --gen-len 100..200)
+	qsteps=(--batch 1,32 --context 256 --steps 32 --prefill 512)
+fi
+$cli bench -m "$qwen_model" --device cuda --load-format dummy "${qwl[@]}" --temp 0.7 --top-p 0.95 \
+	--seed 1 --bandwidth "$bw" --json >"$out/cbllm_qwen2.json" || fail "Qwen2.5-7B bench"
+cat "$out/cbllm_qwen2.json"
+$cli bench-steps -m "$qwen_model" --device cuda --load-format dummy "${qsteps[@]}" ||
+	fail "Qwen2.5-7B bench-steps"
 
 part "transformers: the same workload"
 if [ "$hf_budget" -gt 0 ]; then

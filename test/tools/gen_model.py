@@ -9,7 +9,7 @@
                  [--no-weights] [--head-dim N] [--query-pre-attn-scalar N]
                  [--family qwen2|qwen3|gemma3|llama3|llama3.1|phi3|phi3-128k]
                  [--sliding-window-pattern N] [--rope-scaling JSON]
-                 [--max-window-layers M]
+                 [--max-window-layers M] [--untied]
 
 OUT_DIR receives config.json, tokenizer.json, tokenizer_config.json and the weights,
 either model.safetensors or (with --shards N > 1) model.safetensors.index.json plus
@@ -33,8 +33,9 @@ its tensors: qwen2 adds q, k and v biases; qwen3 explicit head_dim (--head-dim, 
 hidden/heads) and per-head q_norm and k_norm; gemma3 those and Gemma's four norms per
 layer (input, post_attention, pre_feedforward, post_feedforward), GELU-tanh,
 query_pre_attn_scalar (--query-pre-attn-scalar, default head_dim), sliding_window
-(default 512) and sliding_window_pattern (default 6).  These three tie their
-embeddings, as the small sizes do.  Gemma stores its norms as w in (1 + w): they
+(default 512) and sliding_window_pattern (default 6).  The families tie their
+embeddings, as the small sizes do, unless --untied (Qwen2.5-7B's layout: an
+lm_head).  Gemma stores its norms as w in (1 + w): they
 are drawn ~ N(0, 0.1).
 
 --family llama3 is Llama-3.2-1B-Instruct's (tied, bos 1, an eos_token_id list, rope_scaling
@@ -151,6 +152,7 @@ def parse_args(argv):
     p.add_argument("--head-dim", type=int, help="explicit head_dim (qwen3, gemma3)")
     p.add_argument("--query-pre-attn-scalar", type=float, help="gemma3's attention scale^-2")
     p.add_argument("--sliding-window-pattern", type=int, help="gemma3: every Nth layer global")
+    p.add_argument("--untied", action="store_true", help="a family's model with an lm_head")
     a = p.parse_args(argv)
     if a.dtype is None:
         a.dtype = "bf16" if a.no_weights else "f32"
@@ -170,8 +172,10 @@ def parse_args(argv):
         p.error("--heads (%d) must be a multiple of --kv-heads (%d)" % (a.heads, a.kv_heads))
     if a.head_dim % 2:
         p.error("head_dim = %d must be even for RoPE" % a.head_dim)
+    if a.untied and (a.family is None or a.tie):
+        p.error("--untied needs --family and no --tie")
     if a.family is not None:
-        a.tie = FAMILY_TIED.get(a.family, True)
+        a.tie = FAMILY_TIED.get(a.family, True) and not a.untied
     if a.max_window_layers is not None and (a.family != "qwen2" or a.sliding_window is None):
         p.error("--max-window-layers needs --family qwen2 and --sliding-window")
     if a.sliding_window is not None and a.family not in ("gemma3", "qwen2", "phi3"):
@@ -451,7 +455,7 @@ def qwen2_config(a, vocab_size):
         "model_type": "qwen2", "num_attention_heads": a.heads,
         "num_hidden_layers": a.layers, "num_key_value_heads": a.kv_heads,
         "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": a.max_pos,
-        "tie_word_embeddings": True, "torch_dtype": TORCH_DTYPE[a.dtype],
+        "tie_word_embeddings": a.tie, "torch_dtype": TORCH_DTYPE[a.dtype],
         "transformers_version": "4.43.1", "use_cache": True, "use_sliding_window": False,
         "vocab_size": vocab_size,
     }
@@ -468,7 +472,7 @@ def qwen3_config(a, vocab_size):
         "model_type": "qwen3", "num_attention_heads": a.heads,
         "num_hidden_layers": a.layers, "num_key_value_heads": a.kv_heads,
         "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000,
-        "sliding_window": None, "tie_word_embeddings": True,
+        "sliding_window": None, "tie_word_embeddings": a.tie,
         "torch_dtype": TORCH_DTYPE[a.dtype], "transformers_version": "4.51.0",
         "use_cache": True, "use_sliding_window": False, "vocab_size": vocab_size,
     }
@@ -477,7 +481,8 @@ def qwen3_config(a, vocab_size):
 def gemma3_config(a, vocab_size):
     """gemma-3-1b-it's config.json, shrunk: no tie_word_embeddings field (tied is
     Gemma's default), an eos_token_id list, soft-capping null."""
-    return {
+    untied = {} if a.tie else {"tie_word_embeddings": False}
+    return {**untied,
         "architectures": ["Gemma3ForCausalLM"], "attention_bias": False,
         "attention_dropout": 0.0, "attn_logit_softcapping": None, "bos_token_id": 1,
         "cache_implementation": "hybrid", "eos_token_id": [2, 106],
