@@ -59,6 +59,8 @@ ENGINE_SRCS = \
 	src/kv_cache.c \
 	src/block_manager.c \
 	src/swap_space.c \
+	src/rope.c \
+	src/model_config_rope.c \
 	src/forward.c \
 	src/rng.c \
 	src/sampler.c \
@@ -100,10 +102,12 @@ UNIT_TESTS = \
 	build/test/test_request_check \
 	build/test/test_backend_registry \
 	build/test/test_arch \
+	build/test/test_families \
 	build/test/test_dtype \
 	build/test/test_vocab_padding \
 	build/test/test_generation_config \
-	build/test/test_chat_template
+	build/test/test_chat_template \
+	build/test/test_rope
 
 CLI = bin/cbllm-cli
 # the engine process the PostgreSQL supervisor starts (tools/cbllm-engine.c)
@@ -134,7 +138,7 @@ CUDA_HOST    = backend_cuda cuda_weights cuda_swap
 CUDA_LIB     = build/libcbllm_cuda.a
 CUDA_EMU_LIB = build/emu/libcbllm_cuda_emu.a
 EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu build/test/test_arch_emu \
-               build/test/test_vocab_padding_emu \
+               build/test/test_vocab_padding_emu build/test/test_families_emu \
                build/emu/cbllm-engine
 EMU_LIBS     = $(CUDA_EMU_LIB) -lcjson $(TOK_LIBS) -lm -pthread -lstdc++
 UNIT_TESTS  += $(EMU_TESTS)
@@ -201,7 +205,7 @@ build/test/test_cuda_ops_emu: test/unit/test_cuda_ops.c test/unit/*.h $(EMU_ENGI
 build/test/test_engine_cuda_emu: test/unit/test_engine_cuda.c test/unit/*.h $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -DCBLLM_CUDA_EMU -Itest/unit $< $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 
-build/test/test_arch_emu build/test/test_vocab_padding_emu: build/test/%_emu: test/unit/%.c test/unit/*.h \
+build/test/test_arch_emu build/test/test_vocab_padding_emu build/test/test_families_emu: build/test/%_emu: test/unit/%.c test/unit/*.h \
 		$(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -Itest/unit $< $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 
@@ -232,7 +236,7 @@ build/emu/libcbllm_engine_emu.a: $(EMU_ENGINE_OBJS)
 build/cuda build/emu build/emu/engine:
 	mkdir -p $@
 
-build/cuda/%.o: cuda/%.cu cuda/*.h cuda/*.cuh src/util.h src/rng.h src/dtype.h | build/cuda
+build/cuda/%.o: cuda/%.cu cuda/*.h cuda/*.cuh src/util.h src/rng.h src/activation.h src/dtype.h | build/cuda
 	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -c $< -o $@
 
 $(CUDA_LIB): $(patsubst %,build/cuda/%.o,$(CUDA_KERNELS))
@@ -244,7 +248,7 @@ EMU_OPT     ?= -O1 -g
 EMU_CXXFLAGS = -std=c++17 $(EMU_OPT) -fPIC -Wall -Wextra -Werror -Wno-unused-parameter \
                -Wno-unknown-pragmas -DCBLLM_CUDA_EMU -Itest/cuda_emu/include -Itest/cuda_emu
 
-build/emu/%.o: cuda/%.cu cuda/*.h cuda/*.cuh test/cuda_emu/*.h src/util.h src/rng.h src/dtype.h | build/emu
+build/emu/%.o: cuda/%.cu cuda/*.h cuda/*.cuh test/cuda_emu/*.h src/util.h src/rng.h src/activation.h src/dtype.h | build/emu
 	g++ $(EMU_CXXFLAGS) -x c++ -c $< -o $@
 
 build/emu/cuda_emu.o: test/cuda_emu/cuda_emu.cc test/cuda_emu/*.h | build/emu
@@ -287,7 +291,8 @@ FUZZ_BINS     = $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 fuzz: $(FUZZ_BINS)
 
 # the engine sources (compiled for fuzzing) that each target needs
-build/fuzz/fuzz_config:            build/fuzz/obj/model_config.o build/fuzz/obj/arch.o build/fuzz/obj/util.o
+build/fuzz/fuzz_config:            build/fuzz/obj/model_config.o build/fuzz/obj/model_config_rope.o \
+                                   build/fuzz/obj/rope.o build/fuzz/obj/arch.o build/fuzz/obj/util.o
 build/fuzz/fuzz_safetensors:       build/fuzz/obj/safetensors.o build/fuzz/obj/dtype.o \
                                    build/fuzz/obj/util.o
 build/fuzz/fuzz_safetensors_index: build/fuzz/obj/safetensors.o build/fuzz/obj/dtype.o \

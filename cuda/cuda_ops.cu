@@ -1,6 +1,7 @@
 /*
  * cuda_ops.cu: elementwise and row kernels of the CUDA backend: RMSNorm (and
- * RMSNorm fused with the residual add), SiLU-and-multiply, residual add,
+ * RMSNorm fused with the residual add), SiLU- and GELU-tanh-and-multiply,
+ * scaling, residual add,
  * RoPE, embedding lookup, row gather, the KV-cache scatter and dummy
  * weights.  One block per row for the row kernels (a warp-shuffle tree then
  * shared memory across warps); a grid-stride loop for the elementwise ones.
@@ -17,6 +18,7 @@
 #include "cuda_ops.h"
 #include "dtype_device.cuh"
 #include "launch.cuh"
+#include "../src/activation.h"
 #include "../src/rng.h"
 
 #define ROW_THREADS 256
@@ -82,25 +84,64 @@ cuda_rmsnorm(const float *d_x, const float *d_w, int T, int dim, float eps, floa
 	return CheckLaunch("rmsnorm", err);
 }
 
+/* The gated MLP's activations, as GateMulKernel applies them to the gate. */
+enum gate_act
+{
+	GATE_SILU,
+	GATE_GELU_TANH
+};
+
+/* gate = act(gate) * up, a grid-stride loop. */
 __global__ static void
-SiluMulKernel(float *gate, const float *up, int64_t n)
+GateMulKernel(float *gate, const float *up, int64_t n, int act)
 {
 	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
 		 i += (int64_t) gridDim.x * blockDim.x)
 	{
 		float		g = gate[i];
 
-		gate[i] = g / (1.0f + expf(-g)) * up[i];
+		gate[i] = (act == GATE_SILU ? g / (1.0f + expf(-g)) : cbllm_gelu_tanh(g)) * up[i];
 	}
+}
+
+/* Launch GateMulKernel with activation act; what names it in errors. */
+static int
+GateMul(float *d_gate, const float *d_up, int64_t n, int act, const char *what, cuda_stream s,
+		cbllm_err *err)
+{
+	if (n <= 0)
+		return CBLLM_OK;
+	CBLLM_LAUNCH(GateMulKernel, GridFor(n), 256, 0, s, d_gate, d_up, n, act);
+	return CheckLaunch(what, err);
 }
 
 extern "C" int
 cuda_silu_mul(float *d_gate, const float *d_up, int64_t n, cuda_stream s, cbllm_err *err)
 {
+	return GateMul(d_gate, d_up, n, GATE_SILU, "silu_mul", s, err);
+}
+
+extern "C" int
+cuda_gelu_tanh_mul(float *d_gate, const float *d_up, int64_t n, cuda_stream s, cbllm_err *err)
+{
+	return GateMul(d_gate, d_up, n, GATE_GELU_TANH, "gelu_tanh_mul", s, err);
+}
+
+__global__ static void
+ScaleKernel(float *x, float scale, int64_t n)
+{
+	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
+		 i += (int64_t) gridDim.x * blockDim.x)
+		x[i] *= scale;
+}
+
+extern "C" int
+cuda_scale(float *d_x, float scale, int64_t n, cuda_stream s, cbllm_err *err)
+{
 	if (n <= 0)
 		return CBLLM_OK;
-	CBLLM_LAUNCH(SiluMulKernel, GridFor(n), 256, 0, s, d_gate, d_up, n);
-	return CheckLaunch("silu_mul", err);
+	CBLLM_LAUNCH(ScaleKernel, GridFor(n), 256, 0, s, d_x, scale, n);
+	return CheckLaunch("scale", err);
 }
 
 __global__ static void

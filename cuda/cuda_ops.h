@@ -88,7 +88,7 @@ int			cuda_copy_bandwidth(size_t bytes, int iters, double *gbps, cbllm_err *err)
 
 /* -------------------------------------------------------------- cuda_ops.cu */
 
-/* d_out (T, dim) = d_x / rms(d_x) * d_w */
+/* d_out (T, dim) = d_x / rms(d_x) * d_w; d_out may be d_x; rows may be heads (T * n_heads, head_dim) */
 int			cuda_rmsnorm(const float *d_x, const float *d_w, int T, int dim, float eps,
 						 float *d_out, cuda_stream s, cbllm_err *err);
 
@@ -100,6 +100,13 @@ int			cuda_add_rmsnorm(float *d_x, const float *d_y, const float *d_w, int T, in
 int			cuda_silu_mul(float *d_gate, const float *d_up, int64_t n, cuda_stream s,
 						  cbllm_err *err);
 
+/* d_gate[i] = gelu_tanh(d_gate[i]) * d_up[i] (src/activation.h) */
+int			cuda_gelu_tanh_mul(float *d_gate, const float *d_up, int64_t n, cuda_stream s,
+							   cbllm_err *err);
+
+/* d_x[i] *= scale */
+int			cuda_scale(float *d_x, float scale, int64_t n, cuda_stream s, cbllm_err *err);
+
 /* d_x[i] += d_y[i] */
 int			cuda_add(float *d_x, const float *d_y, int64_t n, cuda_stream s, cbllm_err *err);
 
@@ -110,7 +117,7 @@ int			cuda_add_bias(float *d_x, const float *d_bias, int T, int dim, cuda_stream
 /*
  * Rotate d_x (T, n_heads, head_dim) in place, pairs (i, i + head_dim/2), by
  * the angle of position d_pos[t]: d_cos, d_sin (max positions, head_dim / 2)
- * hold cos and sin of pos * inv_freq[i] for every position.
+ * hold the RoPE configuration's cos and sin (rope_fill) for every position.
  */
 int			cuda_rope(float *d_x, const float *d_cos, const float *d_sin, const int32_t *d_pos,
 					  int T, int n_heads, int head_dim, cuda_stream s, cbllm_err *err);
@@ -149,7 +156,7 @@ int			cuda_fill_dummy(uint16_t *d_w, int64_t n, uint64_t seed, float scale,
  * head_dim) over one layer's paged bf16 cache d_k_cache, d_v_cache
  * (n_blocks, block_size, n_kv_heads, head_dim).  Token t (sequence d_seq[t],
  * position d_pos[t]) sees positions [0, pos] (the last sliding_window of them
- * when > 0) through row d_seq[t] of d_tables (n_seqs, max_blocks).  max_ctx
+ * when > 0: the layer's window) through row d_seq[t] of d_tables (n_seqs, max_blocks).  max_ctx
  * bounds every position + 1 and sizes the kernel's shared memory, so one
  * launch serves any batch of the same T (a CUDA graph replays it).
  */

@@ -29,11 +29,21 @@
 /* Feature flags: what an architecture's decoder adds to the Llama one. */
 #define ARCH_QKV_BIAS	(1u << 0)	/* q, k and v projections add a bias (bq, bk, bv) */
 #define ARCH_O_BIAS		(1u << 1)	/* the output projection adds a bias (bo) */
+#define ARCH_QK_NORM	(1u << 2)	/* each head of q and k is RMSNormed (q_norm, k_norm) before RoPE */
+#define ARCH_NORM_PLUS_ONE (1u << 3)	/* every RMSNorm scales by (1 + w): the loader folds the 1 in */
+#define ARCH_SANDWICH_NORM (1u << 4)	/* the attention and MLP outputs are normed before their
+										 * residual adds; the MLP's input norm is
+										 * pre_feedforward_layernorm (Gemma) */
+#define ARCH_EMBED_SCALE (1u << 5)	/* the embeddings are multiplied by sqrt(hidden_size) */
+#define ARCH_TIED_DEFAULT (1u << 6)	/* tie_word_embeddings is true when config.json omits it */
+#define ARCH_FUSED_QKV	(1u << 7)	/* wq, wk, wv are row blocks of one stored tensor (Phi-3) */
+#define ARCH_FUSED_GATE_UP (1u << 8)	/* w_gate, w_up are row blocks of one stored tensor (Phi-3) */
 
-/* The MLP's activation, as config.json's hidden_act names it. */
+/* The MLP's activation, as config.json's hidden_activation or hidden_act names it. */
 typedef enum arch_activation
 {
-	ARCH_ACT_SILU				/* "silu": silu(x W_gate) * x W_up */
+	ARCH_ACT_SILU,				/* "silu": silu(x W_gate) * x W_up */
+	ARCH_ACT_GELU_TANH			/* "gelu_pytorch_tanh": gelu_tanh(x W_gate) * x W_up */
 } arch_activation;
 
 /* One architecture. */
@@ -59,6 +69,7 @@ typedef enum arch_dim
 {
 	DIM_ONE,					/* 1: the column count of a vector */
 	DIM_HIDDEN,					/* hidden_size */
+	DIM_HEAD,					/* head_dim */
 	DIM_Q,						/* num_attention_heads * head_dim */
 	DIM_KV,						/* num_key_value_heads * head_dim */
 	DIM_INTERMEDIATE,			/* intermediate_size */
@@ -87,7 +98,24 @@ typedef struct arch_tensor
 	bool		tied;			/* may be the embeddings (tie_word_embeddings) */
 	bool		per_step;		/* read by every forward step (not the embeddings) */
 	size_t		offset;			/* of its field in cbllm_model (scope BEFORE/AFTER) or cbllm_layer */
+	uint32_t	unless;			/* ARCH_* flags under any of which it does not exist; 0: none */
 } arch_tensor;
+
+#define ARCH_MAX_PARTS 3
+
+/*
+ * A tensor a checkpoint stores fused (Phi-3's self_attn.qkv_proj): its HF
+ * name and its row blocks in order, each the field of the role bound to it.
+ * A role whose HF name is a fused tensor's is that tensor's rows of its
+ * block: the matrix points into the stored tensor, nothing is copied.
+ */
+typedef struct arch_fused
+{
+	const char *hf;				/* e.g. "model.layers.%d.self_attn.qkv_proj.weight" */
+	int			n_parts;
+	arch_dim	rows[ARCH_MAX_PARTS];	/* the blocks' row counts, in stored order */
+	size_t		field[ARCH_MAX_PARTS];	/* the cbllm_layer field each block binds */
+} arch_fused;
 
 struct cbllm_model_config;
 
@@ -113,8 +141,16 @@ const arch_tensor *arch_tied_tensor(void);
 static inline bool
 arch_has_tensor(const arch_tensor *t, uint32_t features)
 {
-	return (features & t->needs) == t->needs;
+	return (features & t->needs) == t->needs && (features & t->unless) == 0;
 }
+
+/*
+ * Where role t is stored: *stored_rows rows of which its own start at
+ * *first_row: a block of a fused tensor (arch_fused), else its own rows
+ * from 0.
+ */
+void		arch_stored_rows(const arch_tensor *t, const struct cbllm_model_config *cfg,
+							 int64_t *stored_rows, int64_t *first_row);
 
 /* The length of dimension d of a model of configuration cfg. */
 int64_t		arch_dim_size(const struct cbllm_model_config *cfg, arch_dim d);

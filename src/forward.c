@@ -1,17 +1,31 @@
 /*
- * forward.c: the Llama decoder over a flat batch, written once against the
- * backend table.  It reads top to bottom like the model:
+ * forward.c: the decoder over a flat batch, written once against the
+ * backend table for every architecture of arch.c.  It reads top to bottom
+ * like the model:
  *
- *   x = embed(tokens)
+ *   x = embed(tokens) (* sqrt(hidden))
  *   for each layer:
- *       h = rmsnorm(x);  q, k, v = h Wq, h Wk, h Wv (+ bq, bk, bv);  rope(q, k);
- *       store k, v
- *       x += attention(q, cache) Wo (+ bo)
- *       h = rmsnorm(x);  x += (silu(h Wgate) * h Wup) Wdown
+ *       h = rmsnorm(x);  q, k, v = h Wq, h Wk, h Wv (+ bq, bk, bv)
+ *       (q, k = rmsnorm of each head of q, k)  (q *= q_scale)
+ *       rope(q, k);  store k, v
+ *       a = attention(q, cache) Wo (+ bo)  (a = rmsnorm(a))
+ *       x += a
+ *       h = rmsnorm(x);  m = (act(h Wgate) * h Wup) Wdown  (m = rmsnorm(m))
+ *       x += m
  *   logits = rmsnorm(x[rows asked]) Wlm_head
  *
- * What an architecture changes is read from its feature flags (arch.h):
- * ARCH_QKV_BIAS and ARCH_O_BIAS add the projections' biases.
+ * What an architecture changes is read from its feature flags (arch.h),
+ * the parenthesised steps above: ARCH_QKV_BIAS and ARCH_O_BIAS add the
+ * projections' biases (Qwen2: q, k, v); ARCH_QK_NORM norms each head of q
+ * and k before RoPE (Qwen3, Gemma-3); ARCH_SANDWICH_NORM norms the
+ * attention's and the MLP's outputs before their residual adds (Gemma-3);
+ * ARCH_EMBED_SCALE multiplies the embeddings (Gemma-3).  act is the
+ * architecture's activation (SiLU, or GELU-tanh for Gemma-3), and q_scale
+ * (config.json's query_pre_attn_scalar) turns the attention's 1/sqrt(head_dim)
+ * into the model's own scale.  Gemma's (1 + w) norms need nothing here: the
+ * loader folds the 1 into the vectors (model.h).  Positions are per layer:
+ * layer l rotates with RoPE cfg.rope[cfg.layer_rope[l]] and attends within
+ * cfg.layer_window[l] (model.h; Gemma-3's local and global layers).
  *
  * Every linear layer is one matmul over all T tokens of the step.  Where
  * the backend fuses the residual add with the next norm, each "x += ...;
@@ -210,6 +224,52 @@ AddNorm(cbllm_forward *f, float *x, const float *y, const float *w, int T, float
 	}
 }
 
+/* gate = act(gate) * up with the architecture's activation. */
+static void
+ActivateMul(cbllm_forward *f, int T)
+{
+	const cbllm_model_config *c = &f->model->cfg;
+	int64_t		n = (int64_t) T * c->intermediate;
+
+	switch (c->activation)
+	{
+		case ARCH_ACT_SILU:
+			f->be->silu_mul(f->be, f->gate, f->up, n);
+			break;
+		case ARCH_ACT_GELU_TANH:
+			f->be->gelu_tanh_mul(f->be, f->gate, f->up, n);
+			break;
+	}
+}
+
+/* q and k of layer l, projected, biased, head-normed and scaled as the architecture says, then rotated. */
+static void
+QueryKey(cbllm_forward *f, int l, const cbllm_layer *w, const fwd_batch *b)
+{
+	const cbllm_model_config *c = &f->model->cfg;
+	cbllm_backend *be = f->be;
+	int			T = b->n_tokens;
+
+	be->matmul(be, 3, (const cbllm_weight *[]) {&w->wq, &w->wk, &w->wv}, f->h, T,
+			   (float *[]) {f->q, f->k, f->v});
+	if (c->features & ARCH_QKV_BIAS)
+	{
+		be->add_bias(be, f->q, w->bq, T, c->n_heads * c->head_dim);
+		be->add_bias(be, f->k, w->bk, T, c->n_kv_heads * c->head_dim);
+		be->add_bias(be, f->v, w->bv, T, c->n_kv_heads * c->head_dim);
+	}
+	if (c->features & ARCH_QK_NORM)
+	{
+		/* each head is a row of head_dim */
+		be->rmsnorm(be, f->q, w->q_norm, T * c->n_heads, c->head_dim, c->rms_eps, f->q);
+		be->rmsnorm(be, f->k, w->k_norm, T * c->n_kv_heads, c->head_dim, c->rms_eps, f->k);
+	}
+	if (c->q_scale != 1.0f)
+		be->scale(be, f->q, c->q_scale, (int64_t) T * c->n_heads * c->head_dim);
+	be->rope(be, f->q, T, c->n_heads, c->layer_rope[l], b);
+	be->rope(be, f->k, T, c->n_kv_heads, c->layer_rope[l], b);
+}
+
 /*
  * One decoder layer over the batch, updating the residual stream f->x.  On
  * entry f->h holds rmsnorm(x) for this layer's attention; on exit it holds
@@ -222,28 +282,24 @@ Layer(cbllm_forward *f, int l, const fwd_batch *b, const float *next_norm)
 	const cbllm_layer *w = &f->model->layers[l];
 	cbllm_backend *be = f->be;
 	int			T = b->n_tokens;
+	bool		sandwich = (c->features & ARCH_SANDWICH_NORM) != 0;
 
-	be->matmul(be, 3, (const cbllm_weight *[]) {&w->wq, &w->wk, &w->wv}, f->h, T,
-			   (float *[]) {f->q, f->k, f->v});
-	if (c->features & ARCH_QKV_BIAS)
-	{
-		be->add_bias(be, f->q, w->bq, T, c->n_heads * c->head_dim);
-		be->add_bias(be, f->k, w->bk, T, c->n_kv_heads * c->head_dim);
-		be->add_bias(be, f->v, w->bv, T, c->n_kv_heads * c->head_dim);
-	}
-	be->rope(be, f->q, T, c->n_heads, b);
-	be->rope(be, f->k, T, c->n_kv_heads, b);
+	QueryKey(f, l, w, b);
 	be->kv_store(be, f->kv, l, f->k, f->v, b);
 	be->attention(be, f->kv, l, f->q, b, f->att);
 	be->matmul(be, 1, (const cbllm_weight *[]) {&w->wo}, f->att, T, (float *[]) {f->h});
 	if (c->features & ARCH_O_BIAS)
 		be->add_bias(be, f->h, w->bo, T, c->hidden);
+	if (sandwich)
+		be->rmsnorm(be, f->h, w->attn_out_norm, T, c->hidden, c->rms_eps, f->h);
 	AddNorm(f, f->x, f->h, w->mlp_norm, T, f->h);
 
 	be->matmul(be, 2, (const cbllm_weight *[]) {&w->w_gate, &w->w_up}, f->h, T,
 			   (float *[]) {f->gate, f->up});
-	be->silu_mul(be, f->gate, f->up, (int64_t) T * c->intermediate);
+	ActivateMul(f, T);
 	be->matmul(be, 1, (const cbllm_weight *[]) {&w->w_down}, f->gate, T, (float *[]) {f->h});
+	if (sandwich)
+		be->rmsnorm(be, f->h, w->mlp_out_norm, T, c->hidden, c->rms_eps, f->h);
 	if (next_norm != NULL)
 		AddNorm(f, f->x, f->h, next_norm, T, f->h);
 	else
@@ -261,6 +317,8 @@ RunPass(cbllm_forward *f, const fwd_batch *b, cbllm_err *err)
 	if ((rc = be->begin_step(be, b, err)) != CBLLM_OK)
 		return rc;
 	be->embed(be, &f->model->embed, b, f->x);
+	if (c->features & ARCH_EMBED_SCALE)
+		be->scale(be, f->x, c->embed_scale, (int64_t) b->n_tokens * c->hidden);
 	be->rmsnorm(be, f->x, f->model->layers[0].attn_norm, b->n_tokens, c->hidden, c->rms_eps,
 				f->h);
 	for (int l = 0; l < c->n_layers; l++)

@@ -2,6 +2,8 @@
  * model.c: load a model: bind a checkpoint's tensors to the fields the
  * architecture's tensor roles name (arch.h), checking every name and shape
  * against config.json, or hand the model to the dummy loader (model_dummy.c).
+ * Norm vectors become the multipliers the decoder applies: (1 + w) for an
+ * architecture with ARCH_NORM_PLUS_ONE.
  */
 #include "model.h"
 
@@ -44,7 +46,7 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model weights: missing tensor \"%s\"",
 						  m->dir, name);
 	if (vector ? (t->ndim != 1 || t->shape[0] != mt->rows) :
-		(t->ndim != 2 || t->shape[0] != mt->rows || t->shape[1] != mt->cols))
+		(t->ndim != 2 || t->shape[0] != mt->stored_rows || t->shape[1] != mt->cols))
 	{
 		char		found[96];
 
@@ -55,7 +57,7 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 							  m->st->files[t->file].path, name, (long long) mt->rows);
 		return cbllm_fail(err, CBLLM_ERR_FORMAT,
 						  "%s: tensor \"%s\" has the wrong shape: expected [%lld, %lld] from config.json, found %s",
-						  m->st->files[t->file].path, name, (long long) mt->rows,
+						  m->st->files[t->file].path, name, (long long) mt->stored_rows,
 						  (long long) mt->cols, found);
 	}
 	if (vector)
@@ -65,14 +67,19 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 		if (v == NULL)
 			return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 		cbllm_to_f32(t->dtype, t->data, v, mt->rows);
+		if (mt->t->kind == ARCH_NORM && (m->cfg.features & ARCH_NORM_PLUS_ONE))
+			for (int64_t i = 0; i < mt->rows; i++)
+				v[i] += 1.0f;	/* (1 + w) in f32, as Gemma's RMSNorm computes it */
 		*mt->vector = v;
 		return CBLLM_OK;
 	}
 	mt->matrix->dtype = t->dtype;
 	mt->matrix->rows = mt->rows;
 	mt->matrix->cols = mt->cols;
-	mt->matrix->data = t->data;
-	m->weight_bytes += t->nbytes;
+	/* a block of a fused tensor is its rows, a pointer into the stored tensor */
+	mt->matrix->data = (const char *) t->data +
+		mt->first_row * cbllm_dtype_row_bytes(t->dtype, mt->cols);
+	m->weight_bytes += cbllm_dtype_row_bytes(t->dtype, mt->cols) * mt->rows;
 	return CBLLM_OK;
 }
 
@@ -107,6 +114,20 @@ BindCheckpoint(cbllm_model *m, cbllm_err *err)
 	arch_tensor_name(arch_tied_tensor(), -1, false, tied_name, sizeof(tied_name));
 	m->lm_head_tied = m->cfg.tie_embeddings && st_find(m->st, tied_name) == NULL;
 	return model_visit(m, BindTensor, m, err);
+}
+
+/*
+ * HF multiplies the embeddings by sqrt(hidden) cast to the weights' type: a
+ * bf16 checkpoint (and the dummy format, bf16) uses the scale rounded to
+ * bf16, e.g. sqrt(1152) = 33.94 as 34.  The product is taken in f32 here,
+ * where HF rounds it to bf16 again: that second rounding (a relative 2^-9
+ * per element) is not reproduced.  F32 and F16 use the f32 scale.
+ */
+static void
+RoundEmbedScale(cbllm_model *m)
+{
+	if (m->embed.dtype == CBLLM_BF16)
+		m->cfg.embed_scale = cbllm_bf16_to_f32(cbllm_f32_to_bf16(m->cfg.embed_scale));
 }
 
 /* Whether a load format names the safetensors checkpoint. */
@@ -148,6 +169,7 @@ model_load_ex(const model_load_params *p, cbllm_model **out, cbllm_err *err)
 		return rc;
 	}
 	model_visit(m, AddStepWeight, m, err);
+	RoundEmbedScale(m);
 	m->dir = NULL;
 	*out = m;
 	return CBLLM_OK;

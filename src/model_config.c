@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,8 @@ ActivationName(arch_activation a)
 	{
 		case ARCH_ACT_SILU:
 			return "silu";
+		case ARCH_ACT_GELU_TANH:
+			return "gelu_pytorch_tanh";
 	}
 	return "?";
 }
@@ -88,7 +91,10 @@ CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, 
 {
 	const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
 	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-	const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+	/* Gemma's configs name the activation hidden_activation, which wins over hidden_act */
+	const char *act_key = cJSON_GetObjectItemCaseSensitive(root, "hidden_activation") != NULL ?
+		"hidden_activation" : "hidden_act";
+	const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, act_key);
 	const cJSON *bias = cJSON_GetObjectItemCaseSensitive(root, "attention_bias");
 	const cJSON *mlp_bias = cJSON_GetObjectItemCaseSensitive(root, "mlp_bias");
 	const char *hf_name = NULL,
@@ -103,6 +109,10 @@ CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, 
 						  "%s: neither \"architectures\" nor \"model_type\" names the architecture",
 						  path);
 	a = arch_find(hf_name, model_type);
+	if (a == NULL && hf_name != NULL && strcmp(hf_name, "Gemma3ForConditionalGeneration") == 0)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "%s: unsupported architecture \"Gemma3ForConditionalGeneration\": the multimodal Gemma-3 keeps its decoder under text_config and its weights under language_model.; use a text-only Gemma3ForCausalLM checkpoint",
+						  path);
 	if (a == NULL)
 	{
 		char		known[256];
@@ -114,10 +124,11 @@ CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, 
 	}
 	snprintf(cfg->arch, sizeof(cfg->arch), "%s", a->hf_name);
 	cfg->features = a->features;
+	cfg->activation = a->activation;
 	if (act != NULL &&
 		!(cJSON_IsString(act) && strcmp(act->valuestring, ActivationName(a->activation)) == 0))
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "%s: unsupported hidden_act \"%s\" (only \"%s\" is supported)", path,
+						  "%s: unsupported %s \"%s\" (only \"%s\" is supported)", path, act_key,
 						  cJSON_IsString(act) ? act->valuestring : "?",
 						  ActivationName(a->activation));
 	/* attention_bias says q, k, v and o all have biases: the architecture must have both */
@@ -127,27 +138,47 @@ CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, 
 	return CBLLM_OK;
 }
 
-/* Read rope_scaling: none, or {"type"|"rope_type": "linear", "factor": f}. */
+/*
+ * Refuse what some configs switch on and the decoder does not have: tanh
+ * soft-capping of the logits or of the attention scores (Gemma-2's, null
+ * in Gemma-3's configs) and bidirectional attention.
+ */
 static int
-GetRopeScaling(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_err *err)
+CheckAbsentFeatures(const cJSON *root, const char *path, cbllm_err *err)
 {
-	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-	const cJSON *type,
-			   *factor;
+	static const char *const must_be_null[] = {"final_logit_softcapping",
+	"attn_logit_softcapping"};
+	const cJSON *bidi = cJSON_GetObjectItemCaseSensitive(root, "use_bidirectional_attention");
 
-	cfg->rope_scale = 1.0f;
-	if (rs == NULL || cJSON_IsNull(rs))
-		return CBLLM_OK;
-	type = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
-	if (type == NULL)
-		type = cJSON_GetObjectItemCaseSensitive(rs, "type");
-	factor = cJSON_GetObjectItemCaseSensitive(rs, "factor");
-	if (!cJSON_IsString(type) || strcmp(type->valuestring, "linear") != 0 ||
-		!cJSON_IsNumber(factor) || !(factor->valuedouble >= 1 && factor->valuedouble <= FLT_MAX))
+	for (int i = 0; i < (int) (sizeof(must_be_null) / sizeof(must_be_null[0])); i++)
+	{
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, must_be_null[i]);
+
+		if (v != NULL && !cJSON_IsNull(v))
+			return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: %s is not supported (only null)",
+							  path, must_be_null[i]);
+	}
+	if (bidi != NULL && !cJSON_IsFalse(bidi) && !cJSON_IsNull(bidi))
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "%s: unsupported rope_scaling (only {\"type\": \"linear\", \"factor\" >= 1} is supported)",
-						  path);
-	cfg->rope_scale = (float) factor->valuedouble;
+						  "%s: use_bidirectional_attention is not supported (only false)", path);
+	return CBLLM_OK;
+}
+
+/*
+ * The embeddings' multiplier (sqrt(hidden) with ARCH_EMBED_SCALE; the loader
+ * rounds it to the embeddings' type) and q's (query_pre_attn_scalar).
+ */
+static int
+GetScales(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_err *err)
+{
+	float		qpas;
+	int			rc;
+
+	cfg->embed_scale = (cfg->features & ARCH_EMBED_SCALE) ? sqrtf((float) cfg->hidden) : 1.0f;
+	if ((rc = GetFloat(root, "query_pre_attn_scalar", cfg->head_dim, &qpas, path, err)))
+		return rc;
+	cfg->q_scale = qpas == (float) cfg->head_dim ? 1.0f :
+		(float) sqrt((double) cfg->head_dim / qpas);
 	return CBLLM_OK;
 }
 
@@ -167,12 +198,11 @@ ParseConfig(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_
 		(rc = GetInt(root, "intermediate_size", -1, 1, big, &cfg->intermediate, path, err)) ||
 		(rc = GetInt(root, "vocab_size", -1, 1, big, &cfg->vocab_size, path, err)) ||
 		(rc = GetInt(root, "max_position_embeddings", 2048, 1, big, &cfg->max_pos, path, err)) ||
-		(rc = GetInt(root, "sliding_window", 0, 0, big, &cfg->sliding_window, path, err)) ||
 		(rc = GetTokenId(root, "bos_token_id", &cfg->bos_id, path, err)) ||
 		(rc = GetTokenId(root, "eos_token_id", &cfg->eos_id, path, err)) ||
-		(rc = GetFloat(root, "rope_theta", 10000.0, &cfg->rope_theta, path, err)) ||
-		(rc = GetFloat(root, "rms_norm_eps", 1e-6, &cfg->rms_eps, path, err)) ||
-		(rc = GetRopeScaling(root, cfg, path, err)))
+		(rc = GetFloat(root, "rms_norm_eps", 1e-6, &cfg->rms_eps, path, err)))
+		return rc;
+	if ((rc = CheckAbsentFeatures(root, path, err)))
 		return rc;
 	if (cfg->hidden % cfg->n_heads != 0 &&
 		cJSON_GetObjectItemCaseSensitive(root, "head_dim") == NULL)
@@ -189,8 +219,11 @@ ParseConfig(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_
 		return cbllm_fail(err, CBLLM_ERR_FORMAT,
 						  "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
 						  path, cfg->n_heads, cfg->n_kv_heads);
-	cfg->tie_embeddings = cJSON_IsTrue(tie);
-	return CBLLM_OK;
+	if ((rc = model_config_positions(root, cfg, path, err)))
+		return rc;
+	cfg->tie_embeddings = tie == NULL || cJSON_IsNull(tie) ?
+		(cfg->features & ARCH_TIED_DEFAULT) != 0 : cJSON_IsTrue(tie);
+	return GetScales(root, cfg, path, err);
 }
 
 /* Parse the NUL-terminated text of a config.json (path names it in messages) into cfg. */

@@ -9,11 +9,19 @@
 #      greedy tokens equal for 16 steps, graphs on and off, swap, seeds, the
 #      memory budget (build/test/test_engine_cuda), and the greedy ids side
 #      by side from cbllm-cli;
+#   3b. the layer families (Qwen2, Qwen3, Gemma-3) and the positional variants
+#      (Llama-3, Phi-3 4k and 128k, YaRN, dynamic NTK, mixed windows, Gemma-3's
+#      local layers) on the GPU against the float64 reference and the CPU
+#      (build/test/test_families);
 #   4. the reference workload on Llama-2-7B geometry with dummy bf16 weights
 #      made on the device, at concurrency 1, 4, 8, 16, 32, with the decode
 #      step time beside the bandwidth floor (the measured copy bandwidth);
 #      decode steps at fixed batch sizes 1, 8, 32 and one prefill; and
-#      concurrency 1 without CUDA graphs, for their effect;
+#      concurrency 1 without CUDA graphs, for their effect; then a shorter
+#      run on Llama-3.1-8B geometry (GQA 32/8, vocab 128256, untied, llama3
+#      RoPE scaling; max_position_embeddings 8192 to keep its tables small);
+#   4b. a shorter workload and decode steps on Qwen2.5-7B-Instruct's geometry
+#      (q, k, v biases, 28 query heads over 4 KV heads, a 152064-row lm_head);
 #   5. the same workload through HuggingFace transformers (a time budget per
 #      level), and one table of both.
 #
@@ -66,12 +74,13 @@ if [ "$emulated" = 1 ]; then
 	make -s -j"$(nproc)" all build/emu/cbllm-cli || fail "build"
 	cli=build/emu/cbllm-cli
 	engine_prog=build/emu/cbllm-engine
-	device_tests=(build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu)
+	device_tests=(build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu \
+		build/test/test_families_emu)
 else
 	make -s -j"$(nproc)" CUDA=1 CUDA_ARCH="${CUDA_ARCH:--gencode arch=compute_90,code=sm_90}" all || fail "build"
 	cli=bin/cbllm-cli
 	engine_prog=bin/cbllm-engine
-	device_tests=(build/test/test_cuda_ops build/test/test_engine_cuda)
+	device_tests=(build/test/test_cuda_ops build/test/test_engine_cuda build/test/test_families)
 fi
 
 models=$(mktemp -d)
@@ -92,6 +101,31 @@ part "the engine process on the GPU, through its channel"
 build/test/test_engine_ipc "$engine_prog" "$models/tiny" cuda | tee "$out/engine_ipc.tap"
 [ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/engine_ipc.tap" || fail "engine process checks"
 
+part "the layer families on the GPU: the float64 reference, then the CPU"
+fam_ids="1 15 267 42 300 7 99 180 3 250 61 128"
+# each: the name test_families knows it by, then gen_model.py's arguments (as test/run-tests)
+fam_args=("qwen2 --family qwen2 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 11"
+	"qwen3 --family qwen3 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --seed 12"
+	"gemma3 --family gemma3 --hidden 80 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --query-pre-attn-scalar 24 --sliding-window-pattern 1 --seed 13"
+	"llama3 --family llama3 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 21"
+	"phi3 --family phi3 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 23"
+	"phi3-128k --family phi3-128k --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 24"
+	"qwen2-yarn --family qwen2 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 25 --max-pos 64 --rope-scaling {\"type\":\"yarn\",\"factor\":4.0,\"original_max_position_embeddings\":16}"
+	"qwen2-window --family qwen2 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 26 --sliding-window 5 --max-window-layers 1"
+	"llama-dynamic --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 27 --max-pos 64 --rope-scaling {\"type\":\"dynamic\",\"factor\":4.0}"
+	"gemma3-local --family gemma3 --hidden 80 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --query-pre-attn-scalar 24 --sliding-window 5 --sliding-window-pattern 2 --rope-scaling {\"rope_type\":\"linear\",\"factor\":8.0} --seed 28")
+for a in "${fam_args[@]}"; do
+	f=${a%% *}
+	# shellcheck disable=SC2086
+	$PY test/tools/gen_model.py "$models/$f" ${a#* } --intermediate 160 --vocab 400 >/dev/null &&
+		$PY test/tools/reference.py "$models/$f" --logits --prompt-ids "$fam_ids" >"$models/$f.logits" &&
+		$PY test/tools/reference.py "$models/$f" --greedy 16 --prompt-ids "$fam_ids" >"$models/$f.greedy" ||
+		{ fail "$f model"; continue; }
+	"${device_tests[2]}" "$f" "$models/$f" "$models/$f.logits" "$models/$f.greedy" cuda |
+		tee "$out/families_$f.tap"
+	[ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/families_$f.tap" || fail "$f checks"
+done
+
 part "greedy tokens, CPU then GPU"
 ids="1 15 267 42 300 7 99 180"
 a=$(bin/cbllm-cli generate -m "$models/tiny" --prompt-ids "$ids" -n 16 --ids --device cpu)
@@ -111,7 +145,16 @@ if [ "$emulated" = 1 ]; then
 	wl=(--concurrency 1,4 --requests 6 --prompt-len 10..20 --gen-len 8..16)
 	steps=(--batch 1,8 --context 16 --steps 4 --prefill 32)
 	hf_budget=0
+	l3_model=$models/tiny-dummy
+	l3_wl=(--concurrency 1 --requests 2 --prompt-len 10..20 --gen-len 8..16)
+	l3_steps=(--batch 1 --context 16 --steps 4 --prefill 32)
+	# the 8B config is still written, so that its preparation is rehearsed too
+	l3_config=$models/llama-3.1-8b-dummy
 else
+	l3_config=$models/llama-3.1-8b-dummy
+	l3_model=$l3_config
+	l3_wl=(--concurrency 1,8 --requests 16 --prompt-len 50..200 --gen-len 50..100)
+	l3_steps=(--batch 1,8,32 --context 256 --steps 16 --prefill 512)
 	wl_model=$models/llama-2-7b-dummy
 	$PY test/tools/gen_model.py "$wl_model" --hidden 4096 --layers 32 --heads 32 --kv-heads 32 \
 		--intermediate 11008 --vocab 32000 --max-pos 4096 --no-weights >/dev/null || fail "7B config"
@@ -119,6 +162,12 @@ else
 	steps=(--batch 1,8,32 --context 256 --steps 32 --prefill 512)
 	hf_budget=${HF_BUDGET:-20}
 fi
+# Llama-3.1-8B: the tokenizer's 32000 ids padded to its vocabulary of 128256
+$PY test/tools/gen_model.py "$l3_config" --hidden 4096 --layers 32 --heads 32 --kv-heads 8 \
+	--intermediate 14336 --vocab 32000 --pad-vocab 96256 --max-pos 8192 --rope-theta 500000 \
+	--rope-scaling '{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+		"high_freq_factor": 4.0, "original_max_position_embeddings": 8192}' \
+	--rms-eps 1e-5 --no-weights >/dev/null || fail "Llama-3.1-8B config"
 
 part "cbllm: the reference workload, dummy bf16 weights on the device"
 $cli bench -m "$wl_model" --device cuda --load-format dummy "${wl[@]}" --temp 0.7 --top-p 0.95 \
@@ -131,6 +180,34 @@ $cli bench-steps -m "$wl_model" --device cuda --load-format dummy "${steps[@]}" 
 part "cbllm: concurrency 1 without CUDA graphs"
 $cli bench -m "$wl_model" --device cuda --load-format dummy --no-cuda-graphs --concurrency 1 \
 	--requests 5 "${wl[@]:4}" --temp 0.7 --top-p 0.95 --seed 1 --bandwidth "$bw" || fail "eager bench"
+
+part "cbllm: Llama-3.1-8B geometry, dummy bf16 weights on the device"
+$cli bench -m "$l3_model" --device cuda --load-format dummy "${l3_wl[@]}" --temp 0.7 --top-p 0.95 \
+	--seed 1 --bandwidth "$bw" || fail "Llama-3.1-8B bench"
+$cli bench-steps -m "$l3_model" --device cuda --load-format dummy "${l3_steps[@]}" ||
+	fail "Llama-3.1-8B bench-steps"
+part "cbllm: Qwen2.5-7B-Instruct geometry, dummy bf16 weights on the device"
+if [ "$emulated" = 1 ]; then
+	qwen_model=$models/qwen2-dummy
+	$PY test/tools/gen_model.py "$qwen_model" --family qwen2 --hidden 64 --layers 2 --heads 4 \
+		--kv-heads 2 --intermediate 160 --vocab 400 --no-weights --untied >/dev/null ||
+		fail "Qwen2 dummy config"
+	qwl=(--concurrency 1,4 --requests 6 --prompt-len 10..20 --gen-len 8..16)
+	qsteps=(--batch 1,8 --context 16 --steps 4 --prefill 32)
+else
+	qwen_model=$models/qwen2.5-7b-dummy
+	# the tokenizer's 151665 ids padded to vocab_size 152064, as the checkpoint pads them
+	$PY test/tools/gen_model.py "$qwen_model" --family qwen2 --hidden 3584 --layers 28 --heads 28 \
+		--kv-heads 4 --intermediate 18944 --vocab 151665 --pad-vocab 399 --max-pos 32768 \
+		--no-weights --untied >/dev/null || fail "Qwen2.5-7B config"
+	qwl=(--concurrency 1,8,32 --requests 24 --prompt-len 50..200 --gen-len 100..200)
+	qsteps=(--batch 1,32 --context 256 --steps 32 --prefill 512)
+fi
+$cli bench -m "$qwen_model" --device cuda --load-format dummy "${qwl[@]}" --temp 0.7 --top-p 0.95 \
+	--seed 1 --bandwidth "$bw" --json >"$out/cbllm_qwen2.json" || fail "Qwen2.5-7B bench"
+cat "$out/cbllm_qwen2.json"
+$cli bench-steps -m "$qwen_model" --device cuda --load-format dummy "${qsteps[@]}" ||
+	fail "Qwen2.5-7B bench-steps"
 
 part "transformers: the same workload"
 if [ "$hf_budget" -gt 0 ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent float64 numpy forward of a HuggingFace Llama/Mistral checkpoint.
+"""Independent float64 numpy forward of a HuggingFace Llama, Mistral, Qwen2, Qwen3, Gemma-3 or Phi-3 checkpoint.
 
     reference.py MODEL_DIR --prompt-ids "1 5 9" [--logits] [--greedy N]
 
@@ -10,11 +10,24 @@ F32/F16/BF16 exactly into float64 and runs the HF Llama forward:
     x = embed[ids]
     per layer:  h = rmsnorm(x) * w_in;  q, k, v = h Wq^T, h Wk^T, h Wv^T
                 (+ the q, k, v biases when config.json has attention_bias)
-                RoPE (HF rotate_half), causal softmax(q k^T / sqrt(head_dim)) v with GQA
-                (query head j reads kv head j // (heads / kv_heads)) and, when the config
-                has a sliding_window W, only keys at positions > p - W;
+                RoPE (HF rotate_half) of the layer's RoPE configuration, causal
+                softmax(q k^T / sqrt(head_dim)) v with GQA (query head j reads kv head
+                j // (heads / kv_heads)) and, in a layer with a window W, only keys at
+                positions > p - W (rope_ref.py: the RoPE variants and which layers
+                have windows);
                 x += attn Wo^T (+ the o bias);  h = rmsnorm(x) * w_post;  x += (silu(h Wg^T) * h Wu^T) Wd^T
     logits = rmsnorm(x) * w_norm @ lm_head^T   (embed^T when the embeddings are tied)
+
+The families' differences, from their HF definitions (config.json's model_type):
+    qwen2        q, k and v biases (no o bias), whatever attention_bias says
+    qwen3        explicit head_dim; q and k RMSNormed per head (q_norm, k_norm) before RoPE
+    gemma3_text  as qwen3, and: every RMSNorm scales by (1 + w); x = embed * sqrt(hidden)
+                 (the scale rounded to bf16 for bf16 embeddings, as HF casts it to the
+                 weights' type); attention output normed (post_attention_layernorm) before
+                 its residual add, the MLP's input by pre_feedforward_layernorm and its
+                 output by post_feedforward_layernorm before its add; GELU-tanh; softmax
+                 scale query_pre_attn_scalar^-0.5; tied embeddings unless config.json says
+                 otherwise.  Soft-capping must be null.
 
 --logits prints one line per prompt position: vocab_size numbers in "%.17g".
 --greedy N appends N argmax tokens (never stopping at EOS) and prints the generated ids
@@ -28,11 +41,16 @@ import sys
 
 import numpy as np
 
+import rope_ref
+
 
 # --------------------------------------------------------------------------- loading
 
+DTYPES = {}  # tensor name -> its file dtype ("F32", "BF16", ...)
+
+
 def read_safetensors(path):
-    """All tensors of one safetensors file as float64 arrays, keyed by name."""
+    """All tensors of one safetensors file as float64 arrays, keyed by name (dtypes in DTYPES)."""
     raw = np.memmap(path, dtype=np.uint8, mode="r")
     n = int(raw[:8].view("<u8")[0])
     header = json.loads(bytes(raw[8:8 + n]).decode("utf-8"))
@@ -41,6 +59,7 @@ def read_safetensors(path):
     out = {}
     for name, info in header.items():
         begin, end = info["data_offsets"]
+        DTYPES[name] = info["dtype"]
         out[name] = decode(raw[base + begin:base + end], info["dtype"]).reshape(info["shape"])
     return out
 
@@ -75,30 +94,72 @@ class Model:
     def __init__(self, model_dir):
         with open(os.path.join(model_dir, "config.json")) as f:
             cfg = json.load(f)
-        if cfg.get("rope_scaling"):
-            raise SystemExit("reference.py: rope_scaling is not supported")
         self.n_layers = cfg["num_hidden_layers"]
         self.n_heads = cfg["num_attention_heads"]
         self.n_kv_heads = cfg.get("num_key_value_heads") or self.n_heads
         self.head_dim = cfg.get("head_dim") or cfg["hidden_size"] // self.n_heads
         self.eps = cfg["rms_norm_eps"]
-        self.theta = cfg.get("rope_theta", 10000.0)
-        self.window = cfg.get("sliding_window")  # None: full causal attention
-        self.attn_bias = bool(cfg.get("attention_bias", False))  # q, k, v and o biases
+        # per layer: (RoPE index into self.ropes, window or None), from rope_ref.py
+        self.ropes, self.positions = rope_ref.layer_positions(cfg, self.head_dim)
+        family = cfg.get("model_type", "llama")
+        gemma = family == "gemma3_text"
+        for cap in ("final_logit_softcapping", "attn_logit_softcapping"):
+            if cfg.get(cap) is not None:
+                raise SystemExit("reference.py: %s is not supported" % cap)
+        # the projections with biases
+        self.biases = {"q_proj", "k_proj", "v_proj"} if family == "qwen2" else (
+            {"q_proj", "k_proj", "v_proj", "o_proj"} if cfg.get("attention_bias") else set())
+        self.qk_norm = family in ("qwen3", "gemma3_text")
+        self.norm_offset = 1.0 if gemma else 0.0   # Gemma's RMSNorm scales by (1 + w)
+        self.sandwich = gemma                      # norms on the attention and MLP outputs
+        self.act = cfg.get("hidden_activation") or cfg.get("hidden_act", "silu")
+        self.scale = cfg.get("query_pre_attn_scalar", self.head_dim) ** -0.5
         self.w = load_weights(model_dir)
-        tied = cfg.get("tie_word_embeddings", False)
+        self.split_fused(cfg)
+        self.embed_scale = 1.0
+        if gemma:
+            self.embed_scale = np.sqrt(cfg["hidden_size"])
+            if DTYPES["model.embed_tokens.weight"] == "BF16":
+                self.embed_scale = round_bf16(self.embed_scale)
+        tied = cfg.get("tie_word_embeddings", gemma)
         self.lm_head = self.w["model.embed_tokens.weight" if tied else "lm_head.weight"]
+
+    def split_fused(self, cfg):
+        """Phi-3's fused projections as the separate ones: qkv_proj's output is q, then k,
+        then v (Phi3Attention slices it so), and gate_up_proj's is gate, then up (Phi3MLP
+        chunks it in two)."""
+        q_rows, kv_rows = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+        for i in range(self.n_layers):
+            p = "model.layers.%d." % i
+            qkv = self.w.pop(p + "self_attn.qkv_proj.weight", None)
+            if qkv is not None:
+                self.w[p + "self_attn.q_proj.weight"] = qkv[:q_rows]
+                self.w[p + "self_attn.k_proj.weight"] = qkv[q_rows:q_rows + kv_rows]
+                self.w[p + "self_attn.v_proj.weight"] = qkv[q_rows + kv_rows:]
+            gate_up = self.w.pop(p + "mlp.gate_up_proj.weight", None)
+            if gate_up is not None:
+                half = gate_up.shape[0] // 2
+                self.w[p + "mlp.gate_proj.weight"] = gate_up[:half]
+                self.w[p + "mlp.up_proj.weight"] = gate_up[half:]
 
     def layer(self, i, name):
         """Weight `name` of layer i, e.g. layer(0, 'self_attn.q_proj')."""
         return self.w["model.layers.%d.%s.weight" % (i, name)]
 
     def linear(self, i, name, x):
-        """x @ W^T of projection `name` of layer i, plus its bias when the model has them."""
+        """x @ W^T of projection `name` of layer i, plus its bias when the model has one."""
         y = x @ self.layer(i, name).T
-        if self.attn_bias and name.startswith("self_attn."):
+        if name.startswith("self_attn.") and name[len("self_attn."):] in self.biases:
             y = y + self.w["model.layers.%d.%s.bias" % (i, name)]
         return y
+
+    def norm(self, x, name):
+        """RMSNorm of x by weight `name` (1 + w for Gemma)."""
+        return rmsnorm(x, self.w[name] + self.norm_offset, self.eps)
+
+    def layer_norm(self, i, name, x):
+        """RMSNorm of x by layer i's norm `name`, e.g. layer_norm(0, 'input_layernorm', x)."""
+        return self.norm(x, "model.layers.%d.%s.weight" % (i, name))
 
 
 # --------------------------------------------------------------------------- forward
@@ -108,19 +169,23 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x, pos, theta):
-    """HF rotary embedding on x [heads, T, head_dim] at positions pos [T]."""
-    d = x.shape[-1]
-    inv_freq = 1.0 / theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
-    ang = np.outer(pos, inv_freq)                      # [T, d/2]
-    cos = np.concatenate([np.cos(ang), np.cos(ang)], axis=-1)
-    sin = np.concatenate([np.sin(ang), np.sin(ang)], axis=-1)
-    rotated = np.concatenate([-x[..., d // 2:], x[..., :d // 2]], axis=-1)
-    return x * cos + rotated * sin
+def round_bf16(v):
+    """v rounded to the nearest bfloat16 (ties to even), as a float."""
+    u = int(np.array(v, dtype="<f4").view("<u4"))
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16 << 16
+    return float(np.array(u, dtype="<u4").view("<f4"))
 
 
 def silu(x):
     return x / (1.0 + np.exp(-x))
+
+
+def gelu_tanh(x):
+    """GELU's tanh approximation (PyTorch gelu(approximate="tanh"))."""
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+ACTIVATIONS = {"silu": silu, "gelu_pytorch_tanh": gelu_tanh}
 
 
 def attention(m, i, h, pos, cache):
@@ -129,8 +194,12 @@ def attention(m, i, h, pos, cache):
         y = m.linear(i, "self_attn." + name, h)
         return y.reshape(h.shape[0], n, m.head_dim).transpose(1, 0, 2)
 
-    q = rope(heads("q_proj", m.n_heads), pos, m.theta)
-    k = rope(heads("k_proj", m.n_kv_heads), pos, m.theta)
+    q, k = heads("q_proj", m.n_heads), heads("k_proj", m.n_kv_heads)
+    if m.qk_norm:  # each head RMSNormed over head_dim
+        q, k = m.layer_norm(i, "self_attn.q_norm", q), m.layer_norm(i, "self_attn.k_norm", k)
+    rope_index, window = m.positions[i]
+    q = rope_ref.apply_rope(q, pos, m.ropes[rope_index])
+    k = rope_ref.apply_rope(k, pos, m.ropes[rope_index])
     v = heads("v_proj", m.n_kv_heads)
     ks, vs, kpos = cache[i]
     ks, vs, kpos = np.concatenate([ks, k], 1), np.concatenate([vs, v], 1), np.append(kpos, pos)
@@ -138,10 +207,10 @@ def attention(m, i, h, pos, cache):
 
     group = m.n_heads // m.n_kv_heads
     ks, vs = np.repeat(ks, group, axis=0), np.repeat(vs, group, axis=0)  # head j -> kv j // group
-    scores = q @ ks.transpose(0, 2, 1) / np.sqrt(m.head_dim)           # [heads, T, S]
+    scores = q @ ks.transpose(0, 2, 1) * m.scale                       # [heads, T, S]
     allowed = kpos[None, :] <= pos[:, None]
-    if m.window is not None:
-        allowed &= kpos[None, :] > pos[:, None] - m.window
+    if window is not None:
+        allowed &= kpos[None, :] > pos[:, None] - window
     scores = np.where(allowed, scores, -np.inf)
     p = np.exp(scores - scores.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
@@ -153,14 +222,22 @@ def forward(m, ids, cache):
     """Logits [T, vocab] for tokens ids that follow the cache's tokens; extends the cache."""
     start = len(cache[0][2])
     pos = np.arange(start, start + len(ids), dtype=np.float64)
-    x = m.w["model.embed_tokens.weight"][np.asarray(ids)]
+    x = m.w["model.embed_tokens.weight"][np.asarray(ids)] * m.embed_scale
+    act = ACTIVATIONS[m.act]
     for i in range(m.n_layers):
-        h = rmsnorm(x, m.layer(i, "input_layernorm"), m.eps)
-        x = x + attention(m, i, h, pos, cache)
-        h = rmsnorm(x, m.layer(i, "post_attention_layernorm"), m.eps)
-        mlp = silu(h @ m.layer(i, "mlp.gate_proj").T) * (h @ m.layer(i, "mlp.up_proj").T)
-        x = x + mlp @ m.layer(i, "mlp.down_proj").T
-    return rmsnorm(x, m.w["model.norm.weight"], m.eps) @ m.lm_head.T
+        h = m.layer_norm(i, "input_layernorm", x)
+        a = attention(m, i, h, pos, cache)
+        if m.sandwich:
+            a = m.layer_norm(i, "post_attention_layernorm", a)
+        x = x + a
+        h = m.layer_norm(i, "pre_feedforward_layernorm" if m.sandwich else
+                         "post_attention_layernorm", x)
+        mlp = act(h @ m.layer(i, "mlp.gate_proj").T) * (h @ m.layer(i, "mlp.up_proj").T)
+        mlp = mlp @ m.layer(i, "mlp.down_proj").T
+        if m.sandwich:
+            mlp = m.layer_norm(i, "post_feedforward_layernorm", mlp)
+        x = x + mlp
+    return m.norm(x, "model.norm.weight") @ m.lm_head.T
 
 
 def empty_cache(m):

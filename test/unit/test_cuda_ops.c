@@ -5,6 +5,11 @@
  * against the distribution it must draw from; a recorded graph replayed on
  * new data; the dummy-weight fill against the host's rule.
  *
+ * The backend table's ops each have their kernel checked here: rmsnorm (also
+ * over head rows in place), add_rmsnorm, silu_mul, gelu_tanh_mul, scale,
+ * add, add_bias, rope, embed, gather_rows,
+ * matmul, kv_store, attention and sampling.
+ *
  * Built twice: against CUDA (run on a GPU by test/gpu/check.sh; skipped,
  * and saying so, without one) and against the CPU emulator of CUDA
  * (test/cuda_emu), which runs the same kernels' logic in CI.
@@ -180,8 +185,63 @@ TestElementwise(void)
 	got = Down(dg, n);
 	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n) < 1e-5, "add matches the CPU (rel err %.2g)",
 		   RelErr(got, ref, n));
+	free(got);
+	/* GELU-tanh, against the formula in double; then scaling */
+	cuda_upload(dg, g, sizeof(float) * n, NULL);
+	for (int64_t i = 0; i < n; i++)
+	{
+		double		x = 4.0 * g[i];	/* inputs in [-4, 4): both tails of the tanh */
+
+		ref[i] = (float) (0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))) *
+						  u[i]);
+	}
+	rc = cuda_scale(dg, 4.0f, n, NULL, &err);
+	got = Down(dg, n);
+	TAP_OK(rc == CBLLM_OK && got[0] == 4.0f * g[0] && got[n - 1] == 4.0f * g[n - 1],
+		   "scale multiplies every element (x4 exactly)");
+	free(got);
+	rc = cuda_gelu_tanh_mul(dg, du, n, NULL, &err);
+	got = Down(dg, n);
+	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n) < 1e-5,
+		   "gelu_tanh_mul matches GELU's tanh form in double (rel err %.2g)", RelErr(got, ref, n));
+	free(got);
+	/* a bias row of dim 7 over n / 7 rows (n = 100003 is not a multiple: the last row is cut) */
+	cuda_upload(dg, g, sizeof(float) * n, NULL);
+	for (int64_t i = 0; i < n / 7 * 7; i++)
+		ref[i] = g[i] + u[i % 7];
+	rc = cuda_add_bias(dg, du, (int) (n / 7), 7, NULL, &err);
+	got = Down(dg, n);
+	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n / 7 * 7) == 0 && got[n - 1] == g[n - 1],
+		   "add_bias adds the bias to every row and nothing beyond T rows");
 	free(g), free(u), free(ref), free(got);
 	cuda_free(dg), cuda_free(du);
+}
+
+/* RMSNorm over the heads of q (T, heads, head_dim) in place, as Qwen3's and Gemma's q_norm runs. */
+static void
+TestHeadRmsnorm(void)
+{
+	int			T = 5,
+				heads = 6,
+				hd = 128;
+	size_t		n = (size_t) T * heads * hd;
+	float	   *x = HostArray(n, false),
+			   *w = HostArray(hd, false),
+			   *ref = HostArray(n, false);
+	float	   *dx = Up(x, n),
+			   *dw = Up(w, hd),
+			   *got;
+	cbllm_err	err;
+	int			rc;
+
+	RefRmsnorm(x, w, T * heads, hd, ref);
+	rc = cuda_rmsnorm(dx, dw, T * heads, hd, 1e-5f, dx, NULL, &err);
+	got = Down(dx, n);
+	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n) < 1e-5,
+		   "rmsnorm over %d rows of head_dim %d, in place, matches the CPU (rel err %.2g)",
+		   T * heads, hd, RelErr(got, ref, n));
+	free(x), free(w), free(ref), free(got);
+	cuda_free(dx), cuda_free(dw);
 }
 
 /* RoPE with per-position angle tables, positions out of order. */
@@ -556,10 +616,8 @@ TestAttention(int window, int hd)
 	cfg.intermediate = 64;
 	cfg.vocab_size = 16;
 	cfg.max_pos = 64;
-	cfg.rope_theta = 10000;
-	cfg.rope_scale = 1;
 	cfg.rms_eps = 1e-5f;
-	cfg.sliding_window = window;
+	model_config_uniform_positions(&cfg, 10000, window);
 	bp = (cpu_backend_params) {&cfg, NULL, NULL, 8, 64};
 	if (threadpool_create(1, &pool, &err) != CBLLM_OK || (bp.pool = pool, cpu_backend_create(&bp, &be, &err)) != CBLLM_OK ||
 		kv_cache_create(&kp, &kv, &err) != CBLLM_OK)
@@ -887,6 +945,7 @@ main(int argc, char **argv)
 	TAP_DIAG("device: %s", dev);
 	TestRmsnorm();
 	TestElementwise();
+	TestHeadRmsnorm();
 	TestRope();
 	TestEmbedGatherArgmax();
 	TestMatmul();

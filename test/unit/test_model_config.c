@@ -2,13 +2,15 @@
  * test_model_config.c: unit tests of config.json parsing (model_config_load):
  * the fields of a tiny checkpoint's config and the defaults of absent ones,
  * the configs of Llama-2-7b-chat-hf, TinyLlama-1.1B-Chat-v1.0 and
- * Mistral-7B-v0.1 as HuggingFace ships them, rope_scaling, and one
+ * Mistral-7B-v0.1 as HuggingFace ships them, those of Qwen2.5-0.5B-Instruct,
+ * Qwen3-0.6B and gemma-3-1b-it with their families' refusals, rope_scaling, and one
  * malformed or unsupported config per error, each message naming the file
  * and the problem.  The fixtures (fixture.h) go into a mkdtemp() directory,
  * removed at the end.
  *
  * usage: test_model_config
  */
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,8 +38,9 @@ test_tiny_config(void)
 		   cfg.vocab_size == 32, "tiny config: arch and sizes as written");
 	TAP_OK(cfg.head_dim == 4, "tiny config: head_dim derived as hidden / heads = 4 (got %d)",
 		   cfg.head_dim);
-	TAP_OK(cfg.max_pos == 64 && cfg.rope_theta == 500000.0f && cfg.rms_eps == 1e-6f &&
-		   cfg.rope_scale == 1.0f && cfg.sliding_window == 0,
+	TAP_OK(cfg.max_pos == 64 && cfg.rope[0].theta == 500000.0 && cfg.rms_eps == 1e-6f &&
+		   cfg.n_rope == 1 && cfg.rope[0].type == ROPE_DEFAULT && cfg.sliding_window == 0 &&
+		   model_kv_drop_window(&cfg) == 0 && cfg.layer_window[0] == 0 && cfg.layer_window[1] == 0,
 		   "tiny config: max_pos 64, rope_theta 500000, rms_eps 1e-6, no rope scaling, no window");
 	TAP_OK(cfg.bos_id == 1 && cfg.eos_id == 2 && !cfg.tie_embeddings,
 		   "tiny config: bos 1, eos 2, untied");
@@ -131,7 +134,7 @@ test_bad_configs(void)
 	free(t);
 }
 
-/* rope_scaling: none and linear load; dynamic, llama3 and bad factors are unsupported. */
+/* rope_scaling: each type HF defines loads with its fields; unknown types and bad fields are refused by name. */
 static void
 test_rope_scaling(void)
 {
@@ -139,16 +142,41 @@ test_rope_scaling(void)
 	{
 		const char *label;
 		const char *json;
-		float		scale;		/* 0: must fail as unsupported */
+		int			type;		/* rope_type expected; -1: must fail naming field */
+		double		factor;
+		const char *field;
 	}			cases[] = {
-		{"rope_scaling null", ", \"rope_scaling\": null", 1.0f},
-		{"rope_scaling linear factor 2", ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2}", 2.0f},
-		{"rope_scaling rope_type linear factor 4.0", ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 4.0}", 4.0f},
-		{"rope_scaling dynamic factor 2", ", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}", 0},
+		{"rope_scaling null", ", \"rope_scaling\": null", ROPE_DEFAULT, 1, NULL},
+		{"rope_scaling linear factor 2", ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2}", ROPE_LINEAR, 2, NULL},
+		{"rope_scaling rope_type linear factor 4.0", ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 4.0}", ROPE_LINEAR, 4, NULL},
+		{"rope_scaling dynamic factor 2", ", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}", ROPE_DYNAMIC, 2, NULL},
 		{"rope_scaling llama3", ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0,"
-		" \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", 0},
-		{"rope_scaling linear without factor", ", \"rope_scaling\": {\"type\": \"linear\"}", 0},
-		{"rope_scaling linear factor 0.5", ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 0.5}", 0},
+		" \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", ROPE_LLAMA3, 8, NULL},
+		{"rope_scaling yarn factor 4 (Qwen2.5 style)", ", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0,"
+		" \"original_max_position_embeddings\": 32}", ROPE_YARN, 4, NULL},
+		{"rope_scaling llama3 without low_freq_factor", ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0,"
+		" \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", -1, 0, "rope_scaling.low_freq_factor"},
+		{"rope_scaling llama3 high <= low", ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0,"
+		" \"low_freq_factor\": 4.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", -1, 0, "rope_scaling.high_freq_factor"},
+		{"rope_scaling type foo", ", \"rope_scaling\": {\"rope_type\": \"foo\", \"factor\": 2}", -1, 0, "unsupported rope_scaling.rope_type \"foo\""},
+		{"rope_scaling without a type", ", \"rope_scaling\": {\"factor\": 2}", -1, 0, "rope_scaling.rope_type"},
+		{"rope_scaling linear without factor", ", \"rope_scaling\": {\"type\": \"linear\"}", -1, 0, "rope_scaling.factor"},
+		{"rope_scaling linear factor 0.5", ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 0.5}", -1, 0, "rope_scaling.factor"},
+		{"rope_scaling yarn truncate false", ", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 2, \"truncate\": false}", -1, 0, "rope_scaling.truncate"},
+		{"longrope with a short_factor list of the wrong length", ", \"original_max_position_embeddings\": 16,"
+		" \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1], \"long_factor\": [1, 2]}", -1, 0, "rope_scaling.short_factor"},
+		{"longrope without long_factor", ", \"original_max_position_embeddings\": 16,"
+		" \"rope_scaling\": {\"type\": \"su\", \"short_factor\": [1, 1]}", -1, 0, "rope_scaling.long_factor"},
+		{"partial_rotary_factor 0.5", ", \"partial_rotary_factor\": 0.5", -1, 0, "partial_rotary_factor"},
+		{"layer_types of 1 name for 2 layers", ", \"sliding_window\": 4, \"layer_types\": [\"full_attention\"]", -1, 0, "layer_types"},
+		{"layer_types with an unknown name", ", \"sliding_window\": 4, \"layer_types\": [\"full_attention\", \"chunked_attention\"]",
+		-1, 0, "unsupported layer_types[1] \"chunked_attention\""},
+		{"use_sliding_window not a boolean", ", \"sliding_window\": 4, \"use_sliding_window\": 1", -1, 0, "use_sliding_window"},
+		{"sliding_window negative", ", \"sliding_window\": -4", -1, 0, "sliding_window"},
+		{"sliding_window_pattern fractional", ", \"sliding_window\": 4, \"sliding_window_pattern\": 1.5", -1, 0, "sliding_window_pattern"},
+		{"rope_local_base_freq not a number", ", \"rope_local_base_freq\": \"10000\"", -1, 0, "rope_local_base_freq"},
+		{"longrope for head_dim 4 with 2-factor lists loads", ", \"original_max_position_embeddings\": 16,"
+		" \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1.5], \"long_factor\": [2, 4]}", ROPE_LONGROPE, 4, NULL},
 	};
 
 	for (int i = 0; i < (int) (sizeof(cases) / sizeof(cases[0])); i++)
@@ -162,13 +190,14 @@ test_rope_scaling(void)
 
 		fixture_write_text(dir, "config.json", text);
 		rc = model_config_load(dir, &cfg, &err);
-		if (cases[i].scale > 0)
-			TAP_OK(rc == CBLLM_OK && cfg.rope_scale == cases[i].scale,
-				   "%s loads with rope_scale %g (got %g) %s", cases[i].label,
-				   cases[i].scale, rc == CBLLM_OK ? cfg.rope_scale : -1.0, err.msg);
+		if (cases[i].type >= 0)
+			TAP_OK(rc == CBLLM_OK && (int) cfg.rope[0].type == cases[i].type &&
+				   cfg.rope[0].factor == cases[i].factor,
+				   "%s loads as rope_type %s factor %g %s", cases[i].label,
+				   rope_type_name(cases[i].type), cases[i].factor, err.msg);
 		else
-			TAP_OK(rc == CBLLM_ERR_UNSUPPORTED && msg_has(&err, path, "rope_scaling", NULL),
-				   "%s is unsupported: %s", cases[i].label, err.msg);
+			TAP_OK(rc != CBLLM_OK && msg_has(&err, path, cases[i].field, NULL),
+				   "%s is refused naming %s: %s", cases[i].label, cases[i].field, err.msg);
 		free(path);
 		free(text);
 		free(dir);
@@ -239,8 +268,9 @@ test_real_configs(void)
 			   c.n_layers == r->layers && c.n_heads == r->heads && c.n_kv_heads == r->kv_heads &&
 			   c.head_dim == r->head_dim && c.intermediate == r->inter && c.vocab_size == 32000 &&
 			   c.max_pos == r->max_pos, "%s", r->sizes);
-		TAP_OK(rc == CBLLM_OK && c.rope_theta == 10000.0f && c.rms_eps == 1e-5f &&
-			   c.rope_scale == 1.0f && c.sliding_window == r->window && !c.tie_embeddings &&
+		TAP_OK(rc == CBLLM_OK && c.rope[0].theta == 10000.0 && c.rms_eps == 1e-5f &&
+			   c.rope[0].type == ROPE_DEFAULT && c.sliding_window == r->window &&
+			   model_kv_drop_window(&c) == r->window && !c.tie_embeddings &&
 			   c.bos_id == 1 && c.eos_id == 2, "%s", r->rest);
 	}
 
@@ -251,7 +281,7 @@ test_real_configs(void)
 						  " \"intermediate_size\": 24, \"vocab_size\": 32,"
 						  " \"bos_token_id\": 7, \"eos_token_id\": [9, 8, 3]}", &c, &err);
 	TAP_OK(rc == CBLLM_OK && c.bos_id == 7 && c.eos_id == 9 && c.n_kv_heads == 4 &&
-		   c.max_pos == 2048 && c.rope_theta == 10000.0f,
+		   c.max_pos == 2048 && c.rope[0].theta == 10000.0,
 		   "eos_token_id list gives its first id; absent num_key_value_heads is num_attention_heads");
 	rc = load_config_text("model-type-only",
 						  "{\"model_type\": \"mistral\", \"hidden_size\": 16,"
@@ -261,6 +291,161 @@ test_real_configs(void)
 		   c.eos_id == -1, "model_type \"mistral\" alone names MistralForCausalLM; absent ids are -1");
 }
 
+/* The config.json of Qwen/Qwen2.5-0.5B-Instruct. */
+static const char *const Qwen25_05b =
+"{\"architectures\": [\"Qwen2ForCausalLM\"], \"attention_dropout\": 0.0,"
+" \"bos_token_id\": 151643, \"eos_token_id\": 151645, \"hidden_act\": \"silu\","
+" \"hidden_size\": 896, \"initializer_range\": 0.02, \"intermediate_size\": 4864,"
+" \"max_position_embeddings\": 32768, \"max_window_layers\": 21, \"model_type\": \"qwen2\","
+" \"num_attention_heads\": 14, \"num_hidden_layers\": 24, \"num_key_value_heads\": 2,"
+" \"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0, \"sliding_window\": 32768,"
+" \"tie_word_embeddings\": true, \"torch_dtype\": \"bfloat16\","
+" \"transformers_version\": \"4.43.1\", \"use_cache\": true, \"use_sliding_window\": false,"
+" \"vocab_size\": 151936}";
+
+/* The config.json of Qwen/Qwen3-0.6B. */
+static const char *const Qwen3_06b =
+"{\"architectures\": [\"Qwen3ForCausalLM\"], \"attention_bias\": false,"
+" \"attention_dropout\": 0.0, \"bos_token_id\": 151643, \"eos_token_id\": 151645,"
+" \"head_dim\": 128, \"hidden_act\": \"silu\", \"hidden_size\": 1024,"
+" \"initializer_range\": 0.02, \"intermediate_size\": 3072,"
+" \"max_position_embeddings\": 40960, \"max_window_layers\": 28, \"model_type\": \"qwen3\","
+" \"num_attention_heads\": 16, \"num_hidden_layers\": 28, \"num_key_value_heads\": 8,"
+" \"rms_norm_eps\": 1e-06, \"rope_scaling\": null, \"rope_theta\": 1000000,"
+" \"sliding_window\": null, \"tie_word_embeddings\": true, \"torch_dtype\": \"bfloat16\","
+" \"transformers_version\": \"4.51.0\", \"use_cache\": true, \"use_sliding_window\": false,"
+" \"vocab_size\": 151936}";
+
+/* The config.json of google/gemma-3-1b-it (no tie_word_embeddings: tied is Gemma's default). */
+static const char *const Gemma3_1b =
+"{\"architectures\": [\"Gemma3ForCausalLM\"], \"attention_bias\": false,"
+" \"attention_dropout\": 0.0, \"attn_logit_softcapping\": null, \"bos_token_id\": 2,"
+" \"cache_implementation\": \"hybrid\", \"eos_token_id\": [1, 106],"
+" \"final_logit_softcapping\": null, \"head_dim\": 256,"
+" \"hidden_activation\": \"gelu_pytorch_tanh\", \"hidden_size\": 1152,"
+" \"initializer_range\": 0.02, \"intermediate_size\": 6912,"
+" \"max_position_embeddings\": 32768, \"model_type\": \"gemma3_text\","
+" \"num_attention_heads\": 4, \"num_hidden_layers\": 26, \"num_key_value_heads\": 1,"
+" \"pad_token_id\": 0, \"query_pre_attn_scalar\": 256, \"rms_norm_eps\": 1e-06,"
+" \"rope_local_base_freq\": 10000, \"rope_scaling\": null, \"rope_theta\": 1000000,"
+" \"sliding_window\": 512, \"sliding_window_pattern\": 6, \"torch_dtype\": \"bfloat16\","
+" \"transformers_version\": \"4.50.0.dev0\", \"use_cache\": true, \"vocab_size\": 262144}";
+
+/* gemma-3-1b-it's config.json with one field's text replaced (from -> to); caller frees. */
+static char *
+GemmaWith(const char *from, const char *to)
+{
+	const char *at = strstr(Gemma3_1b, from);
+	size_t		head = at != NULL ? (size_t) (at - Gemma3_1b) : strlen(Gemma3_1b);
+	char	   *t = malloc(strlen(Gemma3_1b) + strlen(to) + 1);
+
+	memcpy(t, Gemma3_1b, head);
+	strcpy(t + head, to);
+	if (at != NULL)
+		strcat(t, at + strlen(from));
+	return t;
+}
+
+/*
+ * The Qwen2.5, Qwen3 and Gemma-3 configs as HuggingFace ships them load as
+ * their architectures with their features, head_dim, ties and scales; what
+ * those families' configs may switch on that cbllm lacks is refused, naming
+ * the field.
+ */
+static void
+test_family_configs(void)
+{
+	/* gemma-3-1b-it with one field changed, and what the refusal must say */
+	static const struct
+	{
+		const char *label,
+				   *from,
+				   *to,
+				   *n1,
+				   *n2;
+	}			refused[] = {
+		{"final_logit_softcapping 30", "\"final_logit_softcapping\": null",
+		"\"final_logit_softcapping\": 30.0", "final_logit_softcapping is not supported", NULL},
+		{"attn_logit_softcapping 50", "\"attn_logit_softcapping\": null",
+		"\"attn_logit_softcapping\": 50.0", "attn_logit_softcapping is not supported", NULL},
+		{"gemma3 hidden_activation gelu", "\"hidden_activation\": \"gelu_pytorch_tanh\"",
+		"\"hidden_activation\": \"gelu\"", "unsupported hidden_activation \"gelu\"",
+		"gelu_pytorch_tanh"},
+		{"use_bidirectional_attention true", "\"use_cache\": true",
+		"\"use_bidirectional_attention\": true", "use_bidirectional_attention", "not supported"},
+		{"Gemma3ForConditionalGeneration", "\"Gemma3ForCausalLM\"",
+		"\"Gemma3ForConditionalGeneration\"", "Gemma3ForConditionalGeneration", "Gemma3ForCausalLM"},
+		{"query_pre_attn_scalar 0", "\"query_pre_attn_scalar\": 256", "\"query_pre_attn_scalar\": 0",
+		"\"query_pre_attn_scalar\"", "positive"},
+	};
+	cbllm_model_config c;
+	cbllm_err	err = {{0}};
+	char	   *t;
+	int			rc;
+
+	rc = load_config_text("qwen2.5", Qwen25_05b, &c, &err);
+	TAP_OK(rc == CBLLM_OK && strcmp(c.arch, "Qwen2ForCausalLM") == 0 &&
+		   c.features == ARCH_QKV_BIAS && c.head_dim == 64 && c.n_kv_heads == 2 &&
+		   c.tie_embeddings && c.rope[0].theta == 1e6 && c.bos_id == 151643 && c.eos_id == 151645 &&
+		   c.q_scale == 1.0f && c.embed_scale == 1.0f && c.activation == ARCH_ACT_SILU,
+		   "Qwen2.5-0.5B-Instruct: q, k, v biases, head_dim 64 = 896 / 14, tied, theta 1e6 %s",
+		   err.msg);
+	TAP_OK(rc == CBLLM_OK && c.sliding_window == 0 && c.layer_window[0] == 0 &&
+		   c.layer_window[c.n_layers - 1] == 0 && model_kv_drop_window(&c) == 0 && c.n_rope == 1,
+		   "Qwen2.5-0.5B-Instruct: sliding_window 32768 with use_sliding_window false is no window at any layer");
+	rc = load_config_text("qwen3", Qwen3_06b, &c, &err);
+	TAP_OK(rc == CBLLM_OK && strcmp(c.arch, "Qwen3ForCausalLM") == 0 &&
+		   c.features == ARCH_QK_NORM && c.head_dim == 128 && c.hidden == 1024 &&
+		   c.n_heads == 16 && c.tie_embeddings && c.q_scale == 1.0f,
+		   "Qwen3-0.6B: per-head q/k norms, explicit head_dim 128 (16 heads over hidden 1024), tied %s",
+		   err.msg);
+	rc = load_config_text("gemma3", Gemma3_1b, &c, &err);
+	TAP_OK(rc == CBLLM_OK && strcmp(c.arch, "Gemma3ForCausalLM") == 0 &&
+		   (c.features & (ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_SANDWICH_NORM | ARCH_EMBED_SCALE)) ==
+		   (ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_SANDWICH_NORM | ARCH_EMBED_SCALE) &&
+		   c.activation == ARCH_ACT_GELU_TANH && c.head_dim == 256 && c.n_kv_heads == 1 &&
+		   c.tie_embeddings && c.q_scale == 1.0f && c.embed_scale == sqrtf(1152.0f) &&
+		   c.bos_id == 2 && c.eos_id == 1,
+		   "gemma-3-1b-it: Gemma's norms, GELU-tanh, head_dim 256, tied by default, scale sqrt(1152), eos list's first %s",
+		   err.msg);
+	{
+		bool		pattern = c.n_layers == 26;
+
+		for (int l = 0; l < c.n_layers; l++)
+		{
+			bool		global = (l + 1) % 6 == 0;
+
+			pattern = pattern && c.layer_window[l] == (global ? 0 : 512) &&
+				c.layer_rope[l] == (global ? 0 : 1);
+		}
+		TAP_OK(rc == CBLLM_OK && pattern && c.n_rope == 2 && c.rope[1].theta == 10000 &&
+			   c.rope[0].theta == 1e6 && model_kv_drop_window(&c) == 0,
+			   "gemma-3-1b-it: layers 5, 11, 17, 23 global (rope_theta 1e6, no window), the others local (window 512, rope_local_base_freq 10000); KV blocks kept");
+	}
+	t = GemmaWith("\"rope_scaling\": null", "\"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"linear\"}");
+	rc = load_config_text("gemma3-4b-rope", t, &c, &err);
+	TAP_OK(rc == CBLLM_OK && c.rope[0].type == ROPE_LINEAR && c.rope[0].factor == 8 &&
+		   c.rope[1].type == ROPE_DEFAULT && c.layer_rope[0] == 1 && c.layer_rope[5] == 0,
+		   "Gemma-3 4B's rope_scaling linear 8 scales the global layers' RoPE only %s", err.msg);
+	free(t);
+	t = GemmaWith("\"use_cache\": true", "\"tie_word_embeddings\": false");
+	rc = load_config_text("gemma3-untied", t, &c, &err);
+	TAP_OK(rc == CBLLM_OK && !c.tie_embeddings,
+		   "a Gemma-3 config that says tie_word_embeddings false is untied %s", err.msg);
+	free(t);
+	t = GemmaWith("\"query_pre_attn_scalar\": 256", "\"query_pre_attn_scalar\": 144");
+	rc = load_config_text("gemma3-qpas", t, &c, &err);
+	TAP_OK(rc == CBLLM_OK && fabsf(c.q_scale - 4.0f / 3.0f) < 1e-6f,
+		   "query_pre_attn_scalar 144 with head_dim 256: q scaled by sqrt(256 / 144) = %g", c.q_scale);
+	free(t);
+	for (int i = 0; i < (int) (sizeof(refused) / sizeof(refused[0])); i++)
+	{
+		t = GemmaWith(refused[i].from, refused[i].to);
+		config_case(refused[i].label, t, refused[i].n1, refused[i].n2);
+		free(t);
+	}
+}
+
 int
 main(void)
 {
@@ -268,7 +453,8 @@ main(void)
 		test_tiny_config,
 		test_bad_configs,
 		test_rope_scaling,
-		test_real_configs
+		test_real_configs,
+		test_family_configs
 	};
 
 	return run_in_fixture_root("config", tests, (int) (sizeof(tests) / sizeof(tests[0])));

@@ -16,6 +16,7 @@
 
 #include "cbllm.h"
 #include "engine_run.h"
+#include "ref_check.h"
 #include "tap.h"
 
 #define N_REQ 6
@@ -29,21 +30,7 @@ static const char *model_dir;
 static cbllm_engine *
 NewEngine(const char *device)
 {
-	cbllm_engine_params p = {0};
-	cbllm_engine *e = NULL;
-	cbllm_err	err;
-
-	p.model_dir = model_dir;
-	p.device = device;
-	p.n_threads = 2;
-	p.max_num_seqs = 8;
-	p.max_num_batched_tokens = 128;
-	p.num_kv_blocks = 256;
-	p.block_size = 4;
-	p.max_model_len = 128;
-	if (cbllm_engine_create(&p, &e, &err) != CBLLM_OK)
-		TAP_DIAG("engine_create (%s): %s", device ? device : "cpu", err.msg);
-	return e;
+	return ref_engine_sized(model_dir, device, (ref_engine_size) {8, 128, 256, 128});
 }
 
 /* What RunAll counts. */
