@@ -226,6 +226,14 @@ struct cbllm_tokenizer;
 const struct cbllm_tokenizer *cbllm_engine_tokenizer(const cbllm_engine *e);
 
 /*
+ * The ids of a prompt text as the engine reads it (*ids malloc'd): special
+ * tokens' text recognised; with add_bos the tokenizer's BOS, once (a text
+ * that starts with the BOS token's own text gets no second one).
+ */
+int			cbllm_engine_tokenize(const cbllm_engine *e, const char *text, size_t len, bool add_bos,
+								  int32_t **ids, int *n, cbllm_err *err);
+
+/*
  * Render a chat payload (CBLLM_CHAT_PAYLOAD, request_kind.h: the messages'
  * JSON, a NUL, the template variables' JSON object) with the model's chat
  * template, appending the prompt to out.  add_generation_prompt is true

@@ -123,10 +123,9 @@ RunTokenizer(server *sv, server_req *q, const char *in, int len)
 
 	if (q->kind == CBLLM_REQ_TOKENIZE || q->kind == CBLLM_REQ_TOKEN_COUNT)
 	{
-		tokenizer_encode_opts o = {.add_bos = true, .parse_special = true};
 		int32_t    *ids = NULL;
 		int			n = 0;
-		int			rc = tokenizer_encode(tok, in, (size_t) len, o, &ids, &n, &err);
+		int			rc = cbllm_engine_tokenize(sv->engine, in, (size_t) len, true, &ids, &n, &err);
 
 		if (rc != CBLLM_OK)
 		{

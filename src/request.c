@@ -73,17 +73,35 @@ CheckSampling(const cbllm_sampling *sp, cbllm_err *err)
 	return CBLLM_OK;
 }
 
+/*
+ * A prompt's ids as the engine reads it: special-token text recognised, and
+ * with add_bos the tokenizer's own special tokens (its BOS), but one BOS
+ * only: a prompt that starts with the BOS token's text (a Llama-2 "<s>[INST]"
+ * prompt) does not get a second one, which HuggingFace's encode would add.
+ */
+int
+cbllm_engine_tokenize(const cbllm_engine *e, const char *text, size_t len, bool add_bos,
+					  int32_t **ids, int *n, cbllm_err *err)
+{
+	tokenizer_encode_opts o = {.add_bos = add_bos, .parse_special = true};
+	int32_t		bos = tokenizer_bos_id(e->tok);
+	int			rc = tokenizer_encode(e->tok, text, len, o, ids, n, err);
+
+	if (rc == CBLLM_OK && add_bos && bos >= 0 && *n >= 2 && (*ids)[0] == bos && (*ids)[1] == bos)
+	{
+		memmove(*ids, *ids + 1, sizeof(int32_t) * (size_t) (*n - 1));
+		(*n)--;
+	}
+	return rc;
+}
+
 /* The prompt's token ids, from text through the tokenizer or copied. */
 static int
 PromptTokens(cbllm_engine *e, const cbllm_request_input *in, int32_t **ids, int *n,
 			 cbllm_err *err)
 {
 	if (in->text != NULL)
-	{
-		tokenizer_encode_opts o = {.add_bos = in->add_bos, .parse_special = true};
-
-		return tokenizer_encode(e->tok, in->text, in->text_len, o, ids, n, err);
-	}
+		return cbllm_engine_tokenize(e, in->text, in->text_len, in->add_bos, ids, n, err);
 	if (in->n_ids < 0 || (in->n_ids > 0 && in->ids == NULL))
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "prompt ids are missing");
 	*ids = malloc(sizeof(int32_t) * (in->n_ids > 0 ? in->n_ids : 1));

@@ -3,7 +3,9 @@
  * region and doorbells exactly as the PostgreSQL supervisor drives it, with
  * no PostgreSQL: start, READY, generation equal to the same engine run in
  * this process (greedy, and seeded with every sampling option and stop
- * strings), tokenizer requests, many requests at once, abort and reuse of
+ * strings), tokenizer requests, chat requests rendered by the chat
+ * template a setting names (cbllm.chat_template) and generated as in
+ * this process, many requests at once, abort and reuse of
  * a slot, output held back while the event ring is full and then delivered
  * whole, a corrupt command or one whose parameters break the rules (the
  * engine stops with status 3), a bad model (FAILED with the loader's
@@ -25,6 +27,7 @@
 
 #include "cbllm.h"
 #include "engine_server.h"
+#include "fixture.h"
 #include "ipc.h"
 #include "request_params.h"
 #include "tap.h"
@@ -36,6 +39,11 @@
 static const char *program;
 static const char *model_dir;
 static const char *device = "cpu";
+static char chat_file[1024];	/* the chat template both engines use instead of the model's (none) */
+
+/* A Llama-2-like template: its output for a conversation is easy to write down. */
+#define CHAT_TEMPLATE "{% for m in messages %}<s>[INST] {{ m.content | trim }} [/INST]{% endfor %}" \
+	"{% if add_generation_prompt %} Answer:{% endif %}"
 
 /* One engine process and its channel, as the supervisor holds them. */
 typedef struct proc
@@ -76,6 +84,7 @@ Start(proc *p, const char *model, pid_t parent)
 	cbllm_ipc_region_init(p->rg, p->size, MAX_MSG);
 	snprintf(p->rg->params.model_dir, sizeof(p->rg->params.model_dir), "%s", model);
 	snprintf(p->rg->params.device, sizeof(p->rg->params.device), "%s", device);
+	snprintf(p->rg->params.chat_template, sizeof(p->rg->params.chat_template), "%s", chat_file);
 	p->rg->params.n_threads = 2;
 	p->rg->params.max_model_len = 512;
 	p->rg->params.n_slots = N_SLOTS;
@@ -280,6 +289,25 @@ LocalText(cbllm_engine *e, const char *prompt, int max_tokens)
 	return LocalRun(e, &prm, prompt);
 }
 
+/* Greedy text of a chat payload in this process: rendered by e's template, then generated. */
+static char *
+LocalChat(cbllm_engine *e, const char *payload, int len, int max_tokens)
+{
+	cbllm_request_params prm = {.kind = CBLLM_REQ_CHAT, .max_tokens = max_tokens, .top_p = 1,
+	.prompt_len = len};
+	cbllm_buf	prompt = {0};
+	cbllm_err	err;
+	char	   *text;
+
+	if (cbllm_engine_render_chat(e, payload, (size_t) len, &prompt, &err) != CBLLM_OK)
+		return NULL;
+	prm.kind = CBLLM_REQ_GENERATE;
+	prm.prompt_len = (int32_t) prompt.len;
+	text = LocalRun(e, &prm, prompt.data);	/* GENERATE adds a BOS: the template wrote one */
+	cbllm_buf_free(&prompt);
+	return text;
+}
+
 /* Free the replies' buffers and zero them. */
 static void
 Reset(reply *replies, int n)
@@ -303,6 +331,7 @@ main(int argc, char **argv)
 	cbllm_engine *local;
 	cbllm_engine_params lp = {0};
 	cbllm_err	err;
+	char	   *chat_dir;
 	int			ws;
 
 	if (argc < 3)
@@ -314,9 +343,18 @@ main(int argc, char **argv)
 	model_dir = argv[2];
 	if (argc > 3)
 		device = argv[3];
+	if (fixture_root_create("engine_ipc") == NULL || (chat_dir = fixture_case_dir("chat")) == NULL ||
+		!fixture_write_text(chat_dir, "chat.jinja", CHAT_TEMPLATE))
+	{
+		printf("not ok 1 - the chat template file is written\n1..1\n");
+		return 1;
+	}
+	snprintf(chat_file, sizeof(chat_file), "%s/chat.jinja", chat_dir);
+	free(chat_dir);
 	lp.model_dir = model_dir;
 	lp.n_threads = 2;
 	lp.max_model_len = 512;
+	lp.chat_template = chat_file;
 	if (cbllm_engine_create(&lp, &local, &err) != CBLLM_OK)
 	{
 		printf("not ok 1 - the reference engine loads: %s\n1..1\n", err.msg);
@@ -361,6 +399,42 @@ main(int argc, char **argv)
 	}
 	Reset(replies, N_SLOTS);
 
+	/* ---- chat requests: rendered by the template in the engine process, then generated */
+	{
+		static const char conv[] = "[{\"role\": \"user\", \"content\": \" hi there \"}, "
+			"{\"role\": \"assistant\", \"content\": \"hello\"}]\0{}";
+		static const char no_gen[] = "[{\"role\": \"user\", \"content\": \"hi\"}]\0"
+			"{\"add_generation_prompt\": false}";
+		static const char bad[] = "[{\"role\": \"user\", \"content\": 5}]\0{}";
+		char	   *want;
+
+		for (int i = 0; i < 4; i++)
+			serials[i] = 250 + i;
+		Submit(&p, 0, 250, CBLLM_REQ_RENDER, conv, sizeof(conv) - 1, 1);
+		Submit(&p, 1, 251, CBLLM_REQ_RENDER, no_gen, sizeof(no_gen) - 1, 1);
+		Submit(&p, 2, 252, CBLLM_REQ_CHAT, conv, sizeof(conv) - 1, 12);
+		Submit(&p, 3, 253, CBLLM_REQ_CHAT, bad, sizeof(bad) - 1, 12);
+		TAP_OK(Collect(&p, replies, serials, 4, 30000), "render and chat requests finish");
+		cbllm_buf_append(&replies[0].out, "", 1);
+		TAP_OK(strcmp(replies[0].out.data, "<s>[INST] hi there [/INST]<s>[INST] hello [/INST] Answer:") == 0,
+			   "a render request gives the template's prompt (%s)", replies[0].out.data);
+		cbllm_buf_append(&replies[1].out, "", 1);
+		TAP_OK(strcmp(replies[1].out.data, "<s>[INST] hi [/INST]") == 0,
+			   "add_generation_prompt false in the variables leaves the generation prompt out (%s)",
+			   replies[1].out.data);
+		want = LocalChat(local, conv, sizeof(conv) - 1, 12);
+		cbllm_buf_append(&replies[2].out, "", 1);
+		TAP_OK(want != NULL && replies[2].finish != CBLLM_FINISH_ERROR &&
+			   strcmp(want, replies[2].out.data) == 0,
+			   "a chat request gives the greedy text of its rendered prompt in this process (\"%s\")",
+			   replies[2].out.data);
+		free(want);
+		TAP_OK(replies[3].finish == CBLLM_FINISH_ERROR && replies[3].status == CBLLM_ERR_INVALID &&
+			   strstr(replies[3].error, "messages[0].content") != NULL,
+			   "bad messages are the request's error, naming the element (%s)", replies[3].error);
+	}
+	Reset(replies, N_SLOTS);
+
 	/* ---- tokenizer requests */
 	{
 		const char *text = "<s>Hello world, tokenized by the engine";
@@ -371,6 +445,10 @@ main(int argc, char **argv)
 		int32_t		bad = 999999;
 
 		tokenizer_encode(tok, text, strlen(text), o, &ids, &n, &err);
+		/* HuggingFace's encode adds a BOS before the text's own: the engine reads one */
+		TAP_OK(n >= 2 && ids[0] == tokenizer_bos_id(tok) && ids[1] == tokenizer_bos_id(tok),
+			   "the tokenizer, as HuggingFace's, puts its BOS before the text's own <s>");
+		memmove(ids, ids + 1, sizeof(int32_t) * (size_t) --n);
 		serials[0] = 200;
 		serials[1] = 201;
 		serials[2] = 202;
@@ -382,7 +460,7 @@ main(int argc, char **argv)
 		TAP_OK(Collect(&p, replies, serials, 4, 30000), "tokenize, count and detokenize requests finish");
 		TAP_OK(replies[0].out.len == (size_t) n * sizeof(int32_t) &&
 			   memcmp(replies[0].out.data, ids, replies[0].out.len) == 0,
-			   "tokenize gives the ids the tokenizer gives (%d ids)", n);
+			   "tokenize gives the tokenizer's ids with one BOS, as the engine reads a prompt (%d ids)", n);
 		TAP_OK(replies[1].out.len == sizeof(int32_t) && *(int32_t *) replies[1].out.data == n,
 			   "token count gives their number");
 		cbllm_buf_append(&replies[2].out, "", 1);
@@ -428,6 +506,7 @@ main(int argc, char **argv)
 		Stop(&p);
 		Reset(replies, N_SLOTS);
 		cbllm_engine_destroy(local);
+		fixture_root_remove();
 		return tap_done();
 	}
 
@@ -572,5 +651,6 @@ main(int argc, char **argv)
 
 	Reset(replies, N_SLOTS);
 	cbllm_engine_destroy(local);
+	fixture_root_remove();
 	return tap_done();
 }

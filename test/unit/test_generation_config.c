@@ -244,7 +244,12 @@ main(int argc, char **argv)
 		fprintf(stderr, "usage: %s TINY_DIR\n", argv[0]);
 		return 2;
 	}
-	tiny = argv[1];
+	tiny = realpath(argv[1], NULL);	/* the links must not depend on the working directory */
+	if (tiny == NULL)
+	{
+		fprintf(stderr, "%s: %s: no such directory\n", argv[0], argv[1]);
+		return 2;
+	}
 	if (fixture_root_create("generation_config") == NULL)
 	{
 		TAP_OK(false, "fixture root");
