@@ -53,6 +53,8 @@ ENGINE_SRCS = \
 	src/kv_cache.c \
 	src/block_manager.c \
 	src/swap_space.c \
+	src/rope.c \
+	src/model_config_rope.c \
 	src/forward.c \
 	src/rng.c \
 	src/sampler.c \
@@ -85,7 +87,8 @@ UNIT_TESTS = \
 	build/test/test_arch \
 	build/test/test_families \
 	build/test/test_dtype \
-	build/test/test_vocab_padding
+	build/test/test_vocab_padding \
+	build/test/test_rope
 
 CLI = bin/cbllm-cli
 # the engine process the PostgreSQL supervisor starts (tools/cbllm-engine.c)
@@ -269,7 +272,8 @@ FUZZ_BINS     = $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 fuzz: $(FUZZ_BINS)
 
 # the engine sources (compiled for fuzzing) that each target needs
-build/fuzz/fuzz_config:            build/fuzz/obj/model_config.o build/fuzz/obj/arch.o build/fuzz/obj/util.o
+build/fuzz/fuzz_config:            build/fuzz/obj/model_config.o build/fuzz/obj/model_config_rope.o \
+                                   build/fuzz/obj/rope.o build/fuzz/obj/arch.o build/fuzz/obj/util.o
 build/fuzz/fuzz_safetensors:       build/fuzz/obj/safetensors.o build/fuzz/obj/dtype.o \
                                    build/fuzz/obj/util.o
 build/fuzz/fuzz_safetensors_index: build/fuzz/obj/safetensors.o build/fuzz/obj/dtype.o \

@@ -26,6 +26,7 @@
 #include "cuda_ctx.h"
 #include "cuda_ops.h"
 #include "numeric.h"
+#include "rope.h"
 
 /* Remember the first failure of an operation (ops return void in the table). */
 static void
@@ -277,13 +278,14 @@ CudaMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *
 }
 
 static void
-CudaRope(cbllm_backend *be, float *x, int T, int n_heads, const fwd_batch *b)
+CudaRope(cbllm_backend *be, float *x, int T, int n_heads, int rope, const fwd_batch *b)
 {
 	cuda_ctx   *c = be->ctx;
+	size_t		at = (size_t) rope * c->max_ctx * (c->cfg.head_dim / 2);
 
 	if (LIVE(c))
-		Note(c, cuda_rope(x, c->d_cos, c->d_sin, c->d_pos, T, n_heads, c->cfg.head_dim, c->stream,
-						  &c->err));
+		Note(c, cuda_rope(x, c->d_cos + at, c->d_sin + at, c->d_pos, T, n_heads, c->cfg.head_dim,
+						  c->stream, &c->err));
 }
 
 static void
@@ -308,7 +310,7 @@ CudaAttention(cbllm_backend *be, const kv_cache *kv, int layer, const float *q,
 	if (LIVE(c))
 		Note(c, cuda_attention(q, c->k_cache + off, c->v_cache + off, c->d_tables, c->max_blocks,
 							   c->d_pos, c->d_seq, b->n_tokens, c->cfg.n_heads, c->cfg.n_kv_heads,
-							   c->cfg.head_dim, c->block_size, c->cfg.sliding_window, c->max_ctx,
+							   c->cfg.head_dim, c->block_size, c->cfg.layer_window[layer], c->max_ctx,
 							   out, c->stream, &c->err));
 }
 
@@ -475,7 +477,8 @@ AllocStepBuffers(cuda_ctx *c, cbllm_err *err)
 {
 	size_t		T = (size_t) c->max_tokens,
 				half = (size_t) c->cfg.head_dim / 2,
-				tables = (size_t) c->max_seqs * c->max_blocks;
+				tables = (size_t) c->max_seqs * c->max_blocks,
+				rope_floats = (size_t) c->cfg.n_rope * c->max_ctx * half;
 	int64_t		max_k = c->cfg.intermediate > c->cfg.hidden ? c->cfg.intermediate : c->cfg.hidden;
 	int			rc;
 
@@ -487,8 +490,8 @@ AllocStepBuffers(cuda_ctx *c, cbllm_err *err)
 		(rc = cuda_alloc((void **) &c->d_slots, sizeof(int64_t) * T, err)) ||
 		(rc = cuda_alloc((void **) &c->d_rows, sizeof(int32_t) * T, err)) ||
 		(rc = cuda_alloc((void **) &c->d_tables, sizeof(int32_t) * tables, err)) ||
-		(rc = cuda_alloc((void **) &c->d_cos, sizeof(float) * (size_t) c->max_ctx * half, err)) ||
-		(rc = cuda_alloc((void **) &c->d_sin, sizeof(float) * (size_t) c->max_ctx * half, err)) ||
+		(rc = cuda_alloc((void **) &c->d_cos, sizeof(float) * rope_floats, err)) ||
+		(rc = cuda_alloc((void **) &c->d_sin, sizeof(float) * rope_floats, err)) ||
 		(rc = cuda_alloc(&c->d_xh, 2 * T * (size_t) max_k, err)) ||
 		(rc = cuda_alloc((void **) &c->d_sample, sizeof(sampler_row) * T, err)) ||
 		(rc = cuda_alloc((void **) &c->d_sampled, sizeof(int32_t) * T, err)) ||
@@ -505,38 +508,37 @@ AllocStepBuffers(cuda_ctx *c, cbllm_err *err)
 	return CBLLM_OK;
 }
 
-/* cos and sin of every position's RoPE angles, computed in double once. */
+/* cos and sin of every position under each RoPE configuration (rope.h), computed once. */
 static int
 UploadRopeTables(cuda_ctx *c, cbllm_err *err)
 {
 	int			half = c->cfg.head_dim / 2;
-	size_t		n = (size_t) c->max_ctx * half;
+	size_t		n = (size_t) c->cfg.n_rope * c->max_ctx * half;
 	float	   *cs = malloc(sizeof(float) * n),
 			   *sn = malloc(sizeof(float) * n);
-	int			rc;
+	rope_freqs *f = malloc(sizeof(*f));
+	int			rc = CBLLM_OK;
 
-	if (cs == NULL || sn == NULL)
+	if (cs == NULL || sn == NULL || f == NULL)
 		rc = cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
-	else
+	for (int r = 0; r < c->cfg.n_rope && rc == CBLLM_OK; r++)
 	{
-		for (int i = 0; i < half; i++)
+		if ((rc = rope_freqs_build(&c->cfg.rope[r], c->cfg.head_dim, f, err)) != CBLLM_OK)
+			break;
+		for (int p = 0; p < c->max_ctx; p++)
 		{
-			double		inv_freq = 1.0 / pow((double) c->cfg.rope_theta, (2.0 * i) / c->cfg.head_dim);
+			size_t		at = ((size_t) r * c->max_ctx + p) * half;
 
-			for (int p = 0; p < c->max_ctx; p++)
-			{
-				double		a = (double) p / c->cfg.rope_scale * inv_freq;
-
-				cs[(size_t) p * half + i] = (float) cos(a);
-				sn[(size_t) p * half + i] = (float) sin(a);
-			}
+			rope_fill(f, p, cs + at, sn + at);
 		}
-		rc = cuda_upload(c->d_cos, cs, sizeof(float) * n, err);
-		if (rc == CBLLM_OK)
-			rc = cuda_upload(c->d_sin, sn, sizeof(float) * n, err);
 	}
+	if (rc == CBLLM_OK)
+		rc = cuda_upload(c->d_cos, cs, sizeof(float) * n, err);
+	if (rc == CBLLM_OK)
+		rc = cuda_upload(c->d_sin, sn, sizeof(float) * n, err);
 	free(cs);
 	free(sn);
+	free(f);
 	return rc;
 }
 

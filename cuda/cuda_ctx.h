@@ -61,7 +61,7 @@ typedef struct cuda_ctx
 	int64_t    *d_slots;		/* (max_tokens) */
 	int32_t    *d_rows;			/* (max_tokens) */
 	int32_t    *d_tables;		/* (max_seqs, max_blocks) */
-	float	   *d_cos;			/* (max_ctx, head_dim / 2) RoPE table of every position */
+	float	   *d_cos;			/* (n_rope, max_ctx, head_dim / 2) RoPE tables of every position */
 	float	   *d_sin;
 	void	   *d_xh;			/* (max_tokens, max_k) halves: matmul input */
 	sampler_row *d_sample;	/* (max_tokens) */

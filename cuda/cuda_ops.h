@@ -117,7 +117,7 @@ int			cuda_add_bias(float *d_x, const float *d_bias, int T, int dim, cuda_stream
 /*
  * Rotate d_x (T, n_heads, head_dim) in place, pairs (i, i + head_dim/2), by
  * the angle of position d_pos[t]: d_cos, d_sin (max positions, head_dim / 2)
- * hold cos and sin of pos * inv_freq[i] for every position.
+ * hold the RoPE configuration's cos and sin (rope_fill) for every position.
  */
 int			cuda_rope(float *d_x, const float *d_cos, const float *d_sin, const int32_t *d_pos,
 					  int T, int n_heads, int head_dim, cuda_stream s, cbllm_err *err);
@@ -156,7 +156,7 @@ int			cuda_fill_dummy(uint16_t *d_w, int64_t n, uint64_t seed, float scale,
  * head_dim) over one layer's paged bf16 cache d_k_cache, d_v_cache
  * (n_blocks, block_size, n_kv_heads, head_dim).  Token t (sequence d_seq[t],
  * position d_pos[t]) sees positions [0, pos] (the last sliding_window of them
- * when > 0) through row d_seq[t] of d_tables (n_seqs, max_blocks).  max_ctx
+ * when > 0: the layer's window) through row d_seq[t] of d_tables (n_seqs, max_blocks).  max_ctx
  * bounds every position + 1 and sizes the kernel's shared memory, so one
  * launch serves any batch of the same T (a CUDA graph replays it).
  */

@@ -21,6 +21,7 @@ static const cbllm_arch BuiltinArchs[] = {
 	{"Gemma3ForCausalLM", "gemma3_text", "gemma3",
 	ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_SANDWICH_NORM | ARCH_EMBED_SCALE | ARCH_TIED_DEFAULT,
 	ARCH_ACT_GELU_TANH},
+	{"Phi3ForCausalLM", "phi3", "phi3", ARCH_FUSED_QKV | ARCH_FUSED_GATE_UP, ARCH_ACT_SILU},
 };
 
 #define N_BUILTIN ((int) (sizeof(BuiltinArchs) / sizeof(BuiltinArchs[0])))
@@ -37,7 +38,9 @@ static int	n_extra;
  * kind, scope, rows, cols, needs, tied, per_step, field, unless.  Gemma's
  * post_attention_layernorm norms the attention's output, not the MLP's
  * input as Llama's does: two rows bind the MLP's input norm, one per
- * naming, told apart by ARCH_SANDWICH_NORM.
+ * naming, told apart by ARCH_SANDWICH_NORM.  Phi-3's fused projections bind
+ * wq, wk, wv and w_gate, w_up as row blocks of one stored tensor each
+ * (FusedTensors below).
  */
 static const arch_tensor Tensors[] = {
 	{"the embeddings", "model.embed_tokens.weight", "token_embd.weight",
@@ -45,17 +48,23 @@ static const arch_tensor Tensors[] = {
 	{"attn_norm", L_NAME("input_layernorm.weight", "attn_norm.weight"),
 	ARCH_NORM, ARCH_LAYER, DIM_HIDDEN, DIM_ONE, 0, false, false, LAYER_FIELD(attn_norm), 0},
 	{"wq", L_NAME("self_attn.q_proj.weight", "attn_q.weight"),
-	ARCH_MATRIX, ARCH_LAYER, DIM_Q, DIM_HIDDEN, 0, false, true, LAYER_FIELD(wq), 0},
+	ARCH_MATRIX, ARCH_LAYER, DIM_Q, DIM_HIDDEN, 0, false, true, LAYER_FIELD(wq), ARCH_FUSED_QKV},
 	{"bq", L_NAME("self_attn.q_proj.bias", "attn_q.bias"),
 	ARCH_BIAS, ARCH_LAYER, DIM_Q, DIM_ONE, ARCH_QKV_BIAS, false, false, LAYER_FIELD(bq), 0},
 	{"wk", L_NAME("self_attn.k_proj.weight", "attn_k.weight"),
-	ARCH_MATRIX, ARCH_LAYER, DIM_KV, DIM_HIDDEN, 0, false, true, LAYER_FIELD(wk), 0},
+	ARCH_MATRIX, ARCH_LAYER, DIM_KV, DIM_HIDDEN, 0, false, true, LAYER_FIELD(wk), ARCH_FUSED_QKV},
 	{"bk", L_NAME("self_attn.k_proj.bias", "attn_k.bias"),
 	ARCH_BIAS, ARCH_LAYER, DIM_KV, DIM_ONE, ARCH_QKV_BIAS, false, false, LAYER_FIELD(bk), 0},
 	{"wv", L_NAME("self_attn.v_proj.weight", "attn_v.weight"),
-	ARCH_MATRIX, ARCH_LAYER, DIM_KV, DIM_HIDDEN, 0, false, true, LAYER_FIELD(wv), 0},
+	ARCH_MATRIX, ARCH_LAYER, DIM_KV, DIM_HIDDEN, 0, false, true, LAYER_FIELD(wv), ARCH_FUSED_QKV},
 	{"bv", L_NAME("self_attn.v_proj.bias", "attn_v.bias"),
 	ARCH_BIAS, ARCH_LAYER, DIM_KV, DIM_ONE, ARCH_QKV_BIAS, false, false, LAYER_FIELD(bv), 0},
+	{"wq", L_NAME("self_attn.qkv_proj.weight", "attn_qkv.weight"),
+	ARCH_MATRIX, ARCH_LAYER, DIM_Q, DIM_HIDDEN, ARCH_FUSED_QKV, false, true, LAYER_FIELD(wq), 0},
+	{"wk", L_NAME("self_attn.qkv_proj.weight", "attn_qkv.weight"),
+	ARCH_MATRIX, ARCH_LAYER, DIM_KV, DIM_HIDDEN, ARCH_FUSED_QKV, false, true, LAYER_FIELD(wk), 0},
+	{"wv", L_NAME("self_attn.qkv_proj.weight", "attn_qkv.weight"),
+	ARCH_MATRIX, ARCH_LAYER, DIM_KV, DIM_HIDDEN, ARCH_FUSED_QKV, false, true, LAYER_FIELD(wv), 0},
 	{"q_norm", L_NAME("self_attn.q_norm.weight", "attn_q_norm.weight"),
 	ARCH_NORM, ARCH_LAYER, DIM_HEAD, DIM_ONE, ARCH_QK_NORM, false, false, LAYER_FIELD(q_norm), 0},
 	{"k_norm", L_NAME("self_attn.k_norm.weight", "attn_k_norm.weight"),
@@ -74,9 +83,17 @@ static const arch_tensor Tensors[] = {
 	ARCH_NORM, ARCH_LAYER, DIM_HIDDEN, DIM_ONE, ARCH_SANDWICH_NORM, false, false,
 	LAYER_FIELD(mlp_norm), 0},
 	{"w_gate", L_NAME("mlp.gate_proj.weight", "ffn_gate.weight"),
-	ARCH_MATRIX, ARCH_LAYER, DIM_INTERMEDIATE, DIM_HIDDEN, 0, false, true, LAYER_FIELD(w_gate), 0},
+	ARCH_MATRIX, ARCH_LAYER, DIM_INTERMEDIATE, DIM_HIDDEN, 0, false, true, LAYER_FIELD(w_gate),
+	ARCH_FUSED_GATE_UP},
 	{"w_up", L_NAME("mlp.up_proj.weight", "ffn_up.weight"),
-	ARCH_MATRIX, ARCH_LAYER, DIM_INTERMEDIATE, DIM_HIDDEN, 0, false, true, LAYER_FIELD(w_up), 0},
+	ARCH_MATRIX, ARCH_LAYER, DIM_INTERMEDIATE, DIM_HIDDEN, 0, false, true, LAYER_FIELD(w_up),
+	ARCH_FUSED_GATE_UP},
+	{"w_gate", L_NAME("mlp.gate_up_proj.weight", "ffn_up.weight"),
+	ARCH_MATRIX, ARCH_LAYER, DIM_INTERMEDIATE, DIM_HIDDEN, ARCH_FUSED_GATE_UP, false, true,
+	LAYER_FIELD(w_gate), 0},
+	{"w_up", L_NAME("mlp.gate_up_proj.weight", "ffn_up.weight"),
+	ARCH_MATRIX, ARCH_LAYER, DIM_INTERMEDIATE, DIM_HIDDEN, ARCH_FUSED_GATE_UP, false, true,
+	LAYER_FIELD(w_up), 0},
 	{"w_down", L_NAME("mlp.down_proj.weight", "ffn_down.weight"),
 	ARCH_MATRIX, ARCH_LAYER, DIM_HIDDEN, DIM_INTERMEDIATE, 0, false, true, LAYER_FIELD(w_down), 0},
 	{"mlp_out_norm", L_NAME("post_feedforward_layernorm.weight", "post_ffw_norm.weight"),
@@ -89,6 +106,16 @@ static const arch_tensor Tensors[] = {
 };
 
 #define N_TENSORS ((int) (sizeof(Tensors) / sizeof(Tensors[0])))
+
+/* The fused tensors: Phi-3's q, k, v projection (rows q, then k, then v) and gate, up. */
+static const arch_fused FusedTensors[] = {
+	{"model.layers.%d.self_attn.qkv_proj.weight", 3, {DIM_Q, DIM_KV, DIM_KV},
+	{LAYER_FIELD(wq), LAYER_FIELD(wk), LAYER_FIELD(wv)}},
+	{"model.layers.%d.mlp.gate_up_proj.weight", 2, {DIM_INTERMEDIATE, DIM_INTERMEDIATE},
+	{LAYER_FIELD(w_gate), LAYER_FIELD(w_up)}},
+};
+
+#define N_FUSED ((int) (sizeof(FusedTensors) / sizeof(FusedTensors[0])))
 
 /* Entry i of the builtin and registered architectures together. */
 static const cbllm_arch *
@@ -185,6 +212,35 @@ arch_dim_size(const cbllm_model_config *cfg, arch_dim d)
 	return 0;
 }
 
+/* The stored tensor role t is rows of, and where its own rows start. */
+void
+arch_stored_rows(const arch_tensor *t, const cbllm_model_config *cfg, int64_t *stored_rows,
+				 int64_t *first_row)
+{
+	*stored_rows = arch_dim_size(cfg, t->rows);
+	*first_row = 0;
+	for (int i = 0; i < N_FUSED; i++)
+	{
+		const arch_fused *f = &FusedTensors[i];
+		int64_t		at = 0,
+					mine = -1;
+
+		if (t->scope != ARCH_LAYER || strcmp(f->hf, t->hf) != 0)
+			continue;
+		for (int p = 0; p < f->n_parts; p++)
+		{
+			if (f->field[p] == t->offset)
+				mine = at;
+			at += arch_dim_size(cfg, f->rows[p]);
+		}
+		if (mine >= 0)
+		{
+			*stored_rows = at;
+			*first_row = mine;
+		}
+	}
+}
+
 /* Tensor t's name in safetensors (gguf false) or GGUF files, for layer or -1. */
 void
 arch_tensor_name(const arch_tensor *t, int layer, bool gguf, char *buf, size_t size)
@@ -209,6 +265,7 @@ DescribeTensor(const cbllm_model *m, const arch_tensor *t, int layer, uint64_t *
 	mt->layer = layer;
 	mt->rows = arch_dim_size(&m->cfg, t->rows);
 	mt->cols = arch_dim_size(&m->cfg, t->cols);
+	arch_stored_rows(t, &m->cfg, &mt->stored_rows, &mt->first_row);
 	mt->tied = t->tied && m->lm_head_tied;
 	if (t->kind == ARCH_MATRIX)
 	{

@@ -36,6 +36,8 @@
 										 * pre_feedforward_layernorm (Gemma) */
 #define ARCH_EMBED_SCALE (1u << 5)	/* the embeddings are multiplied by sqrt(hidden_size) */
 #define ARCH_TIED_DEFAULT (1u << 6)	/* tie_word_embeddings is true when config.json omits it */
+#define ARCH_FUSED_QKV	(1u << 7)	/* wq, wk, wv are row blocks of one stored tensor (Phi-3) */
+#define ARCH_FUSED_GATE_UP (1u << 8)	/* w_gate, w_up are row blocks of one stored tensor (Phi-3) */
 
 /* The MLP's activation, as config.json's hidden_activation or hidden_act names it. */
 typedef enum arch_activation
@@ -99,6 +101,22 @@ typedef struct arch_tensor
 	uint32_t	unless;			/* ARCH_* flags under any of which it does not exist; 0: none */
 } arch_tensor;
 
+#define ARCH_MAX_PARTS 3
+
+/*
+ * A tensor a checkpoint stores fused (Phi-3's self_attn.qkv_proj): its HF
+ * name and its row blocks in order, each the field of the role bound to it.
+ * A role whose HF name is a fused tensor's is that tensor's rows of its
+ * block: the matrix points into the stored tensor, nothing is copied.
+ */
+typedef struct arch_fused
+{
+	const char *hf;				/* e.g. "model.layers.%d.self_attn.qkv_proj.weight" */
+	int			n_parts;
+	arch_dim	rows[ARCH_MAX_PARTS];	/* the blocks' row counts, in stored order */
+	size_t		field[ARCH_MAX_PARTS];	/* the cbllm_layer field each block binds */
+} arch_fused;
+
 struct cbllm_model_config;
 
 /* The architecture config.json names by "architectures"[0] or "model_type", or NULL. */
@@ -125,6 +143,14 @@ arch_has_tensor(const arch_tensor *t, uint32_t features)
 {
 	return (features & t->needs) == t->needs && (features & t->unless) == 0;
 }
+
+/*
+ * Where role t is stored: *stored_rows rows of which its own start at
+ * *first_row: a block of a fused tensor (arch_fused), else its own rows
+ * from 0.
+ */
+void		arch_stored_rows(const arch_tensor *t, const struct cbllm_model_config *cfg,
+							 int64_t *stored_rows, int64_t *first_row);
 
 /* The length of dimension d of a model of configuration cfg. */
 int64_t		arch_dim_size(const struct cbllm_model_config *cfg, arch_dim d);

@@ -15,8 +15,9 @@
  *   block_tables[s]  (n_seqs)   block ids of sequence s, in position order
  *   rows[r]          (n_rows)   batch entries whose logits the step computes
  *
- * Token i attends to positions [0, pos[i]] of its sequence (or the last
- * sliding_window of them), read through the block table.
+ * Token i attends to positions [0, pos[i]] of its sequence (or, in a layer
+ * l with cfg.layer_window[l] > 0, the last layer_window[l] of them), read
+ * through the block table.
  *
  * A backend may replay recorded decode steps (CUDA graphs): it says through
  * graph_tokens how many tokens a decode step of T tokens is padded to, and
@@ -112,12 +113,19 @@ struct cbllm_backend
 	 */
 	void		(*matmul) (cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x,
 						   int T, float *const *y);
-	/* rotate x (T, n_heads, head_dim) in place by the positions of the step */
-	void		(*rope) (cbllm_backend *be, float *x, int T, int n_heads, const fwd_batch *b);
+	/*
+	 * rotate x (T, n_heads, head_dim) in place by the positions of the step
+	 * with RoPE configuration cfg.rope[rope] (a layer's cfg.layer_rope)
+	 */
+	void		(*rope) (cbllm_backend *be, float *x, int T, int n_heads, int rope,
+						 const fwd_batch *b);
 	/* write k, v (T, n_kv_heads, head_dim) of the step into the layer's cache slots */
 	void		(*kv_store) (cbllm_backend *be, kv_cache *kv, int layer, const float *k,
 							 const float *v, const fwd_batch *b);
-	/* out (T, n_heads, head_dim) = causal attention of q over each sequence's cache */
+	/*
+	 * out (T, n_heads, head_dim) = causal attention of q over each
+	 * sequence's cache, within the layer's cfg.layer_window
+	 */
 	void		(*attention) (cbllm_backend *be, const kv_cache *kv, int layer, const float *q,
 							  const fwd_batch *b, float *out);
 	/* gate[i] = silu(gate[i]) * up[i] */

@@ -14,6 +14,7 @@
 #include "backend_registry.h"
 #include "dtype.h"
 #include "kernels.h"
+#include "rope.h"
 
 #define CPU_KV_CAP_BYTES ((size_t) 4 << 30)	/* the pool sized by default: at most 4 GiB */
 #define CPU_COPY_REPS 7			/* timed copies of copy_bandwidth; their median is reported */
@@ -28,9 +29,9 @@ typedef struct cpu_ctx
 	float	   *scratch;		/* (n_threads, KERNEL_ROWS_PER_TASK, max_k) packing blocks */
 	int64_t		scratch_stride; /* floats per thread in scratch */
 	float	   *scores;			/* (n_threads, max_ctx) attention weights */
-	float	   *rope_cos;		/* (max_tokens, head_dim / 2) for the current step */
-	float	   *rope_sin;		/* (max_tokens, head_dim / 2) */
-	double	   *inv_freq;		/* (head_dim / 2) */
+	float	   *rope_cos;		/* (n_rope, max_tokens, head_dim / 2) for the current step */
+	float	   *rope_sin;		/* (n_rope, max_tokens, head_dim / 2) */
+	rope_freqs *freqs;			/* (n_rope) of cfg.rope */
 } cpu_ctx;
 
 /* Host memory, 64-byte aligned. */
@@ -50,7 +51,7 @@ CpuFree(cbllm_backend *be, void *p)
 	free(p);
 }
 
-/* Fill the step's RoPE cos/sin table from each token's position. */
+/* Fill the step's RoPE cos/sin tables, one per RoPE configuration, from each token's position. */
 static int
 CpuBeginStep(cbllm_backend *be, const fwd_batch *b, cbllm_err *err)
 {
@@ -62,15 +63,14 @@ CpuBeginStep(cbllm_backend *be, const fwd_batch *b, cbllm_err *err)
 						  b->n_tokens, c->max_tokens);
 	for (int t = 0; t < b->n_tokens; t++)
 	{
-		double		p = (double) b->pos[t] / c->cfg.rope_scale;
-
 		if (b->pos[t] >= c->max_ctx)
 			return cbllm_fail(err, CBLLM_ERR_INTERNAL, "position %d exceeds the context of %d",
 							  b->pos[t], c->max_ctx);
-		for (int i = 0; i < half; i++)
+		for (int r = 0; r < c->cfg.n_rope; r++)
 		{
-			c->rope_cos[(int64_t) t * half + i] = (float) cos(p * c->inv_freq[i]);
-			c->rope_sin[(int64_t) t * half + i] = (float) sin(p * c->inv_freq[i]);
+			int64_t		at = ((int64_t) r * c->max_tokens + t) * half;
+
+			rope_fill(&c->freqs[r], b->pos[t], c->rope_cos + at, c->rope_sin + at);
 		}
 	}
 	return CBLLM_OK;
@@ -150,9 +150,9 @@ CpuMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x
 	threadpool_run(c->pool, j.first_task[n], MatmulTask, &j);
 }
 
-/* Rotate pairs (i, i + head_dim/2) of every head by the token's angles (HF rotate_half). */
+/* Rotate pairs (i, i + head_dim/2) of every head by the token's angles of RoPE rope (HF rotate_half). */
 static void
-CpuRope(cbllm_backend *be, float *x, int T, int n_heads, const fwd_batch *b)
+CpuRope(cbllm_backend *be, float *x, int T, int n_heads, int rope, const fwd_batch *b)
 {
 	cpu_ctx    *c = be->ctx;
 	int			hd = c->cfg.head_dim,
@@ -160,8 +160,8 @@ CpuRope(cbllm_backend *be, float *x, int T, int n_heads, const fwd_batch *b)
 
 	for (int t = 0; t < T; t++)
 	{
-		const float *cs = c->rope_cos + (int64_t) t * half;
-		const float *sn = c->rope_sin + (int64_t) t * half;
+		const float *cs = c->rope_cos + ((int64_t) rope * c->max_tokens + t) * half;
+		const float *sn = c->rope_sin + ((int64_t) rope * c->max_tokens + t) * half;
 
 		for (int h = 0; h < n_heads; h++)
 		{
@@ -219,8 +219,8 @@ AttentionTask(void *arg, int task, int thread)
 	int			kvh = h / (cfg->n_heads / cfg->n_kv_heads);
 	int			hd = cfg->head_dim;
 	int			p = j->b->pos[t];
-	int			first = cfg->sliding_window > 0 && p - cfg->sliding_window + 1 > 0 ?
-		p - cfg->sliding_window + 1 : 0;
+	int			window = cfg->layer_window[j->layer];
+	int			first = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
 	const int32_t *table = j->b->block_tables[j->b->seq[t]];
 	const float *q = j->q + ((int64_t) t * cfg->n_heads + h) * hd;
 	float	   *out = j->out + ((int64_t) t * cfg->n_heads + h) * hd;
@@ -414,7 +414,7 @@ CpuDestroy(cbllm_backend *be)
 		free(c->scores);
 		free(c->rope_cos);
 		free(c->rope_sin);
-		free(c->inv_freq);
+		free(c->freqs);
 		free(c);
 	}
 	free(be);
@@ -430,6 +430,7 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	int			nt = threadpool_size(p->pool);
 	int64_t		max_k = cfg->hidden;
 	int			half = cfg->head_dim / 2;
+	int			rc;
 
 	if (be == NULL || c == NULL)
 	{
@@ -456,16 +457,20 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	c->scratch_stride = KERNEL_ROWS_PER_TASK * max_k;
 	c->scratch = malloc(sizeof(float) * c->scratch_stride * nt);
 	c->scores = malloc(sizeof(float) * (size_t) p->max_ctx * nt);
-	c->rope_cos = malloc(sizeof(float) * (size_t) p->max_tokens * half);
-	c->rope_sin = malloc(sizeof(float) * (size_t) p->max_tokens * half);
-	c->inv_freq = malloc(sizeof(double) * half);
-	if (!c->scratch || !c->scores || !c->rope_cos || !c->rope_sin || !c->inv_freq)
+	c->rope_cos = malloc(sizeof(float) * (size_t) cfg->n_rope * p->max_tokens * half);
+	c->rope_sin = malloc(sizeof(float) * (size_t) cfg->n_rope * p->max_tokens * half);
+	c->freqs = malloc(sizeof(rope_freqs) * cfg->n_rope);
+	if (!c->scratch || !c->scores || !c->rope_cos || !c->rope_sin || !c->freqs)
 	{
 		CpuDestroy(be);
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory for the CPU workspace");
 	}
-	for (int i = 0; i < half; i++)
-		c->inv_freq[i] = 1.0 / pow((double) cfg->rope_theta, (2.0 * i) / cfg->head_dim);
+	for (int r = 0; r < cfg->n_rope; r++)
+		if ((rc = rope_freqs_build(&cfg->rope[r], cfg->head_dim, &c->freqs[r], err)) != CBLLM_OK)
+		{
+			CpuDestroy(be);
+			return rc;
+		}
 	be->name = "cpu";
 	be->cpu_isa = c->k->isa;
 	be->pad_block = -1;

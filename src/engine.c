@@ -252,7 +252,7 @@ CreateScheduler(cbllm_engine *e, cbllm_err *err)
 {
 	const cbllm_engine_params *p = &e->params;
 	bm_params	bp = {p->num_kv_blocks, p->block_size, p->num_swap_blocks,
-	e->model->cfg.sliding_window, p->no_prefix_caching};
+	model_kv_drop_window(&e->model->cfg), p->no_prefix_caching};
 	sched_params sp = {&e->waiting, &e->running, NULL,
 	{p->max_num_seqs, p->max_num_batched_tokens, p->preempt_mode, p->static_batching,
 	engine_kv_bytes(e, p->block_size)}};

@@ -23,7 +23,9 @@
  * architecture's activation (SiLU, or GELU-tanh for Gemma-3), and q_scale
  * (config.json's query_pre_attn_scalar) turns the attention's 1/sqrt(head_dim)
  * into the model's own scale.  Gemma's (1 + w) norms need nothing here: the
- * loader folds the 1 into the vectors (model.h).
+ * loader folds the 1 into the vectors (model.h).  Positions are per layer:
+ * layer l rotates with RoPE cfg.rope[cfg.layer_rope[l]] and attends within
+ * cfg.layer_window[l] (model.h; Gemma-3's local and global layers).
  *
  * Every linear layer is one matmul over all T tokens of the step.  Where
  * the backend fuses the residual add with the next norm, each "x += ...;
@@ -240,9 +242,9 @@ ActivateMul(cbllm_forward *f, int T)
 	}
 }
 
-/* q and k of the step, projected, biased, head-normed and scaled as the architecture says, then rotated. */
+/* q and k of layer l, projected, biased, head-normed and scaled as the architecture says, then rotated. */
 static void
-QueryKey(cbllm_forward *f, const cbllm_layer *w, const fwd_batch *b)
+QueryKey(cbllm_forward *f, int l, const cbllm_layer *w, const fwd_batch *b)
 {
 	const cbllm_model_config *c = &f->model->cfg;
 	cbllm_backend *be = f->be;
@@ -264,8 +266,8 @@ QueryKey(cbllm_forward *f, const cbllm_layer *w, const fwd_batch *b)
 	}
 	if (c->q_scale != 1.0f)
 		be->scale(be, f->q, c->q_scale, (int64_t) T * c->n_heads * c->head_dim);
-	be->rope(be, f->q, T, c->n_heads, b);
-	be->rope(be, f->k, T, c->n_kv_heads, b);
+	be->rope(be, f->q, T, c->n_heads, c->layer_rope[l], b);
+	be->rope(be, f->k, T, c->n_kv_heads, c->layer_rope[l], b);
 }
 
 /*
@@ -282,7 +284,7 @@ Layer(cbllm_forward *f, int l, const fwd_batch *b, const float *next_norm)
 	int			T = b->n_tokens;
 	bool		sandwich = (c->features & ARCH_SANDWICH_NORM) != 0;
 
-	QueryKey(f, w, b);
+	QueryKey(f, l, w, b);
 	be->kv_store(be, f->kv, l, f->k, f->v, b);
 	be->attention(be, f->kv, l, f->q, b, f->att);
 	be->matmul(be, 1, (const cbllm_weight *[]) {&w->wo}, f->att, T, (float *[]) {f->h});

@@ -46,7 +46,7 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model weights: missing tensor \"%s\"",
 						  m->dir, name);
 	if (vector ? (t->ndim != 1 || t->shape[0] != mt->rows) :
-		(t->ndim != 2 || t->shape[0] != mt->rows || t->shape[1] != mt->cols))
+		(t->ndim != 2 || t->shape[0] != mt->stored_rows || t->shape[1] != mt->cols))
 	{
 		char		found[96];
 
@@ -57,7 +57,7 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 							  m->st->files[t->file].path, name, (long long) mt->rows);
 		return cbllm_fail(err, CBLLM_ERR_FORMAT,
 						  "%s: tensor \"%s\" has the wrong shape: expected [%lld, %lld] from config.json, found %s",
-						  m->st->files[t->file].path, name, (long long) mt->rows,
+						  m->st->files[t->file].path, name, (long long) mt->stored_rows,
 						  (long long) mt->cols, found);
 	}
 	if (vector)
@@ -76,8 +76,10 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 	mt->matrix->dtype = t->dtype;
 	mt->matrix->rows = mt->rows;
 	mt->matrix->cols = mt->cols;
-	mt->matrix->data = t->data;
-	m->weight_bytes += t->nbytes;
+	/* a block of a fused tensor is its rows, a pointer into the stored tensor */
+	mt->matrix->data = (const char *) t->data +
+		mt->first_row * cbllm_dtype_row_bytes(t->dtype, mt->cols);
+	m->weight_bytes += cbllm_dtype_row_bytes(t->dtype, mt->cols) * mt->rows;
 	return CBLLM_OK;
 }
 

@@ -22,9 +22,22 @@
 
 #include "arch.h"
 #include "rng.h"
+#include "rope.h"
 #include "safetensors.h"
 #include "util.h"
 
+#define CBLLM_MAX_LAYERS 1024		/* num_hidden_layers a config may give */
+#define CBLLM_MAX_ROPE 2		/* RoPE configurations of one model (global, local) */
+
+/*
+ * Positions: rope[0] is the RoPE of rope_theta and rope_scaling; rope[1],
+ * when n_rope is 2, that of rope_local_base_freq (Gemma-3's local layers).
+ * Layer l rotates with rope[layer_rope[l]] and attends to the last
+ * layer_window[l] positions (0: the whole context).  sliding_window is
+ * config.json's window when some layer uses it, else 0; the KV block
+ * manager may drop blocks behind it only when model_kv_drop_window says so
+ * (every layer windowed alike).
+ */
 typedef struct cbllm_model_config
 {
 	char		arch[64];		/* "LlamaForCausalLM", "MistralForCausalLM", ... (arch.c) */
@@ -38,9 +51,11 @@ typedef struct cbllm_model_config
 	int			intermediate;	/* intermediate_size */
 	int			vocab_size;
 	int			max_pos;		/* max_position_embeddings */
-	int			sliding_window; /* 0: attend to the whole context */
-	float		rope_theta;
-	float		rope_scale;		/* linear rope_scaling factor, 1 when none */
+	int			sliding_window; /* the windowed layers' window; 0: no layer has one */
+	int			n_rope;			/* 1 or 2 */
+	cbllm_rope	rope[CBLLM_MAX_ROPE];
+	uint8_t		layer_rope[CBLLM_MAX_LAYERS];	/* (n_layers) index into rope */
+	int32_t		layer_window[CBLLM_MAX_LAYERS]; /* (n_layers) 0: whole context */
 	float		rms_eps;
 	float		embed_scale;	/* the embeddings' multiplier: 1, or with ARCH_EMBED_SCALE
 								 * sqrt(hidden) rounded as the loader says (model.c) */
@@ -108,6 +123,23 @@ int			model_config_load(const char *dir, cbllm_model_config *cfg, cbllm_err *err
 int			model_config_parse(const char *json, const char *path, cbllm_model_config *cfg,
 							   cbllm_err *err);
 
+/*
+ * Fill cfg's positions (model_config_rope.c): rope_theta, rope_scaling,
+ * rope_local_base_freq, partial_rotary_factor, sliding_window,
+ * use_sliding_window, max_window_layers, layer_types and
+ * sliding_window_pattern.  Needs n_layers, head_dim and max_pos parsed.
+ * root is the parsed config.json (a cJSON object).
+ */
+struct cJSON;
+int			model_config_positions(const struct cJSON *root, cbllm_model_config *cfg,
+								   const char *path, cbllm_err *err);
+
+/* Give every layer rope[0] = plain RoPE of base theta and the window (0: none). */
+void		model_config_uniform_positions(cbllm_model_config *cfg, double theta, int window);
+
+/* The window behind which KV blocks may be dropped: the window when every layer has it, else 0. */
+int			model_kv_drop_window(const cbllm_model_config *cfg);
+
 /* What model_load_ex loads, and from where. */
 typedef struct model_load_params
 {
@@ -138,6 +170,8 @@ typedef struct model_tensor
 	int			layer;
 	int64_t		rows;
 	int64_t		cols;			/* 1 for a vector */
+	int64_t		stored_rows;	/* rows of the stored tensor: more than rows for a fused one */
+	int64_t		first_row;		/* of its rows in the stored tensor (arch_stored_rows) */
 	cbllm_weight *matrix;		/* ARCH_MATRIX: the field */
 	float	  **vector;			/* ARCH_NORM, ARCH_BIAS: the field */
 	bool		tied;			/* the embeddings stand for it: nothing of its own */

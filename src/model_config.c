@@ -138,30 +138,6 @@ CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, 
 	return CBLLM_OK;
 }
 
-/* Read rope_scaling: none, or {"type"|"rope_type": "linear", "factor": f}. */
-static int
-GetRopeScaling(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_err *err)
-{
-	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-	const cJSON *type,
-			   *factor;
-
-	cfg->rope_scale = 1.0f;
-	if (rs == NULL || cJSON_IsNull(rs))
-		return CBLLM_OK;
-	type = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
-	if (type == NULL)
-		type = cJSON_GetObjectItemCaseSensitive(rs, "type");
-	factor = cJSON_GetObjectItemCaseSensitive(rs, "factor");
-	if (!cJSON_IsString(type) || strcmp(type->valuestring, "linear") != 0 ||
-		!cJSON_IsNumber(factor) || !(factor->valuedouble >= 1 && factor->valuedouble <= FLT_MAX))
-		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "%s: unsupported rope_scaling (only {\"type\": \"linear\", \"factor\" >= 1} is supported)",
-						  path);
-	cfg->rope_scale = (float) factor->valuedouble;
-	return CBLLM_OK;
-}
-
 /*
  * Refuse what some configs switch on and the decoder does not have: tanh
  * soft-capping of the logits or of the attention scores (Gemma-2's, null
@@ -222,12 +198,9 @@ ParseConfig(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_
 		(rc = GetInt(root, "intermediate_size", -1, 1, big, &cfg->intermediate, path, err)) ||
 		(rc = GetInt(root, "vocab_size", -1, 1, big, &cfg->vocab_size, path, err)) ||
 		(rc = GetInt(root, "max_position_embeddings", 2048, 1, big, &cfg->max_pos, path, err)) ||
-		(rc = GetInt(root, "sliding_window", 0, 0, big, &cfg->sliding_window, path, err)) ||
 		(rc = GetTokenId(root, "bos_token_id", &cfg->bos_id, path, err)) ||
 		(rc = GetTokenId(root, "eos_token_id", &cfg->eos_id, path, err)) ||
-		(rc = GetFloat(root, "rope_theta", 10000.0, &cfg->rope_theta, path, err)) ||
-		(rc = GetFloat(root, "rms_norm_eps", 1e-6, &cfg->rms_eps, path, err)) ||
-		(rc = GetRopeScaling(root, cfg, path, err)))
+		(rc = GetFloat(root, "rms_norm_eps", 1e-6, &cfg->rms_eps, path, err)))
 		return rc;
 	if ((rc = CheckAbsentFeatures(root, path, err)))
 		return rc;
@@ -246,6 +219,8 @@ ParseConfig(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_
 		return cbllm_fail(err, CBLLM_ERR_FORMAT,
 						  "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
 						  path, cfg->n_heads, cfg->n_kv_heads);
+	if ((rc = model_config_positions(root, cfg, path, err)))
+		return rc;
 	cfg->tie_embeddings = tie == NULL || cJSON_IsNull(tie) ?
 		(cfg->features & ARCH_TIED_DEFAULT) != 0 : cJSON_IsTrue(tie);
 	return GetScales(root, cfg, path, err);

@@ -29,9 +29,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(cfg.n_heads > 0 && cfg.n_kv_heads > 0 && cfg.n_heads % cfg.n_kv_heads == 0,
 				   "KV heads divide the heads");
 		FUZZ_CHECK(cfg.head_dim >= 2 && cfg.head_dim % 2 == 0, "an even head_dim");
-		FUZZ_CHECK(cfg.rope_theta > 0 && cfg.rms_eps > 0 && cfg.rope_scale >= 1 &&
-				   isfinite(cfg.rope_theta) && isfinite(cfg.rms_eps) && isfinite(cfg.rope_scale),
-				   "finite positive RoPE base, norm epsilon and scale");
+		FUZZ_CHECK(cfg.n_rope >= 1 && cfg.n_rope <= CBLLM_MAX_ROPE && cfg.rope[0].theta > 1 &&
+				   cfg.rms_eps > 0 && isfinite(cfg.rope[0].theta) && isfinite(cfg.rms_eps) &&
+				   cfg.rope[0].factor > 0, "finite positive RoPE base, norm epsilon and scale");
+		for (int l = 0; l < cfg.n_layers; l++)
+			FUZZ_CHECK(cfg.layer_rope[l] < cfg.n_rope && cfg.layer_window[l] >= 0,
+					   "each layer's RoPE and window in range");
 		FUZZ_CHECK(cfg.bos_id >= -1 && cfg.eos_id >= -1, "token ids or -1");
 	}
 	free(text);

@@ -15,7 +15,9 @@
 #      made on the device, at concurrency 1, 4, 8, 16, 32, with the decode
 #      step time beside the bandwidth floor (the measured copy bandwidth);
 #      decode steps at fixed batch sizes 1, 8, 32 and one prefill; and
-#      concurrency 1 without CUDA graphs, for their effect;
+#      concurrency 1 without CUDA graphs, for their effect; then a shorter
+#      run on Llama-3.1-8B geometry (GQA 32/8, vocab 128256, untied, llama3
+#      RoPE scaling; max_position_embeddings 8192 to keep its tables small);
 #   4b. a shorter workload and decode steps on Qwen2.5-7B-Instruct's geometry
 #      (q, k, v biases, 28 query heads over 4 KV heads, a 152064-row lm_head);
 #   5. the same workload through HuggingFace transformers (a time budget per
@@ -101,7 +103,7 @@ part "the layer families on the GPU: the float64 reference, then the CPU"
 fam_ids="1 15 267 42 300 7 99 180 3 250 61 128"
 fam_args=("qwen2 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 11"
 	"qwen3 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --seed 12"
-	"gemma3 --hidden 80 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --query-pre-attn-scalar 24 --sliding-window-pattern 1 --seed 13")
+	"gemma3 --hidden 80 --layers 5 --heads 4 --kv-heads 2 --head-dim 32 --query-pre-attn-scalar 24 --sliding-window 4 --sliding-window-pattern 3 --seed 13")
 for a in "${fam_args[@]}"; do
 	f=${a%% *}
 	# shellcheck disable=SC2086
@@ -133,7 +135,16 @@ if [ "$emulated" = 1 ]; then
 	wl=(--concurrency 1,4 --requests 6 --prompt-len 10..20 --gen-len 8..16)
 	steps=(--batch 1,8 --context 16 --steps 4 --prefill 32)
 	hf_budget=0
+	l3_model=$models/tiny-dummy
+	l3_wl=(--concurrency 1 --requests 2 --prompt-len 10..20 --gen-len 8..16)
+	l3_steps=(--batch 1 --context 16 --steps 4 --prefill 32)
+	# the 8B config is still written, so that its preparation is rehearsed too
+	l3_config=$models/llama-3.1-8b-dummy
 else
+	l3_config=$models/llama-3.1-8b-dummy
+	l3_model=$l3_config
+	l3_wl=(--concurrency 1,8 --requests 16 --prompt-len 50..200 --gen-len 50..100)
+	l3_steps=(--batch 1,8,32 --context 256 --steps 16 --prefill 512)
 	wl_model=$models/llama-2-7b-dummy
 	$PY test/tools/gen_model.py "$wl_model" --hidden 4096 --layers 32 --heads 32 --kv-heads 32 \
 		--intermediate 11008 --vocab 32000 --max-pos 4096 --no-weights >/dev/null || fail "7B config"
@@ -141,6 +152,12 @@ else
 	steps=(--batch 1,8,32 --context 256 --steps 32 --prefill 512)
 	hf_budget=${HF_BUDGET:-20}
 fi
+# Llama-3.1-8B: the tokenizer's 32000 ids padded to its vocabulary of 128256
+$PY test/tools/gen_model.py "$l3_config" --hidden 4096 --layers 32 --heads 32 --kv-heads 8 \
+	--intermediate 14336 --vocab 32000 --pad-vocab 96256 --max-pos 8192 --rope-theta 500000 \
+	--rope-scaling '{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+		"high_freq_factor": 4.0, "original_max_position_embeddings": 8192}' \
+	--rms-eps 1e-5 --no-weights >/dev/null || fail "Llama-3.1-8B config"
 
 part "cbllm: the reference workload, dummy bf16 weights on the device"
 $cli bench -m "$wl_model" --device cuda --load-format dummy "${wl[@]}" --temp 0.7 --top-p 0.95 \
@@ -153,6 +170,12 @@ $cli bench-steps -m "$wl_model" --device cuda --load-format dummy "${steps[@]}" 
 part "cbllm: concurrency 1 without CUDA graphs"
 $cli bench -m "$wl_model" --device cuda --load-format dummy --no-cuda-graphs --concurrency 1 \
 	--requests 5 "${wl[@]:4}" --temp 0.7 --top-p 0.95 --seed 1 --bandwidth "$bw" || fail "eager bench"
+
+part "cbllm: Llama-3.1-8B geometry, dummy bf16 weights on the device"
+$cli bench -m "$l3_model" --device cuda --load-format dummy "${l3_wl[@]}" --temp 0.7 --top-p 0.95 \
+	--seed 1 --bandwidth "$bw" || fail "Llama-3.1-8B bench"
+$cli bench-steps -m "$l3_model" --device cuda --load-format dummy "${l3_steps[@]}" ||
+	fail "Llama-3.1-8B bench-steps"
 
 part "cbllm: Qwen2.5-7B-Instruct geometry, dummy bf16 weights on the device"
 if [ "$emulated" = 1 ]; then

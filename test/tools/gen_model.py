@@ -6,8 +6,9 @@
                  [--seed 0] [--max-pos 2048] [--rope-theta 10000] [--rms-eps 1e-5]
                  [--shards 1] [--tokenizer-from DIR] [--arch llama|mistral]
                  [--sliding-window N] [--attn-bias] [--arch-name NAME] [--pad-vocab N]
-                 [--no-weights] [--family qwen2|qwen3|gemma3] [--head-dim N]
-                 [--query-pre-attn-scalar N] [--sliding-window-pattern N] [--untied]
+                 [--no-weights] [--head-dim N] [--query-pre-attn-scalar N]
+                 [--family qwen2|qwen3|gemma3|llama3|llama3.1|phi3|phi3-128k]
+                 [--sliding-window-pattern N] [--rope-scaling JSON] [--untied]
 
 OUT_DIR receives config.json, tokenizer.json, tokenizer_config.json and the weights,
 either model.safetensors or (with --shards N > 1) model.safetensors.index.json plus
@@ -31,9 +32,21 @@ its tensors: qwen2 adds q, k and v biases; qwen3 explicit head_dim (--head-dim, 
 hidden/heads) and per-head q_norm and k_norm; gemma3 those and Gemma's four norms per
 layer (input, post_attention, pre_feedforward, post_feedforward), GELU-tanh,
 query_pre_attn_scalar (--query-pre-attn-scalar, default head_dim), sliding_window
-(default 512) and sliding_window_pattern (default 6).  The families tie their
-embeddings, as the small sizes do, unless --untied (Qwen2.5-7B's layout: an lm_head).  Gemma stores its norms as w in (1 + w): they
+(default 512) and sliding_window_pattern (default 6).  These three tie their
+embeddings, as the small sizes do, unless --untied (Qwen2.5-7B's layout: an lm_head).
+Gemma stores its norms as w in (1 + w): they
 are drawn ~ N(0, 0.1).
+
+--family llama3 is Llama-3.2-1B-Instruct's (tied, bos 1, an eos_token_id list, rope_scaling
+llama3 with factor 32, low 1, high 4 and original_max_position_embeddings 8192 shrunk
+to 64, max_position_embeddings 131072 to 1024, so that head_dim 16 has dimensions in
+each of the three frequency bands); llama3.1 is Llama-3.1-8B-Instruct's (untied, factor
+8); phi3 is Phi-3-mini-4k-instruct's (Phi3ForCausalLM: fused self_attn.qkv_proj and
+mlp.gate_up_proj tensors, sliding_window 2047 shrunk to 7, dropouts, pad_token_id, an
+eos list); phi3-128k is Phi-3-mini-128k-instruct's (longrope short_factor and
+long_factor lists of head_dim / 2, original_max_position_embeddings 4096 shrunk to 8
+and max_position_embeddings 131072 to 256).  --rope-scaling JSON sets config.json's
+rope_scaling (e.g. '{"rope_type": "yarn", "factor": 4.0}') over any family's.
 
 Weights are random (numpy default_rng(seed)), drawn tensor by tensor in file order and
 written as soon as drawn, so a 130M-parameter model takes seconds and little memory:
@@ -129,6 +142,8 @@ def parse_args(argv):
                    help="write config and tokenizer only, for the dummy load format")
     p.add_argument("--family", choices=sorted(FAMILIES),
                    help="a family's real config.json layout and tensors")
+    p.add_argument("--rope-scaling", metavar="JSON", type=json.loads,
+                   help="config.json's rope_scaling object")
     p.add_argument("--head-dim", type=int, help="explicit head_dim (qwen3, gemma3)")
     p.add_argument("--query-pre-attn-scalar", type=float, help="gemma3's attention scale^-2")
     p.add_argument("--sliding-window-pattern", type=int, help="gemma3: every Nth layer global")
@@ -146,7 +161,7 @@ def parse_args(argv):
         a.head_dim = a.hidden // a.heads
     elif a.family == "qwen2":
         p.error("--head-dim: Qwen2 configs have none")
-    if a.hidden % a.heads and a.family in (None, "qwen2"):
+    if a.hidden % a.heads and a.family not in ("qwen3", "gemma3"):
         p.error("--hidden (%d) must be a multiple of --heads (%d)" % (a.hidden, a.heads))
     if a.heads % a.kv_heads:
         p.error("--heads (%d) must be a multiple of --kv-heads (%d)" % (a.heads, a.kv_heads))
@@ -155,7 +170,7 @@ def parse_args(argv):
     if a.untied and (a.family is None or a.tie):
         p.error("--untied needs --family and no --tie")
     if a.family is not None:
-        a.tie = not a.untied
+        a.tie = FAMILY_TIED.get(a.family, True) and not a.untied
     if a.sliding_window is not None and a.family != "gemma3":
         if a.arch != "mistral":
             p.error("--sliding-window needs --arch mistral")
@@ -330,7 +345,10 @@ def write_tokenizer(a, out_dir):
 def model_config(a, vocab_size):
     """The HF config.json dict."""
     if a.family is not None:
-        return FAMILIES[a.family](a, vocab_size)
+        cfg = FAMILIES[a.family](a, vocab_size)
+        if a.rope_scaling is not None:
+            cfg["rope_scaling"] = a.rope_scaling
+        return cfg
     arch = a.arch_name or {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}[a.arch]
     cfg = {
         "architectures": [arch], "model_type": a.arch,
@@ -344,10 +362,76 @@ def model_config(a, vocab_size):
         "initializer_range": 0.02, "use_cache": True,
     }
     if a.arch == "llama":
-        cfg.update({"mlp_bias": False, "pretraining_tp": 1, "rope_scaling": None})
+        cfg.update({"mlp_bias": False, "pretraining_tp": 1, "rope_scaling": a.rope_scaling})
     else:
         cfg["sliding_window"] = a.sliding_window
+        if a.rope_scaling is not None:
+            cfg["rope_scaling"] = a.rope_scaling
     return cfg
+
+
+def llama3_config(a, vocab_size, factor=32.0, tied=True):
+    """Llama-3.2-1B-Instruct's config.json (or, factor 8 untied, Llama-3.1-8B's), shrunk:
+    bos 128000 and the eos list 128001, 128008, 128009 mapped to ids of the small vocab,
+    the llama3 rope_scaling with its original context shrunk 128-fold."""
+    return {
+        "architectures": ["LlamaForCausalLM"], "attention_bias": False,
+        "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": [2, 8, 9],
+        "head_dim": a.head_dim, "hidden_act": "silu", "hidden_size": a.hidden,
+        "initializer_range": 0.02, "intermediate_size": a.intermediate,
+        "max_position_embeddings": 1024, "mlp_bias": False, "model_type": "llama",
+        "num_attention_heads": a.heads, "num_hidden_layers": a.layers,
+        "num_key_value_heads": a.kv_heads, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+        "rope_scaling": {"factor": factor, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                         "original_max_position_embeddings": 64, "rope_type": "llama3"},
+        "rope_theta": 500000.0, "tie_word_embeddings": tied,
+        "torch_dtype": TORCH_DTYPE[a.dtype], "transformers_version": "4.45.0.dev0",
+        "use_cache": True, "vocab_size": vocab_size,
+    }
+
+
+def llama31_config(a, vocab_size):
+    """Llama-3.1-8B-Instruct's config.json, shrunk: untied, llama3 rope_scaling factor 8."""
+    return llama3_config(a, vocab_size, factor=8.0, tied=False)
+
+
+def phi3_factors(n, top):
+    """n LongRoPE rescale factors rising smoothly from 1 to top, shaped like Phi-3's lists."""
+    return [round(1.0 + (top - 1.0) * (i / max(n - 1, 1)) ** 2, 6) for i in range(n)]
+
+
+def phi3_config(a, vocab_size, long_context=False):
+    """Phi-3-mini-4k-instruct's config.json (or the 128k one's), shrunk: the eos list
+    32000, 32001, 32007 and pad 32000 mapped to ids of the small vocab."""
+    hd = a.head_dim
+    cfg = {
+        "architectures": ["Phi3ForCausalLM"], "attention_bias": False,
+        "attention_dropout": 0.0, "auto_map": {
+            "AutoConfig": "configuration_phi3.Phi3Config",
+            "AutoModelForCausalLM": "modeling_phi3.Phi3ForCausalLM"},
+        "bos_token_id": 1, "embd_pdrop": 0.0, "eos_token_id": [2, 5, 7],
+        "hidden_act": "silu", "hidden_size": a.hidden, "initializer_range": 0.02,
+        "intermediate_size": a.intermediate, "max_position_embeddings": 64,
+        "model_type": "phi3", "num_attention_heads": a.heads,
+        "num_hidden_layers": a.layers, "num_key_value_heads": a.kv_heads,
+        "original_max_position_embeddings": 64, "pad_token_id": 2, "resid_pdrop": 0.0,
+        "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 10000.0,
+        "sliding_window": a.sliding_window or 7, "tie_word_embeddings": False,
+        "torch_dtype": TORCH_DTYPE[a.dtype], "transformers_version": "4.40.2",
+        "use_cache": True, "vocab_size": vocab_size,
+    }
+    if long_context:
+        cfg.update({
+            "max_position_embeddings": 256, "original_max_position_embeddings": 8,
+            "sliding_window": 512,
+            "rope_scaling": {"type": "longrope", "short_factor": phi3_factors(hd // 2, 1.2),
+                             "long_factor": phi3_factors(hd // 2, 24.0)}})
+    return cfg
+
+
+def phi3_128k_config(a, vocab_size):
+    """Phi-3-mini-128k-instruct's config.json, shrunk."""
+    return phi3_config(a, vocab_size, long_context=True)
 
 
 def qwen2_config(a, vocab_size):
@@ -407,7 +491,11 @@ def gemma3_config(a, vocab_size):
     }
 
 
-FAMILIES = {"qwen2": qwen2_config, "qwen3": qwen3_config, "gemma3": gemma3_config}
+FAMILIES = {"qwen2": qwen2_config, "qwen3": qwen3_config, "gemma3": gemma3_config,
+            "llama3": llama3_config, "llama3.1": llama31_config, "phi3": phi3_config,
+            "phi3-128k": phi3_128k_config}
+FAMILY_TIED = {"llama3.1": False, "phi3": False, "phi3-128k": False}  # the others: tied
+FUSED_FAMILIES = ("phi3", "phi3-128k")  # qkv_proj and gate_up_proj are one tensor each
 
 
 def write_json(path, obj, compact=False):
@@ -424,6 +512,7 @@ def write_json(path, obj, compact=False):
 def tensor_specs(a, vocab):
     """(name, shape, kind) of every tensor in HF order; kind is embed, linear, norm or bias."""
     hd = a.head_dim
+    fused = a.family in FUSED_FAMILIES
     qkv_bias = a.attn_bias or a.family == "qwen2"
     qk_norm = a.family in ("qwen3", "gemma3")
     gemma = a.family == "gemma3"
@@ -433,13 +522,17 @@ def tensor_specs(a, vocab):
     specs = [("model.embed_tokens.weight", (vocab, a.hidden), "linear" if a.tie else "embed")]
     for i in range(a.layers):
         p = "model.layers.%d." % i
-        specs += [
-            (p + "input_layernorm.weight", (a.hidden,), norm),
-            (p + "self_attn.q_proj.weight", (a.heads * hd, a.hidden), "linear"),
-            (p + "self_attn.k_proj.weight", (a.kv_heads * hd, a.hidden), "linear"),
-            (p + "self_attn.v_proj.weight", (a.kv_heads * hd, a.hidden), "linear"),
-            (p + "self_attn.o_proj.weight", (a.hidden, a.heads * hd), "linear"),
-        ]
+        specs.append((p + "input_layernorm.weight", (a.hidden,), norm))
+        if fused:  # rows: q, then k, then v
+            specs.append((p + "self_attn.qkv_proj.weight",
+                          ((a.heads + 2 * a.kv_heads) * hd, a.hidden), "linear"))
+        else:
+            specs += [
+                (p + "self_attn.q_proj.weight", (a.heads * hd, a.hidden), "linear"),
+                (p + "self_attn.k_proj.weight", (a.kv_heads * hd, a.hidden), "linear"),
+                (p + "self_attn.v_proj.weight", (a.kv_heads * hd, a.hidden), "linear"),
+            ]
+        specs.append((p + "self_attn.o_proj.weight", (a.hidden, a.heads * hd), "linear"))
         if qkv_bias:
             specs += [
                 (p + "self_attn.q_proj.bias", (a.heads * hd,), "bias"),
@@ -456,11 +549,15 @@ def tensor_specs(a, vocab):
         specs.append((p + "post_attention_layernorm.weight", (a.hidden,), norm))
         if gemma:
             specs.append((p + "pre_feedforward_layernorm.weight", (a.hidden,), norm))
-        specs += [
-            (p + "mlp.gate_proj.weight", (a.intermediate, a.hidden), "linear"),
-            (p + "mlp.up_proj.weight", (a.intermediate, a.hidden), "linear"),
-            (p + "mlp.down_proj.weight", (a.hidden, a.intermediate), "linear"),
-        ]
+        if fused:  # rows: gate, then up
+            specs.append((p + "mlp.gate_up_proj.weight", (2 * a.intermediate, a.hidden),
+                          "linear"))
+        else:
+            specs += [
+                (p + "mlp.gate_proj.weight", (a.intermediate, a.hidden), "linear"),
+                (p + "mlp.up_proj.weight", (a.intermediate, a.hidden), "linear"),
+            ]
+        specs.append((p + "mlp.down_proj.weight", (a.hidden, a.intermediate), "linear"))
         if gemma:
             specs.append((p + "post_feedforward_layernorm.weight", (a.hidden,), norm))
     specs.append(("model.norm.weight", (a.hidden,), norm))

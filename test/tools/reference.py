@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent float64 numpy forward of a HuggingFace Llama, Mistral, Qwen2, Qwen3 or Gemma-3 checkpoint.
+"""Independent float64 numpy forward of a HuggingFace Llama, Mistral, Qwen2, Qwen3, Gemma-3 or Phi-3 checkpoint.
 
     reference.py MODEL_DIR --prompt-ids "1 5 9" [--logits] [--greedy N]
 
@@ -10,9 +10,11 @@ F32/F16/BF16 exactly into float64 and runs the HF Llama forward:
     x = embed[ids]
     per layer:  h = rmsnorm(x) * w_in;  q, k, v = h Wq^T, h Wk^T, h Wv^T
                 (+ the q, k, v biases when config.json has attention_bias)
-                RoPE (HF rotate_half), causal softmax(q k^T / sqrt(head_dim)) v with GQA
-                (query head j reads kv head j // (heads / kv_heads)) and, when the config
-                has a sliding_window W, only keys at positions > p - W;
+                RoPE (HF rotate_half) of the layer's RoPE configuration, causal
+                softmax(q k^T / sqrt(head_dim)) v with GQA (query head j reads kv head
+                j // (heads / kv_heads)) and, in a layer with a window W, only keys at
+                positions > p - W (rope_ref.py: the RoPE variants and which layers
+                have windows);
                 x += attn Wo^T (+ the o bias);  h = rmsnorm(x) * w_post;  x += (silu(h Wg^T) * h Wu^T) Wd^T
     logits = rmsnorm(x) * w_norm @ lm_head^T   (embed^T when the embeddings are tied)
 
@@ -38,6 +40,8 @@ import os
 import sys
 
 import numpy as np
+
+import rope_ref
 
 
 # --------------------------------------------------------------------------- loading
@@ -90,15 +94,13 @@ class Model:
     def __init__(self, model_dir):
         with open(os.path.join(model_dir, "config.json")) as f:
             cfg = json.load(f)
-        if cfg.get("rope_scaling"):
-            raise SystemExit("reference.py: rope_scaling is not supported")
         self.n_layers = cfg["num_hidden_layers"]
         self.n_heads = cfg["num_attention_heads"]
         self.n_kv_heads = cfg.get("num_key_value_heads") or self.n_heads
         self.head_dim = cfg.get("head_dim") or cfg["hidden_size"] // self.n_heads
         self.eps = cfg["rms_norm_eps"]
-        self.theta = cfg.get("rope_theta", 10000.0)
-        self.window = cfg.get("sliding_window")  # None: full causal attention
+        # per layer: (RoPE index into self.ropes, window or None), from rope_ref.py
+        self.ropes, self.positions = rope_ref.layer_positions(cfg, self.head_dim)
         family = cfg.get("model_type", "llama")
         gemma = family == "gemma3_text"
         for cap in ("final_logit_softcapping", "attn_logit_softcapping"):
@@ -113,6 +115,7 @@ class Model:
         self.act = cfg.get("hidden_activation") or cfg.get("hidden_act", "silu")
         self.scale = cfg.get("query_pre_attn_scalar", self.head_dim) ** -0.5
         self.w = load_weights(model_dir)
+        self.split_fused(cfg)
         self.embed_scale = 1.0
         if gemma:
             self.embed_scale = np.sqrt(cfg["hidden_size"])
@@ -120,6 +123,24 @@ class Model:
                 self.embed_scale = round_bf16(self.embed_scale)
         tied = cfg.get("tie_word_embeddings", gemma)
         self.lm_head = self.w["model.embed_tokens.weight" if tied else "lm_head.weight"]
+
+    def split_fused(self, cfg):
+        """Phi-3's fused projections as the separate ones: qkv_proj's output is q, then k,
+        then v (Phi3Attention slices it so), and gate_up_proj's is gate, then up (Phi3MLP
+        chunks it in two)."""
+        q_rows, kv_rows = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+        for i in range(self.n_layers):
+            p = "model.layers.%d." % i
+            qkv = self.w.pop(p + "self_attn.qkv_proj.weight", None)
+            if qkv is not None:
+                self.w[p + "self_attn.q_proj.weight"] = qkv[:q_rows]
+                self.w[p + "self_attn.k_proj.weight"] = qkv[q_rows:q_rows + kv_rows]
+                self.w[p + "self_attn.v_proj.weight"] = qkv[q_rows + kv_rows:]
+            gate_up = self.w.pop(p + "mlp.gate_up_proj.weight", None)
+            if gate_up is not None:
+                half = gate_up.shape[0] // 2
+                self.w[p + "mlp.gate_proj.weight"] = gate_up[:half]
+                self.w[p + "mlp.up_proj.weight"] = gate_up[half:]
 
     def layer(self, i, name):
         """Weight `name` of layer i, e.g. layer(0, 'self_attn.q_proj')."""
@@ -146,17 +167,6 @@ class Model:
 def rmsnorm(x, w, eps):
     """x / sqrt(mean(x^2) + eps) * w, over the last axis."""
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
-
-
-def rope(x, pos, theta):
-    """HF rotary embedding on x [heads, T, head_dim] at positions pos [T]."""
-    d = x.shape[-1]
-    inv_freq = 1.0 / theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
-    ang = np.outer(pos, inv_freq)                      # [T, d/2]
-    cos = np.concatenate([np.cos(ang), np.cos(ang)], axis=-1)
-    sin = np.concatenate([np.sin(ang), np.sin(ang)], axis=-1)
-    rotated = np.concatenate([-x[..., d // 2:], x[..., :d // 2]], axis=-1)
-    return x * cos + rotated * sin
 
 
 def round_bf16(v):
@@ -187,8 +197,9 @@ def attention(m, i, h, pos, cache):
     q, k = heads("q_proj", m.n_heads), heads("k_proj", m.n_kv_heads)
     if m.qk_norm:  # each head RMSNormed over head_dim
         q, k = m.layer_norm(i, "self_attn.q_norm", q), m.layer_norm(i, "self_attn.k_norm", k)
-    q = rope(q, pos, m.theta)
-    k = rope(k, pos, m.theta)
+    rope_index, window = m.positions[i]
+    q = rope_ref.apply_rope(q, pos, m.ropes[rope_index])
+    k = rope_ref.apply_rope(k, pos, m.ropes[rope_index])
     v = heads("v_proj", m.n_kv_heads)
     ks, vs, kpos = cache[i]
     ks, vs, kpos = np.concatenate([ks, k], 1), np.concatenate([vs, v], 1), np.append(kpos, pos)
@@ -198,8 +209,8 @@ def attention(m, i, h, pos, cache):
     ks, vs = np.repeat(ks, group, axis=0), np.repeat(vs, group, axis=0)  # head j -> kv j // group
     scores = q @ ks.transpose(0, 2, 1) * m.scale                       # [heads, T, S]
     allowed = kpos[None, :] <= pos[:, None]
-    if m.window is not None:
-        allowed &= kpos[None, :] > pos[:, None] - m.window
+    if window is not None:
+        allowed &= kpos[None, :] > pos[:, None] - window
     scores = np.where(allowed, scores, -np.inf)
     p = np.exp(scores - scores.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)

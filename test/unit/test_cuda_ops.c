@@ -616,10 +616,8 @@ TestAttention(int window, int hd)
 	cfg.intermediate = 64;
 	cfg.vocab_size = 16;
 	cfg.max_pos = 64;
-	cfg.rope_theta = 10000;
-	cfg.rope_scale = 1;
 	cfg.rms_eps = 1e-5f;
-	cfg.sliding_window = window;
+	model_config_uniform_positions(&cfg, 10000, window);
 	bp = (cpu_backend_params) {&cfg, NULL, NULL, 8, 64};
 	if (threadpool_create(1, &pool, &err) != CBLLM_OK || (bp.pool = pool, cpu_backend_create(&bp, &be, &err)) != CBLLM_OK ||
 		kv_cache_create(&kp, &kv, &err) != CBLLM_OK)

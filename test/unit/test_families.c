@@ -15,7 +15,11 @@
  *   qwen3   the per-head q and k RMSNorm, head_dim 32 with hidden 64;
  *   gemma3  the (1 + w) norms (w ~ N(0, 0.1)), the post-attention and
  *           post-feedforward norms, the sqrt(hidden) embedding scale,
- *           GELU-tanh and query_pre_attn_scalar (not head_dim).
+ *           GELU-tanh and query_pre_attn_scalar (not head_dim); and, as
+ *           test/run-tests makes it (5 layers, sliding_window 4 below the
+ *           prompt's 12 tokens, sliding_window_pattern 3), its local layers'
+ *           window and rope_local_base_freq beside the global layer's
+ *           rope_theta (a reference without either differs by 0.14 or more).
  *
  * usage: test_families FAMILY DIR REF_LOGITS REF_GREEDY [DEVICE]
  *   FAMILY      qwen2, qwen3 or gemma3

@@ -38,8 +38,9 @@ test_tiny_config(void)
 		   cfg.vocab_size == 32, "tiny config: arch and sizes as written");
 	TAP_OK(cfg.head_dim == 4, "tiny config: head_dim derived as hidden / heads = 4 (got %d)",
 		   cfg.head_dim);
-	TAP_OK(cfg.max_pos == 64 && cfg.rope_theta == 500000.0f && cfg.rms_eps == 1e-6f &&
-		   cfg.rope_scale == 1.0f && cfg.sliding_window == 0,
+	TAP_OK(cfg.max_pos == 64 && cfg.rope[0].theta == 500000.0 && cfg.rms_eps == 1e-6f &&
+		   cfg.n_rope == 1 && cfg.rope[0].type == ROPE_DEFAULT && cfg.sliding_window == 0 &&
+		   model_kv_drop_window(&cfg) == 0 && cfg.layer_window[0] == 0 && cfg.layer_window[1] == 0,
 		   "tiny config: max_pos 64, rope_theta 500000, rms_eps 1e-6, no rope scaling, no window");
 	TAP_OK(cfg.bos_id == 1 && cfg.eos_id == 2 && !cfg.tie_embeddings,
 		   "tiny config: bos 1, eos 2, untied");
@@ -133,7 +134,7 @@ test_bad_configs(void)
 	free(t);
 }
 
-/* rope_scaling: none and linear load; dynamic, llama3 and bad factors are unsupported. */
+/* rope_scaling: each type HF defines loads with its fields; unknown types and bad fields are refused by name. */
 static void
 test_rope_scaling(void)
 {
@@ -141,16 +142,41 @@ test_rope_scaling(void)
 	{
 		const char *label;
 		const char *json;
-		float		scale;		/* 0: must fail as unsupported */
+		int			type;		/* rope_type expected; -1: must fail naming field */
+		double		factor;
+		const char *field;
 	}			cases[] = {
-		{"rope_scaling null", ", \"rope_scaling\": null", 1.0f},
-		{"rope_scaling linear factor 2", ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2}", 2.0f},
-		{"rope_scaling rope_type linear factor 4.0", ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 4.0}", 4.0f},
-		{"rope_scaling dynamic factor 2", ", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}", 0},
+		{"rope_scaling null", ", \"rope_scaling\": null", ROPE_DEFAULT, 1, NULL},
+		{"rope_scaling linear factor 2", ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2}", ROPE_LINEAR, 2, NULL},
+		{"rope_scaling rope_type linear factor 4.0", ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 4.0}", ROPE_LINEAR, 4, NULL},
+		{"rope_scaling dynamic factor 2", ", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}", ROPE_DYNAMIC, 2, NULL},
 		{"rope_scaling llama3", ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0,"
-		" \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", 0},
-		{"rope_scaling linear without factor", ", \"rope_scaling\": {\"type\": \"linear\"}", 0},
-		{"rope_scaling linear factor 0.5", ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 0.5}", 0},
+		" \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", ROPE_LLAMA3, 8, NULL},
+		{"rope_scaling yarn factor 4 (Qwen2.5 style)", ", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0,"
+		" \"original_max_position_embeddings\": 32}", ROPE_YARN, 4, NULL},
+		{"rope_scaling llama3 without low_freq_factor", ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0,"
+		" \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", -1, 0, "rope_scaling.low_freq_factor"},
+		{"rope_scaling llama3 high <= low", ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0,"
+		" \"low_freq_factor\": 4.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", -1, 0, "rope_scaling.high_freq_factor"},
+		{"rope_scaling type foo", ", \"rope_scaling\": {\"rope_type\": \"foo\", \"factor\": 2}", -1, 0, "unsupported rope_scaling.rope_type \"foo\""},
+		{"rope_scaling without a type", ", \"rope_scaling\": {\"factor\": 2}", -1, 0, "rope_scaling.rope_type"},
+		{"rope_scaling linear without factor", ", \"rope_scaling\": {\"type\": \"linear\"}", -1, 0, "rope_scaling.factor"},
+		{"rope_scaling linear factor 0.5", ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 0.5}", -1, 0, "rope_scaling.factor"},
+		{"rope_scaling yarn truncate false", ", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 2, \"truncate\": false}", -1, 0, "rope_scaling.truncate"},
+		{"longrope with a short_factor list of the wrong length", ", \"original_max_position_embeddings\": 16,"
+		" \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1], \"long_factor\": [1, 2]}", -1, 0, "rope_scaling.short_factor"},
+		{"longrope without long_factor", ", \"original_max_position_embeddings\": 16,"
+		" \"rope_scaling\": {\"type\": \"su\", \"short_factor\": [1, 1]}", -1, 0, "rope_scaling.long_factor"},
+		{"partial_rotary_factor 0.5", ", \"partial_rotary_factor\": 0.5", -1, 0, "partial_rotary_factor"},
+		{"layer_types of 1 name for 2 layers", ", \"sliding_window\": 4, \"layer_types\": [\"full_attention\"]", -1, 0, "layer_types"},
+		{"layer_types with an unknown name", ", \"sliding_window\": 4, \"layer_types\": [\"full_attention\", \"chunked_attention\"]",
+		-1, 0, "unsupported layer_types[1] \"chunked_attention\""},
+		{"use_sliding_window not a boolean", ", \"sliding_window\": 4, \"use_sliding_window\": 1", -1, 0, "use_sliding_window"},
+		{"sliding_window negative", ", \"sliding_window\": -4", -1, 0, "sliding_window"},
+		{"sliding_window_pattern fractional", ", \"sliding_window\": 4, \"sliding_window_pattern\": 1.5", -1, 0, "sliding_window_pattern"},
+		{"rope_local_base_freq not a number", ", \"rope_local_base_freq\": \"10000\"", -1, 0, "rope_local_base_freq"},
+		{"longrope for head_dim 4 with 2-factor lists loads", ", \"original_max_position_embeddings\": 16,"
+		" \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1.5], \"long_factor\": [2, 4]}", ROPE_LONGROPE, 4, NULL},
 	};
 
 	for (int i = 0; i < (int) (sizeof(cases) / sizeof(cases[0])); i++)
@@ -164,13 +190,14 @@ test_rope_scaling(void)
 
 		fixture_write_text(dir, "config.json", text);
 		rc = model_config_load(dir, &cfg, &err);
-		if (cases[i].scale > 0)
-			TAP_OK(rc == CBLLM_OK && cfg.rope_scale == cases[i].scale,
-				   "%s loads with rope_scale %g (got %g) %s", cases[i].label,
-				   cases[i].scale, rc == CBLLM_OK ? cfg.rope_scale : -1.0, err.msg);
+		if (cases[i].type >= 0)
+			TAP_OK(rc == CBLLM_OK && (int) cfg.rope[0].type == cases[i].type &&
+				   cfg.rope[0].factor == cases[i].factor,
+				   "%s loads as rope_type %s factor %g %s", cases[i].label,
+				   rope_type_name(cases[i].type), cases[i].factor, err.msg);
 		else
-			TAP_OK(rc == CBLLM_ERR_UNSUPPORTED && msg_has(&err, path, "rope_scaling", NULL),
-				   "%s is unsupported: %s", cases[i].label, err.msg);
+			TAP_OK(rc != CBLLM_OK && msg_has(&err, path, cases[i].field, NULL),
+				   "%s is refused naming %s: %s", cases[i].label, cases[i].field, err.msg);
 		free(path);
 		free(text);
 		free(dir);
@@ -241,8 +268,9 @@ test_real_configs(void)
 			   c.n_layers == r->layers && c.n_heads == r->heads && c.n_kv_heads == r->kv_heads &&
 			   c.head_dim == r->head_dim && c.intermediate == r->inter && c.vocab_size == 32000 &&
 			   c.max_pos == r->max_pos, "%s", r->sizes);
-		TAP_OK(rc == CBLLM_OK && c.rope_theta == 10000.0f && c.rms_eps == 1e-5f &&
-			   c.rope_scale == 1.0f && c.sliding_window == r->window && !c.tie_embeddings &&
+		TAP_OK(rc == CBLLM_OK && c.rope[0].theta == 10000.0 && c.rms_eps == 1e-5f &&
+			   c.rope[0].type == ROPE_DEFAULT && c.sliding_window == r->window &&
+			   model_kv_drop_window(&c) == r->window && !c.tie_embeddings &&
 			   c.bos_id == 1 && c.eos_id == 2, "%s", r->rest);
 	}
 
@@ -253,7 +281,7 @@ test_real_configs(void)
 						  " \"intermediate_size\": 24, \"vocab_size\": 32,"
 						  " \"bos_token_id\": 7, \"eos_token_id\": [9, 8, 3]}", &c, &err);
 	TAP_OK(rc == CBLLM_OK && c.bos_id == 7 && c.eos_id == 9 && c.n_kv_heads == 4 &&
-		   c.max_pos == 2048 && c.rope_theta == 10000.0f,
+		   c.max_pos == 2048 && c.rope[0].theta == 10000.0,
 		   "eos_token_id list gives its first id; absent num_key_value_heads is num_attention_heads");
 	rc = load_config_text("model-type-only",
 						  "{\"model_type\": \"mistral\", \"hidden_size\": 16,"
@@ -358,9 +386,9 @@ test_family_configs(void)
 	rc = load_config_text("qwen2.5", Qwen25_05b, &c, &err);
 	TAP_OK(rc == CBLLM_OK && strcmp(c.arch, "Qwen2ForCausalLM") == 0 &&
 		   c.features == ARCH_QKV_BIAS && c.head_dim == 64 && c.n_kv_heads == 2 &&
-		   c.tie_embeddings && c.rope_theta == 1e6f && c.bos_id == 151643 && c.eos_id == 151645 &&
+		   c.tie_embeddings && c.rope[0].theta == 1e6 && c.layer_window[0] == 0 && c.bos_id == 151643 && c.eos_id == 151645 &&
 		   c.q_scale == 1.0f && c.embed_scale == 1.0f && c.activation == ARCH_ACT_SILU,
-		   "Qwen2.5-0.5B-Instruct: q, k, v biases, head_dim 64 = 896 / 14, tied, theta 1e6 %s",
+		   "Qwen2.5-0.5B-Instruct: q, k, v biases, head_dim 64 = 896 / 14, tied, theta 1e6, window off %s",
 		   err.msg);
 	rc = load_config_text("qwen3", Qwen3_06b, &c, &err);
 	TAP_OK(rc == CBLLM_OK && strcmp(c.arch, "Qwen3ForCausalLM") == 0 &&

@@ -1,0 +1,121 @@
+/*
+ * rope.h: rotary position embeddings.  A RoPE configuration (cbllm_rope) is
+ * what config.json's rope_theta and rope_scaling (or, for Gemma-3's local
+ * layers, rope_local_base_freq) say; rope_freqs_build turns it into the
+ * per-dimension inverse frequencies and the factor that multiplies cos and
+ * sin, and rope_fill gives the cos and sin of one position.  Both backends
+ * build their tables from these two functions only.
+ *
+ * The variants, as HF's rope_type names them (d = head_dim, i < d / 2,
+ * base_i = theta^(2i / d), inv_i = 1 / base_i):
+ *
+ *   default   inv_i; attention factor 1.
+ *   linear    inv_i / factor.
+ *   llama3    wavelength w_i = 2 pi / inv_i; with L = original_max_position_
+ *             embeddings: w_i < L / high_freq_factor keeps inv_i, w_i >
+ *             L / low_freq_factor takes inv_i / factor, and between them
+ *             s = (L / w_i - low) / (high - low) mixes the two:
+ *             (1 - s) inv_i / factor + s inv_i.
+ *   yarn      with L = original_max_position_embeddings (rope_scaling's, else
+ *             max_position_embeddings), the correction range [lo, hi] is
+ *             d ln(L / (2 pi beta)) / (2 ln theta) at beta_fast (floored)
+ *             and beta_slow (ceiled), clamped to [0, d - 1]; the ramp r_i =
+ *             clamp((i - lo) / (hi - lo), 0, 1) (hi += 0.001 when equal)
+ *             mixes inv_i / factor (weight r_i) and inv_i (weight 1 - r_i).
+ *             Attention factor: attention_factor if given, else with
+ *             m(s, k) = 0.1 k ln s + 1 (1 when s <= 1):
+ *             m(factor, mscale) / m(factor, mscale_all_dim) when both are
+ *             given and nonzero, else m(factor, 1).
+ *   dynamic   dynamic NTK.  HF rescales theta by the current sequence length
+ *             once it passes max_position_embeddings; under a KV cache that
+ *             would change the rotation of keys already stored, so cbllm
+ *             uses one static base for every position, the one HF reaches
+ *             at the longest context the factor is for, seq_len = factor *
+ *             max_position_embeddings (as vLLM does): theta' = theta *
+ *             (factor^2 - factor + 1)^(d / (d - 2)).  Short contexts
+ *             therefore differ from HF's (which is unscaled below
+ *             max_position_embeddings).
+ *   longrope  (also "su", Phi-3 128k): inv_i / ext_i with ext = short_factor
+ *             for positions below original_max_position_embeddings and
+ *             long_factor from there on: a position's factor set depends on
+ *             the position alone, never on the batch or on the sequence's
+ *             length, so cached keys keep their rotation.  (HF picks one set
+ *             for a whole forward by its longest position, so a prompt that
+ *             crosses the boundary differs from HF before the boundary.)
+ *             Attention factor, at every position: attention_factor if
+ *             given, else with s = factor: 1 when s <= 1, else
+ *             sqrt(1 + ln s / ln original_max_position_embeddings).  As in
+ *             HF, a top-level original_max_position_embeddings (Phi-3) makes
+ *             factor = max_position_embeddings / it; without one, factor and
+ *             original_max_position_embeddings come from rope_scaling (the
+ *             latter defaulting to max_position_embeddings).
+ */
+#ifndef CBLLM_ROPE_H
+#define CBLLM_ROPE_H
+
+#include <stdbool.h>
+
+#include "util.h"
+
+#define ROPE_MAX_FACTORS 128	/* longrope factor lists: head_dim up to 256 */
+#define ROPE_MAX_HALF 2048		/* head_dim / 2 of any model config.json allows */
+
+typedef enum rope_type
+{
+	ROPE_DEFAULT,
+	ROPE_LINEAR,
+	ROPE_LLAMA3,
+	ROPE_YARN,
+	ROPE_DYNAMIC,
+	ROPE_LONGROPE
+} rope_type;
+
+/* One RoPE configuration; the fields a type does not read are 0. */
+typedef struct cbllm_rope
+{
+	rope_type	type;
+	double		theta;			/* rope_theta (or rope_local_base_freq) */
+	double		factor;			/* linear, llama3, yarn, dynamic, longrope */
+	int			max_pos;		/* max_position_embeddings (dynamic, longrope) */
+	int			orig_max_pos;	/* original_max_position_embeddings (llama3, yarn, longrope) */
+	double		low_freq_factor;	/* llama3 */
+	double		high_freq_factor;	/* llama3 */
+	double		beta_fast;		/* yarn, 32 when absent */
+	double		beta_slow;		/* yarn, 1 when absent */
+	double		mscale;			/* yarn, 0 when absent */
+	double		mscale_all_dim; /* yarn, 0 when absent */
+	double		attention_factor;	/* yarn, longrope: 0 when absent (derived) */
+	int			n_factors;		/* longrope: head_dim / 2 */
+	double		short_factor[ROPE_MAX_FACTORS]; /* longrope, (n_factors) */
+	double		long_factor[ROPE_MAX_FACTORS];	/* longrope, (n_factors) */
+} cbllm_rope;
+
+/* A configuration turned into frequencies for one head_dim. */
+typedef struct rope_freqs
+{
+	int			half;			/* head_dim / 2 */
+	int			switch_pos;		/* positions >= switch_pos use inv_freq[1]; INT_MAX: never */
+	double		attn;			/* multiplies cos and sin */
+	double		inv_freq[2][ROPE_MAX_HALF]; /* (2, half) */
+} rope_freqs;
+
+/* r as the plain RoPE of base theta. */
+void		rope_set_default(cbllm_rope *r, double theta);
+
+/* The rope_type name of t ("default", "linear", ...). */
+const char *rope_type_name(rope_type t);
+
+/* The type config.json's rope_type (or type) name stands for; false when unknown. */
+bool		rope_type_from_name(const char *name, rope_type *t);
+
+/*
+ * f = the frequencies and attention factor of r for heads of head_dim (even,
+ * at most 2 * ROPE_MAX_HALF).  CBLLM_ERR_INVALID for a configuration the
+ * formulas cannot take (named in err).
+ */
+int			rope_freqs_build(const cbllm_rope *r, int head_dim, rope_freqs *f, cbllm_err *err);
+
+/* cos[i], sin[i] (f->half) = attn * cos, sin of pos * inv_freq[i] of pos's set. */
+void		rope_fill(const rope_freqs *f, int pos, float *cos_out, float *sin_out);
+
+#endif
