@@ -9,6 +9,7 @@
                  [--no-weights] [--head-dim N] [--query-pre-attn-scalar N]
                  [--family qwen2|qwen3|gemma3|llama3|llama3.1|phi3|phi3-128k]
                  [--sliding-window-pattern N] [--rope-scaling JSON] [--untied]
+                 [--max-window-layers M]
 
 OUT_DIR receives config.json, tokenizer.json, tokenizer_config.json and the weights,
 either model.safetensors or (with --shards N > 1) model.safetensors.index.json plus
@@ -46,7 +47,9 @@ mlp.gate_up_proj tensors, sliding_window 2047 shrunk to 7, dropouts, pad_token_i
 eos list); phi3-128k is Phi-3-mini-128k-instruct's (longrope short_factor and
 long_factor lists of head_dim / 2, original_max_position_embeddings 4096 shrunk to 8
 and max_position_embeddings 131072 to 256).  --rope-scaling JSON sets config.json's
-rope_scaling (e.g. '{"rope_type": "yarn", "factor": 4.0}') over any family's.
+rope_scaling (e.g. '{"rope_type": "yarn", "factor": 4.0}') over any family's.  With
+--family qwen2, --sliding-window N turns Qwen2's window on (use_sliding_window true)
+for the layers from --max-window-layers M (default 0) on, as HF's Qwen2 applies it.
 
 Weights are random (numpy default_rng(seed)), drawn tensor by tensor in file order and
 written as soon as drawn, so a 130M-parameter model takes seconds and little memory:
@@ -144,6 +147,8 @@ def parse_args(argv):
                    help="a family's real config.json layout and tensors")
     p.add_argument("--rope-scaling", metavar="JSON", type=json.loads,
                    help="config.json's rope_scaling object")
+    p.add_argument("--max-window-layers", type=int, metavar="M",
+                   help="qwen2 with --sliding-window: layers from M on have the window")
     p.add_argument("--head-dim", type=int, help="explicit head_dim (qwen3, gemma3)")
     p.add_argument("--query-pre-attn-scalar", type=float, help="gemma3's attention scale^-2")
     p.add_argument("--sliding-window-pattern", type=int, help="gemma3: every Nth layer global")
@@ -171,7 +176,9 @@ def parse_args(argv):
         p.error("--untied needs --family and no --tie")
     if a.family is not None:
         a.tie = FAMILY_TIED.get(a.family, True) and not a.untied
-    if a.sliding_window is not None and a.family != "gemma3":
+    if a.max_window_layers is not None and (a.family != "qwen2" or a.sliding_window is None):
+        p.error("--max-window-layers needs --family qwen2 and --sliding-window")
+    if a.sliding_window is not None and a.family not in ("gemma3", "qwen2", "phi3"):
         if a.arch != "mistral":
             p.error("--sliding-window needs --arch mistral")
         if a.sliding_window < 1:
@@ -348,6 +355,9 @@ def model_config(a, vocab_size):
         cfg = FAMILIES[a.family](a, vocab_size)
         if a.rope_scaling is not None:
             cfg["rope_scaling"] = a.rope_scaling
+        if a.family == "qwen2" and a.sliding_window is not None:
+            cfg.update({"use_sliding_window": True, "sliding_window": a.sliding_window,
+                        "max_window_layers": a.max_window_layers or 0})
         return cfg
     arch = a.arch_name or {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}[a.arch]
     cfg = {

@@ -21,8 +21,29 @@
  *           window and rope_local_base_freq beside the global layer's
  *           rope_theta (a reference without either differs by 0.14 or more).
  *
+ * The positional variants (rope.h, model_config_rope.c), each on a model whose
+ * prompt and greedy tokens reach where the variant differs from plain RoPE:
+ *   llama3         llama3 RoPE scaling, factor 32, with head_dim 16 spread
+ *                  over its three frequency bands (original context 64),
+ *                  tied, an eos_token_id list (Llama-3.2-1B's layout);
+ *   llama3.1       the same, factor 8, untied (Llama-3.1-8B's);
+ *   phi3           Phi-3's fused qkv_proj and gate_up_proj (bound as row
+ *                  blocks, checked to point into the stored tensor) and its
+ *                  sliding_window (7, shorter than the prompt);
+ *   phi3-128k      longrope: positions 0-7 take short_factor and 8 on
+ *                  long_factor (original context 8), attention factor
+ *                  sqrt(1 + ln 32 / ln 8);
+ *   qwen2-yarn     YaRN factor 4 (original context 16) on Qwen2.5's layout;
+ *   qwen2-window   Qwen2 with use_sliding_window true and max_window_layers
+ *                  1: layer 0 global, layer 1 windowed (5), a mixed model
+ *                  whose KV blocks are kept and masked per layer;
+ *   llama-dynamic  dynamic NTK, factor 4 (the static base of rope.h);
+ *   gemma3-local   Gemma-3's local layer (window 5, rope_local_base_freq)
+ *                  and global layer (rope_theta with linear factor 8).
+ * Each was checked once by hand to fail without its piece.
+ *
  * usage: test_families FAMILY DIR REF_LOGITS REF_GREEDY [DEVICE]
- *   FAMILY      qwen2, qwen3 or gemma3
+ *   FAMILY      a name of the table below
  *   DIR         gen_model.py --family FAMILY (f32 weights)
  *   REF_LOGITS  reference.py DIR --logits --prompt-ids "<PROMPT below>"
  *   REF_GREEDY  reference.py DIR --greedy 16 --prompt-ids "<PROMPT below>"
@@ -52,14 +73,27 @@ typedef struct family
 	uint32_t	features;
 	int			layer_vectors;	/* norms and biases per layer */
 	int			layer_biases;	/* of those, biases */
+	bool		untied;			/* lm_head is a tensor of its own */
+	rope_type	rope;			/* the type of rope[0] */
+	const char *layers;			/* per layer "R:W": its RoPE index and window (0: none) */
 } family;
 
+#define GEMMA3 \
+	(ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_SANDWICH_NORM | ARCH_EMBED_SCALE | ARCH_TIED_DEFAULT)
+#define PHI3 (ARCH_FUSED_QKV | ARCH_FUSED_GATE_UP)
+
 static const family Families[] = {
-	{"qwen2", "Qwen2ForCausalLM", ARCH_QKV_BIAS, 5, 3},
-	{"qwen3", "Qwen3ForCausalLM", ARCH_QK_NORM, 4, 0},
-	{"gemma3", "Gemma3ForCausalLM",
-	ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_SANDWICH_NORM | ARCH_EMBED_SCALE | ARCH_TIED_DEFAULT,
-	6, 0},
+	{"qwen2", "Qwen2ForCausalLM", ARCH_QKV_BIAS, 5, 3, false, ROPE_DEFAULT, "0:0 0:0"},
+	{"qwen3", "Qwen3ForCausalLM", ARCH_QK_NORM, 4, 0, false, ROPE_DEFAULT, "0:0 0:0"},
+	{"gemma3", "Gemma3ForCausalLM", GEMMA3, 6, 0, false, ROPE_DEFAULT, "1:4 1:4 0:0 1:4 1:4"},
+	{"llama3", "LlamaForCausalLM", 0, 2, 0, false, ROPE_LLAMA3, "0:0 0:0"},
+	{"llama3.1", "LlamaForCausalLM", 0, 2, 0, true, ROPE_LLAMA3, "0:0 0:0"},
+	{"phi3", "Phi3ForCausalLM", PHI3, 2, 0, true, ROPE_DEFAULT, "0:7 0:7"},
+	{"phi3-128k", "Phi3ForCausalLM", PHI3, 2, 0, true, ROPE_LONGROPE, "0:512 0:512"},
+	{"qwen2-yarn", "Qwen2ForCausalLM", ARCH_QKV_BIAS, 5, 3, false, ROPE_YARN, "0:0 0:0"},
+	{"qwen2-window", "Qwen2ForCausalLM", ARCH_QKV_BIAS, 5, 3, false, ROPE_DEFAULT, "0:0 0:5"},
+	{"llama-dynamic", "LlamaForCausalLM", 0, 2, 0, true, ROPE_DYNAMIC, "0:0 0:0"},
+	{"gemma3-local", "Gemma3ForCausalLM", GEMMA3, 6, 0, false, ROPE_LINEAR, "1:5 0:0"},
 };
 
 static const family *fam;
@@ -81,6 +115,47 @@ FoldedPlusOne(const cbllm_model *m, const char *name, const float *v, int64_t n)
 	return ok;
 }
 
+/* Whether matrix part starts rows rows of whole's dtype after start (a block of a fused tensor). */
+static bool
+RowsAfter(const cbllm_weight *part, const cbllm_weight *start, int64_t rows)
+{
+	return (const char *) part->data ==
+		(const char *) start->data + rows * cbllm_dtype_row_bytes(start->dtype, start->cols);
+}
+
+/* Each layer's RoPE and window as the family's table row says; Phi-3's fused blocks in place. */
+static void
+test_positions(const cbllm_model *m)
+{
+	const cbllm_model_config *c = &m->cfg;
+	const char *p = fam->layers;
+	int			l = 0,
+				r,
+				w,
+				n,
+				windowed = 0;
+	bool		ok = c->rope[0].type == fam->rope;
+
+	for (; sscanf(p, "%d:%d%n", &r, &w, &n) == 2; p += n, l++)
+	{
+		ok = ok && l < c->n_layers && c->layer_rope[l] == r && c->layer_window[l] == w;
+		windowed += w > 0;
+	}
+	TAP_OK(ok && l == c->n_layers &&
+		   model_kv_drop_window(c) == (windowed == l ? c->layer_window[0] : 0),
+		   "%s: rope_type %s, each layer's RoPE and window \"%s\", KV blocks dropped only when every layer is windowed",
+		   fam->name, rope_type_name(c->rope[0].type), fam->layers);
+	if (fam->features & ARCH_FUSED_QKV)
+	{
+		const cbllm_layer *y = &m->layers[c->n_layers - 1];
+
+		TAP_OK(RowsAfter(&y->wk, &y->wq, y->wq.rows) && RowsAfter(&y->wv, &y->wk, y->wk.rows) &&
+			   RowsAfter(&y->w_up, &y->w_gate, y->w_gate.rows) && y->wq.rows == c->n_heads * c->head_dim,
+			   "%s: wq, wk, wv and w_gate, w_up point into qkv_proj and gate_up_proj at their row offsets",
+			   fam->name);
+	}
+}
+
 /* The checkpoint loads as the family's architecture with the family's tensors bound. */
 static void
 test_loads(void)
@@ -99,11 +174,14 @@ test_loads(void)
 	model_visit(m, CountTensor, &c, &err);
 	TAP_OK(strcmp(m->cfg.arch, fam->arch) == 0 && m->cfg.features == fam->features,
 		   "%s: config.json names %s, whose table row gives the features", fam->name, fam->arch);
-	TAP_OK(c.matrices == 1 + 7 * L && c.tied == 1 && m->lm_head_tied && c.bad_index == 0 &&
+	TAP_OK(c.matrices == 1 + 7 * L + fam->untied && c.tied == !fam->untied &&
+		   m->lm_head_tied == !fam->untied && c.bad_index == 0 &&
 		   c.norms + c.biases == 1 + fam->layer_vectors * L && c.biases == fam->layer_biases * L &&
 		   c.biases_set == c.biases,
-		   "%s: tied lm_head, %d matrices, %d norms and %d biases (%d vectors a layer)",
-		   fam->name, c.matrices, c.norms, c.biases, fam->layer_vectors);
+		   "%s: %s lm_head, %d matrices, %d norms and %d biases (%d vectors a layer)",
+		   fam->name, fam->untied ? "untied" : "tied", c.matrices, c.norms, c.biases,
+		   fam->layer_vectors);
+	test_positions(m);
 	if (fam->features & ARCH_QKV_BIAS)
 		TAP_OK(m->layers[0].bq != NULL && m->layers[L - 1].bv != NULL && m->layers[0].bo == NULL,
 			   "%s: q, k and v have biases and o has none", fam->name);
@@ -161,8 +239,9 @@ test_dummy(void)
 				 (w->q_norm[i] == 1.0f && w->k_norm[i] == 1.0f)) &&
 				(w->bq == NULL || w->bq[i] == 0.0f);
 		}
-	TAP_OK(ones && m->lm_head_tied, "%s: dummy norms are ones, biases zeros, lm_head tied",
-		   fam->name);
+	TAP_OK(ones && m->lm_head_tied == !fam->untied,
+		   "%s: dummy norms are ones, biases zeros, lm_head %s", fam->name,
+		   fam->untied ? "untied" : "tied");
 	if (fam->features & ARCH_EMBED_SCALE)
 		TAP_OK(m->cfg.embed_scale == cbllm_bf16_to_f32(cbllm_f32_to_bf16(sqrtf((float) m->cfg.hidden))) &&
 			   m->cfg.embed_scale != sqrtf((float) m->cfg.hidden),
