@@ -433,6 +433,12 @@ test_family_configs(void)
 	TAP_OK(rc == CBLLM_OK && !c.tie_embeddings,
 		   "a Gemma-3 config that says tie_word_embeddings false is untied %s", err.msg);
 	free(t);
+	t = GemmaWith("\"hidden_activation\": \"gelu_pytorch_tanh\"",
+				  "\"hidden_activation\": null, \"hidden_act\": \"gelu_pytorch_tanh\"");
+	rc = load_config_text("gemma3-hidden-act", t, &c, &err);
+	TAP_OK(rc == CBLLM_OK && c.activation == ARCH_ACT_GELU_TANH,
+		   "hidden_activation null leaves the activation to hidden_act %s", err.msg);
+	free(t);
 	t = GemmaWith("\"query_pre_attn_scalar\": 256", "\"query_pre_attn_scalar\": 144");
 	rc = load_config_text("gemma3-qpas", t, &c, &err);
 	TAP_OK(rc == CBLLM_OK && fabsf(c.q_scale - 4.0f / 3.0f) < 1e-6f,
