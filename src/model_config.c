@@ -91,8 +91,9 @@ CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, 
 {
 	const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
 	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-	/* Gemma's configs name the activation hidden_activation, which wins over hidden_act */
-	const char *act_key = cJSON_GetObjectItemCaseSensitive(root, "hidden_activation") != NULL ?
+	/* Gemma's configs name the activation hidden_activation, which wins over hidden_act unless null */
+	const cJSON *hidden_activation = cJSON_GetObjectItemCaseSensitive(root, "hidden_activation");
+	const char *act_key = hidden_activation != NULL && !cJSON_IsNull(hidden_activation) ?
 		"hidden_activation" : "hidden_act";
 	const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, act_key);
 	const cJSON *bias = cJSON_GetObjectItemCaseSensitive(root, "attention_bias");

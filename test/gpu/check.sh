@@ -106,7 +106,7 @@ fam_ids="1 15 267 42 300 7 99 180 3 250 61 128"
 # each: the name test_families knows it by, then gen_model.py's arguments (as test/run-tests)
 fam_args=("qwen2 --family qwen2 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 11"
 	"qwen3 --family qwen3 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --seed 12"
-	"gemma3 --family gemma3 --hidden 80 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --query-pre-attn-scalar 24 --sliding-window-pattern 1 --seed 13"
+	"gemma3 --family gemma3 --hidden 80 --layers 5 --heads 4 --kv-heads 2 --head-dim 32 --query-pre-attn-scalar 24 --sliding-window 4 --sliding-window-pattern 3 --seed 13"
 	"llama3 --family llama3 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 21"
 	"phi3 --family phi3 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 23"
 	"phi3-128k --family phi3-128k --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 24"
@@ -186,6 +186,7 @@ $cli bench -m "$l3_model" --device cuda --load-format dummy "${l3_wl[@]}" --temp
 	--seed 1 --bandwidth "$bw" || fail "Llama-3.1-8B bench"
 $cli bench-steps -m "$l3_model" --device cuda --load-format dummy "${l3_steps[@]}" ||
 	fail "Llama-3.1-8B bench-steps"
+
 part "cbllm: Qwen2.5-7B-Instruct geometry, dummy bf16 weights on the device"
 if [ "$emulated" = 1 ]; then
 	qwen_model=$models/qwen2-dummy

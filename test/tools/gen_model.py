@@ -33,9 +33,9 @@ its tensors: qwen2 adds q, k and v biases; qwen3 explicit head_dim (--head-dim, 
 hidden/heads) and per-head q_norm and k_norm; gemma3 those and Gemma's four norms per
 layer (input, post_attention, pre_feedforward, post_feedforward), GELU-tanh,
 query_pre_attn_scalar (--query-pre-attn-scalar, default head_dim), sliding_window
-(default 512) and sliding_window_pattern (default 6).  The families tie their
-embeddings, as the small sizes do, unless --untied (Qwen2.5-7B's layout: an
-lm_head).  Gemma stores its norms as w in (1 + w): they
+(default 512) and sliding_window_pattern (default 6).  These three tie their
+embeddings, as the small sizes do, unless --untied (Qwen2.5-7B's layout: an lm_head).
+Gemma stores its norms as w in (1 + w): they
 are drawn ~ N(0, 0.1).
 
 --family llama3 is Llama-3.2-1B-Instruct's (tied, bos 1, an eos_token_id list, rope_scaling
@@ -166,7 +166,7 @@ def parse_args(argv):
         a.head_dim = a.hidden // a.heads
     elif a.family == "qwen2":
         p.error("--head-dim: Qwen2 configs have none")
-    if a.hidden % a.heads and a.family in (None, "qwen2"):
+    if a.hidden % a.heads and a.family not in ("qwen3", "gemma3"):
         p.error("--hidden (%d) must be a multiple of --heads (%d)" % (a.hidden, a.heads))
     if a.heads % a.kv_heads:
         p.error("--heads (%d) must be a multiple of --kv-heads (%d)" % (a.heads, a.kv_heads))

@@ -15,7 +15,11 @@
  *   qwen3   the per-head q and k RMSNorm, head_dim 32 with hidden 64;
  *   gemma3  the (1 + w) norms (w ~ N(0, 0.1)), the post-attention and
  *           post-feedforward norms, the sqrt(hidden) embedding scale,
- *           GELU-tanh and query_pre_attn_scalar (not head_dim).
+ *           GELU-tanh and query_pre_attn_scalar (not head_dim); and, as
+ *           test/run-tests makes it (5 layers, sliding_window 4 below the
+ *           prompt's 12 tokens, sliding_window_pattern 3), its local layers'
+ *           window and rope_local_base_freq beside the global layer's
+ *           rope_theta (a reference without either differs by 0.14 or more).
  *
  * The positional variants (rope.h, model_config_rope.c), each on a model whose
  * prompt and greedy tokens reach where the variant differs from plain RoPE:
@@ -81,7 +85,7 @@ typedef struct family
 static const family Families[] = {
 	{"qwen2", "Qwen2ForCausalLM", ARCH_QKV_BIAS, 5, 3, false, ROPE_DEFAULT, "0:0 0:0"},
 	{"qwen3", "Qwen3ForCausalLM", ARCH_QK_NORM, 4, 0, false, ROPE_DEFAULT, "0:0 0:0"},
-	{"gemma3", "Gemma3ForCausalLM", GEMMA3, 6, 0, false, ROPE_DEFAULT, "0:0 0:0"},
+	{"gemma3", "Gemma3ForCausalLM", GEMMA3, 6, 0, false, ROPE_DEFAULT, "1:4 1:4 0:0 1:4 1:4"},
 	{"llama3", "LlamaForCausalLM", 0, 2, 0, false, ROPE_LLAMA3, "0:0 0:0"},
 	{"llama3.1", "LlamaForCausalLM", 0, 2, 0, true, ROPE_LLAMA3, "0:0 0:0"},
 	{"phi3", "Phi3ForCausalLM", PHI3, 2, 0, true, ROPE_DEFAULT, "0:7 0:7"},

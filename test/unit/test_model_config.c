@@ -386,9 +386,9 @@ test_family_configs(void)
 	rc = load_config_text("qwen2.5", Qwen25_05b, &c, &err);
 	TAP_OK(rc == CBLLM_OK && strcmp(c.arch, "Qwen2ForCausalLM") == 0 &&
 		   c.features == ARCH_QKV_BIAS && c.head_dim == 64 && c.n_kv_heads == 2 &&
-		   c.tie_embeddings && c.rope[0].theta == 1e6 && c.bos_id == 151643 && c.eos_id == 151645 &&
+		   c.tie_embeddings && c.rope[0].theta == 1e6 && c.layer_window[0] == 0 && c.bos_id == 151643 && c.eos_id == 151645 &&
 		   c.q_scale == 1.0f && c.embed_scale == 1.0f && c.activation == ARCH_ACT_SILU,
-		   "Qwen2.5-0.5B-Instruct: q, k, v biases, head_dim 64 = 896 / 14, tied, theta 1e6 %s",
+		   "Qwen2.5-0.5B-Instruct: q, k, v biases, head_dim 64 = 896 / 14, tied, theta 1e6, window off %s",
 		   err.msg);
 	TAP_OK(rc == CBLLM_OK && c.sliding_window == 0 && c.layer_window[0] == 0 &&
 		   c.layer_window[c.n_layers - 1] == 0 && model_kv_drop_window(&c) == 0 && c.n_rope == 1,
@@ -432,6 +432,12 @@ test_family_configs(void)
 	rc = load_config_text("gemma3-untied", t, &c, &err);
 	TAP_OK(rc == CBLLM_OK && !c.tie_embeddings,
 		   "a Gemma-3 config that says tie_word_embeddings false is untied %s", err.msg);
+	free(t);
+	t = GemmaWith("\"hidden_activation\": \"gelu_pytorch_tanh\"",
+				  "\"hidden_activation\": null, \"hidden_act\": \"gelu_pytorch_tanh\"");
+	rc = load_config_text("gemma3-hidden-act", t, &c, &err);
+	TAP_OK(rc == CBLLM_OK && c.activation == ARCH_ACT_GELU_TANH,
+		   "hidden_activation null leaves the activation to hidden_act %s", err.msg);
 	free(t);
 	t = GemmaWith("\"query_pre_attn_scalar\": 256", "\"query_pre_attn_scalar\": 144");
 	rc = load_config_text("gemma3-qpas", t, &c, &err);
