@@ -15,7 +15,9 @@
  * pieces encoded independently) make one long text, whose ids must be the
  * reference ids joined by that token's id: long texts take the paths short
  * ones do not (the per-call word cache, long SentencePiece words cut
- * before "▁").
+ * before "▁").  Where a model has chat.jsonl, each rendered chat template
+ * must encode (added-token text parsed, nothing added) to its reference ids,
+ * as the chat-template code will encode it.
  *
  * Usage: test_tokenizer_vectors [dir]   (default test/data/tokenizers)
  */
@@ -220,6 +222,43 @@ check_record(const cbllm_tokenizer *tok, const char *model, int line, const cJSO
 	free(ids2);
 }
 
+/* Encode each chat.jsonl rendering, if the model has the file; adds matches to *ok of *n. */
+static void
+check_chat(const cbllm_tokenizer *tok, const char *dir, const char *model, int *ok, int *n)
+{
+	char		path[4096];
+	char	   *text = NULL;
+	size_t		len = 0;
+	cbllm_err	err = {{0}};
+
+	snprintf(path, sizeof(path), "%s/%s/chat.jsonl", dir, model);
+	if (cbllm_read_file(path, &text, &len, &err) != CBLLM_OK)
+		return;
+	for (char *p = text, *nl; p < text + len; p = nl + 1)
+	{
+		tokenizer_encode_opts plain = {.add_bos = false, .parse_special = true};
+		cJSON	   *rec;
+		const char *r;
+		int32_t    *ids = NULL;
+		int			k = 0;
+
+		if ((nl = memchr(p, '\n', (size_t) (text + len - p))) == NULL)
+			nl = text + len;
+		if (nl == p || (rec = cJSON_ParseWithLength(p, (size_t) (nl - p))) == NULL)
+			continue;
+		(*n)++;
+		r = cJSON_GetStringValue(cJSON_GetObjectItem(rec, "rendered"));
+		if (r && tokenizer_encode(tok, r, strlen(r), plain, &ids, &k, &err) == CBLLM_OK &&
+			ids_match(cJSON_GetObjectItem(rec, "ids"), ids, k))
+			(*ok)++;
+		else if (*n - *ok <= 3)
+			TAP_DIAG("%s chat record %d: ids differ", model, *n);
+		free(ids);
+		cJSON_Delete(rec);
+	}
+	free(text);
+}
+
 /* Load one model's tokenizer and check all of its encode.jsonl. */
 static void
 check_model(const char *dir, const char *model)
@@ -278,6 +317,14 @@ check_model(const char *dir, const char *model)
 		   model, tokenizer_piece(tok, j.sep), j.text.len);
 	cbllm_buf_free(&j.text);
 	free(j.ids);
+	{
+		int			chat_ok = 0, chat_n = 0;
+
+		check_chat(tok, dir, model, &chat_ok, &chat_n);
+		if (chat_n > 0)
+			TAP_OK(chat_ok == chat_n, "%s: %d/%d chat.jsonl renderings encode to the reference ids",
+				   model, chat_ok, chat_n);
+	}
 	free(text);
 	tokenizer_free(tok);
 }
