@@ -17,11 +17,13 @@
  * ones do not (the per-call word cache, long SentencePiece words cut
  * before "▁").  Where a model has chat.jsonl, each rendered chat template
  * must encode (added-token text parsed, nothing added) to its reference ids,
- * as the chat-template code will encode it.
+ * as the chat-template code will encode it.  Last, four threads encode the
+ * joined text at once with one shared tokenizer, each getting the reference.
  *
  * Usage: test_tokenizer_vectors [dir]   (default test/data/tokenizers)
  */
 #include <cjson/cJSON.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -222,6 +224,45 @@ check_record(const cbllm_tokenizer *tok, const char *model, int line, const cJSO
 	free(ids2);
 }
 
+typedef struct thread_job		/* one thread's share of the shared-tokenizer check */
+{
+	const cbllm_tokenizer *tok;
+	const joined *j;
+	int			ok;				/* rounds that gave the reference ids */
+} thread_job;
+
+/* Encode the joined text a few times; count the rounds that match. */
+static void *
+thread_encode(void *arg)
+{
+	thread_job *t = arg;
+
+	for (int r = 0; r < 3; r++)
+		t->ok += joined_matches(t->tok, t->j);
+	return NULL;
+}
+
+/* Whether four threads sharing tok all encode the joined text to its reference ids. */
+static bool
+threads_match(const cbllm_tokenizer *tok, const joined *j)
+{
+	pthread_t	th[4];
+	thread_job	jobs[4];
+	int			started = 0, ok = 0;
+
+	for (int i = 0; i < 4; i++)
+	{
+		jobs[i] = (thread_job) {tok, j, 0};
+		started += pthread_create(&th[i], NULL, thread_encode, &jobs[i]) == 0;
+	}
+	for (int i = 0; i < started; i++)
+	{
+		pthread_join(th[i], NULL);
+		ok += jobs[i].ok;
+	}
+	return started == 4 && ok == 12;
+}
+
 /* Encode each chat.jsonl rendering, if the model has the file; adds matches to *ok of *n. */
 static void
 check_chat(const cbllm_tokenizer *tok, const char *dir, const char *model, int *ok, int *n)
@@ -315,6 +356,8 @@ check_model(const char *dir, const char *model)
 	TAP_OK(j.text.len > 8192 && joined_matches(tok, &j),
 		   "%s: the texts joined by %s in one text of %zu bytes give the joined reference ids",
 		   model, tokenizer_piece(tok, j.sep), j.text.len);
+	TAP_OK(threads_match(tok, &j), "%s: four threads sharing the tokenizer each encode the joined text to the reference",
+		   model);
 	cbllm_buf_free(&j.text);
 	free(j.ids);
 	{
