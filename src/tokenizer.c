@@ -391,7 +391,9 @@ find_added(const cbllm_tokenizer *tok, const char *s, size_t n, size_t from, boo
 		for (int k = tok->lens_first[normalized][c]; k < tok->lens_first[normalized][c + 1]; k++)
 		{
 			size_t		len = tok->added_lens[k];
-			const tok_added *a = len <= n - i ? added_lookup(tok, s + i, len, normalized) : NULL;
+			uint8_t		last = len <= n - i ? (uint8_t) s[i + len - 1] : 0;
+			const tok_added *a = len <= n - i && (tok->added_last[c][last >> 3] >> (last & 7) & 1) ?
+				added_lookup(tok, s + i, len, normalized) : NULL;
 
 			if (a == NULL)
 				continue;
