@@ -11,7 +11,8 @@
  * (tokenizer_pretok.c), and run BPE on each word; then the post-processor's
  * ids go around the result when the caller adds special tokens.  Added
  * tokens are found leftmost-longest through a hash of their texts and, per
- * first byte, the lengths they come in.
+ * first byte, the lengths they come in (a length is tried only when the byte
+ * it would end on ends some added text).
  *
  * BPE starts from one symbol per UTF-8 character (an unknown character
  * becomes <0xXX> byte symbols, or unk; an invalid byte is a character of its
@@ -20,6 +21,16 @@
  * earlier merges are skipped when popped.  A word of n characters costs
  * O(n log n).  With ignore_merges, a word found whole in the vocabulary is
  * that one token.
+ *
+ * Two shortcuts give the same ids faster on long texts.  A text of 4 KB or
+ * more gets a word cache for the call (words up to 64 bytes and their ids),
+ * so a repeated word runs BPE once; it lives and dies with the call, which
+ * keeps encoding free of shared state.  And a long word of a vocabulary
+ * where no piece has a "▁" after another character (meta_cut; for Gemma,
+ * only after the few characters of meta_keep) is cut before each such "▁":
+ * no merge can join the symbols on either side, since their join would be a
+ * piece with that pair inside.  A SentencePiece text without a
+ * pre-tokenizer, one BPE word in HuggingFace, so becomes its words.
  */
 #include "tokenizer_internal.h"
 
@@ -391,7 +402,9 @@ find_added(const cbllm_tokenizer *tok, const char *s, size_t n, size_t from, boo
 		for (int k = tok->lens_first[normalized][c]; k < tok->lens_first[normalized][c + 1]; k++)
 		{
 			size_t		len = tok->added_lens[k];
-			const tok_added *a = len <= n - i ? added_lookup(tok, s + i, len, normalized) : NULL;
+			uint8_t		last = len <= n - i ? (uint8_t) s[i + len - 1] : 0;
+			const tok_added *a = len <= n - i && (tok->added_last[c][last >> 3] >> (last & 7) & 1) ?
+				added_lookup(tok, s + i, len, normalized) : NULL;
 
 			if (a == NULL)
 				continue;

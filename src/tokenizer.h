@@ -17,6 +17,9 @@
  * Decoding runs tokenizer.json's decoder chain and is streaming-safe:
  * tokenizer_stream_push never emits part of a UTF-8 character; bytes of an
  * unfinished character wait for the next token.
+ *
+ * A loaded tokenizer is read-only: any number of threads may encode and
+ * decode with it at once (each call or stream keeps its own state).
  */
 #ifndef CBLLM_TOKENIZER_H
 #define CBLLM_TOKENIZER_H

@@ -146,7 +146,7 @@ byte_of(const int16_t *rev, const char *s, int len)
 
 /* Run one per-token step over in[0..n) into out (replacing its contents). */
 static int
-run_step(const cbllm_tokenizer *tok, const dec_step *st, const int16_t *rev, bool added,
+run_step(const dec_step *st, const int16_t *rev, bool added,
 		 const char *in, size_t n, cbllm_buf *out)
 {
 	int			rc = CBLLM_OK;
@@ -198,7 +198,6 @@ run_step(const cbllm_tokenizer *tok, const dec_step *st, const int16_t *rev, boo
 		}
 		return rc == CBLLM_OK ? cbllm_buf_append(out, in + run, n - run) : rc;
 	}
-	(void) tok;
 }
 
 /* Give every token its decoded bytes under the per-token steps of chain c. */
@@ -226,7 +225,7 @@ decode_entries(cbllm_tokenizer *tok, const dec_chain *c, const char *path, cbllm
 		rc = cbllm_buf_append(&x, e->piece, e->len);
 		for (int k = 0; k < c->n && rc == CBLLM_OK; k++)
 		{
-			rc = run_step(tok, &c->st[k], rev, e->added, x.data, x.len, &y);
+			rc = run_step(&c->st[k], rev, e->added, x.data, x.len, &y);
 			t = x, x = y, y = t;
 		}
 		if (rc == CBLLM_OK && (x.len != e->len || (x.len > 0 && memcmp(x.data, e->piece, e->len) != 0)))

@@ -120,6 +120,7 @@ struct cbllm_tokenizer
 	uint32_t	added_mask;
 	uint32_t   *added_lens;		/* per pass and first byte, the distinct match lengths, longest first */
 	int			lens_first[2][257];	/* pass normalized, byte c: added_lens[lens_first[p][c]..[c+1]) */
+	uint8_t		added_last[256][32];	/* bit b of row c: some added text starts with c, ends with b */
 	tok_norm	norm[TOK_MAX_NORM];
 	tok_pretok	pretok[TOK_MAX_PRETOK];
 	int			meta;			/* Metaspace pre-tokenizer: META_* */

@@ -317,7 +317,8 @@ added_cmp(const void *x, const void *y)
 
 /*
  * Index the sorted added tokens for matching: first[c] (where those starting
- * with byte c begin), a hash of their match texts, and for each pass (raw
+ * with byte c begin), a hash of their match texts, the last bytes the texts
+ * starting with each byte end with, and for each pass (raw
  * text, normalized text) and first byte the distinct lengths of the tokens
  * that pass looks for, longest first.
  */
@@ -341,6 +342,8 @@ index_added(cbllm_tokenizer *tok, const char *path, cbllm_err *err)
 			while (tok->added_hash[h] >= 0)
 				h = (h + 1) & tok->added_mask;
 			tok->added_hash[h] = i;
+			tok->added_last[c][(uint8_t) tok->added[i].match[tok->added[i].len - 1] >> 3] |=
+				(uint8_t) (1u << ((uint8_t) tok->added[i].match[tok->added[i].len - 1] & 7));
 		}
 	}
 	for (int pass = 0; pass < 2; pass++)

@@ -255,6 +255,8 @@ find_matches(tok_enc *e, const tok_pretok *st, const char *s, size_t n, seg_list
 		PCRE2_SIZE *ov = pcre2_get_ovector_pointer(e->md);
 		size_t		l;
 
+		if (m == PCRE2_ERROR_JIT_STACKLIMIT)	/* the interpreter keeps its state on the heap */
+			m = pcre2_match(st->re, (PCRE2_SPTR) s, n, off, PCRE2_NO_JIT, e->md, NULL);
 		if (m == PCRE2_ERROR_NOMATCH)
 			break;
 		if (m < 0)

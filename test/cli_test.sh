@@ -43,6 +43,10 @@ ids=$(printf '"<s>Hello"\n"a b"\n' | $cli tokenize -m "$tokdir" --jsonl --specia
 [ "$ids" = "$(printf '[1, 1, 15043]\n[1, 263, 289]')" ]
 ok $? "tokenize --jsonl --special: one JSON id array per JSON string line ($ids)"
 
+text=$(printf '[1, 15043]\n' | $cli detokenize -m "$tokdir" --jsonl)
+[ "$text" = '"<s> Hello"' ]
+ok $? "detokenize --jsonl: a JSON string per id array, special tokens kept ($text)"
+
 err=$($cli generate -m /nonexistent -p x 2>&1 >/dev/null)
 rc=$?
 [ $rc -ne 0 ] && [ "$(echo "$err" | wc -l)" -eq 1 ] && echo "$err" | grep -q "config.json"

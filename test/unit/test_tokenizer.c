@@ -736,6 +736,63 @@ test_malformed(void)
 }
 
 /* Run every group of checks against the testdata directory. */
+/*
+ * Split's behaviours on HuggingFace's documented example: "the-final--countdown"
+ * split on "-" gives the-|final-|-|countdown (MergedWithPrevious),
+ * the|-final|-|-countdown (MergedWithNext), the|-|final|-|-|countdown
+ * (Isolated), the|-|final|--|countdown (Contiguous), the|final|countdown
+ * (Removed).  With ignore_merges every pre-token in the vocabulary is one id,
+ * so the ids show the pre-tokens.
+ */
+static void
+test_split_behaviors(void)
+{
+	static const char *const pieces[] = {
+		"t", "h", "e", "-", "f", "i", "n", "a", "l", "c", "o", "u", "d", "w",
+		"the", "final", "countdown", "the-", "final-", "-final", "-countdown", "--",
+	};
+	static const struct
+	{
+		const char *behavior, *want;
+		bool		invert;
+	}			cases[] = {
+		{"MergedWithPrevious", "the-|final-|-|countdown", false},
+		{"MergedWithNext", "the|-final|-|-countdown", false},
+		{"Isolated", "the|-|final|-|-|countdown", false},
+		{"Contiguous", "the|-|final|--|countdown", false},
+		{"Removed", "the|final|countdown", false},
+	};
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+	{
+		char		json[2048];
+		size_t		o = 0;
+		tokenizer_source src = {json, 0, NULL, NULL, 0, NULL};
+		cbllm_tokenizer *t = NULL;
+		cbllm_err	err = {{0}};
+		int32_t    *ids = NULL;
+		int			n = 0;
+		char		got[256] = "";
+
+		o += snprintf(json + o, sizeof(json) - o, "{\"model\": {\"type\": \"BPE\", \"ignore_merges\": true, \"merges\": [], \"vocab\": {");
+		for (size_t k = 0; k < sizeof(pieces) / sizeof(pieces[0]); k++)
+			o += snprintf(json + o, sizeof(json) - o, "%s\"%s\": %zu", k ? ", " : "", pieces[k], k);
+		o += snprintf(json + o, sizeof(json) - o, "}}, \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"%s\": \"-\"}, "
+					  "\"behavior\": \"%s\", \"invert\": %s}, \"decoder\": {\"type\": \"Fuse\"}}",
+					  c % 2 ? "Regex" : "String", cases[c].behavior, cases[c].invert ? "true" : "false");
+		src.json_len = o;
+		if (tokenizer_load_from(&src, &t, &err) == CBLLM_OK)
+			ids = enc(t, "the-final--countdown", 20, false, false, &n);
+		for (int i = 0; ids && i < n; i++)
+			snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", i ? "|" : "", tokenizer_piece(t, ids[i]));
+		TAP_OK(strcmp(got, cases[c].want) == 0, "Split on a %s \"-\", %s%s: %s (got %s%s)",
+			   c % 2 ? "Regex" : "String", cases[c].behavior, cases[c].invert ? ", inverted" : "",
+			   cases[c].want, got, t ? "" : err.msg);
+		free(ids);
+		tokenizer_free(t);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -756,6 +813,7 @@ main(int argc, char **argv)
 		test_hostile_text();
 	}
 	test_synthetic();
+	test_split_behaviors();
 	test_malformed();
 	tokenizer_free(tok);
 	return tap_done();

@@ -15,11 +15,15 @@
  * pieces encoded independently) make one long text, whose ids must be the
  * reference ids joined by that token's id: long texts take the paths short
  * ones do not (the per-call word cache, long SentencePiece words cut
- * before "▁").
+ * before "▁").  Where a model has chat.jsonl, each rendered chat template
+ * must encode (added-token text parsed, nothing added) to its reference ids,
+ * as the chat-template code will encode it.  Last, four threads encode the
+ * joined text at once with one shared tokenizer, each getting the reference.
  *
  * Usage: test_tokenizer_vectors [dir]   (default test/data/tokenizers)
  */
 #include <cjson/cJSON.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -220,6 +224,82 @@ check_record(const cbllm_tokenizer *tok, const char *model, int line, const cJSO
 	free(ids2);
 }
 
+typedef struct thread_job		/* one thread's share of the shared-tokenizer check */
+{
+	const cbllm_tokenizer *tok;
+	const joined *j;
+	int			ok;				/* rounds that gave the reference ids */
+} thread_job;
+
+/* Encode the joined text a few times; count the rounds that match. */
+static void *
+thread_encode(void *arg)
+{
+	thread_job *t = arg;
+
+	for (int r = 0; r < 3; r++)
+		t->ok += joined_matches(t->tok, t->j);
+	return NULL;
+}
+
+/* Whether four threads sharing tok all encode the joined text to its reference ids. */
+static bool
+threads_match(const cbllm_tokenizer *tok, const joined *j)
+{
+	pthread_t	th[4];
+	thread_job	jobs[4];
+	int			started = 0, ok = 0;
+
+	for (int i = 0; i < 4; i++)
+	{
+		jobs[i] = (thread_job) {tok, j, 0};
+		started += pthread_create(&th[i], NULL, thread_encode, &jobs[i]) == 0;
+	}
+	for (int i = 0; i < started; i++)
+	{
+		pthread_join(th[i], NULL);
+		ok += jobs[i].ok;
+	}
+	return started == 4 && ok == 12;
+}
+
+/* Encode each chat.jsonl rendering, if the model has the file; adds matches to *ok of *n. */
+static void
+check_chat(const cbllm_tokenizer *tok, const char *dir, const char *model, int *ok, int *n)
+{
+	char		path[4096];
+	char	   *text = NULL;
+	size_t		len = 0;
+	cbllm_err	err = {{0}};
+
+	snprintf(path, sizeof(path), "%s/%s/chat.jsonl", dir, model);
+	if (cbllm_read_file(path, &text, &len, &err) != CBLLM_OK)
+		return;
+	for (char *p = text, *nl; p < text + len; p = nl + 1)
+	{
+		tokenizer_encode_opts plain = {.add_bos = false, .parse_special = true};
+		cJSON	   *rec;
+		const char *r;
+		int32_t    *ids = NULL;
+		int			k = 0;
+
+		if ((nl = memchr(p, '\n', (size_t) (text + len - p))) == NULL)
+			nl = text + len;
+		if (nl == p || (rec = cJSON_ParseWithLength(p, (size_t) (nl - p))) == NULL)
+			continue;
+		(*n)++;
+		r = cJSON_GetStringValue(cJSON_GetObjectItem(rec, "rendered"));
+		if (r && tokenizer_encode(tok, r, strlen(r), plain, &ids, &k, &err) == CBLLM_OK &&
+			ids_match(cJSON_GetObjectItem(rec, "ids"), ids, k))
+			(*ok)++;
+		else if (*n - *ok <= 3)
+			TAP_DIAG("%s chat record %d: ids differ", model, *n);
+		free(ids);
+		cJSON_Delete(rec);
+	}
+	free(text);
+}
+
 /* Load one model's tokenizer and check all of its encode.jsonl. */
 static void
 check_model(const char *dir, const char *model)
@@ -276,8 +356,18 @@ check_model(const char *dir, const char *model)
 	TAP_OK(j.text.len > 8192 && joined_matches(tok, &j),
 		   "%s: the texts joined by %s in one text of %zu bytes give the joined reference ids",
 		   model, tokenizer_piece(tok, j.sep), j.text.len);
+	TAP_OK(threads_match(tok, &j), "%s: four threads sharing the tokenizer each encode the joined text to the reference",
+		   model);
 	cbllm_buf_free(&j.text);
 	free(j.ids);
+	{
+		int			chat_ok = 0, chat_n = 0;
+
+		check_chat(tok, dir, model, &chat_ok, &chat_n);
+		if (chat_n > 0)
+			TAP_OK(chat_ok == chat_n, "%s: %d/%d chat.jsonl renderings encode to the reference ids",
+				   model, chat_ok, chat_n);
+	}
 	free(text);
 	tokenizer_free(tok);
 }
