@@ -25,7 +25,11 @@
  *             Attention factor: attention_factor if given, else with
  *             m(s, k) = 0.1 k ln s + 1 (1 when s <= 1):
  *             m(factor, mscale) / m(factor, mscale_all_dim) when both are
- *             given and nonzero, else m(factor, 1).
+ *             given and nonzero, else m(factor, 1).  factor is rope_scaling's
+ *             own (as HF and vLLM read it now; a few HF releases replaced it by
+ *             max_position_embeddings / original_max_position_embeddings, which
+ *             turns Qwen2.5's YaRN configs into no scaling).  truncate false
+ *             is refused.
  *   dynamic   dynamic NTK.  HF rescales theta by the current sequence length
  *             once it passes max_position_embeddings; under a KV cache that
  *             would change the rotation of keys already stored, so cbllm

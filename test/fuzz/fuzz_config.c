@@ -21,8 +21,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (model_config_parse(text, "config.json", &cfg, &err) == CBLLM_OK)
 	{
-		FUZZ_CHECK(strcmp(cfg.arch, "LlamaForCausalLM") == 0 ||
-				   strcmp(cfg.arch, "MistralForCausalLM") == 0, "a supported architecture");
+		FUZZ_CHECK(arch_find(cfg.arch, NULL) != NULL, "a supported architecture");
 		FUZZ_CHECK(cfg.hidden > 0 && cfg.n_layers > 0 && cfg.intermediate > 0 &&
 				   cfg.vocab_size > 0 && cfg.max_pos > 0 && cfg.sliding_window >= 0,
 				   "positive sizes");

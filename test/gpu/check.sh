@@ -9,8 +9,10 @@
 #      greedy tokens equal for 16 steps, graphs on and off, swap, seeds, the
 #      memory budget (build/test/test_engine_cuda), and the greedy ids side
 #      by side from cbllm-cli;
-#   3b. the layer families (Qwen2, Qwen3, Gemma-3) on the GPU against the float64
-#      reference and the CPU (build/test/test_families);
+#   3b. the layer families (Qwen2, Qwen3, Gemma-3) and the positional variants
+#      (Llama-3, Phi-3 4k and 128k, YaRN, dynamic NTK, mixed windows, Gemma-3's
+#      local layers) on the GPU against the float64 reference and the CPU
+#      (build/test/test_families);
 #   4. the reference workload on Llama-2-7B geometry with dummy bf16 weights
 #      made on the device, at concurrency 1, 4, 8, 16, 32, with the decode
 #      step time beside the bandwidth floor (the measured copy bandwidth);
@@ -102,13 +104,21 @@ build/test/test_engine_ipc "$engine_prog" "$models/tiny" cuda | tee "$out/engine
 
 part "the layer families on the GPU: the float64 reference, then the CPU"
 fam_ids="1 15 267 42 300 7 99 180 3 250 61 128"
-fam_args=("qwen2 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 11"
-	"qwen3 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --seed 12"
-	"gemma3 --hidden 80 --layers 5 --heads 4 --kv-heads 2 --head-dim 32 --query-pre-attn-scalar 24 --sliding-window 4 --sliding-window-pattern 3 --seed 13")
+# each: the name test_families knows it by, then gen_model.py's arguments (as test/run-tests)
+fam_args=("qwen2 --family qwen2 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 11"
+	"qwen3 --family qwen3 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --seed 12"
+	"gemma3 --family gemma3 --hidden 80 --layers 5 --heads 4 --kv-heads 2 --head-dim 32 --query-pre-attn-scalar 24 --sliding-window 4 --sliding-window-pattern 3 --seed 13"
+	"llama3 --family llama3 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 21"
+	"phi3 --family phi3 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 23"
+	"phi3-128k --family phi3-128k --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 24"
+	"qwen2-yarn --family qwen2 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 25 --max-pos 64 --rope-scaling {\"type\":\"yarn\",\"factor\":4.0,\"original_max_position_embeddings\":16}"
+	"qwen2-window --family qwen2 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 26 --sliding-window 5 --max-window-layers 1"
+	"llama-dynamic --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 27 --max-pos 64 --rope-scaling {\"type\":\"dynamic\",\"factor\":4.0}"
+	"gemma3-local --family gemma3 --hidden 80 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --query-pre-attn-scalar 24 --sliding-window 5 --sliding-window-pattern 2 --rope-scaling {\"rope_type\":\"linear\",\"factor\":8.0} --seed 28")
 for a in "${fam_args[@]}"; do
 	f=${a%% *}
 	# shellcheck disable=SC2086
-	$PY test/tools/gen_model.py "$models/$f" --family $a --intermediate 160 --vocab 400 >/dev/null &&
+	$PY test/tools/gen_model.py "$models/$f" ${a#* } --intermediate 160 --vocab 400 >/dev/null &&
 		$PY test/tools/reference.py "$models/$f" --logits --prompt-ids "$fam_ids" >"$models/$f.logits" &&
 		$PY test/tools/reference.py "$models/$f" --greedy 16 --prompt-ids "$fam_ids" >"$models/$f.greedy" ||
 		{ fail "$f model"; continue; }

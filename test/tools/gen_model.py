@@ -8,8 +8,8 @@
                  [--sliding-window N] [--attn-bias] [--arch-name NAME] [--pad-vocab N]
                  [--no-weights] [--head-dim N] [--query-pre-attn-scalar N]
                  [--family qwen2|qwen3|gemma3|llama3|llama3.1|phi3|phi3-128k]
-                 [--sliding-window-pattern N] [--rope-scaling JSON] [--untied]
-                 [--max-window-layers M]
+                 [--sliding-window-pattern N] [--rope-scaling JSON]
+                 [--max-window-layers M] [--untied]
 
 OUT_DIR receives config.json, tokenizer.json, tokenizer_config.json and the weights,
 either model.safetensors or (with --shards N > 1) model.safetensors.index.json plus

@@ -390,6 +390,9 @@ test_family_configs(void)
 		   c.q_scale == 1.0f && c.embed_scale == 1.0f && c.activation == ARCH_ACT_SILU,
 		   "Qwen2.5-0.5B-Instruct: q, k, v biases, head_dim 64 = 896 / 14, tied, theta 1e6, window off %s",
 		   err.msg);
+	TAP_OK(rc == CBLLM_OK && c.sliding_window == 0 && c.layer_window[0] == 0 &&
+		   c.layer_window[c.n_layers - 1] == 0 && model_kv_drop_window(&c) == 0 && c.n_rope == 1,
+		   "Qwen2.5-0.5B-Instruct: sliding_window 32768 with use_sliding_window false is no window at any layer");
 	rc = load_config_text("qwen3", Qwen3_06b, &c, &err);
 	TAP_OK(rc == CBLLM_OK && strcmp(c.arch, "Qwen3ForCausalLM") == 0 &&
 		   c.features == ARCH_QK_NORM && c.head_dim == 128 && c.hidden == 1024 &&
@@ -405,6 +408,26 @@ test_family_configs(void)
 		   c.bos_id == 2 && c.eos_id == 1,
 		   "gemma-3-1b-it: Gemma's norms, GELU-tanh, head_dim 256, tied by default, scale sqrt(1152), eos list's first %s",
 		   err.msg);
+	{
+		bool		pattern = c.n_layers == 26;
+
+		for (int l = 0; l < c.n_layers; l++)
+		{
+			bool		global = (l + 1) % 6 == 0;
+
+			pattern = pattern && c.layer_window[l] == (global ? 0 : 512) &&
+				c.layer_rope[l] == (global ? 0 : 1);
+		}
+		TAP_OK(rc == CBLLM_OK && pattern && c.n_rope == 2 && c.rope[1].theta == 10000 &&
+			   c.rope[0].theta == 1e6 && model_kv_drop_window(&c) == 0,
+			   "gemma-3-1b-it: layers 5, 11, 17, 23 global (rope_theta 1e6, no window), the others local (window 512, rope_local_base_freq 10000); KV blocks kept");
+	}
+	t = GemmaWith("\"rope_scaling\": null", "\"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"linear\"}");
+	rc = load_config_text("gemma3-4b-rope", t, &c, &err);
+	TAP_OK(rc == CBLLM_OK && c.rope[0].type == ROPE_LINEAR && c.rope[0].factor == 8 &&
+		   c.rope[1].type == ROPE_DEFAULT && c.layer_rope[0] == 1 && c.layer_rope[5] == 0,
+		   "Gemma-3 4B's rope_scaling linear 8 scales the global layers' RoPE only %s", err.msg);
+	free(t);
 	t = GemmaWith("\"use_cache\": true", "\"tie_word_embeddings\": false");
 	rc = load_config_text("gemma3-untied", t, &c, &err);
 	TAP_OK(rc == CBLLM_OK && !c.tie_embeddings,
