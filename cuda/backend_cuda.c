@@ -323,6 +323,7 @@ CudaSiluMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
 		Note(c, cuda_silu_mul(gate, up, n, c->stream, &c->err));
 }
 
+/* gate = gelu_tanh(gate) * up, Gemma's gated MLP. */
 static void
 CudaGeluTanhMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
 {
@@ -332,6 +333,7 @@ CudaGeluTanhMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
 		Note(c, cuda_gelu_tanh_mul(gate, up, n, c->stream, &c->err));
 }
 
+/* x *= s: the embeddings' sqrt(hidden) and q's query_pre_attn_scalar factor. */
 static void
 CudaScale(cbllm_backend *be, float *x, float s, int64_t n)
 {

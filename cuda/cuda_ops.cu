@@ -100,7 +100,7 @@ GateMulKernel(float *gate, const float *up, int64_t n, int act)
 	{
 		float		g = gate[i];
 
-		gate[i] = (act == GATE_SILU ? g / (1.0f + expf(-g)) : cbllm_gelu_tanh(g)) * up[i];
+		gate[i] = (act == GATE_SILU ? cbllm_silu(g) : cbllm_gelu_tanh(g)) * up[i];
 	}
 }
 

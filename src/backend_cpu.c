@@ -274,20 +274,55 @@ CpuAttention(cbllm_backend *be, const kv_cache *kv, int layer, const float *q,
 	threadpool_run(c->pool, b->n_tokens * c->cfg.n_heads, AttentionTask, &j);
 }
 
+/* What a gated-MLP activation task works on. */
+typedef struct gate_job
+{
+	float	   *gate;
+	const float *up;
+	int64_t		n;
+	arch_activation act;
+} gate_job;
+
+#define GATE_TASK_ELEMS 16384	/* elements of one activation task */
+
+/* One task: gate = act(gate) * up over its block of elements. */
+static void
+GateMulTask(void *arg, int task, int thread)
+{
+	gate_job   *j = arg;
+	int64_t		i0 = (int64_t) task * GATE_TASK_ELEMS;
+	int64_t		i1 = i0 + GATE_TASK_ELEMS < j->n ? i0 + GATE_TASK_ELEMS : j->n;
+
+	if (j->act == ARCH_ACT_GELU_TANH)
+		for (int64_t i = i0; i < i1; i++)
+			j->gate[i] = cbllm_gelu_tanh(j->gate[i]) * j->up[i];
+	else
+		for (int64_t i = i0; i < i1; i++)
+			j->gate[i] = cbllm_silu(j->gate[i]) * j->up[i];
+}
+
+/* gate = act(gate) * up over the pool (elementwise: the same values on any number of threads). */
+static void
+GateMul(cbllm_backend *be, float *gate, const float *up, int64_t n, arch_activation act)
+{
+	cpu_ctx    *c = be->ctx;
+	gate_job	j = {gate, up, n, act};
+
+	threadpool_run(c->pool, (int) ((n + GATE_TASK_ELEMS - 1) / GATE_TASK_ELEMS), GateMulTask, &j);
+}
+
 /* gate = silu(gate) * up. */
 static void
 CpuSiluMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
 {
-	for (int64_t i = 0; i < n; i++)
-		gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+	GateMul(be, gate, up, n, ARCH_ACT_SILU);
 }
 
-/* gate = gelu_tanh(gate) * up: 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) * up. */
+/* gate = gelu_tanh(gate) * up (activation.h). */
 static void
 CpuGeluTanhMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
 {
-	for (int64_t i = 0; i < n; i++)
-		gate[i] = cbllm_gelu_tanh(gate[i]) * up[i];
+	GateMul(be, gate, up, n, ARCH_ACT_GELU_TANH);
 }
 
 /* x *= s. */

@@ -1,6 +1,8 @@
 /*
- * model.h: a Llama-family checkpoint: its configuration (config.json) and its
- * weights, which stay in their stored dtype inside the safetensors mapping.
+ * model.h: a checkpoint of one of arch.c's architectures (Llama and the
+ * families that differ from it by arch.h's flags): its configuration
+ * (config.json) and its weights, which stay in their stored dtype inside the
+ * safetensors mapping.
  *
  * Norm vectors are f32 multipliers as the forward pass applies them: with
  * ARCH_NORM_PLUS_ONE (Gemma's RMSNorm scales by 1 + w) the checkpoint loader

@@ -166,6 +166,37 @@ CheckAbsentFeatures(const cJSON *root, const char *path, cbllm_err *err)
 }
 
 /*
+ * Fields config.json must give for an architecture with a feature: HF's
+ * defaults for them (Qwen3Config's head_dim 128, Gemma3TextConfig's 256) are
+ * not what cbllm would derive, so an absent one is refused, not guessed.
+ */
+static const struct
+{
+	uint32_t	feature;
+	const char *field;
+}			RequiredFields[] = {
+	{ARCH_QK_NORM, "head_dim"},
+	{ARCH_EMBED_SCALE, "query_pre_attn_scalar"},
+};
+
+/* Refuse a config without a field its architecture's features need given. */
+static int
+CheckRequiredFields(const cJSON *root, const cbllm_model_config *cfg, const char *path,
+					cbllm_err *err)
+{
+	for (int i = 0; i < (int) (sizeof(RequiredFields) / sizeof(RequiredFields[0])); i++)
+	{
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, RequiredFields[i].field);
+
+		if ((cfg->features & RequiredFields[i].feature) && (v == NULL || cJSON_IsNull(v)))
+			return cbllm_fail(err, CBLLM_ERR_FORMAT,
+							  "%s: missing \"%s\" (%s configs must give it: HF's default is not derived from the other sizes)",
+							  path, RequiredFields[i].field, cfg->arch);
+	}
+	return CBLLM_OK;
+}
+
+/*
  * The embeddings' multiplier (sqrt(hidden) with ARCH_EMBED_SCALE; the loader
  * rounds it to the embeddings' type) and q's (query_pre_attn_scalar).
  */
@@ -203,7 +234,8 @@ ParseConfig(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_
 		(rc = GetTokenId(root, "eos_token_id", &cfg->eos_id, path, err)) ||
 		(rc = GetFloat(root, "rms_norm_eps", 1e-6, &cfg->rms_eps, path, err)))
 		return rc;
-	if ((rc = CheckAbsentFeatures(root, path, err)))
+	if ((rc = CheckAbsentFeatures(root, path, err)) ||
+		(rc = CheckRequiredFields(root, cfg, path, err)))
 		return rc;
 	if (cfg->hidden % cfg->n_heads != 0 &&
 		cJSON_GetObjectItemCaseSensitive(root, "head_dim") == NULL)

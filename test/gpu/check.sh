@@ -20,8 +20,9 @@
 #      concurrency 1 without CUDA graphs, for their effect; then a shorter
 #      run on Llama-3.1-8B geometry (GQA 32/8, vocab 128256, untied, llama3
 #      RoPE scaling; max_position_embeddings 8192 to keep its tables small);
-#   4b. a shorter workload and decode steps on Qwen2.5-7B-Instruct's geometry
-#      (q, k, v biases, 28 query heads over 4 KV heads, a 152064-row lm_head);
+#   4b. a short workload (concurrency 1 and 16) and decode steps on
+#      Qwen2.5-7B-Instruct's geometry (q, k, v biases, 28 query heads over 4
+#      KV heads, a 152064-row lm_head);
 #   5. the same workload through HuggingFace transformers (a time budget per
 #      level), and one table of both.
 #
@@ -107,6 +108,7 @@ fam_ids="1 15 267 42 300 7 99 180 3 250 61 128"
 fam_args=("qwen2 --family qwen2 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 11"
 	"qwen3 --family qwen3 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --seed 12"
 	"gemma3 --family gemma3 --hidden 80 --layers 5 --heads 4 --kv-heads 2 --head-dim 32 --query-pre-attn-scalar 24 --sliding-window 4 --sliding-window-pattern 3 --seed 13"
+	"gemma3-bf16 --family gemma3 --dtype bf16 --hidden 80 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --query-pre-attn-scalar 24 --sliding-window-pattern 1 --seed 14"
 	"llama3 --family llama3 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 21"
 	"phi3 --family phi3 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 23"
 	"phi3-128k --family phi3-128k --hidden 64 --layers 2 --heads 4 --kv-heads 2 --seed 24"
@@ -201,7 +203,7 @@ else
 	$PY test/tools/gen_model.py "$qwen_model" --family qwen2 --hidden 3584 --layers 28 --heads 28 \
 		--kv-heads 4 --intermediate 18944 --vocab 151665 --pad-vocab 399 --max-pos 32768 \
 		--no-weights --untied >/dev/null || fail "Qwen2.5-7B config"
-	qwl=(--concurrency 1,8,32 --requests 24 --prompt-len 50..200 --gen-len 100..200)
+	qwl=(--concurrency 1,16 --requests 16 --prompt-len 50..200 --gen-len 50..150)
 	qsteps=(--batch 1,32 --context 256 --steps 32 --prefill 512)
 fi
 $cli bench -m "$qwen_model" --device cuda --load-format dummy "${qwl[@]}" --temp 0.7 --top-p 0.95 \

@@ -954,6 +954,7 @@ main(int argc, char **argv)
 	TestAttention(0, 32);
 	TestAttention(6, 32);
 	TestAttention(0, 80);
+	TestAttention(6, 256);		/* Gemma-3's head_dim, the kernel's largest, in a local layer's window */
 	TestSampling();
 	TestFillDummy();
 	TestGraph();

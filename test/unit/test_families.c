@@ -19,7 +19,9 @@
  *           test/run-tests makes it (5 layers, sliding_window 4 below the
  *           prompt's 12 tokens, sliding_window_pattern 3), its local layers'
  *           window and rope_local_base_freq beside the global layer's
- *           rope_theta (a reference without either differs by 0.14 or more).
+ *           rope_theta (a reference without either differs by 0.14 or more);
+ *   gemma3-bf16  bf16 weights, whose sqrt(hidden) embedding scale is rounded
+ *           to bf16 as HF casts it (unrounded: 1.2e-3 off the reference).
  *
  * The positional variants (rope.h, model_config_rope.c), each on a model whose
  * prompt and greedy tokens reach where the variant differs from plain RoPE:
@@ -44,7 +46,7 @@
  *
  * usage: test_families FAMILY DIR REF_LOGITS REF_GREEDY [DEVICE]
  *   FAMILY      a name of the table below
- *   DIR         gen_model.py --family FAMILY (f32 weights)
+ *   DIR         gen_model.py --family FAMILY (f32 weights, but gemma3-bf16)
  *   REF_LOGITS  reference.py DIR --logits --prompt-ids "<PROMPT below>"
  *   REF_GREEDY  reference.py DIR --greedy 16 --prompt-ids "<PROMPT below>"
  *   DEVICE      also run the model on this device ("cuda") against the CPU
@@ -86,6 +88,7 @@ static const family Families[] = {
 	{"qwen2", "Qwen2ForCausalLM", ARCH_QKV_BIAS, 5, 3, false, ROPE_DEFAULT, "0:0 0:0"},
 	{"qwen3", "Qwen3ForCausalLM", ARCH_QK_NORM, 4, 0, false, ROPE_DEFAULT, "0:0 0:0"},
 	{"gemma3", "Gemma3ForCausalLM", GEMMA3, 6, 0, false, ROPE_DEFAULT, "1:4 1:4 0:0 1:4 1:4"},
+	{"gemma3-bf16", "Gemma3ForCausalLM", GEMMA3, 6, 0, false, ROPE_DEFAULT, "0:0 0:0"},
 	{"llama3", "LlamaForCausalLM", 0, 2, 0, false, ROPE_LLAMA3, "0:0 0:0"},
 	{"llama3.1", "LlamaForCausalLM", 0, 2, 0, true, ROPE_LLAMA3, "0:0 0:0"},
 	{"phi3", "Phi3ForCausalLM", PHI3, 2, 0, true, ROPE_DEFAULT, "0:7 0:7"},
@@ -206,9 +209,14 @@ test_loads(void)
 			   FoldedPlusOne(m, "model.norm.weight", m->final_norm, hid),
 			   "%s: every norm vector is the checkpoint's w plus 1, bound to its own role",
 			   fam->name);
-		TAP_OK(m->cfg.embed_scale == sqrtf((float) hid) && m->cfg.q_scale != 1.0f,
-			   "%s: f32 embeddings scaled by sqrt(%lld) = %g unrounded; q scaled by %g",
-			   fam->name, (long long) hid, m->cfg.embed_scale, m->cfg.q_scale);
+		bool		bf16 = m->embed.dtype == CBLLM_BF16;
+		float		want = bf16 ? cbllm_bf16_to_f32(cbllm_f32_to_bf16(sqrtf((float) hid))) :
+			sqrtf((float) hid);
+
+		TAP_OK(m->cfg.embed_scale == want && m->cfg.q_scale != 1.0f,
+			   "%s: %s embeddings scaled by sqrt(%lld) %s (%g); q scaled by %g", fam->name,
+			   bf16 ? "bf16" : "f32", (long long) hid, bf16 ? "rounded to bf16" : "unrounded",
+			   m->cfg.embed_scale, m->cfg.q_scale);
 	}
 	model_free(m);
 }

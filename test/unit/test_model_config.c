@@ -377,6 +377,9 @@ test_family_configs(void)
 		"\"Gemma3ForConditionalGeneration\"", "Gemma3ForConditionalGeneration", "Gemma3ForCausalLM"},
 		{"query_pre_attn_scalar 0", "\"query_pre_attn_scalar\": 256", "\"query_pre_attn_scalar\": 0",
 		"\"query_pre_attn_scalar\"", "positive"},
+		{"gemma3 without query_pre_attn_scalar", "\"query_pre_attn_scalar\": 256, ", "",
+		"missing \"query_pre_attn_scalar\"", "Gemma3ForCausalLM"},
+		{"gemma3 without head_dim", "\"head_dim\": 256, ", "", "missing \"head_dim\"", NULL},
 	};
 	cbllm_model_config c;
 	cbllm_err	err = {{0}};
