@@ -33,10 +33,12 @@ jr_step(jrender *r, int line)
 				JINJA_MAX_STEPS);
 }
 
-/* Fail on use of an undefined value. */
+/* Fail on use of an undefined value; a hint with a space is a whole message, else a name. */
 _Noreturn void
 jr_undefined(jrender *r, int line, jv v)
 {
+	if (v.u.s != NULL && strchr(v.u.s, ' ') != NULL)
+		jx_fail(&r->x, line, CBLLM_ERR_INVALID, "%s", v.u.s);
 	if (v.u.s != NULL)
 		jx_fail(&r->x, line, CBLLM_ERR_INVALID, "'%s' is undefined", v.u.s);
 	jx_fail(&r->x, line, CBLLM_ERR_INVALID, "use of an undefined value");
@@ -184,7 +186,15 @@ jr_getitem(jrender *r, int line, jv obj, jv key)
 		memcpy(name, key.u.s, key.n);
 		return jinja_getattr(r, line, obj, name);
 	}
-	return jv_undef(NULL);
+	{
+		jbuf		b = {0};
+
+		jbuf_addc(&r->x, line, &b, "'");
+		jbuf_addc(&r->x, line, &b, jv_type_name(obj));
+		jbuf_addc(&r->x, line, &b, " object' has no item ");
+		jv_repr(&r->x, line, &b, key);
+		return jv_undef(b.data);
+	}
 }
 
 /* Resolve a slice bound (Python's rules for a step's sign). */
@@ -579,8 +589,6 @@ Call(jrender *r, jframe *f, const jnode *n)
 		case JV_FUNC:
 			return jinja_call_global(r, (int) callee.u.i, &a);
 		case JV_UNDEF:
-			if (n->a->kind == JN_ATTR && callee.u.s != NULL)
-				jx_fail(&r->x, n->line, CBLLM_ERR_INVALID, "'%s' is undefined or not allowed here", callee.u.s);
 			jr_undefined(r, n->line, callee);
 		default:
 			jx_fail(&r->x, n->line, CBLLM_ERR_INVALID, "'%s' object is not callable", jv_type_name(callee));

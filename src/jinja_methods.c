@@ -654,6 +654,19 @@ LoopAttr(jv loop, const char *name)
 	return jv_undef(name);
 }
 
+/* The undefined value of a missing attribute, its hint the message Jinja2 gives. */
+static jv
+Missing(jrender *r, jv obj, const char *name, bool unsafe)
+{
+	char		msg[200];
+
+	if (unsafe)
+		snprintf(msg, sizeof(msg), "access to attribute '%.60s' of '%s' object is unsafe", name, jv_type_name(obj));
+	else
+		snprintf(msg, sizeof(msg), "'%s object' has no attribute '%.60s'", jv_type_name(obj), name);
+	return jv_undef(jv_str(&r->x, msg, strlen(msg)).u.s);
+}
+
 /* obj.name. */
 jv
 jinja_getattr(jrender *r, int line, jv obj, const char *name)
@@ -664,7 +677,7 @@ jinja_getattr(jrender *r, int line, jv obj, const char *name)
 	{
 		jv		   *v = jv_dict_gets(obj.u.d, name);
 
-		return v ? *v : jv_undef(name);
+		return v ? *v : Missing(r, obj, name, false);
 	}
 	if (obj.type == JV_DICT)
 	{
@@ -673,15 +686,15 @@ jinja_getattr(jrender *r, int line, jv obj, const char *name)
 		if (InList(DICT_METHODS, name))
 			return Method(r, obj, name);
 		if (InList(MUTATING, name))
-			return jv_undef(name);
+			return Missing(r, obj, name, true);
 		v = jv_dict_gets(obj.u.d, name);
-		return v ? *v : jv_undef(name);
+		return v ? *v : Missing(r, obj, name, false);
 	}
 	if (obj.type == JV_STR && InList(STR_METHODS, name))
 		return Method(r, obj, name);
 	if (obj.type == JV_LIST && InList(LIST_METHODS, name))
 		return Method(r, obj, name);
-	return jv_undef(name);
+	return Missing(r, obj, name, obj.type == JV_LIST && InList(MUTATING, name));
 }
 
 /* Call a bound method. */

@@ -201,7 +201,7 @@ static const error_case ERROR_CASES[] = {
 	{"append_is_refused",
 	 "{% set l = [] %}\n{{ l.append(1) }}",
 	 "{}",
-	 "chat template line 2:"},
+	 "chat template line 2: access to attribute 'append' of 'list' object is unsafe"},
 	{"unsupported_tag",
 	 "{% include 'x' %}",
 	 "{}",
