@@ -270,7 +270,8 @@ FUZZ_CC      ?= clang
 FUZZ_SAN      = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 $(FUZZ_SAN) -Wall -Wextra -Werror \
                 -Wno-unused-parameter -Isrc -Itest/fuzz
-FUZZ_TARGETS  = config safetensors safetensors_index tokenizer tokenizer_config ipc request_check
+FUZZ_TARGETS  = config safetensors safetensors_index tokenizer tokenizer_config ipc request_check \
+                chat_template
 FUZZ_BINS     = $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 
 .PHONY: fuzz
@@ -288,6 +289,8 @@ build/fuzz/fuzz_tokenizer_config:  build/fuzz/obj/tokenizer_load.o build/fuzz/ob
                                    build/fuzz/obj/util.o
 build/fuzz/fuzz_ipc:                build/fuzz/obj/ipc.o build/fuzz/obj/request_params.o
 build/fuzz/fuzz_request_check:      build/fuzz/obj/request_params.o
+build/fuzz/fuzz_chat_template:      $(patsubst %,build/fuzz/obj/%.o,jinja_value jinja_lex jinja_parse jinja_eval \
+                                   jinja_builtins jinja_methods jinja chat_template util)
 
 build/fuzz/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/*.h | build/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(filter %.o,$^) -lcjson -lm -o $@

@@ -24,13 +24,21 @@ enum
 	EXEC_NEXT, EXEC_BREAK, EXEC_CONTINUE
 };
 
+/* Count n steps of work. */
+void
+jr_steps(jrender *r, int line, size_t n)
+{
+	r->steps += n > (size_t) JINJA_MAX_STEPS ? JINJA_MAX_STEPS : (long) n;
+	if (r->steps > JINJA_MAX_STEPS)
+		jx_fail(&r->x, line, CBLLM_ERR_TOO_LONG, "the render takes more than %ld steps",
+				JINJA_MAX_STEPS);
+}
+
 /* Count one step of work. */
 void
 jr_step(jrender *r, int line)
 {
-	if (++r->steps > JINJA_MAX_STEPS)
-		jx_fail(&r->x, line, CBLLM_ERR_TOO_LONG, "the render takes more than %ld steps",
-				JINJA_MAX_STEPS);
+	jr_steps(r, line, 1);
 }
 
 /* Fail on use of an undefined value; a hint with a space is a whole message, else a name. */
@@ -275,6 +283,7 @@ Slice(jrender *r, jframe *f, const jnode *n)
 bool
 jr_contains(jrender *r, int line, jv needle, jv hay)
 {
+	jr_steps(r, line, hay.type == JV_STR ? hay.n / 16 : hay.type == JV_LIST ? hay.u.l->n : 0);
 	if (hay.type == JV_STR)
 	{
 		if (needle.type != JV_STR)
@@ -446,6 +455,7 @@ Arith(jrender *r, int line, int op, jv a, jv b)
 	{
 		jbuf		o = {0};
 
+		jr_steps(r, line, (a.n + b.n) / 64);
 		jbuf_add(&r->x, line, &o, a.u.s, a.n);
 		jbuf_add(&r->x, line, &o, b.u.s, b.n);
 		return o.len ? (jv) {JV_STR, o.len, {.s = o.data}} : jv_cstr("");
@@ -664,6 +674,7 @@ Eval(jrender *r, jframe *f, const jnode *n)
 			{
 				jbuf		o = {0};
 
+				jr_steps(r, n->line, (a.type == JV_STR ? a.n : 0) / 64 + (b.type == JV_STR ? b.n : 0) / 64);
 				jv_to_str(&r->x, n->line, &o, a);
 				jv_to_str(&r->x, n->line, &o, b);
 				return o.len ? (jv) {JV_STR, o.len, {.s = o.data}} : jv_cstr("");

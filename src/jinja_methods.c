@@ -144,6 +144,7 @@ jr_case(jrender *r, int line, jv s, char mode)
 	bool		prev_cased = false,
 				word_start = true;
 
+	jr_steps(r, line, s.n / 16);
 	for (size_t i = 0; i < s.n;)
 	{
 		uint32_t	cp = ju_next(s.u.s, s.n, &i);
@@ -386,6 +387,7 @@ jr_replace(jrender *r, int line, jv s, jv old, jv rep, int64_t count)
 	size_t		i = 0;
 	int64_t		done = 0;
 
+	jr_steps(r, line, s.n / 16);
 	if (old.n == 0)
 	{
 		/* an empty pattern inserts rep before every code point and at the end */
@@ -520,6 +522,7 @@ StrMethod(jrender *r, const char *m, jv s, const jargs *a)
 {
 	int			line = a->line;
 
+	jr_steps(r, line, s.n / 16);
 	if (!strcmp(m, "strip") || !strcmp(m, "lstrip") || !strcmp(m, "rstrip"))
 	{
 		jv			c = jr_arg(r, a, 0, NULL, jv_none());
