@@ -517,6 +517,8 @@ static jv F_round(jrender *r, jv in, const jargs *a)
 		return jv_float(floor(v * p) / p);
 	if (!jv_equal(method, jv_cstr("common")))
 		jx_fail(&r->x, a->line, CBLLM_ERR_INVALID, "method must be common, ceil or floor");
+	if (in.type != JV_FLOAT)
+		return in.type == JV_BOOL ? jv_int(in.u.b) : in;	/* Python's round(int, n) is the int */
 	if (!isfinite(v))
 		return jv_float(v);
 	snprintf(t, sizeof(t), "%.*f", (int) prec, v);
@@ -797,6 +799,9 @@ static bool T_sameas(jrender *r, jv in, const jargs *a)
 		return in.u.l == o.u.l;
 	if (in.type == JV_DICT)
 		return in.u.d == o.u.d;
+	/* Python's identity of equal strings, floats and large ints depends on the interpreter */
+	if (in.type == JV_STR || in.type == JV_FLOAT || (in.type == JV_INT && (in.u.i < -5 || in.u.i > 256)))
+		jx_fail(&r->x, a->line, CBLLM_ERR_UNSUPPORTED, "'sameas' on a %s", jv_type_name(in));
 	return jv_equal(in, o);
 }
 

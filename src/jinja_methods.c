@@ -41,7 +41,9 @@ MapCase(uint32_t c, bool upper, bool *ok)
 	*ok = true;
 	if (c < 0x80)
 		return upper ? (c >= 'a' && c <= 'z' ? c - 32 : c) : (c >= 'A' && c <= 'Z' ? c + 32 : c);
-	if (c >= 0xc0 && c <= 0xfe && c != 0xd7 && c != 0xf7 && c != 0xdf)
+	if (c == 0xdf)
+		return c;				/* upper case is "SS", title case "Ss": PutCase */
+	if (c >= 0xc0 && c <= 0xfe && c != 0xd7 && c != 0xf7)
 		return upper ? (c >= 0xe0 ? c - 32 : c) : (c < 0xe0 ? c + 32 : c);
 	if (c == 0xb5)
 		return upper ? 0x39c : c;
@@ -105,7 +107,7 @@ IsCased(uint32_t c)
 	return c == 0xdf || MapCase(c, true, &ok) != c || MapCase(c, false, &ok) != c;
 }
 
-/* Append one code point in a case (mode 'u' upper, 'l' lower), failing when unknown. */
+/* Append one code point in a case (mode 'u' upper, 'l' lower, 'T' title), failing when unknown. */
 static void
 PutCase(jrender *r, int line, jbuf *b, uint32_t cp, char mode)
 {
@@ -113,11 +115,13 @@ PutCase(jrender *r, int line, jbuf *b, uint32_t cp, char mode)
 	bool		ok;
 	uint32_t	m;
 
-	if (cp == 0xdf && mode == 'u')
+	if (cp == 0xdf && (mode == 'u' || mode == 'T'))
 	{
-		jbuf_addc(&r->x, line, b, "SS");
+		jbuf_addc(&r->x, line, b, mode == 'u' ? "SS" : "Ss");
 		return;
 	}
+	if (mode == 'T')
+		mode = 'u';
 	if (cp == 0x130 && mode == 'l')
 	{
 		jbuf_addc(&r->x, line, b, "i\xcc\x87");
@@ -151,9 +155,9 @@ jr_case(jrender *r, int line, jv s, char mode)
 		char		m = mode;
 
 		if (mode == 't')
-			m = prev_cased ? 'l' : 'u';
+			m = prev_cased ? 'l' : 'T';
 		else if (mode == 'c')
-			m = word_start ? 'u' : 'l';
+			m = word_start ? 'T' : 'l';
 		else if (mode == 'w')
 		{
 			bool		sep = ju_isspace(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';

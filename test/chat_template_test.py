@@ -14,8 +14,10 @@ without a system message, multi-turn, tool calls and tool results, a tools list,
 content, Unicode, text that looks like template syntax or special tokens, Qwen3 reasoning in
 assistant turns and enable_thinking true and false, roles that do not alternate, content given
 as a list of parts, a long conversation, and seeded random conversations; each with
-add_generation_prompt true and false.  Where Jinja2 raises, cbllm must fail too.  One TAP line
-per template.
+add_generation_prompt true and false.  Then about 150 small templates, a construct or a few
+each (whitespace control, literals, operators, filters, tests, methods, loops, macros, repr
+and json of values).  Where Jinja2 raises, cbllm must fail too.  One TAP line per template,
+one for the snippets.
 """
 
 import argparse
@@ -91,6 +93,158 @@ call {{ f.name }}({% if f.arguments is mapping %}{% for k, v in f.arguments|dict
 <ASSISTANT>{% if enable_thinking is defined and enable_thinking is false %}<think></think>{% endif %}
 {%- endif %}
 """
+
+
+# small templates, one construct or a few each, rendered with SNIPPET_REQUEST
+SNIPPETS = [
+    "{{ 'a b c'.split(' ', 1) }}",
+    "{{ ' a  b '.split(None, 1) }}",
+    "{{ ' a  b '.rsplit(None, 1) }}",
+    "{{ 'abc'.rsplit('b') }}",
+    "{{ 'a\\tb'.expandtabs() if false }}ok",
+    "{{ 10|string + 'x' }}",
+    "{{ 3.0|int }} {{ '4.7'|int }} {{ 'x'|int(7) }} {{ '0x1A'|int }}",
+    '{{ 1/3 }} {{ 2/3*3 }} {{ 1e300*1e10 }}',
+    '{{ -0.0 }} {{ 5 % -3 }} {{ -5 // 3 }} {{ 2**-1 }} {{ 2**0.5 }}',
+    "{{ 'abc'[5:] }}|{{ 'abc'[-5:2] }}|{{ [1,2,3][1:-1] }}|{{ [1,2,3,4,5][::2] }}|{{ [1,2,3,4,5][4:0:-2] }}",
+    "{{ {'a':1}.items()|list }} {{ {'b':2, 'a':1}|dictsort(reverse=true) }}",
+    "{{ [{'a':2},{'a':1}]|sort(attribute='a') }}",
+    "{{ ['B','a','C']|sort }} {{ ['B','a','C']|sort(case_sensitive=true) }}",
+    "{{ 'Hello'|reverse }} {{ [1,[2,3]]|first|string }}",
+    '{% for a, b in [[1,2],[3,4]] %}{{ a }}{{ b }}{% endfor %}',
+    "{% for x in {'k':1,'j':2} %}{{ x }}{% endfor %}",
+    '{% set a, b = 1, 2 %}{{ a }}{{ b }}',
+    "{% set t = (1, 'x') %}{{ t[1] }}{{ t|length }}{{ t }}",
+    "{{ 'x' * 3 }}{{ [0] * 3 }}",
+    '{{ none ~ true ~ 1.5 }}',
+    "{{ 1 < 2 and 2 > 3 or 'z' }}",
+    '{% if not none is none %}a{% else %}b{% endif %}',
+    "{{ 'a' in ['a'] and 'b' not in {'a':1} }}",
+    "{{ x|default }}|{{ false|default('d') }}|{{ false|default('d', true) }}",
+    "{{ [1,2] is sequence }}{{ 'a' is iterable }}{{ 5 is iterable }}{{ {} is sequence }}",
+    '{{ 1 is eq(1.0) }}{{ 2 is gt 1 }}{{ 2 is ge(3) }}',
+    "{% macro m(x) %}[{{ x }}]{% endmacro %}{{ m('a') ~ m('b') }}{{ m() }}",
+    '{% macro m(x) %}{{ y }}{% endmacro %}{% set y = 5 %}{{ m(1) }}',
+    "{{ 'a,b'.split(',')|join('|') }}",
+    "{{ [1, 'a', none]|join }}",
+    "{{ {'a': {'b': [1, {'c': 'é'}]}}|tojson(indent=4) }}",
+    '{{ [1,2]|tojson(indent=0) }}',
+    "{{ 'x'|tojson }}{{ none|tojson }}{{ true|tojson }}",
+    "{{ [1,2,2,'a','A']|unique|list }}",
+    "{{ [3,1,2]|max }}{{ ['b','A']|min }}",
+    "{{ 'hello world'.title() }} {{ 'HELLO'.capitalize() }} {{ 'aBc'.swapcase() if false }}",
+    "{{ '  x  '|trim('x ') }}{{ 'xxyxx'.rstrip('x') }}",
+    "{{ 'a\\n b\\n\\nc'|indent(3, true) }}",
+    "{{ 'a\\n\\nb'|indent(2, blank=true) }}",
+    '{{ \'one two\'|title }} {{ "o\'neil mc-d"|title }}',
+    "{{ 'abc'.find('z') }}{{ 'abcb'.rfind('b') }}{{ 'aXbX'.count('X') }}",
+    '{{ range(3)|list }}{{ range(1, 10, 3)|list }}{{ range(5, 0, -2)|list }}',
+    '{{ namespace(a=1).a }}',
+    '{% set ns = namespace() %}{% set ns.x = [1] %}{{ ns.x }}',
+    '{{ loop is defined }}',
+    '{% for i in range(3) %}{% for j in range(2) %}{{ loop.index }}{% endfor %}{{ loop.index }}|{% endfor %}',
+    '{% for i in [] %}{% else %}E{{ i is defined }}{% endfor %}',
+    "{{ [1,2,3]|select('odd')|list }}{{ [1,2,3]|reject('odd')|list }}{{ [1,2,3]|select('gt', 1)|list }}",
+    "{{ [{'a':1},{'b':2}]|selectattr('a', 'defined')|list }}",
+    "{{ [{'a':1},{'a':none}]|rejectattr('a', 'none')|list }}",
+    "{{ ['1','2']|map('int')|sum }}",
+    '{{ [1.5, 2]|sum }}',
+    "{{ 0.5|round }} {{ 1.5|round }} {{ 2.675|round(2) }} {{ 3.14159|round(2, 'floor') }} {{ 7|round }}",
+    "{{ 'ab' < 'b' }}{{ [1,2] < [1,3] }}{{ (1,2) == (1,2) }}",
+    "{{ {'a':1} == {'a':1} }}{{ [1] == (1,) }}",
+    "{{- '  x  ' -}}",
+    'a {#- c -#} b',
+    '{% raw -%}  x  {%- endraw %}',
+    '  {%- if true %}x{% endif %}',
+    'a\n  {%- if true -%}  \n  b\n  {%- endif %}\n',
+    '{% if true %}\n  x\n{% endif %}\n',
+    '{%- for m in [1,2] %}\n  {{ m }}\n{%- endfor %}',
+    "{% set x = 'q' %}{% filter upper|trim %}  {{ x }} {% endfilter %}",
+    '{% set s | upper %}ab{% endset %}{{ s }}',
+    "{{ 'abc'.startswith('') }}{{ ''.split(',') }}{{ ''.split() }}",
+    "{{ 'a'.join(['x']) }}{{ 'é'|length }}{{ 'é'|upper }}",
+    "{{ '\\u00e9\\x41\\101\\N' }}",
+    '{{ "a\\\\b" }}{{ \'it\'\'s\' if false }}x',
+    '{{ 1_000 + 0.5e1 }}',
+    "{{ [1,2,][1] }}{{ {'a':1,}['a'] }}",
+    "{{ x.y if x is defined else 'u' }}",
+    "{{ messages|length }}{{ messages[0].role }}{{ messages[-1]['content'] }}",
+    "{% for m in messages %}{{ m.role }}:{{ m.content|default('-', true) }};{% endfor %}",
+    "{{ messages|map(attribute='role')|join(',') }}",
+    "{{ (messages|selectattr('role', 'equalto', 'user')|list)[0].content }}",
+    '{{ messages[1:]|length }}{{ messages[::-1][0].role }}',
+    '{{ add_generation_prompt }}{{ tools }}{{ documents }}{{ bos_token }}',
+    '{{ 5|abs }}{{ -2.5|abs }}',
+    '{{ -3 ** 2 }}{{ (-3) ** 2 }}',
+    "{{ 2 * 3 + 4 // 3 - 1 }}{{ 'a' ~ 2 * 3 }}",
+    '{{ not true == false }}',
+    '{{ 1 if true else 2 if false else 3 }}',
+    "{{ {'b':1,'a':2}|items|list }}",
+    "{{ {'a':1}.get('b', 9) }}{{ {'a':1}.get('a') }}",
+    "{{ 'a-b_c d'.title() }}",
+    '{{ [3,2,1]|sort(reverse=true)|first }}',
+    "{{ ['a', 'b']|reverse|join }}",
+    "{{ 'Ab'.lower() == 'ab' }}",
+    "{{ 'A'.isupper() }}{{ '12'.isdigit() }}{{ 'a1'.isalnum() }}{{ ' '.isspace() }}",
+    "{{ '\\n'.join(['a','b']) }}",
+    "{{ 'x'.ljust(3) if false }}k",
+    "{{ strftime_now('%Y')|length }}",
+    "{{ 'a\\r\\nb'.splitlines() }}",
+    '{{ [1e-7, 123456.789, 1e15, 1e16, 0.1, 1/7, 100.0, 2.5e-5, 12345678901234567890.0, 5e-324] }}',
+    '{{ ["it\'s", \'say "hi"\', \'both \\\' "\', \'tab\\t\', \'nl\\n\', \'é\', \'\\x7f\', \'\\u2028\'] }}',
+    "{{ {1: 'a', none: true, 2.5: [], 'k': {'n': none}} }}",
+    "{{ {'a': 1}|tojson(ensure_ascii=true) }}{{ 'é😀'|tojson(ensure_ascii=true) }}",
+    '{{ {1: 2, true: 3}|tojson if false }}x',
+    '{{ 3 * 1.5 }} {{ 10 / 4 }} {{ 10 // 4.0 }} {{ 2 ** 62 }}',
+    'x\n\t {% if true %}\ty{% endif %}',
+    'x {% if true %}y{% endif %}',
+    '{% if true %}a{% endif %}  \n  {% if true %}b{% endif %}',
+    '{# c #}  {% if true %}a{% endif %}',
+    "{{ 'a' }}   {% if true %}b{% endif %}",
+    'a\n{%- raw %} r {% endraw -%}\n b',
+    'line\n    {#- comment #}\nnext',
+    '{%- set x = 1 -%}\n\n  {{ x }}  \n\n{%- set y = 2 %}\n  {{ y }}',
+    '{% for i in range(2) -%}\n  {{ i }}\n{% endfor %}',
+    '{% for i in range(2) %}\n  {{ i }}\n{%- endfor %}',
+    '{% macro r(n) %}{% if n > 0 %}{{ n }}{{ r(n - 1) }}{% endif %}{% endmacro %}{{ r(3) }}',
+    '{% macro m(a, b) %}{{ a }}{{ b }}{% endmacro %}{{ m(b=1, a=2) }}',
+    '{% set l = [1, 2] %}{% set m = l + [3] %}{{ l }}{{ m }}',
+    "{% for m in messages if m.role != 'system' %}{{ loop.index }}{{ m.role }}{% endfor %}",
+    '{% for m in messages %}{% if loop.first %}F{% elif loop.last %}L{% else %}M{% endif %}{% endfor %}',
+    '{{ messages[0] }}',
+    '{{ messages|tojson }}',
+    '{{ messages[2].content is none }}{{ messages[2].content|string }}',
+    '{% set content = messages[1].content %}{% if content is string and content|length < 5 %}short{% endif %}',
+    "{{ 'abc'|list|reverse|join('-') }}",
+    "{{ 'A,B'.lower().split(',') }}",
+    "{{ ('a' ~ 'b')|upper }}",
+    '{{ -1|string }}',
+    "{{ [1,2,3][10] }}|{{ {'a':1}['b'] }}|",
+    '{{ messages[5] is defined }}',
+    "{{ 'abcdef'[1:5:2] }}{{ 'héllo'[::-1] }}{{ 'héllo'[1:3] }}",
+    '{{ [1,2,3][-1:] }}{{ [1,2,3][:-5] }}',
+    "{{ 'a b'.split(' ') }}{{ 'a  b'.split(' ') }}{{ ',a,'.split(',') }}",
+    "{{ 'aXbXc'.split('X', 0) }}{{ 'aXbXc'.rsplit('X', 0) }}",
+    "{{ '  a b  '.rsplit(None, 1) }}",
+    "{{ 'abc'.replace('', '-') }}{{ 'abc'.replace('', '-', 2) }}",
+    "{{ 'aaa'.replace('a', 'b', 0) }}",
+    "{{ 'Straße'.lower() }}{{ 'ǅ'.lower() if false }}ok",
+    "{{ 'ÀÉÎ õü'.lower() }}{{ 'àéî'.upper() }}{{ 'привет мир'.title() }}{{ 'αβγ'.upper() }}",
+    "{{ 'ŁÓDŹ'.lower() }}{{ 'Việt Nam'.upper() }}",
+    "{{ 'x'|indent }}{{ 'a\\nb'|indent('> ') }}{{ 'a\\nb\\n'|indent(1, first=true) }}",
+    "{{ [1,2,3]|length }}{{ {'a':1}|length }}{{ (1,2)|count }}",
+    '{{ []|first }}|{{ []|last }}|{{ []|max }}|',
+    "{{ 'abc' ~ [1] }}",
+    "{{ [1] ~ {'a': 'b'} }}",
+    "{% if [] %}t{% else %}f{% endif %}{% if {} %}t{% else %}f{% endif %}{% if '0' %}t{% endif %}{% if 0.0 %}t{% else %}f{% endif %}",
+    '{% set x = none %}{{ x.y }}',
+    '{% set ns = namespace(a=1) %}{{ ns.b }}|{{ ns }}',
+    '{{ true and 5 }} {{ false or none }} {{ none or 0 }}',
+    "{{ 'b' > 'a' > 'A' }}{{ 1 != 1.0 }}{{ none == none }}{{ none != false }}",
+    "{{ 3 in [1,2,3] }}{{ '1' in [1] }}{{ 1.0 in [1] }}",
+]
+SNIPPET_REQUEST = {"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "hi"},
+                                {"role": "assistant", "content": None}], "add_generation_prompt": True}
 
 
 def make_model_dirs(workdir, tokenizers):
@@ -249,6 +403,30 @@ def main():
         for label, want, got, err in bad[:4]:
             print("#   %s: jinja2 %r" % (label, want if want is None else want[:160]))
             print("#   %s: cbllm  %r %s" % (label, got if got is None else got[:160], err))
+    # the snippets: each in its own directory, one request
+    same = refused = 0
+    bad = []
+    for i, text in enumerate(SNIPPETS):
+        d = os.path.join(args.workdir, "snippets", str(i))
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+            json.dump({"bos_token": "<s>", "chat_template": text}, f, ensure_ascii=False)
+        want = reference(d, SNIPPET_REQUEST, cache)
+        p = subprocess.run([args.cli, "chat", "-m", d, "--render"], input=json.dumps(SNIPPET_REQUEST).encode(),
+                           capture_output=True)
+        got = p.stdout.decode("utf-8", "replace") if p.returncode == 0 else None
+        if want is None and got is None:
+            refused += 1
+        elif got == want:
+            same += 1
+        else:
+            bad.append((text, want, got, p.stderr.decode("utf-8", "replace").strip()))
+    n += 1
+    failed += bool(bad)
+    print("%s %d - snippets: %d/%d small templates identical to Jinja2 (%d refused by both)"
+          % ("not ok" if bad else "ok", n, same + refused, len(SNIPPETS), refused))
+    for text, want, got, err in bad[:6]:
+        print("#   %r: jinja2 %r, cbllm %r %s" % (text, want, got, err))
     print("1..%d" % n)
     return 1 if failed else 0
 
