@@ -6,8 +6,8 @@ transformers sets it up (test/tools/render_chat.py), and require the same bytes.
                                [--workdir DIR]
 
 Templates: the three real ones of test/data/tokenizers (llama3_1, qwen3, gemma3), the
-Llama-2-chat and Mistral-7B-Instruct-v0.2 templates (as their model cards' tokenizer_config
-files publish them), and a template of this test that uses every construct the interpreter
+Llama-2-chat, Mistral-7B-Instruct-v0.2 and Llama-3.1-Instruct (tools, date header) templates
+(as their model cards' tokenizer_config files publish them), and a template of this test that uses every construct the interpreter
 supports (macros, namespaces, filters, tests, slices, string methods, whitespace control), given
 as chat_template.jinja beside a config whose own template must lose.  Message lists: with and
 without a system message, multi-turn, tool calls and tool results, a tools list, empty and null
@@ -52,6 +52,118 @@ MISTRAL_TEMPLATE = (
     "{% endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
     "{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}"
     "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}")
+
+# Llama-3.1-Instruct's template with tools and the date header (as its model card publishes it)
+LLAMA31_TOOLS_TEMPLATE = """{{- bos_token }}
+{%- if custom_tools is defined %}
+    {%- set tools = custom_tools %}
+{%- endif %}
+{%- if not tools_in_user_message is defined %}
+    {%- set tools_in_user_message = true %}
+{%- endif %}
+{%- if not date_string is defined %}
+    {%- set date_string = "26 Jul 2024" %}
+{%- endif %}
+{%- if not tools is defined %}
+    {%- set tools = none %}
+{%- endif %}
+
+{#- This block extracts the system message, so we can slot it into the right place. #}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+
+{#- System message + builtin tools #}
+{{- "<|start_header_id|>system<|end_header_id|>\\n\\n" }}
+{%- if builtin_tools is defined or tools is not none %}
+    {{- "Environment: ipython\\n" }}
+{%- endif %}
+{%- if builtin_tools is defined %}
+    {{- "Tools: " + builtin_tools | reject('equalto', 'code_interpreter') | join(", ") + "\\n\\n"}}
+{%- endif %}
+{{- "Cutting Knowledge Date: December 2023\\n" }}
+{{- "Today Date: " + date_string + "\\n\\n" }}
+{%- if tools is not none and not tools_in_user_message %}
+    {{- "You have access to the following functions. To call a function, please respond with JSON for a function call." }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+    {{- "Do not use variables.\\n\\n" }}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\\n\\n" }}
+    {%- endfor %}
+{%- endif %}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+
+{#- Custom tools are passed in a user message with some extra guidance #}
+{%- if tools_in_user_message and not tools is none %}
+    {#- Extract the first user message so we can plug it in here #}
+    {%- if messages | length != 0 %}
+        {%- set first_user_message = messages[0]['content']|trim %}
+        {%- set messages = messages[1:] %}
+    {%- else %}
+        {{- raise_exception("Cannot put tools in the first user message when there's no first user message!") }}
+{%- endif %}
+    {{- '<|start_header_id|>user<|end_header_id|>\\n\\n' -}}
+    {{- "Given the following functions, please respond with a JSON for a function call " }}
+    {{- "with its proper arguments that best answers the given prompt.\\n\\n" }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+    {{- "Do not use variables.\\n\\n" }}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\\n\\n" }}
+    {%- endfor %}
+    {{- first_user_message + "<|eot_id|>"}}
+{%- endif %}
+
+{%- for message in messages %}
+    {%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in message) %}
+        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' }}
+    {%- elif 'tool_calls' in message %}
+        {%- if not message.tool_calls|length == 1 %}
+            {{- raise_exception("This model only supports single tool-calls at once!") }}
+        {%- endif %}
+        {%- set tool_call = message.tool_calls[0].function %}
+        {%- if builtin_tools is defined and tool_call.name in builtin_tools %}
+            {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}
+            {{- "<|python_tag|>" + tool_call.name + ".call(" }}
+            {%- for arg_name, arg_val in tool_call.arguments | items %}
+                {{- arg_name + '="' + arg_val + '"' }}
+                {%- if not loop.last %}
+                    {{- ", " }}
+                {%- endif %}
+                {%- endfor %}
+            {{- ")" }}
+        {%- else  %}
+            {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}
+            {{- '{"name": "' + tool_call.name + '", ' }}
+            {{- '"parameters": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- "}" }}
+        {%- endif %}
+        {%- if builtin_tools is defined %}
+            {#- This means we're in ipython mode #}
+            {{- "<|eom_id|>" }}
+        {%- else %}
+            {{- "<|eot_id|>" }}
+        {%- endif %}
+    {%- elif message.role == "tool" or message.role == "ipython" %}
+        {{- "<|start_header_id|>ipython<|end_header_id|>\\n\\n" }}
+        {%- if message.content is mapping or message.content is iterable %}
+            {{- message.content | tojson }}
+        {%- else %}
+            {{- message.content }}
+        {%- endif %}
+        {{- "<|eot_id|>" }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}
+{%- endif %}
+"""
 
 # every construct the interpreter supports, in one template
 FEATURES_TEMPLATE = r"""{#- a template of this test: each line uses other constructs -#}
@@ -255,6 +367,8 @@ def make_model_dirs(workdir, tokenizers):
                     "chat_template": LLAMA2_TEMPLATE}, None),
         "mistral": ({"bos_token": {"content": "<s>", "special": True}, "eos_token": "</s>",
                      "chat_template": MISTRAL_TEMPLATE}, None),
+        "llama3_1_tools": ({"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>",
+                           "chat_template": LLAMA31_TOOLS_TEMPLATE}, None),
         "features": ({"bos_token": "<s>", "eos_token": "</s>",
                       "chat_template": "the config's template must lose"}, FEATURES_TEMPLATE),
     }
@@ -347,6 +461,8 @@ def cases():
         ("enable_thinking false", {"enable_thinking": False}),
         ("enable_thinking true", {"enable_thinking": True}),
         ("tools and thinking off", {"tools": TOOLS, "enable_thinking": False}),
+        ("tools in the system message", {"tools": TOOLS, "tools_in_user_message": False, "date_string": "2 Dec 2025"}),
+        ("builtin tools", {"builtin_tools": ["brave_search", "code_interpreter", "wolfram_alpha"]}),
     ]
     for label, kw in extra:
         for base in ("one user turn", "tool calls", "reasoning after last user", "system multi-turn"):
@@ -403,6 +519,32 @@ def main():
         for label, want, got, err in bad[:4]:
             print("#   %s: jinja2 %r" % (label, want if want is None else want[:160]))
             print("#   %s: cbllm  %r %s" % (label, got if got is None else got[:160], err))
+    # the command's own refusals: one line "cbllm-cli: error: ..." naming the problem, exit status 1
+    empty = os.path.join(args.workdir, "no-template")
+    os.makedirs(empty, exist_ok=True)
+    with open(os.path.join(empty, "tokenizer_config.json"), "w") as f:
+        f.write('{"eos_token": "</s>"}')
+    refusals = [
+        (dirs["qwen3"], b"not json", "standard input must be one JSON object"),
+        (dirs["qwen3"], b'{"messages": [1]}', "messages[0] is not an object"),
+        (dirs["qwen3"], b'{"messages": [], "add_generation_prompt": 1}', "add_generation_prompt must be true or false"),
+        (empty, b'{"messages": []}', "the model has no chat template"),
+        (dirs["gemma3"], json.dumps({"messages": [{"role": "assistant", "content": "a"}]}).encode(),
+         "chat template line 19: Conversation roles must alternate"),
+    ]
+    wrong = []
+    for d, stdin, needle in refusals:
+        p = subprocess.run([args.cli, "chat", "-m", d, "--render"], input=stdin, capture_output=True)
+        err = p.stderr.decode("utf-8", "replace")
+        if p.returncode != 1 or p.stdout or not err.startswith("cbllm-cli: error: ") or needle not in err:
+            wrong.append((stdin, needle, p.returncode, err.strip()))
+    n += 1
+    failed += bool(wrong)
+    print("%s %d - cbllm-cli chat refuses %d bad requests with one error line naming the problem"
+          % ("not ok" if wrong else "ok", n, len(refusals)))
+    for w in wrong:
+        print("#   %r: wanted %r, exit %d, %r" % w)
+
     # the snippets: each in its own directory, one request
     same = refused = 0
     bad = []
