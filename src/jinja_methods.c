@@ -679,7 +679,7 @@ jv
 jinja_getattr(jrender *r, int line, jv obj, const char *name)
 {
 	if (obj.type == JV_LOOP)
-		return LoopAttr(obj, name);
+		return !strcmp(name, "cycle") ? Method(r, obj, "cycle") : LoopAttr(obj, name);
 	if (obj.type == JV_DICT && obj.u.d->ns)
 	{
 		jv		   *v = jv_dict_gets(obj.u.d, name);
@@ -713,6 +713,12 @@ jinja_call_method(jrender *r, const jmethod *m, const jargs *a)
 	jr_step(r, a->line);
 	if (self.type == JV_STR)
 		return StrMethod(r, m->name, self, a);
+	if (self.type == JV_LOOP)
+	{
+		if (a->n == 0)
+			jx_fail(&r->x, a->line, CBLLM_ERR_INVALID, "no items for cycling given");
+		return a->pos[self.n % (size_t) a->n];
+	}
 	if (self.type == JV_DICT)
 	{
 		jdict	   *d = self.u.d;

@@ -209,6 +209,8 @@ call {{ f.name }}({% if f.arguments is mapping %}{% for k, v in f.arguments|dict
 
 # small templates, one construct or a few each, rendered with SNIPPET_REQUEST
 SNIPPETS = [
+    "{% for i in range(5) %}{{ loop.cycle('a', 'b', 3) }}{% endfor %}",
+    "{% for i in range(3) %}{% set outer = loop %}{% for j in 'xy' %}{{ outer.index }}{{ loop.index }}{% endfor %}{% endfor %}",
     "{{ 'a b c'.split(' ', 1) }}",
     "{{ ' a  b '.split(None, 1) }}",
     "{{ ' a  b '.rsplit(None, 1) }}",
