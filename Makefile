@@ -284,7 +284,8 @@ FUZZ_CC      ?= clang
 FUZZ_SAN      = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 $(FUZZ_SAN) -Wall -Wextra -Werror \
                 -Wno-unused-parameter -Isrc -Itest/fuzz
-FUZZ_TARGETS  = config safetensors safetensors_index tokenizer tokenizer_config ipc request_check
+FUZZ_TARGETS  = config safetensors safetensors_index tokenizer tokenizer_config ipc request_check \
+                chat_template
 FUZZ_BINS     = $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 
 .PHONY: fuzz
@@ -303,6 +304,8 @@ build/fuzz/fuzz_tokenizer:         $(FUZZ_TOK_OBJS)
 build/fuzz/fuzz_tokenizer_config:  $(FUZZ_TOK_OBJS)
 build/fuzz/fuzz_ipc:                build/fuzz/obj/ipc.o build/fuzz/obj/request_params.o
 build/fuzz/fuzz_request_check:      build/fuzz/obj/request_params.o
+build/fuzz/fuzz_chat_template:      $(patsubst %,build/fuzz/obj/%.o,jinja_value jinja_lex jinja_parse jinja_eval \
+                                   jinja_builtins jinja_methods jinja chat_template util)
 
 build/fuzz/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/*.h | build/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(filter %.o,$^) -lcjson $(TOK_LIBS) -lm -o $@

@@ -262,6 +262,8 @@ chat_render(const cbllm_chat *c, const char *messages_json, size_t messages_len,
 		kwargs = cJSON_ParseWithLength(kwargs_json, kwargs_len);
 		if (!cJSON_IsObject(kwargs))
 			rc = cbllm_fail(err, CBLLM_ERR_INVALID, "chat template kwargs must be a JSON object");
+		else if (cJSON_GetObjectItemCaseSensitive(kwargs, "messages") != NULL)
+			rc = CheckMessages(cJSON_GetObjectItemCaseSensitive(kwargs, "messages"), err);
 	}
 	if (rc == CBLLM_OK)
 	{

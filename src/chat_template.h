@@ -15,7 +15,10 @@
  * A message is an object with a string "role" and a "content" that is a
  * string, null, or a list of parts (objects such as {"type": "text", "text":
  * ...}), passed to the template as given; any other keys (tool_calls,
- * reasoning_content, name...) pass through too.
+ * reasoning_content, name...) pass through too.  A "messages" key of kwargs
+ * replaces the list like any other variable and is checked the same way
+ * (cbllm-cli passes its whole request as kwargs, so that numbers keep the
+ * form they were written in).
  */
 #ifndef CBLLM_CHAT_TEMPLATE_H
 #define CBLLM_CHAT_TEMPLATE_H

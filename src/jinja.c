@@ -136,6 +136,8 @@ ScanNumbers(jctx *x, const char *s, size_t len, numscan *ns)
 	}
 }
 
+static jv	ObjectFromJson(jctx *x, const cJSON *j, numscan *ns);
+
 /* Convert a cJSON tree into a value (numbers told apart by ns when given). */
 static jv
 FromJson(jctx *x, const cJSON *j, numscan *ns)
@@ -169,12 +171,47 @@ FromJson(jctx *x, const cJSON *j, numscan *ns)
 			jv_list_push(x, v.u.l, FromJson(x, c, ns));
 		return v;
 	}
-	v = jv_new_dict(x, false);
+	return ObjectFromJson(x, j, ns);
+}
+
+/* A JSON object as a dict: a later duplicate key replaces the value in the first one's place, as
+ * Python's json does; a hash of the keys keeps a large object linear. */
+static jv
+ObjectFromJson(jctx *x, const cJSON *j, numscan *ns)
+{
+	jv			v = jv_new_dict(x, false);
+	jdict	   *d = v.u.d;
+	size_t		n = 0,
+				cap = 16;
+	size_t	   *slot;
+
+	for (const cJSON *c = j->child; c != NULL; c = c->next)
+		n++;
+	while (cap < 2 * n)
+		cap *= 2;
+	slot = jx_alloc(x, cap * sizeof(size_t));	/* 0: empty, else index + 1 */
+	d->keys = jx_alloc(x, (n + 1) * sizeof(jv));
+	d->vals = jx_alloc(x, (n + 1) * sizeof(jv));
+	d->cap = n + 1;
 	for (const cJSON *c = j->child; c != NULL; c = c->next)
 	{
 		jv			val = FromJson(x, c, ns);
+		jv			key = jv_str(x, c->string, strlen(c->string));
+		uint64_t	h = 1469598103934665603ull;
 
-		jv_dict_set(x, v.u.d, jv_str(x, c->string, strlen(c->string)), val);
+		for (size_t i = 0; i < key.n; i++)
+			h = (h ^ (unsigned char) key.u.s[i]) * 1099511628211ull;
+		h &= cap - 1;
+		while (slot[h] != 0 && !jv_equal(d->keys[slot[h] - 1], key))
+			h = (h + 1) & (cap - 1);
+		if (slot[h] != 0)
+			d->vals[slot[h] - 1] = val;
+		else
+		{
+			d->keys[d->n] = key;
+			d->vals[d->n++] = val;
+			slot[h] = d->n;
+		}
 	}
 	return v;
 }

@@ -140,6 +140,7 @@ Sorted(jrender *r, int line, jv in, jv attr, bool cs, bool rev)
 	return out;
 }
 
+/* Filter abs: the absolute value of a number. */
 static jv F_abs(jrender *r, jv in, const jargs *a)
 {
 	if (in.type == JV_FLOAT)
@@ -155,6 +156,7 @@ static jv F_abs(jrender *r, jv in, const jargs *a)
 	jx_fail(&r->x, a->line, CBLLM_ERR_INVALID, "bad operand type for abs(): '%s'", jv_type_name(in));
 }
 
+/* Filter attr: an attribute by name. */
 static jv F_attr(jrender *r, jv in, const jargs *a)
 {
 	jv			name = jr_arg(r, a, 0, NULL, jv_none());
@@ -164,11 +166,13 @@ static jv F_attr(jrender *r, jv in, const jargs *a)
 	return jinja_getattr(r, a->line, in, jv_str(&r->x, name.u.s, name.n).u.s);
 }
 
+/* Filter capitalize: str() with its first letter upper case, the rest lower. */
 static jv F_capitalize(jrender *r, jv in, const jargs *a)
 {
 	return jr_case(r, a->line, Str(r, a, in), 'c');
 }
 
+/* Filter default: the default when the value is undefined (or false, with boolean=true). */
 static jv F_default(jrender *r, jv in, const jargs *a)
 {
 	if (in.type == JV_UNDEF || (BoolArg(r, a, 1, "boolean", false) && !jv_truthy(in)))
@@ -176,6 +180,7 @@ static jv F_default(jrender *r, jv in, const jargs *a)
 	return in;
 }
 
+/* Filter dictsort: a dict's (key, value) pairs sorted by key or value. */
 static jv F_dictsort(jrender *r, jv in, const jargs *a)
 {
 	jv			by = jr_arg(r, a, 1, "by", jv_cstr("key"));
@@ -199,6 +204,7 @@ static jv F_dictsort(jrender *r, jv in, const jargs *a)
 				  BoolArg(r, a, 2, "reverse", false));
 }
 
+/* Filter escape: HTML-escaped str() (a plain string: nothing is autoescaped). */
 static jv F_escape(jrender *r, jv in, const jargs *a)
 {
 	jv			s = Str(r, a, in);
@@ -224,6 +230,7 @@ static jv F_escape(jrender *r, jv in, const jargs *a)
 	return b.len ? jv_str(&r->x, b.data, b.len) : jv_cstr("");
 }
 
+/* Filter first: the first item. */
 static jv F_first(jrender *r, jv in, const jargs *a)
 {
 	jlist	   *l = jr_iter(r, a->line, in);
@@ -231,6 +238,7 @@ static jv F_first(jrender *r, jv in, const jargs *a)
 	return l->n ? l->items[0] : jv_undef(NULL);
 }
 
+/* Filter last: the last item. */
 static jv F_last(jrender *r, jv in, const jargs *a)
 {
 	jlist	   *l = jr_iter(r, a->line, in);
@@ -265,6 +273,7 @@ ParseNumber(jv s, bool want_float, int64_t *iv, double *fv)
 	return *end == '\0' && errno == 0 && !(want_float && (t[0] == '0' && (t[1] == 'x' || t[1] == 'X')));
 }
 
+/* Filter float: a number or numeric string as a float, else the default. */
 static jv F_float(jrender *r, jv in, const jargs *a)
 {
 	double		f;
@@ -279,6 +288,7 @@ static jv F_float(jrender *r, jv in, const jargs *a)
 	return jr_arg(r, a, 0, "default", jv_float(0.0));
 }
 
+/* Filter int: a number or numeric string as an int, else the default. */
 static jv F_int(jrender *r, jv in, const jargs *a)
 {
 	double		f;
@@ -299,6 +309,7 @@ static jv F_int(jrender *r, jv in, const jargs *a)
 	return jr_arg(r, a, 0, "default", jv_int(0));
 }
 
+/* Filter indent: every line but the first (or also the first, or blank ones) indented. */
 static jv F_indent(jrender *r, jv in, const jargs *a)
 {
 	jv			w = jr_arg(r, a, 0, "width", jv_int(4)),
@@ -336,6 +347,7 @@ static jv F_indent(jrender *r, jv in, const jargs *a)
 	return b.len ? jv_str(&r->x, b.data, b.len) : jv_cstr("");
 }
 
+/* Filter items: a dict's (key, value) pairs. */
 static jv F_items(jrender *r, jv in, const jargs *a)
 {
 	jmethod		m = {in, "items"};
@@ -347,6 +359,7 @@ static jv F_items(jrender *r, jv in, const jargs *a)
 	return jinja_call_method(r, &m, a);
 }
 
+/* Filter join: str() of the items joined by a separator. */
 static jv F_join(jrender *r, jv in, const jargs *a)
 {
 	jv			sep = Str(r, a, jr_arg(r, a, 0, "d", jv_cstr(""))),
@@ -365,6 +378,7 @@ static jv F_join(jrender *r, jv in, const jargs *a)
 	return b.len ? jv_str(&r->x, b.data, b.len) : jv_cstr("");
 }
 
+/* Filter length: the number of items (code points of a string). */
 static jv F_length(jrender *r, jv in, const jargs *a)
 {
 	switch (in.type)
@@ -381,11 +395,13 @@ static jv F_length(jrender *r, jv in, const jargs *a)
 	jx_fail(&r->x, a->line, CBLLM_ERR_INVALID, "object of type '%s' has no len()", jv_type_name(in));
 }
 
+/* Filter list: the items as a list. */
 static jv F_list(jrender *r, jv in, const jargs *a)
 {
 	return ListOf(r, a->line, in);
 }
 
+/* Filter lower: str() in lower case. */
 static jv F_lower(jrender *r, jv in, const jargs *a)
 {
 	return jr_case(r, a->line, Str(r, a, in), 'l');
@@ -402,6 +418,7 @@ Rest(const jargs *a)
 	return b;
 }
 
+/* Filter map: an attribute of each item, or a filter applied to each. */
 static jv F_map(jrender *r, jv in, const jargs *a)
 {
 	jlist	   *l = jr_iter(r, a->line, in);
@@ -446,16 +463,19 @@ Extreme(jrender *r, jv in, const jargs *a, int sign)
 	return sorted.u.l->n ? sorted.u.l->items[0] : jv_undef(NULL);
 }
 
+/* Filter max: the largest item. */
 static jv F_max(jrender *r, jv in, const jargs *a)
 {
 	return Extreme(r, in, a, 1);
 }
 
+/* Filter min: the smallest item. */
 static jv F_min(jrender *r, jv in, const jargs *a)
 {
 	return Extreme(r, in, a, -1);
 }
 
+/* Filter replace: str() with occurrences of a substring replaced. */
 static jv F_replace(jrender *r, jv in, const jargs *a)
 {
 	jv			cnt = jr_arg(r, a, 2, "count", jv_none());
@@ -466,6 +486,7 @@ static jv F_replace(jrender *r, jv in, const jargs *a)
 					  Str(r, a, jr_arg(r, a, 1, "new", jv_cstr(""))), cnt.type == JV_INT ? cnt.u.i : -1);
 }
 
+/* Filter reverse: the items (or code points) in reverse order. */
 static jv F_reverse(jrender *r, jv in, const jargs *a)
 {
 	jv			out;
@@ -497,6 +518,7 @@ static jv F_reverse(jrender *r, jv in, const jargs *a)
 	return out;
 }
 
+/* Filter round: a number rounded (common, ceil or floor) to a precision. */
 static jv F_round(jrender *r, jv in, const jargs *a)
 {
 	int64_t		prec = jr_arg(r, a, 0, "precision", jv_int(0)).u.i;
@@ -517,6 +539,8 @@ static jv F_round(jrender *r, jv in, const jargs *a)
 		return jv_float(floor(v * p) / p);
 	if (!jv_equal(method, jv_cstr("common")))
 		jx_fail(&r->x, a->line, CBLLM_ERR_INVALID, "method must be common, ceil or floor");
+	if (in.type != JV_FLOAT)
+		return in.type == JV_BOOL ? jv_int(in.u.b) : in;	/* Python's round(int, n) is the int */
 	if (!isfinite(v))
 		return jv_float(v);
 	snprintf(t, sizeof(t), "%.*f", (int) prec, v);
@@ -550,42 +574,50 @@ Select(jrender *r, jv in, const jargs *a, bool attr, bool keep)
 	return out;
 }
 
+/* Filter reject: the items that fail a test. */
 static jv F_reject(jrender *r, jv in, const jargs *a)
 {
 	return Select(r, in, a, false, false);
 }
 
+/* Filter rejectattr: the items whose attribute fails a test. */
 static jv F_rejectattr(jrender *r, jv in, const jargs *a)
 {
 	return Select(r, in, a, true, false);
 }
 
+/* Filter select: the items that pass a test. */
 static jv F_select(jrender *r, jv in, const jargs *a)
 {
 	return Select(r, in, a, false, true);
 }
 
+/* Filter selectattr: the items whose attribute passes a test. */
 static jv F_selectattr(jrender *r, jv in, const jargs *a)
 {
 	return Select(r, in, a, true, true);
 }
 
+/* Filter safe: the value unchanged (no autoescaping to disable). */
 static jv F_safe(jrender *r, jv in, const jargs *a)
 {
 	return in;
 }
 
+/* Filter sort: the items sorted, stably. */
 static jv F_sort(jrender *r, jv in, const jargs *a)
 {
 	return Sorted(r, a->line, in, jr_arg(r, a, 2, "attribute", jv_none()),
 				  BoolArg(r, a, 1, "case_sensitive", false), BoolArg(r, a, 0, "reverse", false));
 }
 
+/* Filter string: str() of the value. */
 static jv F_string(jrender *r, jv in, const jargs *a)
 {
 	return Str(r, a, in);
 }
 
+/* Filter sum: the sum of numbers. */
 static jv F_sum(jrender *r, jv in, const jargs *a)
 {
 	jlist	   *l = jr_iter(r, a->line, in);
@@ -609,11 +641,13 @@ static jv F_sum(jrender *r, jv in, const jargs *a)
 	return acc;
 }
 
+/* Filter title: str() with each word capitalised (Jinja2's word boundaries). */
 static jv F_title(jrender *r, jv in, const jargs *a)
 {
 	return jr_case(r, a->line, Str(r, a, in), 'w');
 }
 
+/* Filter tojson: json.dumps of the value as transformers defines it. */
 static jv F_tojson(jrender *r, jv in, const jargs *a)
 {
 	jv			ascii = jr_arg(r, a, 0, "ensure_ascii", jv_bool(false)),
@@ -644,6 +678,7 @@ static jv F_tojson(jrender *r, jv in, const jargs *a)
 	return jv_str(&r->x, b.data, b.len);
 }
 
+/* Filter trim: str() without surrounding whitespace or the given characters. */
 static jv F_trim(jrender *r, jv in, const jargs *a)
 {
 	jv			chars = jr_arg(r, a, 0, "chars", jv_none());
@@ -653,6 +688,7 @@ static jv F_trim(jrender *r, jv in, const jargs *a)
 	return jr_strip(r, Str(r, a, in), chars.type == JV_STR ? &chars : NULL, true, true);
 }
 
+/* Filter unique: the items without repeats, first occurrence kept. */
 static jv F_unique(jrender *r, jv in, const jargs *a)
 {
 	jlist	   *l = jr_iter(r, a->line, in);
@@ -680,6 +716,7 @@ static jv F_unique(jrender *r, jv in, const jargs *a)
 	return out;
 }
 
+/* Filter upper: str() in upper case. */
 static jv F_upper(jrender *r, jv in, const jargs *a)
 {
 	return jr_case(r, a->line, Str(r, a, in), 'u');
@@ -729,24 +766,38 @@ Other(jrender *r, const jargs *a)
 	return a->pos[0];
 }
 
+/* Test boolean: whether the value is a bool. */
 static bool T_boolean(jrender *r, jv in, const jargs *a) { return in.type == JV_BOOL; }
+/* Test callable: whether the value is a macro, function or method. */
 static bool T_callable(jrender *r, jv in, const jargs *a) { return in.type >= JV_MACRO; }
+/* Test defined: whether the value is not undefined. */
 static bool T_defined(jrender *r, jv in, const jargs *a) { return in.type != JV_UNDEF; }
+/* Test undefined: whether the value is undefined. */
 static bool T_undefined(jrender *r, jv in, const jargs *a) { return in.type == JV_UNDEF; }
+/* Test none: whether the value is None. */
 static bool T_none(jrender *r, jv in, const jargs *a) { return in.type == JV_NONE; }
+/* Test true: whether the value is True itself. */
 static bool T_true(jrender *r, jv in, const jargs *a) { return in.type == JV_BOOL && in.u.b; }
+/* Test false: whether the value is False itself. */
 static bool T_false(jrender *r, jv in, const jargs *a) { return in.type == JV_BOOL && !in.u.b; }
+/* Test integer: whether the value is an int (not a bool). */
 static bool T_integer(jrender *r, jv in, const jargs *a) { return in.type == JV_INT; }
+/* Test float: whether the value is a float. */
 static bool T_float(jrender *r, jv in, const jargs *a) { return in.type == JV_FLOAT; }
+/* Test number: whether the value is an int, float or bool. */
 static bool T_number(jrender *r, jv in, const jargs *a) { return jv_is_number(in); }
+/* Test string: whether the value is a string. */
 static bool T_string(jrender *r, jv in, const jargs *a) { return in.type == JV_STR; }
+/* Test mapping: whether the value is a dict. */
 static bool T_mapping(jrender *r, jv in, const jargs *a) { return in.type == JV_DICT && !in.u.d->ns; }
 
+/* Test iterable: whether the value is something a for loop can walk. */
 static bool T_iterable(jrender *r, jv in, const jargs *a)
 {
 	return in.type == JV_UNDEF || in.type == JV_STR || in.type == JV_LIST || (in.type == JV_DICT && !in.u.d->ns);
 }
 
+/* Test sequence: whether the value is a string, list, tuple or dict. */
 static bool T_sequence(jrender *r, jv in, const jargs *a)
 {
 	return in.type == JV_STR || in.type == JV_LIST || (in.type == JV_DICT && !in.u.d->ns);
@@ -761,9 +812,12 @@ IntIn(jrender *r, jv in, const jargs *a)
 	return in.type == JV_BOOL ? in.u.b : in.u.i;
 }
 
+/* Test odd: whether the value is an odd integer. */
 static bool T_odd(jrender *r, jv in, const jargs *a) { return IntIn(r, in, a) % 2 != 0; }
+/* Test even: whether the value is an even integer. */
 static bool T_even(jrender *r, jv in, const jargs *a) { return IntIn(r, in, a) % 2 == 0; }
 
+/* Test divisibleby: whether the value is an integer divisible by the argument. */
 static bool T_divisibleby(jrender *r, jv in, const jargs *a)
 {
 	jv			d = Other(r, a);
@@ -775,18 +829,26 @@ static bool T_divisibleby(jrender *r, jv in, const jargs *a)
 	return k == -1 || n % k == 0;
 }
 
+/* Test eq: whether the value is equal to the argument. */
 static bool T_eq(jrender *r, jv in, const jargs *a) { return jv_equal(in, Other(r, a)); }
+/* Test ne: whether the value is not equal to the argument. */
 static bool T_ne(jrender *r, jv in, const jargs *a) { return !jv_equal(in, Other(r, a)); }
+/* Test lt: whether the value is less than the argument. */
 static bool T_lt(jrender *r, jv in, const jargs *a) { return jv_compare(&r->x, a->line, in, Other(r, a)) < 0; }
+/* Test le: whether the value is at most the argument. */
 static bool T_le(jrender *r, jv in, const jargs *a) { return jv_compare(&r->x, a->line, in, Other(r, a)) <= 0; }
+/* Test gt: whether the value is greater than the argument. */
 static bool T_gt(jrender *r, jv in, const jargs *a) { return jv_compare(&r->x, a->line, in, Other(r, a)) > 0; }
+/* Test ge: whether the value is at least the argument. */
 static bool T_ge(jrender *r, jv in, const jargs *a) { return jv_compare(&r->x, a->line, in, Other(r, a)) >= 0; }
 
+/* Test in: whether the value is contained in the argument. */
 static bool T_in(jrender *r, jv in, const jargs *a)
 {
 	return jr_contains(r, a->line, in, Other(r, a));
 }
 
+/* Test sameas: whether the value is the same object as the argument (where Python's answer is certain). */
 static bool T_sameas(jrender *r, jv in, const jargs *a)
 {
 	jv			o = Other(r, a);
@@ -797,9 +859,13 @@ static bool T_sameas(jrender *r, jv in, const jargs *a)
 		return in.u.l == o.u.l;
 	if (in.type == JV_DICT)
 		return in.u.d == o.u.d;
+	/* Python's identity of equal strings, floats and large ints depends on the interpreter */
+	if (in.type == JV_STR || in.type == JV_FLOAT || (in.type == JV_INT && (in.u.i < -5 || in.u.i > 256)))
+		jx_fail(&r->x, a->line, CBLLM_ERR_UNSUPPORTED, "'sameas' on a %s", jv_type_name(in));
 	return jv_equal(in, o);
 }
 
+/* Test lower: whether the value is a lower-case string. */
 static bool T_lower(jrender *r, jv in, const jargs *a)
 {
 	jv			s = Str(r, a, in);
@@ -807,6 +873,7 @@ static bool T_lower(jrender *r, jv in, const jargs *a)
 	return in.type != JV_UNDEF && jv_equal(jr_case(r, a->line, s, 'l'), s) && s.n > 0;
 }
 
+/* Test upper: whether the value is an upper-case string. */
 static bool T_upper(jrender *r, jv in, const jargs *a)
 {
 	jv			s = Str(r, a, in);

@@ -24,19 +24,29 @@ enum
 	EXEC_NEXT, EXEC_BREAK, EXEC_CONTINUE
 };
 
-/* Count one step of work. */
+/* Count n steps of work. */
 void
-jr_step(jrender *r, int line)
+jr_steps(jrender *r, int line, size_t n)
 {
-	if (++r->steps > JINJA_MAX_STEPS)
+	r->steps += n > (size_t) JINJA_MAX_STEPS ? JINJA_MAX_STEPS : (long) n;
+	if (r->steps > JINJA_MAX_STEPS)
 		jx_fail(&r->x, line, CBLLM_ERR_TOO_LONG, "the render takes more than %ld steps",
 				JINJA_MAX_STEPS);
 }
 
-/* Fail on use of an undefined value. */
+/* Count one step of work. */
+void
+jr_step(jrender *r, int line)
+{
+	jr_steps(r, line, 1);
+}
+
+/* Fail on use of an undefined value; a hint with a space is a whole message, else a name. */
 _Noreturn void
 jr_undefined(jrender *r, int line, jv v)
 {
+	if (v.u.s != NULL && strchr(v.u.s, ' ') != NULL)
+		jx_fail(&r->x, line, CBLLM_ERR_INVALID, "%s", v.u.s);
 	if (v.u.s != NULL)
 		jx_fail(&r->x, line, CBLLM_ERR_INVALID, "'%s' is undefined", v.u.s);
 	jx_fail(&r->x, line, CBLLM_ERR_INVALID, "use of an undefined value");
@@ -184,7 +194,15 @@ jr_getitem(jrender *r, int line, jv obj, jv key)
 		memcpy(name, key.u.s, key.n);
 		return jinja_getattr(r, line, obj, name);
 	}
-	return jv_undef(NULL);
+	{
+		jbuf		b = {0};
+
+		jbuf_addc(&r->x, line, &b, "'");
+		jbuf_addc(&r->x, line, &b, jv_type_name(obj));
+		jbuf_addc(&r->x, line, &b, " object' has no item ");
+		jv_repr(&r->x, line, &b, key);
+		return jv_undef(b.data);
+	}
 }
 
 /* Resolve a slice bound (Python's rules for a step's sign). */
@@ -265,6 +283,7 @@ Slice(jrender *r, jframe *f, const jnode *n)
 bool
 jr_contains(jrender *r, int line, jv needle, jv hay)
 {
+	jr_steps(r, line, hay.type == JV_STR ? hay.n / 16 : hay.type == JV_LIST ? hay.u.l->n : 0);
 	if (hay.type == JV_STR)
 	{
 		if (needle.type != JV_STR)
@@ -436,6 +455,7 @@ Arith(jrender *r, int line, int op, jv a, jv b)
 	{
 		jbuf		o = {0};
 
+		jr_steps(r, line, (a.n + b.n) / 64);
 		jbuf_add(&r->x, line, &o, a.u.s, a.n);
 		jbuf_add(&r->x, line, &o, b.u.s, b.n);
 		return o.len ? (jv) {JV_STR, o.len, {.s = o.data}} : jv_cstr("");
@@ -579,8 +599,6 @@ Call(jrender *r, jframe *f, const jnode *n)
 		case JV_FUNC:
 			return jinja_call_global(r, (int) callee.u.i, &a);
 		case JV_UNDEF:
-			if (n->a->kind == JN_ATTR && callee.u.s != NULL)
-				jx_fail(&r->x, n->line, CBLLM_ERR_INVALID, "'%s' is undefined or not allowed here", callee.u.s);
 			jr_undefined(r, n->line, callee);
 		default:
 			jx_fail(&r->x, n->line, CBLLM_ERR_INVALID, "'%s' object is not callable", jv_type_name(callee));
@@ -656,6 +674,7 @@ Eval(jrender *r, jframe *f, const jnode *n)
 			{
 				jbuf		o = {0};
 
+				jr_steps(r, n->line, (a.type == JV_STR ? a.n : 0) / 64 + (b.type == JV_STR ? b.n : 0) / 64);
 				jv_to_str(&r->x, n->line, &o, a);
 				jv_to_str(&r->x, n->line, &o, b);
 				return o.len ? (jv) {JV_STR, o.len, {.s = o.data}} : jv_cstr("");

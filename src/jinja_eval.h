@@ -49,6 +49,8 @@ typedef struct jargs
 
 /* Count one step of work, failing beyond the budget. */
 void		jr_step(jrender *r, int line);
+/* Count n steps (a pass over n items, or over 16 to 64 bytes each). */
+void		jr_steps(jrender *r, int line, size_t n);
 /* Argument i by position, or by keyword name, or the default. */
 jv			jr_arg(jrender *r, const jargs *a, int i, const char *name, jv dflt);
 

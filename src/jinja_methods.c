@@ -41,7 +41,9 @@ MapCase(uint32_t c, bool upper, bool *ok)
 	*ok = true;
 	if (c < 0x80)
 		return upper ? (c >= 'a' && c <= 'z' ? c - 32 : c) : (c >= 'A' && c <= 'Z' ? c + 32 : c);
-	if (c >= 0xc0 && c <= 0xfe && c != 0xd7 && c != 0xf7 && c != 0xdf)
+	if (c == 0xdf)
+		return c;				/* upper case is "SS", title case "Ss": PutCase */
+	if (c >= 0xc0 && c <= 0xfe && c != 0xd7 && c != 0xf7)
 		return upper ? (c >= 0xe0 ? c - 32 : c) : (c < 0xe0 ? c + 32 : c);
 	if (c == 0xb5)
 		return upper ? 0x39c : c;
@@ -105,7 +107,7 @@ IsCased(uint32_t c)
 	return c == 0xdf || MapCase(c, true, &ok) != c || MapCase(c, false, &ok) != c;
 }
 
-/* Append one code point in a case (mode 'u' upper, 'l' lower), failing when unknown. */
+/* Append one code point in a case (mode 'u' upper, 'l' lower, 'T' title), failing when unknown. */
 static void
 PutCase(jrender *r, int line, jbuf *b, uint32_t cp, char mode)
 {
@@ -113,11 +115,13 @@ PutCase(jrender *r, int line, jbuf *b, uint32_t cp, char mode)
 	bool		ok;
 	uint32_t	m;
 
-	if (cp == 0xdf && mode == 'u')
+	if (cp == 0xdf && (mode == 'u' || mode == 'T'))
 	{
-		jbuf_addc(&r->x, line, b, "SS");
+		jbuf_addc(&r->x, line, b, mode == 'u' ? "SS" : "Ss");
 		return;
 	}
+	if (mode == 'T')
+		mode = 'u';
 	if (cp == 0x130 && mode == 'l')
 	{
 		jbuf_addc(&r->x, line, b, "i\xcc\x87");
@@ -144,15 +148,16 @@ jr_case(jrender *r, int line, jv s, char mode)
 	bool		prev_cased = false,
 				word_start = true;
 
+	jr_steps(r, line, s.n / 16);
 	for (size_t i = 0; i < s.n;)
 	{
 		uint32_t	cp = ju_next(s.u.s, s.n, &i);
 		char		m = mode;
 
 		if (mode == 't')
-			m = prev_cased ? 'l' : 'u';
+			m = prev_cased ? 'l' : 'T';
 		else if (mode == 'c')
-			m = word_start ? 'u' : 'l';
+			m = word_start ? 'T' : 'l';
 		else if (mode == 'w')
 		{
 			bool		sep = ju_isspace(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
@@ -386,6 +391,7 @@ jr_replace(jrender *r, int line, jv s, jv old, jv rep, int64_t count)
 	size_t		i = 0;
 	int64_t		done = 0;
 
+	jr_steps(r, line, s.n / 16);
 	if (old.n == 0)
 	{
 		/* an empty pattern inserts rep before every code point and at the end */
@@ -520,6 +526,7 @@ StrMethod(jrender *r, const char *m, jv s, const jargs *a)
 {
 	int			line = a->line;
 
+	jr_steps(r, line, s.n / 16);
 	if (!strcmp(m, "strip") || !strcmp(m, "lstrip") || !strcmp(m, "rstrip"))
 	{
 		jv			c = jr_arg(r, a, 0, NULL, jv_none());
@@ -654,17 +661,30 @@ LoopAttr(jv loop, const char *name)
 	return jv_undef(name);
 }
 
+/* The undefined value of a missing attribute, its hint the message Jinja2 gives. */
+static jv
+Missing(jrender *r, jv obj, const char *name, bool unsafe)
+{
+	char		msg[200];
+
+	if (unsafe)
+		snprintf(msg, sizeof(msg), "access to attribute '%.60s' of '%s' object is unsafe", name, jv_type_name(obj));
+	else
+		snprintf(msg, sizeof(msg), "'%s object' has no attribute '%.60s'", jv_type_name(obj), name);
+	return jv_undef(jv_str(&r->x, msg, strlen(msg)).u.s);
+}
+
 /* obj.name. */
 jv
 jinja_getattr(jrender *r, int line, jv obj, const char *name)
 {
 	if (obj.type == JV_LOOP)
-		return LoopAttr(obj, name);
+		return !strcmp(name, "cycle") ? Method(r, obj, "cycle") : LoopAttr(obj, name);
 	if (obj.type == JV_DICT && obj.u.d->ns)
 	{
 		jv		   *v = jv_dict_gets(obj.u.d, name);
 
-		return v ? *v : jv_undef(name);
+		return v ? *v : Missing(r, obj, name, false);
 	}
 	if (obj.type == JV_DICT)
 	{
@@ -673,15 +693,15 @@ jinja_getattr(jrender *r, int line, jv obj, const char *name)
 		if (InList(DICT_METHODS, name))
 			return Method(r, obj, name);
 		if (InList(MUTATING, name))
-			return jv_undef(name);
+			return Missing(r, obj, name, true);
 		v = jv_dict_gets(obj.u.d, name);
-		return v ? *v : jv_undef(name);
+		return v ? *v : Missing(r, obj, name, false);
 	}
 	if (obj.type == JV_STR && InList(STR_METHODS, name))
 		return Method(r, obj, name);
 	if (obj.type == JV_LIST && InList(LIST_METHODS, name))
 		return Method(r, obj, name);
-	return jv_undef(name);
+	return Missing(r, obj, name, obj.type == JV_LIST && InList(MUTATING, name));
 }
 
 /* Call a bound method. */
@@ -693,6 +713,12 @@ jinja_call_method(jrender *r, const jmethod *m, const jargs *a)
 	jr_step(r, a->line);
 	if (self.type == JV_STR)
 		return StrMethod(r, m->name, self, a);
+	if (self.type == JV_LOOP)
+	{
+		if (a->n == 0)
+			jx_fail(&r->x, a->line, CBLLM_ERR_INVALID, "no items for cycling given");
+		return a->pos[self.n % (size_t) a->n];
+	}
 	if (self.type == JV_DICT)
 	{
 		jdict	   *d = self.u.d;

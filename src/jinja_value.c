@@ -502,6 +502,18 @@ jv_float_repr(jctx *x, int line, jbuf *b, double f)
 	jbuf_addc(x, line, b, o);
 }
 
+/* Whether Python's str.isprintable is false for a code point repr escapes (controls, separators other
+ * than space, format characters, private use, noncharacters). */
+static bool
+NonPrintable(uint32_t c)
+{
+	return c < 0x20 || (c >= 0x7f && c <= 0xa0) || c == 0xad || c == 0x1680 || c == 0x180e ||
+		(c >= 0x2000 && c <= 0x200f) || (c >= 0x2028 && c <= 0x202f) || (c >= 0x205f && c <= 0x206f) ||
+		c == 0x3000 || (c >= 0xe000 && c <= 0xf8ff) || c == 0xfeff || (c >= 0xfff9 && c <= 0xfffb) ||
+		c == 0xfffe || c == 0xffff || (c >= 0xe0000 && c <= 0xe007f) || c >= 0xf0000 ||
+		(c >= 0x600 && c <= 0x605) || c == 0x61c || c == 0x6dd || c == 0x70f || c == 0x110bd;
+}
+
 /* Append a string's Python repr. */
 static void
 StrRepr(jctx *x, int line, jbuf *b, const char *s, size_t n)
@@ -514,7 +526,23 @@ StrRepr(jctx *x, int line, jbuf *b, const char *s, size_t n)
 	for (size_t i = 0; i < n; i++)
 	{
 		unsigned char c = (unsigned char) s[i];
-		char		esc[8];
+		char		esc[16];
+
+		if (c >= 0x80)
+		{
+			size_t		at = i;
+			uint32_t	cp = ju_next(s, n, &i);
+
+			if (NonPrintable(cp))
+			{
+				snprintf(esc, sizeof(esc), cp < 0x100 ? "\\x%02x" : cp < 0x10000 ? "\\u%04x" : "\\U%08x", cp);
+				jbuf_addc(x, line, b, esc);
+			}
+			else
+				jbuf_add(x, line, b, s + at, i - at);
+			i--;
+			continue;
+		}
 
 		if (c == '\\' || c == (unsigned char) q)
 		{

@@ -397,6 +397,23 @@ def tokenizer_configs(c, gen):
     c.put("tokenizer_config", "invalid_json.json", "{\"bos_token\": ")
 
 
+def chat_templates(c):
+    """Seeds of fuzz_chat_template: a real or published template, a NUL, and a message list."""
+    sys.path.insert(0, os.path.join(ROOT, "test"))
+    import chat_template_test
+    templates = {"llama2": chat_template_test.LLAMA2_TEMPLATE, "mistral": chat_template_test.MISTRAL_TEMPLATE,
+                 "features": chat_template_test.FEATURES_TEMPLATE}
+    messages = [m for _, m in chat_template_test.cases()[:6:2]]
+    for model in ("llama3_1", "qwen3", "gemma3"):
+        cfg = json.loads(read(os.path.join(ROOT, "test", "data", "tokenizers", model, "tokenizer_config.json")))
+        templates[model] = cfg["chat_template"]
+    for name, text in sorted(templates.items()):
+        c.put("chat_template", name + ".jinja", text)
+        for i, req in enumerate(messages):
+            c.put("chat_template", "%s_%d.bin" % (name, i), text.encode() + b"\0" + dumps(req["messages"]))
+    c.put("chat_template", "syntax.jinja", "{% for x in %}{{ 'a' ~ }}{% endif %}{{ x|wordwrap }}")
+
+
 def binary_seeds(c, tmp):
     """The request_check and ipc seeds, written by make_seeds.c through the real structs."""
     prog = os.path.join(tmp, "make_seeds")
@@ -428,6 +445,7 @@ def main():
         tokenizers(c, gen)
         tokenizer_configs(c, gen)
         binary_seeds(c, gen)
+        chat_templates(c)
     c.prune()
 
 

@@ -201,7 +201,7 @@ static const error_case ERROR_CASES[] = {
 	{"append_is_refused",
 	 "{% set l = [] %}\n{{ l.append(1) }}",
 	 "{}",
-	 "chat template line 2:"},
+	 "chat template line 2: access to attribute 'append' of 'list' object is unsafe"},
 	{"unsupported_tag",
 	 "{% include 'x' %}",
 	 "{}",
@@ -415,6 +415,9 @@ TestValidation(void)
 		   "a config with an object eos_token and a null bos_token loads");
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		expect_fail(bad[i].needle, ChatRender(c, bad[i].msgs, false, NULL, &out, &err), &err, bad[i].needle, NULL, NULL);
+	expect_fail("messages given in kwargs are checked too",
+				ChatRender(c, "[]", false, "{\"messages\": [{\"role\": null}]}", &out, &err), &err,
+				"messages[0].role must be a string", NULL, NULL);
 	expect_fail("kwargs that are not an object", ChatRender(c, "[]", false, "[1]", &out, &err), &err,
 				"kwargs must be a JSON object", NULL, NULL);
 	ExpectRender("special tokens: object content used, null bos_token undefined, tools none",
