@@ -39,6 +39,7 @@ AVX512_FLAGS  = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
 ENGINE_SRCS = \
 	src/util.c \
 	src/dtype.c \
+	src/dtype_quant.c \
 	src/safetensors.c \
 	src/model_config.c \
 	src/model.c \
@@ -104,6 +105,7 @@ UNIT_TESTS = \
 	build/test/test_arch \
 	build/test/test_families \
 	build/test/test_dtype \
+	build/test/test_dtype_quant \
 	build/test/test_vocab_padding \
 	build/test/test_generation_config \
 	build/test/test_chat_template \
@@ -294,9 +296,9 @@ fuzz: $(FUZZ_BINS)
 # the engine sources (compiled for fuzzing) that each target needs
 build/fuzz/fuzz_config:            build/fuzz/obj/model_config.o build/fuzz/obj/model_config_rope.o \
                                    build/fuzz/obj/rope.o build/fuzz/obj/arch.o build/fuzz/obj/util.o
-build/fuzz/fuzz_safetensors:       build/fuzz/obj/safetensors.o build/fuzz/obj/dtype.o \
+build/fuzz/fuzz_safetensors:       build/fuzz/obj/safetensors.o build/fuzz/obj/dtype.o build/fuzz/obj/dtype_quant.o \
                                    build/fuzz/obj/util.o
-build/fuzz/fuzz_safetensors_index: build/fuzz/obj/safetensors.o build/fuzz/obj/dtype.o \
+build/fuzz/fuzz_safetensors_index: build/fuzz/obj/safetensors.o build/fuzz/obj/dtype.o build/fuzz/obj/dtype_quant.o \
                                    build/fuzz/obj/util.o
 FUZZ_TOK_OBJS = $(patsubst %,build/fuzz/obj/%.o,tokenizer_load tokenizer tokenizer_norm tokenizer_pretok \
                 tokenizer_decode util)

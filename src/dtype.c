@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dtype_quant.h"
 #include "numeric.h"
 
 /* f32 rows are already f32. */
@@ -34,21 +35,42 @@ Bf16ToF32(const void *src, float *dst, int64_t n)
 
 static const cbllm_dtype_traits dtype_table[CBLLM_DTYPE_COUNT] = {
 	[CBLLM_F32] = {
-		.name = "F32", .block_elems = 1, .block_bytes = 4, .to_f32 = F32ToF32,
-		.cpu = true, .cuda = CBLLM_CUDA_AS_BF16,
+		.name = "F32", .safetensors = true, .ggml_type = 0, .block_elems = 1, .block_bytes = 4,
+		.to_f32 = F32ToF32, .cpu = true, .cuda = CBLLM_CUDA_AS_BF16,
 	},
 	[CBLLM_F16] = {
-		.name = "F16", .block_elems = 1, .block_bytes = 2, .to_f32 = F16ToF32,
-		.cpu = true, .cuda = CBLLM_CUDA_GEMM,
+		.name = "F16", .safetensors = true, .ggml_type = 1, .block_elems = 1, .block_bytes = 2,
+		.to_f32 = F16ToF32, .cpu = true, .cuda = CBLLM_CUDA_GEMM,
 	},
 	[CBLLM_BF16] = {
-		.name = "BF16", .block_elems = 1, .block_bytes = 2, .to_f32 = Bf16ToF32,
-		.cpu = true, .cuda = CBLLM_CUDA_GEMM,
+		.name = "BF16", .safetensors = true, .ggml_type = 30, .block_elems = 1, .block_bytes = 2,
+		.to_f32 = Bf16ToF32, .cpu = true, .cuda = CBLLM_CUDA_GEMM,
+	},
+	/* GGUF only: no kernels read them yet, so every backend refuses them */
+	[CBLLM_Q8_0] = {
+		.name = "Q8_0", .ggml_type = 8, .block_elems = CBLLM_QK, .block_bytes = CBLLM_Q8_0_BYTES,
+		.to_f32 = cbllm_q8_0_to_f32, .cpu = false, .cuda = CBLLM_CUDA_NONE,
+	},
+	[CBLLM_Q4_0] = {
+		.name = "Q4_0", .ggml_type = 2, .block_elems = CBLLM_QK, .block_bytes = CBLLM_Q4_0_BYTES,
+		.to_f32 = cbllm_q4_0_to_f32, .cpu = false, .cuda = CBLLM_CUDA_NONE,
+	},
+	[CBLLM_Q4_1] = {
+		.name = "Q4_1", .ggml_type = 3, .block_elems = CBLLM_QK, .block_bytes = CBLLM_Q4_1_BYTES,
+		.to_f32 = cbllm_q4_1_to_f32, .cpu = false, .cuda = CBLLM_CUDA_NONE,
+	},
+	[CBLLM_Q5_0] = {
+		.name = "Q5_0", .ggml_type = 6, .block_elems = CBLLM_QK, .block_bytes = CBLLM_Q5_0_BYTES,
+		.to_f32 = cbllm_q5_0_to_f32, .cpu = false, .cuda = CBLLM_CUDA_NONE,
+	},
+	[CBLLM_Q5_1] = {
+		.name = "Q5_1", .ggml_type = 7, .block_elems = CBLLM_QK, .block_bytes = CBLLM_Q5_1_BYTES,
+		.to_f32 = cbllm_q5_1_to_f32, .cpu = false, .cuda = CBLLM_CUDA_NONE,
 	},
 };
 
 /* What a value that is no type answers with. */
-static const cbllm_dtype_traits dtype_unknown = {.name = "?", .cuda = CBLLM_CUDA_NONE};
+static const cbllm_dtype_traits dtype_unknown = {.name = "?", .ggml_type = -1, .cuda = CBLLM_CUDA_NONE};
 
 /* The row of dt, or the unknown row. */
 const cbllm_dtype_traits *
@@ -64,12 +86,12 @@ cbllm_dtype_name(cbllm_dtype dt)
 	return cbllm_dtype_traits_of(dt)->name;
 }
 
-/* The row whose name is name. */
+/* The safetensors row whose name is name. */
 bool
 cbllm_dtype_by_name(const char *name, cbllm_dtype *dt)
 {
 	for (int i = 0; i < CBLLM_DTYPE_COUNT; i++)
-		if (strcmp(dtype_table[i].name, name) == 0)
+		if (dtype_table[i].safetensors && strcmp(dtype_table[i].name, name) == 0)
 		{
 			*dt = (cbllm_dtype) i;
 			return true;
@@ -77,20 +99,42 @@ cbllm_dtype_by_name(const char *name, cbllm_dtype *dt)
 	return false;
 }
 
-/* The names joined with commas and a final "and". */
+/* The row whose ggml id is ggml_type. */
+bool
+cbllm_dtype_by_ggml(int ggml_type, cbllm_dtype *dt)
+{
+	for (int i = 0; i < CBLLM_DTYPE_COUNT; i++)
+		if (ggml_type >= 0 && dtype_table[i].ggml_type == ggml_type)
+		{
+			*dt = (cbllm_dtype) i;
+			return true;
+		}
+	return false;
+}
+
+/* The safetensors names joined with commas and a final "and". */
 void
 cbllm_dtype_names(char *buf, size_t len)
 {
 	size_t		used = 0;
+	int			total = 0,
+				k = 0;
 
 	if (len == 0)
 		return;
 	buf[0] = '\0';
+	for (int i = 0; i < CBLLM_DTYPE_COUNT; i++)
+		total += dtype_table[i].safetensors;
 	for (int i = 0; i < CBLLM_DTYPE_COUNT && used < len; i++)
 	{
-		const char *sep = i == 0 ? "" : i == CBLLM_DTYPE_COUNT - 1 ? " and " : ", ";
-		int			w = snprintf(buf + used, len - used, "%s%s", sep, dtype_table[i].name);
+		const char *sep;
+		int			w;
 
+		if (!dtype_table[i].safetensors)
+			continue;
+		sep = k == 0 ? "" : k == total - 1 ? " and " : ", ";
+		k++;
+		w = snprintf(buf + used, len - used, "%s%s", sep, dtype_table[i].name);
 		if (w < 0)
 			return;
 		used += (size_t) w;

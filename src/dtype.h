@@ -15,6 +15,11 @@
  * Adding a type (a GGUF Q8_0 or Q4_K, say) is one enum value before
  * CBLLM_DTYPE_COUNT and one row in dtype.c giving:
  *   name         as the file format spells it ("Q8_0")
+ *   safetensors  whether safetensors files store it under that name; only
+ *                those rows are found by cbllm_dtype_by_name and listed by
+ *                cbllm_dtype_names, so a safetensors file never maps to a
+ *                GGUF-only type
+ *   ggml_type    its id in the ggml/GGUF type enumeration, -1 if none
  *   block_elems  elements per block (32 for Q8_0, 256 for the K-quants)
  *   block_bytes  bytes per block, scales included (34 for Q8_0)
  *   to_f32       the reference conversion of whole blocks to f32
@@ -47,6 +52,11 @@ typedef enum cbllm_dtype
 	CBLLM_F32 = 0,
 	CBLLM_F16 = 1,
 	CBLLM_BF16 = 2,
+	CBLLM_Q8_0 = 3,				/* the GGUF block-quantized types: dtype_quant.c */
+	CBLLM_Q4_0 = 4,
+	CBLLM_Q4_1 = 5,
+	CBLLM_Q5_0 = 6,
+	CBLLM_Q5_1 = 7,
 	CBLLM_DTYPE_COUNT			/* not a type: the number of types */
 } cbllm_dtype;
 
@@ -62,7 +72,9 @@ typedef enum cbllm_cuda_path
 /* One weight type. */
 typedef struct cbllm_dtype_traits
 {
-	const char *name;			/* as safetensors spells it: "BF16" */
+	const char *name;			/* as its file format spells it: "BF16", "Q8_0" */
+	bool		safetensors;	/* safetensors stores it under name */
+	int			ggml_type;		/* ggml's id of the type (GGML_TYPE_*); -1 if none */
 	int			block_elems;	/* elements per block */
 	size_t		block_bytes;	/* bytes per block */
 	/* dst[0, n) = src's n elements as f32, n a multiple of block_elems */
@@ -74,13 +86,16 @@ typedef struct cbllm_dtype_traits
 /* The row of dt; for a value that is no type, a row named "?" that no backend runs and that has no size. */
 const cbllm_dtype_traits *cbllm_dtype_traits_of(cbllm_dtype dt);
 
-/* The safetensors name of dt ("F32", "F16", "BF16"); "?" for a value that is no type. */
+/* The name of dt ("F32", "BF16", "Q4_0"); "?" for a value that is no type. */
 const char *cbllm_dtype_name(cbllm_dtype dt);
 
 /* The type safetensors names name (case-sensitive) into *dt; false when there is none. */
 bool		cbllm_dtype_by_name(const char *name, cbllm_dtype *dt);
 
-/* Every type's name in table order, as prose: "F32, F16 and BF16". */
+/* The type whose ggml id is ggml_type into *dt; false when the table has none. */
+bool		cbllm_dtype_by_ggml(int ggml_type, cbllm_dtype *dt);
+
+/* Every safetensors type's name in table order, as prose: "F32, F16 and BF16". */
 void		cbllm_dtype_names(char *buf, size_t len);
 
 /*

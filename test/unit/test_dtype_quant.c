@@ -1,0 +1,281 @@
+/*
+ * test_dtype_quant.c: the GGUF block-quantized rows of the weight-type table
+ * (src/dtype.h, src/dtype_quant.c).
+ *
+ * Their traits (sizes, ggml ids, names that safetensors never finds, no
+ * backend running them), hand-built blocks whose values are worked out here
+ * from the format, and then bit-exact agreement with an independent numpy
+ * quantizer and dequantizer: test/tools/quant.py writes, for each type,
+ * NAME.blocks (packed blocks of random data and of edge cases) and NAME.f32
+ * (their values), and every float the engine's to_f32 gives must have the
+ * same bits.
+ *
+ *   test_dtype_quant DIR     DIR as quant.py --out DIR wrote it
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_registry.h"
+#include "dtype.h"
+#include "tap.h"
+
+/* What each quantized row must say, from the GGUF/ggml format. */
+static const struct
+{
+	cbllm_dtype dt;
+	const char *name;
+	size_t		bytes;
+	int			ggml;
+	bool		has_m;			/* an f16 offset m follows the f16 scale d */
+}			quant_rows[] = {
+	{CBLLM_Q8_0, "Q8_0", 34, 8, false},
+	{CBLLM_Q4_0, "Q4_0", 18, 2, false},
+	{CBLLM_Q4_1, "Q4_1", 20, 3, true},
+	{CBLLM_Q5_0, "Q5_0", 22, 6, false},
+	{CBLLM_Q5_1, "Q5_1", 24, 7, true},
+};
+
+#define N_QUANT ((int) (sizeof(quant_rows) / sizeof(quant_rows[0])))
+
+/* The bits of f. */
+static uint32_t
+Bits(float f)
+{
+	uint32_t	u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+/* Each row's traits, its ggml id both ways, and that no backend and no safetensors file takes it. */
+static void
+TestRows(void)
+{
+	const int	ggml_ids[][2] = {
+		{0, CBLLM_F32}, {1, CBLLM_F16}, {2, CBLLM_Q4_0}, {3, CBLLM_Q4_1}, {6, CBLLM_Q5_0},
+		{7, CBLLM_Q5_1}, {8, CBLLM_Q8_0}, {30, CBLLM_BF16}};
+	const int	no_ids[] = {-1, 4, 5, 9, 10, 12, 29, 31, 1000};
+	const backend_reg *cuda = backend_registry_find("cuda");
+	cbllm_dtype dt;
+	bool		ok = true;
+
+	for (int i = 0; i < N_QUANT; i++)
+	{
+		const cbllm_dtype_traits *t = cbllm_dtype_traits_of(quant_rows[i].dt);
+		size_t		b = quant_rows[i].bytes;
+
+		TAP_OK(strcmp(t->name, quant_rows[i].name) == 0 && t->block_elems == 32 && t->block_bytes == b &&
+			   t->ggml_type == quant_rows[i].ggml && t->to_f32 != NULL && !t->safetensors,
+			   "%s: blocks of 32 elements in %zu bytes, ggml id %d, a reference conversion, not a safetensors type",
+			   quant_rows[i].name, b, quant_rows[i].ggml);
+		TAP_OK(cbllm_dtype_row_bytes(quant_rows[i].dt, 32) == b &&
+			   cbllm_dtype_row_bytes(quant_rows[i].dt, 4096) == 128 * b &&
+			   cbllm_dtype_row_bytes(quant_rows[i].dt, 0) == 0,
+			   "%s: 32 elements are %zu bytes, 4096 are %zu, none are 0", quant_rows[i].name, b, 128 * b);
+		TAP_OK(cbllm_dtype_row_bytes(quant_rows[i].dt, 48) == SIZE_MAX &&
+			   cbllm_dtype_row_bytes(quant_rows[i].dt, 31) == SIZE_MAX &&
+			   cbllm_dtype_row_bytes(quant_rows[i].dt, 1) == SIZE_MAX &&
+			   cbllm_dtype_row_bytes(quant_rows[i].dt, -32) == SIZE_MAX,
+			   "%s: a partial block (48, 31, 1 elements) or a negative count has no size", quant_rows[i].name);
+		TAP_OK(!t->cpu && t->cuda == CBLLM_CUDA_NONE &&
+			   !cpu_backend_reg.supports_weight(quant_rows[i].dt),
+			   "%s: no CPU kernels and no CUDA path; the cpu backend refuses it", quant_rows[i].name);
+		if (cuda != NULL && cuda->missing == NULL)
+			TAP_OK(!cuda->supports_weight(quant_rows[i].dt), "%s: the cuda backend refuses it",
+				   quant_rows[i].name);
+		TAP_OK(!cbllm_dtype_by_name(quant_rows[i].name, &dt),
+			   "%s: by_name (the safetensors lookup) does not find it", quant_rows[i].name);
+	}
+	for (int i = 0; i < (int) (sizeof(ggml_ids) / sizeof(ggml_ids[0])); i++)
+	{
+		ok = ok && cbllm_dtype_by_ggml(ggml_ids[i][0], &dt) && dt == (cbllm_dtype) ggml_ids[i][1] &&
+			cbllm_dtype_traits_of(dt)->ggml_type == ggml_ids[i][0];
+	}
+	TAP_OK(ok, "by_ggml: F32 0, F16 1, Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, BF16 30");
+	ok = true;
+	for (int i = 0; i < (int) (sizeof(no_ids) / sizeof(no_ids[0])); i++)
+		ok = ok && !cbllm_dtype_by_ggml(no_ids[i], &dt);
+	TAP_OK(ok, "by_ggml: ids of types not in the table (Q4_2, Q8_1, K-quants, -1, 31) give none");
+	TAP_OK(cbllm_dtype_traits_of((cbllm_dtype) CBLLM_DTYPE_COUNT)->ggml_type == -1,
+		   "a value that is no type has no ggml id");
+}
+
+/* One hand-built block and the bits some of its elements must widen to. */
+typedef struct hand_case
+{
+	cbllm_dtype dt;
+	uint8_t		block[34];
+	int			idx[4];
+	uint32_t	want[4];
+	const char *what;
+} hand_case;
+
+static const hand_case hand_cases[] = {
+	{CBLLM_Q8_0, {0x00, 0x40, 0x80, 0x7f, 0x00, 0xff},
+	 {0, 1, 2, 3}, {0xc3800000, 0x437e0000, 0x00000000, 0xc0000000},
+	 "Q8_0, d 2: int8 -128, 127, 0, -1 are -256, 254, 0, -2"},
+	{CBLLM_Q8_0, {0x01, 0x00, 0x80, 0x01},
+	 {0, 1, 2, 31}, {0xb7000000, 0x33800000, 0x00000000, 0x00000000},
+	 "Q8_0, d the smallest subnormal f16 (2^-24): -128 d is -2^-17, 1 d is 2^-24"},
+	{CBLLM_Q4_0, {0x00, 0x3c, 0x21, [17] = 0xf0},
+	 {0, 16, 15, 31}, {0xc0e00000, 0xc0c00000, 0xc1000000, 0x40e00000},
+	 "Q4_0, d 1: byte 0 0x21 gives element 0 -7 (low nibble) and 16 -6; byte 15 0xf0 gives 15 -8, 31 7"},
+	{CBLLM_Q4_0, {0x00, 0xbc, 0x00},
+	 {0, 16, 1, 30}, {0x41000000, 0x41000000, 0x41000000, 0x41000000},
+	 "Q4_0, d -1 (a negative scale): nibble 0 is -8 * -1 = 8"},
+	{CBLLM_Q4_1, {0x00, 0x38, 0x00, 0xc0, 0xf3},
+	 {0, 16, 1, 17}, {0xbf000000, 0x40b00000, 0xc0000000, 0xc0000000},
+	 "Q4_1, d 0.5, m -2: byte 0xf3 gives element 0 3 d + m = -0.5 and 16 15 d + m = 5.5"},
+	{CBLLM_Q5_0, {0x00, 0x3c, 0x01, 0x00, 0x00, 0x80, 0x00, [21] = 0xf0},
+	 {0, 16, 1, 31}, {0x00000000, 0xc1800000, 0xc1800000, 0x41700000},
+	 "Q5_0, d 1, qh bits 0 and 31: element 0 (0|16) - 16 = 0, 16 -16, 1 -16, 31 (15|16) - 16 = 15"},
+	{CBLLM_Q5_1, {0x00, 0x3c, 0x00, 0x3c, 0x00, 0x00, 0x01, 0x00, 0x21},
+	 {0, 16, 1, 17}, {0x40000000, 0x41980000, 0x3f800000, 0x3f800000},
+	 "Q5_1, d 1, m 1, qh bit 16: byte 0x21 gives element 0 1 + 1 = 2 and 16 (2|16) + 1 = 19"},
+};
+
+/* The hand-built blocks' elements, worked out from the format rather than by quant.py. */
+static void
+TestHandBlocks(void)
+{
+	for (int i = 0; i < (int) (sizeof(hand_cases) / sizeof(hand_cases[0])); i++)
+	{
+		const hand_case *c = &hand_cases[i];
+		float		out[32];
+		bool		ok = true;
+
+		cbllm_to_f32(c->dt, c->block, out, 32);
+		for (int k = 0; k < 4; k++)
+			ok = ok && Bits(out[c->idx[k]]) == c->want[k];
+		TAP_OK(ok, "%s", c->what);
+	}
+}
+
+/* The whole of path into *len bytes (malloc'd), or NULL. */
+static uint8_t *
+ReadAll(const char *path, size_t *len)
+{
+	FILE	   *f = fopen(path, "rb");
+	uint8_t    *buf = NULL;
+	long		n;
+
+	if (f == NULL)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+		(buf = malloc((size_t) n)) != NULL && fread(buf, 1, (size_t) n, f) != (size_t) n)
+	{
+		free(buf);
+		buf = NULL;
+	}
+	else if (buf != NULL)
+		*len = (size_t) n;
+	fclose(f);
+	return buf;
+}
+
+/* The index of the first element whose bits differ between got and want (n floats), or -1. */
+static int64_t
+FirstDiff(const float *got, const uint8_t *want, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+	{
+		uint32_t	w = (uint32_t) want[4 * i] | (uint32_t) want[4 * i + 1] << 8 |
+			(uint32_t) want[4 * i + 2] << 16 | (uint32_t) want[4 * i + 3] << 24;
+
+		if (Bits(got[i]) != w)
+			return i;
+	}
+	return -1;
+}
+
+/* The f16 bits of the scale (off 0) or offset (off 2) of block i. */
+static uint16_t
+HalfOf(const uint8_t *blocks, size_t bytes, int64_t i, int off)
+{
+	const uint8_t *p = blocks + (size_t) i * bytes + off;
+
+	return (uint16_t) (p[0] | p[1] << 8);
+}
+
+/* One type's blocks from quant.py against its expected floats, bit for bit. */
+static void
+TestAgainstNumpy(const char *dir, int r)
+{
+	const char *name = quant_rows[r].name;
+	size_t		bytes = quant_rows[r].bytes;
+	char		path[1024];
+	size_t		nb = 0,
+				nf = 0;
+	uint8_t    *blocks,
+			   *want;
+	int64_t		n_blocks,
+				n,
+				diff;
+	int			zero = 0,
+				neg = 0,
+				sub = 0,
+				sub_m = 0;
+	float	   *got;
+
+	snprintf(path, sizeof(path), "%s/%s.blocks", dir, name);
+	blocks = ReadAll(path, &nb);
+	snprintf(path, sizeof(path), "%s/%s.f32", dir, name);
+	want = ReadAll(path, &nf);
+	n_blocks = (int64_t) (nb / bytes);
+	n = n_blocks * 32;
+	TAP_OK(blocks != NULL && want != NULL && nb % bytes == 0 && nf == (size_t) n * 4 && n_blocks >= 2000,
+		   "%s: quant.py wrote %lld whole blocks of %zu bytes and their %lld floats (at least 2000 blocks)",
+		   name, (long long) n_blocks, bytes, (long long) n);
+	if (blocks == NULL || want == NULL || nb % bytes != 0 || nf != (size_t) n * 4)
+	{
+		free(blocks);
+		free(want);
+		return;
+	}
+	for (int64_t i = 0; i < n_blocks; i++)
+	{
+		uint16_t	d = HalfOf(blocks, bytes, i, 0);
+
+		zero += (d & 0x7fff) == 0;
+		neg += (d & 0x8000) != 0 && (d & 0x7fff) != 0;
+		sub += (d & 0x7c00) == 0 && (d & 0x03ff) != 0;
+		if (quant_rows[r].has_m)
+		{
+			uint16_t	m = HalfOf(blocks, bytes, i, 2);
+
+			sub_m += (m & 0x7c00) == 0 && (m & 0x03ff) != 0;
+		}
+	}
+	TAP_OK(zero > 0 && neg > 0 && sub > 0 && (!quant_rows[r].has_m || sub_m > 0),
+		   "%s: the blocks include zero scales (%d), negative scales (%d), subnormal f16 scales (%d)%s",
+		   name, zero, neg, sub, quant_rows[r].has_m ? " and subnormal offsets" : "");
+	got = malloc(sizeof(float) * (size_t) n);
+	cbllm_to_f32(quant_rows[r].dt, blocks, got, n);
+	diff = FirstDiff(got, want, n);
+	TAP_OK(diff < 0, "%s: all %lld elements of %lld blocks dequantize to numpy's bits%s",
+		   name, (long long) n, (long long) n_blocks, diff < 0 ? "" : " (first difference below)");
+	if (diff >= 0)
+		TAP_DIAG("%s block %lld element %lld: got 0x%08x (%g)", name, (long long) (diff / 32),
+				 (long long) (diff % 32), (unsigned) Bits(got[diff]), (double) got[diff]);
+	/* the comparison itself must see a one-ulp change in the last value */
+	want[nf - 4] ^= 1;
+	TAP_OK(FirstDiff(got, want, n) == n - 1, "%s: a one-bit change in the expected values is seen", name);
+	free(got);
+	free(blocks);
+	free(want);
+}
+
+int
+main(int argc, char **argv)
+{
+	TestRows();
+	TestHandBlocks();
+	if (argc < 2)
+		TAP_OK(false, "usage: test_dtype_quant DIR (as test/tools/quant.py --out DIR wrote it)");
+	else
+		for (int r = 0; r < N_QUANT; r++)
+			TestAgainstNumpy(argv[1], r);
+	return tap_done();
+}
