@@ -25,7 +25,8 @@ d = (max - min) / 15 (31), m = min, q = min(15 (31), trunc((x - min) / d + 0.5))
 
 Besides quantized random data, each file holds edge blocks: zero scale, negative scale,
 subnormal f16 scales and offsets, the extreme values of q, and raw random blocks whose
-scale and offset are any finite f16 bit pattern.
+scale and offset are any finite f16 bit pattern.  Before writing, the script exits with an
+error unless its own round trip on random data stays within one step d of every value.
 """
 
 import argparse
@@ -213,6 +214,18 @@ def random_data_blocks(quant, n, rng):
     return out
 
 
+def check_quantizer(name, quant, rng):
+    """Exit unless quantizing then dequantizing moves no value by more than one step d (plus m's rounding)."""
+    for _ in range(200):
+        x = (rng.standard_normal(QK) * F32(10.0 ** rng.uniform(-2, 2))).astype(F32)
+        blk = quant(x)
+        d = abs(float(f16_of(blk[0:2])))
+        m = abs(float(f16_of(blk[2:4]))) if name in ("Q4_1", "Q5_1") else 0.0
+        err = float(np.max(np.abs(dequant(name, blk).astype(np.float64) - x)))
+        if err > d * 1.01 + m * 2.0 ** -10:
+            raise SystemExit("quant.py: %s moves a value by %g with d %g" % (name, err, d))
+
+
 def main():
     """Write every type's blocks and expected floats into --out."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -223,6 +236,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     rng = np.random.default_rng(a.seed)
     for name, (nbytes, quant) in TYPES.items():
+        check_quantizer(name, quant, rng)
         blocks = edge_blocks(name, nbytes, rng) + random_data_blocks(quant, a.blocks, rng)
         vals = []
         for b in blocks:
