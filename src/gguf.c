@@ -33,6 +33,9 @@
 #define MIN_ARRAY_BYTES 12		/* element type u32, count u64 */
 #define MIN_STRING_BYTES 8
 
+/* a name in a message, as printf's "%.*s" arguments: at most 200 bytes of it */
+#define SHOWN(s) (int) ((s).len < 200 ? (s).len : 200), (s).ptr
+
 /* the ggml types GGUF files use: elements and bytes per block */
 static const gguf_type_info TYPES[] = {
 	{0, "F32", 1, 4},
@@ -188,11 +191,11 @@ ReadArray(Cursor *c, int depth, gguf_value *v, const gguf_str *key)
 		return rc;
 	if (et >= GGUF_N_VTYPES)
 		return cbllm_fail(c->err, CBLLM_ERR_FORMAT, "%s: key \"%.*s\": array element type %u is unknown",
-						  c->name, (int) key->len, key->ptr, et);
+						  c->name, SHOWN(*key), et);
 	if (et == GGUF_ARRAY && depth + 1 >= GGUF_MAX_ARRAY_DEPTH)
 		return cbllm_fail(c->err, CBLLM_ERR_UNSUPPORTED,
 						  "%s: key \"%.*s\": arrays nested deeper than %d are not supported",
-						  c->name, (int) key->len, key->ptr, GGUF_MAX_ARRAY_DEPTH);
+						  c->name, SHOWN(*key), GGUF_MAX_ARRAY_DEPTH);
 	v->elem_type = (gguf_vtype) et;
 	v->n = n;
 	v->data = c->base + c->pos;
@@ -204,28 +207,28 @@ ReadArray(Cursor *c, int depth, gguf_value *v, const gguf_str *key)
 		if (n > Left(c) / es)
 			return cbllm_fail(c->err, CBLLM_ERR_FORMAT,
 							  "%s: key \"%.*s\": array count %llu of %s is past the end of the file",
-							  c->name, (int) key->len, key->ptr, (unsigned long long) n, VTYPE_NAMES[et]);
+							  c->name, SHOWN(*key), (unsigned long long) n, VTYPE_NAMES[et]);
 		rc = Take(c, (size_t) n * es, &p, "array elements");
 		if (rc == CBLLM_OK && et == GGUF_BOOL)
 			for (uint64_t i = 0; i < n; i++)
 				if (p[i] > 1)
 					return cbllm_fail(c->err, CBLLM_ERR_FORMAT,
 									  "%s: key \"%.*s\": bool element %llu is %u, not 0 or 1",
-									  c->name, (int) key->len, key->ptr, (unsigned long long) i, p[i]);
+									  c->name, SHOWN(*key), (unsigned long long) i, p[i]);
 		return rc;
 	}
 	/* strings or arrays: one view each, allocated after the size check */
 	if (n > Left(c) / (et == GGUF_STRING ? MIN_STRING_BYTES : MIN_ARRAY_BYTES))
 		return cbllm_fail(c->err, CBLLM_ERR_FORMAT,
 						  "%s: key \"%.*s\": array count %llu of %s is more than the file could hold",
-						  c->name, (int) key->len, key->ptr, (unsigned long long) n, VTYPE_NAMES[et]);
+						  c->name, SHOWN(*key), (unsigned long long) n, VTYPE_NAMES[et]);
 	if (n == 0)
 		return CBLLM_OK;
 	gguf_value *items = calloc((size_t) n, sizeof(gguf_value));
 
 	if (items == NULL)
 		return cbllm_fail(c->err, CBLLM_ERR_NOMEM, "%s: out of memory for array \"%.*s\"",
-						  c->name, (int) key->len, key->ptr);
+						  c->name, SHOWN(*key));
 	v->items = items;
 	v->n = 0;					/* counts the items read, for FreeValue on failure */
 	for (uint64_t i = 0; i < n; i++)
@@ -252,7 +255,7 @@ ReadValue(Cursor *c, uint32_t type, int depth, gguf_value *v, const gguf_str *ke
 	memset(v, 0, sizeof(*v));
 	if (type >= GGUF_N_VTYPES)
 		return cbllm_fail(c->err, CBLLM_ERR_FORMAT, "%s: key \"%.*s\": value type %u is unknown",
-						  c->name, (int) key->len, key->ptr, type);
+						  c->name, SHOWN(*key), type);
 	v->type = (gguf_vtype) type;
 	if (type == GGUF_STRING)
 		return ReadStr(c, &v->str, "a string value");
@@ -264,7 +267,7 @@ ReadValue(Cursor *c, uint32_t type, int depth, gguf_value *v, const gguf_str *ke
 	v->data = p;
 	if (type == GGUF_BOOL && p[0] > 1)
 		return cbllm_fail(c->err, CBLLM_ERR_FORMAT, "%s: key \"%.*s\": bool value is %u, not 0 or 1",
-						  c->name, (int) key->len, key->ptr, p[0]);
+						  c->name, SHOWN(*key), p[0]);
 	return CBLLM_OK;
 }
 
@@ -384,7 +387,7 @@ ReadMetadata(Cursor *c, gguf_file *g, uint64_t n)
 		return cbllm_fail(c->err, CBLLM_ERR_NOMEM, "%s: out of memory", c->name);
 	if ((dup = Duplicate(g, g->kv_order, n, KeyAt)) != NULL)
 		return cbllm_fail(c->err, CBLLM_ERR_FORMAT, "%s: duplicate metadata key \"%.*s\"",
-						  c->name, (int) dup->len, dup->ptr);
+						  c->name, SHOWN(*dup));
 	g->alignment = GGUF_DEFAULT_ALIGNMENT;
 	const gguf_value *a = gguf_find_key(g, "general.alignment");
 
@@ -417,7 +420,7 @@ ReadTensorInfo(Cursor *c, gguf_tensor *t)
 		return rc;
 	if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS)
 		return cbllm_fail(c->err, CBLLM_ERR_FORMAT, "%s: tensor \"%.*s\": n_dims %u is not 1 to %d",
-						  c->name, (int) t->name.len, t->name.ptr, t->n_dims, GGUF_MAX_DIMS);
+						  c->name, SHOWN(t->name), t->n_dims, GGUF_MAX_DIMS);
 	for (int d = 0; d < GGUF_MAX_DIMS; d++)
 		t->ne[d] = 1;
 	for (uint32_t d = 0; d < t->n_dims; d++)
@@ -429,7 +432,7 @@ ReadTensorInfo(Cursor *c, gguf_tensor *t)
 		if (ne > INT64_MAX || (ne != 0 && nelem > (uint64_t) INT64_MAX / ne))
 			return cbllm_fail(c->err, CBLLM_ERR_FORMAT,
 							  "%s: tensor \"%.*s\": the dimensions' product overflows (dimension %u is %llu)",
-							  c->name, (int) t->name.len, t->name.ptr, d, (unsigned long long) ne);
+							  c->name, SHOWN(t->name), d, (unsigned long long) ne);
 		t->ne[d] = (int64_t) ne;
 		nelem *= ne;
 	}
@@ -438,15 +441,15 @@ ReadTensorInfo(Cursor *c, gguf_tensor *t)
 		return rc;
 	if ((ti = gguf_type(t->type)) == NULL)
 		return cbllm_fail(c->err, CBLLM_ERR_UNSUPPORTED, "%s: tensor \"%.*s\": ggml type id %u is unknown",
-						  c->name, (int) t->name.len, t->name.ptr, t->type);
+						  c->name, SHOWN(t->name), t->type);
 	if (t->ne[0] % ti->block_size != 0)
 		return cbllm_fail(c->err, CBLLM_ERR_FORMAT,
 						  "%s: tensor \"%.*s\": row length %lld is not a multiple of %s's block of %u",
-						  c->name, (int) t->name.len, t->name.ptr, (long long) t->ne[0], ti->name,
+						  c->name, SHOWN(t->name), (long long) t->ne[0], ti->name,
 						  ti->block_size);
 	if (nelem / ti->block_size > SIZE_MAX / ti->type_size)
 		return cbllm_fail(c->err, CBLLM_ERR_FORMAT, "%s: tensor \"%.*s\": byte size overflows",
-						  c->name, (int) t->name.len, t->name.ptr);
+						  c->name, SHOWN(t->name));
 	t->nbytes = (size_t) (nelem / ti->block_size) * ti->type_size;
 	return CBLLM_OK;
 }
@@ -465,12 +468,12 @@ CheckTensorData(Cursor *c, gguf_file *g)
 		if (t->offset % g->alignment != 0)
 			return cbllm_fail(c->err, CBLLM_ERR_FORMAT,
 							  "%s: tensor \"%.*s\": offset %llu is not a multiple of the alignment %u",
-							  c->name, (int) t->name.len, t->name.ptr, (unsigned long long) t->offset,
+							  c->name, SHOWN(t->name), (unsigned long long) t->offset,
 							  g->alignment);
 		if (t->offset > data_len || t->nbytes > data_len - t->offset)
 			return cbllm_fail(c->err, CBLLM_ERR_FORMAT,
 							  "%s: tensor \"%.*s\": data (offset %llu, %zu bytes) runs past the end of the file (data section %zu bytes)",
-							  c->name, (int) t->name.len, t->name.ptr, (unsigned long long) t->offset,
+							  c->name, SHOWN(t->name), (unsigned long long) t->offset,
 							  t->nbytes, data_len);
 		t->data = g->base + g->data_start + t->offset;
 	}
@@ -495,7 +498,7 @@ CheckTensorData(Cursor *c, gguf_file *g)
 		}
 		free(by_off);
 		return cbllm_fail(c->err, CBLLM_ERR_FORMAT, "%s: tensors \"%.*s\" and \"%.*s\" overlap",
-						  c->name, (int) a->name.len, a->name.ptr, (int) b->name.len, b->name.ptr);
+						  c->name, SHOWN(a->name), SHOWN(b->name));
 	}
 	free(by_off);
 	return CBLLM_OK;
@@ -527,7 +530,7 @@ ReadTensors(Cursor *c, gguf_file *g, uint64_t n)
 		return cbllm_fail(c->err, CBLLM_ERR_NOMEM, "%s: out of memory", c->name);
 	if ((dup = Duplicate(g, g->tensor_order, n, TensorNameAt)) != NULL)
 		return cbllm_fail(c->err, CBLLM_ERR_FORMAT, "%s: duplicate tensor name \"%.*s\"",
-						  c->name, (int) dup->len, dup->ptr);
+						  c->name, SHOWN(*dup));
 	pad = (g->alignment - c->pos % g->alignment) % g->alignment;
 	if (n > 0 && pad > Left(c))
 		return cbllm_fail(c->err, CBLLM_ERR_FORMAT,

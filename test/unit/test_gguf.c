@@ -361,6 +361,15 @@ main(int argc, char **argv)
 			CheckBad(dir, e);
 		cJSON_Delete(expect);
 	}
+	{
+		char	   *missing = cbllm_path_join(dir, "no_such_file.gguf");
+		gguf_file  *g = (gguf_file *) 1;
+		int			rc = gguf_open(missing, &g, &err);
+
+		TAP_OK(rc == CBLLM_ERR_IO && g == NULL && strstr(err.msg, "no_such_file.gguf: No such file") != NULL,
+			   "gguf_open of a missing file is an io error naming it: %s", err.msg);
+		free(missing);
+	}
 	free(text);
 	free(dir);
 	TAP_OK(fixture_root_remove(), "the fixture directory is removed");
