@@ -41,6 +41,7 @@ ENGINE_SRCS = \
 	src/dtype.c \
 	src/dtype_quant.c \
 	src/safetensors.c \
+	src/gguf.c \
 	src/model_config.c \
 	src/model.c \
 	src/arch.c \
@@ -91,6 +92,7 @@ UNIT_TESTS = \
 	build/test/test_tokenizer_vectors \
 	build/test/test_model_config \
 	build/test/test_safetensors \
+	build/test/test_gguf \
 	build/test/test_model_load \
 	build/test/test_model_dummy \
 	build/test/test_sampler \
@@ -287,7 +289,7 @@ FUZZ_SAN      = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefi
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 $(FUZZ_SAN) -Wall -Wextra -Werror \
                 -Wno-unused-parameter -Isrc -Itest/fuzz
 FUZZ_TARGETS  = config safetensors safetensors_index tokenizer tokenizer_config ipc request_check \
-                chat_template
+                chat_template gguf
 FUZZ_BINS     = $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 
 .PHONY: fuzz
@@ -304,6 +306,7 @@ FUZZ_TOK_OBJS = $(patsubst %,build/fuzz/obj/%.o,tokenizer_load tokenizer tokeniz
                 tokenizer_decode util)
 build/fuzz/fuzz_tokenizer:         $(FUZZ_TOK_OBJS)
 build/fuzz/fuzz_tokenizer_config:  $(FUZZ_TOK_OBJS)
+build/fuzz/fuzz_gguf:               build/fuzz/obj/gguf.o build/fuzz/obj/util.o
 build/fuzz/fuzz_ipc:                build/fuzz/obj/ipc.o build/fuzz/obj/request_params.o
 build/fuzz/fuzz_request_check:      build/fuzz/obj/request_params.o
 build/fuzz/fuzz_chat_template:      $(patsubst %,build/fuzz/obj/%.o,jinja_value jinja_lex jinja_parse jinja_eval \

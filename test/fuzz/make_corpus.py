@@ -16,6 +16,9 @@ edge cases:
   - for safetensors, the generated headers with every dimension cut to at most 2 (so
     the data is a few hundred bytes and every tensor is valid), and once verbatim with
     the data cut off (the truncated-file path);
+  - for gguf, files written by test/tools/gguf_writer.py: the unit test's two well-formed
+    files (every metadata type, F32/F16/quantized tensors), a small one, and its
+    malformed cases (truncations, absurd counts, overlaps, bad alignment ...);
   - for request_check and ipc, whose inputs are C structs, what test/fuzz/make_seeds.c
     writes through the real structs and ring (compiled here with $CC, default cc).
 Files named crash-* or regress-* in the corpus are findings kept as regression inputs;
@@ -414,6 +417,16 @@ def chat_templates(c):
     c.put("chat_template", "syntax.jinja", "{% for x in %}{{ 'a' ~ }}{% endif %}{{ x|wordwrap }}")
 
 
+def gguf(c):
+    sys.path.insert(0, os.path.join(ROOT, "test", "tools"))
+    import gguf_writer
+    for name, version, alignment in (("every_type_v3", 3, 64), ("every_type_v2", 2, None)):
+        c.put("gguf", name + ".gguf", gguf_writer.good_file(version, alignment)[0])
+    c.put("gguf", "small.gguf", gguf_writer.small().to_bytes())
+    for name, data, _ in gguf_writer.bad_files():
+        c.put("gguf", "bad_" + name + ".gguf", data)
+
+
 def binary_seeds(c, tmp):
     """The request_check and ipc seeds, written by make_seeds.c through the real structs."""
     prog = os.path.join(tmp, "make_seeds")
@@ -446,6 +459,7 @@ def main():
         tokenizer_configs(c, gen)
         binary_seeds(c, gen)
         chat_templates(c)
+        gguf(c)
     c.prune()
 
 
