@@ -13,7 +13,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -175,15 +174,13 @@ static int
 ReadOptional(const char *dir, const char *name, char **text, size_t *len, cbllm_err *err)
 {
 	char	   *path = cbllm_path_join(dir, name);
-	struct stat st;
-	int			rc = CBLLM_OK;
+	int			rc;
 
 	*text = NULL;
 	*len = 0;
 	if (path == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "chat template: out of memory");
-	if (stat(path, &st) == 0)
-		rc = cbllm_read_file(path, text, len, err);
+	rc = cbllm_read_file_if_exists(path, text, len, err);
 	free(path);
 	return rc;
 }

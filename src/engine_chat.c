@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "chat_template.h"
 #include "engine_internal.h"
@@ -31,7 +30,7 @@ LoadGiven(cbllm_engine *e, const char *dir, const char *template_file, cbllm_err
 	if ((rc = cbllm_read_file(template_file, &jinja, &jinja_len, err)) != CBLLM_OK)
 		return rc;
 	snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
-	if (access(path, F_OK) == 0 && (rc = cbllm_read_file(path, &config, &config_len, err)) != CBLLM_OK)
+	if ((rc = cbllm_read_file_if_exists(path, &config, &config_len, err)) != CBLLM_OK)
 	{
 		free(jinja);
 		return rc;

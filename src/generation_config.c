@@ -6,11 +6,9 @@
 #include "generation_config.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define MAX_TOKEN_ID (1 << 24)	/* as config.json's own ids are checked */
 
@@ -159,11 +157,8 @@ generation_config_parse(const char *config_json, const char *config_name,
 static int
 ReadOptional(const char *dir, const char *file, char *path, size_t size, char **text, cbllm_err *err)
 {
-	*text = NULL;
 	snprintf(path, size, "%s/%s", dir, file);
-	if (access(path, F_OK) != 0 && errno == ENOENT)
-		return CBLLM_OK;
-	return cbllm_read_file(path, text, NULL, err);
+	return cbllm_read_file_if_exists(path, text, NULL, err);
 }
 
 /* Read dir's config.json and generation_config.json. */

@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define TOK_MAX_ID		(1 << 24)	/* ids must be below this */
 
@@ -524,8 +523,7 @@ load_config(cbllm_tokenizer *tok, const char *dir, cbllm_err *err)
 
 	if (path == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
-	if (access(path, F_OK) == 0)
-		rc = cbllm_read_file(path, &text, &len, err);
+	rc = cbllm_read_file_if_exists(path, &text, &len, err);
 	if (rc == CBLLM_OK)
 		rc = parse_config(tok, text, len, path, err);
 	free(text);

@@ -3,6 +3,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,15 +97,22 @@ cbllm_buf_free(cbllm_buf *b)
 	b->len = b->cap = 0;
 }
 
-/* Read a whole file into a NUL-terminated malloc'd buffer. */
-int
-cbllm_read_file(const char *path, char **out, size_t *len, cbllm_err *err)
+/* Read a file into a NUL-terminated malloc'd buffer; an absent one is no error when optional. */
+static int
+ReadFile(const char *path, bool optional, char **out, size_t *len, cbllm_err *err)
 {
 	FILE	   *f = fopen(path, "rb");
 	cbllm_buf	b = {0};
 	char		chunk[65536];
 	size_t		n;
 
+	if (f == NULL && optional && errno == ENOENT)
+	{
+		*out = NULL;
+		if (len)
+			*len = 0;
+		return CBLLM_OK;
+	}
 	if (f == NULL)
 		return cbllm_fail(err, CBLLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
 	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
@@ -131,6 +139,20 @@ cbllm_read_file(const char *path, char **out, size_t *len, cbllm_err *err)
 	if (len)
 		*len = b.len;
 	return CBLLM_OK;
+}
+
+/* Read a whole file into a NUL-terminated malloc'd buffer. */
+int
+cbllm_read_file(const char *path, char **out, size_t *len, cbllm_err *err)
+{
+	return ReadFile(path, false, out, len, err);
+}
+
+/* The same for a file that may be absent (*out NULL then). */
+int
+cbllm_read_file_if_exists(const char *path, char **out, size_t *len, cbllm_err *err)
+{
+	return ReadFile(path, true, out, len, err);
 }
 
 /* Join dir and name with a '/'. */

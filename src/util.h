@@ -66,6 +66,9 @@ void		cbllm_buf_free(cbllm_buf *b);
 /* Read a whole file into a NUL-terminated malloc'd buffer. */
 int			cbllm_read_file(const char *path, char **out, size_t *len, cbllm_err *err);
 
+/* The same for a file that may be absent: then CBLLM_OK with *out NULL (and *len 0). */
+int			cbllm_read_file_if_exists(const char *path, char **out, size_t *len, cbllm_err *err);
+
 /* Join dir and name with a '/' into a malloc'd string, or NULL when out of memory. */
 char	   *cbllm_path_join(const char *dir, const char *name);
 
