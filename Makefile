@@ -40,6 +40,7 @@ ENGINE_SRCS = \
 	src/util.c \
 	src/dtype.c \
 	src/dtype_quant.c \
+	src/dtype_kquant.c \
 	src/safetensors.c \
 	src/gguf.c \
 	src/model_config.c \
@@ -298,9 +299,9 @@ fuzz: $(FUZZ_BINS)
 # the engine sources (compiled for fuzzing) that each target needs
 build/fuzz/fuzz_config:            build/fuzz/obj/model_config.o build/fuzz/obj/model_config_rope.o \
                                    build/fuzz/obj/rope.o build/fuzz/obj/arch.o build/fuzz/obj/util.o
-build/fuzz/fuzz_safetensors:       build/fuzz/obj/safetensors.o build/fuzz/obj/dtype.o build/fuzz/obj/dtype_quant.o \
+build/fuzz/fuzz_safetensors:       build/fuzz/obj/safetensors.o build/fuzz/obj/dtype.o build/fuzz/obj/dtype_quant.o build/fuzz/obj/dtype_kquant.o \
                                    build/fuzz/obj/util.o
-build/fuzz/fuzz_safetensors_index: build/fuzz/obj/safetensors.o build/fuzz/obj/dtype.o build/fuzz/obj/dtype_quant.o \
+build/fuzz/fuzz_safetensors_index: build/fuzz/obj/safetensors.o build/fuzz/obj/dtype.o build/fuzz/obj/dtype_quant.o build/fuzz/obj/dtype_kquant.o \
                                    build/fuzz/obj/util.o
 FUZZ_TOK_OBJS = $(patsubst %,build/fuzz/obj/%.o,tokenizer_load tokenizer tokenizer_norm tokenizer_pretok \
                 tokenizer_decode util)

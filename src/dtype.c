@@ -67,6 +67,26 @@ static const cbllm_dtype_traits dtype_table[CBLLM_DTYPE_COUNT] = {
 		.name = "Q5_1", .ggml_type = 7, .block_elems = CBLLM_QK, .block_bytes = CBLLM_Q5_1_BYTES,
 		.to_f32 = cbllm_q5_1_to_f32, .cpu = false, .cuda = CBLLM_CUDA_NONE,
 	},
+	[CBLLM_Q2_K] = {
+		.name = "Q2_K", .ggml_type = 10, .block_elems = CBLLM_QK_K, .block_bytes = CBLLM_Q2_K_BYTES,
+		.to_f32 = cbllm_q2_k_to_f32, .cpu = false, .cuda = CBLLM_CUDA_NONE,
+	},
+	[CBLLM_Q3_K] = {
+		.name = "Q3_K", .ggml_type = 11, .block_elems = CBLLM_QK_K, .block_bytes = CBLLM_Q3_K_BYTES,
+		.to_f32 = cbllm_q3_k_to_f32, .cpu = false, .cuda = CBLLM_CUDA_NONE,
+	},
+	[CBLLM_Q4_K] = {
+		.name = "Q4_K", .ggml_type = 12, .block_elems = CBLLM_QK_K, .block_bytes = CBLLM_Q4_K_BYTES,
+		.to_f32 = cbllm_q4_k_to_f32, .cpu = false, .cuda = CBLLM_CUDA_NONE,
+	},
+	[CBLLM_Q5_K] = {
+		.name = "Q5_K", .ggml_type = 13, .block_elems = CBLLM_QK_K, .block_bytes = CBLLM_Q5_K_BYTES,
+		.to_f32 = cbllm_q5_k_to_f32, .cpu = false, .cuda = CBLLM_CUDA_NONE,
+	},
+	[CBLLM_Q6_K] = {
+		.name = "Q6_K", .ggml_type = 14, .block_elems = CBLLM_QK_K, .block_bytes = CBLLM_Q6_K_BYTES,
+		.to_f32 = cbllm_q6_k_to_f32, .cpu = false, .cuda = CBLLM_CUDA_NONE,
+	},
 };
 
 /* What a value that is no type answers with. */

@@ -12,7 +12,7 @@
  * 32 or 256 weights with their scales).  A row of a matrix is a whole number
  * of blocks.
  *
- * Adding a type (a GGUF Q8_0 or Q4_K, say) is one enum value before
+ * Adding a type (a GGUF IQ4_XS, say) is one enum value before
  * CBLLM_DTYPE_COUNT and one row in dtype.c giving:
  *   name         as the file format spells it ("Q8_0")
  *   safetensors  whether safetensors files store it under that name; only
@@ -57,6 +57,11 @@ typedef enum cbllm_dtype
 	CBLLM_Q4_1 = 5,
 	CBLLM_Q5_0 = 6,
 	CBLLM_Q5_1 = 7,
+	CBLLM_Q2_K = 8,				/* the GGUF K-quants, 256 elements a block: dtype_kquant.c */
+	CBLLM_Q3_K = 9,
+	CBLLM_Q4_K = 10,
+	CBLLM_Q5_K = 11,
+	CBLLM_Q6_K = 12,
 	CBLLM_DTYPE_COUNT			/* not a type: the number of types */
 } cbllm_dtype;
 

@@ -28,13 +28,6 @@
 
 #include "numeric.h"
 
-/* The f16 at p widened to f32 (any alignment). */
-static inline float
-HalfAt(const uint8_t *p)
-{
-	return cbllm_f16_to_f32((uint16_t) (p[0] | (uint16_t) p[1] << 8));
-}
-
 /* The little-endian 32-bit word at p. */
 static inline uint32_t
 WordAt(const uint8_t *p)
@@ -50,7 +43,7 @@ cbllm_q8_0_to_f32(const void *src, float *dst, int64_t n)
 
 	for (int64_t i = 0; i < n / CBLLM_QK; i++, b += CBLLM_Q8_0_BYTES, dst += CBLLM_QK)
 	{
-		float		d = HalfAt(b);
+		float		d = cbllm_f16_at(b);
 
 		for (int j = 0; j < CBLLM_QK; j++)
 			dst[j] = (float) (int8_t) b[2 + j] * d;
@@ -81,8 +74,8 @@ NibblesToF32(const uint8_t *b, float *dst, int64_t n, const nibble_layout *l)
 {
 	for (int64_t i = 0; i < n / CBLLM_QK; i++, b += l->bytes, dst += CBLLM_QK)
 	{
-		float		d = HalfAt(b),
-					m = l->has_m ? HalfAt(b + 2) : 0.0f;
+		float		d = cbllm_f16_at(b),
+					m = l->has_m ? cbllm_f16_at(b + 2) : 0.0f;
 		const uint8_t *p = b + (l->has_m ? 4 : 2);
 		uint32_t	qh = l->has_qh ? WordAt(p) : 0;
 		const uint8_t *qs = p + (l->has_qh ? 4 : 0);

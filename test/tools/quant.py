@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""GGUF block quantization in numpy, from the format's definition: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1.
+"""GGUF block quantization in numpy, from the format's definition: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K-Q6_K.
 
     quant.py --out DIR [--seed N] [--blocks N]
 
@@ -22,6 +22,28 @@ The quantizer rounds to nearest as the format's reference quantizer does: Q8_0 d
 and q = round(x / d); Q4_0 d = max / -8 with max the element of largest magnitude (its sign
 kept), q = min(15, trunc(x / d + 8.5)); Q5_0 likewise with -16, 31 and 16.5; Q4_1 and Q5_1
 d = (max - min) / 15 (31), m = min, q = min(15 (31), trunc((x - min) / d + 0.5)).
+
+K-quant blocks (256 elements in sub-blocks of 16 or 32; src/dtype_kquant.c's header draws
+the bit positions, KTYPES and PLANES below state them again):
+    Q2_K  scales:u8[16] qs:u8[64] d:f16 dmin:f16       x = (d * sc) * q - dmin * m
+    Q3_K  hmask:u8[32] qs:u8[64] scales:u8[12] d:f16   x = (d * sc) * (q - 4), sc 6-bit - 32
+    Q4_K  d:f16 dmin:f16 scales:u8[12] qs:u8[128]      x = (d * sc) * q - dmin * m, 6-bit sc, m
+    Q5_K  d:f16 dmin:f16 scales:u8[12] qh:u8[32] qs:u8[128]   as Q4_K with a fifth bit
+    Q6_K  ql:u8[128] qh:u8[64] scales:i8[16] d:f16     x = (d * sc) * (q - 32)
+Every product there is exact in float32; only the affine types' subtraction rounds.
+
+The K-quant quantizer (k_quant; src/quantize.c follows the same steps in the same float32
+operations and order, so both write the same bytes): each sub-block first gets a float
+scale (and an offset <= 0 in the affine types) by a search over 25 trial grids, codes
+q = rint(x * N' / range) (affine, from the sub-block's min clamped to <= 0) or
+q = rint(-x * N' / signed max) (symmetric) for N' = N + j / 8, j in [-16, 8] and N the code
+count above (affine) or below (symmetric) zero; for each trial's codes the least-squares
+scale (and offset) follows in closed form, and the trial of least squared error wins (the
+first on ties).  Then the super-block scale d is the largest sub-block scale over the
+largest scale code (the signed largest over the most negative code in Q3_K and Q6_K),
+rounded to f16, each sub-block's scale code is rint(scale / d) clipped to its range (the
+mins likewise with dmin), and each element takes the nearest code of its sub-block's
+final scale and offset.  Sums run element by element from the first.
 
 Besides quantized random data, each file holds edge blocks: zero scale, negative scale,
 subnormal f16 scales and offsets, the extreme values of q, and raw random blocks whose
@@ -196,22 +218,24 @@ def edge_blocks(name, nbytes, rng):
     return out
 
 
+def random_values(i, n, rng):
+    """n float32 values of random scale (1e-6 to 1e4) and of shape i % 4: Gaussian, uniform, one-signed."""
+    scale = F32(10.0 ** rng.uniform(-6, 4))
+    kind = i % 4
+    if kind == 0:
+        x = rng.standard_normal(n)
+    elif kind == 1:
+        x = rng.uniform(-1, 1, n)
+    elif kind == 2:
+        x = rng.uniform(0, 1, n)  # one-signed: positive offsets, the signed max positive
+    else:
+        x = -rng.exponential(1.0, n)
+    return (x * scale).astype(F32)
+
+
 def random_data_blocks(quant, n, rng):
     """n blocks quantized from random data of varied scale and shape."""
-    out = []
-    for i in range(n):
-        scale = F32(10.0 ** rng.uniform(-6, 4))
-        kind = i % 4
-        if kind == 0:
-            x = rng.standard_normal(QK)
-        elif kind == 1:
-            x = rng.uniform(-1, 1, QK)
-        elif kind == 2:
-            x = rng.uniform(0, 1, QK)  # one-signed: positive offsets, the signed max positive
-        else:
-            x = -rng.exponential(1.0, QK)
-        out.append(quant((x * scale).astype(F32)))
-    return out
+    return [quant(random_values(i, QK, rng)) for i in range(n)]
 
 
 def check_quantizer(name, quant, rng):
@@ -224,6 +248,264 @@ def check_quantizer(name, quant, rng):
         err = float(np.max(np.abs(dequant(name, blk).astype(np.float64) - x)))
         if err > d * 1.01 + m * 2.0 ** -10:
             raise SystemExit("quant.py: %s moves a value by %g with d %g" % (name, err, d))
+
+
+QK_K = 256
+
+# name: (bytes, elements per sub-block, d offset, dmin offset or None, scales offset, scale packing,
+#        smallest and largest scale code, code planes [(plane, offset, bits)] low bits first, bias, largest code)
+KTYPES = {
+    "Q2_K": (84, 16, 80, 82, 0, "nibbles", 0, 15, [("crumbs", 16, 2)], 0, 3),
+    "Q3_K": (110, 16, 108, None, 96, "six3", -32, 31, [("crumbs", 32, 2), ("bits", 0, 1)], 4, 7),
+    "Q4_K": (144, 32, 0, 2, 4, "sixmin", 0, 63, [("nibbles", 16, 4)], 0, 15),
+    "Q5_K": (176, 32, 0, 2, 4, "sixmin", 0, 63, [("nibbles", 48, 4), ("bits", 16, 1)], 0, 31),
+    "Q6_K": (210, 16, 208, None, 192, "int8", -128, 127, [("nibbles6", 0, 4), ("crumbs", 128, 2)], 32, 63),
+}
+
+_E = np.arange(QK_K)
+# each plane's byte (from the plane's start) and shift of element e
+PLANES = {
+    "crumbs": (32 * (_E // 128) + _E % 32, 2 * ((_E // 32) % 4)),
+    "bits": (_E % 32, _E // 32),
+    "nibbles": (32 * (_E // 64) + _E % 32, 4 * ((_E // 32) % 2)),
+    "nibbles6": (64 * (_E // 128) + _E % 64, 4 * ((_E % 128) // 64)),
+}
+
+
+def six_places(kind, s, is_min):
+    """[(byte, shift, bits)] of the low then high bits of 6-bit scale (or min) s in 12 bytes."""
+    if kind == "six3":
+        return [(s % 8, 4 * (s // 8), 4), (8 + s % 4, 2 * (s // 4), 2)]
+    if s < 4:
+        return [(s + (4 if is_min else 0), 0, 6)]
+    return [(s + 4, 4 if is_min else 0, 4), (s if is_min else s - 4, 6, 2)]
+
+
+def k_scales(name, blk):
+    """The scale and min codes, (blocks, sub-blocks) int64 each, of blocks blk (blocks, bytes) uint8."""
+    _, sub, _, _, so, kind, smin, _, _, _, _ = KTYPES[name]
+    ns = QK_K // sub
+    sb = blk[:, so:so + (ns if kind in ("nibbles", "int8") else 12)].astype(np.int64)
+    if kind == "nibbles":
+        return sb & 15, sb >> 4
+    if kind == "int8":
+        return np.where(sb >= 128, sb - 256, sb), np.zeros_like(sb)
+    out = []
+    for is_min in (False, True) if kind == "sixmin" else (False,):
+        cols = []
+        for s in range(ns):
+            v, low = 0, 0
+            for byte, shift, bits in six_places(kind, s, is_min):
+                v = v | ((sb[:, byte] >> shift) & ((1 << bits) - 1)) << low
+                low += bits
+            cols.append(v)
+        out.append(np.stack(cols, axis=1))
+    if kind == "six3":
+        return out[0] - 32, np.zeros_like(out[0])
+    return out[0], out[1]
+
+
+def k_codes(name, blk):
+    """The codes (before the bias), (blocks, 256) int64, of blocks blk."""
+    q, low = 0, 0
+    for plane, off, bits in KTYPES[name][8]:
+        byte, shift = PLANES[plane]
+        q = q | ((blk[:, off + byte].astype(np.int64) >> shift) & ((1 << bits) - 1)) << low
+        low += bits
+    return q
+
+
+def k_dequant(name, blk):
+    """The float32 values (blocks, 256) of K-quant blocks blk (blocks, bytes) uint8."""
+    _, sub, do, mo, _, _, _, _, _, bias, _ = KTYPES[name]
+    d = blk[:, do:do + 2].copy().view("<f2").astype(F32)  # (blocks, 1)
+    sc, m = k_scales(name, blk)
+    dl = (d * sc.astype(F32))[:, _E // sub]  # exact products, rounded nowhere
+    x = dl * (k_codes(name, blk) - bias).astype(F32)
+    if mo is None:
+        return x
+    dmin = blk[:, mo:mo + 2].copy().view("<f2").astype(F32)
+    return (x - (dmin * m.astype(F32))[:, _E // sub]).astype(F32)
+
+
+# the search's trial numerators: N + j / 8 for j in [-16, 8], N the code count below or above zero
+TRIALS = np.arange(-16, 9).astype(F32) * F32(0.125)
+
+
+def osum(a):
+    """The sum over the last axis, element by element from the first (the C quantizer's order)."""
+    acc = np.zeros(a.shape[:-1], dtype=F32)
+    for e in range(a.shape[-1]):
+        acc = (acc + a[..., e]).astype(F32)
+    return acc
+
+
+def first_absmax(x):
+    """Along the last axis, the element of largest magnitude with its sign (the first such)."""
+    idx = np.argmax(np.abs(x), axis=-1)
+    return np.take_along_axis(x, idx[..., None], axis=-1)[..., 0]
+
+
+def pick(err, *vals):
+    """Of each row's trials (last axis), the values of the one of least error (the first such)."""
+    best = np.argmin(err, axis=-1)[..., None]
+    return [np.take_along_axis(v, best, axis=-1)[..., 0] for v in vals]
+
+
+def fit_affine(x, qmax):
+    """Each sub-block's (rows of x) scale a >= 0 and offset mm <= 0 of least squared error."""
+    n = F32(x.shape[1])
+    lo = np.minimum(x.min(axis=1), F32(0))
+    span = (x.max(axis=1) - lo).astype(F32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iscale = np.where(span[:, None] > 0, (F32(qmax) + TRIALS)[None, :] / span[:, None], F32(0)).astype(F32)
+        xs = x[:, None, :]
+        q = np.clip(np.rint((xs - lo[:, None, None]) * iscale[:, :, None]), F32(0), F32(qmax)).astype(F32)
+        sq, sqq = osum(q), osum(q * q)
+        sx, sqx = osum(np.broadcast_to(xs, q.shape)), osum(q * xs)
+        det = (n * sqq - sq * sq).astype(F32)
+        a_ls = ((n * sqx - sq * sx) / det).astype(F32)
+        m_ls = ((sqq * sx - sq * sqx) / det).astype(F32)
+        a_0 = (sqx / sqq).astype(F32)
+    full = (det > 0) & (m_ls <= 0)
+    a = np.where(sqq == 0, F32(0), np.where(full, a_ls, a_0)).astype(F32)
+    mm = np.where(sqq == 0, lo[:, None], np.where(full, m_ls, F32(0))).astype(F32)
+    a = np.maximum(a, F32(0))
+    r = (a[:, :, None] * q + mm[:, :, None]) - xs
+    a, mm = pick(osum(r * r), a, mm)
+    return a, (F32(0) - mm).astype(F32)
+
+
+def fit_sym(x, bias, qmax):
+    """Each sub-block's (rows of x) signed scale a of least squared error, codes in [-bias, qmax - bias]."""
+    vmax = first_absmax(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iscale = np.where(vmax[:, None] != 0, -(F32(bias) + TRIALS)[None, :] / vmax[:, None], F32(0)).astype(F32)
+        xs = x[:, None, :]
+        q = np.clip(np.rint(xs * iscale[:, :, None]), F32(-bias), F32(qmax - bias)).astype(F32)
+        sqq, sqx = osum(q * q), osum(q * xs)
+        a = np.where(sqq > 0, sqx / sqq, F32(0)).astype(F32)
+    r = a[:, :, None] * q - xs
+    return pick(osum(r * r), a)[0]
+
+
+def f16_round(v):
+    """v (float32 array) rounded to f16: (its f16 bits as uint16, its value as float32)."""
+    h = v.astype("<f2")
+    return h.view("<u2"), h.astype(F32)
+
+
+def code_of(v, lo, hi):
+    """Where v is finite, rint(v) clipped to [lo, hi], else 0, as int64."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(v), np.clip(np.rint(v), F32(lo), F32(hi)), F32(0)).astype(np.int64)
+
+
+def k_quant(name, x):
+    """K-quant blocks (blocks, bytes) uint8 from float32 values x (blocks, 256)."""
+    nbytes, sub, do, mo, so, kind, smin, smax, planes, bias, qmax = KTYPES[name]
+    nb, ns = x.shape[0], QK_K // sub
+    xsub = x.reshape(nb * ns, sub).astype(F32)
+    blk = np.zeros((nb, nbytes), dtype=np.uint8)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if mo is None:
+            a = fit_sym(xsub, bias, qmax).reshape(nb, ns)
+            dbits, d = f16_round((first_absmax(a) / F32(smin)).astype(F32))
+            sc = code_of(np.where(d[:, None] != 0, a / d[:, None], F32(0)), smin, smax)
+            m = np.zeros_like(sc)
+            dl = (d[:, None] * sc.astype(F32))[:, _E // sub]
+            q = code_of(x / dl, -bias, qmax - bias) + bias
+        else:
+            a, b = fit_affine(xsub, qmax)
+            a, b = a.reshape(nb, ns), b.reshape(nb, ns)
+            dbits, d = f16_round((a.max(axis=1) / F32(smax)).astype(F32))
+            mbits, dmin = f16_round((b.max(axis=1) / F32(smax)).astype(F32))
+            sc = code_of(np.where(d[:, None] > 0, a / d[:, None], F32(0)), 0, smax)
+            m = code_of(np.where(dmin[:, None] > 0, b / dmin[:, None], F32(0)), 0, smax)
+            dl = (d[:, None] * sc.astype(F32))[:, _E // sub]
+            ml = (dmin[:, None] * m.astype(F32))[:, _E // sub]
+            q = code_of(np.where(dl > 0, (x + ml) / dl, F32(0)), 0, qmax)
+            blk[:, mo:mo + 2] = mbits[:, None].view(np.uint8)
+    blk[:, do:do + 2] = dbits[:, None].view(np.uint8)
+    k_put_scales(name, blk, sc, m)
+    low = 0
+    for plane, off, bits in planes:
+        byte, shift = PLANES[plane]
+        part = ((q >> low) & ((1 << bits) - 1)) << shift
+        for e in range(QK_K):
+            blk[:, off + byte[e]] |= part[:, e].astype(np.uint8)
+        low += bits
+    return blk
+
+
+def k_put_scales(name, blk, sc, m):
+    """Packs scale codes sc and min codes m (blocks, sub-blocks) into blk's scale bytes."""
+    _, sub, _, _, so, kind, _, _, _, _, _ = KTYPES[name]
+    if kind == "nibbles":
+        blk[:, so:so + 16] = ((sc & 15) | (m & 15) << 4).astype(np.uint8)
+        return
+    if kind == "int8":
+        blk[:, so:so + 16] = (sc & 0xFF).astype(np.uint8)
+        return
+    for is_min, vals in ((False, sc + 32 if kind == "six3" else sc), (True, m)):
+        if is_min and kind == "six3":
+            break
+        for s in range(vals.shape[1]):
+            low = 0
+            for byte, shift, bits in six_places(kind, s, is_min):
+                blk[:, so + byte] |= (((vals[:, s] >> low) & ((1 << bits) - 1)) << shift).astype(np.uint8)
+                low += bits
+
+
+def k_edge_blocks(name, rng):
+    """Hand-shaped K-quant blocks: d (and dmin) zero, negative, subnormal; byte fills; raw random."""
+    nbytes, _, do, mo, _, _, _, _, _, _, _ = KTYPES[name]
+    scales = [0x0000, 0x8000, 0x3C00, 0xBC00, 0x0001, 0x8001, 0x03FF, 0x83FF, 0x0200, 0x7BFF, 0xFBFF,
+              0x0400, 0x3555]
+    mins = [0x0000, 0x8001, 0x03FF, 0xFBFF, 0x3C00, 0xC000] if mo is not None else [None]
+    out = []
+    for fill in (0x00, 0xFF, 0x80, 0x7F, 0x0F, 0xF0, 0x55, 0xAA):
+        for s in scales:
+            for mm in mins:
+                b = np.full(nbytes, fill, dtype=np.uint8)
+                b[do:do + 2] = np.frombuffer(s.to_bytes(2, "little"), dtype=np.uint8)
+                if mm is not None:
+                    b[mo:mo + 2] = np.frombuffer(mm.to_bytes(2, "little"), dtype=np.uint8)
+                out.append(b)
+    for _ in range(2000):
+        b = rng.integers(0, 256, nbytes, dtype=np.uint8)
+        b[do:do + 2] = np.frombuffer(random_finite_f16(rng), dtype=np.uint8)
+        if mo is not None:
+            b[mo:mo + 2] = np.frombuffer(random_finite_f16(rng), dtype=np.uint8)
+        out.append(b)
+    return np.stack(out)
+
+
+def k_data_rows(n, rng):
+    """n rows of 256 float32 values of varied scale and shape, then zero, constant and outlier rows."""
+    rows = [random_values(i, QK_K, rng) for i in range(n)]
+    rows.append(np.zeros(QK_K, dtype=F32))
+    for c in (1.0, -1.0, 3.0e-5, -250.0):
+        rows.append(np.full(QK_K, c, dtype=F32))
+    for big in (1.0e3, -1.0e3, 6.0e4):
+        x = rng.standard_normal(QK_K).astype(F32)
+        x[int(rng.integers(0, QK_K))] = F32(big)
+        rows.append(x)
+    return np.stack(rows).astype(F32)
+
+
+def check_kquant(name, rng, bound):
+    """Exit unless quantizing Gaussian rows then dequantizing leaves a relative RMS error below bound."""
+    x = rng.standard_normal((64, QK_K)).astype(F32)
+    y = k_dequant(name, k_quant(name, x)).astype(np.float64)
+    rel = float(np.sqrt(np.mean((y - x) ** 2) / np.mean(x.astype(np.float64) ** 2)))
+    if not rel < bound:
+        raise SystemExit("quant.py: %s leaves a relative RMS error of %.4f on Gaussian rows" % (name, rel))
+
+
+# the relative RMS error each K-quant may leave on Gaussian rows: measured 0.271, 0.144, 0.0713,
+# 0.0358, 0.0169 over 400 rows, bounds about 10% above
+KQUANT_RMS = {"Q2_K": 0.30, "Q3_K": 0.16, "Q4_K": 0.079, "Q5_K": 0.040, "Q6_K": 0.019}
 
 
 def main():
@@ -246,6 +528,13 @@ def main():
             f.write(b"".join(blocks))
         with open(os.path.join(a.out, name + ".f32"), "wb") as f:
             f.write(np.concatenate(vals).astype("<f4").tobytes())
+    for name in KTYPES:
+        check_kquant(name, rng, KQUANT_RMS[name])
+        blocks = np.concatenate([k_edge_blocks(name, rng), k_quant(name, k_data_rows(a.blocks // 8, rng))])
+        with open(os.path.join(a.out, name + ".blocks"), "wb") as f:
+            f.write(blocks.tobytes())
+        with open(os.path.join(a.out, name + ".f32"), "wb") as f:
+            f.write(k_dequant(name, blocks).astype("<f4").tobytes())
 
 
 if __name__ == "__main__":

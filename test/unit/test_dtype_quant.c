@@ -2,7 +2,8 @@
  * test_dtype_quant.c: the GGUF block-quantized rows of the weight-type table
  * (src/dtype.h, src/dtype_quant.c).
  *
- * Their traits (sizes, ggml ids, names that safetensors never finds, no
+ * The 32-element types (dtype_quant.c) and the 256-element K-quants
+ * (dtype_kquant.c).  Their traits (sizes, ggml ids, names that safetensors never finds, no
  * backend running them), hand-built blocks whose values are worked out here
  * from the format, and then bit-exact agreement with an independent numpy
  * quantizer and dequantizer: test/tools/quant.py writes, for each type,
@@ -26,15 +27,22 @@ static const struct
 {
 	cbllm_dtype dt;
 	const char *name;
+	int			elems;			/* elements per block */
 	size_t		bytes;
 	int			ggml;
-	bool		has_m;			/* an f16 offset m follows the f16 scale d */
+	int			d_off;			/* byte of the block's f16 scale d */
+	int			m_off;			/* byte of its f16 offset m (dmin in the K-quants); -1 if none */
 }			quant_rows[] = {
-	{CBLLM_Q8_0, "Q8_0", 34, 8, false},
-	{CBLLM_Q4_0, "Q4_0", 18, 2, false},
-	{CBLLM_Q4_1, "Q4_1", 20, 3, true},
-	{CBLLM_Q5_0, "Q5_0", 22, 6, false},
-	{CBLLM_Q5_1, "Q5_1", 24, 7, true},
+	{CBLLM_Q8_0, "Q8_0", 32, 34, 8, 0, -1},
+	{CBLLM_Q4_0, "Q4_0", 32, 18, 2, 0, -1},
+	{CBLLM_Q4_1, "Q4_1", 32, 20, 3, 0, 2},
+	{CBLLM_Q5_0, "Q5_0", 32, 22, 6, 0, -1},
+	{CBLLM_Q5_1, "Q5_1", 32, 24, 7, 0, 2},
+	{CBLLM_Q2_K, "Q2_K", 256, 84, 10, 80, 82},
+	{CBLLM_Q3_K, "Q3_K", 256, 110, 11, 108, -1},
+	{CBLLM_Q4_K, "Q4_K", 256, 144, 12, 0, 2},
+	{CBLLM_Q5_K, "Q5_K", 256, 176, 13, 0, 2},
+	{CBLLM_Q6_K, "Q6_K", 256, 210, 14, 208, -1},
 };
 
 #define N_QUANT ((int) (sizeof(quant_rows) / sizeof(quant_rows[0])))
@@ -55,8 +63,9 @@ TestRows(void)
 {
 	const int	ggml_ids[][2] = {
 		{0, CBLLM_F32}, {1, CBLLM_F16}, {2, CBLLM_Q4_0}, {3, CBLLM_Q4_1}, {6, CBLLM_Q5_0},
-		{7, CBLLM_Q5_1}, {8, CBLLM_Q8_0}, {30, CBLLM_BF16}};
-	const int	no_ids[] = {-1, 4, 5, 9, 10, 12, 29, 31, 1000};
+		{7, CBLLM_Q5_1}, {8, CBLLM_Q8_0}, {10, CBLLM_Q2_K}, {11, CBLLM_Q3_K}, {12, CBLLM_Q4_K},
+		{13, CBLLM_Q5_K}, {14, CBLLM_Q6_K}, {30, CBLLM_BF16}};
+	const int	no_ids[] = {-1, 4, 5, 9, 15, 16, 29, 31, 1000};
 	const backend_reg *cuda = backend_registry_find("cuda");
 	cbllm_dtype dt;
 	bool		ok = true;
@@ -65,20 +74,23 @@ TestRows(void)
 	{
 		const cbllm_dtype_traits *t = cbllm_dtype_traits_of(quant_rows[i].dt);
 		size_t		b = quant_rows[i].bytes;
+		int			k = quant_rows[i].elems;
 
-		TAP_OK(strcmp(t->name, quant_rows[i].name) == 0 && t->block_elems == 32 && t->block_bytes == b &&
+		TAP_OK(strcmp(t->name, quant_rows[i].name) == 0 && t->block_elems == k && t->block_bytes == b &&
 			   t->ggml_type == quant_rows[i].ggml && t->to_f32 != NULL && !t->safetensors,
-			   "%s: blocks of 32 elements in %zu bytes, ggml id %d, a reference conversion, not a safetensors type",
-			   quant_rows[i].name, b, quant_rows[i].ggml);
-		TAP_OK(cbllm_dtype_row_bytes(quant_rows[i].dt, 32) == b &&
-			   cbllm_dtype_row_bytes(quant_rows[i].dt, 4096) == 128 * b &&
+			   "%s: blocks of %d elements in %zu bytes, ggml id %d, a reference conversion, not a safetensors type",
+			   quant_rows[i].name, k, b, quant_rows[i].ggml);
+		TAP_OK(cbllm_dtype_row_bytes(quant_rows[i].dt, k) == b &&
+			   cbllm_dtype_row_bytes(quant_rows[i].dt, 4096) == (size_t) (4096 / k) * b &&
 			   cbllm_dtype_row_bytes(quant_rows[i].dt, 0) == 0,
-			   "%s: 32 elements are %zu bytes, 4096 are %zu, none are 0", quant_rows[i].name, b, 128 * b);
-		TAP_OK(cbllm_dtype_row_bytes(quant_rows[i].dt, 48) == SIZE_MAX &&
-			   cbllm_dtype_row_bytes(quant_rows[i].dt, 31) == SIZE_MAX &&
+			   "%s: %d elements are %zu bytes, 4096 are %zu, none are 0", quant_rows[i].name, k, b,
+			   (size_t) (4096 / k) * b);
+		TAP_OK(cbllm_dtype_row_bytes(quant_rows[i].dt, k + k / 2) == SIZE_MAX &&
+			   cbllm_dtype_row_bytes(quant_rows[i].dt, k - 1) == SIZE_MAX &&
 			   cbllm_dtype_row_bytes(quant_rows[i].dt, 1) == SIZE_MAX &&
-			   cbllm_dtype_row_bytes(quant_rows[i].dt, -32) == SIZE_MAX,
-			   "%s: a partial block (48, 31, 1 elements) or a negative count has no size", quant_rows[i].name);
+			   cbllm_dtype_row_bytes(quant_rows[i].dt, -k) == SIZE_MAX,
+			   "%s: a partial block (%d, %d, 1 elements) or a negative count has no size", quant_rows[i].name,
+			   k + k / 2, k - 1);
 		TAP_OK(!t->cpu && t->cuda == CBLLM_CUDA_NONE &&
 			   !cpu_backend_reg.supports_weight(quant_rows[i].dt),
 			   "%s: no CPU kernels and no CUDA path; the cpu backend refuses it", quant_rows[i].name);
@@ -93,11 +105,11 @@ TestRows(void)
 		ok = ok && cbllm_dtype_by_ggml(ggml_ids[i][0], &dt) && dt == (cbllm_dtype) ggml_ids[i][1] &&
 			cbllm_dtype_traits_of(dt)->ggml_type == ggml_ids[i][0];
 	}
-	TAP_OK(ok, "by_ggml: F32 0, F16 1, Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, BF16 30");
+	TAP_OK(ok, "by_ggml: F32 0, F16 1, Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q2_K 10 .. Q6_K 14, BF16 30");
 	ok = true;
 	for (int i = 0; i < (int) (sizeof(no_ids) / sizeof(no_ids[0])); i++)
 		ok = ok && !cbllm_dtype_by_ggml(no_ids[i], &dt);
-	TAP_OK(ok, "by_ggml: ids of types not in the table (Q4_2, Q8_1, K-quants, -1, 31) give none");
+	TAP_OK(ok, "by_ggml: ids of types not in the table (Q4_2, Q8_1, Q8_K, IQ2_XXS, -1, 31) give none");
 	TAP_OK(cbllm_dtype_traits_of((cbllm_dtype) CBLLM_DTYPE_COUNT)->ggml_type == -1,
 		   "a value that is no type has no ggml id");
 }
@@ -190,7 +202,7 @@ FirstDiff(const float *got, const uint8_t *want, int64_t n)
 	return -1;
 }
 
-/* The f16 bits of the scale (off 0) or offset (off 2) of block i. */
+/* The f16 bits at byte off of block i: its scale or its offset. */
 static uint16_t
 HalfOf(const uint8_t *blocks, size_t bytes, int64_t i, int off)
 {
@@ -213,6 +225,7 @@ TestAgainstNumpy(const char *dir, int r)
 	int64_t		n_blocks,
 				n,
 				diff;
+	int			k = quant_rows[r].elems;
 	int			zero = 0,
 				neg = 0,
 				sub = 0,
@@ -224,7 +237,7 @@ TestAgainstNumpy(const char *dir, int r)
 	snprintf(path, sizeof(path), "%s/%s.f32", dir, name);
 	want = ReadAll(path, &nf);
 	n_blocks = (int64_t) (nb / bytes);
-	n = n_blocks * 32;
+	n = n_blocks * k;
 	TAP_OK(blocks != NULL && want != NULL && nb % bytes == 0 && nf == (size_t) n * 4 && n_blocks >= 2000,
 		   "%s: quant.py wrote %lld whole blocks of %zu bytes and their %lld floats (at least 2000 blocks)",
 		   name, (long long) n_blocks, bytes, (long long) n);
@@ -236,29 +249,29 @@ TestAgainstNumpy(const char *dir, int r)
 	}
 	for (int64_t i = 0; i < n_blocks; i++)
 	{
-		uint16_t	d = HalfOf(blocks, bytes, i, 0);
+		uint16_t	d = HalfOf(blocks, bytes, i, quant_rows[r].d_off);
 
 		zero += (d & 0x7fff) == 0;
 		neg += (d & 0x8000) != 0 && (d & 0x7fff) != 0;
 		sub += (d & 0x7c00) == 0 && (d & 0x03ff) != 0;
-		if (quant_rows[r].has_m)
+		if (quant_rows[r].m_off >= 0)
 		{
-			uint16_t	m = HalfOf(blocks, bytes, i, 2);
+			uint16_t	m = HalfOf(blocks, bytes, i, quant_rows[r].m_off);
 
 			sub_m += (m & 0x7c00) == 0 && (m & 0x03ff) != 0;
 		}
 	}
-	TAP_OK(zero > 0 && neg > 0 && sub > 0 && (!quant_rows[r].has_m || sub_m > 0),
+	TAP_OK(zero > 0 && neg > 0 && sub > 0 && (quant_rows[r].m_off < 0 || sub_m > 0),
 		   "%s: the blocks include zero scales (%d), negative scales (%d), subnormal f16 scales (%d)%s",
-		   name, zero, neg, sub, quant_rows[r].has_m ? " and subnormal offsets" : "");
+		   name, zero, neg, sub, quant_rows[r].m_off >= 0 ? " and subnormal offsets" : "");
 	got = malloc(sizeof(float) * (size_t) n);
 	cbllm_to_f32(quant_rows[r].dt, blocks, got, n);
 	diff = FirstDiff(got, want, n);
 	TAP_OK(diff < 0, "%s: all %lld elements of %lld blocks dequantize to numpy's bits%s",
 		   name, (long long) n, (long long) n_blocks, diff < 0 ? "" : " (first difference below)");
 	if (diff >= 0)
-		TAP_DIAG("%s block %lld element %lld: got 0x%08x (%g)", name, (long long) (diff / 32),
-				 (long long) (diff % 32), (unsigned) Bits(got[diff]), (double) got[diff]);
+		TAP_DIAG("%s block %lld element %lld: got 0x%08x (%g)", name, (long long) (diff / k),
+				 (long long) (diff % k), (unsigned) Bits(got[diff]), (double) got[diff]);
 	/* the comparison itself must see a one-ulp change in the last value */
 	want[nf - 4] ^= 1;
 	TAP_OK(FirstDiff(got, want, n) == n - 1, "%s: a one-bit change in the expected values is seen", name);
