@@ -41,6 +41,7 @@ ENGINE_SRCS = \
 	src/dtype.c \
 	src/dtype_quant.c \
 	src/dtype_kquant.c \
+	src/quantize.c \
 	src/safetensors.c \
 	src/gguf.c \
 	src/model_config.c \
@@ -109,6 +110,7 @@ UNIT_TESTS = \
 	build/test/test_families \
 	build/test/test_dtype \
 	build/test/test_dtype_quant \
+	build/test/test_quantize \
 	build/test/test_vocab_padding \
 	build/test/test_generation_config \
 	build/test/test_chat_template \
@@ -297,12 +299,11 @@ FUZZ_BINS     = $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 fuzz: $(FUZZ_BINS)
 
 # the engine sources (compiled for fuzzing) that each target needs
+FUZZ_DTYPE_OBJS = $(patsubst %,build/fuzz/obj/%.o,dtype dtype_quant dtype_kquant quantize util)
 build/fuzz/fuzz_config:            build/fuzz/obj/model_config.o build/fuzz/obj/model_config_rope.o \
                                    build/fuzz/obj/rope.o build/fuzz/obj/arch.o build/fuzz/obj/util.o
-build/fuzz/fuzz_safetensors:       build/fuzz/obj/safetensors.o build/fuzz/obj/dtype.o build/fuzz/obj/dtype_quant.o build/fuzz/obj/dtype_kquant.o \
-                                   build/fuzz/obj/util.o
-build/fuzz/fuzz_safetensors_index: build/fuzz/obj/safetensors.o build/fuzz/obj/dtype.o build/fuzz/obj/dtype_quant.o build/fuzz/obj/dtype_kquant.o \
-                                   build/fuzz/obj/util.o
+build/fuzz/fuzz_safetensors:       build/fuzz/obj/safetensors.o $(FUZZ_DTYPE_OBJS)
+build/fuzz/fuzz_safetensors_index: build/fuzz/obj/safetensors.o $(FUZZ_DTYPE_OBJS)
 FUZZ_TOK_OBJS = $(patsubst %,build/fuzz/obj/%.o,tokenizer_load tokenizer tokenizer_norm tokenizer_pretok \
                 tokenizer_decode util)
 build/fuzz/fuzz_tokenizer:         $(FUZZ_TOK_OBJS)

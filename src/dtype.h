@@ -23,6 +23,7 @@
  *   block_elems  elements per block (32 for Q8_0, 256 for the K-quants)
  *   block_bytes  bytes per block, scales included (34 for Q8_0)
  *   to_f32       the reference conversion of whole blocks to f32
+ *   from_f32     its block quantizer (quantize.c), or NULL
  *   cpu          whether the CPU kernels read it; when true, kernels_simd.inc
  *                gives it an entry in weight_tiles_by_dtype (the tiles that
  *                read its rows and its widening to f32, for every instruction
@@ -84,6 +85,12 @@ typedef struct cbllm_dtype_traits
 	size_t		block_bytes;	/* bytes per block */
 	/* dst[0, n) = src's n elements as f32, n a multiple of block_elems */
 	void		(*to_f32) (const void *src, float *dst, int64_t n);
+	/*
+	 * one block: dst (block_bytes) = the block_elems finite values at src
+	 * quantized; false when the block's scales would overflow f16.  NULL when
+	 * the type has no quantizer (quantize.h; cbllm_quantize_row checks).
+	 */
+	bool		(*from_f32) (const float *src, void *dst);
 	bool		cpu;			/* the CPU kernels read it (kernels_simd.inc) */
 	cbllm_cuda_path cuda;		/* how the CUDA backend runs it */
 } cbllm_dtype_traits;

@@ -45,6 +45,10 @@ rounded to f16, each sub-block's scale code is rint(scale / d) clipped to its ra
 mins likewise with dmin), and each element takes the nearest code of its sub-block's
 final scale and offset.  Sums run element by element from the first.
 
+For the engine's quantizers (test_quantize) it also writes NAME.x, rows of 256 float32
+values (random ones of varied scale and shape, a zero row, constant rows, rows with one
+outlier), and NAME.xq, their blocks as this script's quantizer makes them.
+
 Besides quantized random data, each file holds edge blocks: zero scale, negative scale,
 subnormal f16 scales and offsets, the extreme values of q, and raw random blocks whose
 scale and offset are any finite f16 bit pattern.  Before writing, the script exits with an
@@ -528,6 +532,16 @@ def main():
             f.write(b"".join(blocks))
         with open(os.path.join(a.out, name + ".f32"), "wb") as f:
             f.write(np.concatenate(vals).astype("<f4").tobytes())
+    for name in list(TYPES) + list(KTYPES):
+        x = k_data_rows(64, rng)
+        if name in KTYPES:
+            xq = k_quant(name, x)
+        else:
+            xq = np.frombuffer(b"".join(TYPES[name][1](v) for v in x.reshape(-1, QK)), dtype=np.uint8)
+        with open(os.path.join(a.out, name + ".x"), "wb") as f:
+            f.write(x.astype("<f4").tobytes())
+        with open(os.path.join(a.out, name + ".xq"), "wb") as f:
+            f.write(xq.tobytes())
     for name in KTYPES:
         check_kquant(name, rng, KQUANT_RMS[name])
         blocks = np.concatenate([k_edge_blocks(name, rng), k_quant(name, k_data_rows(a.blocks // 8, rng))])

@@ -1,0 +1,424 @@
+/*
+ * quantize.c: f32 rows into the GGUF block types, for load-time quantization.
+ *
+ * Each quantizer follows test/tools/quant.py step by step in the same f32
+ * operations and the same order of sums, so the two write the same bytes
+ * (test_quantize checks it) and the GGUF fixtures the tests make hold what
+ * the engine would make.  This relies on no fused multiply-adds (-std=c11
+ * gives gcc -ffp-contract=off) and no -ffast-math.
+ *
+ * The 32-element types round to nearest as the format's reference quantizer
+ * does (quant.py's docstring gives each rule): Q8_0 d = amax / 127; Q4_0 and
+ * Q5_0 map the element of largest magnitude to the most negative code; Q4_1
+ * and Q5_1 span [min, max].
+ *
+ * The K-quants search.  A block of 256 is cut into sub-blocks of 16 or 32
+ * (kquant_layout.h), and each sub-block first gets a float scale a (and, in
+ * the affine types Q2_K, Q4_K and Q5_K, an offset -b, b >= 0) as follows:
+ *   1. 25 trial grids: N' = N + j / 8 for j in [-16, 8], N the count of codes
+ *      above zero (affine: qmax) or below it (symmetric: the bias).  A trial's
+ *      codes are q = rint((x - lo) * N' / (max - lo)) clipped to [0, qmax],
+ *      lo = min(x, 0) (affine), or q = rint(-x * N' / v) clipped to
+ *      [-bias, qmax - bias], v the element of largest magnitude (symmetric):
+ *      trials below N clip the extremes to refine the step of the rest.
+ *   2. For a trial's codes the scale (and offset) of least squared error
+ *      follow in closed form: a = sum(q x) / sum(q q) in the symmetric types;
+ *      in the affine ones the two-parameter least squares, and when that
+ *      offset would be positive (the format stores only -dmin * m <= 0) the
+ *      offset 0 and a = sum(q x) / sum(q q).  A sub-block of one value c <= 0
+ *      takes a = 0 and offset c.
+ *   3. The trial whose a q - b leaves the least squared error wins (the first
+ *      on ties).
+ * Then the super-block scale d is the largest a over the largest scale code
+ * (in Q3_K and Q6_K the a of largest magnitude, its sign kept, over the most
+ * negative code), rounded to f16; each sub-block's scale code is rint(a / d)
+ * clipped to its range, its min code likewise rint(b / dmin); and every
+ * element takes the code nearest to it under its sub-block's final scale
+ * d * sc and offset dmin * m.
+ */
+#include "quantize.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "dtype_quant.h"
+#include "kquant_layout.h"
+#include "numeric.h"
+
+/* The trials of the K-quant search: N + j / 8 for j in [TRIAL_LO, TRIAL_HI]. */
+#define TRIAL_LO	(-16)
+#define TRIAL_HI	8
+
+/* rint(v) for |v| <= 2^22 (to nearest, ties to even): adding 1.5 * 2^23 drops the fraction. */
+static inline float
+RoundSmall(float v)
+{
+	return (v + 12582912.0f) - 12582912.0f;
+}
+
+/* rint(v) clipped to [lo, hi] (integers, |lo|, |hi| small); 0 when v is not finite. */
+static inline int
+CodeOf(float v, int lo, int hi)
+{
+	if (!isfinite(v))
+		return 0;
+	v = v < (float) lo ? (float) lo : v > (float) hi ? (float) hi : v;
+	return (int) RoundSmall(v);
+}
+
+/* v stored as f16 at p (little-endian); false when it rounds to an infinity. */
+static inline bool
+PutHalf(uint8_t *p, float v)
+{
+	uint16_t	h = cbllm_f32_to_f16(v);
+
+	p[0] = (uint8_t) h;
+	p[1] = (uint8_t) (h >> 8);
+	return (h & 0x7fff) != 0x7c00;
+}
+
+/* The element of largest magnitude among x[0, n), its sign kept (the first such). */
+static float
+FirstAbsMax(const float *x, int n)
+{
+	float		v = x[0];
+
+	for (int i = 1; i < n; i++)
+		if (fabsf(x[i]) > fabsf(v))
+			v = x[i];
+	return v;
+}
+
+/* Q8_0: d = amax / 127, codes rounded half away from zero. */
+bool
+cbllm_q8_0_from_f32(const float *x, void *dst)
+{
+	uint8_t    *b = dst;
+	float		amax = fabsf(FirstAbsMax(x, CBLLM_QK)),
+				d = amax / 127.0f,
+				inv = d != 0.0f ? 1.0f / d : 0.0f;
+
+	for (int j = 0; j < CBLLM_QK; j++)
+	{
+		float		v = x[j] * inv;
+
+		b[2 + j] = (uint8_t) (int8_t) CodeOf(truncf(v + copysignf(0.5f, v)), -128, 127);
+	}
+	return PutHalf(b, d);
+}
+
+/* The 32 codes q[0, 32) packed as the 4- and 5-bit types keep them (dtype_quant.c's header). */
+static void
+PackNibbles(const int *q, uint8_t *qs, uint8_t *qh)
+{
+	uint32_t	word = 0;
+
+	for (int j = 0; j < CBLLM_QK / 2; j++)
+		qs[j] = (uint8_t) ((q[j] & 0x0f) | (q[j + 16] & 0x0f) << 4);
+	for (int j = 0; j < CBLLM_QK; j++)
+		word |= (uint32_t) ((q[j] >> 4) & 1) << j;
+	if (qh != NULL)
+		for (int k = 0; k < 4; k++)
+			qh[k] = (uint8_t) (word >> (8 * k));
+}
+
+/* Q4_0 (levels 16) or Q5_0 (32): d = the signed max over -(levels / 2); false if d overflows f16. */
+static bool
+QuantSym(const float *x, uint8_t *b, int levels)
+{
+	int			half = levels / 2,
+				q[CBLLM_QK];
+	float		d = FirstAbsMax(x, CBLLM_QK) / (float) -half,
+				inv = d != 0.0f ? 1.0f / d : 0.0f;
+
+	for (int j = 0; j < CBLLM_QK; j++)
+		q[j] = CodeOf(truncf(x[j] * inv + ((float) half + 0.5f)), 0, levels - 1);
+	PackNibbles(q, b + (levels == 32 ? 6 : 2), levels == 32 ? b + 2 : NULL);
+	return PutHalf(b, d);
+}
+
+/* Q4_1 (levels 16) or Q5_1 (32): d = (max - min) / (levels - 1), m = min; false if either overflows f16. */
+static bool
+QuantAffine(const float *x, uint8_t *b, int levels)
+{
+	float		lo = x[0],
+				hi = x[0],
+				d,
+				inv;
+	int			q[CBLLM_QK];
+
+	for (int j = 1; j < CBLLM_QK; j++)
+	{
+		lo = x[j] < lo ? x[j] : lo;
+		hi = x[j] > hi ? x[j] : hi;
+	}
+	d = (hi - lo) / (float) (levels - 1);
+	inv = d != 0.0f ? 1.0f / d : 0.0f;
+	for (int j = 0; j < CBLLM_QK; j++)
+		q[j] = CodeOf(truncf((x[j] - lo) * inv + 0.5f), 0, levels - 1);
+	PackNibbles(q, b + (levels == 32 ? 8 : 4), levels == 32 ? b + 4 : NULL);
+	return PutHalf(b, d) & PutHalf(b + 2, lo);
+}
+
+/* Q4_0: the signed max to code 0. */
+bool
+cbllm_q4_0_from_f32(const float *x, void *dst)
+{
+	return QuantSym(x, dst, 16);
+}
+
+/* Q5_0: the signed max to code 0. */
+bool
+cbllm_q5_0_from_f32(const float *x, void *dst)
+{
+	return QuantSym(x, dst, 32);
+}
+
+/* Q4_1: [min, max] in 15 steps. */
+bool
+cbllm_q4_1_from_f32(const float *x, void *dst)
+{
+	return QuantAffine(x, dst, 16);
+}
+
+/* Q5_1: [min, max] in 31 steps. */
+bool
+cbllm_q5_1_from_f32(const float *x, void *dst)
+{
+	return QuantAffine(x, dst, 32);
+}
+
+/* A sub-block's scale *a >= 0 and *b >= 0 (offset -b) of least squared error over the trials (affine). */
+static void
+FitAffine(const float *x, int n, int qmax, float *a_out, float *b_out)
+{
+	float		lo = 0.0f,
+				hi = x[0],
+				span,
+				nf = (float) n,
+				best_err = 0.0f,
+				best_a = 0.0f,
+				best_m = 0.0f;
+
+	for (int i = 0; i < n; i++)
+	{
+		lo = x[i] < lo ? x[i] : lo;
+		hi = x[i] > hi ? x[i] : hi;
+	}
+	span = hi - lo;
+	for (int t = TRIAL_LO; t <= TRIAL_HI; t++)
+	{
+		float		iscale = span > 0.0f ? ((float) qmax + (float) t * 0.125f) / span : 0.0f,
+					q[32],
+					sq = 0.0f,
+					sqq = 0.0f,
+					sx = 0.0f,
+					sqx = 0.0f,
+					det,
+					a,
+					m,
+					err = 0.0f;
+
+		for (int i = 0; i < n; i++)
+		{
+			q[i] = (float) CodeOf((x[i] - lo) * iscale, 0, qmax);
+			sq += q[i];
+			sqq += q[i] * q[i];
+			sx += x[i];
+			sqx += q[i] * x[i];
+		}
+		det = nf * sqq - sq * sq;
+		if (sqq == 0.0f)
+		{
+			a = 0.0f;
+			m = lo;
+		}
+		else if (det > 0.0f && (sqq * sx - sq * sqx) / det <= 0.0f)
+		{
+			a = (nf * sqx - sq * sx) / det;
+			m = (sqq * sx - sq * sqx) / det;
+		}
+		else
+		{
+			a = sqx / sqq;
+			m = 0.0f;
+		}
+		a = a < 0.0f ? 0.0f : a;
+		for (int i = 0; i < n; i++)
+		{
+			float		r = a * q[i] + m - x[i];
+
+			err += r * r;
+		}
+		if (t == TRIAL_LO || err < best_err)
+		{
+			best_err = err;
+			best_a = a;
+			best_m = m;
+		}
+	}
+	*a_out = best_a;
+	*b_out = 0.0f - best_m;
+}
+
+/* A sub-block's signed scale of least squared error over the trials, codes in [-bias, qmax - bias]. */
+static float
+FitSym(const float *x, int n, int bias, int qmax)
+{
+	float		vmax = FirstAbsMax(x, n),
+				best_err = 0.0f,
+				best_a = 0.0f;
+
+	for (int t = TRIAL_LO; t <= TRIAL_HI; t++)
+	{
+		float		iscale = vmax != 0.0f ? -((float) bias + (float) t * 0.125f) / vmax : 0.0f,
+					q[32],
+					sqq = 0.0f,
+					sqx = 0.0f,
+					a,
+					err = 0.0f;
+
+		for (int i = 0; i < n; i++)
+		{
+			q[i] = (float) CodeOf(x[i] * iscale, -bias, qmax - bias);
+			sqq += q[i] * q[i];
+			sqx += q[i] * x[i];
+		}
+		a = sqq > 0.0f ? sqx / sqq : 0.0f;
+		for (int i = 0; i < n; i++)
+		{
+			float		r = a * q[i] - x[i];
+
+			err += r * r;
+		}
+		if (t == TRIAL_LO || err < best_err)
+		{
+			best_err = err;
+			best_a = a;
+		}
+	}
+	return best_a;
+}
+
+/* One K-quant block of type l from x[0, 256) into b; false when d or dmin overflows f16. */
+static bool
+QuantK(const kquant_layout *l, const float *x, uint8_t *b)
+{
+	int			ns = CBLLM_QK_K / l->sub,
+				sc[16],
+				m[16] = {0};
+	float		a[16] = {0},
+				bo[16] = {0},
+				d,
+				dmin = 0.0f;
+	bool		ok;
+
+	memset(b, 0, (size_t) l->bytes);
+	if (l->dmin_off < 0)
+	{
+		for (int s = 0; s < ns; s++)
+			a[s] = FitSym(x + s * l->sub, l->sub, l->bias, l->qmax);
+		ok = PutHalf(b + l->d_off, FirstAbsMax(a, ns) / (float) l->scale_min);
+		d = cbllm_f16_at(b + l->d_off);
+		for (int s = 0; s < ns; s++)
+			sc[s] = d != 0.0f ? CodeOf(a[s] / d, l->scale_min, l->scale_max) : 0;
+	}
+	else
+	{
+		float		amax = 0.0f,
+					bmax = 0.0f;
+
+		for (int s = 0; s < ns; s++)
+		{
+			FitAffine(x + s * l->sub, l->sub, l->qmax, &a[s], &bo[s]);
+			amax = s == 0 || a[s] > amax ? a[s] : amax;
+			bmax = s == 0 || bo[s] > bmax ? bo[s] : bmax;
+		}
+		ok = PutHalf(b + l->d_off, amax / (float) l->scale_max) &
+			PutHalf(b + l->dmin_off, bmax / (float) l->scale_max);
+		d = cbllm_f16_at(b + l->d_off);
+		dmin = cbllm_f16_at(b + l->dmin_off);
+		for (int s = 0; s < ns; s++)
+		{
+			sc[s] = d > 0.0f ? CodeOf(a[s] / d, 0, l->scale_max) : 0;
+			m[s] = dmin > 0.0f ? CodeOf(bo[s] / dmin, 0, l->scale_max) : 0;
+		}
+	}
+	for (int s = 0; s < ns; s++)
+	{
+		float		dl = d * (float) sc[s],
+					ml = dmin * (float) m[s];
+
+		cbllm_kquant_put_scale(l, b, s, sc[s], m[s]);
+		for (int e = s * l->sub; e < (s + 1) * l->sub; e++)
+		{
+			int			q;
+
+			if (l->dmin_off < 0)
+				q = CodeOf(x[e] / dl, -l->bias, l->qmax - l->bias) + l->bias;
+			else
+				q = dl > 0.0f ? CodeOf((x[e] + ml) / dl, 0, l->qmax) : 0;
+			cbllm_kquant_put_code(l, b, e, q);
+		}
+	}
+	return ok;
+}
+
+/* Q2_K: the K-quant search with 2-bit codes. */
+bool
+cbllm_q2_k_from_f32(const float *x, void *dst)
+{
+	return QuantK(cbllm_kquant_layout(CBLLM_Q2_K), x, dst);
+}
+
+/* Q3_K: the K-quant search with 3-bit signed codes. */
+bool
+cbllm_q3_k_from_f32(const float *x, void *dst)
+{
+	return QuantK(cbllm_kquant_layout(CBLLM_Q3_K), x, dst);
+}
+
+/* Q4_K: the K-quant search with 4-bit codes. */
+bool
+cbllm_q4_k_from_f32(const float *x, void *dst)
+{
+	return QuantK(cbllm_kquant_layout(CBLLM_Q4_K), x, dst);
+}
+
+/* Q5_K: the K-quant search with 5-bit codes. */
+bool
+cbllm_q5_k_from_f32(const float *x, void *dst)
+{
+	return QuantK(cbllm_kquant_layout(CBLLM_Q5_K), x, dst);
+}
+
+/* Q6_K: the K-quant search with 6-bit signed codes. */
+bool
+cbllm_q6_k_from_f32(const float *x, void *dst)
+{
+	return QuantK(cbllm_kquant_layout(CBLLM_Q6_K), x, dst);
+}
+
+/* The checks, then the row's block quantizer over each block. */
+int
+cbllm_quantize_row(cbllm_dtype dt, const float *src, void *dst, int64_t n, cbllm_err *err)
+{
+	const cbllm_dtype_traits *t = cbllm_dtype_traits_of(dt);
+	uint8_t    *out = dst;
+
+	if (t->from_f32 == NULL)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "cannot quantize to %s: the type has no quantizer", t->name);
+	if (n < 0 || n % t->block_elems != 0)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "cannot quantize %lld values to %s: not a whole number of "
+						  "%d-element blocks", (long long) n, t->name, t->block_elems);
+	for (int64_t i = 0; i < n; i++)
+		if (!isfinite(src[i]))
+			return cbllm_fail(err, CBLLM_ERR_INVALID, "cannot quantize to %s: element %lld is %s", t->name,
+							  (long long) i, isnan(src[i]) ? "NaN" : "infinite");
+	for (int64_t k = 0; k < n / t->block_elems; k++)
+		if (!t->from_f32(src + k * t->block_elems, out + (size_t) k * t->block_bytes))
+			return cbllm_fail(err, CBLLM_ERR_INVALID, "cannot quantize to %s: the values of block %lld (elements "
+							  "%lld to %lld) exceed the range of its f16 scales", t->name, (long long) k,
+							  (long long) (k * t->block_elems), (long long) ((k + 1) * t->block_elems - 1));
+	return CBLLM_OK;
+}
