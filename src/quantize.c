@@ -5,7 +5,7 @@
  * operations and the same order of sums, so the two write the same bytes
  * (test_quantize checks it) and the GGUF fixtures the tests make hold what
  * the engine would make.  This relies on no fused multiply-adds (-std=c11
- * gives gcc -ffp-contract=off) and no -ffast-math.
+ * gives gcc -ffp-contract=off; clang is told below) and no -ffast-math.
  *
  * The 32-element types round to nearest as the format's reference quantizer
  * does (quant.py's docstring gives each rule): Q8_0 d = amax / 127; Q4_0 and
@@ -44,6 +44,10 @@
 #include "dtype_quant.h"
 #include "kquant_layout.h"
 #include "numeric.h"
+
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
 
 /* The trials of the K-quant search: N + j / 8 for j in [TRIAL_LO, TRIAL_HI]. */
 #define TRIAL_LO	(-16)
@@ -146,6 +150,8 @@ QuantAffine(const float *x, uint8_t *b, int levels)
 				d,
 				inv;
 	int			q[CBLLM_QK];
+	bool		d_ok,
+				m_ok;
 
 	for (int j = 1; j < CBLLM_QK; j++)
 	{
@@ -157,7 +163,9 @@ QuantAffine(const float *x, uint8_t *b, int levels)
 	for (int j = 0; j < CBLLM_QK; j++)
 		q[j] = CodeOf(truncf((x[j] - lo) * inv + 0.5f), 0, levels - 1);
 	PackNibbles(q, b + (levels == 32 ? 8 : 4), levels == 32 ? b + 4 : NULL);
-	return PutHalf(b, d) & PutHalf(b + 2, lo);
+	d_ok = PutHalf(b, d);
+	m_ok = PutHalf(b + 2, lo);
+	return d_ok && m_ok;
 }
 
 /* Q4_0: the signed max to code 0. */
@@ -334,8 +342,8 @@ QuantK(const kquant_layout *l, const float *x, uint8_t *b)
 			amax = s == 0 || a[s] > amax ? a[s] : amax;
 			bmax = s == 0 || bo[s] > bmax ? bo[s] : bmax;
 		}
-		ok = PutHalf(b + l->d_off, amax / (float) l->scale_max) &
-			PutHalf(b + l->dmin_off, bmax / (float) l->scale_max);
+		ok = PutHalf(b + l->d_off, amax / (float) l->scale_max);
+		ok = PutHalf(b + l->dmin_off, bmax / (float) l->scale_max) && ok;
 		d = cbllm_f16_at(b + l->d_off);
 		dmin = cbllm_f16_at(b + l->dmin_off);
 		for (int s = 0; s < ns; s++)
