@@ -165,6 +165,69 @@ TestHandBlocks(void)
 	}
 }
 
+/* One hand-built K-quant block, as the bytes that are not zero, and the bits some elements must widen to. */
+typedef struct hand_kcase
+{
+	cbllm_dtype dt;
+	int			set[12][2];		/* {byte, value} pairs, the rest of the block 0; {0, 0} ends them */
+	int			idx[4];
+	uint32_t	want[4];
+	const char *what;
+} hand_kcase;
+
+static const hand_kcase hand_kcases[] = {
+	{CBLLM_Q2_K, {{81, 0x38}, {83, 0x34}, {0, 0x3a}, {15, 0xf1}, {16, 0x02}, {79, 0xc0}},
+	 {0, 255, 1, 96}, {0x41140000, 0xc0100000, 0xbf400000, 0x00000000},
+	 "Q2_K, d 0.5, dmin 0.25, scales byte 0 0x3a (sc 10, m 3), 15 0xf1 (sc 1, m 15): element 0 (q 2) is "
+	 "10 - 0.75 = 9.25, 255 (q 3 in bits 6-7 of qs byte 63) 1.5 - 3.75 = -2.25, 1 -0.75, 96 (sc 0) 0"},
+	{CBLLM_Q3_K, {{109, 0x40}, {96, 0x01}, {104, 0x02}, {101, 0x40}, {105, 0x40}, {32, 0x03},
+	 {0, 0x01}, {82, 0x20}, {18, 0x40}},
+	 {0, 1, 210, 16}, {0x40c00000, 0xc1000000, 0xc2400000, 0x43800000},
+	 "Q3_K, d 2, sub-block 0's 6-bit scale 33 (sc 1), 13's 20 (sc -12; high nibble of byte 5, bits 6-7 of "
+	 "byte 9), 1's 0 (sc -32): element 0 (code 7) is 6, 1 (code 0) -8, 210 (code 6) -48, 16 (code 0) 256"},
+	{CBLLM_Q4_K, {{1, 0x3c}, {3, 0x38}, {4, 0x01}, {8, 0x02}, {5, 0x80}, {13, 0x95},
+	 {16, 0x3f}, {81, 0x70}},
+	 {0, 1, 161, 32}, {0x41600000, 0xbf800000, 0x437e8000, 0x00000000},
+	 "Q4_K, d 1, dmin 0.5, sub-block 0 sc 1 m 2, 5 sc 37 m 9 (split over scale bytes 1, 5 and 9): element 0 "
+	 "(q 15) is 15 - 1 = 14, 1 -1, 161 (high nibble of qs byte 65, q 7) 259 - 4.5 = 254.5, 32 (sc 0) 0"},
+	{CBLLM_Q5_K, {{1, 0x3c}, {3, 0x3c}, {4, 0x02}, {8, 0x01}, {15, 0x01}, {7, 0x40},
+	 {11, 0xc0}, {48, 0x0f}, {16, 0x01}, {175, 0x30},
+	 {47, 0x80}},
+	 {0, 255, 1, 32}, {0x42740000, 0x43898000, 0xbf800000, 0x00000000},
+	 "Q5_K, d 1, dmin 1, sub-block 0 sc 2 m 1, 7 sc 17 m 48: element 0 (q 15 | 16) is 62 - 1 = 61, 255 "
+	 "(q 3 | 16, its fifth bit bit 7 of qh byte 31) 323 - 48 = 275, 1 -1, 32 0"},
+	{CBLLM_Q6_K, {{209, 0x34}, {192, 0xfd}, {205, 100}, {0, 0x0a}, {128, 0x02}, {82, 0x50},
+	 {178, 0x30}},
+	 {0, 210, 1, 16}, {0xc0f00000, 0x44034000, 0x41c00000, 0x80000000},
+	 "Q6_K, d 0.25, sc -3 (sub-block 0) and 100 (13): element 0 (code 42) is -0.75 * 10 = -7.5, 210 (high "
+	 "nibble of ql byte 82, bits 4-5 of qh byte 50: code 53) 25 * 21 = 525, 1 (code 0) 24, 16 (sc 0) -0"},
+};
+
+/* The hand-built K-quant blocks' elements, worked out from the format rather than by quant.py. */
+static void
+TestHandKBlocks(void)
+{
+	for (int i = 0; i < (int) (sizeof(hand_kcases) / sizeof(hand_kcases[0])); i++)
+	{
+		const hand_kcase *c = &hand_kcases[i];
+		uint8_t		block[256] = {0};
+		float		out[256];
+		bool		ok = true;
+
+		for (int k = 0; k < 12 && (c->set[k][0] != 0 || c->set[k][1] != 0); k++)
+			block[c->set[k][0]] = (uint8_t) c->set[k][1];
+		cbllm_to_f32(c->dt, block, out, 256);
+		for (int k = 0; k < 4; k++)
+		{
+			if (Bits(out[c->idx[k]]) != c->want[k])
+				TAP_DIAG("%s element %d: 0x%08x (%g), want 0x%08x", cbllm_dtype_name(c->dt), c->idx[k],
+						 (unsigned) Bits(out[c->idx[k]]), (double) out[c->idx[k]], (unsigned) c->want[k]);
+			ok = ok && Bits(out[c->idx[k]]) == c->want[k];
+		}
+		TAP_OK(ok, "%s", c->what);
+	}
+}
+
 /* The whole of path into *len bytes (malloc'd), or NULL. */
 static uint8_t *
 ReadAll(const char *path, size_t *len)
@@ -285,6 +348,7 @@ main(int argc, char **argv)
 {
 	TestRows();
 	TestHandBlocks();
+	TestHandKBlocks();
 	if (argc < 2)
 		TAP_OK(false, "usage: test_dtype_quant DIR (as test/tools/quant.py --out DIR wrote it)");
 	else

@@ -9,7 +9,8 @@
  * NAME.x and NAME.xq), the two following one algorithm; (c) a zero row, a
  * constant row and a row with one huge outlier come back as they should, and
  * NaN, infinite, too large inputs, partial blocks and types without a
- * quantizer are refused with CBLLM_ERR_INVALID.
+ * quantizer are refused with CBLLM_ERR_INVALID.  Also numeric.h's
+ * cbllm_f32_to_f16, which rounds every scale.
  *
  *   test_quantize DIR [--time]   --time also times a 4096 x 4096 matrix to Q4_K and Q8_0
  */
@@ -22,6 +23,7 @@
 
 #include "checks.h"
 #include "dtype.h"
+#include "numeric.h"
 #include "quantize.h"
 #include "rng.h"
 #include "tap.h"
@@ -261,6 +263,59 @@ TestRefusals(void)
 	}
 }
 
+/* The f32 with bits u. */
+static float
+FromBits(uint32_t u)
+{
+	float		f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* cbllm_f32_to_f16, which writes every scale: exact on halves, ties to even, overflow and underflow. */
+static void
+TestF32ToF16(void)
+{
+	bool		exact = true,
+				ties = true;
+
+	for (uint32_t h = 0; h < 0x10000; h++)
+	{
+		float		f = cbllm_f16_to_f32((uint16_t) h);
+
+		if ((h & 0x7c00) == 0x7c00)
+			continue;
+		exact = exact && cbllm_f32_to_f16(f) == h;
+		/* halfway to the next half up in magnitude: even mantissas stay, odd ones round up */
+		if ((h & 0x7fff) < 0x7bff)
+		{
+			float		next = cbllm_f16_to_f32((uint16_t) (h + 1));
+
+			if (fabsf(next) > fabsf(f))
+			{
+				float		mid = (float) (((double) f + (double) next) / 2.0);
+				uint16_t	want = (uint16_t) ((h & 1) ? h + 1 : h);
+
+				ties = ties && cbllm_f32_to_f16(mid) == want &&
+					cbllm_f32_to_f16(nextafterf(mid, 0.0f)) == (uint16_t) h &&
+					cbllm_f32_to_f16(nextafterf(mid, copysignf(INFINITY, f))) == (uint16_t) (h + 1);
+			}
+		}
+	}
+	TAP_OK(exact, "f32_to_f16: every finite half (subnormals and -0 included) comes back to its bits");
+	TAP_OK(ties, "f32_to_f16: values halfway between halves round to the even one, just off halfway to the nearer");
+	TAP_OK(cbllm_f32_to_f16(65519.99f) == 0x7bff && cbllm_f32_to_f16(65520.0f) == 0x7c00 &&
+		   cbllm_f32_to_f16(-1e30f) == 0xfc00 && cbllm_f32_to_f16(INFINITY) == 0x7c00 &&
+		   (cbllm_f32_to_f16(NAN) & 0x7c00) == 0x7c00 && (cbllm_f32_to_f16(NAN) & 0x03ff) != 0,
+		   "f32_to_f16: below 65520 the largest half, from it infinity; NaN stays NaN");
+	TAP_OK(cbllm_f32_to_f16(FromBits(0x33000000)) == 0x0000 && cbllm_f32_to_f16(FromBits(0x33000001)) == 0x0001 &&
+		   cbllm_f32_to_f16(FromBits(0xb3400000)) == 0x8001 && cbllm_f32_to_f16(1e-30f) == 0x0000 &&
+		   cbllm_f32_to_f16(-1e-30f) == 0x8000,
+		   "f32_to_f16: 2^-25 (half the smallest subnormal) ties to 0, just above it and 1.5 * 2^-25 to 2^-24; "
+		   "tinier values to a signed zero");
+}
+
 /* Seconds quantizing a 4096 x 4096 Gaussian matrix to dt (one run), as a diagnostic. */
 static void
 TimeMatrix(cbllm_dtype dt)
@@ -291,6 +346,7 @@ TimeMatrix(cbllm_dtype dt)
 int
 main(int argc, char **argv)
 {
+	TestF32ToF16();
 	TestQuality();
 	TestShapes();
 	TestRefusals();
