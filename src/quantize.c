@@ -52,6 +52,7 @@
 /* The trials of the K-quant search: N + j / 8 for j in [TRIAL_LO, TRIAL_HI]. */
 #define TRIAL_LO	(-16)
 #define TRIAL_HI	8
+#define N_TRIALS	(TRIAL_HI - TRIAL_LO + 1)
 
 /* rint(v) for |v| <= 2^22 (to nearest, ties to even): adding 1.5 * 2^23 drops the fraction. */
 static inline float
@@ -196,7 +197,33 @@ cbllm_q5_1_from_f32(const float *x, void *dst)
 	return QuantAffine(x, dst, 32);
 }
 
-/* A sub-block's scale *a >= 0 and *b >= 0 (offset -b) of least squared error over the trials (affine). */
+/* v clipped to [lo, hi] and rounded to an integer (as numpy's rint then clip); NaN stays NaN. */
+static inline float
+ClipRound(float v, float lo, float hi)
+{
+	v = v < lo ? lo : v;
+	v = v > hi ? hi : v;
+	return RoundSmall(v);
+}
+
+/* The first trial of least error in err[0, N_TRIALS). */
+static int
+BestTrial(const float *err)
+{
+	int			best = 0;
+
+	for (int t = 1; t < N_TRIALS; t++)
+		if (err[t] < err[best])
+			best = t;
+	return best;
+}
+
+/*
+ * A sub-block's scale *a >= 0 and *b >= 0 (offset -b) of least squared error
+ * over the trials (affine).  The trials run side by side in the inner loops,
+ * each summing its elements in order, so that the compiler can vectorise
+ * across them without changing any sum.
+ */
 static void
 FitAffine(const float *x, int n, int qmax, float *a_out, float *b_out)
 {
@@ -204,9 +231,16 @@ FitAffine(const float *x, int n, int qmax, float *a_out, float *b_out)
 				hi = x[0],
 				span,
 				nf = (float) n,
-				best_err = 0.0f,
-				best_a = 0.0f,
-				best_m = 0.0f;
+				sx = 0.0f,
+				iscale[N_TRIALS],
+				q[32][N_TRIALS],	/* (element, trial) codes */
+				sq[N_TRIALS] = {0},
+				sqq[N_TRIALS] = {0},
+				sqx[N_TRIALS] = {0},
+				a[N_TRIALS],
+				m[N_TRIALS],
+				err[N_TRIALS] = {0};
+	int			best;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -214,59 +248,55 @@ FitAffine(const float *x, int n, int qmax, float *a_out, float *b_out)
 		hi = x[i] > hi ? x[i] : hi;
 	}
 	span = hi - lo;
-	for (int t = TRIAL_LO; t <= TRIAL_HI; t++)
+	for (int t = 0; t < N_TRIALS; t++)
+		iscale[t] = span > 0.0f ? ((float) qmax + (float) (t + TRIAL_LO) * 0.125f) / span : 0.0f;
+	for (int i = 0; i < n; i++)
 	{
-		float		iscale = span > 0.0f ? ((float) qmax + (float) t * 0.125f) / span : 0.0f,
-					q[32],
-					sq = 0.0f,
-					sqq = 0.0f,
-					sx = 0.0f,
-					sqx = 0.0f,
-					det,
-					a,
-					m,
-					err = 0.0f;
+		float		xi = x[i],
+					dx = xi - lo;
 
-		for (int i = 0; i < n; i++)
+		sx += xi;
+		for (int t = 0; t < N_TRIALS; t++)
 		{
-			q[i] = (float) CodeOf((x[i] - lo) * iscale, 0, qmax);
-			sq += q[i];
-			sqq += q[i] * q[i];
-			sx += x[i];
-			sqx += q[i] * x[i];
+			float		c = ClipRound(dx * iscale[t], 0.0f, (float) qmax);
+
+			q[i][t] = c;
+			sq[t] += c;
+			sqq[t] += c * c;
+			sqx[t] += c * xi;
 		}
-		det = nf * sqq - sq * sq;
-		if (sqq == 0.0f)
+	}
+	for (int t = 0; t < N_TRIALS; t++)
+	{
+		float		det = nf * sqq[t] - sq[t] * sq[t];
+
+		if (sqq[t] == 0.0f)
 		{
-			a = 0.0f;
-			m = lo;
+			a[t] = 0.0f;
+			m[t] = lo;
 		}
-		else if (det > 0.0f && (sqq * sx - sq * sqx) / det <= 0.0f)
+		else if (det > 0.0f && (sqq[t] * sx - sq[t] * sqx[t]) / det <= 0.0f)
 		{
-			a = (nf * sqx - sq * sx) / det;
-			m = (sqq * sx - sq * sqx) / det;
+			a[t] = (nf * sqx[t] - sq[t] * sx) / det;
+			m[t] = (sqq[t] * sx - sq[t] * sqx[t]) / det;
 		}
 		else
 		{
-			a = sqx / sqq;
-			m = 0.0f;
+			a[t] = sqx[t] / sqq[t];
+			m[t] = 0.0f;
 		}
-		a = a < 0.0f ? 0.0f : a;
-		for (int i = 0; i < n; i++)
-		{
-			float		r = a * q[i] + m - x[i];
-
-			err += r * r;
-		}
-		if (t == TRIAL_LO || err < best_err)
-		{
-			best_err = err;
-			best_a = a;
-			best_m = m;
-		}
+		a[t] = a[t] < 0.0f ? 0.0f : a[t];
 	}
-	*a_out = best_a;
-	*b_out = 0.0f - best_m;
+	for (int i = 0; i < n; i++)
+		for (int t = 0; t < N_TRIALS; t++)
+		{
+			float		r = a[t] * q[i][t] + m[t] - x[i];
+
+			err[t] += r * r;
+		}
+	best = BestTrial(err);
+	*a_out = a[best];
+	*b_out = 0.0f - m[best];
 }
 
 /* A sub-block's signed scale of least squared error over the trials, codes in [-bias, qmax - bias]. */
@@ -274,38 +304,34 @@ static float
 FitSym(const float *x, int n, int bias, int qmax)
 {
 	float		vmax = FirstAbsMax(x, n),
-				best_err = 0.0f,
-				best_a = 0.0f;
+				iscale[N_TRIALS],
+				q[32][N_TRIALS],	/* (element, trial) codes */
+				sqq[N_TRIALS] = {0},
+				sqx[N_TRIALS] = {0},
+				a[N_TRIALS],
+				err[N_TRIALS] = {0};
 
-	for (int t = TRIAL_LO; t <= TRIAL_HI; t++)
-	{
-		float		iscale = vmax != 0.0f ? -((float) bias + (float) t * 0.125f) / vmax : 0.0f,
-					q[32],
-					sqq = 0.0f,
-					sqx = 0.0f,
-					a,
-					err = 0.0f;
+	for (int t = 0; t < N_TRIALS; t++)
+		iscale[t] = vmax != 0.0f ? -((float) bias + (float) (t + TRIAL_LO) * 0.125f) / vmax : 0.0f;
+	for (int i = 0; i < n; i++)
+		for (int t = 0; t < N_TRIALS; t++)
+		{
+			float		c = ClipRound(x[i] * iscale[t], (float) -bias, (float) (qmax - bias));
 
-		for (int i = 0; i < n; i++)
-		{
-			q[i] = (float) CodeOf(x[i] * iscale, -bias, qmax - bias);
-			sqq += q[i] * q[i];
-			sqx += q[i] * x[i];
+			q[i][t] = c;
+			sqq[t] += c * c;
+			sqx[t] += c * x[i];
 		}
-		a = sqq > 0.0f ? sqx / sqq : 0.0f;
-		for (int i = 0; i < n; i++)
+	for (int t = 0; t < N_TRIALS; t++)
+		a[t] = sqq[t] > 0.0f ? sqx[t] / sqq[t] : 0.0f;
+	for (int i = 0; i < n; i++)
+		for (int t = 0; t < N_TRIALS; t++)
 		{
-			float		r = a * q[i] - x[i];
+			float		r = a[t] * q[i][t] - x[i];
 
-			err += r * r;
+			err[t] += r * r;
 		}
-		if (t == TRIAL_LO || err < best_err)
-		{
-			best_err = err;
-			best_a = a;
-		}
-	}
-	return best_a;
+	return a[BestTrial(err)];
 }
 
 /* One K-quant block of type l from x[0, 256) into b; false when d or dmin overflows f16. */
