@@ -2,9 +2,10 @@
 """GGUF block quantization in numpy, from the format's definition: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K-Q6_K.
 
     quant.py --out DIR [--seed N] [--blocks N]
+    import quant; quant.quantize("Q4_K", x) -> bytes; quant.dequantize("Q4_K", raw) -> float32
 
 The reference half of cbllm's dequantization test, sharing nothing with the C engine.  For
-each type it writes DIR/NAME.blocks (the packed 32-element blocks, little-endian) and
+each type it writes DIR/NAME.blocks (the packed blocks, little-endian) and
 DIR/NAME.f32 (their dequantized values as little-endian float32), for the unit test
 test_dtype_quant, which requires the engine's dequantizer to give the same bits.
 
@@ -498,6 +499,23 @@ def k_data_rows(n, rng):
     return np.stack(rows).astype(F32)
 
 
+def quantize(name, x):
+    """The GGUF bytes of float values x (any shape, a whole number of blocks of type name)."""
+    x = np.asarray(x, dtype=F32).reshape(-1)
+    if name in KTYPES:
+        return k_quant(name, x.reshape(-1, QK_K)).tobytes()
+    return b"".join(TYPES[name][1](v) for v in x.reshape(-1, QK))
+
+
+def dequantize(name, raw):
+    """The float32 values of the GGUF bytes raw of type name (whole blocks), flat."""
+    blk = np.frombuffer(raw, dtype=np.uint8)
+    if name in KTYPES:
+        return k_dequant(name, blk.reshape(-1, KTYPES[name][0])).reshape(-1)
+    nbytes = TYPES[name][0]
+    return np.concatenate([dequant(name, blk[i:i + nbytes].tobytes()) for i in range(0, len(blk), nbytes)])
+
+
 def check_kquant(name, rng, bound):
     """Exit unless quantizing Gaussian rows then dequantizing leaves a relative RMS error below bound."""
     x = rng.standard_normal((64, QK_K)).astype(F32)
@@ -534,14 +552,11 @@ def main():
             f.write(np.concatenate(vals).astype("<f4").tobytes())
     for name in list(TYPES) + list(KTYPES):
         x = k_data_rows(64, rng)
-        if name in KTYPES:
-            xq = k_quant(name, x)
-        else:
-            xq = np.frombuffer(b"".join(TYPES[name][1](v) for v in x.reshape(-1, QK)), dtype=np.uint8)
+        xq = quantize(name, x)
         with open(os.path.join(a.out, name + ".x"), "wb") as f:
             f.write(x.astype("<f4").tobytes())
         with open(os.path.join(a.out, name + ".xq"), "wb") as f:
-            f.write(xq.tobytes())
+            f.write(xq)
     for name in KTYPES:
         check_kquant(name, rng, KQUANT_RMS[name])
         blocks = np.concatenate([k_edge_blocks(name, rng), k_quant(name, k_data_rows(a.blocks // 8, rng))])
