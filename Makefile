@@ -51,6 +51,7 @@ ENGINE_SRCS = \
 	src/tokenizer_norm.c \
 	src/tokenizer_pretok.c \
 	src/tokenizer_decode.c \
+	src/tokenizer_gguf.c \
 	src/threadpool.c \
 	src/cpu_features.c \
 	src/kernels_generic.c \
@@ -93,6 +94,7 @@ UNIT_TESTS = \
 	build/test/test_model_config \
 	build/test/test_safetensors \
 	build/test/test_gguf \
+	build/test/test_tokenizer_gguf \
 	build/test/test_model_load \
 	build/test/test_model_dummy \
 	build/test/test_sampler \
