@@ -12,7 +12,7 @@
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint8_t    *buf = malloc(size > 0 ? size : 1);	/* exactly the file: ASan sees reads past it */
+	uint8_t    *buf = fuzz_bytes(data, size);	/* exactly the file: ASan sees reads past it */
 	gguf_file  *g = NULL;
 	cbllm_tokenizer *tok = NULL;
 	cbllm_err	err;
@@ -20,8 +20,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (buf == NULL)
 		return 0;
-	if (size > 0)
-		memcpy(buf, data, size);
 	if (gguf_parse(buf, size, &g, &err) == CBLLM_OK)
 	{
 		err.msg[0] = '\0';
