@@ -34,6 +34,10 @@ from gguf_writer import GGUFWriter  # noqa: E402
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 UNMERGED_SCORE = -1e9
+# tokenizer.ggml.pre names of byte-level files that cbllm must read (llama.cpp's names)
+KNOWN_PRE = ["default", "llama-bpe", "llama3", "llama-v3", "falcon3", "pixtral", "dbrx", "smaug-bpe", "qwen2",
+             "deepseek-r1-qwen", "stablelm2", "gpt-2", "gpt2", "phi-2", "mpt", "olmo", "starcoder", "refact",
+             "smollm", "codeshell", "command-r", "tekken", "gpt-4o"]
 
 # tokenizer.ggml.pre by the byte-level tokenizer's Split regex
 PRE_BY_REGEX = {
@@ -229,14 +233,22 @@ def bad_cases():
 
 
 def write_bad(out):
-    """The malformed files and out/expect.json."""
+    """The malformed files, the tiny ones (tiny_bpe with "\u0120b" under each known
+    pre-tokenizer name as pre_NAME.gguf) and out/expect.json: {"refused": {file: message}, "pre": [file]}."""
     os.makedirs(out, exist_ok=True)
-    expect = {}
+    expect = {"refused": {}, "pre": []}
     for name, kvs, msg in bad_cases():
         write_gguf(kvs, os.path.join(out, name + ".gguf"))
-        expect[name + ".gguf"] = msg
+        expect["refused"][name + ".gguf"] = msg
     for name, kvs in (("tiny_bpe", tiny_bpe()), ("tiny_spm", tiny_spm())):
         write_gguf(kvs, os.path.join(out, name + ".gguf"))
+    spaced = replace(replace(replace(tiny_bpe(), "tokenizer.ggml.tokens", "array",
+                                     ("string", ["a", "b", "ab", "<|end|>", "\u0120", "\u0120b"])),
+                             "tokenizer.ggml.token_type", "array", ("int32", [1, 1, 1, 3, 1, 1])),
+                     "tokenizer.ggml.merges", "array", ("string", ["a b", "\u0120 b"]))
+    for pre in KNOWN_PRE:
+        write_gguf(replace(spaced, "tokenizer.ggml.pre", "string", pre), os.path.join(out, "pre_%s.gguf" % pre))
+        expect["pre"].append("pre_%s.gguf" % pre)
     with open(os.path.join(out, "expect.json"), "w") as f:
         json.dump(expect, f, indent=1)
 

@@ -7,8 +7,10 @@
  * special tokens, the same ids for every conformance text (with and without
  * BOS, parsing special tokens and not), the same decoded text, and the same
  * ids for the decoded text of every vocabulary piece.  Two tiny vocabularies
- * check SentencePiece merging by score and byte-level merging by merges, and
- * each malformed file gguf_vocab.py --bad writes must fail with its message.
+ * check SentencePiece merging by score and byte-level merging by merges, each
+ * malformed file gguf_vocab.py --bad writes must fail with its message, and
+ * the tiny byte-level one must load and split alike under every
+ * pre-tokenizer name it lists.
  *
  * Usage: test_tokenizer_gguf test/data/tokenizers test/tools/gguf_vocab.py
  */
@@ -220,7 +222,7 @@ CheckTiny(const char *bad)
 	free(bpe);
 }
 
-/* Each malformed file fails with its expected message. */
+/* Each malformed file fails with its expected message; each known pre-tokenizer name loads. */
 static void
 CheckBad(const char *bad)
 {
@@ -237,7 +239,7 @@ CheckBad(const char *bad)
 		free(text);
 		return;
 	}
-	cJSON_ArrayForEach(e, expect)
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(expect, "refused"))
 	{
 		char	   *file = cbllm_path_join(bad, e->string);
 		cbllm_tokenizer *tok = NULL;
@@ -245,6 +247,18 @@ CheckBad(const char *bad)
 
 		TAP_OK(rc != CBLLM_OK && tok == NULL && strstr(err.msg, e->valuestring) != NULL,
 			   "%s is refused: \"%s\" (got \"%s\")", e->string, e->valuestring, rc == CBLLM_OK ? "success" : err.msg);
+		tokenizer_free(tok);
+		free(file);
+	}
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(expect, "pre"))
+	{
+		char	   *file = cbllm_path_join(bad, e->valuestring);
+		cbllm_tokenizer *tok = NULL;
+		int			rc = file ? load_gguf(file, &tok, &err) : CBLLM_ERR_NOMEM;
+
+		TAP_OK(rc == CBLLM_OK && encodes_to(tok, "ab ba<|end|>ab", false, (int32_t[]) {2, 5, 0, 3, 2}, 5),
+			   "%s: the pre-tokenizer loads, its regexes compile and split \"ab ba\" as ab \u0120b a (%s)", e->valuestring,
+			   rc == CBLLM_OK ? "ok" : err.msg);
 		tokenizer_free(tok);
 		free(file);
 	}
