@@ -129,7 +129,9 @@ typedef struct gg_vocab
 	int32_t    *hash;			/* mask + 1 slots: token id, or -1 */
 	uint32_t	mask;
 	int32_t		bos, eos, unk;	/* -1: none */
+	int32_t		pad;			/* checked; the tokenizer has no use for it */
 	bool		add_bos, add_eos, add_space_prefix;
+	bool		remove_extra_ws;	/* checked; not applied (see the top) */
 } gg_vocab;
 
 /* Token type of id. */
@@ -184,7 +186,7 @@ get_array(const gguf_file *g, const char *key, gguf_vtype et, bool required, con
 	return CBLLM_OK;
 }
 
-/* Read an optional token id key of any integer type into *id, checking it is below n. */
+/* Read an optional token id key of any integer type into *id (-1: none), checking it is below n. */
 static int
 get_id(const gguf_file *g, const char *key, int n, int32_t *id, cbllm_err *err)
 {
@@ -200,7 +202,7 @@ get_id(const gguf_file *g, const char *key, int n, int32_t *id, cbllm_err *err)
 				uint32_t	u;
 
 				memcpy(&u, v->data, 4);
-				x = u;
+				x = u == UINT32_MAX ? -1 : (int64_t) u;	/* some files write -1 as uint32 */
 				break;
 			}
 		case GGUF_INT32:
@@ -353,7 +355,7 @@ read_specials(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 {
 	int			rc;
 
-	v->bos = v->eos = v->unk = -1;
+	v->bos = v->eos = v->unk = v->pad = -1;
 	v->add_bos = v->spm || v->pre->add_bos;
 	v->add_space_prefix = v->spm;
 	for (int id = 0; id < v->n && v->spm; id++)
@@ -362,11 +364,11 @@ read_specials(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 	if ((rc = get_id(g, "tokenizer.ggml.bos_token_id", v->n, &v->bos, err)) == CBLLM_OK &&
 		(rc = get_id(g, "tokenizer.ggml.eos_token_id", v->n, &v->eos, err)) == CBLLM_OK &&
 		(rc = get_id(g, "tokenizer.ggml.unknown_token_id", v->n, &v->unk, err)) == CBLLM_OK &&
-		(rc = get_id(g, "tokenizer.ggml.padding_token_id", v->n, &(int32_t) {-1}, err)) == CBLLM_OK &&
+		(rc = get_id(g, "tokenizer.ggml.padding_token_id", v->n, &v->pad, err)) == CBLLM_OK &&
 		(rc = get_flag(g, "tokenizer.ggml.add_bos_token", &v->add_bos, err)) == CBLLM_OK &&
 		(rc = get_flag(g, "tokenizer.ggml.add_eos_token", &v->add_eos, err)) == CBLLM_OK &&
 		(rc = get_flag(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err)) == CBLLM_OK)
-		rc = get_flag(g, "tokenizer.ggml.remove_extra_whitespaces", &(bool) {false}, err);
+		rc = get_flag(g, "tokenizer.ggml.remove_extra_whitespaces", &v->remove_extra_ws, err);
 	return rc;
 }
 

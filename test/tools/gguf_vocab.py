@@ -227,6 +227,10 @@ def bad_cases():
         ("spm_score_nan", replace(s, "tokenizer.ggml.scores", "array",
                                   ("float32", [0.0, float("nan"), 0.0, -1.0, -2.0, -2.0, -5.0, -1.0])),
          "tokenizer.ggml.scores[1] is not a finite number"),
+        ("pad_range", replace(b, "tokenizer.ggml.padding_token_id", "int32", -2),
+         "tokenizer.ggml.padding_token_id = -2 is not a token id"),
+        ("spm_space_prefix_str", replace(s, "tokenizer.ggml.add_space_prefix", "string", "no"),
+         "tokenizer.ggml.add_space_prefix"),
         ("spm_bos_range", replace(s, "tokenizer.ggml.bos_token_id", "uint32", 600000),
          "tokenizer.ggml.bos_token_id = 600000 is not a token id"),
     ]
@@ -240,7 +244,8 @@ def write_bad(out):
     for name, kvs, msg in bad_cases():
         write_gguf(kvs, os.path.join(out, name + ".gguf"))
         expect["refused"][name + ".gguf"] = msg
-    for name, kvs in (("tiny_bpe", tiny_bpe()), ("tiny_spm", tiny_spm())):
+    for name, kvs in (("tiny_bpe", tiny_bpe()), ("tiny_spm", tiny_spm()),
+                      ("tiny_bpe_eos_none", replace(tiny_bpe(), "tokenizer.ggml.eos_token_id", "uint32", 0xFFFFFFFF))):
         write_gguf(kvs, os.path.join(out, name + ".gguf"))
     spaced = replace(replace(replace(tiny_bpe(), "tokenizer.ggml.tokens", "array",
                                      ("string", ["a", "b", "ab", "<|end|>", "\u0120", "\u0120b"])),

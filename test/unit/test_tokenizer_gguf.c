@@ -216,6 +216,12 @@ CheckTiny(const char *bad)
 		   "byte-level: \"a b\" merges, \"b a\" is no merge");
 	TAP_OK(encodes_to(b, "ab<|end|>", true, (int32_t[]) {2, 3}, 2) && tokenizer_eos_id(b) == 3,
 		   "byte-level: gpt-2 adds no BOS by default; control token <|end|> is special and the EOS");
+	tokenizer_free(b);
+	b = NULL;
+	free(bpe);
+	bpe = cbllm_path_join(bad, "tiny_bpe_eos_none.gguf");
+	TAP_OK(bpe && load_gguf(bpe, &b, &err) == CBLLM_OK && tokenizer_eos_id(b) == -1,
+		   "eos_token_id 0xFFFFFFFF (-1 written as uint32) means no EOS");
 	tokenizer_free(s);
 	tokenizer_free(b);
 	free(spm);
