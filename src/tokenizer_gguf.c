@@ -300,9 +300,11 @@ read_arrays(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 		int32_t		dup;
 		uint32_t	h;
 
-		if (p->len == 0 || p->len > GG_MAX_PIECE || memchr(p->ptr, '\0', p->len) != NULL)
-			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.tokens[%d] is empty, longer than %d bytes or holds a NUL",
-							  id, GG_MAX_PIECE);
+		if (p->len == 0 || p->len > GG_MAX_PIECE)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.tokens[%d] has %llu bytes (1 to %d allowed)",
+							  id, (unsigned long long) p->len, GG_MAX_PIECE);
+		if (memchr(p->ptr, '\0', p->len) != NULL)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.tokens[%d] holds a NUL byte", id);
 		for (size_t i = 0, l; i < p->len; i += l)
 			if ((l = utf8_len(p->ptr + i, p->len - i)) == 0)
 				return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.tokens[%d] is not valid UTF-8", id);
