@@ -17,15 +17,20 @@
  *     the decoder turns them back and drops that leading space.  There are
  *     no merges: SentencePiece merges the adjacent pair whose merged piece has
  *     the highest score, so every split of a piece (of any token type, as
- *     llama.cpp's tokenizer merges into any piece) into two known pieces is a merge, ranked by its piece's score (equal scores, equal
- *     ranks: the leftmost pair merges first).  remove_extra_whitespaces is
+ *     llama.cpp's tokenizer merges into any piece) into two known pieces is
+ *     a merge, ranked by its piece's score (equal scores, equal ranks: the
+ *     leftmost pair merges first).  remove_extra_whitespaces is
  *     read and checked but, as in llama.cpp's SentencePiece tokenizer, not
  *     applied.
  *   - "gpt2": the pre-tokenizer's regexes, NFC, ignore_merges, whether a BOS
  *     is added by default and the decode clean-up come from the row of
  *     pre_tokenizers named by tokenizer.ggml.pre.
  * Control and unknown tokens become special added tokens and user-defined
- * ones plain added tokens, both matched in the raw text before pre-tokenization.
+ * ones plain added tokens, both matched in the raw text before
+ * pre-tokenization.  A piece repeated under two ids is refused (a
+ * tokenizer.json vocabulary cannot hold it either).  The building costs a
+ * transient tree about as large as the tokenizer.json text would be: loading
+ * Gemma 3's 262,145 tokens takes under a second.
  */
 #include "tokenizer_internal.h"
 
