@@ -28,7 +28,8 @@
  * Control and unknown tokens become special added tokens and user-defined
  * ones plain added tokens, both matched in the raw text before
  * pre-tokenization.  A piece repeated under two ids is refused (a
- * tokenizer.json vocabulary cannot hold it either).  The building costs a
+ * tokenizer.json vocabulary cannot hold it, and llama.cpp stops on it); an
+ * empty one becomes "[EMPTY_<id>]", as llama.cpp names it.  The building costs a
  * transient tree about as large as the tokenizer.json text would be: loading
  * Gemma 3's 262,145 tokens takes under a second.
  */
@@ -43,6 +44,7 @@
 
 #define GG_PATH			"GGUF tokenizer.ggml"	/* what messages of the shared loader name */
 #define GG_MAX_PIECE	4096	/* longest token text, in bytes */
+#define GG_EMPTY_NAME	24		/* room for "[EMPTY_<id>]" and its NUL */
 
 /* tokenizer.ggml.token_type values, numbered as llama.cpp writes them */
 enum
@@ -127,6 +129,8 @@ typedef struct gg_vocab
 	bool		spm;			/* model "llama", else "gpt2" */
 	const gg_pre *pre;			/* gpt2: its pre-tokenizer */
 	const gguf_value *tokens;	/* n strings */
+	gguf_str   *pieces;			/* n: their texts, an empty one named "[EMPTY_<id>]" as llama.cpp names it */
+	char	   *names;			/* the texts of those names */
 	const float *scores;		/* n scores (spm), unaligned views: read with memcpy */
 	const uint8_t *types;		/* n int32 token types, or NULL (all normal) */
 	const gguf_value *merges;	/* gpt2: strings "a b" */
@@ -167,7 +171,7 @@ gg_find(const gg_vocab *v, const char *s, size_t n)
 {
 	for (uint32_t i = hash_bytes(s, n) & v->mask; v->hash[i] >= 0; i = (i + 1) & v->mask)
 	{
-		const gguf_str *p = &v->tokens->items[v->hash[i]].str;
+		const gguf_str *p = &v->pieces[v->hash[i]];
 
 		if (p->len == n && memcmp(p->ptr, s, n) == 0)
 			return v->hash[i];
@@ -269,6 +273,29 @@ read_names(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 	return CBLLM_OK;
 }
 
+/* Take the token texts as pieces, naming each empty one "[EMPTY_<id>]". */
+static int
+name_pieces(gg_vocab *v, cbllm_err *err)
+{
+	size_t		n_empty = 0, used = 0;
+
+	for (int id = 0; id < v->n; id++)
+		n_empty += v->tokens->items[id].str.len == 0;
+	if ((v->pieces = malloc((size_t) v->n * sizeof(gguf_str))) == NULL ||
+		(v->names = malloc(n_empty * GG_EMPTY_NAME + 1)) == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "GGUF tokenizer: out of memory");
+	for (int id = 0; id < v->n; id++)
+	{
+		v->pieces[id] = v->tokens->items[id].str;
+		if (v->pieces[id].len > 0)
+			continue;
+		v->pieces[id].ptr = v->names + used;
+		v->pieces[id].len = (uint64_t) snprintf(v->names + used, GG_EMPTY_NAME, "[EMPTY_%d]", id);
+		used += GG_EMPTY_NAME;
+	}
+	return CBLLM_OK;
+}
+
 /* Check the arrays (types, counts, texts, token types, scores) and hash the pieces. */
 static int
 read_arrays(const gguf_file *g, gg_vocab *v, cbllm_err *err)
@@ -299,14 +326,16 @@ read_arrays(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 	if ((v->hash = malloc((size_t) (v->mask + 1) * sizeof(int32_t))) == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "GGUF tokenizer: out of memory");
 	memset(v->hash, 0xFF, (size_t) (v->mask + 1) * sizeof(int32_t));
+	if ((rc = name_pieces(v, err)) != CBLLM_OK)
+		return rc;
 	for (int id = 0; id < v->n; id++)
 	{
-		const gguf_str *p = &v->tokens->items[id].str;
+		const gguf_str *p = &v->pieces[id];
 		int32_t		dup;
 		uint32_t	h;
 
-		if (p->len == 0 || p->len > GG_MAX_PIECE)
-			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.tokens[%d] has %llu bytes (1 to %d allowed)",
+		if (p->len > GG_MAX_PIECE)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.tokens[%d] has %llu bytes (at most %d allowed)",
 							  id, (unsigned long long) p->len, GG_MAX_PIECE);
 		if (memchr(p->ptr, '\0', p->len) != NULL)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.tokens[%d] holds a NUL byte", id);
@@ -408,7 +437,7 @@ add_vocab(const gg_vocab *v, cJSON *model)
 
 	for (int id = 0; vocab != NULL && id < v->n; id++)
 	{
-		const gguf_str *p = &v->tokens->items[id].str;
+		const gguf_str *p = &v->pieces[id];
 
 		memcpy(buf, p->ptr, p->len);
 		buf[p->len] = '\0';
@@ -434,7 +463,7 @@ derive_merges(const gg_vocab *v, cJSON *merges)
 {
 	for (int id = 0; id < v->n; id++)
 	{
-		const gguf_str *p = &v->tokens->items[id].str;
+		const gguf_str *p = &v->pieces[id];
 
 		for (size_t i = (size_t) utf8_len(p->ptr, p->len); i < p->len; i += (size_t) utf8_len(p->ptr + i, p->len - i))
 		{
@@ -445,8 +474,8 @@ derive_merges(const gg_vocab *v, cJSON *merges)
 			if (a < 0 || b < 0)
 				continue;
 			if ((pair = cJSON_CreateArray()) == NULL || !cJSON_AddItemToArray(merges, pair) ||
-				!cJSON_AddItemToArray(pair, jstr(&v->tokens->items[a].str)) ||
-				!cJSON_AddItemToArray(pair, jstr(&v->tokens->items[b].str)))
+				!cJSON_AddItemToArray(pair, jstr(&v->pieces[a])) ||
+				!cJSON_AddItemToArray(pair, jstr(&v->pieces[b])))
 				return false;
 		}
 	}
@@ -468,7 +497,7 @@ add_added(const gg_vocab *v, cJSON *root)
 			continue;
 		if ((a = cJSON_CreateObject()) == NULL || !cJSON_AddItemToArray(list, a) ||
 			cJSON_AddNumberToObject(a, "id", id) == NULL ||
-			!cJSON_AddItemToObject(a, "content", jstr(&v->tokens->items[id].str)) ||
+			!cJSON_AddItemToObject(a, "content", jstr(&v->pieces[id])) ||
 			cJSON_AddBoolToObject(a, "special", t != TT_USER_DEFINED) == NULL ||
 			cJSON_AddFalseToObject(a, "normalized") == NULL)
 			return false;
@@ -529,7 +558,7 @@ describe_tokenizer(const gg_vocab *v)
 		cJSON_AddBoolToObject(model, "byte_fallback", v->spm) == NULL ||
 		cJSON_AddBoolToObject(model, "fuse_unk", v->spm) == NULL ||
 		cJSON_AddBoolToObject(model, "ignore_merges", !v->spm && v->pre->ignore_merges) == NULL ||
-		!cJSON_AddItemToObject(model, "unk_token", v->unk >= 0 ? jstr(&v->tokens->items[v->unk].str) : cJSON_CreateNull()) ||
+		!cJSON_AddItemToObject(model, "unk_token", v->unk >= 0 ? jstr(&v->pieces[v->unk]) : cJSON_CreateNull()) ||
 		!add_vocab(v, model) || (merges = cJSON_AddArrayToObject(model, "merges")) == NULL ||
 		!(v->spm ? derive_merges(v, merges) : add_merges(v, merges)) ||
 		!add_added(v, root) || !add_sections(v, root))
@@ -547,8 +576,8 @@ describe_config(const gg_vocab *v)
 	cJSON	   *c = cJSON_CreateObject();
 
 	if (c == NULL ||
-		!cJSON_AddItemToObject(c, "bos_token", v->bos >= 0 ? jstr(&v->tokens->items[v->bos].str) : cJSON_CreateNull()) ||
-		!cJSON_AddItemToObject(c, "eos_token", v->eos >= 0 ? jstr(&v->tokens->items[v->eos].str) : cJSON_CreateNull()) ||
+		!cJSON_AddItemToObject(c, "bos_token", v->bos >= 0 ? jstr(&v->pieces[v->bos]) : cJSON_CreateNull()) ||
+		!cJSON_AddItemToObject(c, "eos_token", v->eos >= 0 ? jstr(&v->pieces[v->eos]) : cJSON_CreateNull()) ||
 		cJSON_AddBoolToObject(c, "add_bos_token", v->add_bos) == NULL ||
 		cJSON_AddBoolToObject(c, "add_eos_token", v->add_eos) == NULL ||
 		cJSON_AddBoolToObject(c, "clean_up_tokenization_spaces", !v->spm && v->pre->clean_up) == NULL)
@@ -625,6 +654,8 @@ tokenizer_load_gguf(const gguf_file *g, cbllm_tokenizer **out, cbllm_err *err)
 	cJSON_Delete(root);
 	cJSON_Delete(config);
 	free(v.hash);
+	free(v.pieces);
+	free(v.names);
 	if (rc != CBLLM_OK)
 	{
 		tokenizer_free(tok);

@@ -201,11 +201,12 @@ def bad_cases():
         ("tokens_utf8", replace(b, "tokenizer.ggml.tokens", "array", ("string", ["a", "b", "ab", b"\xff"])),
          "tokenizer.ggml.tokens[3] is not valid UTF-8"),
         ("token_too_long", replace(b, "tokenizer.ggml.tokens", "array", ("string", ["a", "b", "ab", "x" * 5000])),
-         "tokenizer.ggml.tokens[3] has 5000 bytes (1 to 4096 allowed)"),
+         "tokenizer.ggml.tokens[3] has 5000 bytes (at most 4096 allowed)"),
         ("token_nul", replace(b, "tokenizer.ggml.tokens", "array", ("string", ["a", "b\0", "ab", "c"])),
          "tokenizer.ggml.tokens[1] holds a NUL byte"),
-        ("token_empty", replace(b, "tokenizer.ggml.tokens", "array", ("string", ["a", "", "ab", "c"])),
-         "tokenizer.ggml.tokens[1] has 0 bytes (1 to 4096 allowed)"),
+        ("token_empty_repeats_name", replace(b, "tokenizer.ggml.tokens", "array",
+                                             ("string", ["a", "", "ab", "[EMPTY_1]"])),
+         "tokenizer.ggml.tokens[3] repeats tokens[1] \"[EMPTY_1]\""),
         ("types_count", replace(b, "tokenizer.ggml.token_type", "array", ("int32", [1, 1])),
          "tokenizer.ggml.token_type has 2 entries for 4 tokens"),
         ("types_value", replace(b, "tokenizer.ggml.token_type", "array", ("int32", [1, 1, 9, 3])),
@@ -251,6 +252,8 @@ def write_bad(out):
         write_gguf(kvs, os.path.join(out, name + ".gguf"))
         expect["refused"][name + ".gguf"] = msg
     for name, kvs in (("tiny_bpe", tiny_bpe()), ("tiny_spm", tiny_spm()),
+                      ("tiny_bpe_empty", replace(tiny_bpe(), "tokenizer.ggml.tokens", "array",
+                                                 ("string", ["a", "b", "ab", ""]))),
                       ("tiny_bpe_eos_none", replace(tiny_bpe(), "tokenizer.ggml.eos_token_id", "uint32", 0xFFFFFFFF))):
         write_gguf(kvs, os.path.join(out, name + ".gguf"))
     spaced = replace(replace(replace(tiny_bpe(), "tokenizer.ggml.tokens", "array",

@@ -222,6 +222,13 @@ CheckTiny(const char *bad)
 	bpe = cbllm_path_join(bad, "tiny_bpe_eos_none.gguf");
 	TAP_OK(bpe && load_gguf(bpe, &b, &err) == CBLLM_OK && tokenizer_eos_id(b) == -1,
 		   "eos_token_id 0xFFFFFFFF (-1 written as uint32) means no EOS");
+	tokenizer_free(b);
+	b = NULL;
+	free(bpe);
+	bpe = cbllm_path_join(bad, "tiny_bpe_empty.gguf");
+	TAP_OK(bpe && load_gguf(bpe, &b, &err) == CBLLM_OK && tokenizer_piece(b, 3) &&
+		   strcmp(tokenizer_piece(b, 3), "[EMPTY_3]") == 0 && tokenizer_is_special(b, 3),
+		   "an empty token text becomes \"[EMPTY_3]\", as llama.cpp names it");
 	tokenizer_free(s);
 	tokenizer_free(b);
 	free(spm);
