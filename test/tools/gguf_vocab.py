@@ -3,7 +3,8 @@
 
     test/tools/gguf_vocab.py MODEL_DIR OUT.gguf     a GGUF file holding only that metadata
     test/tools/gguf_vocab.py --bad DIR              malformed tokenizer metadata, one file per
-                                                    fault, and DIR/expect.json: file -> message
+                                                    fault, tiny valid ones, and DIR/expect.json
+                                                    (see write_bad)
 
 As a module: tokenizer_kvs(model_dir) returns [(key, vtype, value)] in gguf_writer.py's convention
 (arrays as ("array", (elem_type, list))).
