@@ -53,6 +53,7 @@ ENGINE_SRCS = \
 	src/tokenizer_norm.c \
 	src/tokenizer_pretok.c \
 	src/tokenizer_decode.c \
+	src/tokenizer_gguf.c \
 	src/threadpool.c \
 	src/cpu_features.c \
 	src/kernels_generic.c \
@@ -95,6 +96,7 @@ UNIT_TESTS = \
 	build/test/test_model_config \
 	build/test/test_safetensors \
 	build/test/test_gguf \
+	build/test/test_tokenizer_gguf \
 	build/test/test_model_load \
 	build/test/test_model_dummy \
 	build/test/test_sampler \
@@ -296,7 +298,7 @@ FUZZ_SAN      = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefi
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 $(FUZZ_SAN) -Wall -Wextra -Werror \
                 -Wno-unused-parameter -Isrc -Itest/fuzz
 FUZZ_TARGETS  = config safetensors safetensors_index tokenizer tokenizer_config ipc request_check \
-                chat_template gguf
+                chat_template gguf tokenizer_gguf
 FUZZ_BINS     = $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 
 .PHONY: fuzz
@@ -313,6 +315,7 @@ FUZZ_TOK_OBJS = $(patsubst %,build/fuzz/obj/%.o,tokenizer_load tokenizer tokeniz
 build/fuzz/fuzz_tokenizer:         $(FUZZ_TOK_OBJS)
 build/fuzz/fuzz_tokenizer_config:  $(FUZZ_TOK_OBJS)
 build/fuzz/fuzz_gguf:               build/fuzz/obj/gguf.o build/fuzz/obj/util.o
+build/fuzz/fuzz_tokenizer_gguf:     $(FUZZ_TOK_OBJS) build/fuzz/obj/tokenizer_gguf.o build/fuzz/obj/gguf.o
 build/fuzz/fuzz_ipc:                build/fuzz/obj/ipc.o build/fuzz/obj/request_params.o
 build/fuzz/fuzz_request_check:      build/fuzz/obj/request_params.o
 build/fuzz/fuzz_chat_template:      $(patsubst %,build/fuzz/obj/%.o,jinja_value jinja_lex jinja_parse jinja_eval \

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gguf.h"
 #include "util.h"
 
 typedef struct cbllm_tokenizer cbllm_tokenizer;
@@ -38,6 +39,13 @@ typedef struct cbllm_tokenizer cbllm_tokenizer;
  */
 int			tokenizer_load(const char *dir, cbllm_tokenizer **out, cbllm_err *err);
 void		tokenizer_free(cbllm_tokenizer *tok);
+
+/*
+ * Build a tokenizer from a parsed GGUF file's tokenizer.ggml.* metadata
+ * (model "llama" or "gpt2", tokenizer_gguf.c); g may be freed afterwards.
+ * Errors name the key at fault.
+ */
+int			tokenizer_load_gguf(const gguf_file *g, cbllm_tokenizer **out, cbllm_err *err);
 
 /* The texts of a tokenizer's files, already in memory (tokenizer_load_from). */
 typedef struct tokenizer_source

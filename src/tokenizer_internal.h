@@ -23,6 +23,7 @@
 #define TOK_MAX_NORM	16			/* normalizer steps */
 #define TOK_MAX_PRETOK	8			/* pre-tokenizer steps */
 #define TOK_MAX_POST	8			/* ids the post-processor adds before or after */
+#define TOK_MAX_ID		(1 << 24)	/* ids must be below this */
 #define TOK_MAX_KEEP	32			/* characters a piece may have before a "▁" (meta_keep) */
 #define TOK_META		"\xE2\x96\x81"	/* U+2581, SentencePiece's space */
 #define JGET(o, k)		cJSON_GetObjectItemCaseSensitive(o, k)
@@ -239,6 +240,14 @@ utf8_cp(const char *s, int len)
 
 /* Copy n bytes plus a NUL into the tokenizer's string arena (tokenizer_load.c). */
 char	   *tok_arena_dup(cbllm_tokenizer *tok, const char *s, size_t n);
+
+/*
+ * Build a tokenizer whose path is set from a tokenizer.json tree and a
+ * tokenizer_config.json tree (NULL: none), as tokenizer_load does from the
+ * files' texts (tokenizer_load.c); config_path names the config in messages.
+ */
+int			tok_build_from_json(cbllm_tokenizer *tok, const cJSON *root, const cJSON *config,
+								const char *config_path, cbllm_err *err);
 
 /* Read an optional boolean member into *out; absent or null leaves it alone. */
 int			tok_get_bool(const cJSON *obj, const char *key, bool *out, const char *path,

@@ -27,8 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TOK_MAX_ID		(1 << 24)	/* ids must be below this */
-
 /* ---------------------------------------------------------------- utils */
 
 /* Copy n bytes plus a NUL into the tokenizer's string arena. */
@@ -483,21 +481,19 @@ set_edge(int32_t *list, int *n, int32_t id, bool on, bool at_end)
 }
 
 /*
- * Apply tokenizer_config.json's text (len bytes; NULL when there is none):
- * BOS/EOS, whether to add them, and the decode clean-up.  Messages name path.
+ * Apply a parsed tokenizer_config.json (NULL when there is none): BOS/EOS,
+ * whether to add them, and the decode clean-up.  Messages name path.
  */
 static int
-parse_config(cbllm_tokenizer *tok, const char *text, size_t len, const char *path, cbllm_err *err)
+apply_config(cbllm_tokenizer *tok, const cJSON *root, const char *path, cbllm_err *err)
 {
-	cJSON	   *root = NULL;
 	const cJSON *ab, *ae;
-	int			rc = CBLLM_OK;
+	int			rc;
 	bool		add_bos = true, add_eos = false;
 
 	tok->bos_id = find_token(tok, "<s>");	/* defaults when the config is silent */
 	tok->eos_id = find_token(tok, "</s>");
-	if (text != NULL && (rc = parse_json(text, len, path, &root, err)) == CBLLM_OK &&
-		(rc = config_token(tok, root, "bos_token", &tok->bos_id, path, err)) == CBLLM_OK)
+	if ((rc = config_token(tok, root, "bos_token", &tok->bos_id, path, err)) == CBLLM_OK)
 		rc = config_token(tok, root, "eos_token", &tok->eos_id, path, err);
 	if (rc == CBLLM_OK && (rc = tok_get_bool(root, "add_bos_token", &add_bos, path, "", err)) == CBLLM_OK &&
 		(rc = tok_get_bool(root, "add_eos_token", &add_eos, path, "", err)) == CBLLM_OK)
@@ -508,6 +504,20 @@ parse_config(cbllm_tokenizer *tok, const char *text, size_t len, const char *pat
 		set_edge(tok->prefix, &tok->n_prefix, tok->bos_id, add_bos, false);
 	if (rc == CBLLM_OK && (!tok->has_post || cJSON_IsBool(ae)))
 		set_edge(tok->suffix, &tok->n_suffix, tok->eos_id, add_eos, true);
+	return rc;
+}
+
+/* Apply tokenizer_config.json's text (len bytes; NULL when there is none). */
+static int
+parse_config(cbllm_tokenizer *tok, const char *text, size_t len, const char *path, cbllm_err *err)
+{
+	cJSON	   *root = NULL;
+	int			rc = CBLLM_OK;
+
+	if (text != NULL)
+		rc = parse_json(text, len, path, &root, err);
+	if (rc == CBLLM_OK)
+		rc = apply_config(tok, root, path, err);
 	cJSON_Delete(root);
 	return rc;
 }
@@ -660,6 +670,21 @@ load_post(cbllm_tokenizer *tok, void *ctx, const cJSON *p, int depth, const char
 	return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: unsupported post_processor type %.64s", path, t);
 }
 
+/* Build tok's tables from a parsed tokenizer.json; messages name tok->path. */
+static int
+build_tables(cbllm_tokenizer *tok, const cJSON *root, cbllm_err *err)
+{
+	int			rc;
+
+	if ((rc = load_model(tok, root, JGET(root, "model"), tok->path, err)) == CBLLM_OK &&
+		(rc = tok_load_normalizer(tok, JGET(root, "normalizer"), tok->path, err)) == CBLLM_OK &&
+		(rc = tok_load_pretokenizer(tok, JGET(root, "pre_tokenizer"), tok->path, err)) == CBLLM_OK &&
+		(rc = load_added(tok, JGET(root, "added_tokens"), tok->path, err)) == CBLLM_OK &&
+		(rc = tok_load_decoder(tok, JGET(root, "decoder"), tok->path, err)) == CBLLM_OK)
+		rc = load_post(tok, NULL, JGET(root, "post_processor"), 0, tok->path, err);
+	return rc;
+}
+
 /* Build tok's tables from tokenizer.json's text (len bytes); messages name tok->path. */
 static int
 parse_tokenizer(cbllm_tokenizer *tok, const char *text, size_t len, cbllm_err *err)
@@ -667,15 +692,20 @@ parse_tokenizer(cbllm_tokenizer *tok, const char *text, size_t len, cbllm_err *e
 	cJSON	   *root = NULL;
 	int			rc;
 
-	if ((rc = parse_json(text, len, tok->path, &root, err)) == CBLLM_OK &&
-		(rc = load_model(tok, root, JGET(root, "model"), tok->path, err)) == CBLLM_OK &&
-		(rc = tok_load_normalizer(tok, JGET(root, "normalizer"), tok->path, err)) == CBLLM_OK &&
-		(rc = tok_load_pretokenizer(tok, JGET(root, "pre_tokenizer"), tok->path, err)) == CBLLM_OK &&
-		(rc = load_added(tok, JGET(root, "added_tokens"), tok->path, err)) == CBLLM_OK &&
-		(rc = tok_load_decoder(tok, JGET(root, "decoder"), tok->path, err)) == CBLLM_OK)
-		rc = load_post(tok, NULL, JGET(root, "post_processor"), 0, tok->path, err);
+	if ((rc = parse_json(text, len, tok->path, &root, err)) == CBLLM_OK)
+		rc = build_tables(tok, root, err);
 	cJSON_Delete(root);
 	return rc;
+}
+
+/* Build tok (its path set) from a tokenizer.json tree and a config tree (or NULL). */
+int
+tok_build_from_json(cbllm_tokenizer *tok, const cJSON *root, const cJSON *config,
+					const char *config_path, cbllm_err *err)
+{
+	int			rc = build_tables(tok, root, err);
+
+	return rc == CBLLM_OK ? apply_config(tok, config, config_path, err) : rc;
 }
 
 /* Load dir/tokenizer.json and dir/tokenizer_config.json. */

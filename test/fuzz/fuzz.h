@@ -33,6 +33,17 @@ fuzz_text(const uint8_t *data, size_t size)
 	return t;
 }
 
+/* A malloc'd copy of data[0..size) exactly that large (a mapped file's bytes), or NULL. */
+static inline uint8_t *
+fuzz_bytes(const uint8_t *data, size_t size)
+{
+	uint8_t    *b = malloc(size > 0 ? size : 1);
+
+	if (b != NULL && size > 0)
+		memcpy(b, data, size);
+	return b;
+}
+
 /* Abort (a finding) when a promised property does not hold. */
 #define FUZZ_CHECK(cond, what) \
 	do { \

@@ -61,7 +61,7 @@ CheckValue(const gguf_value *v, uintptr_t lo, uintptr_t hi, int depth)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint8_t    *buf = malloc(size > 0 ? size : 1);	/* exactly the file: ASan sees reads past it */
+	uint8_t    *buf = fuzz_bytes(data, size);	/* exactly the file: ASan sees reads past it */
 	uintptr_t	lo = (uintptr_t) buf,
 				hi = lo + size;
 	gguf_file  *g = NULL;
@@ -70,8 +70,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (buf == NULL)
 		return 0;
-	if (size > 0)
-		memcpy(buf, data, size);
 	rc = gguf_parse(buf, size, &g, &err);
 	FUZZ_CHECK((rc == CBLLM_OK) == (g != NULL), "a file is returned exactly on success");
 	if (rc != CBLLM_OK)

@@ -19,6 +19,8 @@ edge cases:
   - for gguf, files written by test/tools/gguf_writer.py: the unit test's two well-formed
     files (every metadata type, F32/F16/quantized tensors), a small one, and its
     malformed cases (truncations, absurd counts, overlaps, bad alignment ...);
+  - for tokenizer_gguf, tokenizer metadata written by test/tools/gguf_vocab.py: its tiny
+    and malformed files, the trimmed Llama-2 tokenizer and the small byte-level ones;
   - for request_check and ipc, whose inputs are C structs, what test/fuzz/make_seeds.c
     writes through the real structs and ring (compiled here with $CC, default cc).
 Files named crash-* or regress-* in the corpus are findings kept as regression inputs;
@@ -427,6 +429,31 @@ def gguf(c):
         c.put("gguf", "bad_" + name + ".gguf", data)
 
 
+def tokenizer_gguf(c, tmp):
+    """GGUF files of tokenizer metadata, written by test/tools/gguf_vocab.py: its tiny and
+    malformed ones, the trimmed Llama-2 tokenizer and the byte-level cases it can describe."""
+    sys.path.insert(0, os.path.join(ROOT, "test", "tools"))
+    import gguf_vocab
+    out = os.path.join(tmp, "tokenizer_gguf")
+    gguf_vocab.write_bad(out)
+    for name in sorted(os.listdir(out)):
+        if name.endswith(".gguf"):
+            c.put("tokenizer_gguf", name, read(os.path.join(out, name)))
+    cases = {"llama2_trimmed": json.loads(llama2_trimmed())}
+    cases.update(byte_level_cases())
+    for name, obj in cases.items():
+        d = os.path.join(tmp, "tokenizer_gguf_" + name)
+        os.makedirs(d)
+        with open(os.path.join(d, "tokenizer.json"), "wb") as f:
+            f.write(dumps(obj))
+        try:
+            kvs = gguf_vocab.tokenizer_kvs(d)
+        except (ValueError, KeyError, TypeError):
+            continue                       # a pre-tokenizer GGUF has no name for
+        gguf_vocab.write_gguf(kvs, os.path.join(d, "t.gguf"))
+        c.put("tokenizer_gguf", name + ".gguf", read(os.path.join(d, "t.gguf")))
+
+
 def binary_seeds(c, tmp):
     """The request_check and ipc seeds, written by make_seeds.c through the real structs."""
     prog = os.path.join(tmp, "make_seeds")
@@ -460,6 +487,7 @@ def main():
         binary_seeds(c, gen)
         chat_templates(c)
         gguf(c)
+        tokenizer_gguf(c, gen)
     c.prune()
 
 
