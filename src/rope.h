@@ -71,7 +71,9 @@ typedef enum rope_type
 	ROPE_LLAMA3,
 	ROPE_YARN,
 	ROPE_DYNAMIC,
-	ROPE_LONGROPE
+	ROPE_LONGROPE,
+	ROPE_FREQ_FACTORS			/* GGUF's rope_freqs tensor: inv_i / freq_factor[i] at every
+								 * position (how llama.cpp's converter stores llama3 scaling) */
 } rope_type;
 
 /* One RoPE configuration; the fields a type does not read are 0. */
@@ -92,6 +94,9 @@ typedef struct cbllm_rope
 	int			n_factors;		/* longrope: head_dim / 2 */
 	double		short_factor[ROPE_MAX_FACTORS]; /* longrope, (n_factors) */
 	double		long_factor[ROPE_MAX_FACTORS];	/* longrope, (n_factors) */
+	double		freq_factor[ROPE_MAX_FACTORS];	/* freq_factors, (n_factors) */
+	bool		interleaved;	/* rotate pairs (2i, 2i + 1), not (i, i + head_dim / 2):
+								 * a GGUF llama file's permuted q and k (model_gguf.c) */
 } cbllm_rope;
 
 /* A configuration turned into frequencies for one head_dim. */

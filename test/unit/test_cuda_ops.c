@@ -293,7 +293,7 @@ TestRope(void)
 	dc = Up(cs, (size_t) P * half);
 	ds = Up(sn, (size_t) P * half);
 	dpos = UpBytes(pos, sizeof(pos));
-	rc = cuda_rope(dx, dc, ds, dpos, T, H, hd, NULL, &err);
+	rc = cuda_rope(dx, dc, ds, dpos, T, H, hd, false, NULL, &err);
 	got = Down(dx, n);
 	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n) < 1e-6,
 		   "rope with per-position tables matches the CPU (rel err %.2g)", RelErr(got, ref, n));
