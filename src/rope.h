@@ -53,6 +53,13 @@
  *             factor = max_position_embeddings / it; without one, factor and
  *             original_max_position_embeddings come from rope_scaling (the
  *             latter defaulting to max_position_embeddings).
+ *   freq_factors  (GGUF files only: llama.cpp's converter writes llama3
+ *             scaling as the tensor rope_freqs.weight) inv_i / freq_factor[i]
+ *             at every position, attention factor 1.
+ *
+ * Layout: pairs (i, i + head_dim / 2) are rotated together (HF's
+ * rotate_half), or with interleaved (2i, 2i + 1), which is how GGUF llama
+ * files' permuted q and k rows expect it (model_gguf.c).
  */
 #ifndef CBLLM_ROPE_H
 #define CBLLM_ROPE_H

@@ -3,6 +3,7 @@
  * conversion of a gen_model.py checkpoint) is the checkpoint's model.
  *
  *   test_model_gguf FAMILY HF_DIR GGUF_DIR [DEVICE]
+ *   test_model_gguf --type TYPE FAMILY HF_DIR GGUF_DIR
  *   test_model_gguf --errors BAD_DIR
  *
  * GGUF_DIR holds model.gguf beside the checkpoint's tokenizer files and no
@@ -13,7 +14,9 @@
  * matrix pointing into the mapping with the checkpoint's shape and values
  * (permuted rows for llama's q and k), the norms, tied or untied; then that
  * the prompt's logits equal the checkpoint's within 1e-5 on the CPU, and on
- * DEVICE within the bf16 path's tolerance.  The second form loads each
+ * DEVICE within the bf16 path's tolerance.  The second form checks a
+ * conversion to TYPE the same way, each matrix dequantized within the
+ * type's own rounding (Tolerance), without running it.  The third loads each
  * broken file of BAD_DIR (hf_to_gguf.py --break) and a directory of two
  * GGUF files and a split one, and checks each error names what is wrong.
  */
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -108,6 +112,7 @@ typedef struct compare_walk
 	int			in_mapping;		/* of those, pointing into the file */
 	int			same_values;	/* matrices and vectors equal to the checkpoint's */
 	int			n_tensors;
+	cbllm_dtype want;			/* the type the matrices were converted to */
 	char		first_bad[128];
 } compare_walk;
 
@@ -131,7 +136,41 @@ SourceRow(int64_t r, int head_dim, bool permuted)
 	return h * head_dim + (j % 2 == 0 ? j / 2 : j / 2 + head_dim / 2);
 }
 
-/* Compare one tensor of the GGUF model with the checkpoint's (both f32 files). */
+/*
+ * The largest gap (compare.h's RelErr over a row) a matrix of dtype may have
+ * from the F32 values it was made from: 0 for F32; half an ulp for F16 (2^-11)
+ * and BF16 (2^-8 / 2); half a step for Q8_0 (amax / 254) and the affine
+ * Q4_1, Q5_1 ((max - min) / 2 (levels - 1) <= max / 15, / 31); a whole step
+ * for the symmetric Q4_0, Q5_0, whose d = max / -8 (-16) leaves -max a step
+ * short of its level (max / 8, / 16); each plus f16's rounding of the scale.
+ */
+static double
+Tolerance(cbllm_dtype dt)
+{
+	switch (dt)
+	{
+		case CBLLM_F32:
+			return 0;
+		case CBLLM_F16:
+			return 6e-4;
+		case CBLLM_BF16:
+			return 4e-3;
+		case CBLLM_Q8_0:
+			return 5e-3;
+		case CBLLM_Q4_1:
+			return 7e-2;
+		case CBLLM_Q5_1:
+			return 3.5e-2;
+		case CBLLM_Q4_0:
+			return 0.13;
+		case CBLLM_Q5_0:
+			return 6.5e-2;
+		default:
+			return -1;
+	}
+}
+
+/* Compare one tensor of the GGUF model (matrices of type want) with the F32 checkpoint's. */
 static int
 CompareTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 {
@@ -145,22 +184,28 @@ CompareTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 		const cbllm_weight *a = (const cbllm_weight *) (hf_base + mt->t->offset);
 		const cbllm_weight *b = mt->matrix;
 		const uint8_t *lo = w->gg->gguf->base;
+		size_t		row_bytes = cbllm_dtype_row_bytes(b->dtype, b->cols);
 		bool		qk = strcmp(mt->t->role, "wq") == 0 || strcmp(mt->t->role, "wk") == 0;
 		bool		permuted = qk && (w->gg->cfg.features & ARCH_GGUF_PERMUTED_QK);
+		float	   *row = malloc(sizeof(float) * b->cols);
 
 		if (!mt->tied)
 		{
 			w->n_matrices++;
 			w->in_mapping += (const uint8_t *) b->data >= lo &&
-				(const uint8_t *) b->data + b->rows * b->cols * 4 <= lo + w->gg->gguf->size;
+				(const uint8_t *) b->data + b->rows * row_bytes <= lo + w->gg->gguf->size;
 		}
-		same = a->dtype == CBLLM_F32 && b->dtype == CBLLM_F32 && a->rows == b->rows &&
-			a->cols == b->cols;
+		same = row != NULL && a->dtype == CBLLM_F32 && b->dtype == w->want &&
+			a->rows == b->rows && a->cols == b->cols;
 		for (int64_t r = 0; same && r < b->rows; r++)
-			same = memcmp((const float *) b->data + r * b->cols,
-						  (const float *) a->data +
-						  SourceRow(r, w->gg->cfg.head_dim, permuted) * a->cols,
-						  sizeof(float) * b->cols) == 0;
+		{
+			const float *src = (const float *) a->data +
+				SourceRow(r, w->gg->cfg.head_dim, permuted) * a->cols;
+
+			cbllm_to_f32(b->dtype, (const char *) b->data + r * row_bytes, row, b->cols);
+			same = RelErr(row, src, b->cols) <= Tolerance(b->dtype);
+		}
+		free(row);
 	}
 	else
 	{
@@ -178,7 +223,7 @@ CompareTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 
 /* What the loader binds equals the checkpoint's model. */
 static void
-test_binds(const char *hf_dir, const char *gguf_dir)
+test_binds(const char *hf_dir, const char *gguf_dir, cbllm_dtype want)
 {
 	cbllm_model *hf = NULL,
 			   *gg = NULL;
@@ -214,13 +259,15 @@ test_binds(const char *hf_dir, const char *gguf_dir)
 		   family, hf->lm_head_tied ? "tied" : "untied");
 	w.hf = hf;
 	w.gg = gg;
+	w.want = want;
 	model_visit(gg, CompareTensor, &w, &err);
 	TAP_OK(w.n_matrices > 0 && w.in_mapping == w.n_matrices,
 		   "%s: all %d matrices point into the file's mapping (%d do)", family, w.n_matrices,
 		   w.in_mapping);
 	TAP_OK(w.same_values == w.n_tensors,
-		   "%s: %d of %d tensors equal the checkpoint's F32 values%s (first differing: %s)",
-		   family, w.same_values, w.n_tensors, llama ? ", q and k rows permuted" : "",
+		   "%s: %d of %d tensors equal the checkpoint's F32 values (matrices as %s within %g)%s (first differing: %s)",
+		   family, w.same_values, w.n_tensors, cbllm_dtype_name(want), Tolerance(want),
+		   llama ? ", q and k rows permuted" : "",
 		   w.first_bad[0] ? w.first_bad : "none");
 	model_free(gg);
 	model_free(hf);
@@ -312,24 +359,47 @@ test_errors(const char *bad_dir)
 	ExpectError(dir, "split GGUF file", "a split GGUF file named directly");
 }
 
+/* The weight type a --type name stands for ("q8_0" is Q8_0). */
+static bool
+TypeByName(const char *name, cbllm_dtype *dt)
+{
+	for (int i = 0; i < CBLLM_DTYPE_COUNT; i++)
+		if (strcasecmp(cbllm_dtype_name((cbllm_dtype) i), name) == 0)
+		{
+			*dt = (cbllm_dtype) i;
+			return true;
+		}
+	return false;
+}
+
 int
 main(int argc, char **argv)
 {
+	cbllm_dtype want = CBLLM_F32;
+
 	if (argc == 3 && strcmp(argv[1], "--errors") == 0)
 	{
 		family = "llama";
 		test_errors(argv[2]);
 		return tap_done();
 	}
+	/* --type T: a conversion to T, whose values and binding are checked, not run */
+	if (argc == 6 && strcmp(argv[1], "--type") == 0 && TypeByName(argv[2], &want))
+	{
+		family = argv[3];
+		test_binds(argv[4], argv[5], want);
+		return tap_done();
+	}
 	if (argc < 4)
 	{
 		fprintf(stderr, "usage: test_model_gguf FAMILY HF_DIR GGUF_DIR [DEVICE]\n"
+				"       test_model_gguf --type TYPE FAMILY HF_DIR GGUF_DIR\n"
 				"       test_model_gguf --errors BAD_DIR\n");
 		return 2;
 	}
 	family = argv[1];
 	if (argc == 4 || strcmp(argv[4], "cpu") == 0)
-		test_binds(argv[2], argv[3]);
+		test_binds(argv[2], argv[3], CBLLM_F32);
 	test_logits(argv[2], argv[3], argc > 4 && strcmp(argv[4], "cpu") != 0 ? argv[4] : NULL);
 	return tap_done();
 }
