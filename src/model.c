@@ -197,6 +197,38 @@ model_load_ex(const model_load_params *p, cbllm_model **out, cbllm_err *err)
 	return CBLLM_OK;
 }
 
+/* Count one tensor under the type it is used in (arg: int counts[CBLLM_DTYPE_COUNT]). */
+static int
+CountType(void *arg, const model_tensor *mt, cbllm_err *err)
+{
+	int		   *counts = arg;
+
+	if (mt->vector != NULL)
+		counts[CBLLM_F32]++;
+	else if (!mt->tied && (int) mt->matrix->dtype >= 0 && mt->matrix->dtype < CBLLM_DTYPE_COUNT)
+		counts[mt->matrix->dtype]++;
+	return CBLLM_OK;
+}
+
+/* "Q8_0 14, F32 7": the tensors of m by the weight type they are used in. */
+void
+model_weight_types(const cbllm_model *m, char *buf, size_t size)
+{
+	int			counts[CBLLM_DTYPE_COUNT] = {0};
+	size_t		len = 0;
+
+	buf[0] = '\0';
+	model_visit(m, CountType, counts, NULL);
+	for (int t = 0; t < CBLLM_DTYPE_COUNT && len < size; t++)
+		if (counts[t] > 0)
+		{
+			int			w = snprintf(buf + len, size - len, "%s%s %d", len ? ", " : "",
+									 cbllm_dtype_name((cbllm_dtype) t), counts[t]);
+
+			len += w > 0 ? (size_t) w : 0;
+		}
+}
+
 /* Free one tensor's converted vector, or its matrix when the model owns the matrices. */
 static int
 FreeTensor(void *arg, const model_tensor *mt, cbllm_err *err)

@@ -226,6 +226,15 @@ int			model_gguf_path(const char *path, char **gguf_path, cbllm_err *err);
 /* Map the GGUF file at path, read m's cfg from its keys and bind its tensors (model_gguf.c). */
 int			model_load_gguf(cbllm_model *m, const char *path, cbllm_err *err);
 
+#define MODEL_WEIGHT_TYPES_LEN 128	/* room for model_weight_types' text */
+
+/*
+ * Into buf, the weight types m's tensors are used in and how many of each,
+ * in the weight-type table's order: "Q8_0 14, F32 7".  Matrices count under
+ * their stored type (a tied lm_head not again), norms and biases as F32.
+ */
+void		model_weight_types(const cbllm_model *m, char *buf, size_t size);
+
 /* Give m (its cfg loaded) dummy matrices and unit norms (model_dummy.c). */
 int			model_load_dummy(cbllm_model *m, bool on_host, cbllm_err *err);
 

@@ -269,6 +269,20 @@ test_binds(const char *hf_dir, const char *gguf_dir, cbllm_dtype want)
 		   family, w.same_values, w.n_tensors, cbllm_dtype_name(want), Tolerance(want),
 		   llama ? ", q and k rows permuted" : "",
 		   w.first_bad[0] ? w.first_bad : "none");
+	{
+		char		got[MODEL_WEIGHT_TYPES_LEN],
+					expect[MODEL_WEIGHT_TYPES_LEN];
+		int			n_vectors = w.n_tensors - w.n_matrices - (gg->lm_head_tied ? 1 : 0);
+
+		model_weight_types(gg, got, sizeof(got));
+		if (want == CBLLM_F32)
+			snprintf(expect, sizeof(expect), "F32 %d", w.n_matrices + n_vectors);
+		else
+			snprintf(expect, sizeof(expect), "F32 %d, %s %d", n_vectors, cbllm_dtype_name(want),
+					 w.n_matrices);
+		TAP_OK(strcmp(got, expect) == 0, "%s: the weight types are described as \"%s\" (\"%s\")",
+			   family, expect, got);
+	}
 	model_free(gg);
 	model_free(hf);
 }
