@@ -24,8 +24,9 @@ Matrices are stored in --type (the embeddings too); norms, biases and factors st
 When test/tools/gguf_vocab.py exists its tokenizer_kvs(model_dir) are added.
 
 For the loader's error tests, --break WHAT:NAME writes one thing wrong: missing-key (the key
-left out), key-type (the key written as a string), missing-tensor, shape (the tensor's two
-dims swapped), type-id (the tensor stored as Q8_1, a ggml type cbllm does not load).
+left out), key-type (the key written as a string), absurd-value (the integer key as 2^31),
+missing-tensor, shape (the tensor's two dims swapped), rank (a dim of 1 added to the
+tensor), type-id (the tensor stored as Q8_1, a ggml type cbllm does not load).
 """
 
 import argparse
@@ -205,6 +206,8 @@ class BreakingWriter(gguf_writer.GGUFWriter):
             return
         if key == self.name and self.what == "key-type":
             vtype, value = "string", str(value)
+        if key == self.name and self.what == "absurd-value":
+            value = 1 << 31
         super().add(key, vtype, value)
 
     def add_tensor(self, name, type_id, dims, data, offset=None, place=True):
@@ -212,13 +215,16 @@ class BreakingWriter(gguf_writer.GGUFWriter):
             return
         if name == self.name and self.what == "shape":
             dims = dims[::-1]
+        if name == self.name and self.what == "rank":
+            dims = list(dims) + [1]
         if name == self.name and self.what == "type-id":
             q8_1 = 9  # 32 elements in 36 bytes
             type_id, data = q8_1, bytes(gguf_writer.tensor_nbytes(q8_1, dims))
         super().add_tensor(name, type_id, dims, data, offset, place)
 
 
-BREAKS = ("missing-key", "key-type", "missing-tensor", "shape", "type-id")
+BREAKS = ("missing-key", "key-type", "absurd-value", "missing-tensor", "shape", "rank",
+          "type-id")
 
 
 def convert(model_dir, out_path, type_name, breaking=None):
