@@ -180,6 +180,8 @@ def add_hparams(w, cfg, arch, head_dim):
     window = cfg.get("sliding_window")
     if cfg.get("use_sliding_window") is False:
         window = None
+    if window and arch == "qwen2":
+        raise SystemExit("hf_to_gguf.py: qwen2's max_window_layers windows have no GGUF key")
     if window:
         w.add(key("attention.sliding_window"), "uint32", window)
     if arch == "gemma3":

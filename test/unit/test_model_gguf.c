@@ -13,8 +13,9 @@
  * (set exactly for llama, whose q and k rows the converter permutes), every
  * matrix pointing into the mapping with the checkpoint's shape and values
  * (permuted rows for llama's q and k), the norms, tied or untied; then that
- * the prompt's logits equal the checkpoint's within 1e-5 on the CPU, and on
- * DEVICE within the bf16 path's tolerance.  The second form checks a
+ * the prompt's logits equal the checkpoint's within 1e-5 on the CPU and the
+ * engine's greedy tokens are the checkpoint's, and on DEVICE the logits are
+ * within the bf16 path's tolerance.  The second form checks a
  * conversion to TYPE the same way, each matrix dequantized within the
  * type's own rounding (Tolerance), without running it.  The third loads each
  * broken file of BAD_DIR (hf_to_gguf.py --break) and a directory of two
@@ -35,6 +36,7 @@
 static const int32_t PROMPT[] = {1, 15, 267, 42, 300, 7, 99, 180, 3, 250, 61, 128};
 
 #define N_PROMPT ((int) (sizeof(PROMPT) / sizeof(PROMPT[0])))
+#define N_GREEDY 16
 
 static const char *family;
 
@@ -303,6 +305,17 @@ test_logits(const char *hf_dir, const char *gguf_dir, const char *device)
 		   family, worst);
 	if (device != NULL)
 		ref_check_device(gguf_dir, device, PROMPT, N_PROMPT, ref, vocab, family);
+	else
+	{
+		int32_t		a[N_GREEDY],
+					b[N_GREEDY];
+		int			na = ref_engine_greedy(hf_dir, NULL, PROMPT, N_PROMPT, N_GREEDY, a),
+					nb = ref_engine_greedy(gguf_dir, NULL, PROMPT, N_PROMPT, N_GREEDY, b);
+
+		TAP_OK(na == N_GREEDY && nb == N_GREEDY && memcmp(a, b, sizeof(a)) == 0,
+			   "%s: the engine's %d greedy tokens from the GGUF model are the checkpoint's",
+			   family, N_GREEDY);
+	}
 	free(ref);
 	free(got);
 }
