@@ -230,8 +230,9 @@ int			model_load_gguf(cbllm_model *m, const char *path, cbllm_err *err);
 
 /*
  * Into buf, the weight types m's tensors are used in and how many of each,
- * in the weight-type table's order: "Q8_0 14, F32 7".  Matrices count under
- * their stored type (a tied lm_head not again), norms and biases as F32.
+ * in the weight-type table's order: "F32 7, Q8_0 14".  Matrices count under
+ * their stored type, once per role (a fused tensor once per block it holds;
+ * a tied lm_head not again), norms and biases as F32.
  */
 void		model_weight_types(const cbllm_model *m, char *buf, size_t size);
 

@@ -124,35 +124,47 @@ ArchKey(const gguf_load *L, const char *suffix, char *key, size_t size)
 static bool
 IntegerValue(const gguf_value *v, int64_t *out)
 {
+	uint8_t		u8;
+	int8_t		i8;
+	uint16_t	u16;
+	int16_t		i16;
+	uint32_t	u32;
+	int32_t		i32;
+	uint64_t	u64;
+
+	/* the bytes lie in the file unaligned: copied, not dereferenced */
 	switch (v->type)
 	{
 		case GGUF_UINT8:
-			*out = *(const uint8_t *) v->data;
+			memcpy(&u8, v->data, 1);
+			*out = u8;
 			return true;
 		case GGUF_INT8:
-			*out = *(const int8_t *) v->data;
+			memcpy(&i8, v->data, 1);
+			*out = i8;
 			return true;
 		case GGUF_UINT16:
-			*out = *(const uint16_t *) v->data;
+			memcpy(&u16, v->data, 2);
+			*out = u16;
 			return true;
 		case GGUF_INT16:
-			*out = *(const int16_t *) v->data;
+			memcpy(&i16, v->data, 2);
+			*out = i16;
 			return true;
 		case GGUF_UINT32:
-			*out = *(const uint32_t *) v->data;
+			memcpy(&u32, v->data, 4);
+			*out = u32;
 			return true;
 		case GGUF_INT32:
-			*out = *(const int32_t *) v->data;
+			memcpy(&i32, v->data, 4);
+			*out = i32;
 			return true;
 		case GGUF_UINT64:
-			{
-				uint64_t	u = *(const uint64_t *) v->data;
-
-				*out = u > INT64_MAX ? INT64_MAX : (int64_t) u;
-				return true;
-			}
+			memcpy(&u64, v->data, 8);
+			*out = u64 > INT64_MAX ? INT64_MAX : (int64_t) u64;
+			return true;
 		case GGUF_INT64:
-			*out = *(const int64_t *) v->data;
+			memcpy(out, v->data, 8);
 			return true;
 		default:
 			return false;
@@ -216,9 +228,14 @@ GetArchFloat(const gguf_load *L, const char *suffix, bool required, double def, 
 		return CBLLM_OK;
 	}
 	if (v->type == GGUF_FLOAT32)
-		*out = *(const float *) v->data;
+	{
+		float		f;
+
+		memcpy(&f, v->data, 4);
+		*out = f;
+	}
 	else if (v->type == GGUF_FLOAT64)
-		*out = *(const double *) v->data;
+		memcpy(out, v->data, 8);
 	else
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: gguf: %s: must be a float, found %s",
 						  L->path, key, gguf_vtype_name(v->type));
@@ -249,7 +266,8 @@ GetFactorTensor(const gguf_load *L, const char *name, int n, double *dst, bool *
 	*found = t != NULL;
 	if (t == NULL)
 		return CBLLM_OK;
-	if (t->type != 0 || t->n_dims != 1 || t->ne[0] != n)
+	if ((int) t->type != cbllm_dtype_traits_of(CBLLM_F32)->ggml_type || t->n_dims != 1 ||
+		t->ne[0] != n)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT,
 						  "%s: gguf: tensor \"%s\" must be F32 [%d] (head_dim / 2)", L->path, name,
 						  n);

@@ -26,7 +26,8 @@ When test/tools/gguf_vocab.py exists its tokenizer_kvs(model_dir) are added.
 For the loader's error tests, --break WHAT:NAME writes one thing wrong: missing-key (the key
 left out), key-type (the key written as a string), absurd-value (the integer key as 2^31),
 missing-tensor, shape (the tensor's two dims swapped), rank (a dim of 1 added to the
-tensor), type-id (the tensor stored as Q8_1, a ggml type cbllm does not load).
+tensor), type-id (the tensor stored as Q8_1, a ggml type cbllm does not load), ragged (the
+tensor as Q8_0 with rows one element short of whole blocks).
 """
 
 import argparse
@@ -222,11 +223,15 @@ class BreakingWriter(gguf_writer.GGUFWriter):
         if name == self.name and self.what == "type-id":
             q8_1 = 9  # 32 elements in 36 bytes
             type_id, data = q8_1, bytes(gguf_writer.tensor_nbytes(q8_1, dims))
+        if name == self.name and self.what == "ragged":
+            q8_0 = TYPES["q8_0"][0]
+            dims = [dims[0] - 1] + list(dims[1:])
+            type_id, data = q8_0, bytes(gguf_writer.tensor_nbytes(q8_0, dims))
         super().add_tensor(name, type_id, dims, data, offset, place)
 
 
 BREAKS = ("missing-key", "key-type", "absurd-value", "missing-tensor", "shape", "rank",
-          "type-id")
+          "type-id", "ragged")
 
 
 def convert(model_dir, out_path, type_name, breaking=None):

@@ -367,6 +367,8 @@ test_errors(const char *bad_dir)
 		"a tensor of the wrong shape"},
 		{"type-id.gguf", "tensor \"blk.0.attn_v.weight\" has ggml type 9",
 		"a tensor of a ggml type cbllm does not load"},
+		{"ragged.gguf", "tensor \"blk.0.ffn_gate.weight\": row length 63 is not a multiple of Q8_0's block of 32",
+		"rows that are not whole blocks"},
 	};
 	char		dir[512];
 
