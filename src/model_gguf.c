@@ -120,55 +120,43 @@ ArchKey(const gguf_load *L, const char *suffix, char *key, size_t size)
 	snprintf(key, size, "%s.%s", L->arch, suffix);
 }
 
-/* *out = the integer value v of any integer type; false when v is not an integer. */
+/* The integer value types: their width and signedness. */
+static const struct
+{
+	gguf_vtype	type;
+	int			bytes;
+	bool		is_signed;
+}			IntTypes[] = {
+	{GGUF_UINT8, 1, false}, {GGUF_INT8, 1, true}, {GGUF_UINT16, 2, false},
+	{GGUF_INT16, 2, true}, {GGUF_UINT32, 4, false}, {GGUF_INT32, 4, true},
+	{GGUF_UINT64, 8, false}, {GGUF_INT64, 8, true},
+};
+
+/*
+ * *out = the integer value v of any integer type (a uint64 above INT64_MAX
+ * as INT64_MAX); false when v is not an integer.  The little-endian bytes lie
+ * in the file unaligned: they are copied, not dereferenced.
+ */
 static bool
 IntegerValue(const gguf_value *v, int64_t *out)
 {
-	uint8_t		u8;
-	int8_t		i8;
-	uint16_t	u16;
-	int16_t		i16;
-	uint32_t	u32;
-	int32_t		i32;
-	uint64_t	u64;
-
-	/* the bytes lie in the file unaligned: copied, not dereferenced */
-	switch (v->type)
+	for (int i = 0; i < (int) (sizeof(IntTypes) / sizeof(IntTypes[0])); i++)
 	{
-		case GGUF_UINT8:
-			memcpy(&u8, v->data, 1);
-			*out = u8;
-			return true;
-		case GGUF_INT8:
-			memcpy(&i8, v->data, 1);
-			*out = i8;
-			return true;
-		case GGUF_UINT16:
-			memcpy(&u16, v->data, 2);
-			*out = u16;
-			return true;
-		case GGUF_INT16:
-			memcpy(&i16, v->data, 2);
-			*out = i16;
-			return true;
-		case GGUF_UINT32:
-			memcpy(&u32, v->data, 4);
-			*out = u32;
-			return true;
-		case GGUF_INT32:
-			memcpy(&i32, v->data, 4);
-			*out = i32;
-			return true;
-		case GGUF_UINT64:
-			memcpy(&u64, v->data, 8);
-			*out = u64 > INT64_MAX ? INT64_MAX : (int64_t) u64;
-			return true;
-		case GGUF_INT64:
-			memcpy(out, v->data, 8);
-			return true;
-		default:
-			return false;
+		uint64_t	u = 0;
+		int			bits = 8 * IntTypes[i].bytes;
+
+		if (IntTypes[i].type != v->type)
+			continue;
+		memcpy(&u, v->data, IntTypes[i].bytes);
+		if (!IntTypes[i].is_signed)
+			*out = u > INT64_MAX ? INT64_MAX : (int64_t) u;
+		else if (bits < 64 && (u >> (bits - 1)) & 1)
+			*out = (int64_t) u - ((int64_t) 1 << bits);	/* negative: two's complement */
+		else
+			memcpy(out, &u, 8);
+		return true;
 	}
+	return false;
 }
 
 /*
