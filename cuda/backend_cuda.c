@@ -285,7 +285,7 @@ CudaRope(cbllm_backend *be, float *x, int T, int n_heads, int rope, const fwd_ba
 
 	if (LIVE(c))
 		Note(c, cuda_rope(x, c->d_cos + at, c->d_sin + at, c->d_pos, T, n_heads, c->cfg.head_dim,
-						  c->stream, &c->err));
+						  c->cfg.rope[rope].interleaved, c->stream, &c->err));
 }
 
 static void

@@ -12,6 +12,7 @@
 #ifndef CBLLM_CUDA_OPS_H
 #define CBLLM_CUDA_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -115,12 +116,14 @@ int			cuda_add_bias(float *d_x, const float *d_bias, int T, int dim, cuda_stream
 						  cbllm_err *err);
 
 /*
- * Rotate d_x (T, n_heads, head_dim) in place, pairs (i, i + head_dim/2), by
+ * Rotate d_x (T, n_heads, head_dim) in place, pairs (i, i + head_dim/2) or,
+ * interleaved, (2i, 2i + 1), by
  * the angle of position d_pos[t]: d_cos, d_sin (max positions, head_dim / 2)
  * hold the RoPE configuration's cos and sin (rope_fill) for every position.
  */
 int			cuda_rope(float *d_x, const float *d_cos, const float *d_sin, const int32_t *d_pos,
-					  int T, int n_heads, int head_dim, cuda_stream s, cbllm_err *err);
+					  int T, int n_heads, int head_dim, bool interleaved, cuda_stream s,
+					  cbllm_err *err);
 
 /*
  * d_x (T, dim) = rows d_tokens[t] of an embedding table d_emb (vocab, dim)

@@ -14,8 +14,8 @@
 
 /* The architectures cbllm runs. */
 static const cbllm_arch BuiltinArchs[] = {
-	{"LlamaForCausalLM", "llama", "llama", 0, ARCH_ACT_SILU},
-	{"MistralForCausalLM", "mistral", "llama", 0, ARCH_ACT_SILU},
+	{"LlamaForCausalLM", "llama", "llama", ARCH_GGUF_PERMUTED_QK, ARCH_ACT_SILU},
+	{"MistralForCausalLM", "mistral", "llama", ARCH_GGUF_PERMUTED_QK, ARCH_ACT_SILU},
 	{"Qwen2ForCausalLM", "qwen2", "qwen2", ARCH_QKV_BIAS, ARCH_ACT_SILU},
 	{"Qwen3ForCausalLM", "qwen3", "qwen3", ARCH_QK_NORM, ARCH_ACT_SILU},
 	{"Gemma3ForCausalLM", "gemma3_text", "gemma3",
@@ -134,6 +134,20 @@ arch_find(const char *hf_name, const char *model_type)
 	for (int i = 0; hf_name == NULL && model_type != NULL && i < N_BUILTIN + n_extra; i++)
 		if (strcmp(ArchAt(i)->model_type, model_type) == 0)
 			return ArchAt(i);
+	return NULL;
+}
+
+/* The first architecture of GGUF name name (len bytes, not NUL-terminated). */
+const cbllm_arch *
+arch_find_gguf(const char *name, size_t len)
+{
+	for (int i = 0; i < N_BUILTIN + n_extra; i++)
+	{
+		const char *g = ArchAt(i)->gguf_name;
+
+		if (g != NULL && strlen(g) == len && memcmp(g, name, len) == 0)
+			return ArchAt(i);
+	}
 	return NULL;
 }
 

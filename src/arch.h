@@ -38,6 +38,8 @@
 #define ARCH_TIED_DEFAULT (1u << 6)	/* tie_word_embeddings is true when config.json omits it */
 #define ARCH_FUSED_QKV	(1u << 7)	/* wq, wk, wv are row blocks of one stored tensor (Phi-3) */
 #define ARCH_FUSED_GATE_UP (1u << 8)	/* w_gate, w_up are row blocks of one stored tensor (Phi-3) */
+#define ARCH_GGUF_PERMUTED_QK (1u << 9) /* GGUF files store wq, wk permuted for interleaved
+										 * RoPE (llama.cpp's converter does it for llama) */
 
 /* The MLP's activation, as config.json's hidden_activation or hidden_act names it. */
 typedef enum arch_activation
@@ -121,6 +123,9 @@ struct cbllm_model_config;
 
 /* The architecture config.json names by "architectures"[0] or "model_type", or NULL. */
 const cbllm_arch *arch_find(const char *hf_name, const char *model_type);
+
+/* The first architecture whose GGUF general.architecture is name (len bytes), or NULL. */
+const cbllm_arch *arch_find_gguf(const char *name, size_t len);
 
 /* Into buf, "A, B and C": the architectures cbllm runs, for messages. */
 void		arch_list_names(char *buf, size_t size);

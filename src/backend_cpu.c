@@ -150,13 +150,19 @@ CpuMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x
 	threadpool_run(c->pool, j.first_task[n], MatmulTask, &j);
 }
 
-/* Rotate pairs (i, i + head_dim/2) of every head by the token's angles of RoPE rope (HF rotate_half). */
+/*
+ * Rotate pairs (i, i + head_dim/2) of every head by the token's angles of
+ * RoPE rope (HF rotate_half), or pairs (2i, 2i + 1) when it is interleaved.
+ */
 static void
 CpuRope(cbllm_backend *be, float *x, int T, int n_heads, int rope, const fwd_batch *b)
 {
 	cpu_ctx    *c = be->ctx;
 	int			hd = c->cfg.head_dim,
 				half = hd / 2;
+	bool		inter = c->cfg.rope[rope].interleaved;
+	int			step = inter ? 2 : 1,	/* pair i is (i * step, i * step + other) */
+				other = inter ? 1 : half;
 
 	for (int t = 0; t < T; t++)
 	{
@@ -169,11 +175,11 @@ CpuRope(cbllm_backend *be, float *x, int T, int n_heads, int rope, const fwd_bat
 
 			for (int i = 0; i < half; i++)
 			{
-				float		a = v[i],
-							bb = v[i + half];
+				float		a = v[i * step],
+							bb = v[i * step + other];
 
-				v[i] = a * cs[i] - bb * sn[i];
-				v[i + half] = bb * cs[i] + a * sn[i];
+				v[i * step] = a * cs[i] - bb * sn[i];
+				v[i * step + other] = bb * cs[i] + a * sn[i];
 			}
 		}
 	}

@@ -209,6 +209,7 @@ typedef struct cbllm_engine_info
 	size_t		weight_bytes;	/* matrices as stored */
 	size_t		step_weight_bytes;	/* bytes of the matrices a forward step reads (layers and lm_head) */
 	int64_t		matmul_params;	/* their elements: a token costs 2 * matmul_params FLOPs in them */
+	const char *weight_types;	/* the tensors by weight type, "F32 7, Q8_0 14" (model_weight_types) */
 	int			block_size;
 	int			num_kv_blocks;
 	size_t		kv_bytes_per_token;	/* K and V of one position over all layers, as the backend stores them */

@@ -335,6 +335,7 @@ CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 		(rc = CheckWeightTypes(e, err)) ||
 		(rc = tokenizer_load(p->model_dir, &e->tok, err)))
 		goto fail;
+	model_weight_types(e->model, e->weight_types, sizeof(e->weight_types));
 	if (tokenizer_vocab_size(e->tok) > e->model->cfg.vocab_size)
 	{
 		rc = cbllm_fail(err, CBLLM_ERR_FORMAT,
@@ -594,6 +595,7 @@ cbllm_engine_get_info(const cbllm_engine *e, cbllm_engine_info *info)
 	info->weight_bytes = e->model->weight_bytes;
 	info->step_weight_bytes = e->model->step_weight_bytes;
 	info->matmul_params = e->model->matmul_params;
+	info->weight_types = e->weight_types;
 	info->block_size = e->params.block_size;
 	info->num_kv_blocks = e->params.num_kv_blocks;
 	info->kv_bytes_per_token = engine_kv_bytes(e, 1);

@@ -33,6 +33,7 @@ struct cbllm_engine
 	bool		lost;			/* the device failed for good: every step and submit fails */
 	char		lost_msg[CBLLM_ERR_MSG_LEN];
 	cbllm_model *model;
+	char		weight_types[MODEL_WEIGHT_TYPES_LEN];	/* model_weight_types of model */
 	cbllm_tokenizer *tok;
 	cbllm_threadpool *pool;
 	cbllm_backend *be;

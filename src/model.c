@@ -26,6 +26,23 @@ ShapeText(const st_tensor *t, char *buf, size_t size)
 		snprintf(buf + len, size - len, "]");
 }
 
+/* A malloc'd f32 copy of a stored vector, with Gemma's 1 added when plus_one. */
+int
+model_vector_f32(cbllm_dtype dtype, const void *data, int64_t n, bool plus_one, float **out,
+				 cbllm_err *err)
+{
+	float	   *v = malloc(sizeof(float) * n);
+
+	if (v == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	cbllm_to_f32(dtype, data, v, n);
+	if (plus_one)
+		for (int64_t i = 0; i < n; i++)
+			v[i] += 1.0f;		/* (1 + w) in f32, as Gemma's RMSNorm computes it */
+	*out = v;
+	return CBLLM_OK;
+}
+
 /* Bind one tensor of the checkpoint to its field, checking its shape against config.json. */
 static int
 BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
@@ -61,18 +78,9 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 						  (long long) mt->cols, found);
 	}
 	if (vector)
-	{
-		float	   *v = malloc(sizeof(float) * mt->rows);
-
-		if (v == NULL)
-			return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
-		cbllm_to_f32(t->dtype, t->data, v, mt->rows);
-		if (mt->t->kind == ARCH_NORM && (m->cfg.features & ARCH_NORM_PLUS_ONE))
-			for (int64_t i = 0; i < mt->rows; i++)
-				v[i] += 1.0f;	/* (1 + w) in f32, as Gemma's RMSNorm computes it */
-		*mt->vector = v;
-		return CBLLM_OK;
-	}
+		return model_vector_f32(t->dtype, t->data, mt->rows,
+								mt->t->kind == ARCH_NORM && (m->cfg.features & ARCH_NORM_PLUS_ONE),
+								mt->vector, err);
 	mt->matrix->dtype = t->dtype;
 	mt->matrix->rows = mt->rows;
 	mt->matrix->cols = mt->cols;
@@ -146,12 +154,17 @@ model_load(const char *dir, cbllm_model **out, cbllm_err *err)
 	return model_load_ex(&p, out, err);
 }
 
-/* Load config.json, then the checkpoint's weights or dummy ones, as p->format says. */
+/*
+ * Load a GGUF file (p->dir names one, or a directory holding one), or
+ * config.json and then the checkpoint's weights or dummy ones, as p->format
+ * says.
+ */
 int
 model_load_ex(const model_load_params *p, cbllm_model **out, cbllm_err *err)
 {
 	bool		dummy = p->format != NULL && strcmp(p->format, "dummy") == 0;
 	cbllm_model *m;
+	char	   *gguf_path = NULL;
 	int			rc;
 
 	if (!dummy && !IsCheckpointFormat(p->format))
@@ -162,8 +175,17 @@ model_load_ex(const model_load_params *p, cbllm_model **out, cbllm_err *err)
 	if (m == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 	m->dir = p->dir;
-	if ((rc = model_config_load(p->dir, &m->cfg, err)) ||
-		(rc = dummy ? model_load_dummy(m, p->dummy_on_host, err) : BindCheckpoint(m, err)))
+	if (!dummy && (rc = model_gguf_path(p->dir, &gguf_path, err)))
+	{
+		free(m);
+		return rc;
+	}
+	if (gguf_path != NULL)
+		rc = model_load_gguf(m, gguf_path, err);
+	else if ((rc = model_config_load(p->dir, &m->cfg, err)) == CBLLM_OK)
+		rc = dummy ? model_load_dummy(m, p->dummy_on_host, err) : BindCheckpoint(m, err);
+	free(gguf_path);
+	if (rc != CBLLM_OK)
 	{
 		model_free(m);
 		return rc;
@@ -173,6 +195,38 @@ model_load_ex(const model_load_params *p, cbllm_model **out, cbllm_err *err)
 	m->dir = NULL;
 	*out = m;
 	return CBLLM_OK;
+}
+
+/* Count one tensor under the type it is used in (arg: int counts[CBLLM_DTYPE_COUNT]). */
+static int
+CountType(void *arg, const model_tensor *mt, cbllm_err *err)
+{
+	int		   *counts = arg;
+
+	if (mt->vector != NULL)
+		counts[CBLLM_F32]++;
+	else if (!mt->tied && (int) mt->matrix->dtype >= 0 && mt->matrix->dtype < CBLLM_DTYPE_COUNT)
+		counts[mt->matrix->dtype]++;
+	return CBLLM_OK;
+}
+
+/* "Q8_0 14, F32 7": the tensors of m by the weight type they are used in. */
+void
+model_weight_types(const cbllm_model *m, char *buf, size_t size)
+{
+	int			counts[CBLLM_DTYPE_COUNT] = {0};
+	size_t		len = 0;
+
+	buf[0] = '\0';
+	model_visit(m, CountType, counts, NULL);
+	for (int t = 0; t < CBLLM_DTYPE_COUNT && len < size; t++)
+		if (counts[t] > 0)
+		{
+			int			w = snprintf(buf + len, size - len, "%s%s %d", len ? ", " : "",
+									 cbllm_dtype_name((cbllm_dtype) t), counts[t]);
+
+			len += w > 0 ? (size_t) w : 0;
+		}
 }
 
 /* Free one tensor's converted vector, or its matrix when the model owns the matrices. */
@@ -198,5 +252,6 @@ model_free(cbllm_model *m)
 		model_visit(m, FreeTensor, m, NULL);
 	free(m->layers);
 	st_close(m->st);
+	gguf_free(m->gguf);
 	free(m);
 }

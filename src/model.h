@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "arch.h"
+#include "gguf.h"
 #include "rng.h"
 #include "rope.h"
 #include "safetensors.h"
@@ -106,7 +107,9 @@ typedef struct cbllm_model
 {
 	cbllm_model_config cfg;
 	const char *dir;			/* the caller's string, valid during model_load only */
-	st_archive *st;				/* NULL for the dummy format */
+	st_archive *st;				/* NULL for the dummy format and GGUF files */
+	gguf_file  *gguf;			/* the mapped GGUF file the matrices point into; NULL
+								 * otherwise.  Its tokenizer.* keys stay readable */
 	bool		owns_matrices;	/* the matrices' data are malloc'd (dummy on the host) */
 	cbllm_weight embed;			/* (vocab, hidden) */
 	cbllm_layer *layers;		/* (n_layers) */
@@ -135,6 +138,18 @@ int			model_config_parse(const char *json, const char *path, cbllm_model_config 
 struct cJSON;
 int			model_config_positions(const struct cJSON *root, cbllm_model_config *cfg,
 								   const char *path, cbllm_err *err);
+
+/*
+ * Layer l (of cfg->n_layers) is windowed when sliding[l]: it gets window (0:
+ * none) and, when local_base > 0, rope[1] = plain RoPE of that base; the
+ * other layers the whole context and rope[0].  Sets n_rope and sliding_window.
+ */
+void		model_config_layer_positions(cbllm_model_config *cfg, const bool *sliding, int window,
+										 double local_base);
+
+/* Build each of cfg's RoPE configurations once; an error names path and the problem. */
+int			model_config_check_ropes(const cbllm_model_config *cfg, const char *path,
+									 cbllm_err *err);
 
 /* Give every layer rope[0] = plain RoPE of base theta and the window (0: none). */
 void		model_config_uniform_positions(cbllm_model_config *cfg, double theta, int window);
@@ -191,6 +206,35 @@ typedef int (*model_visit_fn) (void *arg, const model_tensor *mt, cbllm_err *err
  * are not const): the loaders fill them through it.
  */
 int			model_visit(const cbllm_model *m, model_visit_fn fn, void *arg, cbllm_err *err);
+
+/*
+ * *out = a malloc'd f32 copy of a stored vector of n elements of dtype, plus
+ * one each when plus_one (Gemma's (1 + w) folded in).
+ */
+int			model_vector_f32(cbllm_dtype dtype, const void *data, int64_t n, bool plus_one,
+							 float **out, cbllm_err *err);
+
+/*
+ * Into *gguf_path (malloc'd), the GGUF file path names: path itself when it
+ * is a file ending in ".gguf", else the one .gguf file of a directory that
+ * holds no .safetensors file; NULL when path is a checkpoint directory.
+ * Several .gguf files or a split one ("-00001-of-00003.gguf") are errors
+ * saying what was found (model_gguf.c).
+ */
+int			model_gguf_path(const char *path, char **gguf_path, cbllm_err *err);
+
+/* Map the GGUF file at path, read m's cfg from its keys and bind its tensors (model_gguf.c). */
+int			model_load_gguf(cbllm_model *m, const char *path, cbllm_err *err);
+
+#define MODEL_WEIGHT_TYPES_LEN 128	/* room for model_weight_types' text */
+
+/*
+ * Into buf, the weight types m's tensors are used in and how many of each,
+ * in the weight-type table's order: "F32 7, Q8_0 14".  Matrices count under
+ * their stored type, once per role (a fused tensor once per block it holds;
+ * a tied lm_head not again), norms and biases as F32.
+ */
+void		model_weight_types(const cbllm_model *m, char *buf, size_t size);
 
 /* Give m (its cfg loaded) dummy matrices and unit norms (model_dummy.c). */
 int			model_load_dummy(cbllm_model *m, bool on_host, cbllm_err *err);

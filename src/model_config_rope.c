@@ -186,6 +186,10 @@ GetTypeFields(const cJSON *root, const cJSON *rs, cbllm_model_config *cfg, cbllm
 		case ROPE_LONGROPE:
 			rc = GetLongrope(root, rs, cfg, r, path, err);
 			break;
+		case ROPE_FREQ_FACTORS:
+			return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+							  "%s: rope_scaling.rope_type \"freq_factors\" comes from GGUF files only",
+							  path);
 	}
 	return rc;
 }
@@ -288,6 +292,15 @@ GetLayers(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_er
 						  path);
 	if (cJSON_IsFalse(use))
 		window = 0;
+	model_config_layer_positions(cfg, sliding, window, local_base);
+	return CBLLM_OK;
+}
+
+/* Windowed layers get window and, with a local base, rope[1]; the others the whole context and rope[0]. */
+void
+model_config_layer_positions(cbllm_model_config *cfg, const bool *sliding, int window,
+							 double local_base)
+{
 	cfg->n_rope = 1;
 	if (local_base > 0)
 	{
@@ -303,7 +316,6 @@ GetLayers(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_er
 		if (cfg->layer_window[l] > 0)
 			cfg->sliding_window = window;
 	}
-	return CBLLM_OK;
 }
 
 /* Fill cfg's RoPE configurations and per-layer windows from config.json. */
@@ -313,7 +325,6 @@ model_config_positions(const cJSON *root, cbllm_model_config *cfg, const char *p
 {
 	double		partial;
 	int			rc;
-	rope_freqs *probe;
 
 	if (cfg->n_layers > CBLLM_MAX_LAYERS)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: num_hidden_layers %d exceeds %d", path,
@@ -326,8 +337,16 @@ model_config_positions(const cJSON *root, cbllm_model_config *cfg, const char *p
 						  "%s: partial_rotary_factor %g is not supported (only 1)", path, partial);
 	if ((rc = GetGlobalRope(root, cfg, path, err)) || (rc = GetLayers(root, cfg, path, err)))
 		return rc;
-	/* the formulas must take every configuration: find out now, not at the first step */
-	probe = malloc(sizeof(*probe));
+	return model_config_check_ropes(cfg, path, err);
+}
+
+/* Build every RoPE configuration of cfg once: the formulas must take them now, not at the first step. */
+int
+model_config_check_ropes(const cbllm_model_config *cfg, const char *path, cbllm_err *err)
+{
+	int			rc = CBLLM_OK;
+	rope_freqs *probe = malloc(sizeof(*probe));
+
 	if (probe == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 	for (int i = 0; i < cfg->n_rope && rc == CBLLM_OK; i++)

@@ -22,6 +22,7 @@ static const struct
 	{"dynamic", ROPE_DYNAMIC},
 	{"longrope", ROPE_LONGROPE},
 	{"su", ROPE_LONGROPE},
+	{"freq_factors", ROPE_FREQ_FACTORS},
 };
 
 #define N_NAMES ((int) (sizeof(RopeNames) / sizeof(RopeNames[0])))
@@ -153,6 +154,9 @@ rope_freqs_build(const cbllm_rope *r, int head_dim, rope_freqs *f, cbllm_err *er
 		return cbllm_fail(err, CBLLM_ERR_INVALID,
 						  "RoPE: longrope needs %d factors (has %d) and original_max_position_embeddings >= 2",
 						  half, r->n_factors);
+	if (r->type == ROPE_FREQ_FACTORS && r->n_factors != half)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "RoPE: freq_factors needs %d factors (has %d)",
+						  half, r->n_factors);
 	if (r->type == ROPE_DYNAMIC && head_dim <= 2)
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "RoPE: dynamic scaling needs head_dim above 2");
 	if (r->type == ROPE_DYNAMIC)
@@ -185,6 +189,10 @@ rope_freqs_build(const cbllm_rope *r, int head_dim, rope_freqs *f, cbllm_err *er
 				f->inv_freq[1][i] = f->inv_freq[0][i] / r->long_factor[i];
 				f->inv_freq[0][i] /= r->short_factor[i];
 			}
+			break;
+		case ROPE_FREQ_FACTORS:
+			for (int i = 0; i < half; i++)
+				f->inv_freq[0][i] /= r->freq_factor[i];
 			break;
 	}
 	if (f->switch_pos == INT_MAX)

@@ -53,6 +53,13 @@
  *             factor = max_position_embeddings / it; without one, factor and
  *             original_max_position_embeddings come from rope_scaling (the
  *             latter defaulting to max_position_embeddings).
+ *   freq_factors  (GGUF files only: llama.cpp's converter writes llama3
+ *             scaling as the tensor rope_freqs.weight) inv_i / freq_factor[i]
+ *             at every position, attention factor 1.
+ *
+ * Layout: pairs (i, i + head_dim / 2) are rotated together (HF's
+ * rotate_half), or with interleaved (2i, 2i + 1), which is how GGUF llama
+ * files' permuted q and k rows expect it (model_gguf.c).
  */
 #ifndef CBLLM_ROPE_H
 #define CBLLM_ROPE_H
@@ -71,7 +78,9 @@ typedef enum rope_type
 	ROPE_LLAMA3,
 	ROPE_YARN,
 	ROPE_DYNAMIC,
-	ROPE_LONGROPE
+	ROPE_LONGROPE,
+	ROPE_FREQ_FACTORS			/* GGUF's rope_freqs tensor: inv_i / freq_factor[i] at every
+								 * position (how llama.cpp's converter stores llama3 scaling) */
 } rope_type;
 
 /* One RoPE configuration; the fields a type does not read are 0. */
@@ -92,6 +101,9 @@ typedef struct cbllm_rope
 	int			n_factors;		/* longrope: head_dim / 2 */
 	double		short_factor[ROPE_MAX_FACTORS]; /* longrope, (n_factors) */
 	double		long_factor[ROPE_MAX_FACTORS];	/* longrope, (n_factors) */
+	double		freq_factor[ROPE_MAX_FACTORS];	/* freq_factors, (n_factors) */
+	bool		interleaved;	/* rotate pairs (2i, 2i + 1), not (i, i + head_dim / 2):
+								 * a GGUF llama file's permuted q and k (model_gguf.c) */
 } cbllm_rope;
 
 /* A configuration turned into frequencies for one head_dim. */

@@ -167,8 +167,8 @@ cli_bench_run(const cbllm_engine_params *ep_in, const bench_opts *oin)
 		return 1;
 	}
 	cbllm_engine_get_info(e, &info);
-	printf("# model %s: %d layers, hidden %d, vocab %d, %.1f MB of weights\n", ep.model_dir,
-		   info.n_layers, info.hidden, info.vocab_size, info.weight_bytes / 1e6);
+	printf("# model %s: %d layers, hidden %d, vocab %d, %.1f MB of weights (%s)\n", ep.model_dir,
+		   info.n_layers, info.hidden, info.vocab_size, info.weight_bytes / 1e6, info.weight_types);
 	printf("# cpu kernels %s, %d threads, context %d tokens per sequence\n", info.cpu_isa,
 		   info.n_threads, o.context);
 	printf("%-8s %14s %14s %16s %14s\n", "batch", "step_ms", "tokens_per_s", "weight_GB_per_s",

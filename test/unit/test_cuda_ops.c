@@ -244,9 +244,12 @@ TestHeadRmsnorm(void)
 	cuda_free(dx), cuda_free(dw);
 }
 
-/* RoPE with per-position angle tables, positions out of order. */
+/*
+ * RoPE with per-position angle tables, positions out of order: pairs
+ * (i, i + half), or (2i, 2i + 1) when interleaved (GGUF llama files).
+ */
 static void
-TestRope(void)
+TestRope(bool interleaved)
 {
 	int			T = 5,
 				H = 6,
@@ -281,22 +284,25 @@ TestRope(void)
 			for (int i = 0; i < half; i++)
 			{
 				float	   *v = ref + ((size_t) t * H + h) * hd;
-				float		a = v[i],
-							b = v[i + half],
+				int			i0 = interleaved ? 2 * i : i,
+							i1 = interleaved ? 2 * i + 1 : i + half;
+				float		a = v[i0],
+							b = v[i1],
 							c = cs[pos[t] * half + i],
 							s = sn[pos[t] * half + i];
 
-				v[i] = a * c - b * s;
-				v[i + half] = b * c + a * s;
+				v[i0] = a * c - b * s;
+				v[i1] = b * c + a * s;
 			}
 	dx = Up(x, n);
 	dc = Up(cs, (size_t) P * half);
 	ds = Up(sn, (size_t) P * half);
 	dpos = UpBytes(pos, sizeof(pos));
-	rc = cuda_rope(dx, dc, ds, dpos, T, H, hd, NULL, &err);
+	rc = cuda_rope(dx, dc, ds, dpos, T, H, hd, interleaved, NULL, &err);
 	got = Down(dx, n);
 	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n) < 1e-6,
-		   "rope with per-position tables matches the CPU (rel err %.2g)", RelErr(got, ref, n));
+		   "rope with per-position tables, pairs %s, matches the CPU (rel err %.2g)",
+		   interleaved ? "(2i, 2i + 1)" : "(i, i + half)", RelErr(got, ref, n));
 	free(x), free(ref), free(cs), free(sn), free(got);
 	cuda_free(dx), cuda_free(dc), cuda_free(ds), cuda_free(dpos);
 }
@@ -949,7 +955,8 @@ main(int argc, char **argv)
 	TestRmsnorm();
 	TestElementwise();
 	TestHeadRmsnorm();
-	TestRope();
+	TestRope(false);
+	TestRope(true);
 	TestEmbedGatherArgmax();
 	TestMatmul();
 	TestWeightTypes();

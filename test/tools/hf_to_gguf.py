@@ -1,0 +1,298 @@
+#!/usr/bin/python3
+"""Convert a small HF checkpoint (as gen_model.py makes them) to one GGUF file.
+
+    hf_to_gguf.py MODEL_DIR OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1]
+
+Written from llama.cpp's conventions (its key names and what its converter does to each
+family), sharing no code with it:
+  - keys: general.architecture and the <arch>.* hyper-parameters (context_length,
+    embedding_length, block_count, feed_forward_length, attention.head_count[_kv],
+    attention.key_length/value_length, attention.layer_norm_rms_epsilon, rope.freq_base,
+    rope.dimension_count, rope.scaling.*, attention.sliding_window), tokenizer.ggml.bos/eos ids;
+  - llama and mistral (general.architecture "llama"): the q and k projections are permuted
+    within each head so that RoPE rotates adjacent pairs (row 2i, 2i+1 of a head are its HF
+    rows i and i + head_dim/2);
+  - llama3 rope scaling: the tensor rope_freqs.weight, one divisor of the base frequency per
+    dimension pair;
+  - phi3: the fused attn_qkv and ffn_up (gate then up) tensors as the checkpoint has them;
+    LongRoPE as rope_factors_long/short.weight, rope.scaling.attn_factor and
+    rope.scaling.original_context_length;
+  - gemma3: every norm stored with the 1 of (1 + w) added; rope.freq_base_swa (the local
+    base) and attention.sliding_window_pattern;
+  - tied embeddings: no output.weight.
+Matrices are stored in --type (the embeddings too); norms, biases and factors stay F32.
+When test/tools/gguf_vocab.py exists its tokenizer_kvs(model_dir) are added.
+
+For the loader's error tests, --break WHAT:NAME writes one thing wrong: missing-key (the key
+left out), key-type (the key written as a string), absurd-value (the integer key as 2^31),
+missing-tensor, shape (the tensor's two dims swapped), rank (a dim of 1 added to the
+tensor), type-id (the tensor stored as Q8_1, a ggml type cbllm does not load), ragged (the
+tensor as Q8_0 with rows one element short of whole blocks).
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gguf_writer  # noqa: E402
+import quant  # noqa: E402
+from gen_model import f32_to_bf16_bits  # noqa: E402
+from reference import load_weights  # noqa: E402
+
+# --type: (ggml type id, block quantizer or None)
+TYPES = {"f32": (0, None), "f16": (1, None), "bf16": (30, None),
+         "q8_0": (8, quant.quant_q8_0), "q4_0": (2, quant.quant_q4_0),
+         "q4_1": (3, quant.quant_q4_1), "q5_0": (6, quant.quant_q5_0),
+         "q5_1": (7, quant.quant_q5_1)}
+
+GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
+             "gemma3_text": "gemma3", "phi3": "phi3"}
+
+# HF tensor name (after "model.layers.N.") -> GGUF name (after "blk.N."); Gemma's two
+# sandwich norms differ, below
+LAYER_NAMES = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.weight": "attn_k.weight", "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.weight": "attn_v.weight", "self_attn.v_proj.bias": "attn_v.bias",
+    "self_attn.qkv_proj.weight": "attn_qkv.weight",
+    "self_attn.o_proj.weight": "attn_output.weight", "self_attn.o_proj.bias": "attn_output.bias",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.gate_up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+}
+GEMMA_LAYER_NAMES = {"post_attention_layernorm.weight": "post_attention_norm.weight"}
+MODEL_NAMES = {"model.embed_tokens.weight": "token_embd.weight",
+               "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
+
+
+def gguf_name(hf, gemma):
+    """The GGUF name of an HF tensor name."""
+    if hf in MODEL_NAMES:
+        return MODEL_NAMES[hf]
+    parts = hf.split(".", 3)  # model, layers, N, rest
+    if parts[:2] != ["model", "layers"]:
+        raise SystemExit("hf_to_gguf.py: unknown tensor %s" % hf)
+    rest = parts[3]
+    name = (GEMMA_LAYER_NAMES if gemma else {}).get(rest, LAYER_NAMES.get(rest))
+    if name is None:
+        raise SystemExit("hf_to_gguf.py: unknown tensor %s" % hf)
+    return "blk.%s.%s" % (parts[2], name)
+
+
+def permute_rows(w, n_head):
+    """llama.cpp's q/k layout: within each head, rows (i, i + d/2) become rows (2i, 2i+1)."""
+    rows = w.shape[0]
+    return (w.reshape(n_head, 2, rows // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def encode_matrix(w, type_name):
+    """(ggml type id, bytes) of a 2-d float64 array in the requested type."""
+    type_id, quantizer = TYPES[type_name]
+    x = np.ascontiguousarray(w, dtype=np.float32)
+    if type_name == "f32":
+        return type_id, x.astype("<f4").tobytes()
+    if type_name == "f16":
+        return type_id, x.astype("<f2").tobytes()
+    if type_name == "bf16":
+        return type_id, f32_to_bf16_bits(x).tobytes()
+    if x.shape[-1] % quant.QK != 0:
+        raise SystemExit("hf_to_gguf.py: rows of %d are not whole blocks of %d"
+                         % (x.shape[-1], quant.QK))
+    flat = x.reshape(-1, quant.QK)
+    return type_id, b"".join(quantizer(flat[i]) for i in range(flat.shape[0]))
+
+
+def llama3_factors(rs, theta, head_dim):
+    """The per-pair divisors of the base frequencies that llama3 rope scaling amounts to."""
+    factor, lo, hi = rs["factor"], rs.get("low_freq_factor", 1.0), rs.get("high_freq_factor", 4.0)
+    ctx = rs.get("original_max_position_embeddings", 8192)
+    out = []
+    for i in range(head_dim // 2):
+        wavelen = 2 * math.pi * theta ** (2.0 * i / head_dim)
+        if wavelen < ctx / hi:
+            out.append(1.0)
+        elif wavelen > ctx / lo:
+            out.append(factor)
+        else:
+            smooth = (ctx / wavelen - lo) / (hi - lo)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype="<f4")
+
+
+def add_hparams(w, cfg, arch, head_dim):
+    """The <arch>.* keys of cfg; returns the extra F32 tensors (name, array) rope needs."""
+    def key(k):
+        return "%s.%s" % (arch, k)
+    n_heads = cfg["num_attention_heads"]
+    w.add(key("context_length"), "uint32", cfg.get("max_position_embeddings", 2048))
+    w.add(key("embedding_length"), "uint32", cfg["hidden_size"])
+    w.add(key("block_count"), "uint32", cfg["num_hidden_layers"])
+    w.add(key("feed_forward_length"), "uint32", cfg["intermediate_size"])
+    w.add(key("attention.head_count"), "uint32", n_heads)
+    w.add(key("attention.head_count_kv"), "uint32", cfg.get("num_key_value_heads") or n_heads)
+    if cfg.get("head_dim") is not None:
+        w.add(key("attention.key_length"), "uint32", head_dim)
+        w.add(key("attention.value_length"), "uint32", head_dim)
+    w.add(key("attention.layer_norm_rms_epsilon"), "float32", cfg.get("rms_norm_eps", 1e-6))
+    theta = float(cfg.get("rope_theta", 10000.0))
+    w.add(key("rope.freq_base"), "float32", theta)
+    w.add(key("rope.dimension_count"), "uint32", head_dim)
+    w.add(key("vocab_size"), "uint32", cfg["vocab_size"])
+    extra = []
+    rs = cfg.get("rope_scaling") or {}
+    rtype = rs.get("rope_type", rs.get("type"))
+    if rtype == "linear":
+        w.add(key("rope.scaling.type"), "string", "linear")
+        w.add(key("rope.scaling.factor"), "float32", rs["factor"])
+    elif rtype == "yarn":
+        w.add(key("rope.scaling.type"), "string", "yarn")
+        w.add(key("rope.scaling.factor"), "float32", rs["factor"])
+        w.add(key("rope.scaling.original_context_length"), "uint32",
+              rs.get("original_max_position_embeddings", cfg["max_position_embeddings"]))
+        for hf_key, g_key in (("beta_fast", "yarn_beta_fast"), ("beta_slow", "yarn_beta_slow"),
+                              ("attention_factor", "yarn_attn_factor")):
+            if rs.get(hf_key) is not None:
+                w.add(key("rope.scaling." + g_key), "float32", rs[hf_key])
+    elif rtype == "llama3":
+        extra.append(("rope_freqs.weight", llama3_factors(rs, theta, head_dim)))
+    elif rtype in ("longrope", "su"):
+        orig = cfg["original_max_position_embeddings"]
+        scale = cfg["max_position_embeddings"] / orig
+        attn = math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1 else 1.0
+        w.add(key("rope.scaling.attn_factor"), "float32", rs.get("attention_factor") or attn)
+        extra.append(("rope_factors_long.weight", np.array(rs["long_factor"], dtype="<f4")))
+        extra.append(("rope_factors_short.weight", np.array(rs["short_factor"], dtype="<f4")))
+    elif rtype not in (None, "default"):
+        raise SystemExit("hf_to_gguf.py: rope_scaling type %s is not converted" % rtype)
+    if arch == "phi3" and cfg.get("original_max_position_embeddings") is not None:
+        w.add(key("rope.scaling.original_context_length"), "uint32",
+              cfg["original_max_position_embeddings"])
+    window = cfg.get("sliding_window")
+    if cfg.get("use_sliding_window") is False:
+        window = None
+    if window and arch == "qwen2":
+        raise SystemExit("hf_to_gguf.py: qwen2's max_window_layers windows have no GGUF key")
+    if window:
+        w.add(key("attention.sliding_window"), "uint32", window)
+    if arch == "gemma3":
+        w.add(key("attention.sliding_window_pattern"), "uint32",
+              cfg.get("sliding_window_pattern", 6))
+        w.add(key("rope.freq_base_swa"), "float32", float(cfg.get("rope_local_base_freq", 10000)))
+    return extra
+
+
+def first_id(v):
+    """A token id given as an integer or a list (its first)."""
+    return v[0] if isinstance(v, list) else v
+
+
+class BreakingWriter(gguf_writer.GGUFWriter):
+    """A writer that gets one key or tensor wrong as --break says."""
+
+    def __init__(self, what, name):
+        super().__init__(version=3)
+        self.what, self.name = what, name
+
+    def add(self, key, vtype, value):
+        if key == self.name and self.what == "missing-key":
+            return
+        if key == self.name and self.what == "key-type":
+            vtype, value = "string", str(value)
+        if key == self.name and self.what == "absurd-value":
+            value = 1 << 31
+        super().add(key, vtype, value)
+
+    def add_tensor(self, name, type_id, dims, data, offset=None, place=True):
+        if name == self.name and self.what == "missing-tensor":
+            return
+        if name == self.name and self.what == "shape":
+            dims = dims[::-1]
+        if name == self.name and self.what == "rank":
+            dims = list(dims) + [1]
+        if name == self.name and self.what == "type-id":
+            q8_1 = 9  # 32 elements in 36 bytes
+            type_id, data = q8_1, bytes(gguf_writer.tensor_nbytes(q8_1, dims))
+        if name == self.name and self.what == "ragged":
+            q8_0 = TYPES["q8_0"][0]
+            dims = [dims[0] - 1] + list(dims[1:])
+            type_id, data = q8_0, bytes(gguf_writer.tensor_nbytes(q8_0, dims))
+        super().add_tensor(name, type_id, dims, data, offset, place)
+
+
+BREAKS = ("missing-key", "key-type", "absurd-value", "missing-tensor", "shape", "rank",
+          "type-id", "ragged")
+
+
+def convert(model_dir, out_path, type_name, breaking=None):
+    """Write model_dir's checkpoint to out_path (breaking: (what, name) or None)."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = json.load(f)
+    arch = GGUF_ARCH.get(cfg.get("model_type"))
+    if arch is None:
+        raise SystemExit("hf_to_gguf.py: model_type %s is not converted" % cfg.get("model_type"))
+    n_heads = cfg["num_attention_heads"]
+    n_kv = cfg.get("num_key_value_heads") or n_heads
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_heads
+    gemma = arch == "gemma3"
+    w = BreakingWriter(*breaking) if breaking else gguf_writer.GGUFWriter(version=3)
+    w.add("general.architecture", "string", arch)
+    w.add("general.name", "string", os.path.basename(os.path.normpath(model_dir)))
+    extra = add_hparams(w, cfg, arch, head_dim)
+    for k, v in (("tokenizer.ggml.bos_token_id", cfg.get("bos_token_id")),
+                 ("tokenizer.ggml.eos_token_id", first_id(cfg.get("eos_token_id")))):
+        if v is not None:
+            w.add(k, "uint32", v)
+    if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "gguf_vocab.py")):
+        import gguf_vocab
+        for k, vtype, value in gguf_vocab.tokenizer_kvs(model_dir):
+            w.add(k, vtype, value)
+    weights = load_weights(model_dir)
+    for hf, t in weights.items():
+        name = gguf_name(hf, gemma)
+        if arch == "llama" and ".self_attn.q_proj." in hf:
+            t = permute_rows(t, n_heads)
+        elif arch == "llama" and ".self_attn.k_proj." in hf:
+            t = permute_rows(t, n_kv)
+        if gemma and hf.endswith("norm.weight"):
+            t = (t.astype(np.float32) + np.float32(1)).astype(np.float64)
+        if t.ndim == 1:
+            w.add_tensor(name, 0, [t.shape[0]], t.astype("<f4"))
+        else:
+            type_id, data = encode_matrix(t, type_name)
+            w.add_tensor(name, type_id, [t.shape[1], t.shape[0]], data)
+    for name, t in extra:
+        w.add_tensor(name, 0, [t.shape[0]], t)
+    with open(out_path, "wb") as f:
+        f.write(w.to_bytes())
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("model_dir")
+    p.add_argument("out")
+    p.add_argument("--type", choices=sorted(TYPES), default="f32",
+                   help="the matrices' type (norms and biases stay F32)")
+    p.add_argument("--break", dest="breaking", metavar="WHAT:NAME",
+                   help="write one thing wrong: " + ", ".join(BREAKS))
+    a = p.parse_args(argv)
+    breaking = None
+    if a.breaking:
+        breaking = tuple(a.breaking.split(":", 1))
+        if len(breaking) != 2 or breaking[0] not in BREAKS:
+            p.error("--break WHAT:NAME with WHAT one of " + ", ".join(BREAKS))
+    convert(a.model_dir, a.out, a.type, breaking)
+
+
+if __name__ == "__main__":
+    main()

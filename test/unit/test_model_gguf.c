@@ -1,0 +1,438 @@
+/*
+ * test_model_gguf.c: a model loaded from a GGUF file (test/tools/hf_to_gguf.py's
+ * conversion of a gen_model.py checkpoint) is the checkpoint's model.
+ *
+ *   test_model_gguf FAMILY HF_DIR GGUF_DIR [DEVICE]
+ *   test_model_gguf --type TYPE FAMILY HF_DIR GGUF_DIR
+ *   test_model_gguf --errors BAD_DIR
+ *
+ * GGUF_DIR holds model.gguf beside the checkpoint's tokenizer files and no
+ * safetensors, so the engine runs it with the tokenizer of tokenizer.json.
+ * The first form checks what the loader binds against model_load of HF_DIR:
+ * every configuration field, the RoPE frequencies, the interleaved flag
+ * (set exactly for llama, whose q and k rows the converter permutes), every
+ * matrix pointing into the mapping with the checkpoint's shape and values
+ * (permuted rows for llama's q and k), the norms, tied or untied; then that
+ * the prompt's logits equal the checkpoint's within 1e-5 on the CPU and the
+ * engine's greedy tokens are the checkpoint's, and on DEVICE the logits are
+ * within the bf16 path's tolerance.  The second form checks a
+ * conversion to TYPE the same way, each matrix dequantized within the
+ * type's own rounding (Tolerance), without running it.  The third loads each
+ * broken file of BAD_DIR (hf_to_gguf.py --break) and a directory of two
+ * GGUF files and a split one, and checks each error names what is wrong.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model.h"
+#include "ref_check.h"
+#include "tap.h"
+
+static const int32_t PROMPT[] = {1, 15, 267, 42, 300, 7, 99, 180, 3, 250, 61, 128};
+
+#define N_PROMPT ((int) (sizeof(PROMPT) / sizeof(PROMPT[0])))
+#define N_GREEDY 16
+
+static const char *family;
+
+/* Whether two configurations agree on every field the forward pass reads. */
+static bool
+SameConfig(const cbllm_model_config *a, const cbllm_model_config *b, const char **field)
+{
+#define SAME(f) if (a->f != b->f) { *field = #f; return false; }
+	SAME(features);
+	SAME(activation);
+	SAME(hidden);
+	SAME(n_layers);
+	SAME(n_heads);
+	SAME(n_kv_heads);
+	SAME(head_dim);
+	SAME(intermediate);
+	SAME(vocab_size);
+	SAME(max_pos);
+	SAME(sliding_window);
+	SAME(n_rope);
+	SAME(rms_eps);
+	SAME(embed_scale);
+	SAME(q_scale);
+	SAME(tie_embeddings);
+	SAME(bos_id);
+	SAME(eos_id);
+#undef SAME
+	for (int l = 0; l < a->n_layers; l++)
+		if (a->layer_window[l] != b->layer_window[l] || a->layer_rope[l] != b->layer_rope[l])
+		{
+			*field = "layer_window or layer_rope";
+			return false;
+		}
+	return true;				/* not arch: GGUF's "llama" is Mistral's too */
+}
+
+/* The largest relative gap between the two models' RoPE frequencies and attention factors. */
+static double
+RopeGap(const cbllm_model_config *hf, const cbllm_model_config *gg)
+{
+	rope_freqs *a = malloc(sizeof(*a)),
+			   *b = malloc(sizeof(*b));
+	double		worst = INFINITY;
+	cbllm_err	err;
+
+	if (a == NULL || b == NULL)
+		goto done;
+	worst = 0;
+	for (int r = 0; r < hf->n_rope; r++)
+	{
+		if (rope_freqs_build(&hf->rope[r], hf->head_dim, a, &err) != CBLLM_OK ||
+			rope_freqs_build(&gg->rope[r], gg->head_dim, b, &err) != CBLLM_OK ||
+			a->switch_pos != b->switch_pos)
+		{
+			worst = INFINITY;
+			goto done;
+		}
+		worst = fmax(worst, fabs(a->attn - b->attn) / a->attn);
+		for (int s = 0; s < 2; s++)
+			for (int i = 0; i < a->half; i++)
+				worst = fmax(worst, fabs(a->inv_freq[s][i] - b->inv_freq[s][i]) / a->inv_freq[s][i]);
+	}
+done:
+	free(a);
+	free(b);
+	return worst;
+}
+
+/* What CompareTensor learns walking the GGUF model beside the HF one. */
+typedef struct compare_walk
+{
+	const cbllm_model *hf;
+	const cbllm_model *gg;
+	int			n_matrices;		/* of the GGUF model's own (not tied) */
+	int			in_mapping;		/* of those, pointing into the file */
+	int			same_values;	/* matrices and vectors equal to the checkpoint's */
+	int			n_tensors;
+	cbllm_dtype want;			/* the type the matrices were converted to */
+	char		first_bad[128];
+} compare_walk;
+
+/* The field of mt's role in model m (layer mt->layer). */
+static const char *
+FieldOf(const cbllm_model *m, const model_tensor *mt)
+{
+	return mt->layer >= 0 ? (const char *) &m->layers[mt->layer] : (const char *) m;
+}
+
+/* Whether GGUF row r of a q or k matrix is HF row r, or, permuted, the row it came from. */
+static int64_t
+SourceRow(int64_t r, int head_dim, bool permuted)
+{
+	int64_t		h = r / head_dim,
+				j = r % head_dim;
+
+	if (!permuted)
+		return r;
+	/* row 2i of a head is HF row i, row 2i + 1 is HF row i + head_dim / 2 */
+	return h * head_dim + (j % 2 == 0 ? j / 2 : j / 2 + head_dim / 2);
+}
+
+/*
+ * The largest gap (compare.h's RelErr over a row) a matrix of dtype may have
+ * from the F32 values it was made from: 0 for F32; half an ulp for F16 (2^-11)
+ * and BF16 (2^-8 / 2); half a step for Q8_0 (amax / 254) and the affine
+ * Q4_1, Q5_1 ((max - min) / 2 (levels - 1) <= max / 15, / 31); a whole step
+ * for the symmetric Q4_0, Q5_0, whose d = max / -8 (-16) leaves -max a step
+ * short of its level (max / 8, / 16); each plus f16's rounding of the scale.
+ */
+static double
+Tolerance(cbllm_dtype dt)
+{
+	switch (dt)
+	{
+		case CBLLM_F32:
+			return 0;
+		case CBLLM_F16:
+			return 6e-4;
+		case CBLLM_BF16:
+			return 4e-3;
+		case CBLLM_Q8_0:
+			return 5e-3;
+		case CBLLM_Q4_1:
+			return 7e-2;
+		case CBLLM_Q5_1:
+			return 3.5e-2;
+		case CBLLM_Q4_0:
+			return 0.13;
+		case CBLLM_Q5_0:
+			return 6.5e-2;
+		default:
+			return -1;
+	}
+}
+
+/* Compare one tensor of the GGUF model (matrices of type want) with the F32 checkpoint's. */
+static int
+CompareTensor(void *arg, const model_tensor *mt, cbllm_err *err)
+{
+	compare_walk *w = arg;
+	const char *hf_base = FieldOf(w->hf, mt);
+	bool		same = true;
+
+	w->n_tensors++;
+	if (mt->matrix != NULL)
+	{
+		const cbllm_weight *a = (const cbllm_weight *) (hf_base + mt->t->offset);
+		const cbllm_weight *b = mt->matrix;
+		const uint8_t *lo = w->gg->gguf->base;
+		size_t		row_bytes = cbllm_dtype_row_bytes(b->dtype, b->cols);
+		bool		qk = strcmp(mt->t->role, "wq") == 0 || strcmp(mt->t->role, "wk") == 0;
+		bool		permuted = qk && (w->gg->cfg.features & ARCH_GGUF_PERMUTED_QK);
+		float	   *row = malloc(sizeof(float) * b->cols);
+
+		if (!mt->tied)
+		{
+			w->n_matrices++;
+			w->in_mapping += (const uint8_t *) b->data >= lo &&
+				(const uint8_t *) b->data + b->rows * row_bytes <= lo + w->gg->gguf->size;
+		}
+		same = row != NULL && a->dtype == CBLLM_F32 && b->dtype == w->want &&
+			a->rows == b->rows && a->cols == b->cols;
+		for (int64_t r = 0; same && r < b->rows; r++)
+		{
+			const float *src = (const float *) a->data +
+				SourceRow(r, w->gg->cfg.head_dim, permuted) * a->cols;
+
+			cbllm_to_f32(b->dtype, (const char *) b->data + r * row_bytes, row, b->cols);
+			same = RelErr(row, src, b->cols) <= Tolerance(b->dtype);
+		}
+		free(row);
+	}
+	else
+	{
+		const float *a = *(float *const *) (hf_base + mt->t->offset);
+
+		same = a != NULL && *mt->vector != NULL &&
+			memcmp(a, *mt->vector, sizeof(float) * mt->rows) == 0;
+	}
+	if (same)
+		w->same_values++;
+	else if (w->first_bad[0] == '\0')
+		arch_tensor_name(mt->t, mt->layer, true, w->first_bad, sizeof(w->first_bad));
+	return CBLLM_OK;
+}
+
+/* What the loader binds equals the checkpoint's model. */
+static void
+test_binds(const char *hf_dir, const char *gguf_dir, cbllm_dtype want)
+{
+	cbllm_model *hf = NULL,
+			   *gg = NULL;
+	cbllm_err	err;
+	const char *field = "";
+	compare_walk w = {0};
+	bool		llama = strncmp(family, "llama", 5) == 0 || strcmp(family, "mistral") == 0;
+
+	if (model_load(hf_dir, &hf, &err) != CBLLM_OK)
+	{
+		TAP_OK(false, "%s: the checkpoint loads (%s)", family, err.msg);
+		return;
+	}
+	if (model_load(gguf_dir, &gg, &err) != CBLLM_OK)
+	{
+		TAP_OK(false, "%s: the GGUF file loads (%s)", family, err.msg);
+		model_free(hf);
+		return;
+	}
+	TAP_OK(gg->gguf != NULL && gg->st == NULL, "%s: a directory holding one .gguf file loads it",
+		   family);
+	TAP_OK(SameConfig(&hf->cfg, &gg->cfg, &field),
+		   "%s: every configuration field equals config.json's (first differing: %s)", family,
+		   field);
+	TAP_OK(RopeGap(&hf->cfg, &gg->cfg) < 1e-6,
+		   "%s: the RoPE frequencies (rope %s from GGUF) are config.json's (rel gap %.2g < 1e-6)",
+		   family, rope_type_name(gg->cfg.rope[0].type), RopeGap(&hf->cfg, &gg->cfg));
+	TAP_OK(gg->cfg.rope[0].interleaved == llama && !hf->cfg.rope[0].interleaved &&
+		   (gg->cfg.n_rope < 2 || gg->cfg.rope[1].interleaved == llama),
+		   "%s: the GGUF file's RoPE is %s", family,
+		   llama ? "interleaved (llama: q and k permuted)" : "not interleaved (NEOX layout, not permuted)");
+	TAP_OK(gg->lm_head_tied == hf->lm_head_tied, "%s: lm_head is %s, as in the checkpoint",
+		   family, hf->lm_head_tied ? "tied" : "untied");
+	w.hf = hf;
+	w.gg = gg;
+	w.want = want;
+	model_visit(gg, CompareTensor, &w, &err);
+	TAP_OK(w.n_matrices > 0 && w.in_mapping == w.n_matrices,
+		   "%s: all %d matrices point into the file's mapping (%d do)", family, w.n_matrices,
+		   w.in_mapping);
+	TAP_OK(w.same_values == w.n_tensors,
+		   "%s: %d of %d tensors equal the checkpoint's F32 values (matrices as %s within %g)%s (first differing: %s)",
+		   family, w.same_values, w.n_tensors, cbllm_dtype_name(want), Tolerance(want),
+		   llama ? ", q and k rows permuted" : "",
+		   w.first_bad[0] ? w.first_bad : "none");
+	{
+		char		got[MODEL_WEIGHT_TYPES_LEN],
+					expect[MODEL_WEIGHT_TYPES_LEN];
+		int			n_vectors = w.n_tensors - w.n_matrices - (gg->lm_head_tied ? 1 : 0);
+
+		model_weight_types(gg, got, sizeof(got));
+		if (want == CBLLM_F32)
+			snprintf(expect, sizeof(expect), "F32 %d", w.n_matrices + n_vectors);
+		else
+			snprintf(expect, sizeof(expect), "F32 %d, %s %d", n_vectors, cbllm_dtype_name(want),
+					 w.n_matrices);
+		TAP_OK(strcmp(got, expect) == 0, "%s: the weight types are described as \"%s\" (\"%s\")",
+			   family, expect, got);
+	}
+	model_free(gg);
+	model_free(hf);
+}
+
+/* The GGUF model's logits are the checkpoint's on the CPU, and on device within bf16's tolerance. */
+static void
+test_logits(const char *hf_dir, const char *gguf_dir, const char *device)
+{
+	int			vocab = 0,
+				gvocab = 0;
+	float	   *ref = ref_engine_logits(hf_dir, NULL, PROMPT, N_PROMPT, &vocab);
+	float	   *got = ref != NULL ? ref_engine_logits(gguf_dir, NULL, PROMPT, N_PROMPT, &gvocab) : NULL;
+	double		worst = got != NULL && gvocab == vocab ?
+		ref_worst_row(got, ref, N_PROMPT, vocab) : INFINITY;
+
+	TAP_OK(worst <= 1e-5,
+		   "%s: the GGUF model's prompt logits on the CPU are the checkpoint's (worst row rel err %.2g <= 1e-5)",
+		   family, worst);
+	if (device != NULL)
+		ref_check_device(gguf_dir, device, PROMPT, N_PROMPT, ref, vocab, family);
+	else
+	{
+		int32_t		a[N_GREEDY],
+					b[N_GREEDY];
+		int			na = ref_engine_greedy(hf_dir, NULL, PROMPT, N_PROMPT, N_GREEDY, a),
+					nb = ref_engine_greedy(gguf_dir, NULL, PROMPT, N_PROMPT, N_GREEDY, b);
+
+		TAP_OK(na == N_GREEDY && nb == N_GREEDY && memcmp(a, b, sizeof(a)) == 0,
+			   "%s: the engine's %d greedy tokens from the GGUF model are the checkpoint's",
+			   family, N_GREEDY);
+	}
+	free(ref);
+	free(got);
+}
+
+/* Loading path fails with a message holding want. */
+static void
+ExpectError(const char *path, const char *want, const char *what)
+{
+	cbllm_model *m = NULL;
+	cbllm_err	err = {0};
+	int			rc = model_load(path, &m, &err);
+
+	TAP_OK(rc != CBLLM_OK && strstr(err.msg, want) != NULL, "%s: refused naming \"%s\" (%s)",
+		   what, want, rc == CBLLM_OK ? "it loaded" : err.msg);
+	model_free(m);
+}
+
+/* Write an empty file at dir/name. */
+static void
+Touch(const char *dir, const char *name)
+{
+	char	   *p = cbllm_path_join(dir, name);
+	FILE	   *f = p != NULL ? fopen(p, "w") : NULL;
+
+	if (f != NULL)
+		fclose(f);
+	free(p);
+}
+
+/* Every broken file and directory is refused with an error naming what is wrong. */
+static void
+test_errors(const char *bad_dir)
+{
+	static const struct
+	{
+		const char *file;
+		const char *want;
+		const char *what;
+	}			cases[] = {
+		{"missing-key.gguf", "llama.block_count: missing", "a missing key"},
+		{"key-type.gguf", "llama.embedding_length: must be an integer, found string",
+		"a key of the wrong type"},
+		{"absurd-value.gguf", "llama.attention.head_count: 2147483648 is out of range",
+		"an absurd value"},
+		{"missing-tensor.gguf", "missing tensor \"blk.0.attn_k.weight\"", "a missing tensor"},
+		{"rank.gguf", "tensor \"blk.0.attn_norm.weight\" has the wrong shape: expected [64]",
+		"a tensor of the wrong rank"},
+		{"shape.gguf", "tensor \"blk.1.ffn_down.weight\" has the wrong shape",
+		"a tensor of the wrong shape"},
+		{"type-id.gguf", "tensor \"blk.0.attn_v.weight\" has ggml type 9",
+		"a tensor of a ggml type cbllm does not load"},
+		{"ragged.gguf", "tensor \"blk.0.ffn_gate.weight\": row length 63 is not a multiple of Q8_0's block of 32",
+		"rows that are not whole blocks"},
+	};
+	char		dir[512];
+
+	for (int i = 0; i < (int) (sizeof(cases) / sizeof(cases[0])); i++)
+	{
+		char	   *p = cbllm_path_join(bad_dir, cases[i].file);
+
+		ExpectError(p, cases[i].want, cases[i].what);
+		free(p);
+	}
+	snprintf(dir, sizeof(dir), "%s/two", bad_dir);
+	mkdir(dir, 0755);
+	Touch(dir, "a.gguf");
+	Touch(dir, "b.gguf");
+	ExpectError(dir, "2 GGUF files found", "a directory of two .gguf files");
+	snprintf(dir, sizeof(dir), "%s/split", bad_dir);
+	mkdir(dir, 0755);
+	Touch(dir, "m-00001-of-00002.gguf");
+	ExpectError(dir, "split GGUF file", "a directory holding a split GGUF file");
+	snprintf(dir, sizeof(dir), "%s/split/m-00001-of-00002.gguf", bad_dir);
+	ExpectError(dir, "split GGUF file", "a split GGUF file named directly");
+}
+
+/* The weight type a --type name stands for ("q8_0" is Q8_0). */
+static bool
+TypeByName(const char *name, cbllm_dtype *dt)
+{
+	for (int i = 0; i < CBLLM_DTYPE_COUNT; i++)
+		if (strcasecmp(cbllm_dtype_name((cbllm_dtype) i), name) == 0)
+		{
+			*dt = (cbllm_dtype) i;
+			return true;
+		}
+	return false;
+}
+
+int
+main(int argc, char **argv)
+{
+	cbllm_dtype want = CBLLM_F32;
+
+	if (argc == 3 && strcmp(argv[1], "--errors") == 0)
+	{
+		family = "llama";
+		test_errors(argv[2]);
+		return tap_done();
+	}
+	/* --type T: a conversion to T, whose values and binding are checked, not run */
+	if (argc == 6 && strcmp(argv[1], "--type") == 0 && TypeByName(argv[2], &want))
+	{
+		family = argv[3];
+		test_binds(argv[4], argv[5], want);
+		return tap_done();
+	}
+	if (argc < 4)
+	{
+		fprintf(stderr, "usage: test_model_gguf FAMILY HF_DIR GGUF_DIR [DEVICE]\n"
+				"       test_model_gguf --type TYPE FAMILY HF_DIR GGUF_DIR\n"
+				"       test_model_gguf --errors BAD_DIR\n");
+		return 2;
+	}
+	family = argv[1];
+	if (argc == 4 || strcmp(argv[4], "cpu") == 0)
+		test_binds(argv[2], argv[3], CBLLM_F32);
+	test_logits(argv[2], argv[3], argc > 4 && strcmp(argv[4], "cpu") != 0 ? argv[4] : NULL);
+	return tap_done();
+}
