@@ -79,6 +79,7 @@ ENGINE_SRCS = \
 	src/request_params.c \
 	src/generation_config.c \
 	src/engine_chat.c \
+	src/engine_gguf.c \
 	src/jinja_value.c \
 	src/jinja_lex.c \
 	src/jinja_parse.c \

@@ -187,6 +187,7 @@ typedef struct CbllmShared
 	char		model[MAXPGPATH];	/* worker, under info_lock */
 	char		device[32];		/* worker, under info_lock */
 	char		cpu_isa[32];	/* worker, under info_lock */
+	char		weight_types[128];	/* worker, under info_lock: the model's tensors by weight type */
 	int			kv_blocks_total;	/* worker, under info_lock: engine statistics */
 	int			kv_blocks_free;
 	int			n_running;

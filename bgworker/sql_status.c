@@ -70,8 +70,8 @@ cbllm_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
 	CbllmShared snap;
-	Datum		v[28];
-	bool		n[28] = {0};
+	Datum		v[29];
+	bool		n[29] = {0};
 	bool		all;
 
 	CbllmCheckLoaded();
@@ -120,6 +120,8 @@ cbllm_status(PG_FUNCTION_ARGS)
 	v[26] = Int32GetDatum(snap.engine_pid);
 	n[26] = snap.engine_pid == 0;
 	v[27] = Int64GetDatum(snap.engine_restarts);
+	v[28] = CStringGetTextDatum(snap.weight_types);
+	n[28] = snap.weight_types[0] == '\0';
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), v, n)));
 }
 

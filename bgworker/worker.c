@@ -201,6 +201,7 @@ PublishStats(const cbllm_ipc_status *es)
 	SpinLockAcquire(&cbllm_shared->info_lock);
 	strlcpy(cbllm_shared->device, es->device, sizeof(cbllm_shared->device));
 	strlcpy(cbllm_shared->cpu_isa, es->cpu_isa, sizeof(cbllm_shared->cpu_isa));
+	strlcpy(cbllm_shared->weight_types, es->weight_types, sizeof(cbllm_shared->weight_types));
 	cbllm_shared->max_model_len = es->max_model_len;
 	cbllm_shared->kv_blocks_total = st->kv_blocks_total;
 	cbllm_shared->kv_blocks_free = st->kv_blocks_free;

@@ -147,7 +147,8 @@ CREATE FUNCTION cbllm_status(OUT state text,
                              OUT batch_sequences bigint,
                              OUT results_parked integer,
                              OUT engine_pid integer,
-                             OUT engine_restarts bigint)
+                             OUT engine_restarts bigint,
+                             OUT weight_types text)
 RETURNS record
 AS 'MODULE_PATHNAME', 'cbllm_status'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -580,7 +581,7 @@ $enrich$;
 
 -- The engine: state, model, memory, queues, counters, uptime.
 CREATE VIEW cbllm.engine AS
-SELECT state, reason, model, device, cpu_isa,
+SELECT state, reason, model, device, cpu_isa, weight_types,
        kv_blocks_total, kv_blocks_used, kv_blocks_cached,
        swap_blocks_total, swap_blocks_used,
        requests_running, requests_waiting, requests_swapped,

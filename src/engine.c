@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine_internal.h"
@@ -312,6 +313,40 @@ CreateCompute(cbllm_engine *e, cbllm_err *err)
 	return CBLLM_OK;
 }
 
+/*
+ * Load e's tokenizer, stop ids and chat template: from the GGUF file when
+ * the model is one that has a tokenizer (or is a bare file), else from the
+ * model directory's tokenizer.json, config.json, generation_config.json and
+ * tokenizer_config.json.
+ */
+static int
+LoadText(cbllm_engine *e, const cbllm_engine_params *p, cbllm_err *err)
+{
+	const gguf_file *g = e->model->gguf;
+	struct stat st;
+	int			rc;
+
+	if (g != NULL && (gguf_find_key(g, "tokenizer.ggml.model") != NULL ||
+					  stat(p->model_dir, &st) != 0 || !S_ISDIR(st.st_mode)))
+	{
+		if ((rc = engine_gguf_load_text(e, p->chat_template, err)) != CBLLM_OK)
+		{
+			char		msg[CBLLM_ERR_MSG_LEN];
+
+			snprintf(msg, sizeof(msg), "%s", err->msg);
+			rc = cbllm_fail(err, rc, "%s: %s", p->model_dir, msg);
+		}
+		return rc;
+	}
+	if ((rc = tokenizer_load(p->model_dir, &e->tok, err)) != CBLLM_OK)
+		return rc;
+	e->eos_id = tokenizer_eos_id(e->tok) >= 0 ? tokenizer_eos_id(e->tok) : e->model->cfg.eos_id;
+	if ((rc = generation_config_load(p->model_dir, &e->gen, err)) ||
+		(e->eos_id >= 0 && (rc = generation_config_add_eos(&e->gen, e->eos_id, err))))
+		return rc;
+	return engine_chat_load(e, p->model_dir, p->chat_template, err);
+}
+
 /* Load the model and tokenizer and set up everything a step needs. */
 static int
 CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
@@ -333,22 +368,18 @@ CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 	lp.dummy_on_host = !e->reg->dummies_on_device;
 	if ((rc = model_load_ex(&lp, &e->model, err)) ||
 		(rc = CheckWeightTypes(e, err)) ||
-		(rc = tokenizer_load(p->model_dir, &e->tok, err)))
+		(rc = LoadText(e, p, err)))
 		goto fail;
 	model_weight_types(e->model, e->weight_types, sizeof(e->weight_types));
 	if (tokenizer_vocab_size(e->tok) > e->model->cfg.vocab_size)
 	{
 		rc = cbllm_fail(err, CBLLM_ERR_FORMAT,
-						"%s: tokenizer.json has %d tokens but config.json's vocab_size is %d",
-						p->model_dir, tokenizer_vocab_size(e->tok), e->model->cfg.vocab_size);
+						"%s: the tokenizer has %d tokens but the model's vocabulary (%s) is %d",
+						p->model_dir, tokenizer_vocab_size(e->tok),
+						e->model->gguf != NULL ? "token_embd.weight" : "config.json's vocab_size",
+						e->model->cfg.vocab_size);
 		goto fail;
 	}
-	e->eos_id = tokenizer_eos_id(e->tok) >= 0 ? tokenizer_eos_id(e->tok) : e->model->cfg.eos_id;
-	if ((rc = generation_config_load(p->model_dir, &e->gen, err)) ||
-		(e->eos_id >= 0 && (rc = generation_config_add_eos(&e->gen, e->eos_id, err))))
-		goto fail;
-	if ((rc = engine_chat_load(e, p->model_dir, p->chat_template, err)) != CBLLM_OK)
-		goto fail;
 	if ((rc = ResolveParams(e, p, err)) || (rc = CreateCompute(e, err)))
 		goto fail;
 	e->stats.kv_blocks_total = e->bm->n_blocks;

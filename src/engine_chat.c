@@ -14,36 +14,39 @@
 #include "engine_internal.h"
 
 /*
- * Load template_file with dir's tokenizer_config.json (for its special
- * tokens): the template a setting gives instead of the model's.
+ * Compile jinja (jinja_len bytes) with config, the text of a
+ * tokenizer_config.json or NULL (for its special tokens), as e's template;
+ * an error names where the template came from.
  */
 static int
-LoadGiven(cbllm_engine *e, const char *dir, const char *template_file, cbllm_err *err)
+LoadTexts(cbllm_engine *e, const char *config, size_t config_len, const char *jinja,
+		  size_t jinja_len, const char *name, cbllm_err *err)
 {
-	char		path[4096];
-	char	   *config = NULL,
-			   *jinja = NULL;
-	size_t		config_len = 0,
-				jinja_len = 0;
-	int			rc;
+	int			rc = chat_load_from(config, config_len, jinja, jinja_len, &e->chat, err);
 
-	if ((rc = cbllm_read_file(template_file, &jinja, &jinja_len, err)) != CBLLM_OK)
-		return rc;
-	snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
-	if ((rc = cbllm_read_file_if_exists(path, &config, &config_len, err)) != CBLLM_OK)
-	{
-		free(jinja);
-		return rc;
-	}
-	rc = chat_load_from(config, config_len, jinja, jinja_len, &e->chat, err);
 	if (rc != CBLLM_OK)
 	{
 		char		msg[CBLLM_ERR_MSG_LEN];
 
+		e->chat = NULL;
 		snprintf(msg, sizeof(msg), "%s", err->msg);
-		rc = cbllm_fail(err, rc, "%s: %s", template_file, msg);
+		rc = cbllm_fail(err, rc, "%s: %s", name, msg);
 	}
-	free(config);
+	return rc;
+}
+
+/* Load template_file with config (NULL: none): the template a setting gives instead of the model's. */
+static int
+LoadGiven(cbllm_engine *e, const char *config, size_t config_len, const char *template_file,
+		  cbllm_err *err)
+{
+	char	   *jinja = NULL;
+	size_t		jinja_len = 0;
+	int			rc;
+
+	if ((rc = cbllm_read_file(template_file, &jinja, &jinja_len, err)) != CBLLM_OK)
+		return rc;
+	rc = LoadTexts(e, config, config_len, jinja, jinja_len, template_file, err);
 	free(jinja);
 	return rc;
 }
@@ -57,12 +60,49 @@ engine_chat_load(cbllm_engine *e, const char *dir, const char *template_file, cb
 	e->chat = NULL;
 	e->chat_error[0] = '\0';
 	if (template_file != NULL && template_file[0] != '\0')
-		return LoadGiven(e, dir, template_file, err);
+	{
+		char		path[4096];
+		char	   *config = NULL;
+		size_t		config_len = 0;
+		int			rc;
+
+		snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
+		if ((rc = cbllm_read_file_if_exists(path, &config, &config_len, err)) != CBLLM_OK)
+			return rc;
+		rc = LoadGiven(e, config, config_len, template_file, err);
+		free(config);
+		return rc;
+	}
 	if (chat_load(dir, &e->chat, &own) != CBLLM_OK)
 	{
 		e->chat = NULL;
 		snprintf(e->chat_error, sizeof(e->chat_error), "%s", own.msg);
 	}
+	return CBLLM_OK;
+}
+
+/*
+ * Load the chat template into e from texts in memory (a GGUF file's
+ * tokenizer.chat_template, NULL when it has none, and a config naming the
+ * special tokens): template_file instead when one is given.  As from a
+ * directory, a model's own template that does not compile leaves plain
+ * prompts served and the reason kept.
+ */
+int
+engine_chat_load_texts(cbllm_engine *e, const char *config, const char *jinja, size_t jinja_len,
+					   const char *name, const char *template_file, cbllm_err *err)
+{
+	cbllm_err	own;
+	size_t		config_len = config != NULL ? strlen(config) : 0;
+
+	e->chat = NULL;
+	e->chat_error[0] = '\0';
+	if (template_file != NULL && template_file[0] != '\0')
+		return LoadGiven(e, config, config_len, template_file, err);
+	if (jinja == NULL)
+		snprintf(e->chat_error, sizeof(e->chat_error), "the model has no chat template (%s)", name);
+	else if (LoadTexts(e, config, config_len, jinja, jinja_len, name, &own) != CBLLM_OK)
+		snprintf(e->chat_error, sizeof(e->chat_error), "%s", own.msg);
 	return CBLLM_OK;
 }
 

@@ -69,7 +69,17 @@ struct cbllm_engine
  * requests, and the model still serves plain prompts).
  */
 int			engine_chat_load(cbllm_engine *e, const char *dir, const char *template_file, cbllm_err *err);
+/* the same from texts in memory (a GGUF file's template, NULL when none); name says where from */
+int			engine_chat_load_texts(cbllm_engine *e, const char *config, const char *jinja,
+								   size_t jinja_len, const char *name, const char *template_file,
+								   cbllm_err *err);
 void		engine_chat_free(cbllm_engine *e);
+
+/*
+ * engine_gguf.c: a GGUF model's tokenizer (tokenizer.ggml.*), stop ids and
+ * chat template (tokenizer.chat_template), from its file alone.
+ */
+int			engine_gguf_load_text(cbllm_engine *e, const char *template_file, cbllm_err *err);
 
 /* request.c */
 int			request_create(cbllm_engine *e, const cbllm_request_input *in,

@@ -507,6 +507,8 @@ cbllm_server_run(cbllm_ipc_region *rg, int doorbell_in, int doorbell_out,
 	cbllm_engine_get_info(sv.engine, &info);
 	snprintf(sv.status.device, sizeof(sv.status.device), "%s", info.device ? info.device : "cpu");
 	snprintf(sv.status.cpu_isa, sizeof(sv.status.cpu_isa), "%s", info.cpu_isa ? info.cpu_isa : "");
+	snprintf(sv.status.weight_types, sizeof(sv.status.weight_types), "%s",
+			 info.weight_types ? info.weight_types : "");
 	sv.status.max_model_len = info.max_model_len;
 	sv.reqs = calloc((size_t) sv.n_slots, sizeof(server_req));
 	sv.msg = malloc(rg->max_msg);

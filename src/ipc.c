@@ -269,6 +269,7 @@ cbllm_ipc_status_read(const cbllm_ipc_region *rg, cbllm_ipc_status *out)
 			out->reason[CBLLM_IPC_REASON_LEN - 1] = '\0';
 			out->device[sizeof(out->device) - 1] = '\0';
 			out->cpu_isa[sizeof(out->cpu_isa) - 1] = '\0';
+			out->weight_types[sizeof(out->weight_types) - 1] = '\0';
 			return true;
 		}
 	}

@@ -44,7 +44,7 @@
 #include "request_progress.h"
 
 #define CBLLM_IPC_MAGIC 0x434c4c4dU	/* "MLLC" */
-#define CBLLM_IPC_VERSION 5
+#define CBLLM_IPC_VERSION 6
 #define CBLLM_IPC_REASON_LEN 512
 
 
@@ -166,6 +166,7 @@ typedef struct cbllm_ipc_status
 	char		reason[CBLLM_IPC_REASON_LEN];
 	char		device[32];
 	char		cpu_isa[32];
+	char		weight_types[128];	/* the model's tensors by weight type (model_weight_types) */
 	int32_t		max_model_len;
 	cbllm_stats stats;
 } cbllm_ipc_status;

@@ -47,6 +47,14 @@ void		tokenizer_free(cbllm_tokenizer *tok);
  */
 int			tokenizer_load_gguf(const gguf_file *g, cbllm_tokenizer **out, cbllm_err *err);
 
+/*
+ * The token id at key of g, of any integer type, into *id when the key is
+ * there (-1 when it says none: UINT32_MAX or -1), left as it is when absent;
+ * an id outside [0, n) is an error naming the key.
+ */
+int			tokenizer_gguf_id(const gguf_file *g, const char *key, int n, int32_t *id,
+							  cbllm_err *err);
+
 /* The texts of a tokenizer's files, already in memory (tokenizer_load_from). */
 typedef struct tokenizer_source
 {

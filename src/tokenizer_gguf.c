@@ -196,8 +196,8 @@ get_array(const gguf_file *g, const char *key, gguf_vtype et, bool required, con
 }
 
 /* Read an optional token id key of any integer type into *id (-1: none), checking it is below n. */
-static int
-get_id(const gguf_file *g, const char *key, int n, int32_t *id, cbllm_err *err)
+int
+tokenizer_gguf_id(const gguf_file *g, const char *key, int n, int32_t *id, cbllm_err *err)
 {
 	const gguf_value *v = gguf_find_key(g, key);
 	int64_t		x;
@@ -397,10 +397,10 @@ read_specials(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 	for (int id = 0; id < v->n && v->spm; id++)
 		if (token_type(v, id) == TT_UNKNOWN && v->unk < 0)
 			v->unk = id;
-	if ((rc = get_id(g, "tokenizer.ggml.bos_token_id", v->n, &v->bos, err)) == CBLLM_OK &&
-		(rc = get_id(g, "tokenizer.ggml.eos_token_id", v->n, &v->eos, err)) == CBLLM_OK &&
-		(rc = get_id(g, "tokenizer.ggml.unknown_token_id", v->n, &v->unk, err)) == CBLLM_OK &&
-		(rc = get_id(g, "tokenizer.ggml.padding_token_id", v->n, &v->pad, err)) == CBLLM_OK &&
+	if ((rc = tokenizer_gguf_id(g, "tokenizer.ggml.bos_token_id", v->n, &v->bos, err)) == CBLLM_OK &&
+		(rc = tokenizer_gguf_id(g, "tokenizer.ggml.eos_token_id", v->n, &v->eos, err)) == CBLLM_OK &&
+		(rc = tokenizer_gguf_id(g, "tokenizer.ggml.unknown_token_id", v->n, &v->unk, err)) == CBLLM_OK &&
+		(rc = tokenizer_gguf_id(g, "tokenizer.ggml.padding_token_id", v->n, &v->pad, err)) == CBLLM_OK &&
 		(rc = get_flag(g, "tokenizer.ggml.add_bos_token", &v->add_bos, err)) == CBLLM_OK &&
 		(rc = get_flag(g, "tokenizer.ggml.add_eos_token", &v->add_eos, err)) == CBLLM_OK &&
 		(rc = get_flag(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err)) == CBLLM_OK)

@@ -21,7 +21,8 @@ family), sharing no code with it:
     base) and attention.sliding_window_pattern;
   - tied embeddings: no output.weight.
 Matrices are stored in --type (the embeddings too); norms, biases and factors stay F32.
-When test/tools/gguf_vocab.py exists its tokenizer_kvs(model_dir) are added.
+The tokenizer's metadata is gguf_vocab.py's tokenizer_kvs(model_dir); config.json's bos and eos
+ids fill in what it lacks.
 
 For the loader's error tests, --break WHAT:NAME writes one thing wrong: missing-key (the key
 left out), key-type (the key written as a string), absurd-value (the integer key as 2^31),
@@ -39,16 +40,16 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gguf_vocab  # noqa: E402
 import gguf_writer  # noqa: E402
 import quant  # noqa: E402
 from gen_model import f32_to_bf16_bits  # noqa: E402
 from reference import load_weights  # noqa: E402
 
 # --type: (ggml type id, block quantizer or None)
-TYPES = {"f32": (0, None), "f16": (1, None), "bf16": (30, None),
-         "q8_0": (8, quant.quant_q8_0), "q4_0": (2, quant.quant_q4_0),
-         "q4_1": (3, quant.quant_q4_1), "q5_0": (6, quant.quant_q5_0),
-         "q5_1": (7, quant.quant_q5_1)}
+# --type -> ggml type id; the quantized ones are quant.py's (its name in upper case)
+TYPES = {"f32": 0, "f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7,
+         "q2_k": 10, "q3_k": 11, "q4_k": 12, "q5_k": 13, "q6_k": 14}
 
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
              "gemma3_text": "gemma3", "phi3": "phi3"}
@@ -98,7 +99,7 @@ def permute_rows(w, n_head):
 
 def encode_matrix(w, type_name):
     """(ggml type id, bytes) of a 2-d float64 array in the requested type."""
-    type_id, quantizer = TYPES[type_name]
+    type_id = TYPES[type_name]
     x = np.ascontiguousarray(w, dtype=np.float32)
     if type_name == "f32":
         return type_id, x.astype("<f4").tobytes()
@@ -106,11 +107,11 @@ def encode_matrix(w, type_name):
         return type_id, x.astype("<f2").tobytes()
     if type_name == "bf16":
         return type_id, f32_to_bf16_bits(x).tobytes()
-    if x.shape[-1] % quant.QK != 0:
+    block = quant.QK_K if type_name.endswith("_k") else quant.QK
+    if x.shape[-1] % block != 0:
         raise SystemExit("hf_to_gguf.py: rows of %d are not whole blocks of %d"
-                         % (x.shape[-1], quant.QK))
-    flat = x.reshape(-1, quant.QK)
-    return type_id, b"".join(quantizer(flat[i]) for i in range(flat.shape[0]))
+                         % (x.shape[-1], block))
+    return type_id, quant.quantize(type_name.upper(), x)
 
 
 def llama3_factors(rs, theta, head_dim):
@@ -224,7 +225,7 @@ class BreakingWriter(gguf_writer.GGUFWriter):
             q8_1 = 9  # 32 elements in 36 bytes
             type_id, data = q8_1, bytes(gguf_writer.tensor_nbytes(q8_1, dims))
         if name == self.name and self.what == "ragged":
-            q8_0 = TYPES["q8_0"][0]
+            q8_0 = TYPES["q8_0"]
             dims = [dims[0] - 1] + list(dims[1:])
             type_id, data = q8_0, bytes(gguf_writer.tensor_nbytes(q8_0, dims))
         super().add_tensor(name, type_id, dims, data, offset, place)
@@ -249,14 +250,14 @@ def convert(model_dir, out_path, type_name, breaking=None):
     w.add("general.architecture", "string", arch)
     w.add("general.name", "string", os.path.basename(os.path.normpath(model_dir)))
     extra = add_hparams(w, cfg, arch, head_dim)
+    vocab = gguf_vocab.tokenizer_kvs(model_dir)
+    have = {k for k, _, _ in vocab}
     for k, v in (("tokenizer.ggml.bos_token_id", cfg.get("bos_token_id")),
                  ("tokenizer.ggml.eos_token_id", first_id(cfg.get("eos_token_id")))):
-        if v is not None:
+        if v is not None and k not in have:
             w.add(k, "uint32", v)
-    if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "gguf_vocab.py")):
-        import gguf_vocab
-        for k, vtype, value in gguf_vocab.tokenizer_kvs(model_dir):
-            w.add(k, vtype, value)
+    for k, vtype, value in vocab:
+        w.add(k, vtype, value)
     weights = load_weights(model_dir)
     for hf, t in weights.items():
         name = gguf_name(hf, gemma)

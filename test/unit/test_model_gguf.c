@@ -145,6 +145,9 @@ SourceRow(int64_t r, int head_dim, bool permuted)
  * Q4_1, Q5_1 ((max - min) / 2 (levels - 1) <= max / 15, / 31); a whole step
  * for the symmetric Q4_0, Q5_0, whose d = max / -8 (-16) leaves -max a step
  * short of its level (max / 8, / 16); each plus f16's rounding of the scale.
+ * The quantizers (quant.py, quantize.c) search for the scale of least
+ * squared error, which may shrink the grid so that the largest elements lie
+ * up to one more step from their level: the quantized bounds are doubled.
  */
 static double
 Tolerance(cbllm_dtype dt)
@@ -158,15 +161,15 @@ Tolerance(cbllm_dtype dt)
 		case CBLLM_BF16:
 			return 4e-3;
 		case CBLLM_Q8_0:
-			return 5e-3;
+			return 1e-2;
 		case CBLLM_Q4_1:
-			return 7e-2;
+			return 0.14;
 		case CBLLM_Q5_1:
-			return 3.5e-2;
+			return 7e-2;
 		case CBLLM_Q4_0:
-			return 0.13;
+			return 0.26;
 		case CBLLM_Q5_0:
-			return 6.5e-2;
+			return 0.13;
 		default:
 			return -1;
 	}

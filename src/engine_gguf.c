@@ -1,0 +1,109 @@
+/*
+ * engine_gguf.c: what a GGUF model file gives the engine beside its weights,
+ * so that the file alone is a complete model:
+ *   - the tokenizer, from tokenizer.ggml.* (tokenizer_gguf.c);
+ *   - the stop ids: tokenizer.ggml.eos_token_id, and the end-of-turn and
+ *     end-of-message ids (tokenizer.ggml.eot_token_id, eom_token_id) that
+ *     chat models end their replies with; a GGUF file has no
+ *     generation_config.json, so no sampling defaults either;
+ *   - the chat template, tokenizer.chat_template, rendered with the texts of
+ *     the BOS and EOS tokens as tokenizer_config.json would give them.
+ */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+
+/* Stop ids of a GGUF file beyond its EOS, read when present. */
+static const char *const extra_stop_keys[] = {
+	"tokenizer.ggml.eot_token_id",
+	"tokenizer.ggml.eom_token_id",
+};
+
+/* Add the file's EOS and end-of-turn ids to e's stop set. */
+static int
+LoadStops(cbllm_engine *e, const gguf_file *g, cbllm_err *err)
+{
+	int			n = tokenizer_vocab_size(e->tok);
+	int			rc;
+
+	memset(&e->gen, 0, sizeof(e->gen));
+	e->eos_id = tokenizer_eos_id(e->tok);
+	if (e->eos_id >= 0 && (rc = generation_config_add_eos(&e->gen, e->eos_id, err)) != CBLLM_OK)
+		return rc;
+	for (size_t i = 0; i < sizeof(extra_stop_keys) / sizeof(extra_stop_keys[0]); i++)
+	{
+		int32_t		id = -1;
+
+		if ((rc = tokenizer_gguf_id(g, extra_stop_keys[i], n, &id, err)) != CBLLM_OK)
+			return rc;
+		if (id >= 0 && (rc = generation_config_add_eos(&e->gen, id, err)) != CBLLM_OK)
+			return rc;
+	}
+	return CBLLM_OK;
+}
+
+/* Put the text of token id under key in obj, when there is such a token. */
+static bool
+AddTokenText(cJSON *obj, const char *key, const cbllm_tokenizer *tok, int32_t id)
+{
+	const char *piece = id >= 0 ? tokenizer_piece(tok, id) : NULL;
+
+	return piece == NULL || cJSON_AddStringToObject(obj, key, piece) != NULL;
+}
+
+/* The chat template of the file with a config naming its BOS and EOS texts. */
+static int
+LoadChat(cbllm_engine *e, const gguf_file *g, const char *template_file, cbllm_err *err)
+{
+	const gguf_value *v = gguf_find_key(g, "tokenizer.chat_template");
+	cJSON	   *cfg = cJSON_CreateObject();
+	char	   *config = NULL,
+			   *jinja = NULL;
+	int			rc;
+
+	if (cfg == NULL ||
+		!AddTokenText(cfg, "bos_token", e->tok, tokenizer_bos_id(e->tok)) ||
+		!AddTokenText(cfg, "eos_token", e->tok, tokenizer_eos_id(e->tok)) ||
+		(config = cJSON_PrintUnformatted(cfg)) == NULL)
+	{
+		cJSON_Delete(cfg);
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	}
+	cJSON_Delete(cfg);
+	if (v != NULL && v->type != GGUF_STRING)
+	{
+		free(config);
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.chat_template must be a string, found %s",
+						  gguf_vtype_name(v->type));
+	}
+	if (v != NULL && (jinja = malloc(v->str.len + 1)) == NULL)
+	{
+		free(config);
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	}
+	if (jinja != NULL)
+	{
+		memcpy(jinja, v->str.ptr, v->str.len);
+		jinja[v->str.len] = '\0';
+	}
+	rc = engine_chat_load_texts(e, config, jinja, v != NULL ? v->str.len : 0,
+								"GGUF tokenizer.chat_template", template_file, err);
+	free(jinja);
+	free(config);
+	return rc;
+}
+
+/* Load e's tokenizer, stop ids and chat template from its model's GGUF file. */
+int
+engine_gguf_load_text(cbllm_engine *e, const char *template_file, cbllm_err *err)
+{
+	const gguf_file *g = e->model->gguf;
+	int			rc;
+
+	if ((rc = tokenizer_load_gguf(g, &e->tok, err)) != CBLLM_OK ||
+		(rc = LoadStops(e, g, err)) != CBLLM_OK)
+		return rc;
+	return LoadChat(e, g, template_file, err);
+}
