@@ -59,8 +59,7 @@ LoadChat(cbllm_engine *e, const gguf_file *g, const char *template_file, cbllm_e
 {
 	const gguf_value *v = gguf_find_key(g, "tokenizer.chat_template");
 	cJSON	   *cfg = cJSON_CreateObject();
-	char	   *config = NULL,
-			   *jinja = NULL;
+	char	   *config = NULL;
 	int			rc;
 
 	if (cfg == NULL ||
@@ -78,19 +77,9 @@ LoadChat(cbllm_engine *e, const gguf_file *g, const char *template_file, cbllm_e
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.chat_template must be a string, found %s",
 						  gguf_vtype_name(v->type));
 	}
-	if (v != NULL && (jinja = malloc(v->str.len + 1)) == NULL)
-	{
-		free(config);
-		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
-	}
-	if (jinja != NULL)
-	{
-		memcpy(jinja, v->str.ptr, v->str.len);
-		jinja[v->str.len] = '\0';
-	}
-	rc = engine_chat_load_texts(e, config, jinja, v != NULL ? v->str.len : 0,
+	/* the template is a view into the file: chat_load_from reads len bytes, no NUL needed */
+	rc = engine_chat_load_texts(e, config, v != NULL ? v->str.ptr : NULL, v != NULL ? v->str.len : 0,
 								"GGUF tokenizer.chat_template", template_file, err);
-	free(jinja);
 	free(config);
 	return rc;
 }
