@@ -59,6 +59,7 @@ ENGINE_SRCS = \
 	src/kernels_generic.c \
 	src/kernels_avx2.c \
 	src/kernels_avx512.c \
+	src/kernels_avx512vnni.c \
 	src/backend_cpu.c \
 	src/backend_registry.c \
 	src/kv_cache.c \
@@ -67,6 +68,7 @@ ENGINE_SRCS = \
 	src/rope.c \
 	src/model_config_rope.c \
 	src/model_gguf.c \
+	src/model_quantize.c \
 	src/forward.c \
 	src/rng.c \
 	src/sampler.c \
@@ -116,6 +118,8 @@ UNIT_TESTS = \
 	build/test/test_dtype \
 	build/test/test_dtype_quant \
 	build/test/test_quantize \
+	build/test/test_quant_kernels \
+	build/test/test_weight_format \
 	build/test/test_vocab_padding \
 	build/test/test_generation_config \
 	build/test/test_chat_template \
@@ -184,14 +188,17 @@ build/quantize.o: src/quantize.c src/*.h | build
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 -c $< -o $@
 
 # kernels are compiled at -O3 so that register tiles unroll fully
-build/kernels_generic.o: src/kernels_generic.c src/kernels_simd.inc src/*.h | build
+build/kernels_generic.o: src/kernels_generic.c src/*.inc src/*.h | build
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 -c $< -o $@
 
-build/kernels_avx2.o: src/kernels_avx2.c src/kernels_simd.inc src/*.h | build
+build/kernels_avx2.o: src/kernels_avx2.c src/*.inc src/*.h | build
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 $(AVX2_FLAGS) -c $< -o $@
 
-build/kernels_avx512.o: src/kernels_avx512.c src/kernels_simd.inc src/*.h | build
+build/kernels_avx512.o: src/kernels_avx512.c src/kernels_simd.inc src/*.inc src/*.h | build
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 $(AVX512_FLAGS) -c $< -o $@
+
+build/kernels_avx512vnni.o: src/kernels_avx512vnni.c src/kernels_avx512.c src/*.inc src/*.h | build
+	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 $(AVX512_FLAGS) -mavx512vnni -c $< -o $@
 
 build build/test bin:
 	mkdir -p $@
@@ -239,6 +246,7 @@ build/emu/cbllm-engine: tools/cbllm-engine.c $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) |
 EMU_KERNEL_FLAGS_kernels_generic = -O3
 EMU_KERNEL_FLAGS_kernels_avx2    = -O3 $(AVX2_FLAGS)
 EMU_KERNEL_FLAGS_kernels_avx512  = -O3 $(AVX512_FLAGS)
+EMU_KERNEL_FLAGS_kernels_avx512vnni = -O3 $(AVX512_FLAGS) -mavx512vnni
 
 build/emu/engine/%.o: src/%.c src/*.h src/*.inc | build/emu/engine
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) $(EMU_KERNEL_FLAGS_$*) -c $< -o $@

@@ -35,6 +35,8 @@ extern int	cbllm_preempt_mode;
 extern int	cbllm_swap_space_mb;
 extern double cbllm_gpu_memory_utilization;
 extern int	cbllm_load_format;
+extern int	cbllm_weight_format;
+extern const char *const cbllm_weight_formats[];
 extern bool cbllm_cuda_graphs;
 extern bool cbllm_enable_prefix_caching;
 extern int	cbllm_max_queued_requests;

@@ -22,6 +22,7 @@ int			cbllm_preempt_mode = 0;
 int			cbllm_swap_space_mb = 0;
 double		cbllm_gpu_memory_utilization = 0.9;
 int			cbllm_load_format = 0;
+int			cbllm_weight_format = 0;
 bool		cbllm_cuda_graphs = true;
 bool		cbllm_enable_prefix_caching = true;
 int			cbllm_max_queued_requests = 256;
@@ -50,6 +51,26 @@ static const struct config_enum_entry preempt_options[] = {
 	{"auto", 0, false},
 	{"recompute", 1, false},
 	{"swap", 2, false},
+	{NULL, 0, false}
+};
+
+/* cbllm.weight_format's values, by the enum's number: what the engine is passed */
+const char *const cbllm_weight_formats[] = {
+	"auto", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k",
+};
+
+static const struct config_enum_entry weight_format_options[] = {
+	{"auto", 0, false},
+	{"q8_0", 1, false},
+	{"q4_0", 2, false},
+	{"q4_1", 3, false},
+	{"q5_0", 4, false},
+	{"q5_1", 5, false},
+	{"q2_k", 6, false},
+	{"q3_k", 7, false},
+	{"q4_k", 8, false},
+	{"q5_k", 9, false},
+	{"q6_k", 10, false},
 	{NULL, 0, false}
 };
 
@@ -96,6 +117,10 @@ CbllmDefineGucs(void)
 	DefineCustomEnumVariable("cbllm.load_format",
 							 "How the weights are loaded: auto (the safetensors files) or dummy (random weights from config.json alone, for benchmarks).",
 							 NULL, &cbllm_load_format, 0, load_format_options, PGC_POSTMASTER,
+							 GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomEnumVariable("cbllm.weight_format",
+							 "Quantize the float (F32, F16, BF16) weight matrices at load: auto keeps them as stored; q8_0, q4_k and the other GGUF types convert them.",
+							 NULL, &cbllm_weight_format, 0, weight_format_options, PGC_POSTMASTER,
 							 GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("cbllm.threads", "Compute threads of the engine (0: one per CPU).",
 							NULL, &cbllm_threads, 0, 0, 1024, PGC_POSTMASTER, 0, NULL, NULL, NULL);

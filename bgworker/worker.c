@@ -145,6 +145,7 @@ EngineParams(cbllm_ipc_params *p)
 	strlcpy(p->model_dir, cbllm_model, sizeof(p->model_dir));
 	strlcpy(p->device, cbllm_device ? cbllm_device : "", sizeof(p->device));
 	strlcpy(p->load_format, cbllm_load_format == 1 ? "dummy" : "auto", sizeof(p->load_format));
+	strlcpy(p->weight_format, cbllm_weight_formats[cbllm_weight_format], sizeof(p->weight_format));
 	strlcpy(p->chat_template, cbllm_chat_template ? cbllm_chat_template : "", sizeof(p->chat_template));
 	p->n_threads = cbllm_threads;
 	p->max_num_seqs = cbllm_max_num_seqs;

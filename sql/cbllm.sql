@@ -257,7 +257,8 @@ END $$;
 SELECT requests_running, requests_waiting, kv_blocks_used FROM cbllm_status();
 SELECT proname, provolatile, proisstrict FROM pg_proc
 WHERE proname LIKE 'llm%' OR proname = 'cbllm_status' ORDER BY proname, pronargs;
--- the GPU settings and their defaults (they take effect at server start)
+-- the GPU and weight settings and their defaults (they take effect at server start)
 SELECT name, setting, context FROM pg_settings
-WHERE name IN ('cbllm.gpu_memory_utilization', 'cbllm.cuda_graphs', 'cbllm.load_format')
+WHERE name IN ('cbllm.gpu_memory_utilization', 'cbllm.cuda_graphs', 'cbllm.load_format',
+               'cbllm.weight_format')
 ORDER BY name;

@@ -173,6 +173,7 @@ typedef struct cpu_backend_params
 	const char *isa;			/* kernel set: NULL or "auto" for the best */
 	int			max_tokens;		/* most tokens in one step */
 	int			max_ctx;		/* longest sequence */
+	bool		quantized;		/* some matrix is block-quantized: room for quantized activations */
 } cpu_backend_params;
 
 int			cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *err);

@@ -26,12 +26,15 @@ typedef struct cpu_ctx
 	const cpu_kernels *k;
 	int			max_tokens;
 	int			max_ctx;
-	float	   *scratch;		/* (n_threads, KERNEL_ROWS_PER_TASK, max_k) packing blocks */
+	float	   *scratch;		/* (n_threads, KERNEL_ROWS_PER_TASK, KERNEL_QLD(max_k)) packing blocks */
 	int64_t		scratch_stride; /* floats per thread in scratch */
 	float	   *scores;			/* (n_threads, max_ctx) attention weights */
 	float	   *rope_cos;		/* (n_rope, max_tokens, head_dim / 2) for the current step */
 	float	   *rope_sin;		/* (n_rope, max_tokens, head_dim / 2) */
 	rope_freqs *freqs;			/* (n_rope) of cfg.rope */
+	cpu_qx		qx;				/* a matmul's activations quantized, sized (max_tokens,
+								 * KERNEL_QLD(max_k)); NULL buffers when no weight is
+								 * block-quantized */
 } cpu_ctx;
 
 /* Host memory, 64-byte aligned. */
@@ -119,11 +122,20 @@ typedef struct matmul_job
 	int			first_task[BACKEND_MAX_GROUP + 1];	/* task ranges of each matrix */
 } matmul_job;
 
+/* Whether the CPU reads dt's rows block by block through the quantized products. */
+static inline bool
+IsBlocked(cbllm_dtype dt)
+{
+	return cbllm_dtype_traits_of(dt)->block_elems > 1;
+}
+
 /* One task: a block of KERNEL_ROWS_PER_TASK output rows of one of the matrices. */
 static void
 MatmulTask(void *arg, int task, int thread)
 {
 	matmul_job *j = arg;
+	cpu_ctx    *c = j->c;
+	float	   *scratch = c->scratch + thread * c->scratch_stride;
 	int			i = 0;
 	int64_t		r0,
 				r1;
@@ -132,21 +144,45 @@ MatmulTask(void *arg, int task, int thread)
 		i++;
 	r0 = (int64_t) (task - j->first_task[i]) * KERNEL_ROWS_PER_TASK;
 	r1 = r0 + KERNEL_ROWS_PER_TASK < j->w[i]->rows ? r0 + KERNEL_ROWS_PER_TASK : j->w[i]->rows;
-	j->c->k->matmul_rows(j->w[i], j->x, j->T, j->y[i], r0, r1,
-						 j->c->scratch + thread * j->c->scratch_stride);
+	if (IsBlocked(j->w[i]->dtype))
+		c->k->qmatmul_rows(j->w[i], &c->qx, j->y[i], r0, r1, scratch);
+	else
+		c->k->matmul_rows(j->w[i], j->x, j->T, j->y[i], r0, r1, scratch);
 }
 
-/* y[i] = x @ w[i]^T for a group of matrices, all in one parallel loop. */
+/* One task: a token's activations quantized into the context's qx. */
+static void
+QuantizeTask(void *arg, int task, int thread)
+{
+	matmul_job *j = arg;
+
+	j->c->k->quantize_x(j->x + (int64_t) task * j->w[0]->cols, j->w[0]->cols, task, &j->c->qx);
+}
+
+/*
+ * y[i] = x @ w[i]^T for a group of matrices (all of x's width), all in one
+ * parallel loop; when one is block-quantized, x is quantized once first.
+ */
 static void
 CpuMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x, int T,
 		  float *const *y)
 {
 	cpu_ctx    *c = be->ctx;
 	matmul_job	j = {c, n, w, x, T, y, {0}};
+	bool		blocked = false;
 
 	for (int i = 0; i < n; i++)
+	{
 		j.first_task[i + 1] = j.first_task[i] +
 			(int) ((w[i]->rows + KERNEL_ROWS_PER_TASK - 1) / KERNEL_ROWS_PER_TASK);
+		blocked = blocked || IsBlocked(w[i]->dtype);
+	}
+	if (blocked)
+	{
+		c->qx.T = T;
+		c->qx.ld = KERNEL_QLD(w[0]->cols);
+		threadpool_run(c->pool, T, QuantizeTask, &j);
+	}
 	threadpool_run(c->pool, j.first_task[n], MatmulTask, &j);
 }
 
@@ -456,6 +492,9 @@ CpuDestroy(cbllm_backend *be)
 		free(c->rope_cos);
 		free(c->rope_sin);
 		free(c->freqs);
+		free(c->qx.q);
+		free(c->qx.s);
+		free(c->qx.sum16);
 		free(c);
 	}
 	free(be);
@@ -495,12 +534,27 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 		max_k = cfg->intermediate;
 	if ((int64_t) cfg->n_heads * cfg->head_dim > max_k)
 		max_k = (int64_t) cfg->n_heads * cfg->head_dim;
-	c->scratch_stride = KERNEL_ROWS_PER_TASK * max_k;
+	c->scratch_stride = KERNEL_ROWS_PER_TASK * KERNEL_QLD(max_k);
 	c->scratch = malloc(sizeof(float) * c->scratch_stride * nt);
 	c->scores = malloc(sizeof(float) * (size_t) p->max_ctx * nt);
 	c->rope_cos = malloc(sizeof(float) * (size_t) cfg->n_rope * p->max_tokens * half);
 	c->rope_sin = malloc(sizeof(float) * (size_t) cfg->n_rope * p->max_tokens * half);
 	c->freqs = malloc(sizeof(rope_freqs) * cfg->n_rope);
+	if (p->quantized)
+	{
+		size_t		ld = (size_t) KERNEL_QLD(max_k);
+
+		c->qx.q = malloc(ld * p->max_tokens);
+		c->qx.s = malloc(sizeof(float) * ld / 4 * p->max_tokens);
+		c->qx.sum16 = malloc(sizeof(float) * ld / 16 * p->max_tokens);
+		if (!c->qx.q || !c->qx.s || !c->qx.sum16)
+		{
+			CpuDestroy(be);
+			return cbllm_fail(err, CBLLM_ERR_NOMEM,
+							  "out of memory for the quantized activations of %d tokens",
+							  p->max_tokens);
+		}
+	}
 	if (!c->scratch || !c->scores || !c->rope_cos || !c->rope_sin || !c->freqs)
 	{
 		CpuDestroy(be);
@@ -547,11 +601,19 @@ CpuProbe(void)
 	return true;
 }
 
+/* model_visit: stops (returning 1) at the first block-quantized matrix. */
+static int
+FindBlocked(void *arg, const model_tensor *mt, cbllm_err *err)
+{
+	return mt->matrix != NULL && !mt->tied && IsBlocked(mt->matrix->dtype) ? 1 : 0;
+}
+
 /* The registry's create: the CPU backend for the engine's model and limits. */
 static int
 CpuCreate(const backend_params *p, cbllm_backend **out, cbllm_err *err)
 {
-	cpu_backend_params cp = {&p->model->cfg, p->pool, p->cpu_isa, p->max_tokens, p->max_ctx};
+	cpu_backend_params cp = {&p->model->cfg, p->pool, p->cpu_isa, p->max_tokens, p->max_ctx,
+	model_visit(p->model, FindBlocked, NULL, err) == 1};
 
 	return cpu_backend_create(&cp, out, err);
 }

@@ -47,6 +47,8 @@ typedef struct cbllm_engine_params
 	const char *model_dir;		/* HuggingFace model directory */
 	const char *device;			/* "cpu", "cuda" or "auto" (NULL: cpu) */
 	const char *load_format;	/* "auto" (NULL: safetensors) or "dummy": random weights from config.json alone, for benchmarks */
+	const char *weight_format;	/* "auto" (NULL): matrices as stored; "q8_0", "q4_k", ...: float
+								 * matrices quantized at load (model.h's model_quantize) */
 	const char *chat_template;	/* a Jinja chat template file used instead of the model's own (NULL: the
 								 * model's); one that does not compile fails the engine's creation */
 	double		gpu_memory_utilization;	/* cuda: fraction of the device's memory for weights, workspace and KV pool; 0: 0.9 */
@@ -210,6 +212,7 @@ typedef struct cbllm_engine_info
 	size_t		step_weight_bytes;	/* bytes of the matrices a forward step reads (layers and lm_head) */
 	int64_t		matmul_params;	/* their elements: a token costs 2 * matmul_params FLOPs in them */
 	const char *weight_types;	/* the tensors by weight type, "F32 7, Q8_0 14" (model_weight_types) */
+	double		quantize_seconds;	/* spent quantizing the weights at load (weight_format); 0: none */
 	int			block_size;
 	int			num_kv_blocks;
 	size_t		kv_bytes_per_token;	/* K and V of one position over all layers, as the backend stores them */

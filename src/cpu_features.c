@@ -13,6 +13,13 @@ HasAvx512(void)
 		__builtin_cpu_supports("fma");
 }
 
+/* True when the CPU also has AVX512-VNNI (vpdpbusd). */
+static int
+HasAvx512Vnni(void)
+{
+	return HasAvx512() && __builtin_cpu_supports("avx512vnni");
+}
+
 /* True when the CPU supports AVX2, FMA and F16C. */
 static int
 HasAvx2(void)
@@ -27,8 +34,11 @@ const cpu_kernels *
 cpu_kernels_select(const char *name)
 {
 	if (name == NULL || name[0] == '\0' || strcmp(name, "auto") == 0)
-		return HasAvx512() ? &cpu_kernels_avx512 :
+		return HasAvx512Vnni() ? &cpu_kernels_avx512vnni :
+			HasAvx512() ? &cpu_kernels_avx512 :
 			HasAvx2() ? &cpu_kernels_avx2 : &cpu_kernels_generic;
+	if (strcmp(name, "avx512vnni") == 0)
+		return HasAvx512Vnni() ? &cpu_kernels_avx512vnni : NULL;
 	if (strcmp(name, "avx512") == 0)
 		return HasAvx512() ? &cpu_kernels_avx512 : NULL;
 	if (strcmp(name, "avx2") == 0)

@@ -352,7 +352,7 @@ static int
 CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 {
 	cbllm_engine *e;
-	model_load_params lp;
+	model_load_params lp = {0};
 	int			rc;
 
 	if (p == NULL || p->model_dir == NULL || p->model_dir[0] == '\0')
@@ -366,9 +366,19 @@ CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 	lp.dir = p->model_dir;
 	lp.format = p->load_format;
 	lp.dummy_on_host = !e->reg->dummies_on_device;
-	if ((rc = model_load_ex(&lp, &e->model, err)) ||
-		(rc = CheckWeightTypes(e, err)) ||
-		(rc = LoadText(e, p, err)))
+	lp.weight_format = p->weight_format;
+	lp.threads = p->n_threads;
+	if ((rc = model_load_ex(&lp, &e->model, err)))
+		goto fail;
+	rc = CheckWeightTypes(e, err);
+	/* "auto" falls back to the CPU, which runs every type, when the device does not run the weights */
+	if (rc == CBLLM_ERR_UNSUPPORTED && (p->device == NULL || strcmp(p->device, "auto") == 0) &&
+		lp.dummy_on_host && backend_registry_find("cpu") != NULL)
+	{
+		e->reg = backend_registry_find("cpu");
+		rc = CheckWeightTypes(e, err);
+	}
+	if (rc || (rc = LoadText(e, p, err)))
 		goto fail;
 	model_weight_types(e->model, e->weight_types, sizeof(e->weight_types));
 	if (tokenizer_vocab_size(e->tok) > e->model->cfg.vocab_size)
@@ -627,6 +637,7 @@ cbllm_engine_get_info(const cbllm_engine *e, cbllm_engine_info *info)
 	info->step_weight_bytes = e->model->step_weight_bytes;
 	info->matmul_params = e->model->matmul_params;
 	info->weight_types = e->weight_types;
+	info->quantize_seconds = e->model->quantize_seconds;
 	info->block_size = e->params.block_size;
 	info->num_kv_blocks = e->params.num_kv_blocks;
 	info->kv_bytes_per_token = engine_kv_bytes(e, 1);

@@ -19,9 +19,27 @@
 /* Output rows one matmul task covers; also the packing scratch's height. */
 #define KERNEL_ROWS_PER_TASK 32
 
+/* Bytes of one token's quantized activations for k columns: k rounded up to a whole 64. */
+#define KERNEL_QLD(k) (((int64_t) (k) + 63) / 64 * 64)
+
+/*
+ * A batch's activations quantized for the products over block-quantized
+ * weights (kernels_quant.inc): token t's element e is about
+ * s[t * ld / 4 + e / 4] * q[t * ld + e], one scale per 32 (repeated over its
+ * 8 lanes of 4); everything past the columns is zero.
+ */
+typedef struct cpu_qx
+{
+	int			T;				/* tokens */
+	int64_t		ld;				/* KERNEL_QLD(cols) */
+	int8_t	   *q;				/* (T, ld) codes, -127..127 */
+	float	   *s;				/* (T, ld / 4) each lane's scale: its 32-block's amax / 127 */
+	float	   *sum16;			/* (T, ld / 16) the scale times the sum of each 16 codes */
+} cpu_qx;
+
 typedef struct cpu_kernels
 {
-	const char *isa;			/* "avx512", "avx2" or "generic" */
+	const char *isa;			/* "avx512vnni", "avx512", "avx2" or "generic" */
 	int			lanes;			/* floats per vector */
 
 	/*
@@ -31,6 +49,17 @@ typedef struct cpu_kernels
 	 */
 	void		(*matmul_rows) (const cbllm_weight *w, const float *x, int T, float *y,
 								int64_t r0, int64_t r1, float *scratch);
+	/* token t's k activations x (one row) quantized into qx (k a multiple of 32, qx->ld >= k) */
+	void		(*quantize_x) (const float *x, int64_t k, int t, const cpu_qx *qx);
+
+	/*
+	 * y[t * w->rows + r] = dot(x^ of token t, W[r, :]) for the qx->T tokens
+	 * and r in [r0, r1), r1 - r0 <= KERNEL_ROWS_PER_TASK, W block-quantized
+	 * (its row's cpu true) and qx quantized from (T, w->cols) activations;
+	 * scratch: (KERNEL_ROWS_PER_TASK, KERNEL_QLD(w->cols)) floats.
+	 */
+	void		(*qmatmul_rows) (const cbllm_weight *w, const cpu_qx *qx, float *y, int64_t r0,
+								 int64_t r1, float *scratch);
 	/* sum of a[i] * b[i], i < n */
 	float		(*dot) (const float *a, const float *b, int n);
 	/* y[i] += a * x[i], i < n */
@@ -43,12 +72,13 @@ typedef struct cpu_kernels
 							   int hd);
 } cpu_kernels;
 
+extern const cpu_kernels cpu_kernels_avx512vnni;
 extern const cpu_kernels cpu_kernels_avx512;
 extern const cpu_kernels cpu_kernels_avx2;
 extern const cpu_kernels cpu_kernels_generic;
 
 /*
- * The kernels for name ("avx512", "avx2", "generic"), or the best this CPU
+ * The kernels for name ("avx512vnni", "avx512", "avx2", "generic"), or the best this CPU
  * supports when name is NULL or "auto".  NULL when the CPU lacks the named set.
  */
 const cpu_kernels *cpu_kernels_select(const char *name);

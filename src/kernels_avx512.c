@@ -1,4 +1,7 @@
-/* kernels_avx512.c: the CPU kernels for AVX-512 (F, BW, VL, DQ) with FMA. */
+/*
+ * kernels_avx512.c: the CPU kernels for AVX-512 (F, BW, VL, DQ) with FMA;
+ * kernels_avx512vnni.c compiles it again with KERNELS_VNNI for vpdpbusd.
+ */
 #include <immintrin.h>
 
 #define V __m512
@@ -11,11 +14,33 @@
 	_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *) (p))), 16))
 #define V_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) (p)))
 #define V_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define V_MUL(a, b) _mm512_mul_ps((a), (b))
 #define V_PREFETCH(p) _mm_prefetch((const char *) (p), _MM_HINT_T0)
 #define V_HSUM(v) _mm512_reduce_add_ps(v)
 #define MICRO_RO 4
 #define MICRO_RT 6
+
+/* the integer words of kernels_quant.inc: 64 codes a step, 16 lanes of 4 */
+#define QU __m512i
+#define QX __m512i
+#define Q_STEP 64
+#define Q_LOADU(p) _mm512_loadu_si512((const void *) (p))
+#define Q_LOADX(p) _mm512_loadu_si512((const void *) (p))
+#ifdef KERNELS_VNNI
+#define Q_DOT_U(u, x) _mm512_dpbusd_epi32(_mm512_setzero_si512(), (u), (x))
+#else
+#define Q_DOT_U(u, x) _mm512_madd_epi16(_mm512_maddubs_epi16((u), (x)), _mm512_set1_epi16(1))
+#endif
+/* signed w: |w| times x with w's sign (|-128| is 128 unsigned) */
+#define Q_DOT_S(w, x) Q_DOT_U(_mm512_abs_epi8(w), \
+	_mm512_mask_sub_epi8((x), _mm512_movepi8_mask(w), _mm512_setzero_si512(), (x)))
+#define Q_CVT(p) _mm512_cvtepi32_ps(p)
+#define Q_RO 4
+#define Q_RT 4
+
+#ifndef KERNELS_NAME
 #define KERNELS_NAME cpu_kernels_avx512
 #define KERNELS_ISA "avx512"
+#endif
 
 #include "kernels_simd.inc"

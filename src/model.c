@@ -149,7 +149,7 @@ IsCheckpointFormat(const char *format)
 int
 model_load(const char *dir, cbllm_model **out, cbllm_err *err)
 {
-	model_load_params p = {.dir = dir, .format = NULL, .dummy_on_host = false};
+	model_load_params p = {.dir = dir, .format = NULL, .dummy_on_host = false, .weight_format = NULL};
 
 	return model_load_ex(&p, out, err);
 }
@@ -165,12 +165,16 @@ model_load_ex(const model_load_params *p, cbllm_model **out, cbllm_err *err)
 	bool		dummy = p->format != NULL && strcmp(p->format, "dummy") == 0;
 	cbllm_model *m;
 	char	   *gguf_path = NULL;
+	bool		quantize;
+	cbllm_dtype want = CBLLM_F32;
 	int			rc;
 
 	if (!dummy && !IsCheckpointFormat(p->format))
 		return cbllm_fail(err, CBLLM_ERR_INVALID,
 						  "unknown load format \"%s\" (accepted: \"auto\", \"safetensors\", \"dummy\")",
 						  p->format);
+	if ((rc = model_weight_format(p->weight_format, &quantize, &want, err)))
+		return rc;
 	m = calloc(1, sizeof(cbllm_model));
 	if (m == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
@@ -185,13 +189,18 @@ model_load_ex(const model_load_params *p, cbllm_model **out, cbllm_err *err)
 	else if ((rc = model_config_load(p->dir, &m->cfg, err)) == CBLLM_OK)
 		rc = dummy ? model_load_dummy(m, p->dummy_on_host, err) : BindCheckpoint(m, err);
 	free(gguf_path);
+	if (rc == CBLLM_OK)
+	{
+		RoundEmbedScale(m);		/* by the embedding's stored type, before any conversion */
+		if (quantize)
+			rc = model_quantize(m, want, p->threads, err);
+	}
 	if (rc != CBLLM_OK)
 	{
 		model_free(m);
 		return rc;
 	}
 	model_visit(m, AddStepWeight, m, err);
-	RoundEmbedScale(m);
 	m->dir = NULL;
 	*out = m;
 	return CBLLM_OK;
@@ -237,7 +246,7 @@ FreeTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 
 	if (mt->vector != NULL)
 		free(*mt->vector);
-	else if (m->owns_matrices && !mt->tied)
+	else if ((m->owns_matrices || mt->matrix->owned) && !mt->tied)
 		free((void *) mt->matrix->data);
 	return CBLLM_OK;
 }

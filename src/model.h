@@ -80,6 +80,7 @@ typedef struct cbllm_weight
 	uint64_t	dummy_seed;		/* nonzero: a dummy tensor whose values are
 								 * cbllm_dummy_value(dummy_seed, i) * dummy_scale */
 	float		dummy_scale;	/* 1 / sqrt(cols) for a dummy tensor, 0 otherwise */
+	bool		owned;			/* data is the model's malloc'd buffer (load-time quantization) */
 } cbllm_weight;
 
 typedef struct cbllm_layer
@@ -119,6 +120,7 @@ typedef struct cbllm_model
 	size_t		weight_bytes;	/* bytes of all matrices as stored */
 	size_t		step_weight_bytes;	/* bytes of the layer matrices and lm_head */
 	int64_t		matmul_params;	/* elements of the layer matrices and lm_head */
+	double		quantize_seconds;	/* spent quantizing at load (weight_format); 0 if none */
 } cbllm_model;
 
 /* Parse dir/config.json; errors name the file and the problem. */
@@ -165,6 +167,9 @@ typedef struct model_load_params
 								 * "dummy": random weights */
 	bool		dummy_on_host;	/* dummy: fill host buffers now (CPU backend); false
 								 * leaves data NULL for a device backend to generate */
+	const char *weight_format;	/* NULL or "auto": the matrices as stored; "q8_0", "q4_k", ...:
+								 * float matrices quantized at load (model_quantize) */
+	int			threads;		/* for that quantization; 0: one per online CPU */
 } model_load_params;
 
 /* Load config and weights of the model in dir (the safetensors checkpoint). */
@@ -172,6 +177,20 @@ int			model_load(const char *dir, cbllm_model **out, cbllm_err *err);
 
 /* Load config and weights as p says: from the checkpoint or as dummies. */
 int			model_load_ex(const model_load_params *p, cbllm_model **out, cbllm_err *err);
+
+/*
+ * A weight format's name (NULL, "auto", or a quantized type in any case:
+ * "q8_0", "Q4_K") into *quantize and, when it is a type, *dt; an unknown
+ * name fails listing the accepted ones.
+ */
+int			model_weight_format(const char *name, bool *quantize, cbllm_dtype *dt, cbllm_err *err);
+
+/*
+ * Quantize m's float matrices to want at load (model_quantize.c says which
+ * type each gets), rows split over n_threads (0: one per online CPU); counts
+ * the time in m->quantize_seconds.  An error names the tensor and row.
+ */
+int			model_quantize(cbllm_model *m, cbllm_dtype want, int n_threads, cbllm_err *err);
 
 /* Release a loaded or partly loaded model (NULL is allowed). */
 void		model_free(cbllm_model *m);

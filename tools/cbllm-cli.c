@@ -48,8 +48,10 @@ Usage(FILE *f)
 		  "  cbllm-cli bench-steps -m DIR [--batch 1,8,32] [--context N] [--steps N] [--prefill N]\n"
 		  "  cbllm-cli membw [--device cpu|cuda]     device copy bandwidth (read + write) in GB/s\n"
 		  "  cbllm-cli chat -m DIR --render         renders the JSON request on standard input\n"
-		  "common options: --device cpu|cuda|auto  --threads N  --isa auto|avx512|avx2|generic\n"
+		  "common options: --device cpu|cuda|auto  --threads N\n"
+		  "                --isa auto|avx512vnni|avx512|avx2|generic\n"
 		  "                --max-model-len N  --load-format auto|dummy  --gpu-memory-utilization F\n"
+		  "                --weight-format auto|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k\n"
 		  "                --kv-blocks N  --block-size N  --max-num-seqs N  --max-batched-tokens N\n"
 		  "                --preempt auto|recompute|swap  --swap-blocks N  --no-prefix-cache\n"
 		  "                --no-cuda-graphs  --chat-template FILE\n"
@@ -227,6 +229,8 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 			o->ep.cpu_isa = v;
 		else if (strcmp(a, "--device") == 0)
 			o->ep.device = v;
+		else if (strcmp(a, "--weight-format") == 0)
+			o->ep.weight_format = v;	/* checked by the engine, which lists the names */
 		else if (strcmp(a, "--load-format") == 0)
 		{
 			if (strcmp(v, "auto") != 0 && strcmp(v, "dummy") != 0)

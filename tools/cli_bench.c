@@ -169,6 +169,9 @@ cli_bench_run(const cbllm_engine_params *ep_in, const bench_opts *oin)
 	cbllm_engine_get_info(e, &info);
 	printf("# model %s: %d layers, hidden %d, vocab %d, %.1f MB of weights (%s)\n", ep.model_dir,
 		   info.n_layers, info.hidden, info.vocab_size, info.weight_bytes / 1e6, info.weight_types);
+	if (info.quantize_seconds > 0)
+		printf("# quantized at load (--weight-format %s) in %.2f s\n", ep.weight_format,
+			   info.quantize_seconds);
 	printf("# cpu kernels %s, %d threads, context %d tokens per sequence\n", info.cpu_isa,
 		   info.n_threads, o.context);
 	printf("%-8s %14s %14s %16s %14s\n", "batch", "step_ms", "tokens_per_s", "weight_GB_per_s",

@@ -28,7 +28,8 @@ import quant
 
 # ggml type id -> (name, elements per block, bytes per block)
 GGML = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 30: ("BF16", 1, 2)}
-for _name, (_nbytes, _q) in quant.TYPES.items():
+for _name, _nbytes in [(n, t[0]) for n, t in quant.TYPES.items()] + \
+        [(n, t[0]) for n, t in quant.KTYPES.items()]:
     GGML[{"Q8_0": 8, "Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q2_K": 10, "Q3_K": 11,
           "Q4_K": 12, "Q5_K": 13, "Q6_K": 14}[_name]] = (_name, 256 if _name.endswith("_K") else 32, _nbytes)
 
@@ -105,8 +106,7 @@ def dequantize(type_id, dims, raw):
         return np.frombuffer(raw, dtype="<f2").astype(np.float32).reshape(shape)
     if name == "BF16":
         return (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view("<f4").reshape(shape)
-    blocks = np.frombuffer(raw, dtype=np.uint8).reshape(-1, size)
-    return np.concatenate([quant.dequant(name, bytes(b)) for b in blocks]).reshape(shape)
+    return quant.dequantize(name, raw).reshape(shape)
 
 
 def unpermute(w, n_head):

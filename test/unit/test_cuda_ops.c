@@ -627,7 +627,7 @@ TestAttention(int window, int hd)
 	cfg.max_pos = 64;
 	cfg.rms_eps = 1e-5f;
 	model_config_uniform_positions(&cfg, 10000, window);
-	bp = (cpu_backend_params) {&cfg, NULL, NULL, 8, 64};
+	bp = (cpu_backend_params) {&cfg, NULL, NULL, 8, 64, false};
 	if (threadpool_create(1, &pool, &err) != CBLLM_OK || (bp.pool = pool, cpu_backend_create(&bp, &be, &err)) != CBLLM_OK ||
 		kv_cache_create(&kp, &kv, &err) != CBLLM_OK)
 	{

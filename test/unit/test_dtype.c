@@ -275,7 +275,8 @@ TestCpuKernels(const cpu_kernels *ks)
 		cbllm_weight w = {.dtype = dt, .rows = ROWS, .cols = COLS};
 		void	   *data;
 
-		if (!cbllm_dtype_traits_of(dt)->cpu)
+		/* the block-quantized types have test_quant_kernels */
+		if (!cbllm_dtype_traits_of(dt)->cpu || cbllm_dtype_traits_of(dt)->block_elems > 1)
 			continue;
 		data = malloc(cbllm_dtype_row_bytes(dt, ROWS * COLS));
 		for (int i = 0; i < ROWS * COLS; i++)
@@ -335,13 +336,13 @@ TestBackendsAsk(void)
 int
 main(void)
 {
-	const char *isas[] = {"generic", "avx2", "avx512"};
+	const char *isas[] = {"generic", "avx2", "avx512", "avx512vnni"};
 
 	TestNamesAndSizes();
 	TestRowBytes();
 	TestToF32();
 	TestSafetensors();
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 	{
 		const cpu_kernels *ks = cpu_kernels_select(isas[i]);
 

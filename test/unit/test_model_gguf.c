@@ -3,7 +3,7 @@
  * conversion of a gen_model.py checkpoint) is the checkpoint's model.
  *
  *   test_model_gguf FAMILY HF_DIR GGUF_DIR [DEVICE]
- *   test_model_gguf --type TYPE FAMILY HF_DIR GGUF_DIR
+ *   test_model_gguf --type TYPE FAMILY HF_DIR GGUF_DIR [LOGITS]
  *   test_model_gguf --errors BAD_DIR
  *
  * GGUF_DIR holds model.gguf beside the checkpoint's tokenizer files and no
@@ -17,7 +17,9 @@
  * engine's greedy tokens are the checkpoint's, and on DEVICE the logits are
  * within the bf16 path's tolerance.  The second form checks a
  * conversion to TYPE the same way, each matrix dequantized within the
- * type's own rounding (Tolerance), without running it.  The third loads each
+ * type's own rounding (Tolerance); given LOGITS, reference.py's float64
+ * logits of the file's weights dequantized (gguf_to_hf.py), it also runs
+ * the model on the CPU against them (QUANT_LOGITS_TOL).  The third loads each
  * broken file of BAD_DIR (hf_to_gguf.py --break) and a directory of two
  * GGUF files and a split one, and checks each error names what is wrong.
  */
@@ -30,6 +32,7 @@
 #include <unistd.h>
 
 #include "model.h"
+#include "model_rows.h"
 #include "ref_check.h"
 #include "tap.h"
 
@@ -118,26 +121,6 @@ typedef struct compare_walk
 	char		first_bad[128];
 } compare_walk;
 
-/* The field of mt's role in model m (layer mt->layer). */
-static const char *
-FieldOf(const cbllm_model *m, const model_tensor *mt)
-{
-	return mt->layer >= 0 ? (const char *) &m->layers[mt->layer] : (const char *) m;
-}
-
-/* Whether GGUF row r of a q or k matrix is HF row r, or, permuted, the row it came from. */
-static int64_t
-SourceRow(int64_t r, int head_dim, bool permuted)
-{
-	int64_t		h = r / head_dim,
-				j = r % head_dim;
-
-	if (!permuted)
-		return r;
-	/* row 2i of a head is HF row i, row 2i + 1 is HF row i + head_dim / 2 */
-	return h * head_dim + (j % 2 == 0 ? j / 2 : j / 2 + head_dim / 2);
-}
-
 /*
  * The largest gap (compare.h's RelErr over a row) a matrix of dtype may have
  * from the F32 values it was made from: 0 for F32; half an ulp for F16 (2^-11)
@@ -170,6 +153,17 @@ Tolerance(cbllm_dtype dt)
 			return 0.26;
 		case CBLLM_Q5_0:
 			return 0.13;
+		/* the K-quants: twice the worst row measured (quant.py, 300 Gaussian rows of 256 with outliers) */
+		case CBLLM_Q2_K:
+			return 0.9;			/* 0.45: four levels, 4-bit sub-block scales and mins */
+		case CBLLM_Q3_K:
+			return 0.4;			/* 0.20 */
+		case CBLLM_Q4_K:
+			return 0.24;		/* 0.12 */
+		case CBLLM_Q5_K:
+			return 0.1;			/* 0.049 */
+		case CBLLM_Q6_K:
+			return 0.04;		/* 0.019 */
 		default:
 			return -1;
 	}
@@ -180,7 +174,7 @@ static int
 CompareTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 {
 	compare_walk *w = arg;
-	const char *hf_base = FieldOf(w->hf, mt);
+	const char *hf_base = model_rows_field(w->hf, mt);
 	bool		same = true;
 
 	w->n_tensors++;
@@ -205,7 +199,7 @@ CompareTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 		for (int64_t r = 0; same && r < b->rows; r++)
 		{
 			const float *src = (const float *) a->data +
-				SourceRow(r, w->gg->cfg.head_dim, permuted) * a->cols;
+				model_rows_source(r, w->gg->cfg.head_dim, permuted) * a->cols;
 
 			cbllm_to_f32(b->dtype, (const char *) b->data + r * row_bytes, row, b->cols);
 			same = RelErr(row, src, b->cols) <= Tolerance(b->dtype);
@@ -323,6 +317,35 @@ test_logits(const char *hf_dir, const char *gguf_dir, const char *device)
 	free(got);
 }
 
+/*
+ * The bound on a quantized model's prompt logits against the float64
+ * reference run on the very weights the file holds (gguf_to_hf.py
+ * dequantizes them): what is left is the CPU's quantization of each
+ * matmul's activations to 8 bits per block of 32 (kernels_quant.inc), a
+ * relative error of about 1 / (127 sqrt 12) = 0.23% of a block's largest
+ * value per element, which grows through the layers' matmuls.  Measured on
+ * the 2-layer test model of width 256 (worst row, RelErr): 1.2% (Q8_0) to
+ * 2.0% (Q4_1), nearly the same for every type since the activations' share
+ * dominates; the bound is 4%, twice the worst.
+ */
+#define QUANT_LOGITS_TOL 4e-2
+
+/* A quantized model's logits against the reference on its dequantized weights (LOGITS). */
+static void
+test_quant_logits(const char *gguf_dir, const char *logits, cbllm_dtype dt)
+{
+	int			vocab = 0;
+	float	   *got = ref_engine_logits(gguf_dir, "cpu", PROMPT, N_PROMPT, &vocab);
+	float	   *ref = got != NULL ? ref_read_numbers(logits, (size_t) N_PROMPT * vocab) : NULL;
+	double		worst = ref != NULL ? ref_worst_row(got, ref, N_PROMPT, vocab) : INFINITY;
+
+	TAP_OK(worst <= QUANT_LOGITS_TOL,
+		   "%s %s on the CPU: the prompt logits are the float64 reference's on the dequantized weights (worst row rel err %.3g <= %g)",
+		   family, cbllm_dtype_name(dt), worst, QUANT_LOGITS_TOL);
+	free(got);
+	free(ref);
+}
+
 /* Loading path fails with a message holding want. */
 static void
 ExpectError(const char *path, const char *want, const char *what)
@@ -419,17 +442,19 @@ main(int argc, char **argv)
 		test_errors(argv[2]);
 		return tap_done();
 	}
-	/* --type T: a conversion to T, whose values and binding are checked, not run */
-	if (argc == 6 && strcmp(argv[1], "--type") == 0 && TypeByName(argv[2], &want))
+	/* --type T: a conversion to T, whose values and binding are checked; with LOGITS also run */
+	if ((argc == 6 || argc == 7) && strcmp(argv[1], "--type") == 0 && TypeByName(argv[2], &want))
 	{
 		family = argv[3];
 		test_binds(argv[4], argv[5], want);
+		if (argc == 7)
+			test_quant_logits(argv[5], argv[6], want);
 		return tap_done();
 	}
 	if (argc < 4)
 	{
 		fprintf(stderr, "usage: test_model_gguf FAMILY HF_DIR GGUF_DIR [DEVICE]\n"
-				"       test_model_gguf --type TYPE FAMILY HF_DIR GGUF_DIR\n"
+				"       test_model_gguf --type TYPE FAMILY HF_DIR GGUF_DIR [LOGITS]\n"
 				"       test_model_gguf --errors BAD_DIR\n");
 		return 2;
 	}

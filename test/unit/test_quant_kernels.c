@@ -1,0 +1,317 @@
+/*
+ * test_quant_kernels.c: the CPU's products over block-quantized weights
+ * (kernels_quant.inc), every type whose row says the CPU reads it, on every
+ * kernel set this CPU runs.
+ *
+ * Weights are random bytes (every code and scale pattern the format can
+ * hold: Q8_0's -128, Q3_K's negative scales, Q6_K's int8 ones) with their
+ * f16 scales set to finite values, and rows quantized from Gaussian values
+ * by cbllm_quantize_row.  For each:
+ *   - quantize_x's codes dequantize to within half a step of each activation;
+ *   - each output is, within 1e-5 of the sum of |w| |x^|, the float64 dot
+ *     of the row's reference dequantization (the table's to_f32) with the
+ *     dequantized activations x^, so the unpacking of every code, scale and
+ *     offset is the format's;
+ *   - batch invariance: a token's outputs are bit-identical alone and in a
+ *     batch of 40, and whatever the row blocks the work is split into;
+ *   - avx512 and avx512vnni (vpmaddubsw against vpdpbusd) give the same bits;
+ *   - a NaN activation gives NaN outputs for its token only.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "dtype_quant.h"
+#include "kernels.h"
+#include "kquant_layout.h"
+#include "numeric.h"
+#include "quantize.h"
+#include "rng.h"
+#include "tap.h"
+
+#define ROWS 37
+#define MAX_T 40
+
+/* A standard Gaussian value (Box-Muller). */
+static double
+Gauss(cbllm_rng *r)
+{
+	double		u = rng_uniform(r),
+				v = rng_uniform(r);
+
+	return sqrt(-2.0 * log(u > 1e-300 ? u : 1e-300)) * cos(6.283185307179586 * v);
+}
+
+/* The byte offsets of the f16 fields (scales, offsets) in a block of dt; the count. */
+static int
+F16Fields(cbllm_dtype dt, int off[2])
+{
+	const kquant_layout *l = cbllm_kquant_layout(dt);
+
+	if (l != NULL)
+	{
+		off[0] = l->d_off;
+		off[1] = l->dmin_off;
+		return l->dmin_off >= 0 ? 2 : 1;
+	}
+	off[0] = 0;
+	off[1] = 2;
+	return dt == CBLLM_Q4_1 || dt == CBLLM_Q5_1 ? 2 : 1;
+}
+
+/* rows x cols of dt: random bytes with finite f16 scales, or quantized Gaussian rows. */
+static void *
+MakeWeights(cbllm_dtype dt, int64_t cols, bool random_bytes, cbllm_rng *r)
+{
+	const cbllm_dtype_traits *t = cbllm_dtype_traits_of(dt);
+	size_t		rb = cbllm_dtype_row_bytes(dt, cols);
+	uint8_t    *w = malloc(rb * ROWS);
+	float	   *row = malloc(sizeof(float) * cols);
+	cbllm_err	err;
+
+	for (int i = 0; i < ROWS; i++)
+	{
+		uint8_t    *wr = w + rb * i;
+
+		if (random_bytes)
+		{
+			int			off[2],
+						n = F16Fields(dt, off);
+
+			for (size_t b = 0; b < rb; b++)
+				wr[b] = (uint8_t) rng_next(r);
+			for (int64_t b = 0; b < cols / t->block_elems; b++)
+				for (int f = 0; f < n; f++)
+				{
+					uint16_t	h = cbllm_f32_to_f16((float) (Gauss(r) * 0.01));
+
+					memcpy(wr + b * t->block_bytes + off[f], &h, 2);
+				}
+			continue;
+		}
+		for (int64_t k = 0; k < cols; k++)
+			row[k] = (float) Gauss(r);
+		if (cbllm_quantize_row(dt, row, wr, cols, &err) != CBLLM_OK)
+			TAP_DIAG("quantize_row: %s", err.msg);
+	}
+	free(row);
+	return w;
+}
+
+/* The kernels' activations for T tokens of x (T, cols). */
+static void
+Quantize(const cpu_kernels *ks, const float *x, int T, int64_t cols, cpu_qx *qx)
+{
+	qx->T = T;
+	qx->ld = KERNEL_QLD(cols);
+	for (int t = 0; t < T; t++)
+		ks->quantize_x(x + t * cols, cols, t, qx);
+}
+
+/* y (T, ROWS) through qmatmul_rows in blocks of at most step rows. */
+static void
+Run(const cpu_kernels *ks, const cbllm_weight *w, const cpu_qx *qx, int step, float *y, float *scratch)
+{
+	for (int64_t r0 = 0; r0 < w->rows; r0 += step)
+		ks->qmatmul_rows(w, qx, y, r0, r0 + step < w->rows ? r0 + step : w->rows, scratch);
+}
+
+/* Whether every output is the float64 dot of the dequantized row and x^; the worst error into *worst. */
+static bool
+MatchesReference(const cbllm_weight *w, const cpu_qx *qx, const float *y, double *worst)
+{
+	int64_t		K = w->cols;
+	size_t		rb = cbllm_dtype_row_bytes(w->dtype, K);
+	float	   *row = malloc(sizeof(float) * K);
+	bool		ok = true;
+
+	*worst = 0;
+	for (int64_t r = 0; r < w->rows; r++)
+	{
+		cbllm_to_f32(w->dtype, (const char *) w->data + r * rb, row, K);
+		for (int t = 0; t < qx->T; t++)
+		{
+			double		s = 0,
+						mag = 0;
+
+			for (int64_t k = 0; k < K; k++)
+			{
+				double		xh = (double) qx->s[t * qx->ld / 4 + k / 4] * qx->q[t * qx->ld + k];
+
+				s += (double) row[k] * xh;
+				mag += fabs((double) row[k] * xh);
+			}
+			{
+				double		e = fabs(y[t * w->rows + r] - s) / (mag > 0 ? mag : 1);
+
+				*worst = e > *worst ? e : *worst;
+				ok = ok && e <= 1e-5;
+			}
+		}
+	}
+	free(row);
+	return ok;
+}
+
+/* One kernel set, one type, one width: reference, batch invariance, NaN. */
+static void
+TestShape(const cpu_kernels *ks, cbllm_dtype dt, int64_t cols, bool random_bytes, cbllm_rng *r)
+{
+	const char *name = cbllm_dtype_name(dt);
+	int64_t		ld = KERNEL_QLD(cols);
+	cbllm_weight w = {.dtype = dt, .rows = ROWS, .cols = cols};
+	float	   *x = malloc(sizeof(float) * MAX_T * cols);
+	float	   *y = malloc(sizeof(float) * MAX_T * ROWS);
+	float	   *y1 = malloc(sizeof(float) * ROWS);
+	float	   *scratch = malloc(sizeof(float) * KERNEL_ROWS_PER_TASK * ld);
+	cpu_qx		qx = {0, ld, malloc(ld * MAX_T), malloc(sizeof(float) * ld / 4 * MAX_T),
+	malloc(sizeof(float) * ld / 16 * MAX_T)};
+	cpu_qx		q1 = {0, ld, malloc(ld), malloc(sizeof(float) * ld / 4), malloc(sizeof(float) * ld / 16)};
+	double		worst,
+				step_err = 0;
+	bool		same = true,
+				nan_ok = true;
+	const char *src = random_bytes ? "random bytes" : "quantized rows";
+
+	w.data = MakeWeights(dt, cols, random_bytes, r);
+	for (int64_t i = 0; i < MAX_T * cols; i++)
+		x[i] = (float) (Gauss(r) * (1 + (i / cols) % 3));
+	Quantize(ks, x, MAX_T, cols, &qx);
+	for (int t = 0; t < MAX_T; t++)
+		for (int64_t k = 0; k < cols; k++)
+		{
+			float		d = qx.s[t * ld / 4 + k / 4];
+			double		e = fabs(x[t * cols + k] - (double) d * qx.q[t * ld + k]) / d;
+
+			step_err = e > step_err ? e : step_err;
+		}
+	TAP_OK(step_err <= 0.5 + 1e-5, "%s: %s x %ld activations quantize within half a step (%.4f)",
+		   ks->isa, name, (long) cols, step_err);
+
+	Run(ks, &w, &qx, KERNEL_ROWS_PER_TASK, y, scratch);
+	TAP_OK(MatchesReference(&w, &qx, y, &worst),
+		   "%s: %s (%s), %d x %ld times %d tokens is the float64 dot of the dequantized rows (worst %.2g)",
+		   ks->isa, name, src, ROWS, (long) cols, MAX_T, worst);
+
+	for (int t = 0; t < MAX_T && same; t++)
+	{
+		Quantize(ks, x + t * cols, 1, cols, &q1);
+		Run(ks, &w, &q1, t % 2 ? 5 : KERNEL_ROWS_PER_TASK, y1, scratch);
+		same = memcmp(y1, y + t * ROWS, sizeof(float) * ROWS) == 0;
+	}
+	TAP_OK(same, "%s: %s x %ld, each token alone (in blocks of 5 or 32 rows) gives the bits it gives in a batch of %d",
+		   ks->isa, name, (long) cols, MAX_T);
+
+	x[3 * cols + 1] = NAN;
+	Quantize(ks, x, 5, cols, &qx);
+	Run(ks, &w, &qx, KERNEL_ROWS_PER_TASK, y, scratch);
+	for (int t = 0; t < 5; t++)
+		for (int i = 0; i < ROWS; i++)
+			nan_ok = nan_ok && (t == 3 ? isnan(y[t * ROWS + i]) : isfinite(y[t * ROWS + i]));
+	TAP_OK(nan_ok, "%s: %s, a NaN activation makes its own token's outputs NaN and no other's", ks->isa, name);
+
+	free((void *) w.data);
+	free(x);
+	free(y);
+	free(y1);
+	free(scratch);
+	free(qx.q);
+	free(qx.s);
+	free(qx.sum16);
+	free(q1.q);
+	free(q1.s);
+	free(q1.sum16);
+}
+
+/* avx512 and avx512vnni give the same bits on every type. */
+static void
+TestVnniAgrees(const cpu_kernels *a, const cpu_kernels *b)
+{
+	cbllm_rng	r;
+	bool		same = true;
+
+	rng_seed(&r, 7);
+	for (int d = 0; d < CBLLM_DTYPE_COUNT; d++)
+	{
+		cbllm_dtype dt = (cbllm_dtype) d;
+		const cbllm_dtype_traits *t = cbllm_dtype_traits_of(dt);
+		int64_t		cols = 2 * 256,
+					ld = KERNEL_QLD(cols);
+		cbllm_weight w = {.dtype = dt, .rows = ROWS, .cols = cols};
+		float		x[8 * 512],
+					ya[8 * ROWS],
+					yb[8 * ROWS];
+		float	   *scratch;
+		cpu_qx		qx = {0, ld, malloc(ld * 8), malloc(sizeof(float) * ld / 4 * 8),
+		malloc(sizeof(float) * ld / 16 * 8)};
+
+		if (!t->cpu || t->block_elems == 1)
+		{
+			free(qx.q), free(qx.s), free(qx.sum16);
+			continue;
+		}
+		scratch = malloc(sizeof(float) * KERNEL_ROWS_PER_TASK * ld);
+		w.data = MakeWeights(dt, cols, true, &r);
+		for (int i = 0; i < 8 * 512; i++)
+			x[i] = (float) Gauss(&r);
+		Quantize(a, x, 8, cols, &qx);
+		Run(a, &w, &qx, KERNEL_ROWS_PER_TASK, ya, scratch);
+		Run(b, &w, &qx, KERNEL_ROWS_PER_TASK, yb, scratch);
+		same = same && memcmp(ya, yb, sizeof(ya)) == 0;
+		free((void *) w.data);
+		free(scratch);
+		free(qx.q), free(qx.s), free(qx.sum16);
+	}
+	TAP_OK(same, "avx512 and avx512vnni give the same bits on every block-quantized type");
+}
+
+int
+main(void)
+{
+	const char *isas[] = {"generic", "avx2", "avx512", "avx512vnni"};
+	int			n_types = 0;
+
+	for (int i = 0; i < 4; i++)
+	{
+		const cpu_kernels *ks = cpu_kernels_select(isas[i]);
+		cbllm_rng	r;
+
+		if (ks == NULL)
+		{
+			TAP_DIAG("this CPU has no %s: its quantized kernels are not run", isas[i]);
+			continue;
+		}
+		rng_seed(&r, 1000 + i);
+		n_types = 0;
+		for (int d = 0; d < CBLLM_DTYPE_COUNT; d++)
+		{
+			cbllm_dtype dt = (cbllm_dtype) d;
+			const cbllm_dtype_traits *t = cbllm_dtype_traits_of(dt);
+
+			if (!t->cpu || t->block_elems == 1)
+				continue;
+			n_types++;
+			if (t->block_elems == 32)
+			{
+				/* one block, a width whose last 64-step is half empty, and 9 blocks */
+				TestShape(ks, dt, 32, true, &r);
+				TestShape(ks, dt, 96, true, &r);
+				TestShape(ks, dt, 288, false, &r);
+			}
+			else
+			{
+				TestShape(ks, dt, 256, true, &r);
+				TestShape(ks, dt, 768, false, &r);
+			}
+		}
+	}
+	TAP_OK(n_types == 10, "the CPU reads all ten block-quantized types (%d)", n_types);
+	if (cpu_kernels_select("avx512vnni") != NULL)
+		TestVnniAgrees(cpu_kernels_select("avx512"), cpu_kernels_select("avx512vnni"));
+	else
+		TAP_DIAG("this CPU has no avx512vnni: it is not compared with avx512");
+	return tap_done();
+}
