@@ -7,7 +7,10 @@
 #   of the npm package node-llama-cpp with cmake); cbllm is built (make).
 #
 # A llama checkpoint made by test/tools/gen_model.py (hidden 256, 4 layers, the synthetic
-# Llama-2-shaped tokenizer) is converted to an F32 GGUF file by test/tools/hf_to_gguf.py and
+# Llama-2-shaped tokenizer) and made decisive by test/tools/decisive_model.py (a random model's
+# two best logits are often closer than 8-bit activations' noise, so two correct engines part
+# ways within a few tokens; trained models, and this one, are not so) is converted to an F32
+# GGUF file by test/tools/hf_to_gguf.py and
 # quantized by llama-quantize to Q8_0, Q4_0, Q6_K (--pure: every matrix that type), Q4_K_M and
 # Q5_K_M (llama.cpp's mixes: Q4_K or Q5_K with Q6_K for some matrices and the output).  For
 # each file:
@@ -17,7 +20,9 @@
 #   - cbllm's prompt logits against reference.py's float64 logits of the weights the file holds
 #     (test/tools/gguf_to_hf.py dequantizes them independently of the engine), printed;
 #   - cbllm's 16 greedy tokens (cbllm-cli generate --ids) against llama-server's (/completion
-#     with the same prompt ids, top-k 1, EOS ignored), on several prompts.
+#     with the same prompt ids, top-k 1), on prompts whose 16 tokens hold no EOS (llama.cpp's
+#     ignore_eos masks EOS out of the logits, cbllm's only keeps generating past it), with
+#     reference.py's float64 greedy tokens on the file's weights beside them.
 # Prints one "ok"/"not ok" line per check and "N passed, N failed" last.
 set -uo pipefail
 bin=${1:?usage: test/llama_cpp_check.sh LLAMA_BIN_DIR [WORK_DIR]}
@@ -35,9 +40,11 @@ mkdir -p "$work"
 cd "$repo" || exit 1
 
 $PY test/tools/gen_model.py "$work/hf" --hidden 256 --layers 4 --heads 8 --kv-heads 4 \
-	--intermediate 768 --vocab 512 --seed 77 >/dev/null || exit 1
+	--intermediate 768 --vocab 512 --seed 77 >/dev/null &&
+	$PY test/tools/decisive_model.py "$work/hf" || exit 1
 $PY test/tools/hf_to_gguf.py "$work/hf" "$work/f32.gguf" || exit 1
-prompts=("1 15 267 42 300 7 99 180 3 250 61 128" "1 400 401 402 5 6 7" "1 33 33 33 33 200 17")
+prompts=("1 15 267 42 300 7 99 180 3 250 61 128" "1 400 401 402 5 6 7" "1 33 33 33 33 200 18"
+	"1 77" "1 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108")
 
 for spec in Q8_0:pure Q4_0:pure Q6_K:pure Q4_K_M:mix Q5_K_M:mix; do
 	ty=${spec%%:*}
@@ -85,14 +92,17 @@ EOF
 		ids_json="[$(echo "$p" | tr ' ' ',')]"
 		theirs=$(curl -sf "http://127.0.0.1:$port/completion" -H 'Content-Type: application/json' \
 			-d "{\"prompt\": $ids_json, \"n_predict\": 16, \"top_k\": 1, \"temperature\": 0,
-			     \"ignore_eos\": true, \"cache_prompt\": false, \"return_tokens\": true}" |
+			     \"cache_prompt\": false, \"return_tokens\": true}" |
 			$PY -c 'import json,sys; print(" ".join(map(str, json.load(sys.stdin)["tokens"])))')
-		ours=$("$cli" generate -m "$file" --prompt-ids "$p" -n 16 --temp 0 --ids --ignore-eos |
+		ours=$("$cli" generate -m "$file" --prompt-ids "$p" -n 16 --temp 0 --ids |
+			tr '\n' ' ' | sed 's/ *$//')
+		ref=$($PY test/tools/reference.py "$work/$ty.f32" --greedy 16 --prompt-ids "$p" |
 			tr '\n' ' ' | sed 's/ *$//')
 		echo "#   $ty prompt [$p]"
 		echo "#     llama.cpp: $theirs"
 		echo "#     cbllm:     $ours"
-		[ -n "$theirs" ] && [ "$theirs" = "$ours" ]
+		echo "#     float64:   $ref (reference.py on the file's dequantized weights)"
+		[ "$(echo "$theirs" | wc -w)" = 16 ] && [ "$theirs" = "$ours" ]
 		check $? "$ty: cbllm's 16 greedy tokens are llama.cpp's on prompt [$p]"
 	done
 	kill "$server" 2>/dev/null
