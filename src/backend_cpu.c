@@ -495,6 +495,7 @@ CpuDestroy(cbllm_backend *be)
 		free(c->qx.q);
 		free(c->qx.s);
 		free(c->qx.sum16);
+		free(c->qx.d);
 		free(c);
 	}
 	free(be);
@@ -547,7 +548,8 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 		c->qx.q = malloc(ld * p->max_tokens);
 		c->qx.s = malloc(sizeof(float) * ld / 4 * p->max_tokens);
 		c->qx.sum16 = malloc(sizeof(float) * ld / 16 * p->max_tokens);
-		if (!c->qx.q || !c->qx.s || !c->qx.sum16)
+		c->qx.d = malloc(sizeof(float) * ld / 32 * p->max_tokens);
+		if (!c->qx.q || !c->qx.s || !c->qx.sum16 || !c->qx.d)
 		{
 			CpuDestroy(be);
 			return cbllm_fail(err, CBLLM_ERR_NOMEM,

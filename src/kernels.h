@@ -35,6 +35,7 @@ typedef struct cpu_qx
 	int8_t	   *q;				/* (T, ld) codes, -127..127 */
 	float	   *s;				/* (T, ld / 4) each lane's scale: its 32-block's amax / 127 */
 	float	   *sum16;			/* (T, ld / 16) the scale times the sum of each 16 codes */
+	float	   *d;				/* (T, ld / 32) each 32-block's scale (s once a block) */
 } cpu_qx;
 
 typedef struct cpu_kernels

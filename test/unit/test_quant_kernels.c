@@ -13,7 +13,8 @@
  *     dequantized activations x^, so the unpacking of every code, scale and
  *     offset is the format's;
  *   - batch invariance: a token's outputs are bit-identical alone and in a
- *     batch of 40, and whatever the row blocks the work is split into;
+ *     batch of 72 (on AVX-512 the fused products alone, the unpacked ones in
+ *     the batch), and whatever the row blocks the work is split into;
  *   - avx512 and avx512vnni (vpmaddubsw against vpdpbusd) give the same bits;
  *   - a NaN activation gives NaN outputs for its token only.
  */
@@ -33,7 +34,7 @@
 #include "tap.h"
 
 #define ROWS 37
-#define MAX_T 40
+#define MAX_T 72				/* above kernels_quant.inc's QFUSED_MAX_T: both paths */
 
 /* A standard Gaussian value (Box-Muller). */
 static double
@@ -99,6 +100,25 @@ MakeWeights(cbllm_dtype dt, int64_t cols, bool random_bytes, cbllm_rng *r)
 	}
 	free(row);
 	return w;
+}
+
+/* Room for T tokens' quantized activations of width ld. */
+static cpu_qx
+QxAlloc(int64_t ld, int T)
+{
+	cpu_qx		qx = {0, ld, malloc(ld * T), malloc(sizeof(float) * ld / 4 * T),
+	malloc(sizeof(float) * ld / 16 * T), malloc(sizeof(float) * ld / 32 * T)};
+
+	return qx;
+}
+
+static void
+QxFree(cpu_qx *qx)
+{
+	free(qx->q);
+	free(qx->s);
+	free(qx->sum16);
+	free(qx->d);
 }
 
 /* The kernels' activations for T tokens of x (T, cols). */
@@ -167,9 +187,8 @@ TestShape(const cpu_kernels *ks, cbllm_dtype dt, int64_t cols, bool random_bytes
 	float	   *y = malloc(sizeof(float) * MAX_T * ROWS);
 	float	   *y1 = malloc(sizeof(float) * ROWS);
 	float	   *scratch = malloc(sizeof(float) * KERNEL_ROWS_PER_TASK * ld);
-	cpu_qx		qx = {0, ld, malloc(ld * MAX_T), malloc(sizeof(float) * ld / 4 * MAX_T),
-	malloc(sizeof(float) * ld / 16 * MAX_T)};
-	cpu_qx		q1 = {0, ld, malloc(ld), malloc(sizeof(float) * ld / 4), malloc(sizeof(float) * ld / 16)};
+	cpu_qx		qx = QxAlloc(ld, MAX_T);
+	cpu_qx		q1 = QxAlloc(ld, 1);
 	double		worst,
 				step_err = 0;
 	bool		same = true,
@@ -218,12 +237,8 @@ TestShape(const cpu_kernels *ks, cbllm_dtype dt, int64_t cols, bool random_bytes
 	free(y);
 	free(y1);
 	free(scratch);
-	free(qx.q);
-	free(qx.s);
-	free(qx.sum16);
-	free(q1.q);
-	free(q1.s);
-	free(q1.sum16);
+	QxFree(&qx);
+	QxFree(&q1);
 }
 
 /* avx512 and avx512vnni give the same bits on every type. */
@@ -245,14 +260,11 @@ TestVnniAgrees(const cpu_kernels *a, const cpu_kernels *b)
 					ya[8 * ROWS],
 					yb[8 * ROWS];
 		float	   *scratch;
-		cpu_qx		qx = {0, ld, malloc(ld * 8), malloc(sizeof(float) * ld / 4 * 8),
-		malloc(sizeof(float) * ld / 16 * 8)};
+		cpu_qx		qx;
 
 		if (!t->cpu || t->block_elems == 1)
-		{
-			free(qx.q), free(qx.s), free(qx.sum16);
 			continue;
-		}
+		qx = QxAlloc(ld, 8);
 		scratch = malloc(sizeof(float) * KERNEL_ROWS_PER_TASK * ld);
 		w.data = MakeWeights(dt, cols, true, &r);
 		for (int i = 0; i < 8 * 512; i++)
@@ -263,7 +275,7 @@ TestVnniAgrees(const cpu_kernels *a, const cpu_kernels *b)
 		same = same && memcmp(ya, yb, sizeof(ya)) == 0;
 		free((void *) w.data);
 		free(scratch);
-		free(qx.q), free(qx.s), free(qx.sum16);
+		QxFree(&qx);
 	}
 	TAP_OK(same, "avx512 and avx512vnni give the same bits on every block-quantized type");
 }
@@ -300,6 +312,7 @@ main(void)
 				TestShape(ks, dt, 32, true, &r);
 				TestShape(ks, dt, 96, true, &r);
 				TestShape(ks, dt, 288, false, &r);
+				TestShape(ks, dt, 512, true, &r);	/* whole 256s: AVX-512's fused path */
 			}
 			else
 			{
