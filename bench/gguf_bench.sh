@@ -56,5 +56,5 @@ for file in "$@"; do
 	done
 	echo "| peak RSS (MB) | $(grep . "$tmp/$name.cbllm.rss" | median) | $(grep . "$tmp/$name.llama.rss" | median) | |"
 	grep -h "^# model\|^# cpu" "$tmp/c.out"
-	grep -h "llama_kv_cache\|KV self size\|CPU KV buffer" "$tmp/l.time" "$tmp/l.out" 2>/dev/null | head -2
+	grep -h "llama_kv_cache\|KV self size\|CPU KV buffer" "$tmp/l.time" "$tmp/l.out" 2>/dev/null | head -2 || true
 done
