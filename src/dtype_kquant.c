@@ -124,7 +124,7 @@ cbllm_kquant_put_code(const kquant_layout *l, uint8_t *b, int e, int q)
 	}
 }
 
-/* The 6-bit scale (or, with mins, min) values of the twelve-byte packings, read or written. */
+/* Where the 6-bit scale (or, with mins, min) values of the twelve-byte packings are written. */
 static void
 SixBitPlaces(kquant_scales kind, int s, bool min, int place[2][3])
 {
@@ -146,17 +146,6 @@ SixBitPlaces(kquant_scales kind, int s, bool min, int place[2][3])
 	}
 }
 
-/* A 6-bit value read from its places in the scale bytes sb. */
-static int
-SixBitGet(const uint8_t *sb, kquant_scales kind, int s, bool min)
-{
-	int			place[2][3];
-
-	SixBitPlaces(kind, s, min, place);
-	return ((sb[place[0][0]] >> place[0][1]) & ((1 << place[0][2]) - 1)) |
-		((sb[place[1][0]] >> place[1][1]) & ((1 << place[1][2]) - 1)) << place[0][2];
-}
-
 /* A 6-bit value v written into its places in the scale bytes sb. */
 static void
 SixBitPut(uint8_t *sb, kquant_scales kind, int s, bool min, int v)
@@ -166,33 +155,6 @@ SixBitPut(uint8_t *sb, kquant_scales kind, int s, bool min, int v)
 	SixBitPlaces(kind, s, min, place);
 	sb[place[0][0]] |= (uint8_t) ((v & ((1 << place[0][2]) - 1)) << place[0][1]);
 	sb[place[1][0]] |= (uint8_t) (((v >> place[0][2]) & ((1 << place[1][2]) - 1)) << place[1][1]);
-}
-
-/* Sub-block s's scale and min codes as the type packs them. */
-void
-cbllm_kquant_scale(const kquant_layout *l, const uint8_t *b, int s, int *sc, int *m)
-{
-	const uint8_t *sb = b + l->scales_off;
-
-	*m = 0;
-	switch (l->scales)
-	{
-		case KQ_SCALES_NIBBLES:
-			*sc = sb[s] & 0x0f;
-			*m = sb[s] >> 4;
-			return;
-		case KQ_SCALES_SIX_3:
-			*sc = SixBitGet(sb, l->scales, s, false) - 32;
-			return;
-		case KQ_SCALES_SIX_MIN:
-			*sc = SixBitGet(sb, l->scales, s, false);
-			*m = SixBitGet(sb, l->scales, s, true);
-			return;
-		case KQ_SCALES_INT8:
-			*sc = (int8_t) sb[s];
-			return;
-	}
-	*sc = 0;
 }
 
 /* Sub-block s's scale and min codes packed as the type packs them. */

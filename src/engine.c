@@ -353,6 +353,7 @@ CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 {
 	cbllm_engine *e;
 	model_load_params lp = {0};
+	const backend_reg *cpu;
 	int			rc;
 
 	if (p == NULL || p->model_dir == NULL || p->model_dir[0] == '\0')
@@ -373,9 +374,9 @@ CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 	rc = CheckWeightTypes(e, err);
 	/* "auto" falls back to the CPU, which runs every type, when the device does not run the weights */
 	if (rc == CBLLM_ERR_UNSUPPORTED && (p->device == NULL || strcmp(p->device, "auto") == 0) &&
-		lp.dummy_on_host && backend_registry_find("cpu") != NULL)
+		lp.dummy_on_host && (cpu = backend_registry_find("cpu")) != NULL)
 	{
-		e->reg = backend_registry_find("cpu");
+		e->reg = cpu;
 		rc = CheckWeightTypes(e, err);
 	}
 	if (rc || (rc = LoadText(e, p, err)))

@@ -101,8 +101,43 @@ int			cbllm_kquant_code(const kquant_layout *l, const uint8_t *b, int e);
 /* Writes code q of element e into the block at b (whose code bytes start zeroed). */
 void		cbllm_kquant_put_code(const kquant_layout *l, uint8_t *b, int e, int q);
 
-/* Sub-block s's scale code into *sc and min code into *m (0 in the symmetric types). */
-void		cbllm_kquant_scale(const kquant_layout *l, const uint8_t *b, int s, int *sc, int *m);
+/*
+ * Sub-block s's scale code into *sc and min code into *m (0 in the symmetric
+ * types), read straight from the packings dtype_kquant.c's header gives (the
+ * CPU kernels unpack every block through it).
+ */
+static inline void
+cbllm_kquant_scale(const kquant_layout *l, const uint8_t *b, int s, int *sc, int *m)
+{
+	const uint8_t *sb = b + l->scales_off;
+
+	*sc = *m = 0;
+	switch (l->scales)
+	{
+		case KQ_SCALES_NIBBLES:
+			*sc = sb[s] & 15;
+			*m = sb[s] >> 4;
+			return;
+		case KQ_SCALES_SIX_3:
+			*sc = (((sb[s % 8] >> (4 * (s / 8))) & 15) | (((sb[8 + s % 4] >> (2 * (s / 4))) & 3) << 4)) - 32;
+			return;
+		case KQ_SCALES_SIX_MIN:
+			if (s < 4)
+			{
+				*sc = sb[s] & 63;
+				*m = sb[s + 4] & 63;
+			}
+			else
+			{
+				*sc = (sb[s + 4] & 15) | ((sb[s - 4] >> 6) << 4);
+				*m = (sb[s + 4] >> 4) | ((sb[s] >> 6) << 4);
+			}
+			return;
+		case KQ_SCALES_INT8:
+			*sc = (int8_t) sb[s];
+			return;
+	}
+}
 
 /* Writes sub-block s's scale code sc and min code m into the block at b (scale bytes start zeroed). */
 void		cbllm_kquant_put_scale(const kquant_layout *l, uint8_t *b, int s, int sc, int m);

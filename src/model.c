@@ -149,7 +149,7 @@ IsCheckpointFormat(const char *format)
 int
 model_load(const char *dir, cbllm_model **out, cbllm_err *err)
 {
-	model_load_params p = {.dir = dir, .format = NULL, .dummy_on_host = false, .weight_format = NULL};
+	model_load_params p = {.dir = dir, .format = NULL, .dummy_on_host = false};
 
 	return model_load_ex(&p, out, err);
 }
@@ -238,15 +238,13 @@ model_weight_types(const cbllm_model *m, char *buf, size_t size)
 		}
 }
 
-/* Free one tensor's converted vector, or its matrix when the model owns the matrices. */
+/* Free one tensor's converted vector, or its matrix when the buffer is the model's own. */
 static int
 FreeTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 {
-	const cbllm_model *m = arg;
-
 	if (mt->vector != NULL)
 		free(*mt->vector);
-	else if ((m->owns_matrices || mt->matrix->owned) && !mt->tied)
+	else if (mt->matrix->owned && !mt->tied)
 		free((void *) mt->matrix->data);
 	return CBLLM_OK;
 }
@@ -258,7 +256,7 @@ model_free(cbllm_model *m)
 	if (m == NULL)
 		return;
 	if (m->layers)
-		model_visit(m, FreeTensor, m, NULL);
+		model_visit(m, FreeTensor, NULL, NULL);
 	free(m->layers);
 	st_close(m->st);
 	gguf_free(m->gguf);

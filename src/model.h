@@ -80,7 +80,8 @@ typedef struct cbllm_weight
 	uint64_t	dummy_seed;		/* nonzero: a dummy tensor whose values are
 								 * cbllm_dummy_value(dummy_seed, i) * dummy_scale */
 	float		dummy_scale;	/* 1 / sqrt(cols) for a dummy tensor, 0 otherwise */
-	bool		owned;			/* data is the model's malloc'd buffer (load-time quantization) */
+	bool		owned;			/* data is the model's malloc'd buffer (dummy weights on the
+								 * host, load-time quantization); else the mapping's */
 } cbllm_weight;
 
 typedef struct cbllm_layer
@@ -111,7 +112,6 @@ typedef struct cbllm_model
 	st_archive *st;				/* NULL for the dummy format and GGUF files */
 	gguf_file  *gguf;			/* the mapped GGUF file the matrices point into; NULL
 								 * otherwise.  Its tokenizer.* keys stay readable */
-	bool		owns_matrices;	/* the matrices' data are malloc'd (dummy on the host) */
 	cbllm_weight embed;			/* (vocab, hidden) */
 	cbllm_layer *layers;		/* (n_layers) */
 	float	   *final_norm;		/* (hidden), converted to f32 */

@@ -72,6 +72,7 @@ DummyTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 	if (mt->tied)
 	{
 		*w = m->embed;
+		w->owned = false;		/* the embedding's buffer */
 		return CBLLM_OK;
 	}
 	bytes = cbllm_dtype_row_bytes(CBLLM_BF16, mt->rows * mt->cols);
@@ -96,6 +97,7 @@ DummyTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 							  mt->t->role, bytes);
 		FillDummy(buf, w);
 		w->data = buf;
+		w->owned = true;
 	}
 	return CBLLM_OK;
 }
@@ -106,7 +108,6 @@ model_load_dummy(cbllm_model *m, bool on_host, cbllm_err *err)
 {
 	dummy_walk	walk = {m, on_host};
 
-	m->owns_matrices = on_host;
 	m->lm_head_tied = m->cfg.tie_embeddings;
 	m->layers = calloc(m->cfg.n_layers, sizeof(cbllm_layer));
 	if (m->layers == NULL)

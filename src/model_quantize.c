@@ -164,17 +164,15 @@ ConvertMatrix(cbllm_weight *w, cbllm_dtype to, int n_threads, const char *name, 
 						  cbllm_dtype_name(to));
 	pthread_mutex_init(&j.lock, NULL);
 	for (int i = 0; i < n_threads; i++)
-	{
 		parts[i] = (quant_part) {&j, i};
-		if (i > 0 && pthread_create(&tid[i], NULL, QuantizeRows, &parts[i]) == 0)
+	/* parts 1.. on threads, part 0 (and any part whose thread does not start) here */
+	for (int i = 1; i < n_threads; i++)
+		if (pthread_create(&tid[started], NULL, QuantizeRows, &parts[i]) == 0)
 			started++;
-		else if (i > 0)
-			QuantizeRows(&parts[i]);	/* no thread: this one does its part */
 		else
-			tid[0] = pthread_self();
-	}
+			QuantizeRows(&parts[i]);
 	QuantizeRows(&parts[0]);
-	for (int i = 1; i <= started; i++)
+	for (int i = 0; i < started; i++)
 		pthread_join(tid[i], NULL);
 	pthread_mutex_destroy(&j.lock);
 	if (j.rc != CBLLM_OK)
@@ -230,15 +228,6 @@ QuantizeTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 	return CBLLM_OK;
 }
 
-/* model_visit: a matrix of the model's own buffers marked as its own. */
-static int
-MarkOwned(void *arg, const model_tensor *mt, cbllm_err *err)
-{
-	if (mt->matrix != NULL && !mt->tied)
-		mt->matrix->owned = true;
-	return CBLLM_OK;
-}
-
 int
 model_quantize(cbllm_model *m, cbllm_dtype want, int n_threads, cbllm_err *err)
 {
@@ -254,12 +243,6 @@ model_quantize(cbllm_model *m, cbllm_dtype want, int n_threads, cbllm_err *err)
 	}
 	if (q.n_threads > QUANT_MAX_THREADS)
 		q.n_threads = QUANT_MAX_THREADS;
-	if (m->owns_matrices)
-	{
-		/* the dummy loader's matrices, one buffer each, become each its own: freed as converted */
-		model_visit(m, MarkOwned, NULL, err);
-		m->owns_matrices = false;
-	}
 	rc = model_visit(m, QuantizeTensor, &q, err);
 	if (m->lm_head_tied)
 	{

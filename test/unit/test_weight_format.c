@@ -210,7 +210,7 @@ TestQ4K(const char *hf, const char *hf256)
 	w = (type_walk) {.m = m, .gg = NULL, .layer_type = CBLLM_Q5_K, .head_type = CBLLM_Q6_K, .embed_type = CBLLM_Q5_K};
 	if (m != NULL)
 		model_visit(m, CheckMatrix, &w, &err);
-	TAP_OK(m != NULL && !m->owns_matrices && w.right_type == w.n_matrices && w.owned == w.n_matrices &&
+	TAP_OK(m != NULL && w.right_type == w.n_matrices && w.owned == w.n_matrices &&
 		   m->embed.dummy_seed == 0,
 		   "dummy weights convert as q5_k, each matrix its own buffer and no longer a dummy (first not: %s)",
 		   w.first_bad[0] ? w.first_bad : m == NULL ? err.msg : "none");
