@@ -148,12 +148,12 @@ CUDA      ?= $(if $(NVCC),1,0)
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart_static -ldl -lrt -lpthread -lstdc++ \
              -Wl,-rpath,$(CUDA_HOME)/lib64
-CUDA_KERNELS = cuda_runtime_ops cuda_ops cuda_gemm cuda_attention cuda_sample
+CUDA_KERNELS = cuda_runtime_ops cuda_ops cuda_gemm cuda_quant cuda_attention cuda_sample
 # the backend's plain-C files, compiled into the engine built with CUDA support
 CUDA_HOST    = backend_cuda cuda_weights cuda_swap
 CUDA_LIB     = build/libcbllm_cuda.a
 CUDA_EMU_LIB = build/emu/libcbllm_cuda_emu.a
-EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu build/test/test_arch_emu \
+EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_cuda_quant_emu build/test/test_engine_cuda_emu build/test/test_arch_emu \
                build/test/test_vocab_padding_emu build/test/test_families_emu \
                build/test/test_model_gguf_emu build/emu/cbllm-engine
 EMU_LIBS     = $(CUDA_EMU_LIB) -lcjson $(TOK_LIBS) -lm -pthread -lstdc++
@@ -162,7 +162,7 @@ ifeq ($(CUDA),1)
 ifeq ($(NVCC),)
 $(error CUDA=1 needs nvcc and there is none in $(CUDA_HOME)/bin: set NVCC or CUDA_HOME, or build with CUDA=0)
 endif
-UNIT_TESTS    += build/test/test_cuda_ops build/test/test_engine_cuda
+UNIT_TESTS    += build/test/test_cuda_ops build/test/test_cuda_quant build/test/test_engine_cuda
 ENGINE_CFLAGS += -DCBLLM_WITH_CUDA
 ENGINE_OBJS   += $(patsubst %,build/cuda/%.o,$(CUDA_HOST))
 ENGINE_LIBS   := $(CUDA_LIB) $(ENGINE_LIBS) $(CUDA_LIBS)
@@ -222,7 +222,8 @@ build/test/%: test/unit/%.c $(TEST_FIXTURE) test/unit/*.h $(ENGINE_LIB) $(if $(f
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itest/unit $< $(TEST_FIXTURE) $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
 
 # the same test programs on the emulated device
-build/test/test_cuda_ops_emu: test/unit/test_cuda_ops.c test/unit/*.h $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
+build/test/test_cuda_ops_emu build/test/test_cuda_quant_emu: build/test/%_emu: test/unit/%.c test/unit/*.h \
+		$(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -Itest/unit $< $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 
 build/test/test_engine_cuda_emu: test/unit/test_engine_cuda.c test/unit/*.h $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test

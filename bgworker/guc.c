@@ -57,6 +57,7 @@ static const struct config_enum_entry preempt_options[] = {
 /* cbllm.weight_format's values, by the enum's number: what the engine is passed */
 const char *const cbllm_weight_formats[] = {
 	"auto", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k",
+	"q4_k_m", "q5_k_m",
 };
 
 static const struct config_enum_entry weight_format_options[] = {
@@ -71,6 +72,8 @@ static const struct config_enum_entry weight_format_options[] = {
 	{"q4_k", 8, false},
 	{"q5_k", 9, false},
 	{"q6_k", 10, false},
+	{"q4_k_m", 11, false},
+	{"q5_k_m", 12, false},
 	{NULL, 0, false}
 };
 

@@ -28,6 +28,13 @@
 #include "numeric.h"
 #include "rope.h"
 
+/*
+ * The bf16 tile a quantized matrix is dequantized into for cuBLAS (steps of
+ * more than CUDA_QMATVEC_MAX_T tokens): 32 Mi elements, 64 MiB, so a 7B
+ * model's matrices take one to four tiles.
+ */
+#define QUANT_TILE_ELEMS ((int64_t) 32 << 20)
+
 /* Remember the first failure of an operation (ops return void in the table). */
 static void
 Note(cuda_ctx *c, int rc)
@@ -265,15 +272,29 @@ CudaMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *
 			Note(c, cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "a weight is not on the GPU"));
 			return;
 		}
-		/* the group shares its input: convert it once */
-		if (converted != d->dtype)
+		bool		quant = cbllm_dtype_traits_of(d->dtype)->cuda == CBLLM_CUDA_QUANT;
+		cbllm_dtype half = quant ? CBLLM_BF16 : d->dtype;	/* what cuBLAS multiplies */
+
+		if (quant && T <= CUDA_QMATVEC_MAX_T)
 		{
-			Note(c, cuda_to_half(x, (int64_t) T * w[i]->cols, d->dtype, c->d_xh, c->stream,
-								 &c->err));
-			converted = d->dtype;
+			/* decode: the fused kernel reads x as it is */
+			Note(c, cuda_qmatvec(d->dev, d->dtype, (int) w[i]->rows, (int) w[i]->cols, x, T, y[i],
+								 c->stream, &c->err));
+			continue;
 		}
-		Note(c, cuda_gemm_half(c->blas, d->dev, d->dtype, (int) w[i]->rows, (int) w[i]->cols,
-							   c->d_xh, T, y[i], c->stream, &c->err));
+		/* the group shares its input: convert it once */
+		if (converted != half)
+		{
+			Note(c, cuda_to_half(x, (int64_t) T * w[i]->cols, half, c->d_xh, c->stream, &c->err));
+			converted = half;
+		}
+		if (quant)
+			Note(c, cuda_qmatmul_tiled(c->blas, d->dev, d->dtype, (int) w[i]->rows,
+									   (int) w[i]->cols, c->d_xh, T, c->d_wtile, c->wtile_elems,
+									   y[i], c->stream, &c->err));
+		else
+			Note(c, cuda_gemm_half(c->blas, d->dev, d->dtype, (int) w[i]->rows, (int) w[i]->cols,
+								   c->d_xh, T, y[i], c->stream, &c->err));
 	}
 }
 
@@ -453,6 +474,7 @@ CudaDestroy(cbllm_backend *be)
 		cuda_free(c->d_cos);
 		cuda_free(c->d_sin);
 		cuda_free(c->d_xh);
+		cuda_free(c->d_wtile);
 		cuda_free(c->d_sample);
 		cuda_free(c->d_sampled);
 		cuda_host_free(c->h_tokens);
@@ -507,6 +529,15 @@ AllocStepBuffers(cuda_ctx *c, cbllm_err *err)
 		(rc = cuda_host_alloc((void **) &c->h_sampled, sizeof(int32_t) * T, err)))
 		return rc;
 	memset(c->h_tables, 0, sizeof(int32_t) * tables);
+	/* a tile of quantized rows for steps above the fused kernel's: QUANT_TILE_ELEMS, or the matrix */
+	if (c->max_quant_elems > 0 && c->max_tokens > CUDA_QMATVEC_MAX_T)
+	{
+		c->wtile_elems = c->max_quant_elems < QUANT_TILE_ELEMS ? c->max_quant_elems : QUANT_TILE_ELEMS;
+		if (c->wtile_elems < max_k)
+			c->wtile_elems = max_k;
+		if ((rc = cuda_alloc(&c->d_wtile, sizeof(uint16_t) * (size_t) c->wtile_elems, err)))
+			return rc;
+	}
 	return CBLLM_OK;
 }
 

@@ -18,7 +18,8 @@ typedef struct dev_weight
 	const void *host;			/* the host data the engine passes (NULL for dummy weights) */
 	uint64_t	seed;			/* dummy weights: their seed; 0 otherwise */
 	void	   *dev;
-	cbllm_dtype dtype;			/* on the device: CBLLM_F32 (norms), else a CBLLM_CUDA_GEMM type */
+	cbllm_dtype dtype;			/* on the device: CBLLM_F32 (norms), a CBLLM_CUDA_GEMM type, or a
+								 * CBLLM_CUDA_QUANT one as stored */
 } dev_weight;
 
 typedef enum step_mode
@@ -36,6 +37,7 @@ typedef struct cuda_ctx
 	int			n_w;
 	int			cap_w;
 	size_t		weight_bytes;	/* device bytes of the uploaded tensors */
+	int64_t		max_quant_elems;	/* elements of the largest block-quantized matrix; 0: none */
 	/* the KV pool: bf16, the engine's block layout, plus the pad block */
 	uint16_t   *k_cache;		/* (n_layers, n_blocks + 1, block_size, n_kv_heads, head_dim) */
 	uint16_t   *v_cache;
@@ -64,6 +66,8 @@ typedef struct cuda_ctx
 	float	   *d_cos;			/* (n_rope, max_ctx, head_dim / 2) RoPE tables of every position */
 	float	   *d_sin;
 	void	   *d_xh;			/* (max_tokens, max_k) halves: matmul input */
+	void	   *d_wtile;		/* (wtile_elems) bf16: a tile of a quantized matrix for cuBLAS */
+	int64_t		wtile_elems;	/* 0: no quantized matrix or no step above CUDA_QMATVEC_MAX_T */
 	sampler_row *d_sample;	/* (max_tokens) */
 	int32_t    *d_sampled;		/* (max_tokens) */
 	/* page-locked staging of the same */

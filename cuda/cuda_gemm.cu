@@ -115,11 +115,12 @@ cuda_to_half(const float *d_x, int64_t n, cbllm_dtype dtype, void *d_xh, cuda_st
 /*
  * y = x @ W^T.  cuBLAS is column-major: W row-major (rows, cols) is W^T
  * column-major (cols, rows), so y^T (rows, T) = W (rows x cols, read as op T
- * of the column-major (cols, rows)) @ x^T (cols, T).
+ * of the column-major (cols, rows)) @ x^T (cols, T); ldy, y's row stride,
+ * is y^T's leading dimension.
  */
 extern "C" int
-cuda_gemm_half(void *handle, const void *d_w, cbllm_dtype dtype, int rows, int cols,
-			   const void *d_xh, int T, float *d_y, cuda_stream s, cbllm_err *err)
+cuda_gemm_half_ld(void *handle, const void *d_w, cbllm_dtype dtype, int rows, int cols,
+				  const void *d_xh, int T, float *d_y, int ldy, cuda_stream s, cbllm_err *err)
 {
 	const float alpha = 1.0f,
 				beta = 0.0f;
@@ -133,6 +134,9 @@ cuda_gemm_half(void *handle, const void *d_w, cbllm_dtype dtype, int rows, int c
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "cuda_matmul: weights of dtype %d are not ones cuBLAS multiplies as stored",
 						  (int) dtype);
+	if (ldy < rows)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "cuda_gemm_half_ld: a row stride of %d under %d rows",
+						  ldy, rows);
 	if ((!b->stream_set || b->stream != s) &&
 		((rc = CheckBlas(cublasSetStream(b->h, s), "SetStream", err)) ||
 		 (rc = CheckBlas(cublasSetWorkspace(b->h, b->ws, BLAS_WORKSPACE), "workspace", err))))
@@ -143,9 +147,16 @@ cuda_gemm_half(void *handle, const void *d_w, cbllm_dtype dtype, int rows, int c
 								  rows, T, cols, &alpha,
 								  d_w, g->blas, cols,
 								  d_xh, g->blas, cols,
-								  &beta, d_y, CUDA_R_32F, rows,
+								  &beta, d_y, CUDA_R_32F, ldy,
 								  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
 					 "GemmEx", err);
+}
+
+extern "C" int
+cuda_gemm_half(void *handle, const void *d_w, cbllm_dtype dtype, int rows, int cols,
+			   const void *d_xh, int T, float *d_y, cuda_stream s, cbllm_err *err)
+{
+	return cuda_gemm_half_ld(handle, d_w, dtype, rows, cols, d_xh, T, d_y, rows, s, err);
 }
 
 extern "C" int

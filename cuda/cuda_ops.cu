@@ -18,21 +18,11 @@
 #include "cuda_ops.h"
 #include "dtype_device.cuh"
 #include "launch.cuh"
+#include "quant_device.cuh"
 #include "../src/activation.h"
 #include "../src/rng.h"
 
 #define ROW_THREADS 256
-
-/* Status of the kernel just launched; what names it. */
-static int
-CheckLaunch(const char *what, cbllm_err *err)
-{
-	cudaError_t e = cudaGetLastError();
-
-	if (e == cudaSuccess)
-		return CBLLM_OK;
-	return cbllm_fail(err, CBLLM_ERR_DEVICE, "CUDA %s failed: %s", what, cudaGetErrorString(e));
-}
 
 /* Blocks for a grid-stride loop over n elements. */
 static int
@@ -229,17 +219,40 @@ EmbedKernel(const void *emb, int dim, const int32_t *tokens, float *x)
 		o[i] = ElemToFloat(((const T *) emb)[row * dim + i]);
 }
 
+/* x[t] = row tokens[t] of emb (vocab, dim) in the block type Q (quant_device.cuh), dequantized. */
+template <typename Q>
+__global__ static void
+EmbedQuantKernel(const void *emb, int dim, const int32_t *tokens, float *x)
+{
+	const uint8_t *row = (const uint8_t *) emb + (int64_t) tokens[blockIdx.x] * (dim / Q::QK) * Q::BYTES;
+	float	   *o = x + (int64_t) blockIdx.x * dim;
+
+	for (int g = threadIdx.x; g < dim / 8; g += blockDim.x)
+		Q::Decode8(row + g / (Q::QK / 8) * Q::BYTES, g % (Q::QK / 8), o + 8 * g);
+}
+
 /* The embedding kernel of each weight type an embedding table may have on the device. */
 typedef struct embed_type
 {
 	cbllm_dtype dt;
+	int			block;			/* elements per block: a row is whole blocks */
 	void		(*kernel) (const void *emb, int dim, const int32_t *tokens, float *x);
 } embed_type;
 
 static const embed_type embed_types[] = {
-	{CBLLM_F32, EmbedKernel<float>},
-	{CBLLM_F16, EmbedKernel<__half>},
-	{CBLLM_BF16, EmbedKernel<__nv_bfloat16>},
+	{CBLLM_F32, 1, EmbedKernel<float>},
+	{CBLLM_F16, 1, EmbedKernel<__half>},
+	{CBLLM_BF16, 1, EmbedKernel<__nv_bfloat16>},
+	{CBLLM_Q8_0, 32, EmbedQuantKernel<QBlockQ8_0>},
+	{CBLLM_Q4_0, 32, EmbedQuantKernel<QBlockQ4_0>},
+	{CBLLM_Q4_1, 32, EmbedQuantKernel<QBlockQ4_1>},
+	{CBLLM_Q5_0, 32, EmbedQuantKernel<QBlockQ5_0>},
+	{CBLLM_Q5_1, 32, EmbedQuantKernel<QBlockQ5_1>},
+	{CBLLM_Q2_K, 256, EmbedQuantKernel<QBlockQ2_K>},
+	{CBLLM_Q3_K, 256, EmbedQuantKernel<QBlockQ3_K>},
+	{CBLLM_Q4_K, 256, EmbedQuantKernel<QBlockQ4_K>},
+	{CBLLM_Q5_K, 256, EmbedQuantKernel<QBlockQ5_K>},
+	{CBLLM_Q6_K, 256, EmbedQuantKernel<QBlockQ6_K>},
 };
 
 extern "C" int
@@ -253,6 +266,9 @@ cuda_embed(const void *d_emb, cbllm_dtype dtype, int dim, const int32_t *d_token
 		return CBLLM_OK;
 	if (et == NULL)
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "embed: unknown dtype %d", (int) dtype);
+	if (dim % et->block != 0)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "embed: rows of %d are not whole %s blocks of %d",
+						  dim, cbllm_dtype_name(dtype), et->block);
 	kernel = et->kernel;
 	CBLLM_LAUNCH(kernel, T, ROW_THREADS, 0, s, d_emb, dim, d_tokens, d_x);
 	return CheckLaunch("embed", err);

@@ -205,6 +205,11 @@ int			cuda_to_half(const float *d_x, int64_t n, cbllm_dtype dtype, void *d_xh, c
 int			cuda_gemm_half(void *handle, const void *d_w, cbllm_dtype dtype, int rows, int cols,
 						   const void *d_xh, int T, float *d_y, cuda_stream s, cbllm_err *err);
 
+/* The same into the columns [0, rows) of d_y (T, ldy), ldy >= rows: one tile of a wider output. */
+int			cuda_gemm_half_ld(void *handle, const void *d_w, cbllm_dtype dtype, int rows,
+							  int cols, const void *d_xh, int T, float *d_y, int ldy,
+							  cuda_stream s, cbllm_err *err);
+
 /*
  * d_y (T, rows) = d_x (T, cols) @ W^T, W (rows, cols) row-major on the device
  * in dtype, a CBLLM_CUDA_GEMM type (f16, bf16); d_x is converted to that type
@@ -213,6 +218,43 @@ int			cuda_gemm_half(void *handle, const void *d_w, cbllm_dtype dtype, int rows,
 int			cuda_matmul(void *handle, const void *d_w, cbllm_dtype dtype, int rows, int cols,
 						const float *d_x, int T, void *d_xh, float *d_y, cuda_stream s,
 						cbllm_err *err);
+
+/* ------------------------------------------------------------ cuda_quant.cu */
+
+/*
+ * The GGUF block types (CBLLM_CUDA_QUANT rows of dtype.h), kept on the device
+ * as stored: a matrix (rows, cols) is rows rows of cols / block_elems blocks.
+ * Every call refuses a type without a row in cuda_quant.cu's quant_types and
+ * a length that is not whole blocks.
+ */
+
+/* The most tokens cuda_qmatvec takes: decode-sized batches. */
+#define CUDA_QMATVEC_MAX_T 8
+
+/*
+ * d_out (n elements of out_dt, F32 or BF16) = the n elements of d_w (in dt)
+ * dequantized: the F32 values are cbllm_to_f32's bit for bit; BF16 rounds them
+ * to nearest even.
+ */
+int			cuda_dequant(const void *d_w, cbllm_dtype dt, int64_t n, cbllm_dtype out_dt,
+						 void *d_out, cuda_stream s, cbllm_err *err);
+
+/*
+ * d_y (T, rows) = d_x (T, cols) @ W^T for T <= CUDA_QMATVEC_MAX_T, W in dt: a
+ * fused kernel decodes the weights in registers, f32 arithmetic; a token's
+ * result does not depend on T.
+ */
+int			cuda_qmatvec(const void *d_w, cbllm_dtype dt, int rows, int cols, const float *d_x,
+						 int T, float *d_y, cuda_stream s, cbllm_err *err);
+
+/*
+ * d_y (T, rows) = d_xh (T, cols, bf16) @ W^T for any T, W in dt: tiles of
+ * tile_elems / cols rows are dequantized to bf16 into d_tile (tile_elems
+ * elements, at least cols) and multiplied in cuBLAS, f32 accumulation.
+ */
+int			cuda_qmatmul_tiled(void *blas, const void *d_w, cbllm_dtype dt, int rows, int cols,
+							   const void *d_xh, int T, void *d_tile, int64_t tile_elems,
+							   float *d_y, cuda_stream s, cbllm_err *err);
 
 #ifdef __cplusplus
 }

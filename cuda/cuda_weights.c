@@ -29,7 +29,8 @@ cuda_weight_find_matrix(const cuda_ctx *c, const cbllm_weight *w)
 
 /*
  * The type a tensor of stored type dt has on the device: vectors F32, dummy
- * matrices BF16, matrices as their row of the weight-type table says.
+ * matrices BF16, matrices as their row of the weight-type table says (the
+ * block types as stored).
  */
 static cbllm_dtype
 DeviceType(cbllm_dtype dt, bool is_vector, bool is_dummy)
@@ -102,6 +103,8 @@ Upload(cuda_ctx *c, const void *host, uint64_t seed, float scale, cbllm_dtype dt
 	}
 	c->w[c->n_w++] = d;
 	c->weight_bytes += bytes;
+	if (cbllm_dtype_traits_of(d.dtype)->cuda == CBLLM_CUDA_QUANT && (int64_t) n > c->max_quant_elems)
+		c->max_quant_elems = (int64_t) n;
 	return CBLLM_OK;
 }
 

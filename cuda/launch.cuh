@@ -1,11 +1,16 @@
 /*
- * launch.cuh: how the kernels are launched and how they declare dynamic
- * shared memory, written once for nvcc and for the CPU emulator that runs
- * them in CI (test/cuda_emu/cuda_emu.h): a launch there is a lambda that
- * holds its arguments by value, as a device launch does.
+ * launch.cuh: how the kernels are launched, how they declare dynamic
+ * shared memory and how a launch's status is read, written once for nvcc
+ * and for the CPU emulator that runs them in CI (test/cuda_emu/cuda_emu.h):
+ * a launch there is a lambda that holds its arguments by value, as a device
+ * launch does.
  */
 #ifndef CBLLM_LAUNCH_CUH
 #define CBLLM_LAUNCH_CUH
+
+#include <cuda_runtime.h>
+
+#include "../src/util.h"
 
 #ifdef CBLLM_CUDA_EMU
 #define CBLLM_LAUNCH(kernel, grid, block, shmem, stream, ...) \
@@ -16,5 +21,16 @@
 	kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
 #define CBLLM_DYN_SHARED(type, name) extern __shared__ type name[]
 #endif
+
+/* Status of the kernel just launched; what names it. */
+static inline int
+CheckLaunch(const char *what, cbllm_err *err)
+{
+	cudaError_t e = cudaGetLastError();
+
+	if (e == cudaSuccess)
+		return CBLLM_OK;
+	return cbllm_fail(err, CBLLM_ERR_DEVICE, "CUDA %s failed: %s", what, cudaGetErrorString(e));
+}
 
 #endif

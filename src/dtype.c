@@ -50,43 +50,43 @@ static const cbllm_dtype_traits dtype_table[CBLLM_DTYPE_COUNT] = {
 	/* GGUF only: no kernels read them yet, so every backend refuses them */
 	[CBLLM_Q8_0] = {
 		.name = "Q8_0", .ggml_type = 8, .block_elems = CBLLM_QK, .block_bytes = CBLLM_Q8_0_BYTES,
-		.to_f32 = cbllm_q8_0_to_f32, .from_f32 = cbllm_q8_0_from_f32, .cpu = true, .cuda = CBLLM_CUDA_NONE,
+		.to_f32 = cbllm_q8_0_to_f32, .from_f32 = cbllm_q8_0_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
 	},
 	[CBLLM_Q4_0] = {
 		.name = "Q4_0", .ggml_type = 2, .block_elems = CBLLM_QK, .block_bytes = CBLLM_Q4_0_BYTES,
-		.to_f32 = cbllm_q4_0_to_f32, .from_f32 = cbllm_q4_0_from_f32, .cpu = true, .cuda = CBLLM_CUDA_NONE,
+		.to_f32 = cbllm_q4_0_to_f32, .from_f32 = cbllm_q4_0_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
 	},
 	[CBLLM_Q4_1] = {
 		.name = "Q4_1", .ggml_type = 3, .block_elems = CBLLM_QK, .block_bytes = CBLLM_Q4_1_BYTES,
-		.to_f32 = cbllm_q4_1_to_f32, .from_f32 = cbllm_q4_1_from_f32, .cpu = true, .cuda = CBLLM_CUDA_NONE,
+		.to_f32 = cbllm_q4_1_to_f32, .from_f32 = cbllm_q4_1_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
 	},
 	[CBLLM_Q5_0] = {
 		.name = "Q5_0", .ggml_type = 6, .block_elems = CBLLM_QK, .block_bytes = CBLLM_Q5_0_BYTES,
-		.to_f32 = cbllm_q5_0_to_f32, .from_f32 = cbllm_q5_0_from_f32, .cpu = true, .cuda = CBLLM_CUDA_NONE,
+		.to_f32 = cbllm_q5_0_to_f32, .from_f32 = cbllm_q5_0_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
 	},
 	[CBLLM_Q5_1] = {
 		.name = "Q5_1", .ggml_type = 7, .block_elems = CBLLM_QK, .block_bytes = CBLLM_Q5_1_BYTES,
-		.to_f32 = cbllm_q5_1_to_f32, .from_f32 = cbllm_q5_1_from_f32, .cpu = true, .cuda = CBLLM_CUDA_NONE,
+		.to_f32 = cbllm_q5_1_to_f32, .from_f32 = cbllm_q5_1_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
 	},
 	[CBLLM_Q2_K] = {
 		.name = "Q2_K", .ggml_type = 10, .block_elems = CBLLM_QK_K, .block_bytes = CBLLM_Q2_K_BYTES,
-		.to_f32 = cbllm_q2_k_to_f32, .from_f32 = cbllm_q2_k_from_f32, .cpu = true, .cuda = CBLLM_CUDA_NONE,
+		.to_f32 = cbllm_q2_k_to_f32, .from_f32 = cbllm_q2_k_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
 	},
 	[CBLLM_Q3_K] = {
 		.name = "Q3_K", .ggml_type = 11, .block_elems = CBLLM_QK_K, .block_bytes = CBLLM_Q3_K_BYTES,
-		.to_f32 = cbllm_q3_k_to_f32, .from_f32 = cbllm_q3_k_from_f32, .cpu = true, .cuda = CBLLM_CUDA_NONE,
+		.to_f32 = cbllm_q3_k_to_f32, .from_f32 = cbllm_q3_k_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
 	},
 	[CBLLM_Q4_K] = {
 		.name = "Q4_K", .ggml_type = 12, .block_elems = CBLLM_QK_K, .block_bytes = CBLLM_Q4_K_BYTES,
-		.to_f32 = cbllm_q4_k_to_f32, .from_f32 = cbllm_q4_k_from_f32, .cpu = true, .cuda = CBLLM_CUDA_NONE,
+		.to_f32 = cbllm_q4_k_to_f32, .from_f32 = cbllm_q4_k_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
 	},
 	[CBLLM_Q5_K] = {
 		.name = "Q5_K", .ggml_type = 13, .block_elems = CBLLM_QK_K, .block_bytes = CBLLM_Q5_K_BYTES,
-		.to_f32 = cbllm_q5_k_to_f32, .from_f32 = cbllm_q5_k_from_f32, .cpu = true, .cuda = CBLLM_CUDA_NONE,
+		.to_f32 = cbllm_q5_k_to_f32, .from_f32 = cbllm_q5_k_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
 	},
 	[CBLLM_Q6_K] = {
 		.name = "Q6_K", .ggml_type = 14, .block_elems = CBLLM_QK_K, .block_bytes = CBLLM_Q6_K_BYTES,
-		.to_f32 = cbllm_q6_k_to_f32, .from_f32 = cbllm_q6_k_from_f32, .cpu = true, .cuda = CBLLM_CUDA_NONE,
+		.to_f32 = cbllm_q6_k_to_f32, .from_f32 = cbllm_q6_k_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
 	},
 };
 

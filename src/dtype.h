@@ -29,7 +29,8 @@
  *                read its rows and its widening to f32, for every instruction
  *                set; a blocked type needs tiles that walk blocks)
  *   cuda         how the CUDA backend runs it; CBLLM_CUDA_GEMM needs an entry
- *                in cuda_gemm.cu's gemm_types, and the type its embedding
+ *                in cuda_gemm.cu's gemm_types, CBLLM_CUDA_QUANT one in
+ *                cuda_quant.cu's quant_types, and the type its embedding
  *                table has on the device one in cuda_ops.cu's embed_types
  * A row whose cpu is false and cuda is CBLLM_CUDA_NONE is loaded and then
  * refused by every backend, naming the type.  The CUDA backend's upload
@@ -72,7 +73,9 @@ typedef enum cbllm_cuda_path
 	CBLLM_CUDA_NONE = 0,		/* it does not */
 	CBLLM_CUDA_GEMM,			/* stored as is; activations converted to the type, cuBLAS GEMM
 								 * accumulating in f32 */
-	CBLLM_CUDA_AS_BF16			/* uploaded converted to bf16, then run as BF16 */
+	CBLLM_CUDA_AS_BF16,			/* uploaded converted to bf16, then run as BF16 */
+	CBLLM_CUDA_QUANT			/* stored as is in its blocks: fused dequantize-and-dot for
+								 * decode, bf16 tiles for cuBLAS above (cuda_quant.cu) */
 } cbllm_cuda_path;
 
 /* One weight type. */

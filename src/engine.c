@@ -354,6 +354,8 @@ CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 	cbllm_engine *e;
 	model_load_params lp = {0};
 	const backend_reg *cpu;
+	bool		quantize = false;
+	model_weight_mix wmix;
 	int			rc;
 
 	if (p == NULL || p->model_dir == NULL || p->model_dir[0] == '\0')
@@ -366,7 +368,9 @@ CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 		goto fail;
 	lp.dir = p->model_dir;
 	lp.format = p->load_format;
-	lp.dummy_on_host = !e->reg->dummies_on_device;
+	/* dummies quantized at load are made on the host, where the quantizers run */
+	lp.dummy_on_host = !e->reg->dummies_on_device ||
+		(model_weight_format(p->weight_format, &quantize, &wmix, NULL) == CBLLM_OK && quantize);
 	lp.weight_format = p->weight_format;
 	lp.threads = p->n_threads;
 	if ((rc = model_load_ex(&lp, &e->model, err)))

@@ -166,7 +166,7 @@ model_load_ex(const model_load_params *p, cbllm_model **out, cbllm_err *err)
 	cbllm_model *m;
 	char	   *gguf_path = NULL;
 	bool		quantize;
-	cbllm_dtype want = CBLLM_F32;
+	model_weight_mix want = {CBLLM_F32, CBLLM_F32};
 	int			rc;
 
 	if (!dummy && !IsCheckpointFormat(p->format))

@@ -178,19 +178,27 @@ int			model_load(const char *dir, cbllm_model **out, cbllm_err *err);
 /* Load config and weights as p says: from the checkpoint or as dummies. */
 int			model_load_ex(const model_load_params *p, cbllm_model **out, cbllm_err *err);
 
-/*
- * A weight format's name (NULL, "auto", or a quantized type in any case:
- * "q8_0", "Q4_K") into *quantize and, when it is a type, *dt; an unknown
- * name fails listing the accepted ones.
- */
-int			model_weight_format(const char *name, bool *quantize, cbllm_dtype *dt, cbllm_err *err);
+/* What a weight format quantizes float matrices to. */
+typedef struct model_weight_mix
+{
+	cbllm_dtype base;			/* the layer matrices */
+	cbllm_dtype more;			/* those an _M mix gives more bits (model_quantize.c); else base */
+} model_weight_mix;
 
 /*
- * Quantize m's float matrices to want at load (model_quantize.c says which
- * type each gets), rows split over n_threads (0: one per online CPU); counts
- * the time in m->quantize_seconds.  An error names the tensor and row.
+ * A weight format's name (NULL, "auto", a quantized type in any case: "q8_0",
+ * "Q4_K", or a mix: "q4_k_m", "q5_k_m") into *quantize and, when it
+ * quantizes, *mix; an unknown name fails listing the accepted ones.
  */
-int			model_quantize(cbllm_model *m, cbllm_dtype want, int n_threads, cbllm_err *err);
+int			model_weight_format(const char *name, bool *quantize, model_weight_mix *mix,
+								cbllm_err *err);
+
+/*
+ * Quantize m's float matrices as mix says at load (model_quantize.c says
+ * which type each gets), rows split over n_threads (0: one per online CPU);
+ * counts the time in m->quantize_seconds.  An error names the tensor and row.
+ */
+int			model_quantize(cbllm_model *m, model_weight_mix mix, int n_threads, cbllm_err *err);
 
 /* Release a loaded or partly loaded model (NULL is allowed). */
 void		model_free(cbllm_model *m);

@@ -5,7 +5,8 @@
  *
  * Every matrix stored as F32, F16 or BF16 is converted, rows split over
  * threads, with the engine's quantizers (quantize.c): the format's type for
- * the layer matrices; for the LM head (and the embedding that stands for a
+ * the layer matrices (in a q4_k_m or q5_k_m mix, Q6_K for the value and down
+ * projections of the layers it favours); for the LM head (and the embedding that stands for a
  * tied one) Q6_K when the format is a K-quant of fewer bits, as llama.cpp's
  * _M mixes do, since the head's errors reach every logit; Q8_0 for a matrix
  * whose rows are not whole 256-element blocks; the stored type when they are
@@ -27,13 +28,32 @@
 
 #define QUANT_MAX_THREADS 64
 
-/* The types a weight format may name, lower-case as the settings spell them. */
-static const cbllm_dtype format_types[] = {
-	CBLLM_Q8_0, CBLLM_Q4_0, CBLLM_Q4_1, CBLLM_Q5_0, CBLLM_Q5_1,
-	CBLLM_Q2_K, CBLLM_Q3_K, CBLLM_Q4_K, CBLLM_Q5_K, CBLLM_Q6_K,
+/*
+ * The weight formats: a type for the layer matrices and, in llama.cpp's _M
+ * mixes, the type of the matrices they give more bits (more): attn_v and
+ * ffn_down in the first and last eighth of the layers and every third layer
+ * between (MoreBits), where quantization errors cost the most.
+ */
+static const struct
+{
+	const char *name;			/* as the settings spell it */
+	model_weight_mix mix;
+}			formats[] = {
+	{"q8_0", {CBLLM_Q8_0, CBLLM_Q8_0}},
+	{"q4_0", {CBLLM_Q4_0, CBLLM_Q4_0}},
+	{"q4_1", {CBLLM_Q4_1, CBLLM_Q4_1}},
+	{"q5_0", {CBLLM_Q5_0, CBLLM_Q5_0}},
+	{"q5_1", {CBLLM_Q5_1, CBLLM_Q5_1}},
+	{"q2_k", {CBLLM_Q2_K, CBLLM_Q2_K}},
+	{"q3_k", {CBLLM_Q3_K, CBLLM_Q3_K}},
+	{"q4_k", {CBLLM_Q4_K, CBLLM_Q4_K}},
+	{"q5_k", {CBLLM_Q5_K, CBLLM_Q5_K}},
+	{"q6_k", {CBLLM_Q6_K, CBLLM_Q6_K}},
+	{"q4_k_m", {CBLLM_Q4_K, CBLLM_Q6_K}},
+	{"q5_k_m", {CBLLM_Q5_K, CBLLM_Q6_K}},
 };
 
-#define N_FORMAT_TYPES ((int) (sizeof(format_types) / sizeof(format_types[0])))
+#define N_FORMATS ((int) (sizeof(formats) / sizeof(formats[0])))
 
 /* The accepted format names, as prose: "auto", "q8_0", ... */
 static void
@@ -41,30 +61,23 @@ FormatNames(char *buf, size_t len)
 {
 	size_t		at = (size_t) snprintf(buf, len, "\"auto\"");
 
-	for (int i = 0; i < N_FORMAT_TYPES && at < len; i++)
-	{
-		const char *n = cbllm_dtype_name(format_types[i]);
-
-		at += (size_t) snprintf(buf + at, len - at, ", \"");
-		for (; *n && at + 1 < len; n++)
-			buf[at++] = (char) (*n >= 'A' && *n <= 'Z' ? *n - 'A' + 'a' : *n);
-		at += (size_t) snprintf(buf + at, len - at, "\"");
-	}
+	for (int i = 0; i < N_FORMATS && at < len; i++)
+		at += (size_t) snprintf(buf + at, len - at, ", \"%s\"", formats[i].name);
 }
 
 int
-model_weight_format(const char *name, bool *quantize, cbllm_dtype *dt, cbllm_err *err)
+model_weight_format(const char *name, bool *quantize, model_weight_mix *mix, cbllm_err *err)
 {
 	char		names[256];
 
 	*quantize = false;
 	if (name == NULL || name[0] == '\0' || strcmp(name, "auto") == 0)
 		return CBLLM_OK;
-	for (int i = 0; i < N_FORMAT_TYPES; i++)
-		if (strcasecmp(name, cbllm_dtype_name(format_types[i])) == 0)
+	for (int i = 0; i < N_FORMATS; i++)
+		if (strcasecmp(name, formats[i].name) == 0)
 		{
 			*quantize = true;
-			*dt = format_types[i];
+			*mix = formats[i].mix;
 			return CBLLM_OK;
 		}
 	FormatNames(names, sizeof(names));
@@ -79,15 +92,24 @@ IsSmallK(cbllm_dtype dt)
 	return dt == CBLLM_Q2_K || dt == CBLLM_Q3_K || dt == CBLLM_Q4_K || dt == CBLLM_Q5_K;
 }
 
-/* The type a matrix of cols columns in role head (the LM head or a tied embedding) gets under want. */
-static cbllm_dtype
-TargetType(cbllm_dtype stored, int64_t cols, bool head, cbllm_dtype want)
+/* Whether layer i of n is one an _M mix gives more bits. */
+static bool
+MoreBits(int i, int n)
 {
-	cbllm_dtype dt = head && IsSmallK(want) ? CBLLM_Q6_K : want;
+	return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
 
-	if (cols % cbllm_dtype_traits_of(dt)->block_elems != 0)
+/* The type matrix mt (stored as stored; head: the LM head or a tied embedding) gets under mix. */
+static cbllm_dtype
+TargetType(const model_tensor *mt, cbllm_dtype stored, bool head, model_weight_mix mix, int n_layers)
+{
+	bool		more = mt->layer >= 0 && MoreBits(mt->layer, n_layers) &&
+		(strcmp(mt->t->role, "wv") == 0 || strcmp(mt->t->role, "w_down") == 0);
+	cbllm_dtype dt = head && IsSmallK(mix.base) ? CBLLM_Q6_K : more ? mix.more : mix.base;
+
+	if (mt->cols % cbllm_dtype_traits_of(dt)->block_elems != 0)
 		dt = CBLLM_Q8_0;
-	return cols % cbllm_dtype_traits_of(dt)->block_elems == 0 ? dt : stored;
+	return mt->cols % cbllm_dtype_traits_of(dt)->block_elems == 0 ? dt : stored;
 }
 
 /* One conversion: src (rows, cols) of type from into dst of type to, by threads in row ranges. */
@@ -194,7 +216,7 @@ ConvertMatrix(cbllm_weight *w, cbllm_dtype to, int n_threads, const char *name, 
 typedef struct quant_walk
 {
 	cbllm_model *m;
-	cbllm_dtype want;
+	model_weight_mix mix;
 	int			n_threads;
 } quant_walk;
 
@@ -216,7 +238,7 @@ QuantizeTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "a weight format needs the weights on the host: the dummy weights of this device are made there");
 	head = w == &q->m->lm_head || (w == &q->m->embed && q->m->lm_head_tied);
-	to = TargetType(w->dtype, w->cols, head, q->want);
+	to = TargetType(mt, w->dtype, head, q->mix, q->m->cfg.n_layers);
 	if (to == w->dtype)
 		return CBLLM_OK;
 	arch_tensor_name(mt->t, mt->layer, false, name, sizeof(name));
@@ -229,9 +251,9 @@ QuantizeTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 }
 
 int
-model_quantize(cbllm_model *m, cbllm_dtype want, int n_threads, cbllm_err *err)
+model_quantize(cbllm_model *m, model_weight_mix mix, int n_threads, cbllm_err *err)
 {
-	quant_walk	q = {m, want, n_threads};
+	quant_walk	q = {m, mix, n_threads};
 	double		t0 = cbllm_now();
 	int			rc;
 

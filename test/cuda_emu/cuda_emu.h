@@ -290,6 +290,25 @@ max(int a, int b)
 	return a > b ? a : b;
 }
 
+/* Rounded arithmetic that the device never contracts into a fused multiply-add (nor does g++ here). */
+static inline float
+__fmul_rn(float a, float b)
+{
+	return a * b;
+}
+
+static inline float
+__fadd_rn(float a, float b)
+{
+	return a + b;
+}
+
+static inline float
+__fsub_rn(float a, float b)
+{
+	return a - b;
+}
+
 static inline unsigned
 __float_as_uint(float f)
 {
@@ -378,6 +397,15 @@ static inline float
 __half2float(__half h)
 {
 	return cuda_emu_half_to_float(h.x);
+}
+
+static inline __half
+__ushort_as_half(unsigned short u)
+{
+	__half		h;
+
+	h.x = u;
+	return h;
 }
 
 static inline __half

@@ -4,7 +4,10 @@
 #
 #   1. build with CUDA (sm_90 only, to save time; CUDA_ARCH overrides);
 #   2. every CUDA kernel against the CPU on random inputs, device sampling,
-#      graphs, dummy weights (build/test/test_cuda_ops);
+#      graphs, dummy weights (build/test/test_cuda_ops); the quantized kernels
+#      of every GGUF block type against the reference dequantizer
+#      (build/test/test_cuda_quant), and a small llama in five of the types
+#      against the float64 reference (build/test/test_model_gguf);
 #   3. the engine on both backends on a tiny generated model: logits close,
 #      greedy tokens equal for 16 steps, graphs on and off, swap, seeds, the
 #      memory budget (build/test/test_engine_cuda), and the greedy ids side
@@ -23,6 +26,9 @@
 #   4b. a short workload (concurrency 1 and 16) and decode steps on
 #      Qwen2.5-7B-Instruct's geometry (q, k, v biases, 28 query heads over 4
 #      KV heads, a 152064-row lm_head);
+#   4c. Llama-2-7B geometry as Q4_K_M (dummy weights quantized at load): decode
+#      steps at batch 1, 8, 32 (the fused kernel, then bf16 tiles) and a
+#      prefill, and a short workload at concurrency 1;
 #   5. the same workload through HuggingFace transformers (a time budget per
 #      level), and one table of both.
 #
@@ -76,12 +82,13 @@ if [ "$emulated" = 1 ]; then
 	cli=build/emu/cbllm-cli
 	engine_prog=build/emu/cbllm-engine
 	device_tests=(build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu \
-		build/test/test_families_emu)
+		build/test/test_families_emu build/test/test_cuda_quant_emu build/test/test_model_gguf_emu)
 else
 	make -s -j"$(nproc)" CUDA=1 CUDA_ARCH="${CUDA_ARCH:--gencode arch=compute_90,code=sm_90}" all || fail "build"
 	cli=bin/cbllm-cli
 	engine_prog=bin/cbllm-engine
-	device_tests=(build/test/test_cuda_ops build/test/test_engine_cuda build/test/test_families)
+	device_tests=(build/test/test_cuda_ops build/test/test_engine_cuda build/test/test_families \
+		build/test/test_cuda_quant build/test/test_model_gguf)
 fi
 
 models=$(mktemp -d)
@@ -93,6 +100,25 @@ $PY test/tools/gen_model.py "$models/tiny-dummy" --hidden 64 --layers 2 --heads 
 part "kernels against the CPU"
 "${device_tests[0]}" | tee "$out/kernels.tap"
 [ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/kernels.tap" || fail "kernel checks"
+
+part "quantized kernels against the reference dequantizer"
+"${device_tests[3]}" | tee "$out/quant_kernels.tap"
+[ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/quant_kernels.tap" || fail "quantized kernel checks"
+
+part "quantized GGUF models on the GPU against the float64 reference on their dequantized weights"
+$PY test/tools/gen_model.py "$models/llama256" --hidden 256 --layers 2 --heads 4 --kv-heads 2 \
+	--intermediate 512 --vocab 400 --seed 41 >/dev/null || fail "llama256 model"
+for ty in q8_0 q4_0 q4_k q5_k q6_k; do
+	mkdir -p "$models/llama256-$ty" &&
+		$PY test/tools/hf_to_gguf.py --type "$ty" "$models/llama256" "$models/llama256-$ty/model.gguf" &&
+		$PY test/tools/gguf_to_hf.py "$models/llama256-$ty/model.gguf" "$models/llama256-$ty.f32" &&
+		$PY test/tools/reference.py "$models/llama256-$ty.f32" --logits \
+			--prompt-ids "1 15 267 42 300 7 99 180 3 250 61 128" >"$models/llama256-$ty.logits" ||
+		{ fail "llama256 $ty model"; continue; }
+	"${device_tests[4]}" --type "$ty" llama "$models/llama256" "$models/llama256-$ty" \
+		"$models/llama256-$ty.logits" cuda | tee "$out/gguf_$ty.tap"
+	[ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/gguf_$ty.tap" || fail "llama256 $ty checks"
+done
 
 part "engine on both backends"
 "${device_tests[1]}" "$models/tiny" "$models/tiny-dummy" | tee "$out/engine.tap"
@@ -211,6 +237,14 @@ $cli bench -m "$qwen_model" --device cuda --load-format dummy "${qwl[@]}" --temp
 cat "$out/cbllm_qwen2.json"
 $cli bench-steps -m "$qwen_model" --device cuda --load-format dummy "${qsteps[@]}" ||
 	fail "Qwen2.5-7B bench-steps"
+
+part "cbllm: Llama-2-7B geometry as Q4_K_M (dummy weights quantized at load)"
+# Q4_K layers, Q6_K for the lm_head and the favoured layers' attn_v and ffn_down
+$cli bench-steps -m "$wl_model" --device cuda --load-format dummy --weight-format q4_k_m \
+	"${steps[@]}" || fail "Q4_K_M bench-steps"
+$cli bench -m "$wl_model" --device cuda --load-format dummy --weight-format q4_k_m \
+	--concurrency 1 --requests 4 "${wl[@]:4}" --temp 0.7 --top-p 0.95 --seed 1 --bandwidth "$bw" ||
+	fail "Q4_K_M bench"
 
 part "transformers: the same workload"
 if [ "$hf_budget" -gt 0 ]; then

@@ -91,11 +91,12 @@ TestRows(void)
 			   cbllm_dtype_row_bytes(quant_rows[i].dt, -k) == SIZE_MAX,
 			   "%s: a partial block (%d, %d, 1 elements) or a negative count has no size", quant_rows[i].name,
 			   k + k / 2, k - 1);
-		TAP_OK(t->cpu && t->cuda == CBLLM_CUDA_NONE &&
+		TAP_OK(t->cpu && t->cuda == CBLLM_CUDA_QUANT &&
 			   cpu_backend_reg.supports_weight(quant_rows[i].dt),
-			   "%s: the cpu backend runs it (test_quant_kernels); no CUDA path yet", quant_rows[i].name);
+			   "%s: the cpu backend runs it (test_quant_kernels), the cuda backend as stored (test_cuda_quant)",
+			   quant_rows[i].name);
 		if (cuda != NULL && cuda->missing == NULL)
-			TAP_OK(!cuda->supports_weight(quant_rows[i].dt), "%s: the cuda backend refuses it",
+			TAP_OK(cuda->supports_weight(quant_rows[i].dt), "%s: the cuda backend takes it",
 				   quant_rows[i].name);
 		TAP_OK(!cbllm_dtype_by_name(quant_rows[i].name, &dt),
 			   "%s: by_name (the safetensors lookup) does not find it", quant_rows[i].name);

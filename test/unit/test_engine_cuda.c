@@ -5,7 +5,8 @@
  * replayed from CUDA graphs, padded to the graph sizes) give the same tokens
  * as with graphs off and as each request alone; swap preemption through
  * host memory gives the same tokens; seeded sampling on the device is
- * reproducible; dummy weights made on the device match the host's; the KV
+ * reproducible; dummy weights made on the device match the host's; weights
+ * quantized at load run in their blocks and match the CPU's; the KV
  * pool follows gpu_memory_utilization, and too small a budget or too large a
  * pool fails with the status that says which engine parameter to change.
  *
@@ -31,10 +32,13 @@
 
 static const char *model_dir;
 
-/* Engine on a device with small limits; kv_blocks 0 sizes the pool from the memory budget. */
+/*
+ * Engine on a device with small limits; kv_blocks 0 sizes the pool from the
+ * memory budget; weight_format NULL keeps the matrices as stored.
+ */
 static cbllm_engine *
-NewEngine(const char *dir, const char *device, int kv_blocks, bool no_graphs, cbllm_preempt mode,
-		  const char *format, cbllm_err *err)
+NewEngineAs(const char *dir, const char *device, int kv_blocks, bool no_graphs, cbllm_preempt mode,
+			const char *format, const char *weight_format, cbllm_err *err)
 {
 	cbllm_engine_params p = {0};
 	cbllm_engine *e = NULL;
@@ -42,6 +46,7 @@ NewEngine(const char *dir, const char *device, int kv_blocks, bool no_graphs, cb
 	p.model_dir = dir;
 	p.device = device;
 	p.load_format = format;
+	p.weight_format = weight_format;
 	p.n_threads = 2;
 	p.max_num_seqs = 8;
 	p.max_num_batched_tokens = 64;
@@ -55,6 +60,13 @@ NewEngine(const char *dir, const char *device, int kv_blocks, bool no_graphs, cb
 	if (cbllm_engine_create(&p, &e, err) != CBLLM_OK)
 		return NULL;
 	return e;
+}
+
+static cbllm_engine *
+NewEngine(const char *dir, const char *device, int kv_blocks, bool no_graphs, cbllm_preempt mode,
+		  const char *format, cbllm_err *err)
+{
+	return NewEngineAs(dir, device, kv_blocks, no_graphs, mode, format, NULL, err);
 }
 
 /* Deterministic prompt ids of length n. */
@@ -328,6 +340,69 @@ TestDummyWeights(const char *dummy_dir)
 	cbllm_engine_destroy(gpu);
 }
 
+/*
+ * Weights quantized at load (weight_format q8_0) run on the GPU in their
+ * blocks: the checkpoint's and dummy weights (made on the host to be
+ * quantized there) give the CPU's logits on the same blocks, and concurrent
+ * requests decode (the fused kernel, in graphs) to the same tokens with
+ * graphs on and off.
+ */
+static void
+TestQuantizedAtLoad(const char *dummy_dir)
+{
+	static const struct
+	{
+		const char **dir;
+		const char *format;
+	}			runs[] = {{&model_dir, NULL}, {NULL, "dummy"}};
+	int32_t		ids[12] = {1, 15, 267, 42, 300, 7, 99, 180, 3, 250, 61, 128};
+	cbllm_err	err;
+
+	for (int i = 0; i < 2; i++)
+	{
+		const char *dir = runs[i].dir != NULL ? *runs[i].dir : dummy_dir;
+		const char *what = runs[i].format != NULL ? "dummy weights" : "the checkpoint";
+		cbllm_engine *cpu = NewEngineAs(dir, "cpu", 64, false, CBLLM_PREEMPT_AUTO, runs[i].format,
+										"q8_0", &err);
+		cbllm_engine *gpu = cpu ? NewEngineAs(dir, "cuda", 64, false, CBLLM_PREEMPT_AUTO,
+											  runs[i].format, "q8_0", &err) : NULL;
+		cbllm_engine_info info;
+		double		gap;
+
+		TAP_OK(gpu != NULL, "%s quantized at load to q8_0 starts on the GPU%s%s", what,
+			   gpu ? "" : ": ", gpu ? "" : err.msg);
+		if (gpu == NULL)
+		{
+			cbllm_engine_destroy(cpu);
+			continue;
+		}
+		cbllm_engine_get_info(gpu, &info);
+		TAP_OK(strcmp(info.device, "cuda") == 0 && strstr(info.weight_types, "Q8_0") != NULL,
+			   "%s: the GPU engine runs Q8_0 matrices (%s)", what, info.weight_types);
+		gap = LogitsGap(cpu, gpu, ids, 12);
+		TAP_OK(gap >= 0 && gap < 5e-2,
+			   "%s in Q8_0: the GPU's prompt logits match the CPU's on the same blocks (rel err %.2g)",
+			   what, gap);
+		if (runs[i].format == NULL)
+		{
+			cbllm_engine *eager = NewEngineAs(dir, "cuda", 64, true, CBLLM_PREEMPT_AUTO, NULL, "q8_0",
+											  &err);
+			cbllm_sampling sp = Greedy();
+			int32_t		a[N_REQ][GEN],
+						b[N_REQ][GEN];
+			bool		ok = eager != NULL && RunTogether(gpu, 0, N_REQ, &sp, a) &&
+				RunTogether(eager, 0, N_REQ, &sp, b);
+
+			TAP_OK(ok && Differ(a, b, N_REQ) == 0,
+				   "Q8_0 on the GPU: %d concurrent requests decode to the same tokens with CUDA graphs and without",
+				   N_REQ);
+			cbllm_engine_destroy(eager);
+		}
+		cbllm_engine_destroy(cpu);
+		cbllm_engine_destroy(gpu);
+	}
+}
+
 /* The KV pool follows gpu_memory_utilization; too small a budget or too large a pool has its own status. */
 static void
 TestMemoryBudget(void)
@@ -510,6 +585,7 @@ main(int argc, char **argv)
 	TestBatchesGraphsSwap();
 	TestSeededSampling();
 	TestDummyWeights(argv[2]);
+	TestQuantizedAtLoad(argv[2]);
 	TestMemoryBudget();
 #ifdef CBLLM_CUDA_EMU
 	TestCaptureFailure();

@@ -31,76 +31,11 @@
 #include "numeric.h"
 #include "quantize.h"
 #include "rng.h"
+#include "quant_rows.h"
 #include "tap.h"
 
 #define ROWS 37
 #define MAX_T 72				/* above kernels_quant.inc's QFUSED_MAX_T: both paths */
-
-/* A standard Gaussian value (Box-Muller). */
-static double
-Gauss(cbllm_rng *r)
-{
-	double		u = rng_uniform(r),
-				v = rng_uniform(r);
-
-	return sqrt(-2.0 * log(u > 1e-300 ? u : 1e-300)) * cos(6.283185307179586 * v);
-}
-
-/* The byte offsets of the f16 fields (scales, offsets) in a block of dt; the count. */
-static int
-F16Fields(cbllm_dtype dt, int off[2])
-{
-	const kquant_layout *l = cbllm_kquant_layout(dt);
-
-	if (l != NULL)
-	{
-		off[0] = l->d_off;
-		off[1] = l->dmin_off;
-		return l->dmin_off >= 0 ? 2 : 1;
-	}
-	off[0] = 0;
-	off[1] = 2;
-	return dt == CBLLM_Q4_1 || dt == CBLLM_Q5_1 ? 2 : 1;
-}
-
-/* rows x cols of dt: random bytes with finite f16 scales, or quantized Gaussian rows. */
-static void *
-MakeWeights(cbllm_dtype dt, int64_t cols, bool random_bytes, cbllm_rng *r)
-{
-	const cbllm_dtype_traits *t = cbllm_dtype_traits_of(dt);
-	size_t		rb = cbllm_dtype_row_bytes(dt, cols);
-	uint8_t    *w = malloc(rb * ROWS);
-	float	   *row = malloc(sizeof(float) * cols);
-	cbllm_err	err;
-
-	for (int i = 0; i < ROWS; i++)
-	{
-		uint8_t    *wr = w + rb * i;
-
-		if (random_bytes)
-		{
-			int			off[2],
-						n = F16Fields(dt, off);
-
-			for (size_t b = 0; b < rb; b++)
-				wr[b] = (uint8_t) rng_next(r);
-			for (int64_t b = 0; b < cols / t->block_elems; b++)
-				for (int f = 0; f < n; f++)
-				{
-					uint16_t	h = cbllm_f32_to_f16((float) (Gauss(r) * 0.01));
-
-					memcpy(wr + b * t->block_bytes + off[f], &h, 2);
-				}
-			continue;
-		}
-		for (int64_t k = 0; k < cols; k++)
-			row[k] = (float) Gauss(r);
-		if (cbllm_quantize_row(dt, row, wr, cols, &err) != CBLLM_OK)
-			TAP_DIAG("quantize_row: %s", err.msg);
-	}
-	free(row);
-	return w;
-}
 
 /* Room for T tokens' quantized activations of width ld. */
 static cpu_qx
@@ -195,9 +130,9 @@ TestShape(const cpu_kernels *ks, cbllm_dtype dt, int64_t cols, bool random_bytes
 				nan_ok = true;
 	const char *src = random_bytes ? "random bytes" : "quantized rows";
 
-	w.data = MakeWeights(dt, cols, random_bytes, r);
+	w.data = quant_rows_make(dt, ROWS, cols, random_bytes, r);
 	for (int64_t i = 0; i < MAX_T * cols; i++)
-		x[i] = (float) (Gauss(r) * (1 + (i / cols) % 3));
+		x[i] = (float) (quant_rows_gauss(r) * (1 + (i / cols) % 3));
 	Quantize(ks, x, MAX_T, cols, &qx);
 	for (int t = 0; t < MAX_T; t++)
 		for (int64_t k = 0; k < cols; k++)
@@ -266,9 +201,9 @@ TestVnniAgrees(const cpu_kernels *a, const cpu_kernels *b)
 			continue;
 		qx = QxAlloc(ld, 8);
 		scratch = malloc(sizeof(float) * KERNEL_ROWS_PER_TASK * ld);
-		w.data = MakeWeights(dt, cols, true, &r);
+		w.data = quant_rows_make(dt, ROWS, cols, true, &r);
 		for (int i = 0; i < 8 * 512; i++)
-			x[i] = (float) Gauss(&r);
+			x[i] = (float) quant_rows_gauss(&r);
 		Quantize(a, x, 8, cols, &qx);
 		Run(a, &w, &qx, KERNEL_ROWS_PER_TASK, ya, scratch);
 		Run(b, &w, &qx, KERNEL_ROWS_PER_TASK, yb, scratch);

@@ -12,12 +12,15 @@
  * counts, and gives the GGUF model's prompt logits; as q4_k the layer
  * matrices are Q4_K and the LM head (the tied embedding) Q6_K; the 64-wide
  * model's rows are no whole 256-block, so q4_k falls back to Q8_0; dummy
- * weights convert too; an unknown format fails naming the accepted ones.
+ * weights convert too; the q4_k_m and q5_k_m mixes give Q6_K to the value
+ * and down projections of the layers they favour; an unknown format fails
+ * naming the accepted ones.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model.h"
 #include "model_rows.h"
@@ -49,6 +52,8 @@ typedef struct type_walk
 	cbllm_dtype layer_type;		/* the layer matrices' expected type */
 	cbllm_dtype head_type;		/* the LM head's (and a tied embedding's) */
 	cbllm_dtype embed_type;		/* an untied embedding's */
+	cbllm_dtype more_type;		/* an _M mix's: wv and w_down of the layers in more_layers */
+	uint64_t	more_layers;	/* bit l: layer l */
 	int			n_matrices;
 	int			right_type;
 	int			owned;
@@ -68,6 +73,9 @@ CheckMatrix(void *arg, const model_tensor *mt, cbllm_err *err)
 
 	if (a == NULL || mt->tied)
 		return CBLLM_OK;
+	if (mt->layer >= 0 && mt->layer < 64 && (w->more_layers >> mt->layer & 1) &&
+		(strcmp(mt->t->role, "wv") == 0 || strcmp(mt->t->role, "w_down") == 0))
+		want = w->more_type;
 	w->n_matrices++;
 	w->right_type += a->dtype == want;
 	w->owned += a->owned;
@@ -97,15 +105,22 @@ static void
 TestNames(void)
 {
 	bool		q = true;
-	cbllm_dtype dt = CBLLM_F32;
+	model_weight_mix dt = {CBLLM_F32, CBLLM_F32},
+				m4 = dt;
 	cbllm_err	err;
 
 	TAP_OK(model_weight_format(NULL, &q, &dt, &err) == CBLLM_OK && !q &&
 		   model_weight_format("auto", &q, &dt, &err) == CBLLM_OK && !q,
 		   "weight format NULL and \"auto\" keep the matrices as stored");
-	TAP_OK(model_weight_format("q4_k", &q, &dt, &err) == CBLLM_OK && q && dt == CBLLM_Q4_K &&
-		   model_weight_format("Q8_0", &q, &dt, &err) == CBLLM_OK && q && dt == CBLLM_Q8_0,
+	TAP_OK(model_weight_format("q4_k", &q, &dt, &err) == CBLLM_OK && q && dt.base == CBLLM_Q4_K &&
+		   dt.more == CBLLM_Q4_K &&
+		   model_weight_format("Q8_0", &q, &dt, &err) == CBLLM_OK && q && dt.base == CBLLM_Q8_0,
 		   "weight formats \"q4_k\" and \"Q8_0\" name Q4_K and Q8_0");
+	TAP_OK(model_weight_format("q4_k_m", &q, &m4, &err) == CBLLM_OK && q && m4.base == CBLLM_Q4_K &&
+		   m4.more == CBLLM_Q6_K &&
+		   model_weight_format("Q5_K_M", &q, &dt, &err) == CBLLM_OK && q && dt.base == CBLLM_Q5_K &&
+		   dt.more == CBLLM_Q6_K,
+		   "the mixes \"q4_k_m\" and \"Q5_K_M\" name Q4_K and Q5_K with Q6_K for the favoured matrices");
 	TAP_OK(model_weight_format("int4", &q, &dt, &err) == CBLLM_ERR_INVALID &&
 		   strstr(err.msg, "unknown weight format \"int4\"") != NULL && strstr(err.msg, "\"q4_k\"") != NULL &&
 		   strstr(err.msg, "\"auto\"") != NULL,
@@ -222,6 +237,66 @@ TestQ4K(const char *hf, const char *hf256)
 	model_free(m);
 }
 
+/*
+ * The _M mixes: Q6_K for wv and w_down in the first and last eighth of the
+ * layers and every third between, as llama.cpp's Q4_K_M and Q5_K_M files
+ * have them: with 2 layers the last one; with 16 (dummy weights) layers 0, 1,
+ * 4, 7, 10, 13, 14 and 15.
+ */
+static void
+TestMixes(const char *hf256)
+{
+	char		dir[] = "/tmp/cbllm-mix-XXXXXX";
+	char		path[600],
+				src[600],
+				*text = NULL;
+	size_t		len = 0;
+	FILE	   *f;
+	cbllm_err	err;
+	cbllm_model *m = Load(hf256, NULL, "q4_k_m", &err);
+	type_walk	w = {.m = m, .layer_type = CBLLM_Q4_K, .head_type = CBLLM_Q6_K,
+	.embed_type = CBLLM_Q4_K, .more_type = CBLLM_Q6_K, .more_layers = 1u << 1};
+
+	if (m != NULL)
+		model_visit(m, CheckMatrix, &w, &err);
+	TAP_OK(m != NULL && w.n_matrices > 0 && w.right_type == w.n_matrices,
+		   "as q4_k_m, 2 layers: layer 1's wv and w_down are Q6_K, the other layer matrices Q4_K, the LM head Q6_K (first not: %s)",
+		   w.first_bad[0] ? w.first_bad : m == NULL ? err.msg : "none");
+	model_free(m);
+
+	/* the same geometry with 16 layers, as a config alone (dummy weights) */
+	snprintf(src, sizeof(src), "%s/config.json", hf256);
+	if (mkdtemp(dir) != NULL && (f = fopen(src, "r")) != NULL)
+	{
+		char	   *at;
+
+		text = calloc(1, 1 << 16);
+		len = fread(text, 1, (1 << 16) - 1, f);
+		fclose(f);
+		if ((at = strstr(text, "\"num_hidden_layers\": 2,")) != NULL)
+			memcpy(at, "\"num_hidden_layers\":16,", 23);
+		snprintf(path, sizeof(path), "%s/config.json", dir);
+		if ((f = fopen(path, "w")) != NULL)
+		{
+			fwrite(text, 1, len, f);
+			fclose(f);
+		}
+	}
+	m = Load(dir, "dummy", "q5_k_m", &err);
+	w = (type_walk) {.m = m, .layer_type = CBLLM_Q5_K, .head_type = CBLLM_Q6_K,
+		.embed_type = CBLLM_Q5_K, .more_type = CBLLM_Q6_K,
+	.more_layers = 1u << 0 | 1u << 1 | 1u << 4 | 1u << 7 | 1u << 10 | 1u << 13 | 1u << 14 | 1u << 15};
+	if (m != NULL)
+		model_visit(m, CheckMatrix, &w, &err);
+	TAP_OK(m != NULL && m->cfg.n_layers == 16 && w.right_type == w.n_matrices,
+		   "as q5_k_m, 16 layers: wv and w_down of layers 0, 1, 4, 7, 10, 13, 14, 15 are Q6_K, the rest Q5_K (first not: %s)",
+		   w.first_bad[0] ? w.first_bad : m == NULL ? err.msg : "none");
+	model_free(m);
+	unlink(path);
+	rmdir(dir);
+	free(text);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -233,5 +308,6 @@ main(int argc, char **argv)
 	TestNames();
 	TestQ8(argv[2], argv[3]);
 	TestQ4K(argv[1], argv[2]);
+	TestMixes(argv[2]);
 	return tap_done();
 }
