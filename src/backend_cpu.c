@@ -181,6 +181,10 @@ CpuMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x
 	{
 		c->qx.T = T;
 		c->qx.ld = KERNEL_QLD(w[0]->cols);
+		c->qx.blk = 256;		/* per 256 when every blocked matrix of the group wants it */
+		for (int i = 0; i < n; i++)
+			if (IsBlocked(w[i]->dtype) && c->k->qx_block(w[i]) != 256)
+				c->qx.blk = 32;
 		threadpool_run(c->pool, T, QuantizeTask, &j);
 	}
 	threadpool_run(c->pool, j.first_task[n], MatmulTask, &j);
@@ -495,6 +499,7 @@ CpuDestroy(cbllm_backend *be)
 		free(c->qx.q);
 		free(c->qx.s);
 		free(c->qx.sum16);
+		free(c->qx.isum16);
 		free(c->qx.d);
 		free(c);
 	}
@@ -548,8 +553,9 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 		c->qx.q = malloc(ld * p->max_tokens);
 		c->qx.s = malloc(sizeof(float) * ld / 4 * p->max_tokens);
 		c->qx.sum16 = malloc(sizeof(float) * ld / 16 * p->max_tokens);
+		c->qx.isum16 = malloc(sizeof(int16_t) * ld / 16 * p->max_tokens);
 		c->qx.d = malloc(sizeof(float) * ld / 32 * p->max_tokens);
-		if (!c->qx.q || !c->qx.s || !c->qx.sum16 || !c->qx.d)
+		if (!c->qx.q || !c->qx.s || !c->qx.sum16 || !c->qx.isum16 || !c->qx.d)
 		{
 			CpuDestroy(be);
 			return cbllm_fail(err, CBLLM_ERR_NOMEM,

@@ -25,17 +25,20 @@
 /*
  * A batch's activations quantized for the products over block-quantized
  * weights (kernels_quant.inc): token t's element e is about
- * s[t * ld / 4 + e / 4] * q[t * ld + e], one scale per 32 (repeated over its
- * 8 lanes of 4); everything past the columns is zero.
+ * s[t * ld / 4 + e / 4] * q[t * ld + e], one scale per blk elements (blk 32
+ * or 256, repeated over their lanes of 4 and their 32-blocks); everything
+ * past the columns is zero.  The caller sets T, ld and blk (qx_block).
  */
 typedef struct cpu_qx
 {
 	int			T;				/* tokens */
 	int64_t		ld;				/* KERNEL_QLD(cols) */
+	int			blk;			/* elements per scale: 32, or 256 where qx_block says so */
 	int8_t	   *q;				/* (T, ld) codes, -127..127 */
-	float	   *s;				/* (T, ld / 4) each lane's scale: its 32-block's amax / 127 */
+	float	   *s;				/* (T, ld / 4) each lane's scale: its block's amax / 127 */
 	float	   *sum16;			/* (T, ld / 16) the scale times the sum of each 16 codes */
-	float	   *d;				/* (T, ld / 32) each 32-block's scale (s once a block) */
+	int16_t    *isum16;			/* (T, ld / 16) the sum of each 16 codes */
+	float	   *d;				/* (T, ld / 32) each 32-block's scale (s once a 32-block) */
 } cpu_qx;
 
 typedef struct cpu_kernels
@@ -50,7 +53,17 @@ typedef struct cpu_kernels
 	 */
 	void		(*matmul_rows) (const cbllm_weight *w, const float *x, int T, float *y,
 								int64_t r0, int64_t r1, float *scratch);
-	/* token t's k activations x (one row) quantized into qx (k a multiple of 32, qx->ld >= k) */
+	/*
+	 * The activation block (cpu_qx.blk) the products over w want: 256 where
+	 * this set multiplies w's K-quant blocks in integers over whole 256s (one
+	 * activation scale a block, as llama.cpp's Q8_K), else 32.  A matmul
+	 * group takes 256 only when every matrix of it does.
+	 */
+	int			(*qx_block) (const cbllm_weight *w);
+	/*
+	 * token t's k activations x (one row) quantized into qx, a scale per
+	 * qx->blk (k a multiple of it, qx->ld >= k)
+	 */
 	void		(*quantize_x) (const float *x, int64_t k, int t, const cpu_qx *qx);
 
 	/*

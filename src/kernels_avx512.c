@@ -37,7 +37,8 @@
 #define Q_CVT(p) _mm512_cvtepi32_ps(p)
 #define Q_RO 4
 #define Q_RT 4
-#define Q_FUSED 1				/* kernels_quant_fused.inc: Q4_K, Q5_K, Q6_K, Q8_0 decoded in registers */
+#define Q_FUSED 1				/* kernels_quant_fused.inc: Q4_K, Q5_K, Q6_K, Q8_0, Q4_0 decoded in
+								 * registers; the K-quants also in integers over per-256 activations */
 
 #ifndef KERNELS_NAME
 #define KERNELS_NAME cpu_kernels_avx512

@@ -323,12 +323,15 @@ test_logits(const char *hf_dir, const char *gguf_dir, const char *device)
  * The bound on a quantized model's prompt logits against the float64
  * reference run on the very weights the file holds (gguf_to_hf.py
  * dequantizes them): what is left is the CPU's quantization of each
- * matmul's activations to 8 bits per block of 32 (kernels_quant.inc), a
- * relative error of about 1 / (127 sqrt 12) = 0.23% of a block's largest
- * value per element, which grows through the layers' matmuls.  Measured on
- * the 2-layer test model of width 256 (worst row, RelErr): 1.2% (Q8_0) to
- * 2.0% (Q4_1), nearly the same for every type since the activations' share
- * dominates; the bound is 4%, twice the worst.
+ * matmul's activations to 8 bits per block of 32 (kernels_quant.inc; per
+ * 256 for the K-quants' integer products on AVX-512), a relative error of
+ * about 1 / (127 sqrt 12) = 0.23% of a block's largest value per element,
+ * which grows through the layers' matmuls.  Measured on the 2-layer test
+ * model of width 256 (worst row, RelErr): 1.25% (Q8_0) to 2.03% (Q4_1)
+ * with blocks of 32, 1.96% to 2.33% (Q6_K, Q5_K) for the K-quants with
+ * blocks of 256, whose scale follows the larger block's largest value;
+ * the activations' share dominates every type.  The bound is 4%, 1.7
+ * times the worst.
  */
 #define QUANT_LOGITS_TOL 4e-2
 

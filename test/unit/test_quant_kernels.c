@@ -7,14 +7,17 @@
  * hold: Q8_0's -128, Q3_K's negative scales, Q6_K's int8 ones) with their
  * f16 scales set to finite values, and rows quantized from Gaussian values
  * by cbllm_quantize_row.  For each:
- *   - quantize_x's codes dequantize to within half a step of each activation;
+ *   - quantize_x's codes dequantize to within half a step of each activation,
+ *     with a scale per 256 exactly where AVX-512's integer K-quant products
+ *     take them (Q4_K, Q5_K, Q6_K rows of whole 256s), else per 32;
  *   - each output is, within 1e-5 of the sum of |w| |x^|, the float64 dot
  *     of the row's reference dequantization (the table's to_f32) with the
  *     dequantized activations x^, so the unpacking of every code, scale and
  *     offset is the format's;
  *   - batch invariance: a token's outputs are bit-identical alone and in a
  *     batch of 72 (on AVX-512 the fused products alone, the unpacked ones in
- *     the batch), and whatever the row blocks the work is split into;
+ *     the batch, except for the integer K-quant products, which serve both),
+ *     and whatever the row blocks the work is split into;
  *   - avx512 and avx512vnni (vpmaddubsw against vpdpbusd) give the same bits;
  *   - a NaN activation gives NaN outputs for its token only.
  */
@@ -41,8 +44,9 @@
 static cpu_qx
 QxAlloc(int64_t ld, int T)
 {
-	cpu_qx		qx = {0, ld, malloc(ld * T), malloc(sizeof(float) * ld / 4 * T),
-	malloc(sizeof(float) * ld / 16 * T), malloc(sizeof(float) * ld / 32 * T)};
+	cpu_qx		qx = {.ld = ld, .blk = 32, .q = malloc(ld * T), .s = malloc(sizeof(float) * ld / 4 * T),
+		.sum16 = malloc(sizeof(float) * ld / 16 * T), .isum16 = malloc(sizeof(int16_t) * ld / 16 * T),
+	.d = malloc(sizeof(float) * ld / 32 * T)};
 
 	return qx;
 }
@@ -53,15 +57,17 @@ QxFree(cpu_qx *qx)
 	free(qx->q);
 	free(qx->s);
 	free(qx->sum16);
+	free(qx->isum16);
 	free(qx->d);
 }
 
-/* The kernels' activations for T tokens of x (T, cols). */
+/* The kernels' activations for T tokens of x (T, cols) for the products over w, in the block they want. */
 static void
-Quantize(const cpu_kernels *ks, const float *x, int T, int64_t cols, cpu_qx *qx)
+Quantize(const cpu_kernels *ks, const cbllm_weight *w, const float *x, int T, int64_t cols, cpu_qx *qx)
 {
 	qx->T = T;
 	qx->ld = KERNEL_QLD(cols);
+	qx->blk = ks->qx_block(w);
 	for (int t = 0; t < T; t++)
 		ks->quantize_x(x + t * cols, cols, t, qx);
 }
@@ -133,7 +139,7 @@ TestShape(const cpu_kernels *ks, cbllm_dtype dt, int64_t cols, bool random_bytes
 	w.data = quant_rows_make(dt, ROWS, cols, random_bytes, r);
 	for (int64_t i = 0; i < MAX_T * cols; i++)
 		x[i] = (float) (quant_rows_gauss(r) * (1 + (i / cols) % 3));
-	Quantize(ks, x, MAX_T, cols, &qx);
+	Quantize(ks, &w, x, MAX_T, cols, &qx);
 	for (int t = 0; t < MAX_T; t++)
 		for (int64_t k = 0; k < cols; k++)
 		{
@@ -142,8 +148,16 @@ TestShape(const cpu_kernels *ks, cbllm_dtype dt, int64_t cols, bool random_bytes
 
 			step_err = e > step_err ? e : step_err;
 		}
-	TAP_OK(step_err <= 0.5 + 1e-5, "%s: %s x %ld activations quantize within half a step (%.4f)",
-		   ks->isa, name, (long) cols, step_err);
+	TAP_OK(step_err <= 0.5 + 1e-5, "%s: %s x %ld activations quantize within half a step, a scale per %d (%.4f)",
+		   ks->isa, name, (long) cols, qx.blk, step_err);
+	/* the integer products over whole 256s: AVX-512's, for Q4_K, Q5_K and Q6_K */
+	{
+		bool		ints = strncmp(ks->isa, "avx512", 6) == 0 && cols % 256 == 0 &&
+			(dt == CBLLM_Q4_K || dt == CBLLM_Q5_K || dt == CBLLM_Q6_K);
+
+		TAP_OK(qx.blk == (ints ? 256 : 32), "%s: %s x %ld takes activations with a scale per %d (%d)",
+			   ks->isa, name, (long) cols, ints ? 256 : 32, qx.blk);
+	}
 
 	Run(ks, &w, &qx, KERNEL_ROWS_PER_TASK, y, scratch);
 	TAP_OK(MatchesReference(&w, &qx, y, &worst),
@@ -152,7 +166,7 @@ TestShape(const cpu_kernels *ks, cbllm_dtype dt, int64_t cols, bool random_bytes
 
 	for (int t = 0; t < MAX_T && same; t++)
 	{
-		Quantize(ks, x + t * cols, 1, cols, &q1);
+		Quantize(ks, &w, x + t * cols, 1, cols, &q1);
 		Run(ks, &w, &q1, t % 2 ? 5 : KERNEL_ROWS_PER_TASK, y1, scratch);
 		same = memcmp(y1, y + t * ROWS, sizeof(float) * ROWS) == 0;
 	}
@@ -160,7 +174,7 @@ TestShape(const cpu_kernels *ks, cbllm_dtype dt, int64_t cols, bool random_bytes
 		   ks->isa, name, (long) cols, MAX_T);
 
 	x[3 * cols + 1] = NAN;
-	Quantize(ks, x, 5, cols, &qx);
+	Quantize(ks, &w, x, 5, cols, &qx);
 	Run(ks, &w, &qx, KERNEL_ROWS_PER_TASK, y, scratch);
 	for (int t = 0; t < 5; t++)
 		for (int i = 0; i < ROWS; i++)
@@ -204,7 +218,7 @@ TestVnniAgrees(const cpu_kernels *a, const cpu_kernels *b)
 		w.data = quant_rows_make(dt, ROWS, cols, true, &r);
 		for (int i = 0; i < 8 * 512; i++)
 			x[i] = (float) quant_rows_gauss(&r);
-		Quantize(a, x, 8, cols, &qx);
+		Quantize(a, &w, x, 8, cols, &qx);
 		Run(a, &w, &qx, KERNEL_ROWS_PER_TASK, ya, scratch);
 		Run(b, &w, &qx, KERNEL_ROWS_PER_TASK, yb, scratch);
 		same = same && memcmp(ya, yb, sizeof(ya)) == 0;
