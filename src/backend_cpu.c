@@ -150,13 +150,28 @@ MatmulTask(void *arg, int task, int thread)
 		c->k->matmul_rows(j->w[i], j->x, j->T, j->y[i], r0, r1, scratch);
 }
 
-/* One task: a token's activations quantized into the context's qx. */
+/* Activations quantized a chunk of this many (a multiple of 256) at a time, so one token spreads over threads. */
+#define QUANTIZE_CHUNK 1024
+
+/* Chunks of a token's k activations. */
+static inline int
+QuantizeChunks(int64_t k)
+{
+	return (int) ((k + QUANTIZE_CHUNK - 1) / QUANTIZE_CHUNK);
+}
+
+/* One task: a chunk of a token's activations quantized into the context's qx. */
 static void
 QuantizeTask(void *arg, int task, int thread)
 {
 	matmul_job *j = arg;
+	int64_t		k = j->w[0]->cols;
+	int			per = QuantizeChunks(k),
+				t = task / per;
+	int64_t		e0 = (int64_t) (task % per) * QUANTIZE_CHUNK,
+				e1 = e0 + QUANTIZE_CHUNK < k ? e0 + QUANTIZE_CHUNK : k;
 
-	j->c->k->quantize_x(j->x + (int64_t) task * j->w[0]->cols, j->w[0]->cols, task, &j->c->qx);
+	j->c->k->quantize_x(j->x + (int64_t) t * k, k, e0, e1, t, &j->c->qx);
 }
 
 /*
@@ -185,7 +200,7 @@ CpuMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x
 		for (int i = 0; i < n; i++)
 			if (IsBlocked(w[i]->dtype) && c->k->qx_block(w[i]) != 256)
 				c->qx.blk = 32;
-		threadpool_run(c->pool, T, QuantizeTask, &j);
+		threadpool_run(c->pool, T * QuantizeChunks(w[0]->cols), QuantizeTask, &j);
 	}
 	threadpool_run(c->pool, j.first_task[n], MatmulTask, &j);
 }

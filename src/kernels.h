@@ -61,10 +61,12 @@ typedef struct cpu_kernels
 	 */
 	int			(*qx_block) (const cbllm_weight *w);
 	/*
-	 * token t's k activations x (one row) quantized into qx, a scale per
-	 * qx->blk (k a multiple of it, qx->ld >= k)
+	 * elements [e0, e1) of token t's k activations x (its whole row)
+	 * quantized into qx, a scale per qx->blk (e0, e1 and k multiples of it,
+	 * qx->ld >= k); the range ending at k also zeroes the padding to qx->ld
 	 */
-	void		(*quantize_x) (const float *x, int64_t k, int t, const cpu_qx *qx);
+	void		(*quantize_x) (const float *x, int64_t k, int64_t e0, int64_t e1, int t,
+							   const cpu_qx *qx);
 
 	/*
 	 * y[t * w->rows + r] = dot(x^ of token t, W[r, :]) for the qx->T tokens

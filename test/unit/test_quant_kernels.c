@@ -69,7 +69,7 @@ Quantize(const cpu_kernels *ks, const cbllm_weight *w, const float *x, int T, in
 	qx->ld = KERNEL_QLD(cols);
 	qx->blk = ks->qx_block(w);
 	for (int t = 0; t < T; t++)
-		ks->quantize_x(x + t * cols, cols, t, qx);
+		ks->quantize_x(x + t * cols, cols, 0, cols, t, qx);
 }
 
 /* y (T, ROWS) through qmatmul_rows in blocks of at most step rows. */
@@ -229,6 +229,61 @@ TestVnniAgrees(const cpu_kernels *a, const cpu_kernels *b)
 	TAP_OK(same, "avx512 and avx512vnni give the same bits on every block-quantized type");
 }
 
+/* Whether two activation quantizations of T tokens hold the same bytes. */
+static bool
+QxSame(const cpu_qx *a, const cpu_qx *b, int T)
+{
+	int64_t		ld = a->ld;
+
+	return memcmp(a->q, b->q, ld * T) == 0 && memcmp(a->s, b->s, sizeof(float) * ld / 4 * T) == 0 &&
+		memcmp(a->sum16, b->sum16, sizeof(float) * ld / 16 * T) == 0 &&
+		memcmp(a->isum16, b->isum16, sizeof(int16_t) * ld / 16 * T) == 0 &&
+		memcmp(a->d, b->d, sizeof(float) * ld / 32 * T) == 0;
+}
+
+/*
+ * quantize_x of set ks gives the generic set's bytes (its vector code the
+ * plain code's rounding), and quantizing a token a block at a time, last
+ * block first, gives the bytes of one call over the row: per 32 and per 256.
+ */
+static void
+TestQuantizeAgrees(const cpu_kernels *ks)
+{
+	const cpu_kernels *g = cpu_kernels_select("generic");
+	int64_t		cols = 1280,
+				ld = KERNEL_QLD(cols);
+	float	   *x = malloc(sizeof(float) * 3 * cols);
+	cbllm_rng	r;
+
+	rng_seed(&r, 11);
+	for (int64_t i = 0; i < 3 * cols; i++)
+		x[i] = (float) (quant_rows_gauss(&r) * (i % 7 == 0 ? 40.0 : 1.0));
+	for (int blk = 32; blk <= 256; blk *= 8)
+	{
+		cpu_qx		a = QxAlloc(ld, 3),
+					b = QxAlloc(ld, 3),
+					c = QxAlloc(ld, 3);
+
+		a.T = b.T = c.T = 3;
+		a.blk = b.blk = c.blk = blk;
+		memset(x + 2 * cols, 0, sizeof(float) * blk);	/* an all-zero block: scale 0 */
+		for (int t = 0; t < 3; t++)
+		{
+			g->quantize_x(x + t * cols, cols, 0, cols, t, &a);
+			ks->quantize_x(x + t * cols, cols, 0, cols, t, &b);
+			for (int64_t e = cols - blk; e >= 0; e -= blk)
+				ks->quantize_x(x + t * cols, cols, e, e + blk, t, &c);
+		}
+		TAP_OK(QxSame(&a, &b, 3), "%s: activations quantized per %d give the generic set's bytes", ks->isa, blk);
+		TAP_OK(QxSame(&b, &c, 3), "%s: activations quantized per %d a block at a time, last first, give one call's bytes",
+			   ks->isa, blk);
+		QxFree(&a);
+		QxFree(&b);
+		QxFree(&c);
+	}
+	free(x);
+}
+
 int
 main(void)
 {
@@ -246,6 +301,7 @@ main(void)
 			continue;
 		}
 		rng_seed(&r, 1000 + i);
+		TestQuantizeAgrees(ks);
 		n_types = 0;
 		for (int d = 0; d < CBLLM_DTYPE_COUNT; d++)
 		{
