@@ -172,6 +172,22 @@ TestShape(const cpu_kernels *ks, cbllm_dtype dt, int64_t cols, bool random_bytes
 	}
 	TAP_OK(same, "%s: %s x %ld, each token alone (in blocks of 5 or 32 rows) gives the bits it gives in a batch of %d",
 		   ks->isa, name, (long) cols, MAX_T);
+	/* batches on either side of the switch to AVX-512's repacked K-quant products (8 tokens), with tails */
+	for (int bi = 0; bi < 4 && same; bi++)
+	{
+		int			nb = (int[]) {3, 7, 8, 13}[bi];
+
+		Quantize(ks, &w, x, nb, cols, &qx);
+		Run(ks, &w, &qx, KERNEL_ROWS_PER_TASK, y, scratch);
+		for (int t = 0; t < nb && same; t++)
+		{
+			Quantize(ks, &w, x + t * cols, 1, cols, &q1);
+			Run(ks, &w, &q1, KERNEL_ROWS_PER_TASK, y1, scratch);
+			same = memcmp(y1, y + t * ROWS, sizeof(float) * ROWS) == 0;
+		}
+	}
+	TAP_OK(same, "%s: %s x %ld, each token of batches of 3, 7, 8 and 13 gives the bits it gives alone",
+		   ks->isa, name, (long) cols);
 
 	x[3 * cols + 1] = NAN;
 	Quantize(ks, &w, x, 5, cols, &qx);
