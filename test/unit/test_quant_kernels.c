@@ -190,12 +190,16 @@ TestShape(const cpu_kernels *ks, cbllm_dtype dt, int64_t cols, bool random_bytes
 		   ks->isa, name, (long) cols);
 
 	x[3 * cols + 1] = NAN;
-	Quantize(ks, &w, x, 5, cols, &qx);
-	Run(ks, &w, &qx, KERNEL_ROWS_PER_TASK, y, scratch);
-	for (int t = 0; t < 5; t++)
-		for (int i = 0; i < ROWS; i++)
-			nan_ok = nan_ok && (t == 3 ? isnan(y[t * ROWS + i]) : isfinite(y[t * ROWS + i]));
-	TAP_OK(nan_ok, "%s: %s, a NaN activation makes its own token's outputs NaN and no other's", ks->isa, name);
+	for (int nb = 5; nb <= 13; nb += 8)	/* both sides of the switch to the repacked products */
+	{
+		Quantize(ks, &w, x, nb, cols, &qx);
+		Run(ks, &w, &qx, KERNEL_ROWS_PER_TASK, y, scratch);
+		for (int t = 0; t < nb; t++)
+			for (int i = 0; i < ROWS; i++)
+				nan_ok = nan_ok && (t == 3 ? isnan(y[t * ROWS + i]) : isfinite(y[t * ROWS + i]));
+	}
+	TAP_OK(nan_ok, "%s: %s, a NaN activation makes its own token's outputs NaN and no other's (batches of 5 and 13)",
+		   ks->isa, name);
 
 	free((void *) w.data);
 	free(x);
