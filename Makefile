@@ -115,6 +115,7 @@ UNIT_TESTS = \
 	build/test/test_arch \
 	build/test/test_families \
 	build/test/test_model_gguf \
+	build/test/test_engine_gguf \
 	build/test/test_dtype \
 	build/test/test_dtype_quant \
 	build/test/test_quantize \

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Convert a small HF checkpoint (as gen_model.py makes them) to one GGUF file.
 
-    hf_to_gguf.py MODEL_DIR OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1]
+    hf_to_gguf.py MODEL_DIR OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1] [--eot-id ID]
 
 Written from llama.cpp's conventions (its key names and what its converter does to each
 family), sharing no code with it:
@@ -235,7 +235,7 @@ BREAKS = ("missing-key", "key-type", "absurd-value", "missing-tensor", "shape", 
           "type-id", "ragged")
 
 
-def convert(model_dir, out_path, type_name, breaking=None):
+def convert(model_dir, out_path, type_name, breaking=None, eot_id=None):
     """Write model_dir's checkpoint to out_path (breaking: (what, name) or None)."""
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
@@ -258,6 +258,8 @@ def convert(model_dir, out_path, type_name, breaking=None):
             w.add(k, "uint32", v)
     for k, vtype, value in vocab:
         w.add(k, vtype, value)
+    if eot_id is not None:
+        w.add("tokenizer.ggml.eot_token_id", "uint32", eot_id)
     weights = load_weights(model_dir)
     for hf, t in weights.items():
         name = gguf_name(hf, gemma)
@@ -284,6 +286,9 @@ def main(argv=None):
     p.add_argument("out")
     p.add_argument("--type", choices=sorted(TYPES), default="f32",
                    help="the matrices' type (norms and biases stay F32)")
+    p.add_argument("--eot-id", type=int, metavar="ID",
+                   help="write tokenizer.ggml.eot_token_id (a chat model's end of turn, as "
+                        "llama.cpp's converter writes it where it differs from eos)")
     p.add_argument("--break", dest="breaking", metavar="WHAT:NAME",
                    help="write one thing wrong: " + ", ".join(BREAKS))
     a = p.parse_args(argv)
@@ -292,7 +297,7 @@ def main(argv=None):
         breaking = tuple(a.breaking.split(":", 1))
         if len(breaking) != 2 or breaking[0] not in BREAKS:
             p.error("--break WHAT:NAME with WHAT one of " + ", ".join(BREAKS))
-    convert(a.model_dir, a.out, a.type, breaking)
+    convert(a.model_dir, a.out, a.type, breaking, a.eot_id)
 
 
 if __name__ == "__main__":

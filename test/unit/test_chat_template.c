@@ -21,6 +21,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "chat_cases.h"
 #include "chat_template.h"
 #include "checks.h"
 #include "jinja.h"
@@ -260,19 +261,6 @@ RenderText(const char *tmpl, const char *vars, cbllm_buf *out, cbllm_err *err)
 	return rc;
 }
 
-/* Print where two texts first differ. */
-static void
-ShowDiff(const char *got, size_t got_len, const char *want)
-{
-	size_t		i = 0,
-				n = strlen(want);
-
-	while (i < got_len && i < n && got[i] == want[i])
-		i++;
-	TAP_DIAG("first difference at byte %zu: got \"%.60s\" want \"%.60s\"", i, got + (i < got_len ? i : got_len),
-			 want + i);
-}
-
 /* The language cases whose output Jinja2 gave. */
 static void
 TestRenderCases(void)
@@ -288,7 +276,7 @@ TestRenderCases(void)
 		if (rc != CBLLM_OK)
 			TAP_DIAG("%s", err.msg);
 		else if (!same)
-			ShowDiff(out.data, out.len, c->expect);
+			chat_cases_diff(out.data, out.len, c->expect);
 		TAP_OK(same, "%s renders as Jinja2 does", c->name);
 		cbllm_buf_free(&out);
 	}
@@ -310,58 +298,36 @@ TestErrorCases(void)
 	}
 }
 
+/* chat_render_fn over a loaded template: no template variables. */
+static int
+RenderWith(void *arg, const char *messages, size_t len, bool add_generation_prompt, cbllm_buf *out,
+		   cbllm_err *err)
+{
+	return chat_render(arg, messages, len, add_generation_prompt, NULL, 0, out, err);
+}
+
 /* One model's chat.jsonl through chat_load and chat_render. */
 static void
 TestVectors(const char *root, const char *model)
 {
 	char		dir[1024],
 				path[1100];
-	char	   *text = NULL;
-	size_t		len;
 	cbllm_err	err = {{0}};
 	cbllm_chat *chat = NULL;
-	int			total = 0,
+	int			total,
 				same = 0;
 
 	snprintf(dir, sizeof(dir), "%s/%s", root, model);
 	snprintf(path, sizeof(path), "%s/chat.jsonl", dir);
-	if (chat_load(dir, &chat, &err) != CBLLM_OK || chat == NULL ||
-		cbllm_read_file(path, &text, &len, &err) != CBLLM_OK)
+	if (chat_load(dir, &chat, &err) != CBLLM_OK || chat == NULL)
 	{
-		TAP_OK(false, "%s: load the template and chat.jsonl: %s", model, err.msg);
+		TAP_OK(false, "%s: load the template: %s", model, err.msg);
 		chat_free(chat);
 		return;
 	}
-	for (char *line = text, *nl; line < text + len && *line; line = nl + 1)
-	{
-		cJSON	   *rec;
-		char	   *msgs;
-		cbllm_buf	out = {0};
-		const cJSON *want;
-
-		nl = strchr(line, '\n');
-		if (nl == NULL)
-			nl = text + len;
-		rec = cJSON_ParseWithLength(line, (size_t) (nl - line));
-		if (rec == NULL)
-			continue;
-		total++;
-		msgs = cJSON_PrintUnformatted(cJSON_GetObjectItem(rec, "messages"));
-		want = cJSON_GetObjectItem(rec, "rendered");
-		if (chat_render(chat, msgs, strlen(msgs), cJSON_IsTrue(cJSON_GetObjectItem(rec, "add_generation_prompt")),
-						NULL, 0, &out, &err) != CBLLM_OK)
-			TAP_DIAG("%s case %d: %s", model, total, err.msg);
-		else if (out.len == strlen(want->valuestring) && memcmp(out.data, want->valuestring, out.len) == 0)
-			same++;
-		else
-			ShowDiff(out.data, out.len, want->valuestring);
-		cbllm_buf_free(&out);
-		cJSON_free(msgs);
-		cJSON_Delete(rec);
-	}
+	total = chat_cases_run(path, RenderWith, chat, &same);
 	printf("%s: %d/%d rendered\n", model, same, total);
 	TAP_OK(total > 0 && same == total, "%s: %d/%d chat.jsonl cases render byte-identical", model, same, total);
-	free(text);
 	chat_free(chat);
 }
 
@@ -387,7 +353,7 @@ ExpectRender(const char *what, int rc, const cbllm_buf *out, const cbllm_err *er
 	if (rc != CBLLM_OK)
 		TAP_DIAG("%s", err->msg);
 	else if (!ok)
-		ShowDiff(out->data, out->len, want);
+		chat_cases_diff(out->data, out->len, want);
 	TAP_OK(ok, "%s", what);
 }
 
