@@ -15,9 +15,10 @@
  *     dequantized activations x^, so the unpacking of every code, scale and
  *     offset is the format's;
  *   - batch invariance: a token's outputs are bit-identical alone and in a
- *     batch of 72 (on AVX-512 the fused products alone, the unpacked ones in
- *     the batch, except for the integer K-quant products, which serve both),
- *     and whatever the row blocks the work is split into;
+ *     batch of 72 and in batches of 3, 7, 8 and 13 (on AVX-512 the fused
+ *     products alone, the unpacked ones in the batch; the integer K-quant and
+ *     Q8_0 products a row at a time alone, repacked sixteen rows at a time
+ *     from 9 tokens), and whatever the row blocks the work is split into;
  *   - avx512 and avx512vnni (vpmaddubsw against vpdpbusd) give the same bits;
  *   - a NaN activation gives NaN outputs for its token only.
  */
