@@ -41,6 +41,7 @@ ENGINE_SRCS = \
 	src/dtype.c \
 	src/dtype_quant.c \
 	src/dtype_kquant.c \
+	src/weight_pack.c \
 	src/quantize.c \
 	src/safetensors.c \
 	src/gguf.c \
@@ -120,6 +121,7 @@ UNIT_TESTS = \
 	build/test/test_dtype_quant \
 	build/test/test_quantize \
 	build/test/test_quant_kernels \
+	build/test/test_weight_pack \
 	build/test/test_weight_format \
 	build/test/test_vocab_padding \
 	build/test/test_generation_config \

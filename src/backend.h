@@ -95,6 +95,14 @@ struct cbllm_backend
 
 	/* Per-step set-up (RoPE tables, batch upload); a negative status on failure. */
 	int			(*begin_step) (cbllm_backend *be, const fwd_batch *b, cbllm_err *err);
+	/*
+	 * Optional: once, after create and before the first step, rearrange m's
+	 * matrices in place into the backend's own layout where it has one (the
+	 * CPU's: cbllm_weight.packed_rows).  A GGUF file's mapping is
+	 * copy-on-write and load-time buffers are the model's, so both may be
+	 * written.
+	 */
+	int			(*pack_weights) (cbllm_backend *be, cbllm_model *m, cbllm_err *err);
 	/* x (T, hidden) = embedding rows of b->tokens */
 	void		(*embed) (cbllm_backend *be, const cbllm_weight *emb, const fwd_batch *b, float *x);
 	/* Optional: the padded size of a decode step of T tokens; 0 or T to run it as it is. */

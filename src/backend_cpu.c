@@ -15,6 +15,7 @@
 #include "dtype.h"
 #include "kernels.h"
 #include "rope.h"
+#include "weight_pack.h"
 
 #define CPU_KV_CAP_BYTES ((size_t) 4 << 30)	/* the pool sized by default: at most 4 GiB */
 #define CPU_COPY_REPS 7			/* timed copies of copy_bandwidth; their median is reported */
@@ -35,6 +36,8 @@ typedef struct cpu_ctx
 	cpu_qx		qx;				/* a matmul's activations quantized, sized (max_tokens,
 								 * KERNEL_QLD(max_k)); NULL buffers when no weight is
 								 * block-quantized */
+	uint8_t    *embed_row;		/* one embedding row as stored, unpacked from a packed
+								 * embedding (a tied lm_head's); NULL otherwise */
 } cpu_ctx;
 
 /* Host memory, 64-byte aligned. */
@@ -79,16 +82,15 @@ CpuBeginStep(cbllm_backend *be, const fwd_batch *b, cbllm_err *err)
 	return CBLLM_OK;
 }
 
-/* x[t] = embedding row of token t, widened to f32. */
+/* x[t] = embedding row of token t, widened to f32 (unpacked first when packed). */
 static void
 CpuEmbed(cbllm_backend *be, const cbllm_weight *emb, const fwd_batch *b, float *x)
 {
+	cpu_ctx    *c = be->ctx;
 	int64_t		dim = emb->cols;
 
-	size_t		row = cbllm_dtype_row_bytes(emb->dtype, dim);
-
 	for (int t = 0; t < b->n_tokens; t++)
-		cbllm_to_f32(emb->dtype, (const char *) emb->data + b->tokens[t] * row, x + t * dim, dim);
+		cbllm_to_f32(emb->dtype, weight_row(emb, b->tokens[t], c->embed_row), x + t * dim, dim);
 }
 
 /* out = x * w / sqrt(mean(x^2) + eps), row by row. */
@@ -174,9 +176,18 @@ QuantizeTask(void *arg, int task, int thread)
 	j->c->k->quantize_x(j->x + (int64_t) t * k, k, e0, e1, t, &j->c->qx);
 }
 
+/* The activation block w's products want: 0 for a float matrix, else 32 or 256. */
+static int
+WantedBlock(const cpu_ctx *c, const cbllm_weight *w)
+{
+	return !IsBlocked(w->dtype) ? 0 : w->packed_rows > 0 ? 256 : c->k->qx_block(w);
+}
+
 /*
  * y[i] = x @ w[i]^T for a group of matrices (all of x's width), all in one
  * parallel loop; when one is block-quantized, x is quantized once first.
+ * Matrices that want activations per 256 and per 32 run as two groups, so
+ * each gets the block its products take (packed rows take only 256).
  */
 static void
 CpuMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x, int T,
@@ -184,25 +195,130 @@ CpuMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x
 {
 	cpu_ctx    *c = be->ctx;
 	matmul_job	j = {c, n, w, x, T, y, {0}};
-	bool		blocked = false;
+	int			blk = 0;
 
 	for (int i = 0; i < n; i++)
 	{
+		int			want = WantedBlock(c, w[i]);
+
+		if (want != 0 && blk != 0 && want != blk)
+		{
+			const cbllm_weight *w256[BACKEND_MAX_GROUP],
+					   *w32[BACKEND_MAX_GROUP];
+			float	   *y256[BACKEND_MAX_GROUP],
+					   *y32[BACKEND_MAX_GROUP];
+			int			n256 = 0,
+						n32 = 0;
+
+			for (int k = 0; k < n; k++)
+				if (WantedBlock(c, w[k]) == 32)
+				{
+					w32[n32] = w[k];
+					y32[n32++] = y[k];
+				}
+				else
+				{
+					w256[n256] = w[k];
+					y256[n256++] = y[k];
+				}
+			CpuMatmul(be, n256, w256, x, T, y256);
+			CpuMatmul(be, n32, w32, x, T, y32);
+			return;
+		}
+		blk = want != 0 ? want : blk;
 		j.first_task[i + 1] = j.first_task[i] +
 			(int) ((w[i]->rows + KERNEL_ROWS_PER_TASK - 1) / KERNEL_ROWS_PER_TASK);
-		blocked = blocked || IsBlocked(w[i]->dtype);
 	}
-	if (blocked)
+	if (blk != 0)
 	{
 		c->qx.T = T;
 		c->qx.ld = KERNEL_QLD(w[0]->cols);
-		c->qx.blk = 256;		/* per 256 when every blocked matrix of the group wants it */
-		for (int i = 0; i < n; i++)
-			if (IsBlocked(w[i]->dtype) && c->k->qx_block(w[i]) != 256)
-				c->qx.blk = 32;
+		c->qx.blk = blk;
 		threadpool_run(c->pool, T * QuantizeChunks(w[0]->cols), QuantizeTask, &j);
 	}
 	threadpool_run(c->pool, j.first_task[n], MatmulTask, &j);
+}
+
+typedef struct pack_job
+{
+	const cbllm_weight *w;
+	int64_t		groups;			/* of w */
+	int64_t		per_task;		/* groups a task packs */
+	uint8_t    *tmp;			/* (n_threads, 16 rows as stored) */
+	int64_t		tmp_stride;		/* bytes per thread */
+} pack_job;
+
+/* One task: a run of a matrix's groups packed in place. */
+static void
+PackTask(void *arg, int task, int thread)
+{
+	pack_job   *j = arg;
+	int64_t		g0 = (int64_t) task * j->per_task,
+				g1 = g0 + j->per_task < j->groups ? g0 + j->per_task : j->groups;
+
+	weight_pack_groups(j->w, g0, g1, j->tmp + thread * j->tmp_stride);
+}
+
+typedef struct pack_state
+{
+	cpu_ctx    *c;
+	cbllm_model *m;
+	uint8_t    *tmp;			/* grown to the largest group */
+	int64_t		tmp_stride;
+} pack_state;
+
+/* model_visit: pack one matrix the kernels take packed, over the threads. */
+static int
+PackMatrix(void *arg, const model_tensor *mt, cbllm_err *err)
+{
+	pack_state *ps = arg;
+	cbllm_weight *w = mt->matrix;
+	int			nt = threadpool_size(ps->c->pool);
+	pack_job	j;
+
+	/* an untied embedding is only ever read a row at a time: it stays as stored */
+	if (w == NULL || mt->tied || (w == &ps->m->embed && !ps->m->lm_head_tied) ||
+		w->packed_rows > 0 || !ps->c->k->packs(w) || (!w->owned && ps->m->gguf == NULL))
+		return CBLLM_OK;
+	j.w = w;
+	j.groups = w->rows / WEIGHT_PACK_ROWS;
+	j.per_task = 16;
+	j.tmp_stride = WEIGHT_PACK_ROWS * (int64_t) cbllm_dtype_row_bytes(w->dtype, w->cols);
+	if (j.tmp_stride > ps->tmp_stride)
+	{
+		free(ps->tmp);
+		ps->tmp = malloc((size_t) (j.tmp_stride * nt));
+		ps->tmp_stride = ps->tmp != NULL ? j.tmp_stride : 0;
+		if (ps->tmp == NULL)
+			return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory packing %s of layer %d", mt->t->role, mt->layer);
+	}
+	j.tmp = ps->tmp;
+	j.tmp_stride = ps->tmp_stride;
+	threadpool_run(ps->c->pool, (int) ((j.groups + j.per_task - 1) / j.per_task), PackTask, &j);
+	w->packed_rows = j.groups * WEIGHT_PACK_ROWS;
+	return CBLLM_OK;
+}
+
+/*
+ * Pack every matrix the kernel set multiplies packed (a tied lm_head's
+ * embedding too, whose rows the embedding lookup then unpacks one at a time).
+ */
+static int
+CpuPackWeights(cbllm_backend *be, cbllm_model *m, cbllm_err *err)
+{
+	cpu_ctx    *c = be->ctx;
+	pack_state	ps = {c, m, NULL, 0};
+	int			rc = model_visit(m, PackMatrix, &ps, err);
+
+	free(ps.tmp);
+	if (rc != CBLLM_OK)
+		return rc;
+	if (m->lm_head_tied)
+		m->lm_head.packed_rows = m->embed.packed_rows;
+	if (m->embed.packed_rows > 0 && c->embed_row == NULL &&
+		(c->embed_row = malloc(cbllm_dtype_row_bytes(m->embed.dtype, m->embed.cols))) == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory for an embedding row");
+	return CBLLM_OK;
 }
 
 /*
@@ -516,6 +632,7 @@ CpuDestroy(cbllm_backend *be)
 		free(c->qx.sum16);
 		free(c->qx.isum16);
 		free(c->qx.d);
+		free(c->embed_row);
 		free(c);
 	}
 	free(be);
@@ -597,6 +714,7 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	be->kv_blocks = CpuKvBlocks;
 	be->begin_step = CpuBeginStep;
 	be->embed = CpuEmbed;
+	be->pack_weights = CpuPackWeights;
 	be->rmsnorm = CpuRmsnorm;
 	be->matmul = CpuMatmul;
 	be->rope = CpuRope;

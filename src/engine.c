@@ -281,7 +281,8 @@ CreateCompute(cbllm_engine *e, cbllm_err *err)
 	if ((rc = threadpool_create(p->n_threads, &e->pool, err)))
 		return rc;
 	bp.pool = e->pool;
-	if ((rc = e->reg->create(&bp, &e->be, err)))
+	if ((rc = e->reg->create(&bp, &e->be, err)) ||
+		(e->be->pack_weights != NULL && (rc = e->be->pack_weights(e->be, e->model, err))))
 		return rc;
 	fp.backend = e->be;
 	/* the workspace first: a device backend sizes the pool from what it leaves */

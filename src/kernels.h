@@ -12,6 +12,7 @@
 #ifndef CBLLM_KERNELS_H
 #define CBLLM_KERNELS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "model.h"
@@ -76,6 +77,12 @@ typedef struct cpu_kernels
 	 */
 	void		(*qmatmul_rows) (const cbllm_weight *w, const cpu_qx *qx, float *y, int64_t r0,
 								 int64_t r1, float *scratch);
+	/*
+	 * Whether qmatmul_rows takes w's rows packed (weight_pack.h) when
+	 * w->packed_rows says they are: the backend packs such matrices once,
+	 * at load.  Packed rows want qx->blk 256.
+	 */
+	bool		(*packs) (const cbllm_weight *w);
 	/* sum of a[i] * b[i], i < n */
 	float		(*dot) (const float *a, const float *b, int n);
 	/* y[i] += a * x[i], i < n */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "kernels.h"
 #include "kquant_layout.h"
 #include "numeric.h"
 #include "quantize.h"
@@ -83,6 +84,27 @@ quant_rows_make(cbllm_dtype dt, int rows, int64_t cols, bool random_bytes, cbllm
 	}
 	free(row);
 	return w;
+}
+
+/* Room for T tokens' quantized activations of width ld (a scale per blk). */
+static inline cpu_qx
+quant_rows_qx_alloc(int64_t ld, int T, int blk)
+{
+	cpu_qx		qx = {.ld = ld, .blk = blk, .q = malloc(ld * T), .s = malloc(sizeof(float) * ld / 4 * T),
+		.sum16 = malloc(sizeof(float) * ld / 16 * T), .isum16 = malloc(sizeof(int16_t) * ld / 16 * T),
+	.d = malloc(sizeof(float) * ld / 32 * T)};
+
+	return qx;
+}
+
+static inline void
+quant_rows_qx_free(cpu_qx *qx)
+{
+	free(qx->q);
+	free(qx->s);
+	free(qx->sum16);
+	free(qx->isum16);
+	free(qx->d);
 }
 
 #endif

@@ -41,27 +41,6 @@
 #define ROWS 37
 #define MAX_T 72				/* above kernels_quant.inc's QFUSED_MAX_T: both paths */
 
-/* Room for T tokens' quantized activations of width ld. */
-static cpu_qx
-QxAlloc(int64_t ld, int T)
-{
-	cpu_qx		qx = {.ld = ld, .blk = 32, .q = malloc(ld * T), .s = malloc(sizeof(float) * ld / 4 * T),
-		.sum16 = malloc(sizeof(float) * ld / 16 * T), .isum16 = malloc(sizeof(int16_t) * ld / 16 * T),
-	.d = malloc(sizeof(float) * ld / 32 * T)};
-
-	return qx;
-}
-
-static void
-QxFree(cpu_qx *qx)
-{
-	free(qx->q);
-	free(qx->s);
-	free(qx->sum16);
-	free(qx->isum16);
-	free(qx->d);
-}
-
 /* The kernels' activations for T tokens of x (T, cols) for the products over w, in the block they want. */
 static void
 Quantize(const cpu_kernels *ks, const cbllm_weight *w, const float *x, int T, int64_t cols, cpu_qx *qx)
@@ -129,8 +108,8 @@ TestShape(const cpu_kernels *ks, cbllm_dtype dt, int64_t cols, bool random_bytes
 	float	   *y = malloc(sizeof(float) * MAX_T * ROWS);
 	float	   *y1 = malloc(sizeof(float) * ROWS);
 	float	   *scratch = malloc(sizeof(float) * KERNEL_ROWS_PER_TASK * ld);
-	cpu_qx		qx = QxAlloc(ld, MAX_T);
-	cpu_qx		q1 = QxAlloc(ld, 1);
+	cpu_qx		qx = quant_rows_qx_alloc(ld, MAX_T, 32);
+	cpu_qx		q1 = quant_rows_qx_alloc(ld, 1, 32);
 	double		worst,
 				step_err = 0;
 	bool		same = true,
@@ -207,8 +186,8 @@ TestShape(const cpu_kernels *ks, cbllm_dtype dt, int64_t cols, bool random_bytes
 	free(y);
 	free(y1);
 	free(scratch);
-	QxFree(&qx);
-	QxFree(&q1);
+	quant_rows_qx_free(&qx);
+	quant_rows_qx_free(&q1);
 }
 
 /* avx512 and avx512vnni give the same bits on every type. */
@@ -234,7 +213,7 @@ TestVnniAgrees(const cpu_kernels *a, const cpu_kernels *b)
 
 		if (!t->cpu || t->block_elems == 1)
 			continue;
-		qx = QxAlloc(ld, 8);
+		qx = quant_rows_qx_alloc(ld, 8, 32);
 		scratch = malloc(sizeof(float) * KERNEL_ROWS_PER_TASK * ld);
 		w.data = quant_rows_make(dt, ROWS, cols, true, &r);
 		for (int i = 0; i < 8 * 512; i++)
@@ -245,7 +224,7 @@ TestVnniAgrees(const cpu_kernels *a, const cpu_kernels *b)
 		same = same && memcmp(ya, yb, sizeof(ya)) == 0;
 		free((void *) w.data);
 		free(scratch);
-		QxFree(&qx);
+		quant_rows_qx_free(&qx);
 	}
 	TAP_OK(same, "avx512 and avx512vnni give the same bits on every block-quantized type");
 }
@@ -281,9 +260,9 @@ TestQuantizeAgrees(const cpu_kernels *ks)
 		x[i] = (float) (quant_rows_gauss(&r) * (i % 7 == 0 ? 40.0 : 1.0));
 	for (int blk = 32; blk <= 256; blk *= 8)
 	{
-		cpu_qx		a = QxAlloc(ld, 3),
-					b = QxAlloc(ld, 3),
-					c = QxAlloc(ld, 3);
+		cpu_qx		a = quant_rows_qx_alloc(ld, 3, 32),
+					b = quant_rows_qx_alloc(ld, 3, 32),
+					c = quant_rows_qx_alloc(ld, 3, 32);
 
 		a.T = b.T = c.T = 3;
 		a.blk = b.blk = c.blk = blk;
@@ -298,9 +277,9 @@ TestQuantizeAgrees(const cpu_kernels *ks)
 		TAP_OK(QxSame(&a, &b, 3), "%s: activations quantized per %d give the generic set's bytes", ks->isa, blk);
 		TAP_OK(QxSame(&b, &c, 3), "%s: activations quantized per %d a block at a time, last first, give one call's bytes",
 			   ks->isa, blk);
-		QxFree(&a);
-		QxFree(&b);
-		QxFree(&c);
+		quant_rows_qx_free(&a);
+		quant_rows_qx_free(&b);
+		quant_rows_qx_free(&c);
 	}
 	free(x);
 }

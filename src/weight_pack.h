@@ -1,0 +1,75 @@
+/*
+ * weight_pack.h: the CPU's load-time layout of K-quant matrices (Q4_K, Q5_K,
+ * Q6_K): sixteen rows interleaved, so that one vpdpbusd multiplies four
+ * codes of sixteen rows by four activations, whatever the batch, with no
+ * per-step repacking.
+ *
+ * A matrix is packed in place: rows 16g..16g+15 (a group) occupy the same
+ * 16 * row_bytes bytes they did as stored, now as one record per 256-block
+ * (super-block sb) of the sixteen rows, each record 16 times the type's
+ * block bytes.  Rows past the last whole group stay as stored, at their own
+ * offsets (cbllm_weight.packed_rows says where the groups end).  Lane r
+ * below is row 16g + r; a vector is 64 bytes, lane r its bytes 4r..4r+3.
+ *
+ *   header   nsw vectors: vector j, lane r = bytes 4j..4j+3 of row r's packed
+ *            sub-block scales (and mins) as stored (nsw = 3 for Q4_K and Q5_K's
+ *            12 bytes, 4 for Q6_K's 16); then d of the 16 rows (f16, 32 bytes);
+ *            then dmin (f16, 32 bytes) in the affine types
+ *   nibbles  32 vectors: vector 4m + k, byte 4r + i holds row r's element
+ *            32m + 4k + i in its low nibble and 32m + 16 + 4k + i in its
+ *            high nibble (the codes' low four bits)
+ *   high     8 * hbits vectors (hbits = 1 for Q5_K, 2 for Q6_K, 0 for Q4_K):
+ *            the codes' bits from the fifth up.  Chunk (4 elements) slot
+ *            n = 8m + 2k + h (h = 0 the low nibble's, 1 the high nibble's)
+ *            keeps its hbits at bit n * hbits of the plane: vector
+ *            n * hbits / 8, bit (n * hbits) % 8 of byte 4r + i
+ *
+ * So for Q6_K, nibble vector 4m + 2j + u (u = 0, 1) takes its high bits from
+ * high vector 2m + j at bits 4u (low nibble's) and 4u + 2 (high nibble's).
+ * Sizes: Q4_K 192 + 64 + 2048 = 2304 = 16 * 144, Q5_K 2304 + 512 = 16 * 176,
+ * Q6_K 256 + 32 + 2048 + 1024 = 16 * 210.  The scales keep their packing;
+ * the kernels unpack them sixteen rows at a time.
+ */
+#ifndef CBLLM_WEIGHT_PACK_H
+#define CBLLM_WEIGHT_PACK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "model.h"
+
+#define WEIGHT_PACK_ROWS 16		/* rows of a group */
+
+/* Whether matrices of dt have a packed layout. */
+bool		weight_pack_supported(cbllm_dtype dt);
+
+/* Whether w can be packed: a supported type, rows of whole 256-blocks, a group or more of rows, on the host. */
+bool		weight_pack_fits(const cbllm_weight *w);
+
+/*
+ * Bytes of one packed group's header (the scales, d and dmin vectors) in a
+ * record of dt; the nibbles follow, then the high bits.
+ */
+int			weight_pack_header_bytes(cbllm_dtype dt);
+
+/*
+ * Pack the 16 rows at src (row_bytes apart, nsb blocks each, as stored) into
+ * the group at dst (16 * row_bytes bytes); src and dst must not overlap.
+ */
+void		weight_pack_group(cbllm_dtype dt, const uint8_t *src, int64_t row_bytes, int64_t nsb,
+							  uint8_t *dst);
+
+/* Row lane of the packed group at grp (nsb blocks) as stored, into row. */
+void		weight_unpack_row(cbllm_dtype dt, const uint8_t *grp, int lane, int64_t nsb, uint8_t *row);
+
+/*
+ * Pack groups [g0, g1) of w in place (its data writable); tmp holds 16 of
+ * its rows as stored.  The caller sets w->packed_rows once every group is.
+ */
+void		weight_pack_groups(const cbllm_weight *w, int64_t g0, int64_t g1, uint8_t *tmp);
+
+/* Row r of w as stored, into row (a copy for a packed row; row_bytes bytes). */
+const uint8_t *weight_row(const cbllm_weight *w, int64_t r, uint8_t *row);
+
+#endif
