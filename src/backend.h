@@ -97,10 +97,9 @@ struct cbllm_backend
 	int			(*begin_step) (cbllm_backend *be, const fwd_batch *b, cbllm_err *err);
 	/*
 	 * Optional: once, after create and before the first step, rearrange m's
-	 * matrices in place into the backend's own layout where it has one (the
-	 * CPU's: cbllm_weight.packed_rows).  A GGUF file's mapping is
-	 * copy-on-write and load-time buffers are the model's, so both may be
-	 * written.
+	 * matrices into the backend's own layout where it has one (the CPU's:
+	 * cbllm_weight.packed_rows): in place in the model's own buffers, into
+	 * new buffers the model then owns for matrices in a mapping.
 	 */
 	int			(*pack_weights) (cbllm_backend *be, cbllm_model *m, cbllm_err *err);
 	/* x (T, hidden) = embedding rows of b->tokens */

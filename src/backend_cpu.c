@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "activation.h"
 #include "backend.h"
@@ -244,7 +246,8 @@ typedef struct pack_job
 	const cbllm_weight *w;
 	int64_t		groups;			/* of w */
 	int64_t		per_task;		/* groups a task packs */
-	uint8_t    *tmp;			/* (n_threads, 16 rows as stored) */
+	uint8_t    *dst;			/* w's packed bytes: w->data itself, or a buffer of its own */
+	uint8_t    *tmp;			/* (n_threads, 16 rows as stored) when packing in place */
 	int64_t		tmp_stride;		/* bytes per thread */
 } pack_job;
 
@@ -256,7 +259,7 @@ PackTask(void *arg, int task, int thread)
 	int64_t		g0 = (int64_t) task * j->per_task,
 				g1 = g0 + j->per_task < j->groups ? g0 + j->per_task : j->groups;
 
-	weight_pack_groups(j->w, g0, g1, j->tmp + thread * j->tmp_stride);
+	weight_pack_groups(j->w, g0, g1, j->dst, j->tmp + thread * j->tmp_stride);
 }
 
 typedef struct pack_state
@@ -267,41 +270,90 @@ typedef struct pack_state
 	int64_t		tmp_stride;
 } pack_state;
 
-/* model_visit: pack one matrix the kernels take packed, over the threads. */
+/* Give back the whole pages of a mapped range no longer read (they come back from the file if they are). */
+static void
+ReleasePages(const void *p, size_t bytes)
+{
+	uintptr_t	page = (uintptr_t) sysconf(_SC_PAGESIZE),
+				a = ((uintptr_t) p + page - 1) / page * page,
+				b = ((uintptr_t) p + bytes) / page * page;
+
+	if (b > a)
+		(void) madvise((void *) a, b - a, MADV_DONTNEED);
+}
+
+/*
+ * A buffer for a packed matrix (free() releases it): 2 MiB aligned and
+ * asking for huge pages, so that decode steps streaming the weights take
+ * fewer TLB misses and loading takes fewer page faults.
+ */
+static uint8_t *
+PackBuffer(size_t bytes)
+{
+	void	   *p = NULL;
+	size_t		huge = (size_t) 2 << 20;
+
+	if (posix_memalign(&p, bytes >= huge ? huge : 64, bytes) != 0)
+		return NULL;
+	if (bytes >= huge)
+		(void) madvise(p, bytes / huge * huge, MADV_HUGEPAGE);
+	return p;
+}
+
+/*
+ * model_visit: pack one matrix the kernels take packed, over the threads:
+ * in place in a buffer of the model's own, else (the mapping's) into a new
+ * buffer that the model then owns, letting the mapped pages go.
+ */
 static int
 PackMatrix(void *arg, const model_tensor *mt, cbllm_err *err)
 {
 	pack_state *ps = arg;
 	cbllm_weight *w = mt->matrix;
 	int			nt = threadpool_size(ps->c->pool);
+	int64_t		rb,
+				gb;
 	pack_job	j;
 
 	/* an untied embedding is only ever read a row at a time: it stays as stored */
 	if (w == NULL || mt->tied || (w == &ps->m->embed && !ps->m->lm_head_tied) ||
-		w->packed_rows > 0 || !ps->c->k->packs(w) || (!w->owned && ps->m->gguf == NULL))
+		w->packed_rows > 0 || !ps->c->k->packs(w))
 		return CBLLM_OK;
-	j.w = w;
-	j.groups = w->rows / WEIGHT_PACK_ROWS;
-	j.per_task = 16;
-	j.tmp_stride = WEIGHT_PACK_ROWS * (int64_t) cbllm_dtype_row_bytes(w->dtype, w->cols);
-	if (j.tmp_stride > ps->tmp_stride)
+	rb = (int64_t) cbllm_dtype_row_bytes(w->dtype, w->cols);
+	gb = WEIGHT_PACK_ROWS * rb;
+	j = (pack_job) {w, w->rows / WEIGHT_PACK_ROWS, 16, (uint8_t *) w->data, NULL, 0};
+	if (!w->owned && (j.dst = PackBuffer((size_t) (w->rows * rb))) == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory packing %s of layer %d (%lld MiB)",
+						  mt->t->role, mt->layer, (long long) (w->rows * rb >> 20));
+	if (w->owned && gb > ps->tmp_stride)
 	{
 		free(ps->tmp);
-		ps->tmp = malloc((size_t) (j.tmp_stride * nt));
-		ps->tmp_stride = ps->tmp != NULL ? j.tmp_stride : 0;
+		ps->tmp = malloc((size_t) (gb * nt));
+		ps->tmp_stride = ps->tmp != NULL ? gb : 0;
 		if (ps->tmp == NULL)
-			return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory packing %s of layer %d", mt->t->role, mt->layer);
+			return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory packing %s of layer %d",
+							  mt->t->role, mt->layer);
 	}
 	j.tmp = ps->tmp;
 	j.tmp_stride = ps->tmp_stride;
 	threadpool_run(ps->c->pool, (int) ((j.groups + j.per_task - 1) / j.per_task), PackTask, &j);
+	if (!w->owned)
+	{
+		memcpy(j.dst + j.groups * gb, (const uint8_t *) w->data + j.groups * gb,
+			   (size_t) ((w->rows - j.groups * WEIGHT_PACK_ROWS) * rb));
+		ReleasePages(w->data, (size_t) (w->rows * rb));
+		w->data = j.dst;
+		w->owned = true;
+	}
 	w->packed_rows = j.groups * WEIGHT_PACK_ROWS;
 	return CBLLM_OK;
 }
 
 /*
  * Pack every matrix the kernel set multiplies packed (a tied lm_head's
- * embedding too, whose rows the embedding lookup then unpacks one at a time).
+ * embedding too, whose rows the embedding lookup then unpacks one at a
+ * time; the lm_head then shares the embedding's buffer, which the
+ * embedding owns).
  */
 static int
 CpuPackWeights(cbllm_backend *be, cbllm_model *m, cbllm_err *err)
@@ -313,8 +365,12 @@ CpuPackWeights(cbllm_backend *be, cbllm_model *m, cbllm_err *err)
 	free(ps.tmp);
 	if (rc != CBLLM_OK)
 		return rc;
-	if (m->lm_head_tied)
+	if (m->lm_head_tied && m->embed.packed_rows > 0)
+	{
+		m->lm_head.data = m->embed.data;
+		m->lm_head.owned = false;
 		m->lm_head.packed_rows = m->embed.packed_rows;
+	}
 	if (m->embed.packed_rows > 0 && c->embed_row == NULL &&
 		(c->embed_row = malloc(cbllm_dtype_row_bytes(m->embed.dtype, m->embed.cols))) == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory for an embedding row");

@@ -615,12 +615,7 @@ gguf_open(const char *path, gguf_file **out, cbllm_err *err)
 		return st.st_size == 0 ? cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: empty file", path)
 			: cbllm_fail(err, CBLLM_ERR_IO, "%s: %s", path, strerror(e));
 	}
-	/*
-	 * Copy-on-write: the CPU backend packs quantized matrices in place at
-	 * load (weight_pack.h), so their pages become the process's own and the
-	 * file's are let go; nothing is written back, and no swap is reserved.
-	 */
-	map = mmap(NULL, (size_t) st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, fd, 0);
+	map = mmap(NULL, (size_t) st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (map == MAP_FAILED)
 		return cbllm_fail(err, CBLLM_ERR_IO, "%s: mmap: %s", path, strerror(errno));

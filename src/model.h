@@ -81,10 +81,11 @@ typedef struct cbllm_weight
 								 * cbllm_dummy_value(dummy_seed, i) * dummy_scale */
 	float		dummy_scale;	/* 1 / sqrt(cols) for a dummy tensor, 0 otherwise */
 	bool		owned;			/* data is the model's malloc'd buffer (dummy weights on the
-								 * host, load-time quantization); else the mapping's */
+								 * host, load-time quantization, rows packed at load); else
+								 * the mapping's */
 	int64_t		packed_rows;	/* rows [0, packed_rows) (whole groups of 16) are in the CPU's
-								 * interleaved layout (weight_pack.h), packed in place at load
-								 * by the CPU backend; the rest as stored.  0: all as stored */
+								 * interleaved layout (weight_pack.h), packed at load by the
+								 * CPU backend; the rest as stored.  0: all as stored */
 } cbllm_weight;
 
 typedef struct cbllm_layer

@@ -89,7 +89,7 @@ MoveHeader(const pack_shape *s, uint8_t *rec, int r, uint8_t *b, bool to_rec)
 		memcpy(to_rec ? part[i].rec : part[i].blk, to_rec ? part[i].blk : part[i].rec, part[i].bytes);
 }
 
-/* The codes of the block at b (before the bias) into q, plane by plane. */
+/* The codes of the block at b (before the bias) into q, plane by plane (kquant_loc's places). */
 static void
 BlockCodes(const kquant_layout *l, const uint8_t *b, uint8_t q[256])
 {
@@ -98,15 +98,38 @@ BlockCodes(const kquant_layout *l, const uint8_t *b, uint8_t q[256])
 	{
 		const kquant_part *part = &l->parts[p];
 		const uint8_t *pl = b + part->offset;
-		int			mask = (1 << part->bits) - 1;
 
-		for (int e = 0; e < 256; e++)
+		switch (part->plane)
 		{
-			int			byte,
-						shift;
-
-			kquant_loc(part->plane, e, &byte, &shift);
-			q[e] |= (uint8_t) (((pl[byte] >> shift) & mask) << low);
+			case KQ_PLANE_NIBBLES:
+				for (int j = 0; j < 4; j++)
+					for (int i = 0; i < 32; i++)
+					{
+						q[64 * j + i] |= (uint8_t) ((pl[32 * j + i] & 15) << low);
+						q[64 * j + 32 + i] |= (uint8_t) ((pl[32 * j + i] >> 4) << low);
+					}
+				break;
+			case KQ_PLANE_NIBBLES_6:
+				for (int h = 0; h < 2; h++)
+					for (int i = 0; i < 64; i++)
+					{
+						q[128 * h + i] |= (uint8_t) ((pl[64 * h + i] & 15) << low);
+						q[128 * h + 64 + i] |= (uint8_t) ((pl[64 * h + i] >> 4) << low);
+					}
+				break;
+			case KQ_PLANE_CRUMBS:
+				for (int h = 0; h < 2; h++)
+					for (int sh = 0; sh < 4; sh++)
+						for (int i = 0; i < 32; i++)
+							q[128 * h + 32 * sh + i] |= (uint8_t) (((pl[32 * h + i] >> (2 * sh)) & 3) << low);
+				break;
+			case KQ_PLANE_BITS:
+				for (int sh = 0; sh < 8; sh++)
+					for (int i = 0; i < 32; i++)
+						q[32 * sh + i] |= (uint8_t) (((pl[i] >> sh) & 1) << low);
+				break;
+			case KQ_PLANE_NONE:
+				break;
 		}
 	}
 }
@@ -211,17 +234,21 @@ weight_unpack_row(cbllm_dtype dt, const uint8_t *grp, int lane, int64_t nsb, uin
 }
 
 void
-weight_pack_groups(const cbllm_weight *w, int64_t g0, int64_t g1, uint8_t *tmp)
+weight_pack_groups(const cbllm_weight *w, int64_t g0, int64_t g1, uint8_t *dst, uint8_t *tmp)
 {
-	int64_t		rb = (int64_t) cbllm_dtype_row_bytes(w->dtype, w->cols);
-	uint8_t    *data = (uint8_t *) w->data;
+	int64_t		gb = WEIGHT_PACK_ROWS * (int64_t) cbllm_dtype_row_bytes(w->dtype, w->cols);
+	const uint8_t *data = w->data;
 
 	for (int64_t g = g0; g < g1; g++)
 	{
-		uint8_t    *grp = data + g * WEIGHT_PACK_ROWS * rb;
+		const uint8_t *src = data + g * gb;
 
-		memcpy(tmp, grp, (size_t) (WEIGHT_PACK_ROWS * rb));
-		weight_pack_group(w->dtype, tmp, rb, w->cols / 256, grp);
+		if (dst == data)
+		{
+			memcpy(tmp, src, (size_t) gb);
+			src = tmp;
+		}
+		weight_pack_group(w->dtype, src, gb / WEIGHT_PACK_ROWS, w->cols / 256, dst + g * gb);
 	}
 }
 

@@ -4,7 +4,7 @@
  * codes of sixteen rows by four activations, whatever the batch, with no
  * per-step repacking.
  *
- * A matrix is packed in place: rows 16g..16g+15 (a group) occupy the same
+ * A packed matrix keeps its size: rows 16g..16g+15 (a group) occupy the same
  * 16 * row_bytes bytes they did as stored, now as one record per 256-block
  * (super-block sb) of the sixteen rows, each record 16 times the type's
  * block bytes.  Rows past the last whole group stay as stored, at their own
@@ -64,10 +64,12 @@ void		weight_pack_group(cbllm_dtype dt, const uint8_t *src, int64_t row_bytes, i
 void		weight_unpack_row(cbllm_dtype dt, const uint8_t *grp, int lane, int64_t nsb, uint8_t *row);
 
 /*
- * Pack groups [g0, g1) of w in place (its data writable); tmp holds 16 of
- * its rows as stored.  The caller sets w->packed_rows once every group is.
+ * Pack groups [g0, g1) of w into dst, a buffer of w's bytes: w->data
+ * itself to pack in place (then tmp holds 16 of its rows as stored), or
+ * another (tmp unused; the rows past the groups are the caller's to copy).
+ * The caller sets w->packed_rows once every group is.
  */
-void		weight_pack_groups(const cbllm_weight *w, int64_t g0, int64_t g1, uint8_t *tmp);
+void		weight_pack_groups(const cbllm_weight *w, int64_t g0, int64_t g1, uint8_t *dst, uint8_t *tmp);
 
 /* Row r of w as stored, into row (a copy for a packed row; row_bytes bytes). */
 const uint8_t *weight_row(const cbllm_weight *w, int64_t r, uint8_t *row);

@@ -138,7 +138,7 @@ TestShape(const cpu_kernels *ks, cbllm_dtype dt, int64_t cols, bool random_bytes
 				nan_ok = true;
 
 	memcpy(packed, stored, ROWS * rb);
-	weight_pack_groups(&wp, 0, ROWS / 16, tmp);
+	weight_pack_groups(&wp, 0, ROWS / 16, packed, tmp);
 	wp.packed_rows = ROWS / 16 * 16;
 	TAP_OK(LayoutAsDocumented(dt, stored, packed, cols),
 		   "%s (%s) x %ld: every code, scale, d and dmin of the packed rows is where weight_pack.h says",
