@@ -16,9 +16,11 @@
  *     offset is the format's;
  *   - batch invariance: a token's outputs are bit-identical alone and in a
  *     batch of 72 and in batches of 3, 7, 8 and 13 (on AVX-512 the fused
- *     products alone, the unpacked ones in the batch; the integer K-quant and
- *     Q8_0 products a row at a time alone, repacked sixteen rows at a time
- *     from 9 tokens), and whatever the row blocks the work is split into;
+ *     products alone, the unpacked ones in the batch; the integer K-quant
+ *     products a row at a time at every batch, the Q8_0 and Q4_0 ones a row
+ *     at a time alone and, with VNNI, repacked sixteen rows at a time from 9
+ *     tokens), and whatever the row blocks the work is split into (rows as
+ *     stored: test_weight_pack checks the K-quants packed at load);
  *   - avx512 and avx512vnni (vpmaddubsw against vpdpbusd) give the same bits;
  *   - a NaN activation gives NaN outputs for its token only.
  */
@@ -152,7 +154,7 @@ TestShape(const cpu_kernels *ks, cbllm_dtype dt, int64_t cols, bool random_bytes
 	}
 	TAP_OK(same, "%s: %s x %ld, each token alone (in blocks of 5 or 32 rows) gives the bits it gives in a batch of %d",
 		   ks->isa, name, (long) cols, MAX_T);
-	/* batches on either side of the switch to AVX-512's repacked K-quant products (8 tokens), with tails */
+	/* batches on either side of the switch to AVX512-VNNI's repacked Q8_0 and Q4_0 products (8 tokens), with tails */
 	for (int bi = 0; bi < 4 && same; bi++)
 	{
 		int			nb = (int[]) {3, 7, 8, 13}[bi];
