@@ -102,20 +102,18 @@ BlockCodes(const kquant_layout *l, const uint8_t *b, uint8_t q[256])
 		switch (part->plane)
 		{
 			case KQ_PLANE_NIBBLES:
-				for (int j = 0; j < 4; j++)
-					for (int i = 0; i < 32; i++)
-					{
-						q[64 * j + i] |= (uint8_t) ((pl[32 * j + i] & 15) << low);
-						q[64 * j + 32 + i] |= (uint8_t) ((pl[32 * j + i] >> 4) << low);
-					}
-				break;
 			case KQ_PLANE_NIBBLES_6:
-				for (int h = 0; h < 2; h++)
-					for (int i = 0; i < 64; i++)
-					{
-						q[128 * h + i] |= (uint8_t) ((pl[64 * h + i] & 15) << low);
-						q[128 * h + 64 + i] |= (uint8_t) ((pl[64 * h + i] >> 4) << low);
-					}
+				{
+					/* runs of w bytes: low nibbles the run's elements, high nibbles the next w */
+					int			w = part->plane == KQ_PLANE_NIBBLES ? 32 : 64;
+
+					for (int j = 0; j < 128 / w; j++)
+						for (int i = 0; i < w; i++)
+						{
+							q[2 * w * j + i] |= (uint8_t) ((pl[w * j + i] & 15) << low);
+							q[2 * w * j + w + i] |= (uint8_t) ((pl[w * j + i] >> 4) << low);
+						}
+				}
 				break;
 			case KQ_PLANE_CRUMBS:
 				for (int h = 0; h < 2; h++)
