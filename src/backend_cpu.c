@@ -40,6 +40,10 @@ typedef struct cpu_ctx
 								 * block-quantized */
 	uint8_t    *embed_row;		/* one embedding row as stored, unpacked from a packed
 								 * embedding (a tied lm_head's); NULL otherwise */
+	float	   *xpanel;			/* (max_tokens, max_k) a matmul's activations as
+								 * cpu_kernels.panel_x arranges them; NULL until a float
+								 * matrix is packed */
+	int64_t		max_k;			/* the widest activations a matmul takes */
 } cpu_ctx;
 
 /* Host memory, 64-byte aligned. */
@@ -121,9 +125,12 @@ typedef struct matmul_job
 	int			n;
 	const cbllm_weight *const *w;
 	const float *x;
+	const float *xp;			/* x arranged by panel_x when a float matrix of the group is
+								 * packed; else NULL */
 	int			T;
 	float	   *const *y;
 	int			first_task[BACKEND_MAX_GROUP + 1];	/* task ranges of each matrix */
+	int			parts;			/* of the panel_x arrangement */
 } matmul_job;
 
 /* Whether the CPU reads dt's rows block by block through the quantized products. */
@@ -151,7 +158,7 @@ MatmulTask(void *arg, int task, int thread)
 	if (IsBlocked(j->w[i]->dtype))
 		c->k->qmatmul_rows(j->w[i], &c->qx, j->y[i], r0, r1, scratch);
 	else
-		c->k->matmul_rows(j->w[i], j->x, j->T, j->y[i], r0, r1, scratch);
+		c->k->matmul_rows(j->w[i], j->x, j->xp, j->T, j->y[i], r0, r1, scratch);
 }
 
 /* Activations quantized a chunk of this many (a multiple of 256) at a time, so one token spreads over threads. */
@@ -178,6 +185,15 @@ QuantizeTask(void *arg, int task, int thread)
 	j->c->k->quantize_x(j->x + (int64_t) t * k, k, e0, e1, t, &j->c->qx);
 }
 
+/* One task: a part of the activations arranged for the products over packed float rows. */
+static void
+PanelXTask(void *arg, int task, int thread)
+{
+	matmul_job *j = arg;
+
+	j->c->k->panel_x(j->x, j->T, j->w[0]->cols, task, j->parts, j->c->xpanel);
+}
+
 /* The activation block w's products want: 0 for a float matrix, else 32 or 256. */
 static int
 WantedBlock(const cpu_ctx *c, const cbllm_weight *w)
@@ -196,8 +212,9 @@ CpuMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x
 		  float *const *y)
 {
 	cpu_ctx    *c = be->ctx;
-	matmul_job	j = {c, n, w, x, T, y, {0}};
+	matmul_job	j = {c, n, w, x, NULL, T, y, {0}, 0};
 	int			blk = 0;
+	bool		panels = false;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -228,6 +245,7 @@ CpuMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x
 			return;
 		}
 		blk = want != 0 ? want : blk;
+		panels |= want == 0 && w[i]->packed_rows > 0;
 		j.first_task[i + 1] = j.first_task[i] +
 			(int) ((w[i]->rows + KERNEL_ROWS_PER_TASK - 1) / KERNEL_ROWS_PER_TASK);
 	}
@@ -237,6 +255,14 @@ CpuMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x
 		c->qx.ld = KERNEL_QLD(w[0]->cols);
 		c->qx.blk = blk;
 		threadpool_run(c->pool, T * QuantizeChunks(w[0]->cols), QuantizeTask, &j);
+	}
+	if (panels && T == 1)
+		j.xp = x;
+	else if (panels)
+	{
+		j.xp = c->xpanel;
+		j.parts = T < 4 * threadpool_size(c->pool) ? T : 4 * threadpool_size(c->pool);
+		threadpool_run(c->pool, j.parts, PanelXTask, &j);
 	}
 	threadpool_run(c->pool, j.first_task[n], MatmulTask, &j);
 }
@@ -268,6 +294,7 @@ typedef struct pack_state
 	cbllm_model *m;
 	uint8_t    *tmp;			/* grown to the largest group */
 	int64_t		tmp_stride;
+	bool		floats;			/* a float matrix was packed */
 } pack_state;
 
 /* Give back the whole pages of a mapped range no longer read (they come back from the file if they are). */
@@ -346,6 +373,7 @@ PackMatrix(void *arg, const model_tensor *mt, cbllm_err *err)
 		w->owned = true;
 	}
 	w->packed_rows = j.groups * WEIGHT_PACK_ROWS;
+	ps->floats |= !IsBlocked(w->dtype);
 	return CBLLM_OK;
 }
 
@@ -359,7 +387,7 @@ static int
 CpuPackWeights(cbllm_backend *be, cbllm_model *m, cbllm_err *err)
 {
 	cpu_ctx    *c = be->ctx;
-	pack_state	ps = {c, m, NULL, 0};
+	pack_state	ps = {c, m, NULL, 0, false};
 	int			rc = model_visit(m, PackMatrix, &ps, err);
 
 	free(ps.tmp);
@@ -371,6 +399,9 @@ CpuPackWeights(cbllm_backend *be, cbllm_model *m, cbllm_err *err)
 		m->lm_head.owned = false;
 		m->lm_head.packed_rows = m->embed.packed_rows;
 	}
+	if (ps.floats && c->xpanel == NULL &&
+		(c->xpanel = malloc(sizeof(float) * (size_t) c->max_tokens * c->max_k)) == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory for the arranged activations");
 	if (m->embed.packed_rows > 0 && c->embed_row == NULL &&
 		(c->embed_row = malloc(cbllm_dtype_row_bytes(m->embed.dtype, m->embed.cols))) == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory for an embedding row");
@@ -679,6 +710,7 @@ CpuDestroy(cbllm_backend *be)
 	if (c != NULL)
 	{
 		free(c->scratch);
+		free(c->xpanel);
 		free(c->scores);
 		free(c->rope_cos);
 		free(c->rope_sin);
@@ -728,6 +760,7 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 		max_k = cfg->intermediate;
 	if ((int64_t) cfg->n_heads * cfg->head_dim > max_k)
 		max_k = (int64_t) cfg->n_heads * cfg->head_dim;
+	c->max_k = max_k;
 	c->scratch_stride = KERNEL_ROWS_PER_TASK * KERNEL_QLD(max_k);
 	c->scratch = malloc(sizeof(float) * c->scratch_stride * nt);
 	c->scores = malloc(sizeof(float) * (size_t) p->max_ctx * nt);

@@ -4,10 +4,12 @@
  * kernels_simd.inc) and chosen at run time by cpu_kernels_select().
  *
  * Batch invariance: every output element of matmul_rows is one dot product
- * accumulated lane-wise in K order and reduced by the same horizontal sum,
- * whatever the number of tokens, the tile it falls in, the thread that
- * computes it, or whether its weights were packed to f32 first.  So a
- * sequence's results never depend on what else is in the batch.
+ * accumulated in one fixed order, whatever the number of tokens, the tile it
+ * falls in, the thread that computes it, or whether its weights were widened
+ * to f32 first: lane-wise in K order and reduced by the same horizontal sum
+ * for rows as stored, one running sum in K order for rows packed as panels
+ * (weight_pack.h).  So a sequence's results never depend on what else is in
+ * the batch.
  */
 #ifndef CBLLM_KERNELS_H
 #define CBLLM_KERNELS_H
@@ -50,10 +52,17 @@ typedef struct cpu_kernels
 	/*
 	 * y[t * w->rows + r] = dot(x[t * w->cols ...], W[r, :]) for t in [0, T),
 	 * r in [r0, r1), r1 - r0 <= KERNEL_ROWS_PER_TASK.  x: (T, w->cols);
-	 * y: (T, w->rows); scratch: (KERNEL_ROWS_PER_TASK, w->cols) floats.
+	 * xp: x as panel_x arranges it, read when w's rows are packed (else
+	 * unused); y: (T, w->rows); scratch: (KERNEL_ROWS_PER_TASK, w->cols) floats.
 	 */
-	void		(*matmul_rows) (const cbllm_weight *w, const float *x, int T, float *y,
-								int64_t r0, int64_t r1, float *scratch);
+	void		(*matmul_rows) (const cbllm_weight *w, const float *x, const float *xp, int T,
+								float *y, int64_t r0, int64_t r1, float *scratch);
+	/*
+	 * Part part of parts of the T tokens of x (T, k) arranged into xp (T * k
+	 * floats) as the products over packed float rows read them; NULL in the
+	 * sets that pack no float matrix.  For T = 1 the arrangement is x itself.
+	 */
+	void		(*panel_x) (const float *x, int T, int64_t k, int part, int parts, float *xp);
 	/*
 	 * The activation block (cpu_qx.blk) the products over w want: 256 where
 	 * this set multiplies w's K-quant blocks in integers over whole 256s (one

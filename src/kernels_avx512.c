@@ -19,6 +19,7 @@
 #define V_HSUM(v) _mm512_reduce_add_ps(v)
 #define MICRO_RO 4
 #define MICRO_RT 6
+#define F_PACKED 1				/* kernels_float_packed.inc: float matrices as panels */
 
 /* the integer words of kernels_quant.inc: 64 codes a step, 16 lanes of 4 */
 #define QU __m512i

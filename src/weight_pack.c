@@ -1,8 +1,9 @@
 /*
- * weight_pack.c: K-quant rows into and out of the CPU's packed layout
- * (weight_pack.h says where each part goes).  Plain C over the format's
- * own description (kquant_layout.h), so the layout is defined once for every
- * kernel set; the AVX-512 products that read it are kernels_quant_packed.inc.
+ * weight_pack.c: K-quant and float rows into and out of the CPU's packed
+ * layouts (weight_pack.h says where each part goes).  Plain C over the
+ * format's own description (kquant_layout.h), so each layout is defined once
+ * for every kernel set; the AVX-512 products that read them are
+ * kernels_quant_packed.inc and kernels_float_packed.inc.
  */
 #include <string.h>
 
@@ -38,19 +39,51 @@ Shape(cbllm_dtype dt, pack_shape *s)
 	return true;
 }
 
+/* Bytes of an element of dt when its matrices pack as panels (the float types); 0 otherwise. */
+static int
+PanelElem(cbllm_dtype dt)
+{
+	return dt == CBLLM_F32 ? 4 : dt == CBLLM_F16 || dt == CBLLM_BF16 ? 2 : 0;
+}
+
 bool
 weight_pack_supported(cbllm_dtype dt)
 {
 	pack_shape	s;
 
-	return Shape(dt, &s);
+	return PanelElem(dt) > 0 || Shape(dt, &s);
 }
 
 bool
 weight_pack_fits(const cbllm_weight *w)
 {
-	return weight_pack_supported(w->dtype) && w->data != NULL && w->cols % 256 == 0 &&
-		w->rows >= WEIGHT_PACK_ROWS;
+	return weight_pack_supported(w->dtype) && w->data != NULL && w->cols > 0 &&
+		(PanelElem(w->dtype) > 0 || w->cols % 256 == 0) && w->rows >= WEIGHT_PACK_ROWS;
+}
+
+/* The 16 rows at src (row_bytes apart, cols elements of e bytes) as a panel at dst. */
+static void
+PackPanel(int e, const uint8_t *src, int64_t row_bytes, int64_t cols, uint8_t *dst)
+{
+	for (int r = 0; r < WEIGHT_PACK_ROWS; r++)
+	{
+		const uint8_t *row = src + r * row_bytes;
+
+		if (e == 4)
+			for (int64_t k = 0; k < cols; k++)
+				memcpy(dst + (k * WEIGHT_PACK_ROWS + r) * 4, row + k * 4, 4);
+		else
+			for (int64_t k = 0; k < cols; k++)
+				memcpy(dst + (k * WEIGHT_PACK_ROWS + r) * 2, row + k * 2, 2);
+	}
+}
+
+/* Row lane of the panel at grp (cols elements of e bytes) into row. */
+static void
+UnpackPanel(int e, const uint8_t *grp, int lane, int64_t cols, uint8_t *row)
+{
+	for (int64_t k = 0; k < cols; k++)
+		memcpy(row + k * e, grp + (k * WEIGHT_PACK_ROWS + lane) * e, (size_t) e);
 }
 
 int
@@ -185,10 +218,16 @@ GetLane(const pack_shape *s, const uint8_t *nib, const uint8_t *high, int r, uin
 }
 
 void
-weight_pack_group(cbllm_dtype dt, const uint8_t *src, int64_t row_bytes, int64_t nsb, uint8_t *dst)
+weight_pack_group(cbllm_dtype dt, const uint8_t *src, int64_t row_bytes, int64_t cols, uint8_t *dst)
 {
 	pack_shape	s;
+	int64_t		nsb = cols / 256;
 
+	if (PanelElem(dt) > 0)
+	{
+		PackPanel(PanelElem(dt), src, row_bytes, cols, dst);
+		return;
+	}
 	if (!Shape(dt, &s))
 		return;
 	for (int64_t sb = 0; sb < nsb; sb++)
@@ -210,10 +249,16 @@ weight_pack_group(cbllm_dtype dt, const uint8_t *src, int64_t row_bytes, int64_t
 }
 
 void
-weight_unpack_row(cbllm_dtype dt, const uint8_t *grp, int lane, int64_t nsb, uint8_t *row)
+weight_unpack_row(cbllm_dtype dt, const uint8_t *grp, int lane, int64_t cols, uint8_t *row)
 {
 	pack_shape	s;
+	int64_t		nsb = cols / 256;
 
+	if (PanelElem(dt) > 0)
+	{
+		UnpackPanel(PanelElem(dt), grp, lane, cols, row);
+		return;
+	}
 	if (!Shape(dt, &s))
 		return;
 	for (int64_t sb = 0; sb < nsb; sb++)
@@ -246,7 +291,7 @@ weight_pack_groups(const cbllm_weight *w, int64_t g0, int64_t g1, uint8_t *dst, 
 			memcpy(tmp, src, (size_t) gb);
 			src = tmp;
 		}
-		weight_pack_group(w->dtype, src, gb / WEIGHT_PACK_ROWS, w->cols / 256, dst + g * gb);
+		weight_pack_group(w->dtype, src, gb / WEIGHT_PACK_ROWS, w->cols, dst + g * gb);
 	}
 }
 
@@ -259,6 +304,6 @@ weight_row(const cbllm_weight *w, int64_t r, uint8_t *row)
 	if (r >= w->packed_rows)
 		return data + r * rb;
 	weight_unpack_row(w->dtype, data + r / WEIGHT_PACK_ROWS * WEIGHT_PACK_ROWS * rb,
-					  (int) (r % WEIGHT_PACK_ROWS), w->cols / 256, row);
+					  (int) (r % WEIGHT_PACK_ROWS), w->cols, row);
 	return row;
 }

@@ -1,8 +1,15 @@
 /*
- * weight_pack.h: the CPU's load-time layout of K-quant matrices (Q4_K, Q5_K,
- * Q6_K): sixteen rows interleaved, so that one vpdpbusd multiplies four
- * codes of sixteen rows by four activations, whatever the batch, with no
- * per-step repacking.
+ * weight_pack.h: the CPU's load-time layouts of matrices: K-quant (Q4_K,
+ * Q5_K, Q6_K) and float (F32, F16, BF16) rows sixteen at a time, so that one
+ * instruction multiplies sixteen rows by a broadcast activation, whatever
+ * the batch, with no per-step repacking.
+ *
+ * Float matrices: a group of 16 rows is a panel, column-major: element k of
+ * lane r is element 16k + r of the group (its 16 * cols elements in the
+ * bytes the rows took).  The products then accumulate each output as one
+ * running sum in column order, at every batch size (kernels_float_packed.inc).
+ *
+ * K-quant matrices:
  *
  * A packed matrix keeps its size: rows 16g..16g+15 (a group) occupy the same
  * 16 * row_bytes bytes they did as stored, now as one record per 256-block
@@ -44,24 +51,24 @@
 /* Whether matrices of dt have a packed layout. */
 bool		weight_pack_supported(cbllm_dtype dt);
 
-/* Whether w can be packed: a supported type, rows of whole 256-blocks, a group or more of rows, on the host. */
+/* Whether w can be packed: a supported type (K-quant rows of whole 256-blocks), a group or more of rows, on the host. */
 bool		weight_pack_fits(const cbllm_weight *w);
 
 /*
  * Bytes of one packed group's header (the scales, d and dmin vectors) in a
- * record of dt; the nibbles follow, then the high bits.
+ * record of K-quant dt; the nibbles follow, then the high bits.  0 for a float type.
  */
 int			weight_pack_header_bytes(cbllm_dtype dt);
 
 /*
- * Pack the 16 rows at src (row_bytes apart, nsb blocks each, as stored) into
- * the group at dst (16 * row_bytes bytes); src and dst must not overlap.
+ * Pack the 16 rows at src (row_bytes apart, cols elements each, as stored)
+ * into the group at dst (16 * row_bytes bytes); src and dst must not overlap.
  */
-void		weight_pack_group(cbllm_dtype dt, const uint8_t *src, int64_t row_bytes, int64_t nsb,
+void		weight_pack_group(cbllm_dtype dt, const uint8_t *src, int64_t row_bytes, int64_t cols,
 							  uint8_t *dst);
 
-/* Row lane of the packed group at grp (nsb blocks) as stored, into row. */
-void		weight_unpack_row(cbllm_dtype dt, const uint8_t *grp, int lane, int64_t nsb, uint8_t *row);
+/* Row lane of the packed group at grp (rows of cols elements) as stored, into row. */
+void		weight_unpack_row(cbllm_dtype dt, const uint8_t *grp, int lane, int64_t cols, uint8_t *row);
 
 /*
  * Pack groups [g0, g1) of w into dst, a buffer of w's bytes: w->data

@@ -289,7 +289,7 @@ TestCpuKernels(const cpu_kernels *ks)
 			for (int i = 0; i < T * ROWS; i++)
 				y[i] = NAN;
 			RefMatmul(&w, x, T, ref);
-			ks->matmul_rows(&w, x, T, y, 0, ROWS, scratch);
+			ks->matmul_rows(&w, x, NULL, T, y, 0, ROWS, scratch);
 			TAP_OK(memcmp(y, ref, sizeof(float) * T * ROWS) == 0,
 				   "%s kernels: a %d x %d %s matrix times %d token%s is exact",
 				   ks->isa, ROWS, COLS, cbllm_dtype_name(dt), T, T == 1 ? "" : "s");

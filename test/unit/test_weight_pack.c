@@ -37,6 +37,7 @@
 #include "threadpool.h"
 #include "kquant_layout.h"
 #include "numeric.h"
+#include "packed_model.h"
 #include "rng.h"
 #include "weight_pack.h"
 #include "quant_rows.h"
@@ -204,12 +205,13 @@ TestWhoPacks(void)
 		for (int d = 0; d < CBLLM_DTYPE_COUNT; d++)
 		{
 			cbllm_dtype dt = (cbllm_dtype) d;
-			bool		kq = dt == CBLLM_Q4_K || dt == CBLLM_Q5_K || dt == CBLLM_Q6_K;
+			bool		kq = dt == CBLLM_Q4_K || dt == CBLLM_Q5_K || dt == CBLLM_Q6_K,
+						fl = dt == CBLLM_F32 || dt == CBLLM_F16 || dt == CBLLM_BF16;
 			cbllm_weight w = {.dtype = dt, .rows = 64, .cols = 512, .data = &byte};
 
-			ok = ok && ks->packs(&w) == (avx512 && kq);
+			ok = ok && ks->packs(&w) == (avx512 && (kq || fl));
 			w.cols = 320;
-			ok = ok && !ks->packs(&w);
+			ok = ok && ks->packs(&w) == (avx512 && fl);
 			w.cols = 512;
 			w.rows = 15;
 			ok = ok && !ks->packs(&w);
@@ -217,59 +219,10 @@ TestWhoPacks(void)
 			w.data = NULL;
 			ok = ok && !ks->packs(&w);
 		}
-		TAP_OK(ok, "%s packs %s (rows of whole 256s, 16 rows or more, on the host)", isas[i],
-			   avx512 ? "Q4_K, Q5_K and Q6_K, nothing else" : "nothing");
+		TAP_OK(ok, "%s packs %s (16 rows or more, on the host)", isas[i],
+			   avx512 ? "Q4_K, Q5_K and Q6_K (rows of whole 256s) and the float types, nothing else" :
+			   "nothing");
 	}
-}
-
-typedef struct pack_walk
-{
-	const cbllm_model *m;		/* the packed model */
-	const cbllm_model *stored;	/* the same model loaded again, not packed */
-	int			matrices;
-	int			packed;			/* with every whole group packed */
-	int			rows_back;		/* whose every row unpacks to the stored bytes */
-} pack_walk;
-
-/* The field of model b that stands where f stands in model a. */
-static const cbllm_weight *
-Twin(const cbllm_model *a, const cbllm_model *b, const cbllm_weight *f)
-{
-	const char *p = (const char *) f;
-
-	if (p >= (const char *) a && p < (const char *) (a + 1))
-		return (const cbllm_weight *) ((const char *) b + (p - (const char *) a));
-	for (int l = 0; l < a->cfg.n_layers; l++)
-		if (p >= (const char *) &a->layers[l] && p < (const char *) &a->layers[l + 1])
-			return (const cbllm_weight *) ((const char *) &b->layers[l] + (p - (const char *) &a->layers[l]));
-	return NULL;
-}
-
-/* model_visit over the packed model: is each matrix packed, and does each row come back? */
-static int
-CheckPackedRows(void *arg, const model_tensor *mt, cbllm_err *err)
-{
-	pack_walk  *pw = arg;
-	const cbllm_weight *w = mt->matrix,
-			   *s;
-	int64_t		rb;
-	uint8_t    *row;
-	bool		same = true;
-
-	if (w == NULL || mt->tied)
-		return 0;
-	pw->matrices++;
-	if (w->packed_rows == 0 || w->packed_rows != w->rows / WEIGHT_PACK_ROWS * WEIGHT_PACK_ROWS)
-		return 0;
-	pw->packed++;
-	s = Twin(pw->m, pw->stored, w);
-	rb = (int64_t) cbllm_dtype_row_bytes(w->dtype, w->cols);
-	row = malloc(rb);
-	for (int64_t r = 0; s != NULL && r < w->rows && same; r++)
-		same = memcmp(weight_row(w, r, row), (const uint8_t *) s->data + r * rb, rb) == 0;
-	pw->rows_back += s != NULL && same;
-	free(row);
-	return 0;
 }
 
 /* The CPU backend packs a tied q4_k model at load; rows and embeddings come back as stored. */
@@ -278,60 +231,23 @@ TestBackendPacks(const char *isa)
 {
 	fixture_geom g = {.hidden = 256, .layers = 2, .heads = 4, .kv_heads = 2, .inter = 512, .vocab = 400,
 	.tie = true};
-	model_load_params lp = {.format = "dummy", .dummy_on_host = true, .weight_format = "q4_k", .threads = 2};
-	backend_params bp = {.cpu_isa = isa, .max_tokens = 8, .max_seqs = 2, .max_ctx = 64, .block_size = 16};
-	cbllm_model *m = NULL,
-			   *s = NULL;
-	cbllm_threadpool *pool = NULL;
-	cbllm_backend *be = NULL;
+	packed_model pm;
 	cbllm_err	err = {0};
-	pack_walk	pw = {0};
-	char	   *dir = NULL,
-			   *cfg = fixture_config_json(&g, "LlamaForCausalLM", "silu", NULL);
-	int			rc = CBLLM_ERR_IO;
+	int			rc = packed_model_open(&pm, "weight_pack", isa, &g, "q4_k", 8, &err);
+	cbllm_model *m = pm.m;
+	cbllm_backend *be = pm.be;
 
-	if (fixture_root_create("weight_pack") != NULL && (dir = fixture_case_dir("tied")) != NULL &&
-		fixture_write_text(dir, "config.json", cfg))
-	{
-		lp.dir = dir;
-		rc = model_load_ex(&lp, &m, &err);
-	}
-	if (rc == CBLLM_OK && (rc = model_load_ex(&lp, &s, &err)) == CBLLM_OK &&
-		(rc = threadpool_create(2, &pool, &err)) == CBLLM_OK)
-	{
-		bp.model = m;
-		bp.pool = pool;
-		if ((rc = cpu_backend_reg.create(&bp, &be, &err)) == CBLLM_OK)
-			rc = be->pack_weights(be, m, &err);
-	}
 	TAP_OK(rc == CBLLM_OK && m->lm_head_tied && m->embed.dtype == CBLLM_Q6_K,
 		   "%s: the tied q4_k llama (a Q6_K embedding) loads and packs (%s)", isa, rc ? err.msg : "ok");
 	if (rc == CBLLM_OK)
 	{
-		int32_t		tokens[3] = {0, 399, 123},
-					pos[3] = {0, 1, 2},
-					seq[3] = {0};
-		int64_t		slot[3] = {0, 1, 2};
-		fwd_batch	b = {.n_tokens = 3, .tokens = tokens, .pos = pos, .seq = seq, .slot = slot, .n_seqs = 1};
-		float		x[3 * 256],
-					want[256];
-		bool		same = true;
+		pack_walk	pw = packed_model_walk(&pm);
 
-		pw.m = m;
-		pw.stored = s;
-		model_visit(m, CheckPackedRows, &pw, &err);
 		TAP_OK(pw.matrices == 1 + 7 * 2 && pw.packed == pw.matrices && pw.rows_back == pw.matrices &&
 			   m->lm_head.packed_rows == 400 && m->embed.packed_rows == 400 && m->lm_head.data == m->embed.data,
 			   "%s: all %d matrices of the tied model are packed (%d), the LM head as its embedding, and "
 			   "every row unpacks to the stored bytes (%d)", isa, pw.matrices, pw.packed, pw.rows_back);
-		be->embed(be, &m->embed, &b, x);
-		for (int t = 0; t < 3; t++)
-		{
-			cbllm_to_f32(s->embed.dtype, (const char *) s->embed.data +
-						 tokens[t] * cbllm_dtype_row_bytes(s->embed.dtype, 256), want, 256);
-			same = same && memcmp(want, x + t * 256, sizeof(want)) == 0;
-		}
-		TAP_OK(same, "%s: the embedding lookup of the packed embedding gives the stored rows' values", isa);
+		TAP_OK(packed_model_embed_matches(&pm), "%s: the embedding lookup of the packed embedding gives the stored rows' values", isa);
 
 		/* a group of a packed Q4_K matrix and a Q8_0 one (activations per 256 and per 32) */
 		{
@@ -362,44 +278,29 @@ TestBackendPacks(const char *isa)
 			free(zb);
 		}
 	}
-	if (be != NULL)
-		be->destroy(be);
-	threadpool_destroy(pool);
-	model_free(m);
-	model_free(s);
-	free(dir);
-	free(cfg);
-	fixture_root_remove();
+	packed_model_close(&pm);
+}
+
+/* Everything on one packing kernel set. */
+static void
+OnSet(const cpu_kernels *ks, int i)
+{
+	cbllm_rng	r;
+
+	TestBackendPacks(ks->isa);
+	rng_seed(&r, 500 + i);
+	for (int t = 0; t < 3; t++)
+	{
+		TestShape(ks, types[t], 256, true, &r);
+		TestShape(ks, types[t], 1024, true, &r);
+		TestShape(ks, types[t], 768, false, &r);
+	}
 }
 
 int
 main(void)
 {
-	const char *isas[] = {"avx512", "avx512vnni"};
-	int			ran = 0;
-
 	TestWhoPacks();
-	for (int i = 0; i < 2; i++)
-	{
-		const cpu_kernels *ks = cpu_kernels_select(isas[i]);
-		cbllm_rng	r;
-
-		if (ks == NULL)
-		{
-			TAP_DIAG("this CPU has no %s: its packed products are not run", isas[i]);
-			continue;
-		}
-		ran++;
-		TestBackendPacks(isas[i]);
-		rng_seed(&r, 500 + i);
-		for (int t = 0; t < 3; t++)
-		{
-			TestShape(ks, types[t], 256, true, &r);
-			TestShape(ks, types[t], 1024, true, &r);
-			TestShape(ks, types[t], 768, false, &r);
-		}
-	}
-	if (ran == 0)
-		TAP_DIAG("no AVX-512 here: nothing is packed, the products over stored rows serve every batch");
+	packed_model_for_sets(OnSet);
 	return tap_done();
 }
