@@ -123,6 +123,7 @@ UNIT_TESTS = \
 	build/test/test_quant_kernels \
 	build/test/test_weight_pack \
 	build/test/test_float_pack \
+	build/test/test_attention_kernels \
 	build/test/test_weight_format \
 	build/test/test_vocab_padding \
 	build/test/test_generation_config \

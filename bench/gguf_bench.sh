@@ -6,8 +6,9 @@
 #
 # Decode: tokens/s of steps at batch 1, 8 and 32 with a 64-token context per sequence
 # (cbllm-cli bench-steps --context 64 --steps 16; llama-batched-bench -npp 64 -ntg 16, whose
-# S_TG is the same quantity).  Prefill: one 512-token prompt (bench-steps --prefill 512;
-# llama-batched-bench -npp 512 -ntg 1 -ub 512, S_PP).  Peak resident memory of each run from
+# S_TG is the same quantity); CTX and GEN override the 64 and the 16.  Prefill: one
+# 512-token prompt (bench-steps --prefill 512; llama-batched-bench -npp 512 -ntg 1 -ub 512,
+# S_PP).  Peak resident memory of each run from
 # /usr/bin/time; cbllm's run holds a KV cache for 32 sequences of 520 positions in f32, llama's
 # one of 4096 positions in f16 (both printed).  Threads: 2 (THREADS overrides).
 set -uo pipefail
@@ -15,6 +16,9 @@ bin=${1:?usage: bench/gguf_bench.sh LLAMA_BIN_DIR REPS FILE.gguf ...}
 reps=${2:?reps}
 shift 2
 threads=${THREADS:-2}
+ctx=${CTX:-64}
+gen=${GEN:-16}
+kvc=$((32 * (ctx + gen) > 4096 ? 32 * (ctx + gen) : 4096))
 repo=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -27,14 +31,14 @@ for file in "$@"; do
 	echo "## $name ($(du -m "$file" | cut -f1) MB file), $threads threads"
 	for r in $(seq 1 "$reps"); do
 		/usr/bin/time -v "$repo/bin/cbllm-cli" bench-steps -m "$file" --threads "$threads" \
-			--batch 1,8,32 --context 64 --steps 16 --prefill 512 >"$tmp/c.out" 2>"$tmp/c.time"
-		/usr/bin/time -v "$bin/llama-batched-bench" -m "$file" -t "$threads" -c 4096 -b 2048 \
-			-ub 512 -npp 64 -ntg 16 -npl 1,8,32 >"$tmp/l.out" 2>"$tmp/l.time"
+			--batch 1,8,32 --context "$ctx" --steps "$gen" --prefill 512 >"$tmp/c.out" 2>"$tmp/c.time"
+		/usr/bin/time -v "$bin/llama-batched-bench" -m "$file" -t "$threads" -c "$kvc" -b 2048 \
+			-ub 512 -npp "$ctx" -ntg "$gen" -npl 1,8,32 >"$tmp/l.out" 2>"$tmp/l.time"
 		"$bin/llama-batched-bench" -m "$file" -t "$threads" -c 1024 -b 512 -ub 512 -npp 512 \
 			-ntg 1 -npl 1 >"$tmp/lp.out" 2>&1
 		for b in 1 8 32; do
 			awk -v b="$b" '$1 == b {print $3}' "$tmp/c.out" >>"$tmp/$name.cbllm.$b"
-			awk -F'|' -v b="$b" '$4 + 0 == b && $2 + 0 == 64 {print $9 + 0}' "$tmp/l.out" \
+			awk -F'|' -v b="$b" -v c="$ctx" '$4 + 0 == b && $2 + 0 == c {print $9 + 0}' "$tmp/l.out" \
 				>>"$tmp/$name.llama.$b"
 		done
 		awk '/^prefill/ {print $6}' "$tmp/c.out" >>"$tmp/$name.cbllm.pp"

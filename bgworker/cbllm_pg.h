@@ -53,6 +53,7 @@ extern int	cbllm_prefix_cache_scope;
 extern char *cbllm_engine_program;
 extern bool cbllm_restart_stalled_engine;
 extern double cbllm_priority_aging;
+extern int	cbllm_max_step_ms;
 
 /* cbllm.prefix_cache_scope */
 #define PREFIX_SCOPE_ROLE 0

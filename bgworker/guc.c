@@ -37,6 +37,7 @@ int			cbllm_result_memory_kb = 16384;
 int			cbllm_stall_timeout_ms = 30000;
 int			cbllm_prefix_cache_scope = PREFIX_SCOPE_ROLE;
 double		cbllm_priority_aging = 1.0;
+int			cbllm_max_step_ms = -1;
 char	   *cbllm_engine_program = NULL;
 bool		cbllm_restart_stalled_engine = false;
 
@@ -200,6 +201,11 @@ CbllmDefineGucs(void)
 							 "Priority points a waiting request gains per second of waiting (0: strict priorities).",
 							 NULL, &cbllm_priority_aging, 1.0, 0.0, 1e6, PGC_POSTMASTER, 0,
 							 NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.max_step_ms",
+							"While sequences decode, an engine step takes prompt tokens only up to this duration (-1: twice a decode step; 0: no limit).",
+							"Long prompts are then prefilled in chunks beside the decoding sequences, whose next tokens never wait for a whole prompt; the engine measures its cost per prompt token as it runs.",
+							&cbllm_max_step_ms, -1, -1, 600000, PGC_POSTMASTER, GUC_UNIT_MS,
+							NULL, NULL, NULL);
 	DefineCustomStringVariable("cbllm.engine_program",
 							   "The engine program the supervisor starts (empty: cbllm-engine beside postgres).",
 							   NULL, &cbllm_engine_program, "", PGC_POSTMASTER, GUC_SUPERUSER_ONLY,

@@ -160,6 +160,7 @@ EngineParams(cbllm_ipc_params *p)
 	p->gpu_memory_utilization = cbllm_gpu_memory_utilization;
 	p->no_cuda_graphs = !cbllm_cuda_graphs;
 	p->priority_aging = cbllm_priority_aging > 0 ? cbllm_priority_aging : CBLLM_PRIORITY_AGING_OFF;
+	p->max_step_ms = cbllm_max_step_ms < 0 ? CBLLM_MAX_STEP_AUTO : cbllm_max_step_ms;
 	p->n_slots = cbllm_shared->n_slots;
 }
 

@@ -41,6 +41,7 @@ const char *cbllm_preempt_mode_name(cbllm_preempt m);
 typedef double (*cbllm_clock) (void *arg);
 
 #define CBLLM_PRIORITY_AGING_OFF (-1.0)	/* priority_aging: strict priority, no aging */
+#define CBLLM_MAX_STEP_AUTO (-1.0)	/* max_step_ms: twice the decode step the engine measures */
 
 typedef struct cbllm_engine_params
 {
@@ -67,6 +68,11 @@ typedef struct cbllm_engine_params
 	size_t		swap_space_bytes;	/* host swap area in bytes; 0: a quarter of the KV pool; SIZE_MAX: none */
 	bool		no_prefix_caching;	/* turn automatic prefix caching off */
 	bool		static_batching;	/* baseline: run each batch to completion before the next */
+	double		max_step_ms;	/* stall-free prefill: while sequences decode, a step takes prompt
+								 * tokens only up to this predicted duration (the engine measures
+								 * its cost per prompt token and per decode step); 0: no limit but
+								 * max_num_batched_tokens; CBLLM_MAX_STEP_AUTO (any negative):
+								 * twice the measured decode step */
 	double		priority_aging;	/* priority points a request gains per second since its submission;
 								 * 0: 1 per second; CBLLM_PRIORITY_AGING_OFF (any negative): strict
 								 * priority, a steady stream of higher priorities starves lower ones */

@@ -108,6 +108,10 @@ ResolveParams(cbllm_engine *e, const cbllm_engine_params *in, cbllm_err *err)
 						  p->priority_aging);
 	p->priority_aging = p->priority_aging == 0 ? DEFAULT_PRIORITY_AGING :
 		p->priority_aging < 0 ? 0 : p->priority_aging;	/* resolved: 0 is off */
+	if (!isfinite(p->max_step_ms))
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "max_step_ms must be a finite number, not %g",
+						  p->max_step_ms);
+	p->max_step_ms = p->max_step_ms < 0 ? CBLLM_MAX_STEP_AUTO : p->max_step_ms;
 	if (p->n_threads <= 0)
 		p->n_threads = (int) sysconf(_SC_NPROCESSORS_ONLN);
 	if (p->n_threads <= 0)
@@ -256,7 +260,7 @@ CreateScheduler(cbllm_engine *e, cbllm_err *err)
 	model_kv_drop_window(&e->model->cfg), p->no_prefix_caching};
 	sched_params sp = {&e->waiting, &e->running, NULL,
 	{p->max_num_seqs, p->max_num_batched_tokens, p->preempt_mode, p->static_batching,
-	engine_kv_bytes(e, p->block_size)}};
+	engine_kv_bytes(e, p->block_size), p->max_step_ms < 0 ? SCHED_STEP_AUTO : p->max_step_ms / 1e3}};
 	int			rc;
 
 	if ((rc = bm_create(&bp, &e->bm, err)) != CBLLM_OK)

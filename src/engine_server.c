@@ -89,6 +89,7 @@ EngineParams(const cbllm_ipc_params *ip, cbllm_engine_params *p)
 	p->no_cuda_graphs = ip->no_cuda_graphs != 0;
 	p->gpu_memory_utilization = ip->gpu_memory_utilization;
 	p->priority_aging = ip->priority_aging;
+	p->max_step_ms = ip->max_step_ms;
 }
 
 /* Forget slot i's request (aborting it in the engine if it is there). */

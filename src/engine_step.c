@@ -257,16 +257,34 @@ RecordTokens(cbllm_engine *e, const sched_plan *plan)
 	}
 }
 
-/* The counters of a step that ran, and the prefill rate the auto preemption choice uses. */
+/*
+ * The counters of a step that ran, and the costs the scheduler plans with
+ * (moving averages): a step of decodes only, and a prompt token, what a
+ * step with prompt work took beyond the decode step.
+ */
 static void
 RecordStep(cbllm_engine *e, const sched_plan *plan, const sched_update *u, double seconds)
 {
+	scheduler  *s = &e->sched;
+	int			n_dec = 0,
+				n_pre;
+
 	e->stats.steps++;
 	e->stats.batch_seqs_sum += plan->n_seqs;
 	e->stats.tokens_prompt += u->n_prompt_tokens;
-	if (u->n_tokens >= 64)
-		e->sched.sec_per_prefill_token = 0.8 * e->sched.sec_per_prefill_token +
-			0.2 * seconds / u->n_tokens;
+	for (int i = 0; i < plan->n_seqs; i++)
+		n_dec += plan->seqs[i].n_tokens == 1;
+	n_pre = plan->n_tokens - n_dec;
+	if (n_pre == 0)
+		s->sec_decode_step = s->sec_decode_step > 0 ? 0.8 * s->sec_decode_step + 0.2 * seconds : seconds;
+	else if (n_pre >= 16)
+	{
+		double		per = (seconds - (n_dec > 0 ? s->sec_decode_step : 0)) / n_pre;
+
+		if (per > 0)
+			s->sec_per_prefill_token = s->prefill_measured ? 0.8 * s->sec_per_prefill_token + 0.2 * per : per;
+		s->prefill_measured |= per > 0;
+	}
 }
 
 /* Run the plan's batch: forward pass, sampling, then the scheduler's update. */

@@ -149,6 +149,7 @@ typedef struct cbllm_ipc_params
 	uint64_t	swap_space_bytes;
 	double		gpu_memory_utilization;
 	double		priority_aging;
+	double		max_step_ms;	/* cbllm_engine_params.max_step_ms */
 } cbllm_ipc_params;
 
 typedef enum cbllm_ipc_state

@@ -22,6 +22,16 @@
  * tokens and KV blocks last; the head is never skipped for a smaller request
  * behind it.
  *
+ * Stall-free prefill.  A long prompt's chunk in the same step as decoding
+ * sequences makes each of them wait for the whole chunk: a 2048-token chunk
+ * is a two-second gap between two tokens on a CPU.  So when anything decodes
+ * and a step-time target is set, the prompt tokens of a step (chunks of
+ * running and of newly admitted requests together) are capped at what the
+ * engine's measured cost per prompt token fits in the target beyond the
+ * measured decode step, never below SCHED_MIN_PREFILL, as Sarathi-Serve's
+ * stall-free batching does.  With nothing decoding a step takes the whole
+ * token budget: nobody waits, and a burst of prompts starts at full speed.
+ *
  * Memory.  Blocks are taken only for the tokens of this step.  When a running
  * request needs a block and none is available, the last running request
  * (lowest effective priority, then latest arrival) is preempted, by
@@ -120,6 +130,49 @@ ChunkFor(const cbllm_request *r, int budget)
 	int			left = r->n_tokens - r->n_computed;
 
 	return left < budget ? left : budget;
+}
+
+/* Whether r's next chunk is prompt work (more than its one next token): what the prefill cap limits. */
+static inline bool
+Prefilling(const cbllm_request *r)
+{
+	return r->n_tokens - r->n_computed > 1;
+}
+
+/*
+ * The prompt tokens this step may take (see Stall-free prefill): budget
+ * when nothing decodes or no target applies.
+ */
+static int
+PrefillCap(const scheduler *s, int budget)
+{
+	double		target = s->lim.max_step_sec,
+				cap;
+	bool		decoding = false;
+
+	if (target == 0)
+		return budget;
+	for (const cbllm_request *r = s->running->head; r != NULL && !decoding; r = r->next)
+		decoding = !Prefilling(r);
+	if (!decoding)
+		return budget;
+	if (target < 0)
+	{
+		if (s->sec_decode_step <= 0)
+			return budget;		/* nothing measured yet */
+		target = 2 * s->sec_decode_step;
+	}
+	cap = (target - s->sec_decode_step) / s->sec_per_prefill_token;
+	if (cap < SCHED_MIN_PREFILL)
+		return SCHED_MIN_PREFILL < budget ? SCHED_MIN_PREFILL : budget;
+	return cap < budget ? (int) cap : budget;
+}
+
+/* The tokens r may take of the step's budget: its prompt work also within prefill. */
+static inline int
+Room(const cbllm_request *r, int budget, int prefill)
+{
+	return Prefilling(r) && prefill < budget ? prefill : budget;
 }
 
 /* Add r to the step with n tokens. */
@@ -313,17 +366,28 @@ PreemptForPriority(scheduler *s)
 		Preempt(s, s->running->tail);
 }
 
-/* Schedule the running requests, preempting from the back when blocks run out. */
+/*
+ * Schedule the running requests, preempting from the back when blocks run
+ * out; prompt chunks take from *prefill too, and one that finds it spent
+ * waits for a later step.
+ */
 static void
-PlanRunning(scheduler *s, int *budget)
+PlanRunning(scheduler *s, int *budget, int *prefill)
 {
 	sched_plan *plan = &s->plan;
 	cbllm_request *r = s->running->head;
 
 	while (r != NULL && plan->n_seqs < s->lim.max_num_seqs && *budget > 0)
 	{
-		int			n = ChunkFor(r, *budget);
+		bool		pre = Prefilling(r);
+		int			n = ChunkFor(r, Room(r, *budget, *prefill));
 		bool		lost_self = false;
+
+		if (n == 0)
+		{
+			r = r->next;
+			continue;
+		}
 
 		while (bm_allocate(s->bm, &r->table, r->n_computed + n) != CBLLM_OK)
 		{
@@ -346,13 +410,14 @@ PlanRunning(scheduler *s, int *budget)
 			break;
 		Schedule(plan, r, n);
 		*budget -= n;
+		*prefill -= pre ? n : 0;
 		r = r->next;			/* read after preemption, which may have cut the tail */
 	}
 }
 
-/* Admit waiting requests from the head of the queue. */
+/* Admit waiting requests from the head of the queue while *budget and *prefill last. */
 static void
-PlanWaiting(scheduler *s, double now, int *budget)
+PlanWaiting(scheduler *s, double now, int *budget, int *prefill)
 {
 	sched_plan *plan = &s->plan;
 	bool		static_mode = s->lim.static_batching;
@@ -374,15 +439,15 @@ PlanWaiting(scheduler *s, double now, int *budget)
 		}
 		if (r->table.swapped)
 		{
-			n = ChunkFor(r, *budget);
-			if (!SwapIn(s, r, r->n_computed + n))
+			n = ChunkFor(r, Room(r, *budget, *prefill));
+			if (n == 0 || !SwapIn(s, r, r->n_computed + n))
 				break;
 		}
 		else
 		{
 			ReusePrefix(s, r);
-			n = ChunkFor(r, *budget);
-			if (bm_allocate(s->bm, &r->table, r->n_computed + n) != CBLLM_OK)
+			n = ChunkFor(r, Room(r, *budget, *prefill));
+			if (n == 0 || bm_allocate(s->bm, &r->table, r->n_computed + n) != CBLLM_OK)
 			{
 				request_release_blocks(s->bm, r);	/* shared blocks go back to the cache */
 				break;
@@ -398,6 +463,7 @@ PlanWaiting(scheduler *s, double now, int *budget)
 		req_list_insert(s->running, r);
 		if (static_mode && r->arrival > s->static_batch_last)
 			s->static_batch_last = r->arrival;
+		*prefill -= Prefilling(r) ? n : 0;
 		Schedule(plan, r, n);
 		*budget -= n;
 	}
@@ -408,14 +474,16 @@ const sched_plan *
 scheduler_plan(scheduler *s, double now)
 {
 	sched_plan *plan = &s->plan;
-	int			budget = s->lim.max_num_batched_tokens;
+	int			budget = s->lim.max_num_batched_tokens,
+				prefill;
 
 	plan->n_seqs = plan->n_tokens = 0;
 	plan->n_swaps = plan->n_copies = 0;
 	plan->n_preempted = plan->n_finished = 0;
 	PreemptForPriority(s);
-	PlanRunning(s, &budget);
-	PlanWaiting(s, now, &budget);
+	prefill = PrefillCap(s, budget);
+	PlanRunning(s, &budget, &prefill);
+	PlanWaiting(s, now, &budget, &prefill);
 	return plan;
 }
 

@@ -29,7 +29,13 @@ typedef struct sched_limits
 	cbllm_preempt preempt_mode;
 	bool		static_batching;	/* admit a batch only when nothing runs */
 	size_t		block_bytes;	/* bytes of one block's K and V as the backend stores them */
+	double		max_step_sec;	/* stall-free prefill: a step with decoding sequences takes prompt
+								 * tokens only up to this predicted duration; 0: no limit but
+								 * max_num_batched_tokens; SCHED_STEP_AUTO: twice the decode step */
 } sched_limits;
+
+#define SCHED_STEP_AUTO (-1.0)	/* max_step_sec: twice the measured decode step */
+#define SCHED_MIN_PREFILL 32	/* prompt tokens a step may always take, so prompts progress */
 
 typedef struct sched_params
 {
@@ -112,7 +118,10 @@ typedef struct scheduler
 	req_list   *running;
 	block_manager *bm;
 	sched_limits lim;
-	double		sec_per_prefill_token;	/* measured by the engine, for the auto preemption choice */
+	double		sec_per_prefill_token;	/* measured by the engine: the auto preemption choice and
+										 * the stall-free prefill budget */
+	double		sec_decode_step;	/* measured by the engine: a step of decodes only; 0 until one ran */
+	bool		prefill_measured;	/* sec_per_prefill_token is a measurement, no longer the default */
 	double		swap_bytes_per_sec; /* measured by the engine, for the auto preemption choice */
 	int64_t		static_batch_last;	/* static batching: newest arrival of the batch */
 	sched_plan	plan;			/* scheduler_plan's output */

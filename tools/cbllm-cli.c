@@ -55,6 +55,7 @@ Usage(FILE *f)
 		  "                                q4_k_m|q5_k_m\n"
 		  "                --kv-blocks N  --block-size N  --max-num-seqs N  --max-batched-tokens N\n"
 		  "                --preempt auto|recompute|swap  --swap-blocks N  --no-prefix-cache\n"
+		  "                --max-step-ms auto|off|MS  (prompt work beside decodes; auto: 2x a decode step)\n"
 		  "                --no-cuda-graphs  --chat-template FILE\n"
 		  "(generate: an option not given takes the model's generation_config.json default)\n",
 		  f);
@@ -253,6 +254,20 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 				return -1;
 			}
 			o->ep.gpu_memory_utilization = f;
+		}
+		else if (strcmp(a, "--max-step-ms") == 0)
+		{
+			double		ms = 0;
+
+			if (strcmp(v, "auto") == 0)
+				ms = CBLLM_MAX_STEP_AUTO;
+			else if (strcmp(v, "off") != 0 && (ParseDouble(v, &ms) != 0 || !(ms > 0 && ms < 1e9)))
+			{
+				fprintf(stderr, "cbllm-cli: error: --max-step-ms takes auto, off or a positive number "
+						"of milliseconds, not \"%s\"\n", v);
+				return -1;
+			}
+			o->ep.max_step_ms = ms;
 		}
 		else if (strcmp(a, "--bandwidth") == 0)
 		{
@@ -501,6 +516,7 @@ main(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	o.sp = cbllm_sampling_default();
 	o.sp.max_tokens = 64;
+	o.ep.max_step_ms = CBLLM_MAX_STEP_AUTO;
 	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)
 	{
 		Usage(argc < 2 ? stderr : stdout);

@@ -9,7 +9,9 @@
  * or a prefix shared wrongly shows up as a wrong tag.
  *
  * What the tests prove: the token and sequence budgets, chunked prefill
- * beside decodes, the preemption order (lowest rank, then latest arrival),
+ * beside decodes, the stall-free prefill cap (prompt tokens per step from
+ * the step-time target and the measured costs, only while something
+ * decodes), the preemption order (lowest rank, then latest arrival),
  * recompute against swap (and the fall-back when the swap area is full),
  * swapped requests resuming before later arrivals, no starvation (a victim
  * returns ahead of every later arrival; aging lifts a low priority above a
@@ -55,7 +57,7 @@ typedef struct harness
 static sched_limits
 Limits(int max_seqs, int budget)
 {
-	return (sched_limits) {max_seqs, budget, CBLLM_PREEMPT_RECOMPUTE, false, 1024};
+	return (sched_limits) {max_seqs, budget, CBLLM_PREEMPT_RECOMPUTE, false, 1024, 0};
 }
 
 static harness the_harness;	/* one test at a time: Init, then Done */
@@ -336,6 +338,83 @@ TestChunkedPrefillBesideDecode(void)
 		TAP_OK(RunAll(h, 100) && h->memory_ok && AllFree(h), "both complete with their own KV, nothing held");
 	}
 	Done();
+}
+
+/*
+ * With the costs given (decode step, prompt token) and the target, a
+ * request decoding and a 300-token prompt then a 100-token one queued:
+ * the prompt tokens of the step after a's prefill, and whether a decoded
+ * in every step until both prompts were done (each sampled a token; at
+ * most 40 steps).
+ */
+static int
+CappedStep(double target, double dec, double per_token, bool decoding, bool *every, int *steps)
+{
+	sched_limits lim = Limits(8, 2048);
+	harness    *h;
+	int			a = -1,
+				b,
+				c,
+				first = -1;
+
+	lim.max_step_sec = target;
+	*every = true;
+	*steps = 0;
+	if ((h = Init(lim, 128, 0, 0, false)) == NULL)
+		return -1;
+	h->s.sec_decode_step = dec;
+	h->s.sec_per_prefill_token = per_token;
+	if (decoding)
+	{
+		a = Submit(h, 4, 0, 200, 1);
+		Step(h);
+	}
+	b = Submit(h, 300, 0, 2, 2);
+	c = Submit(h, 100, 0, 2, 3);
+	while ((h->req[b]->n_tokens == 300 || h->req[c]->n_tokens == 100) && *steps < 40)
+	{
+		int			before = a >= 0 ? h->req[a]->n_tokens : 0;
+		const sched_plan *p = Step(h);
+		int			pre = 0;
+
+		for (int i = 0; i < p->n_seqs; i++)
+			pre += p->seqs[i].n_tokens > 1 ? p->seqs[i].n_tokens : 0;
+		first = first < 0 ? pre : first;
+		*every = *every && (a < 0 || h->req[a]->n_tokens == before + 1);
+		(*steps)++;
+	}
+	*every = *every && RunAll(h, 400) && h->memory_ok && AllFree(h);
+	Done();
+	return first;
+}
+
+/* The stall-free cap: prompt tokens per step from the target and the costs, only while something decodes. */
+static void
+TestStallFreePrefill(void)
+{
+	bool		every;
+	int			steps,
+				first;
+
+	first = CappedStep(SCHED_STEP_AUTO, 0.010, 0.0002, true, &every, &steps);
+	TAP_OK(first == 50 && steps == 8 && every,
+		   "auto target (twice a 10 ms decode step), 0.2 ms a prompt token: 50 prompt tokens a step, "
+		   "400 in 8 steps, the decoding request gets a token in each (first %d, %d steps)", first, steps);
+	first = CappedStep(SCHED_STEP_AUTO, 0, 0.0002, true, &every, &steps);
+	TAP_OK(first == 400 && steps == 1 && every,
+		   "auto target before any decode step was measured: the whole budget (first %d, %d steps)",
+		   first, steps);
+	first = CappedStep(SCHED_STEP_AUTO, 0.010, 0.0002, false, &every, &steps);
+	TAP_OK(first == 400 && steps == 1 && every,
+		   "nothing decoding: both prompts in one step, the cap does not apply (first %d, %d steps)",
+		   first, steps);
+	first = CappedStep(0.012, 0.010, 0.0002, true, &every, &steps);
+	TAP_OK(first == SCHED_MIN_PREFILL && every,
+		   "a 12 ms target over a 10 ms decode step: the floor of %d prompt tokens a step, so prompts "
+		   "still progress (first %d)", SCHED_MIN_PREFILL, first);
+	first = CappedStep(0, 0.010, 0.0002, true, &every, &steps);
+	TAP_OK(first == 400 && steps == 1 && every,
+		   "target 0 (off): the token budget alone (first %d, %d steps)", first, steps);
 }
 
 /*
@@ -647,6 +726,7 @@ main(void)
 {
 	TestTokenAndSequenceBudgets();
 	TestChunkedPrefillBesideDecode();
+	TestStallFreePrefill();
 	TestPreemptionOrder();
 	TestRecomputeVersusSwap();
 	TestSwapInBeforeNewAdmissions();

@@ -1,0 +1,134 @@
+/*
+ * test_attention_kernels.c: the attention inner loops of every CPU kernel
+ * set this machine runs (cpu_kernels.scores and .accumulate).
+ *
+ *   - scores: within float rounding of a float64 dot product, for head
+ *     sizes with and without a vector tail and 1 to 40 keys;
+ *   - a key's score has the same bits however the keys are split into
+ *     calls (a call of all of them, calls of 1, 5 or 16 keys starting
+ *     anywhere): the scores of a query do not depend on how its positions
+ *     fall into cache blocks or steps;
+ *   - accumulate: bit for bit the fused steps out[e] = fma(w[i], v_i[e],
+ *     out[e]) key after key in order, whatever the head size, and the
+ *     same when the keys come in several calls.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "quant_rows.h"
+#include "rng.h"
+#include "tap.h"
+
+#define MAX_KEYS 40
+#define STRIDE 300				/* floats between keys: several heads a position */
+
+static void
+TestSet(const cpu_kernels *ks, int hd, cbllm_rng *r)
+{
+	float	   *q = malloc(sizeof(float) * hd),
+			   *k = malloc(sizeof(float) * MAX_KEYS * STRIDE),
+			   *w = malloc(sizeof(float) * MAX_KEYS),
+			   *s = malloc(sizeof(float) * MAX_KEYS),
+			   *part = malloc(sizeof(float) * MAX_KEYS),
+			   *out = malloc(sizeof(float) * hd),
+			   *ref = malloc(sizeof(float) * hd),
+			   *split = malloc(sizeof(float) * hd);
+	float		scale = 0.125f;
+	bool		close = true,
+				same = true,
+				acc_exact = true,
+				acc_split = true;
+	const int	chunks[] = {1, 5, 16};
+
+	for (int i = 0; i < hd; i++)
+		q[i] = (float) quant_rows_gauss(r);
+	for (int i = 0; i < MAX_KEYS * STRIDE; i++)
+		k[i] = (float) quant_rows_gauss(r);
+	for (int i = 0; i < MAX_KEYS; i++)
+		w[i] = (float) fabs(quant_rows_gauss(r)) / MAX_KEYS;
+
+	for (int n = 1; n <= MAX_KEYS; n++)
+	{
+		ks->scores(q, k, STRIDE, n, hd, scale, s);
+		for (int i = 0; i < n; i++)
+		{
+			double		d = 0,
+						mag = 0;
+
+			for (int e = 0; e < hd; e++)
+			{
+				d += (double) q[e] * k[i * STRIDE + e];
+				mag += fabs((double) q[e] * k[i * STRIDE + e]);
+			}
+			close = close && fabs(s[i] - d * scale) <= 1e-6 * mag * scale + 1e-30;
+		}
+		/* the same keys in calls of c keys, the first call starting at key off */
+		for (int ci = 0; ci < 3; ci++)
+			for (int off = 0; off < 3 && off < n; off++)
+			{
+				if (off > 0)
+					ks->scores(q, k, STRIDE, off, hd, scale, part);
+				for (int i0 = off; i0 < n; i0 += chunks[ci])
+				{
+					int			m = n - i0 < chunks[ci] ? n - i0 : chunks[ci];
+
+					ks->scores(q, k + (int64_t) i0 * STRIDE, STRIDE, m, hd, scale, part + i0);
+				}
+				same = same && memcmp(part, s, sizeof(float) * n) == 0;
+			}
+
+		/* accumulate against the fused steps, then in two calls */
+		for (int e = 0; e < hd; e++)
+			out[e] = ref[e] = split[e] = (float) (e % 7) * 0.01f;
+		for (int i = 0; i < n; i++)
+			for (int e = 0; e < hd; e++)
+				ref[e] = fmaf(w[i], k[i * STRIDE + e], ref[e]);
+		ks->accumulate(out, w, k, STRIDE, n, hd);
+		acc_exact = acc_exact && memcmp(out, ref, sizeof(float) * hd) == 0;
+		ks->accumulate(split, w, k, STRIDE, n / 2, hd);
+		ks->accumulate(split, w + n / 2, k + (int64_t) (n / 2) * STRIDE, STRIDE, n - n / 2, hd);
+		acc_split = acc_split && memcmp(split, ref, sizeof(float) * hd) == 0;
+	}
+	TAP_OK(close, "%s: scores of 1 to %d keys of head size %d are the float64 dot products within rounding",
+		   ks->isa, MAX_KEYS, hd);
+	TAP_OK(same, "%s: head size %d, each key's score has the same bits however the keys are split into calls",
+		   ks->isa, hd);
+	TAP_OK(acc_exact, "%s: head size %d, accumulate is the in-order fused steps, bit for bit", ks->isa, hd);
+	TAP_OK(acc_split, "%s: head size %d, accumulate over keys in two calls gives the same bits as in one",
+		   ks->isa, hd);
+	free(q);
+	free(k);
+	free(w);
+	free(s);
+	free(part);
+	free(out);
+	free(ref);
+	free(split);
+}
+
+int
+main(void)
+{
+	const char *isas[] = {"generic", "avx2", "avx512", "avx512vnni"};
+	const int	hds[] = {64, 128, 96, 24, 72, 256};
+
+	for (int i = 0; i < 4; i++)
+	{
+		const cpu_kernels *ks = cpu_kernels_select(isas[i]);
+		cbllm_rng	r;
+
+		if (ks == NULL)
+		{
+			TAP_DIAG("this CPU has no %s: its attention loops are not run", isas[i]);
+			continue;
+		}
+		rng_seed(&r, 40 + i);
+		for (int h = 0; h < 6; h++)
+			TestSet(ks, hds[h], &r);
+	}
+	return tap_done();
+}
