@@ -33,6 +33,21 @@ typedef enum cbllm_preempt
 	CBLLM_PREEMPT_SWAP			/* copy its blocks to host swap space and back */
 } cbllm_preempt;
 
+/* How requests share the engine's steps: the product, or one of two static-batching baselines. */
+typedef enum cbllm_batching
+{
+	CBLLM_BATCH_CONTINUOUS = 0,	/* iteration-level: sequences join and leave at every step */
+	CBLLM_BATCH_STATIC_ADMISSION,	/* a batch is admitted only when nothing runs; a sequence that
+									 * finishes leaves at once */
+	CBLLM_BATCH_STATIC_PADDED	/* as a padded generate() call: a batch admitted when nothing
+								 * runs, each prompt computed for as many positions as the
+								 * batch's longest, each sequence computed until the batch's
+								 * last one ends, and every result delivered then */
+} cbllm_batching;
+
+/* "continuous", "static-admission", "static". */
+const char *cbllm_batching_name(cbllm_batching b);
+
 /* "auto", "recompute", "swap"; -1 for an unknown name. */
 int			cbllm_preempt_mode_parse(const char *name);
 const char *cbllm_preempt_mode_name(cbllm_preempt m);
@@ -67,7 +82,7 @@ typedef struct cbllm_engine_params
 	int			num_swap_blocks;	/* host swap area in blocks; 0: from swap_space_bytes */
 	size_t		swap_space_bytes;	/* host swap area in bytes; 0: a quarter of the KV pool; SIZE_MAX: none */
 	bool		no_prefix_caching;	/* turn automatic prefix caching off */
-	bool		static_batching;	/* baseline: run each batch to completion before the next */
+	cbllm_batching batching;	/* continuous, or a static-batching baseline */
 	double		max_step_ms;	/* stall-free prefill: while sequences decode, a step takes prompt
 								 * tokens only up to this predicted duration (the engine measures
 								 * its cost per prompt token and per decode step); 0: no limit but
@@ -169,6 +184,8 @@ typedef struct cbllm_stats
 	int64_t		steps;
 	int64_t		tokens_prompt;	/* prompt tokens computed (including recomputation) */
 	int64_t		tokens_generated;
+	int64_t		tokens_padding;	/* padded static batching: prompt positions computed again as
+								 * padding (decode steps past an end are in batch_seqs_sum) */
 	int64_t		batch_seqs_sum; /* sum over steps of the sequences in the step */
 	int64_t		preemptions;	/* all preemptions */
 	int64_t		preemptions_recompute;

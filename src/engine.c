@@ -68,6 +68,13 @@ cbllm_preempt_mode_parse(const char *name)
 
 /* The name of a preemption mode. */
 const char *
+cbllm_batching_name(cbllm_batching b)
+{
+	return b == CBLLM_BATCH_STATIC_ADMISSION ? "static-admission" :
+		b == CBLLM_BATCH_STATIC_PADDED ? "static" : "continuous";
+}
+
+const char *
 cbllm_preempt_mode_name(cbllm_preempt m)
 {
 	return m == CBLLM_PREEMPT_RECOMPUTE ? "recompute" : m == CBLLM_PREEMPT_SWAP ? "swap" : "auto";
@@ -259,7 +266,7 @@ CreateScheduler(cbllm_engine *e, cbllm_err *err)
 	bm_params	bp = {p->num_kv_blocks, p->block_size, p->num_swap_blocks,
 	model_kv_drop_window(&e->model->cfg), p->no_prefix_caching};
 	sched_params sp = {&e->waiting, &e->running, NULL,
-	{p->max_num_seqs, p->max_num_batched_tokens, p->preempt_mode, p->static_batching,
+	{p->max_num_seqs, p->max_num_batched_tokens, p->preempt_mode, p->batching,
 	engine_kv_bytes(e, p->block_size), p->max_step_ms < 0 ? SCHED_STEP_AUTO : p->max_step_ms / 1e3}};
 	int			rc;
 
@@ -530,12 +537,12 @@ cbllm_engine_take(cbllm_engine *e, int64_t id, cbllm_output *out, cbllm_err *err
 	r = Lookup(e, id);
 	if (r == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOT_FOUND, "no request with id %lld", (long long) id);
-	n_gen = r->n_tokens - r->n_prompt;
+	n_gen = (r->lingering ? r->linger_tokens : r->n_tokens) - r->n_prompt;
 	out->tokens = r->tokens + r->n_prompt + r->gen_taken;
 	out->n_tokens = n_gen - r->gen_taken;
 	out->text = r->text.data ? r->text.data + r->text_taken : "";
 	out->text_len = r->text_ready - r->text_taken;
-	out->finish = r->finish;
+	out->finish = r->lingering && r->state != REQ_FINISHED ? CBLLM_FINISH_NONE : r->finish;
 	out->n_prompt = r->n_prompt;
 	out->n_generated = n_gen;
 	out->phase = RequestPhase(r);

@@ -85,6 +85,8 @@ int			engine_gguf_load_text(cbllm_engine *e, const char *template_file, cbllm_er
 int			request_create(cbllm_engine *e, const cbllm_request_input *in,
 						   const cbllm_sampling *sp, cbllm_request **out, cbllm_err *err);
 int			request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_finish *why);
+/* A token a lingering request decoded past its end (padded static batching); never output. */
+int			request_append_padding(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_finish *why);
 void		request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *error);
 
 /* engine.c: the engine's clock in seconds (the injected one, else CLOCK_MONOTONIC) */

@@ -230,9 +230,9 @@ BuildBatch(cbllm_engine *e, const sched_plan *plan)
 		const sched_seq *q = &plan->seqs[i];
 		fwd_seq    *f = &e->step_seqs[i];
 
-		f->tokens = q->req->tokens + q->req->n_computed;
+		f->tokens = q->req->tokens + q->start;
 		f->n_tokens = q->n_tokens;
-		f->pos0 = q->req->n_computed;
+		f->pos0 = q->start;
 		f->block_table = q->req->table.ids;
 		f->logits = q->sample ? FWD_LOGITS_LAST : FWD_LOGITS_NONE;
 	}
@@ -249,7 +249,9 @@ RecordTokens(cbllm_engine *e, const sched_plan *plan)
 		res->finish = CBLLM_FINISH_NONE;
 		res->error = NULL;
 		if (plan->seqs[i].sample &&
-			request_append_token(e, plan->seqs[i].req, e->step_tokens[i], &res->finish) != CBLLM_OK)
+			(plan->seqs[i].req->lingering ?
+			 request_append_padding(e, plan->seqs[i].req, e->step_tokens[i], &res->finish) :
+			 request_append_token(e, plan->seqs[i].req, e->step_tokens[i], &res->finish)) != CBLLM_OK)
 		{
 			res->finish = CBLLM_FINISH_ERROR;
 			res->error = "out of memory recording output";
@@ -272,6 +274,7 @@ RecordStep(cbllm_engine *e, const sched_plan *plan, const sched_update *u, doubl
 	e->stats.steps++;
 	e->stats.batch_seqs_sum += plan->n_seqs;
 	e->stats.tokens_prompt += u->n_prompt_tokens;
+	e->stats.tokens_padding += u->n_pad_tokens;
 	for (int i = 0; i < plan->n_seqs; i++)
 		n_dec += plan->seqs[i].n_tokens == 1;
 	n_pre = plan->n_tokens - n_dec;

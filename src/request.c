@@ -276,6 +276,24 @@ FindStop(cbllm_request *r, size_t old_len)
 	return true;
 }
 
+/* Append token to r's tokens, growing them. */
+static int
+PushToken(cbllm_request *r, int32_t token)
+{
+	if (r->n_tokens == r->cap_tokens)
+	{
+		int			cap = r->cap_tokens * 2;
+		int32_t    *t = realloc(r->tokens, sizeof(int32_t) * cap);
+
+		if (t == NULL)
+			return CBLLM_ERR_NOMEM;
+		r->tokens = t;
+		r->cap_tokens = cap;
+	}
+	r->tokens[r->n_tokens++] = token;
+	return CBLLM_OK;
+}
+
 /*
  * Record a sampled token and its text; *why says whether it ends the
  * request (the caller finishes it).  CBLLM_ERR_NOMEM when the token or its
@@ -289,17 +307,8 @@ request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_fin
 	int			n_gen;
 
 	*why = CBLLM_FINISH_NONE;
-	if (r->n_tokens == r->cap_tokens)
-	{
-		int			cap = r->cap_tokens * 2;
-		int32_t    *t = realloc(r->tokens, sizeof(int32_t) * cap);
-
-		if (t == NULL)
-			return CBLLM_ERR_NOMEM;
-		r->tokens = t;
-		r->cap_tokens = cap;
-	}
-	r->tokens[r->n_tokens++] = token;
+	if (PushToken(r, token) != CBLLM_OK)
+		return CBLLM_ERR_NOMEM;
 	n_gen = r->n_tokens - r->n_prompt;
 	e->stats.tokens_generated++;
 	if (is_eos)
@@ -320,6 +329,22 @@ request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_fin
 		*why = CBLLM_FINISH_LENGTH;
 	else
 		AdvanceReady(r);
+	return CBLLM_OK;
+}
+
+/*
+ * A token a lingering request (padded static batching) decoded past its
+ * end: kept so that its next step has a position to compute, never output
+ * or counted; *why is its own finish once it can go no further.
+ */
+int
+request_append_padding(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_finish *why)
+{
+	*why = CBLLM_FINISH_NONE;
+	if (PushToken(r, token) != CBLLM_OK)
+		return CBLLM_ERR_NOMEM;
+	if (r->n_tokens >= e->params.max_model_len)
+		*why = r->linger_finish;
 	return CBLLM_OK;
 }
 

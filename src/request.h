@@ -49,6 +49,13 @@ typedef struct cbllm_request
 	int			gen_taken;		/* generated tokens returned by take */
 	cbllm_finish finish;
 	char		error[CBLLM_ERR_MSG_LEN];
+	/* padded static batching (CBLLM_BATCH_STATIC_PADDED): */
+	int			pad_owed;		/* prompt positions still to compute again, standing for the
+								 * padding up to the batch's longest prompt; -1 while the
+								 * scheduler is still sizing it */
+	bool		lingering;		/* ended, computed on until its batch's last sequence ends */
+	int			linger_tokens;	/* n_tokens when it ended: the tokens past it are not output */
+	cbllm_finish linger_finish; /* how it ended, delivered when the batch ends */
 	struct cbllm_request *prev; /* in the waiting or running list */
 	struct cbllm_request *next;
 	struct cbllm_request *hnext;	/* in the id hash chain */

@@ -32,6 +32,15 @@
  * stall-free batching does.  With nothing decoding a step takes the whole
  * token budget: nobody waits, and a burst of prompts starts at full speed.
  *
+ * Static baselines.  CBLLM_BATCH_STATIC_ADMISSION admits a batch only when
+ * nothing runs.  CBLLM_BATCH_STATIC_PADDED does too, and also charges what
+ * a padded generate() call computes: each member whose prompt is shorter
+ * than the batch's longest owes that many prompt positions, computed again
+ * in padding passes (positions it already holds, so its KV and its output
+ * are unchanged) before it decodes on; and a member that ends lingers,
+ * decoding on with its output discarded, until no member of the batch is
+ * live, when they all end together.
+ *
  * Memory.  Blocks are taken only for the tokens of this step.  When a running
  * request needs a block and none is available, the last running request
  * (lowest effective priority, then latest arrival) is preempted, by
@@ -182,8 +191,24 @@ Schedule(sched_plan *plan, cbllm_request *r, int n)
 	sched_seq  *q = &plan->seqs[plan->n_seqs++];
 
 	q->req = r;
+	q->start = r->n_computed;
 	q->n_tokens = n;
 	q->sample = r->n_computed + n == r->n_tokens;
+	q->pad = false;
+	plan->n_tokens += n;
+}
+
+/* Add a padding pass of r to the step: its prompt positions [0, n) again, sampling nothing. */
+static void
+SchedulePad(sched_plan *plan, cbllm_request *r, int n)
+{
+	sched_seq  *q = &plan->seqs[plan->n_seqs++];
+
+	q->req = r;
+	q->start = 0;
+	q->n_tokens = n;
+	q->sample = false;
+	q->pad = true;
 	plan->n_tokens += n;
 }
 
@@ -383,6 +408,24 @@ PlanRunning(scheduler *s, int *budget, int *prefill)
 		int			n = ChunkFor(r, Room(r, *budget, *prefill));
 		bool		lost_self = false;
 
+		if (r->pad_owed > 0 && !pre && r->table.n_dropped > 0)
+			r->pad_owed = 0;	/* its first blocks are gone behind a window: no padding pass */
+		if (r->pad_owed > 0 && !pre)
+		{
+			/* padded static batching: its prompt is in; the padding's cost comes first */
+			n = r->pad_owed < r->n_prompt ? r->pad_owed : r->n_prompt;
+			n = n < *budget ? n : *budget;
+			n = n < *prefill ? n : *prefill;
+			if (n > 0)
+			{
+				SchedulePad(plan, r, n);
+				*budget -= n;
+				*prefill -= n;
+			}
+			r = r->next;
+			continue;
+		}
+
 		if (n == 0)
 		{
 			r = r->next;
@@ -420,8 +463,13 @@ static void
 PlanWaiting(scheduler *s, double now, int *budget, int *prefill)
 {
 	sched_plan *plan = &s->plan;
-	bool		static_mode = s->lim.static_batching;
+	bool		static_mode = s->lim.batching != CBLLM_BATCH_CONTINUOUS,
+				padded = s->lim.batching == CBLLM_BATCH_STATIC_PADDED;
 	bool		new_batch = s->running->n == 0;
+	int			first = plan->n_seqs;
+
+	if (padded && new_batch)
+		s->static_lmax = 0;
 
 	while (s->waiting->head != NULL && plan->n_seqs < s->lim.max_num_seqs && *budget > 0 &&
 		   s->running->n < s->lim.max_num_seqs)
@@ -459,6 +507,11 @@ PlanWaiting(scheduler *s, double now, int *budget, int *prefill)
 		{
 			r->t_admitted = now;
 			r->admitted = true;
+			if (padded)
+			{
+				r->pad_owed = -1;	/* sized below, once the batch's longest prompt is known */
+				s->static_lmax = r->n_prompt > s->static_lmax ? r->n_prompt : s->static_lmax;
+			}
 		}
 		req_list_insert(s->running, r);
 		if (static_mode && r->arrival > s->static_batch_last)
@@ -467,6 +520,9 @@ PlanWaiting(scheduler *s, double now, int *budget, int *prefill)
 		Schedule(plan, r, n);
 		*budget -= n;
 	}
+	for (int i = first; i < plan->n_seqs; i++)
+		if (plan->seqs[i].req->pad_owed < 0)
+			plan->seqs[i].req->pad_owed = s->static_lmax - plan->seqs[i].req->n_prompt;
 }
 
 /* Plan the next step: preemptions, the running requests' chunks, then admissions. */
@@ -488,6 +544,34 @@ scheduler_plan(scheduler *s, double now)
 }
 
 /*
+ * Padded static batching: once no sequence of the batch is still live
+ * (admitted, not ended), the ones computed on past their end (lingering,
+ * running or preempted) end with how they ended, as many as the update's
+ * list takes (the rest at the next update).
+ */
+static void
+EndPaddedBatch(scheduler *s, sched_update *u)
+{
+	req_list   *lists[2] = {s->running, s->waiting};
+	bool		lingering = false;
+
+	for (int l = 0; l < 2; l++)
+		for (cbllm_request *r = lists[l]->head; r != NULL; r = r->next)
+		{
+			if (r->admitted && !r->lingering)
+				return;
+			lingering |= r->lingering;
+		}
+	for (int l = 0; l < 2 && lingering; l++)
+		for (cbllm_request *r = lists[l]->head, *next; r != NULL; r = next)
+		{
+			next = r->next;
+			if (r->lingering && u->n_finished < s->lim.max_num_seqs)
+				Retire(s, r, &u->finished[u->n_finished++], r->linger_finish, NULL);
+		}
+}
+
+/*
  * Apply the step's results sequence by sequence, in plan order: positions
  * computed, full blocks offered to the prefix cache, blocks behind the
  * window dropped, and a request whose result ends it taken out.
@@ -497,20 +581,38 @@ scheduler_update(scheduler *s, const sched_plan *plan, const sched_result *resul
 {
 	sched_update *u = &s->update;
 
-	u->n_finished = u->n_tokens = u->n_prompt_tokens = 0;
+	u->n_finished = u->n_tokens = u->n_prompt_tokens = u->n_pad_tokens = 0;
 	for (int i = 0; i < plan->n_seqs; i++)
 	{
 		const sched_seq *q = &plan->seqs[i];
 		cbllm_request *r = q->req;
 
+		u->n_tokens += q->n_tokens;
+		if (q->pad)
+		{
+			r->pad_owed -= q->n_tokens;
+			u->n_pad_tokens += q->n_tokens;
+			continue;
+		}
 		if (r->n_computed < r->n_prompt)
 			u->n_prompt_tokens += q->n_tokens;
-		u->n_tokens += q->n_tokens;
 		r->n_computed += q->n_tokens;
 		bm_cache_blocks(s->bm, &r->table, r->tokens, r->cache_salt, r->n_computed);
 		bm_drop_window(s->bm, &r->table, r->n_computed);
-		if (results[i].finish != CBLLM_FINISH_NONE)
-			Retire(s, r, &u->finished[u->n_finished++], results[i].finish, results[i].error);
+		if (results[i].finish == CBLLM_FINISH_NONE)
+			continue;
+		if (s->lim.batching == CBLLM_BATCH_STATIC_PADDED && !r->lingering &&
+			(results[i].finish == CBLLM_FINISH_STOP || results[i].finish == CBLLM_FINISH_LENGTH))
+		{
+			r->lingering = true;
+			r->linger_finish = results[i].finish;
+			r->linger_tokens = r->n_tokens;
+		}
+		else
+			Retire(s, r, &u->finished[u->n_finished++], r->lingering ? r->linger_finish : results[i].finish,
+				   results[i].error);
 	}
+	if (s->lim.batching == CBLLM_BATCH_STATIC_PADDED)
+		EndPaddedBatch(s, u);
 	return u;
 }

@@ -27,7 +27,7 @@ typedef struct sched_limits
 	int			max_num_seqs;	/* most sequences in one step (and running at once) */
 	int			max_num_batched_tokens; /* most tokens in one step */
 	cbllm_preempt preempt_mode;
-	bool		static_batching;	/* admit a batch only when nothing runs */
+	cbllm_batching batching;	/* a static mode admits a batch only when nothing runs */
 	size_t		block_bytes;	/* bytes of one block's K and V as the backend stores them */
 	double		max_step_sec;	/* stall-free prefill: a step with decoding sequences takes prompt
 								 * tokens only up to this predicted duration; 0: no limit but
@@ -49,8 +49,12 @@ typedef struct sched_params
 typedef struct sched_seq
 {
 	cbllm_request *req;
-	int			n_tokens;		/* it computes positions [req->n_computed, + n_tokens) */
+	int			start;			/* it computes positions [start, start + n_tokens): from
+								 * req->n_computed, or from 0 in a padding pass */
+	int			n_tokens;
 	bool		sample;			/* they end its known tokens: the step samples its next token */
+	bool		pad;			/* a padding pass (padded static batching): positions it computed
+								 * before, computed again for the cost of padding, recorded nowhere */
 } sched_seq;
 
 /* One request's blocks copied out to the swap area or back in. */
@@ -110,6 +114,7 @@ typedef struct sched_update
 	int			n_finished;
 	int			n_tokens;		/* positions computed in the step */
 	int			n_prompt_tokens;	/* of those, prompt positions computed for the first time */
+	int			n_pad_tokens;	/* of those, positions of padding passes */
 } sched_update;
 
 typedef struct scheduler
@@ -124,6 +129,7 @@ typedef struct scheduler
 	bool		prefill_measured;	/* sec_per_prefill_token is a measurement, no longer the default */
 	double		swap_bytes_per_sec; /* measured by the engine, for the auto preemption choice */
 	int64_t		static_batch_last;	/* static batching: newest arrival of the batch */
+	int			static_lmax;	/* padded static batching: the batch's longest prompt */
 	sched_plan	plan;			/* scheduler_plan's output */
 	sched_update update;		/* scheduler_update's output */
 } scheduler;

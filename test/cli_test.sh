@@ -75,7 +75,15 @@ ok $? "bench --json prints one JSON object per concurrency level"
 
 bench=$($cli bench -m "$model" --concurrency 4 --requests 6 --prompt-len 10..40 --gen-len 5..12 --static --json --threads 2)
 [ $? -eq 0 ] && echo "$bench" | grep -q '"mode": "static"'
-ok $? "bench --static runs the same workload with static batching"
+ok $? "bench --static runs the same workload with padded static batching"
+
+bench=$($cli bench -m "$model" --concurrency 4 --requests 6 --prompt-len 10..40 --gen-len 5..12 --static-admission --json --threads 2)
+[ $? -eq 0 ] && echo "$bench" | grep -q '"mode": "static-admission"'
+ok $? "bench --static-admission runs it with batches admitted only when nothing runs"
+
+err=$($cli bench -m "$model" --max-step-ms fast 2>&1 >/dev/null)
+[ $? -ne 0 ] && echo "$err" | grep -q "auto, off or a positive number"
+ok $? "--max-step-ms refuses a value that is no duration ($err)"
 
 err=$($cli bench -m "$model" --prompt-len 40..10 2>&1 >/dev/null)
 [ $? -ne 0 ] && echo "$err" | grep -q "A..B"

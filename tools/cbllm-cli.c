@@ -7,9 +7,9 @@
  *   cbllm-cli detokenize -m DIR --jsonl [--raw]  (see cli_tokenize.c)
  *   cbllm-cli logits   -m DIR --prompt-ids "1 2 3"
  *   cbllm-cli bench    -m DIR [--concurrency 1,4,8,16,32] [--requests N] [--prompt-len A..B]
- *                      [--gen-len A..B] [--static] [--json] [--bandwidth GBPS]
+ *                      [--gen-len A..B] [--static | --static-admission] [--json] [--bandwidth GBPS]
  *                      (the serving workload; GBPS adds each decode step's bandwidth floor)
- *   cbllm-cli bench-hol -m DIR [--static]              (the head-of-line case)
+ *   cbllm-cli bench-hol -m DIR [--static | --static-admission] (the head-of-line case)
  *   cbllm-cli bench-steps -m DIR [--batch 1,8,32] [--context N] [--steps N] [--prefill N]
  *   cbllm-cli membw [--device cpu|cuda]        (copy bandwidth: "copy_bandwidth_GBps X")
  *
@@ -43,8 +43,8 @@ Usage(FILE *f)
 		  "  cbllm-cli logits -m DIR --prompt-ids \"ID ...\"\n"
 		  "  cbllm-cli bench -m DIR [--concurrency 1,4,8,16,32] [--requests N] [--prompt-len A..B]\n"
 		  "            [--gen-len A..B] [--prefix-len N] [--temp T] [--top-p P] [--seed S]\n"
-		  "            [--static] [--json] [--bandwidth GBPS]\n"
-		  "  cbllm-cli bench-hol -m DIR [--static]   (1 request of 500 tokens, 7 of 20)\n"
+		  "            [--static | --static-admission] [--json] [--bandwidth GBPS]\n"
+		  "  cbllm-cli bench-hol -m DIR [--static | --static-admission]   (1 request of 500 tokens, 7 of 20)\n"
 		  "  cbllm-cli bench-steps -m DIR [--batch 1,8,32] [--context N] [--steps N] [--prefill N]\n"
 		  "  cbllm-cli membw [--device cpu|cuda]     device copy bandwidth (read + write) in GB/s\n"
 		  "  cbllm-cli chat -m DIR --render         renders the JSON request on standard input\n"
@@ -203,7 +203,9 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 		else if (strcmp(a, "--ignore-eos") == 0)
 			o->sp.ignore_eos = true, takes = 0;
 		else if (strcmp(a, "--static") == 0)
-			o->ep.static_batching = true, takes = 0;
+			o->ep.batching = CBLLM_BATCH_STATIC_PADDED, takes = 0;
+		else if (strcmp(a, "--static-admission") == 0)
+			o->ep.batching = CBLLM_BATCH_STATIC_ADMISSION, takes = 0;
 		else if (strcmp(a, "--json") == 0)
 			o->work.json = true, takes = 0;
 		else if (strcmp(a, "--no-prefix-cache") == 0)

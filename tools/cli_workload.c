@@ -253,7 +253,7 @@ PrintLevel(const cbllm_engine_params *ep, const workload_opts *o, int C, level_r
 			   "\"mean_batch\": %.2f, \"preemptions\": %lld, \"prefix_hit_rate\": %.4f, "
 			   "\"decode_step_ms\": {\"p50\": %s}, \"decode_steps\": %d, "
 			   "\"floor_ms\": {\"p50\": %s}, \"x_floor\": %s}\n",
-			   ep->static_batching ? "static" : "continuous", C, o->requests,
+			   cbllm_batching_name(ep->batching), C, o->requests,
 			   m[0] * 1e3, m[1] * 1e3, m[2] * 1e3, m[3] * 1e3, m[4] * 1e3, m[5] * 1e3,
 			   r->gen_tokens / r->wall, (long long) r->gen_tokens, r->wall,
 			   batch, (long long) st->preemptions, hits, js, r->steps.n, jf, jx);
@@ -492,7 +492,7 @@ cli_hol_run(const cbllm_engine_params *ep_in, int short_gen, int long_gen, int p
 		max_end = end[k] > max_end ? end[k] : max_end;
 	}
 	printf("%-10s short requests (7 x %d tokens): ttft mean %.1f ms, completion mean %.1f ms, last %.1f ms; long request (%d tokens): completion %.1f ms\n",
-		   ep.static_batching ? "static" : "continuous", short_gen, sum_first / 7 * 1e3,
+		   cbllm_batching_name(ep.batching), short_gen, sum_first / 7 * 1e3,
 		   sum_end / 7 * 1e3, max_end * 1e3, long_gen, end[0] * 1e3);
 	cbllm_engine_destroy(e);
 	return left == 0 ? 0 : 1;

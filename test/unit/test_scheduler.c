@@ -72,7 +72,7 @@ MakePrompt(const workload *w, int k, int32_t *ids)
 /* Parameters with block size 4, the test clock, and the given limits and modes. */
 static cbllm_engine_params
 Params(int max_seqs, int budget, int kv_blocks, cbllm_preempt mode, int swap_blocks,
-	   bool no_prefix, bool static_batching)
+	   bool no_prefix, cbllm_batching batching)
 {
 	cbllm_engine_params p = {0};
 
@@ -87,7 +87,7 @@ Params(int max_seqs, int budget, int kv_blocks, cbllm_preempt mode, int swap_blo
 	p.num_swap_blocks = swap_blocks;
 	p.swap_space_bytes = swap_blocks == 0 ? SIZE_MAX : 0;
 	p.no_prefix_caching = no_prefix;
-	p.static_batching = static_batching;
+	p.batching = batching;
 	p.clock = TestClock;
 	p.clock_arg = &test_now;
 	return p;
@@ -108,10 +108,10 @@ Create(const cbllm_engine_params *p)
 /* An engine with block size 4 and the given limits and modes. */
 static cbllm_engine *
 NewEngine(int max_seqs, int budget, int kv_blocks, cbllm_preempt mode, int swap_blocks,
-		  bool no_prefix, bool static_batching)
+		  bool no_prefix, cbllm_batching batching)
 {
 	cbllm_engine_params p = Params(max_seqs, budget, kv_blocks, mode, swap_blocks, no_prefix,
-								   static_batching);
+								   batching);
 
 	return Create(&p);
 }
@@ -234,7 +234,7 @@ TestPreemption(void)
 	for (int k = 0; k < base.n; k++)
 		need += (base.prompt_len[k] + base.gen[k] + 3) / 4;
 	quarter = need / 4;
-	e = NewEngine(8, 256, 0, CBLLM_PREEMPT_RECOMPUTE, 0, true, false);
+	e = NewEngine(8, 256, 0, CBLLM_PREEMPT_RECOMPUTE, 0, true, CBLLM_BATCH_CONTINUOUS);
 	RunWorkload(e, &base, &ref);
 	cbllm_engine_destroy(e);
 	TAP_OK(ref.st.preemptions == 0, "unconstrained run needs no preemption");
@@ -242,7 +242,7 @@ TestPreemption(void)
 	{
 		run_result *res = calloc(1, sizeof(run_result));
 
-		e = NewEngine(8, 256, quarter, modes[m].mode, modes[m].swap_blocks, !modes[m].prefix, false);
+		e = NewEngine(8, 256, quarter, modes[m].mode, modes[m].swap_blocks, !modes[m].prefix, CBLLM_BATCH_CONTINUOUS);
 		RunWorkload(e, &base, res);
 		TAP_OK(SameTokens(&base, res, &ref),
 			   "%s: with %d of the %d blocks the workload needs, every request completes with the unconstrained greedy output",
@@ -272,7 +272,7 @@ TestPriorityAdmission(void)
 {
 	workload	w = {.n = 4};
 	run_result *res = calloc(1, sizeof(run_result));
-	cbllm_engine *e = NewEngine(1, 256, 0, CBLLM_PREEMPT_AUTO, 64, true, false);
+	cbllm_engine *e = NewEngine(1, 256, 0, CBLLM_PREEMPT_AUTO, 64, true, CBLLM_BATCH_CONTINUOUS);
 
 	for (int k = 0; k < 4; k++)
 	{
@@ -295,7 +295,7 @@ TestPriorityPreemption(void)
 	workload	w = {.n = 3};
 	run_result *res = calloc(1, sizeof(run_result));
 	run_result *solo = calloc(1, sizeof(run_result));
-	cbllm_engine *e = NewEngine(8, 256, 30, CBLLM_PREEMPT_RECOMPUTE, 0, true, false);
+	cbllm_engine *e = NewEngine(8, 256, 30, CBLLM_PREEMPT_RECOMPUTE, 0, true, CBLLM_BATCH_CONTINUOUS);
 	int64_t		ids[3];
 	int			active;
 
@@ -316,7 +316,7 @@ TestPriorityPreemption(void)
 		   "the priority-10 arrival preempts the two running priority-0 requests and finishes first (%lld preemptions)",
 		   (long long) res->st.preemptions);
 	cbllm_engine_destroy(e);
-	e = NewEngine(8, 256, 0, CBLLM_PREEMPT_RECOMPUTE, 0, true, false);
+	e = NewEngine(8, 256, 0, CBLLM_PREEMPT_RECOMPUTE, 0, true, CBLLM_BATCH_CONTINUOUS);
 	RunWorkload(e, &w, solo);
 	TAP_OK(SameTokens(&w, res, solo), "the preempted and the preempting requests keep their greedy output");
 	TAP_OK(NoLeaks(&res->st), "no block is left held after priority preemption");
@@ -342,7 +342,7 @@ TestPrefixCache(void)
 		w.prefix_seed[k] = 77;
 		w.shared_len[k] = 33;	/* 8 full blocks of 4 in common */
 	}
-	e = NewEngine(8, 256, 0, CBLLM_PREEMPT_AUTO, 64, false, false);
+	e = NewEngine(8, 256, 0, CBLLM_PREEMPT_AUTO, 64, false, CBLLM_BATCH_CONTINUOUS);
 	/* the first request fills the cache; the others arrive after it finished */
 	ids[0] = Submit(e, &w, 0);
 	Drive(e, ids, 1, on);
@@ -361,7 +361,7 @@ TestPrefixCache(void)
 		free(rest);
 	}
 	cbllm_engine_destroy(e);
-	e = NewEngine(8, 256, 0, CBLLM_PREEMPT_AUTO, 64, true, false);
+	e = NewEngine(8, 256, 0, CBLLM_PREEMPT_AUTO, 64, true, CBLLM_BATCH_CONTINUOUS);
 	RunWorkload(e, &w, off);
 	cbllm_engine_destroy(e);
 	TAP_OK(on->st.prefix_hits >= 3 * 8,
@@ -379,7 +379,7 @@ TestPrefixCache(void)
 static void
 TestOversize(void)
 {
-	cbllm_engine *e = NewEngine(4, 256, 10, CBLLM_PREEMPT_AUTO, 8, true, false);
+	cbllm_engine *e = NewEngine(4, 256, 10, CBLLM_PREEMPT_AUTO, 8, true, CBLLM_BATCH_CONTINUOUS);
 	int32_t		ids[64];
 	cbllm_request_input in = {.ids = ids, .n_ids = 40};
 	cbllm_sampling sp = cbllm_sampling_default();
@@ -402,7 +402,7 @@ static void
 TestAborts(void)
 {
 	workload	w = {.n = 4};
-	cbllm_engine *e = NewEngine(2, 8, 24, CBLLM_PREEMPT_SWAP, 64, true, false);
+	cbllm_engine *e = NewEngine(2, 8, 24, CBLLM_PREEMPT_SWAP, 64, true, CBLLM_BATCH_CONTINUOUS);
 	int64_t		ids[4];
 	cbllm_stats st;
 	int			active;
@@ -448,7 +448,7 @@ static void
 TestChunkedPrefill(void)
 {
 	workload	w = {.n = 2};
-	cbllm_engine *e = NewEngine(4, 16, 0, CBLLM_PREEMPT_AUTO, 64, true, false);
+	cbllm_engine *e = NewEngine(4, 16, 0, CBLLM_PREEMPT_AUTO, 64, true, CBLLM_BATCH_CONTINUOUS);
 	int64_t		a,
 				b;
 	int			active,
@@ -483,26 +483,36 @@ TestChunkedPrefill(void)
 	cbllm_engine_destroy(e);
 }
 
-/* Static batching holds new requests until the whole batch is done; continuous does not. */
+/*
+ * Static batching holds new requests until the whole batch is done;
+ * continuous does not.  Padded static batching also computes each short
+ * prompt as long as the batch's longest and each ended sequence until the
+ * batch's last ends, which then ends them all; the tokens stay the same.
+ */
 static void
 TestStaticVersusContinuous(void)
 {
 	workload	w = {.n = 8};
 	run_result *st = calloc(1, sizeof(run_result));
 	run_result *ct = calloc(1, sizeof(run_result));
+	run_result *pd = calloc(1, sizeof(run_result));
 	cbllm_engine *e;
 	int			last_of_first = 0;
+	bool		together = true;
 
 	for (int k = 0; k < 8; k++)
 	{
-		w.prompt_len[k] = 10;
+		w.prompt_len[k] = 10 + 2 * (k % 4);	/* each batch pads 6 + 4 + 2 positions */
 		w.gen[k] = k == 0 ? 60 : 8;	/* one long request heads the first batch */
 	}
-	e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 64, true, true);
+	e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 64, true, CBLLM_BATCH_STATIC_ADMISSION);
 	RunWorkload(e, &w, st);
 	cbllm_engine_destroy(e);
-	e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 64, true, false);
+	e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 64, true, CBLLM_BATCH_CONTINUOUS);
 	RunWorkload(e, &w, ct);
+	cbllm_engine_destroy(e);
+	e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 64, true, CBLLM_BATCH_STATIC_PADDED);
+	RunWorkload(e, &w, pd);
 	cbllm_engine_destroy(e);
 	for (int k = 0; k < 4; k++)
 		if (st->done_step[k] > last_of_first)
@@ -514,8 +524,25 @@ TestStaticVersusContinuous(void)
 		   "continuous batching: the last short request (step %d) finishes before the long one (step %d)",
 		   ct->done_step[7], ct->done_step[0]);
 	TAP_OK(SameTokens(&w, st, ct), "static and continuous batching give the same greedy tokens");
+	TAP_OK(SameTokens(&w, pd, ct), "padded static and continuous batching give the same greedy tokens");
+	for (int k = 1; k < 4; k++)
+		together = together && pd->done_step[k] == pd->done_step[0];
+	for (int k = 5; k < 8; k++)
+		together = together && pd->done_step[k] == pd->done_step[4];
+	TAP_OK(together && pd->first_step[4] > pd->done_step[0],
+		   "padded static: each batch's short requests end with its longest (step %d), and the next "
+		   "batch starts after (step %d)", pd->done_step[0], pd->first_step[4]);
+	TAP_OK(pd->st.tokens_padding == 24 && st->st.tokens_padding == 0,
+		   "padded static: the prompts are computed as long as their batch's longest (24 padding "
+		   "positions: %lld); the other modes pad nothing", (long long) pd->st.tokens_padding);
+	TAP_OK(pd->st.batch_seqs_sum >= st->st.batch_seqs_sum + 3 * 50 &&
+		   pd->st.tokens_generated == st->st.tokens_generated,
+		   "padded static: the ended requests are computed on (%lld sequence-steps against %lld) "
+		   "without counting as generated (%lld tokens)", (long long) pd->st.batch_seqs_sum,
+		   (long long) st->st.batch_seqs_sum, (long long) pd->st.tokens_generated);
 	free(st);
 	free(ct);
+	free(pd);
 }
 
 #define PLEN 21					/* prefix-test prompts: 5 full blocks of 4 are looked up */
@@ -581,7 +608,7 @@ TestPrefixCollisionsNeverShareKV(void)
 	int32_t		ids[NP][PLEN],
 				solo[NP][PGEN],
 				got[PGEN];
-	cbllm_engine *e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, true, false);
+	cbllm_engine *e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, true, CBLLM_BATCH_CONTINUOUS);
 	bool		solo_ok = e != NULL;
 
 	for (int i = 0; i < PLEN; i++)
@@ -601,7 +628,7 @@ TestPrefixCollisionsNeverShareKV(void)
 		const char *mode = forced ? "every block hash forced equal" : "real hashes";
 		bool		all = true;
 
-		e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, false, false);
+		e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, false, CBLLM_BATCH_CONTINUOUS);
 		if (e == NULL)
 			return;
 		e->bm->test_hash = forced ? 0x5eed : 0;
@@ -628,7 +655,7 @@ TestCacheSaltScopes(void)
 	int32_t		ids[PLEN],
 				solo[PGEN],
 				got[PGEN];
-	cbllm_engine *e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, true, false);
+	cbllm_engine *e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, true, CBLLM_BATCH_CONTINUOUS);
 	bool		solo_ok;
 
 	for (int i = 0; i < PLEN; i++)
@@ -643,7 +670,7 @@ TestCacheSaltScopes(void)
 		int64_t		hits[4];
 		bool		same = true;
 
-		e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, false, false);
+		e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, false, CBLLM_BATCH_CONTINUOUS);
 		if (e == NULL)
 			return;
 		e->bm->test_hash = forced ? 0x5a17 : 0;
@@ -756,7 +783,7 @@ SubmitLow(cbllm_engine *e, int prompt_len, int gen)
 static int
 RunFlood(double aging, int steps, int *flood_done)
 {
-	cbllm_engine_params p = Params(FL_SEATS, 256, 0, CBLLM_PREEMPT_RECOMPUTE, 0, true, false);
+	cbllm_engine_params p = Params(FL_SEATS, 256, 0, CBLLM_PREEMPT_RECOMPUTE, 0, true, CBLLM_BATCH_CONTINUOUS);
 	flood	   *f = calloc(1, sizeof(flood));
 	int64_t		low;
 	int			done = -1;
@@ -845,7 +872,7 @@ TestAgedRequestKeepsItsSeat(void)
 {
 	for (int on = 1; on >= 0; on--)
 	{
-		cbllm_engine_params p = Params(4, 256, 16, CBLLM_PREEMPT_RECOMPUTE, 0, true, false);
+		cbllm_engine_params p = Params(4, 256, 16, CBLLM_PREEMPT_RECOMPUTE, 0, true, CBLLM_BATCH_CONTINUOUS);
 		flood	   *f = calloc(1, sizeof(flood));
 		cbllm_stats st;
 		int64_t		low;
@@ -894,7 +921,7 @@ TestAgedRequestKeepsItsSeat(void)
 static void
 TestAgingParamChecked(void)
 {
-	cbllm_engine_params p = Params(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, true, false);
+	cbllm_engine_params p = Params(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, true, CBLLM_BATCH_CONTINUOUS);
 	cbllm_engine *e = NULL;
 	cbllm_err	err;
 
@@ -915,7 +942,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 	model_dir = argv[1];
-	e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, false, false);
+	e = NewEngine(4, 256, 0, CBLLM_PREEMPT_AUTO, 0, false, CBLLM_BATCH_CONTINUOUS);
 	TAP_OK(e != NULL, "engine loads %s", model_dir);
 	if (e == NULL)
 		return tap_done();
