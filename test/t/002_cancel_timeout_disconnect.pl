@@ -43,7 +43,13 @@ note(sprintf("full generation: %d tokens, %d characters in %.2f s", $n_full, $le
 cmp_ok($n_full, '>=', 400,
 	'the long generation runs to (almost) max_model_len: hundreds of tokens');
 cmp_ok($t_full, '>=', 0.5, 'the long generation takes a measurable time');
+# "Quickly": within half the full generation's time, but never asking for
+# less than 1.5 s (or three quarters of it, when that is less): a vanished
+# client is noticed by looking at its socket every 250 ms and the status is
+# polled, and on a loaded two-core machine that can take a second, while the
+# faster the engine the shorter the full generation.
 my $quick = $t_full / 2;
+$quick = ($t_full * 0.75 < 1.5 ? $t_full * 0.75 : 1.5) if $quick < 1.5;
 
 # Check that the engine returns to idle within $quick seconds of $since
 # (the moment the statement was interrupted), having generated fewer
@@ -60,7 +66,7 @@ sub aborted_ok
 	note(sprintf("%s: idle %.3f s after the interruption (full generation %.2f s)",
 			$what, $el, $t_full));
 	cmp_ok($el, '<', $quick,
-		"$what: the engine is idle in less than half the full generation time");
+		"$what: the engine is idle well before the full generation would end");
 	cmp_ok($st->{tokens_generated} - $tokens0, '<', $n_full,
 		"$what: fewer tokens were generated than a full generation (it was aborted)");
 	return;
@@ -131,7 +137,7 @@ sub aborted_ok
 	note(sprintf("disconnect: idle %.3f s after psql was killed (full generation %.2f s)",
 			$el, $t_full));
 	cmp_ok($el, '<', $quick,
-		'disconnect: the engine is idle in less than half the full generation time');
+		'disconnect: the engine is idle well before the full generation would end');
 	cmp_ok($st->{tokens_generated} - $tok0, '<', $n_full,
 		'disconnect: fewer tokens were generated than a full generation (it was aborted)');
 }
