@@ -192,6 +192,10 @@ build/%.o: src/%.c src/*.h | build
 build/quantize.o: src/quantize.c src/*.h | build
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 -c $< -o $@
 
+# the sampler at -O3, which vectorises its passes over the vocabulary
+build/sampler.o: src/sampler.c src/*.h | build
+	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 -c $< -o $@
+
 # kernels are compiled at -O3 so that register tiles unroll fully
 build/kernels_generic.o: src/kernels_generic.c src/*.inc src/*.h | build
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 -c $< -o $@

@@ -1,7 +1,9 @@
 /*
  * sampler.h: choosing the next token from logits, per sequence: greedy,
  * temperature, top-k, top-p, with a per-request seeded generator so that a
- * seeded request is reproducible whatever else runs beside it.
+ * seeded request is reproducible whatever else runs beside it.  A sampled
+ * token costs a few vectorised passes over the logits and no sort of the
+ * vocabulary (sampler.c).
  */
 #ifndef CBLLM_SAMPLER_H
 #define CBLLM_SAMPLER_H
@@ -37,6 +39,12 @@ void		sampler_free(cbllm_sampler *s);
 
 /* The index of the largest logit (the first of equal ones). */
 int32_t		sampler_argmax(const float *logits, int n);
+
+/*
+ * exp(x) for x <= 0 as the sampler computes it (within 2 ulp of the exact
+ * value; 0 below -87 and for NaN).  Exposed for its tests.
+ */
+float		sampler_exp_nonpositive(float x);
 
 /* Choose a token from logits (vocab_size floats). */
 int32_t		sampler_sample(cbllm_sampler *s, const float *logits, const sampler_params *p,

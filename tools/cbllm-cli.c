@@ -46,6 +46,9 @@ Usage(FILE *f)
 		  "            [--static | --static-admission] [--json] [--bandwidth GBPS]\n"
 		  "  cbllm-cli bench-hol -m DIR [--static | --static-admission]   (1 request of 500 tokens, 7 of 20)\n"
 		  "  cbllm-cli bench-steps -m DIR [--batch 1,8,32] [--context N] [--steps N] [--prefill N]\n"
+		  "            [--temp T] [--top-p P] [--top-k K]   (decode greedy without --temp)\n"
+		  "  cbllm-cli bench-sampler [--vocab N] [--batch B] [--threads N] [--temp T] [--top-p P]\n"
+		  "            [--top-k K]   (sampling B rows of N logits; default 151936, 32, 0.7, 0.95)\n"
 		  "  cbllm-cli membw [--device cpu|cuda]     device copy bandwidth (read + write) in GB/s\n"
 		  "  cbllm-cli chat -m DIR --render         renders the JSON request on standard input\n"
 		  "common options: --device cpu|cuda|auto  --threads N\n"
@@ -176,6 +179,7 @@ typedef struct cli_opts
 	bool		top_k_given;
 	tokenize_opts tok;
 	bench_opts	bench;
+	int			vocab;			/* bench-sampler --vocab */
 	workload_opts work;
 } cli_opts;
 
@@ -364,6 +368,8 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 			o->ep.num_swap_blocks = (int) n, o->ep.swap_space_bytes = n == 0 ? SIZE_MAX : 0;
 		else if (strcmp(a, "--prefill") == 0)
 			o->bench.prefill_len = (int) n;
+		else if (strcmp(a, "--vocab") == 0)
+			o->vocab = (int) n;
 		else
 		{
 			fprintf(stderr, "cbllm-cli: error: unknown option %s\n", a);
@@ -371,7 +377,7 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 		}
 		i += takes;
 	}
-	if (o->ep.model_dir == NULL && strcmp(argv[1], "membw") != 0)
+	if (o->ep.model_dir == NULL && strcmp(argv[1], "membw") != 0 && strcmp(argv[1], "bench-sampler") != 0)
 	{
 		fprintf(stderr, "cbllm-cli: error: -m DIR (the model directory) is required\n");
 		return -1;
@@ -548,7 +554,20 @@ main(int argc, char **argv)
 	if (strcmp(argv[1], "bench-hol") == 0)
 		return cli_hol_run(&o.ep, 20, 500, 64);
 	if (strcmp(argv[1], "bench-steps") == 0)
+	{
+		o.bench.temperature = o.temp_given ? o.sp.temperature : 0;
+		o.bench.top_p = o.top_p_given ? o.sp.top_p : 0;
+		o.bench.top_k = o.top_k_given ? o.sp.top_k : 0;
 		return cli_bench_run(&o.ep, &o.bench);
+	}
+	if (strcmp(argv[1], "bench-sampler") == 0)
+	{
+		sampler_bench_opts so = {o.vocab, o.bench.batches ? atoi(o.bench.batches) : 0,
+			o.ep.n_threads, o.temp_given ? o.sp.temperature : 0.7f,
+		o.top_p_given ? o.sp.top_p : 0.95f, o.top_k_given ? o.sp.top_k : 0};
+
+		return cli_sampler_bench_run(&so);
+	}
 	if (strcmp(argv[1], "membw") == 0)
 		return cli_membw_run(o.ep.device);
 	fprintf(stderr, "cbllm-cli: error: unknown command \"%s\"\n", argv[1]);

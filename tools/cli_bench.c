@@ -4,6 +4,11 @@
  * steps of B sequences each and reports the median step; then it times the
  * prefill of one prefill-token prompt.  Weight bytes read per step and
  * FLOPs per step put the times next to the machine's bandwidth and peak.
+ * The decode steps sample with --temp, --top-p and --top-k (greedy without
+ * --temp), so that a sampled run beside a greedy one shows what sampling costs.
+ *
+ * cbllm-cli bench-sampler times the sampler alone over a batch of logits
+ * rows, spread over threads as an engine step spreads them.
  *
  * cbllm-cli membw measures the copy bandwidth that the bench's --bandwidth
  * floor divides by, as the device's backend measures it (its registry
@@ -19,6 +24,9 @@
 #include <string.h>
 
 #include "backend_registry.h"
+#include "rng.h"
+#include "sampler.h"
+#include "threadpool.h"
 
 #define MEMBW_BYTES ((size_t) 1 << 30)	/* each copy moves 1 GiB */
 
@@ -49,6 +57,11 @@ TimeDecode(cbllm_engine *e, int B, const bench_opts *o, int vocab)
 
 	sp.max_tokens = o->steps + 2;
 	sp.ignore_eos = true;
+	sp.temperature = o->temperature;
+	sp.top_p = o->top_p > 0 ? o->top_p : 1.0f;
+	sp.top_k = o->top_k;
+	sp.has_seed = true;
+	sp.seed = 42;
 	for (int b = 0; ids && rid && t && b < B; b++)
 	{
 		cbllm_request_input in = {.ids = ids, .n_ids = o->context};
@@ -174,6 +187,11 @@ cli_bench_run(const cbllm_engine_params *ep_in, const bench_opts *oin)
 			   info.quantize_seconds);
 	printf("# cpu kernels %s, %d threads, context %d tokens per sequence\n", info.cpu_isa,
 		   info.n_threads, o.context);
+	if (o.temperature > 0)
+		printf("# decode samples: temperature %g, top-p %g, top-k %d\n", o.temperature,
+			   o.top_p > 0 ? o.top_p : 1.0, o.top_k);
+	else
+		printf("# decode is greedy\n");
 	printf("%-8s %14s %14s %16s %14s\n", "batch", "step_ms", "tokens_per_s", "weight_GB_per_s",
 		   "GFLOP_per_s");
 	snprintf(list, sizeof(list), "%s", o.batches);
@@ -233,4 +251,105 @@ cli_membw_run(const char *device)
 	}
 	printf("copy_bandwidth_GBps %.1f\n", gbps);
 	return 0;
+}
+
+typedef struct sampler_bench_job
+{
+	cbllm_sampler **s;			/* (threads) one sampler each, as the engine has */
+	const float *logits;		/* (batch, vocab) */
+	int			vocab;
+	sampler_params p;
+	cbllm_rng  *rng;			/* (batch) */
+	int32_t    *tok;			/* (batch) */
+} sampler_bench_job;
+
+/* One row of the batch, on the thread's own sampler. */
+static void
+SampleRowTask(void *arg, int row, int thread)
+{
+	sampler_bench_job *j = arg;
+
+	j->tok[row] = sampler_sample(j->s[thread], j->logits + (size_t) row * j->vocab, &j->p,
+								 &j->rng[row]);
+}
+
+/*
+ * bench-sampler: time sampling a batch of logits rows over the thread pool,
+ * as an engine step does.  The rows are bell-shaped (a sum of four uniforms,
+ * scaled to a spread of 12 like a trained model's logits) so that top-p
+ * keeps a realistic share of the vocabulary; a greedy pass over the same
+ * rows is the floor.
+ */
+int
+cli_sampler_bench_run(const sampler_bench_opts *o)
+{
+	int			vocab = o->vocab > 0 ? o->vocab : 151936,
+				batch = o->batch > 0 ? o->batch : 32,
+				threads = o->threads > 0 ? o->threads : 1,
+				reps = 50,
+				status = 1;
+	float	   *logits = malloc(sizeof(float) * vocab * (size_t) batch);
+	cbllm_rng  *rng = malloc(sizeof(cbllm_rng) * batch);
+	int32_t    *tok = malloc(sizeof(int32_t) * batch);
+	cbllm_sampler **s = calloc(threads, sizeof(*s));
+	cbllm_threadpool *tp = NULL;
+	cbllm_err	err;
+	uint64_t	x = 12345;
+	sampler_params modes[2] = {{0, 1, 0}, {o->temperature, o->top_p > 0 ? o->top_p : 1.0f,
+	o->top_k}};
+	double		t[2][50];
+
+	if (!logits || !rng || !tok || !s || threadpool_create(threads, &tp, &err) != CBLLM_OK)
+	{
+		fprintf(stderr, "cbllm-cli: error: out of memory\n");
+		goto done;
+	}
+	for (int i = 0; i < threads; i++)
+		if (sampler_create(vocab, &s[i], &err) != CBLLM_OK)
+		{
+			fprintf(stderr, "cbllm-cli: error: %s\n", err.msg);
+			goto done;
+		}
+	for (size_t i = 0; i < (size_t) vocab * batch; i++)
+	{
+		double		u = 0;
+
+		for (int k = 0; k < 4; k++)
+			u += (double) (cbllm_splitmix64_next(&x) >> 11) / 9007199254740992.0;
+		logits[i] = (float) (u * 3.0 - 6.0);
+	}
+	for (int b = 0; b < batch; b++)
+		rng_seed(&rng[b], 1000 + b);
+	for (int m = 0; m < 2; m++)
+	{
+		sampler_bench_job j = {s, logits, vocab, modes[m], rng, tok};
+
+		threadpool_run(tp, batch, SampleRowTask, &j);	/* warm */
+		for (int r = 0; r < reps; r++)
+		{
+			double		t0 = cbllm_now();
+
+			threadpool_run(tp, batch, SampleRowTask, &j);
+			t[m][r] = cbllm_now() - t0;
+		}
+		qsort(t[m], reps, sizeof(double), cli_cmp_double);
+	}
+	printf("# vocab %d, batch %d, %d threads; sampled: temperature %g, top-p %g, top-k %d\n",
+		   vocab, batch, threads, modes[1].temperature, modes[1].top_p, modes[1].top_k);
+	printf("%-8s %12s %14s\n", "mode", "batch_ms", "us_per_row");
+	printf("%-8s %12.3f %14.1f\n", "greedy", t[0][reps / 2] * 1e3,
+		   t[0][reps / 2] * 1e6 * threads / batch);
+	printf("%-8s %12.3f %14.1f\n", "sampled", t[1][reps / 2] * 1e3,
+		   t[1][reps / 2] * 1e6 * threads / batch);
+	status = 0;
+done:
+	for (int i = 0; s && i < threads; i++)
+		sampler_free(s[i]);
+	if (tp)
+		threadpool_destroy(tp);
+	free(s);
+	free(logits);
+	free(rng);
+	free(tok);
+	return status;
 }

@@ -10,9 +10,25 @@ typedef struct bench_opts
 	int			context;		/* prompt length of each decoding sequence; 0: 64 */
 	int			steps;			/* decode steps timed per batch size; 0: 32 */
 	int			prefill_len;	/* prompt length of the prefill measurement; 0: 256 */
+	float		temperature;	/* decode steps sample with these controls; 0: greedy */
+	float		top_p;			/* 0: 1 (off) */
+	int			top_k;			/* 0: off */
 } bench_opts;
 
 int			cli_bench_run(const cbllm_engine_params *ep, const bench_opts *o);
+
+typedef struct sampler_bench_opts
+{
+	int			vocab;			/* 0: 151936 (Qwen's) */
+	int			batch;			/* rows sampled together; 0: 32 */
+	int			threads;		/* 0: 1 */
+	float		temperature;
+	float		top_p;			/* 0: 1 (off) */
+	int			top_k;			/* 0: off */
+} sampler_bench_opts;
+
+/* bench-sampler: print the median batch time and time per row, greedy and sampled. */
+int			cli_sampler_bench_run(const sampler_bench_opts *o);
 
 /* membw: print "copy_bandwidth_GBps X" for device "cpu" (NULL), "cuda" or "auto". */
 int			cli_membw_run(const char *device);

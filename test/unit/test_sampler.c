@@ -1,8 +1,10 @@
 /*
  * test_sampler.c: unit tests of token selection: argmax, greedy decoding,
- * the seeded generator, temperature, top-k and top-p (both the small sorted
- * path and the histogram path of a 32000-token vocabulary), and empirical
- * frequencies against softmax probabilities computed independently here.
+ * the seeded generator, the sampler's exponential against libm,
+ * temperature, top-k and top-p (small vocabularies that are sorted, and
+ * 32000- and 151936-token ones where threshold passes and histograms decide
+ * the set), and empirical frequencies against softmax probabilities
+ * computed independently here.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -629,7 +631,7 @@ check_large(const char *label, const float *v, int n, sampler_params p, int draw
 		r[i].p = v[i];
 		r[i].id = i;
 	}
-	/* the sampler sorts only candidates >= (1 - p) * total / m; check more than 512 are */
+	/* tokens >= (1 - p) * total / m may be in the nucleus: check more than 512 are, too many to sort */
 	qsort(r, n, sizeof(ranked), ranked_cmp);
 	mx = r[0].p;
 	for (int i = 0; i < m; i++)
@@ -639,7 +641,7 @@ check_large(const char *label, const float *v, int n, sampler_params p, int draw
 	for (int i = 0; i < n; i++)
 		rank[r[i].id] = i;
 	TAP_OK(above_floor > 512 && size > 100 && size < m,
-		   "%s: %d candidates above the floor (> 512: the histogram path), nucleus of %d",
+		   "%s: %d candidates above the floor (> 512: not a sort), nucleus of %d",
 		   label, above_floor, size);
 	bad = draw_outside(s, v, p, allowed, draws, seed, count);
 	for (int i = 0; i < n; i++)
@@ -698,6 +700,162 @@ test_large_vocab(void)
 	free(v);
 }
 
+/* The sampler's exponential against libm's double exp over [-87, 0], and its ends. */
+static void
+test_exp(void)
+{
+	double		worst = 0;
+	float		at_worst = 0;
+	bool		monotone = true;
+	float		prev = 0;
+
+	for (int i = 0; i <= 2000000; i++)
+	{
+		float		x = -87.0f * (float) i / 2000000;
+		float		got = sampler_exp_nonpositive(x);
+		double		want = exp((double) x);
+		double		ulp = nextafterf((float) want, INFINITY) - (float) want;
+		double		err = fabs(got - want) / ulp;
+
+		if (err > worst)
+		{
+			worst = err;
+			at_worst = x;
+		}
+		if (i > 0 && got > prev)
+			monotone = false;
+		prev = got;
+	}
+	TAP_OK(worst <= 2.0, "exp over 2000001 points of [-87, 0] is within 2 ulp of libm (worst %.2f ulp"
+		   " at %g)", worst, at_worst);
+	TAP_OK(monotone, "exp does not rise as x falls over [-87, 0]");
+	TAP_OK(sampler_exp_nonpositive(0.0f) == 1.0f, "exp(0) is exactly 1 (the largest logit's weight)");
+	TAP_OK(sampler_exp_nonpositive(-88.0f) == 0.0f && sampler_exp_nonpositive(-INFINITY) == 0.0f &&
+		   sampler_exp_nonpositive(NAN) == 0.0f, "exp below -87, of -inf and of NaN is 0");
+}
+
+/*
+ * Qwen's 151936-token vocabulary: top-p alone over bell logits (the passes
+ * of thresholds leave a band for the histograms), over nearly flat logits
+ * (the nucleus holds most of the vocabulary), and after a top-k above 512.
+ */
+static void
+test_qwen_vocab(void)
+{
+	const int	n = 151936;
+	float	   *v = malloc(sizeof(float) * n);
+	uint64_t	x = 4711;
+	sampler_params p;
+
+	for (int i = 0; i < n; i++)
+		v[i] = (float) (mix_uniform(&x) + mix_uniform(&x) + mix_uniform(&x) + mix_uniform(&x)) * 3.0f;
+	p = (sampler_params) {0.7f, 0.95f, 0};
+	check_large("vocab 151936, bell logits, T 0.7, top_p 0.95", v, n, p, 3000, 41);
+	random_logits(v, n, 99, 0, 0.5);
+	p = (sampler_params) {1.0f, 0.9f, 0};
+	check_large("vocab 151936, nearly flat logits, top_p 0.9", v, n, p, 3000, 42);
+	for (int i = 0; i < n; i++)
+		v[i] = (float) (mix_uniform(&x) + mix_uniform(&x) + mix_uniform(&x) + mix_uniform(&x)) * 3.0f;
+	p = (sampler_params) {0.8f, 0.9f, 3000};
+	check_large("vocab 151936, bell logits, T 0.8, top_k 3000, top_p 0.9", v, n, p, 3000, 43);
+	free(v);
+}
+
+/*
+ * Top-k at a large vocabulary, its threshold passes against a full sort:
+ * k = 20 and 40 of 151936 bell logits, k above the count of finite logits
+ * (the rest -inf or NaN), and many ties at the k-th value.
+ */
+static void
+test_top_k_large(void)
+{
+	const int	n = 151936;
+	cbllm_sampler *s = new_sampler(n);
+	float	   *v = malloc(sizeof(float) * n);
+	bool	   *allowed = calloc(n, sizeof(bool));
+	int		   *count = calloc(n, sizeof(int));
+	ranked	   *r = malloc(sizeof(ranked) * n);
+	uint64_t	x = 808;
+	const int	ks[2] = {20, 40};
+	int			bad,
+				hit;
+	sampler_params p;
+
+	if (s == NULL)
+		return;
+	for (int i = 0; i < n; i++)
+		v[i] = (float) (mix_uniform(&x) + mix_uniform(&x) + mix_uniform(&x) + mix_uniform(&x)) * 3.0f;
+	for (int i = 0; i < n; i++)
+		r[i] = (ranked) {v[i], i};
+	qsort(r, n, sizeof(ranked), ranked_cmp);
+	for (int t = 0; t < 2; t++)
+	{
+		memset(allowed, 0, sizeof(bool) * n);
+		memset(count, 0, sizeof(int) * n);
+		for (int i = 0; i < ks[t]; i++)
+			allowed[r[i].id] = true;
+		p = (sampler_params) {5.0f, 1.0f, ks[t]};
+		bad = draw_outside(s, v, p, allowed, 4000, 50 + t, count);
+		hit = 0;
+		for (int i = 0; i < n; i++)
+			hit += allowed[i] && count[i] > 0;
+		TAP_OK(bad == 0 && hit == ks[t], "vocab 151936, top_k %d: draws only among the %d largest of"
+			   " a full sort (%d outside), and all of them appear (%d)", ks[t], ks[t], bad, hit);
+	}
+
+	/* 30 finite logits, the rest -inf or NaN: top_k 50 keeps the 30 and never draws the rest */
+	for (int i = 0; i < n; i++)
+	{
+		v[i] = i % 3 ? -INFINITY : NAN;
+		allowed[i] = false;
+	}
+	for (int i = 0; i < 30; i++)
+	{
+		int			at = (int) (mix_next(&x) % (uint64_t) n);
+
+		v[at] = (float) i * 0.01f;
+		allowed[at] = true;
+	}
+	memset(count, 0, sizeof(int) * n);
+	p = (sampler_params) {1.0f, 1.0f, 50};
+	bad = draw_outside(s, v, p, allowed, 4000, 60, count);
+	hit = 0;
+	for (int i = 0; i < n; i++)
+		hit += allowed[i] && count[i] > 0;
+	TAP_OK(bad == 0 && hit > 0, "top_k 50 with 30 finite logits of 151936: no -inf or NaN drawn (%d),"
+		   " %d of the finite ones drawn", bad, hit);
+
+	/* integer logits 0..9: the 40th largest lies in a tie of about 15000 */
+	for (int i = 0; i < n; i++)
+		v[i] = (float) (mix_next(&x) % 10);
+	memset(count, 0, sizeof(int) * n);
+	for (int i = 0; i < n; i++)
+		allowed[i] = v[i] == 9.0f;
+	p = (sampler_params) {2.0f, 1.0f, 40};
+	bad = draw_outside(s, v, p, allowed, 4000, 61, count);
+	{
+		int			distinct = 0,
+					first_ids = 0,
+					seen9 = 0;
+
+		for (int i = 0; i < n; i++)
+		{
+			distinct += count[i] > 0;
+			/* ties go by id: the 40 kept are the 40 lowest ids of value 9 */
+			if (v[i] == 9.0f && seen9++ < 40)
+				first_ids += count[i] > 0;
+		}
+		TAP_OK(bad == 0 && distinct == 40 && first_ids == 40,
+			   "top_k 40 inside a tie of the largest value: exactly the 40 lowest ids are drawn"
+			   " (%d outside, %d distinct, %d of the lowest ids)", bad, distinct, first_ids);
+	}
+	free(v);
+	free(allowed);
+	free(count);
+	free(r);
+	sampler_free(s);
+}
+
 int
 main(void)
 {
@@ -709,5 +867,8 @@ main(void)
 	test_temperature_and_nan();
 	test_top_k_random();
 	test_large_vocab();
+	test_exp();
+	test_qwen_vocab();
+	test_top_k_large();
 	return tap_done();
 }
