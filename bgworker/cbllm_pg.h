@@ -37,6 +37,8 @@ extern double cbllm_gpu_memory_utilization;
 extern int	cbllm_load_format;
 extern int	cbllm_weight_format;
 extern const char *const cbllm_weight_formats[];
+extern int	cbllm_kv_cache_dtype;
+extern const char *const cbllm_kv_cache_dtypes[];
 extern bool cbllm_cuda_graphs;
 extern bool cbllm_enable_prefix_caching;
 extern int	cbllm_max_queued_requests;

@@ -23,6 +23,7 @@ int			cbllm_swap_space_mb = 0;
 double		cbllm_gpu_memory_utilization = 0.9;
 int			cbllm_load_format = 0;
 int			cbllm_weight_format = 0;
+int			cbllm_kv_cache_dtype = 0;
 bool		cbllm_cuda_graphs = true;
 bool		cbllm_enable_prefix_caching = true;
 int			cbllm_max_queued_requests = 256;
@@ -78,6 +79,17 @@ static const struct config_enum_entry weight_format_options[] = {
 	{NULL, 0, false}
 };
 
+/* cbllm.kv_cache_dtype's values, by the enum's number: what the engine is passed */
+const char *const cbllm_kv_cache_dtypes[] = {"auto", "f32", "f16", "bf16"};
+
+static const struct config_enum_entry kv_cache_dtype_options[] = {
+	{"auto", 0, false},
+	{"f32", 1, false},
+	{"f16", 2, false},
+	{"bf16", 3, false},
+	{NULL, 0, false}
+};
+
 static const struct config_enum_entry load_format_options[] = {
 	{"auto", 0, false},
 	{"dummy", 1, false},
@@ -126,6 +138,10 @@ CbllmDefineGucs(void)
 							 "Quantize the float (F32, F16, BF16) weight matrices at load: auto keeps them as stored; q8_0, q4_k and the other GGUF types convert them.",
 							 NULL, &cbllm_weight_format, 0, weight_format_options, PGC_POSTMASTER,
 							 GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomEnumVariable("cbllm.kv_cache_dtype",
+							 "Element type of the KV cache: auto (f32 on the CPU, bf16 on a GPU), f32, or f16 or bf16 (the CPU: half the memory, twice the sequences).",
+							 NULL, &cbllm_kv_cache_dtype, 0, kv_cache_dtype_options, PGC_POSTMASTER,
+							 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("cbllm.threads", "Compute threads of the engine (0: one per CPU).",
 							NULL, &cbllm_threads, 0, 0, 1024, PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("cbllm.max_num_seqs", "Most sequences in one engine step.", NULL,

@@ -146,6 +146,7 @@ EngineParams(cbllm_ipc_params *p)
 	strlcpy(p->device, cbllm_device ? cbllm_device : "", sizeof(p->device));
 	strlcpy(p->load_format, cbllm_load_format == 1 ? "dummy" : "auto", sizeof(p->load_format));
 	strlcpy(p->weight_format, cbllm_weight_formats[cbllm_weight_format], sizeof(p->weight_format));
+	strlcpy(p->kv_cache_dtype, cbllm_kv_cache_dtypes[cbllm_kv_cache_dtype], sizeof(p->kv_cache_dtype));
 	strlcpy(p->chat_template, cbllm_chat_template ? cbllm_chat_template : "", sizeof(p->chat_template));
 	p->n_threads = cbllm_threads;
 	p->max_num_seqs = cbllm_max_num_seqs;

@@ -25,6 +25,7 @@
 
 #include "cuda_ctx.h"
 #include "cuda_ops.h"
+#include "kv_cache.h"
 #include "numeric.h"
 #include "rope.h"
 
@@ -595,11 +596,19 @@ BlockBytes(const cbllm_model_config *cfg, int block_size)
 }
 
 /* The KV layout the registry reports: bf16 on the device, in the engine's block layout. */
-static void
-CudaKvLayout(const cbllm_model_config *cfg, int block_size, backend_kv_layout *out)
+static int
+CudaKvLayout(const cbllm_model_config *cfg, int block_size, const char *kv_dtype,
+			 backend_kv_layout *out, cbllm_err *err)
 {
-	out->dtype = CBLLM_BF16;
+	if (!kv_cache_dtype_parse(kv_dtype, CBLLM_BF16, &out->dtype))
+		return cbllm_fail(err, CBLLM_ERR_INVALID,
+						  "kv_cache_dtype \"%s\" is not auto, f32, f16 or bf16", kv_dtype);
+	if (out->dtype != CBLLM_BF16)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "the cuda device keeps its KV cache in bf16; kv_cache_dtype %s is for the cpu"
+						  " (use auto or bf16)", kv_dtype);
 	out->block_bytes = BlockBytes(cfg, block_size);
+	return CBLLM_OK;
 }
 
 /*

@@ -181,6 +181,7 @@ typedef struct cpu_backend_params
 	int			max_tokens;		/* most tokens in one step */
 	int			max_ctx;		/* longest sequence */
 	bool		quantized;		/* some matrix is block-quantized: room for quantized activations */
+	cbllm_dtype kv_dtype;		/* the KV cache's elements: CBLLM_F32 (0), CBLLM_F16 or CBLLM_BF16 */
 } cpu_backend_params;
 
 int			cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *err);

@@ -16,6 +16,7 @@
 #include "backend_registry.h"
 #include "dtype.h"
 #include "kernels.h"
+#include "numeric.h"
 #include "rope.h"
 #include "weight_pack.h"
 
@@ -44,6 +45,7 @@ typedef struct cpu_ctx
 								 * cpu_kernels.panel_x arranges them; NULL until a float
 								 * matrix is packed */
 	int64_t		max_k;			/* the widest activations a matmul takes */
+	cbllm_dtype kv_dtype;		/* the KV cache's elements (f32, f16, bf16) */
 } cpu_ctx;
 
 /* Host memory, 64-byte aligned. */
@@ -443,6 +445,22 @@ CpuRope(cbllm_backend *be, float *x, int T, int n_heads, int rope, const fwd_bat
 	}
 }
 
+/* dst[0, n) = src as the cache's element type (f16 and bf16 rounded to nearest even). */
+static void
+StoreKv(cbllm_dtype dt, void *dst, const float *src, int64_t n)
+{
+	uint16_t   *h = dst;
+
+	if (dt == CBLLM_F32)
+		memcpy(dst, src, sizeof(float) * n);
+	else if (dt == CBLLM_F16)
+		for (int64_t i = 0; i < n; i++)
+			h[i] = cbllm_f32_to_f16(src[i]);
+	else
+		for (int64_t i = 0; i < n; i++)
+			h[i] = cbllm_f32_to_bf16(src[i]);
+}
+
 /* Copy each token's k and v into its cache slot. */
 static void
 CpuKvStore(cbllm_backend *be, kv_cache *kv, int layer, const float *k, const float *v,
@@ -455,8 +473,8 @@ CpuKvStore(cbllm_backend *be, kv_cache *kv, int layer, const float *k, const flo
 		int32_t		block = (int32_t) (b->slot[t] / kv->block_size);
 		int			s = (int) (b->slot[t] % kv->block_size);
 
-		memcpy(kv_cache_k(kv, layer, block, s), k + t * n, sizeof(float) * n);
-		memcpy(kv_cache_v(kv, layer, block, s), v + t * n, sizeof(float) * n);
+		StoreKv(kv->dtype, kv_cache_k(kv, layer, block, s), k + t * n, n);
+		StoreKv(kv->dtype, kv_cache_v(kv, layer, block, s), v + t * n, n);
 	}
 }
 
@@ -492,7 +510,7 @@ AttentionTask(void *arg, int task, int thread)
 	float		scale = 1.0f / sqrtf((float) hd);
 	float		mx = -INFINITY,
 				sum = 0;
-	int64_t		stride = (int64_t) kv->n_kv_heads * hd;	/* floats between positions */
+	int64_t		stride = (int64_t) kv->n_kv_heads * hd;	/* elements between positions */
 
 	/* scores, a block (or the part of it in the window) at a time */
 	for (int i = first; i <= p;)
@@ -501,8 +519,14 @@ AttentionTask(void *arg, int task, int thread)
 					off = i % kv->block_size;
 		int			n = kv->block_size - off < p + 1 - i ? kv->block_size - off : p + 1 - i;
 
-		c->k->scores(q, kv_cache_k(kv, j->layer, table[b], off) + (int64_t) kvh * hd, stride, n,
-					 hd, scale, s + i);
+		const char *keys = (const char *) kv_cache_k(kv, j->layer, table[b], off) +
+			(int64_t) kvh * hd * kv->elem_bytes;
+
+		if (kv->dtype == CBLLM_F32)
+			c->k->scores(q, (const float *) keys, stride, n, hd, scale, s + i);
+		else
+			c->k->scores_half[kv->dtype == CBLLM_BF16](q, (const uint16_t *) keys, stride, n, hd,
+													   scale, s + i);
 		i += n;
 	}
 	for (int i = first; i <= p; i++)
@@ -521,8 +545,14 @@ AttentionTask(void *arg, int task, int thread)
 					off = i % kv->block_size;
 		int			n = kv->block_size - off < p + 1 - i ? kv->block_size - off : p + 1 - i;
 
-		c->k->accumulate(out, s + i, kv_cache_v(kv, j->layer, table[b], off) + (int64_t) kvh * hd,
-						 stride, n, hd);
+		const char *vals = (const char *) kv_cache_v(kv, j->layer, table[b], off) +
+			(int64_t) kvh * hd * kv->elem_bytes;
+
+		if (kv->dtype == CBLLM_F32)
+			c->k->accumulate(out, s + i, (const float *) vals, stride, n, hd);
+		else
+			c->k->accumulate_half[kv->dtype == CBLLM_BF16](out, s + i, (const uint16_t *) vals,
+														   stride, n, hd);
 		i += n;
 	}
 }
@@ -628,11 +658,12 @@ CopyBlock(const kv_cache *kv, const swap_space *sw, int32_t block, int32_t sid, 
 {
 	for (int l = 0; l < kv->n_layers; l++)
 	{
-		size_t		bytes = sizeof(float) * kv->block_floats;
-		float	   *ck = kv_cache_k(kv, l, block, 0);
-		float	   *cv = kv_cache_v(kv, l, block, 0);
-		float	   *hk = sw->k + sid * sw->block_floats + (int64_t) l * kv->block_floats;
-		float	   *hv = sw->v + sid * sw->block_floats + (int64_t) l * kv->block_floats;
+		/* a swap block is the cache block's bytes over all layers, in the cache's element type */
+		size_t		bytes = (size_t) kv->elem_bytes * kv->block_floats;
+		char	   *ck = kv_cache_k(kv, l, block, 0);
+		char	   *cv = kv_cache_v(kv, l, block, 0);
+		char	   *hk = (char *) (sw->k + sid * sw->block_floats) + l * bytes;
+		char	   *hv = (char *) (sw->v + sid * sw->block_floats) + l * bytes;
 
 		memcpy(to_swap ? hk : ck, to_swap ? ck : hk, bytes);
 		memcpy(to_swap ? hv : cv, to_swap ? cv : hv, bytes);
@@ -668,13 +699,17 @@ CpuDownload(cbllm_backend *be, const float *src, float *dst, size_t n, cbllm_err
 	return CBLLM_OK;
 }
 
-/* K and V in f32, in the engine's host pool (kv_cache). */
-static void
-CpuKvLayout(const cbllm_model_config *cfg, int block_size, backend_kv_layout *out)
+/* K and V in the engine's host pool (kv_cache): f32 unless f16 or bf16 is asked for. */
+static int
+CpuKvLayout(const cbllm_model_config *cfg, int block_size, const char *kv_dtype,
+			backend_kv_layout *out, cbllm_err *err)
 {
-	out->dtype = CBLLM_F32;
+	if (!kv_cache_dtype_parse(kv_dtype, CBLLM_F32, &out->dtype))
+		return cbllm_fail(err, CBLLM_ERR_INVALID,
+						  "kv_cache_dtype \"%s\" is not auto, f32, f16 or bf16", kv_dtype);
 	out->block_bytes = kv_cache_block_bytes(block_size, cfg->n_layers, cfg->n_kv_heads,
-											cfg->head_dim);
+											cfg->head_dim, out->dtype == CBLLM_F32 ? 4 : 2);
+	return CBLLM_OK;
 }
 
 /* With no size given: room for max_seqs sequences of the longest length, at most 4 GiB. */
@@ -686,7 +721,9 @@ CpuKvBlocks(cbllm_backend *be, const backend_kv_budget *b, int *n_blocks, cbllm_
 	size_t		full,
 				bytes;
 
-	CpuKvLayout(&c->cfg, b->block_size, &kl);
+	kl.dtype = c->kv_dtype;
+	kl.block_bytes = kv_cache_block_bytes(b->block_size, c->cfg.n_layers, c->cfg.n_kv_heads,
+										  c->cfg.head_dim, c->kv_dtype == CBLLM_F32 ? 4 : 2);
 	full = (size_t) b->max_seqs * ((c->max_ctx + b->block_size - 1) / b->block_size) *
 		kl.block_bytes;
 	bytes = full < CPU_KV_CAP_BYTES ? full : CPU_KV_CAP_BYTES;
@@ -749,6 +786,7 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	c->pool = p->pool;
 	c->max_tokens = p->max_tokens;
 	c->max_ctx = p->max_ctx;
+	c->kv_dtype = p->kv_dtype;
 	c->k = cpu_kernels_select(p->isa);
 	if (c->k == NULL)
 	{
@@ -843,7 +881,7 @@ static int
 CpuCreate(const backend_params *p, cbllm_backend **out, cbllm_err *err)
 {
 	cpu_backend_params cp = {&p->model->cfg, p->pool, p->cpu_isa, p->max_tokens, p->max_ctx,
-	model_visit(p->model, FindBlocked, NULL, err) == 1};
+	model_visit(p->model, FindBlocked, NULL, err) == 1, p->kv_dtype};
 
 	return cpu_backend_create(&cp, out, err);
 }

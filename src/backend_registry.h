@@ -38,6 +38,7 @@ typedef struct backend_params
 	int			max_ctx;		/* longest sequence */
 	int			block_size;		/* KV positions per block */
 	bool		no_graphs;		/* run decode steps eagerly, never from recorded graphs */
+	cbllm_dtype kv_dtype;		/* the KV cache's elements, as kv_layout chose them */
 } backend_params;
 
 /* How a backend stores the KV cache of a model. */
@@ -55,8 +56,13 @@ typedef struct backend_reg
 	/* Whether a device for it is present now (cheap; creates no context). */
 	bool		(*probe) (void);
 	int			(*create) (const backend_params *p, cbllm_backend **out, cbllm_err *err);
-	/* How it would store the KV cache of cfg in blocks of block_size positions. */
-	void		(*kv_layout) (const cbllm_model_config *cfg, int block_size, backend_kv_layout *out);
+	/*
+	 * How it would store the KV cache of cfg in blocks of block_size
+	 * positions with elements of type kv_dtype ("auto", NULL, or a name of
+	 * kv_cache_dtype_parse); an error when it cannot store that type.
+	 */
+	int			(*kv_layout) (const cbllm_model_config *cfg, int block_size, const char *kv_dtype,
+							  backend_kv_layout *out, cbllm_err *err);
 	/* Whether it runs matrices stored as dt. */
 	bool		(*supports_weight) (cbllm_dtype dt);
 	/* Copy bandwidth of its memory in GB/s (bytes read plus written), copies of bytes each. */

@@ -103,6 +103,7 @@ ResolveParams(cbllm_engine *e, const cbllm_engine_params *in, cbllm_err *err)
 	cbllm_engine_params *p = &e->params;
 	const cbllm_model_config *c = &e->model->cfg;
 	size_t		block_bytes;
+	int			rc;
 
 	*p = *in;
 	p->max_num_seqs = p->max_num_seqs > 0 ? p->max_num_seqs : DEFAULT_MAX_SEQS;
@@ -140,7 +141,8 @@ ResolveParams(cbllm_engine *e, const cbllm_engine_params *in, cbllm_err *err)
 	if (!(p->gpu_memory_utilization > 0 && p->gpu_memory_utilization <= 1))
 		return cbllm_fail(err, CBLLM_ERR_INVALID,
 						  "gpu_memory_utilization %g is not in (0, 1]", p->gpu_memory_utilization);
-	e->reg->kv_layout(c, p->block_size, &e->kv_layout);
+	if ((rc = e->reg->kv_layout(c, p->block_size, p->kv_cache_dtype, &e->kv_layout, err)))
+		return rc;
 	block_bytes = e->kv_layout.block_bytes;
 	e->kv_size_given = in->num_kv_blocks > 0 || in->kv_cache_bytes > 0;
 	if (p->num_kv_blocks <= 0 && p->kv_cache_bytes > 0)
@@ -283,7 +285,7 @@ CreateCompute(cbllm_engine *e, cbllm_err *err)
 	cbllm_engine_params *p = &e->params;
 	const cbllm_model_config *c = &e->model->cfg;
 	backend_params bp = {e->model, NULL, p->cpu_isa, p->max_num_batched_tokens, p->max_num_seqs,
-	p->max_model_len, p->block_size, p->no_cuda_graphs};
+	p->max_model_len, p->block_size, p->no_cuda_graphs, e->kv_layout.dtype};
 	forward_params fp = {e->model, NULL, NULL, p->max_num_batched_tokens, p->max_num_seqs,
 	p->max_num_seqs};
 	kv_cache_params kp;
@@ -305,6 +307,8 @@ CreateCompute(cbllm_engine *e, cbllm_err *err)
 	kp.n_kv_heads = c->n_kv_heads;
 	kp.head_dim = c->head_dim;
 	kp.no_data = e->be->alloc_kv != NULL;
+	/* the host cache's elements; a device backend keeps its own (only the geometry here) */
+	kp.dtype = kp.no_data ? CBLLM_F32 : e->kv_layout.dtype;
 	/* a swap block holds the K (and the V) of one block over all layers, counted in floats */
 	if ((rc = ResolveSwap(e, err)) ||
 		(rc = kv_cache_create(&kp, &e->kv, err)) ||

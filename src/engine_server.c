@@ -75,6 +75,7 @@ EngineParams(const cbllm_ipc_params *ip, cbllm_engine_params *p)
 	p->device = ip->device[0] ? ip->device : NULL;
 	p->load_format = ip->load_format[0] ? ip->load_format : NULL;
 	p->weight_format = ip->weight_format[0] ? ip->weight_format : NULL;
+	p->kv_cache_dtype = ip->kv_cache_dtype[0] ? ip->kv_cache_dtype : NULL;
 	p->chat_template = ip->chat_template[0] ? ip->chat_template : NULL;
 	p->n_threads = ip->n_threads;
 	p->max_num_seqs = ip->max_num_seqs;

@@ -44,7 +44,7 @@
 #include "request_progress.h"
 
 #define CBLLM_IPC_MAGIC 0x434c4c4dU	/* "MLLC" */
-#define CBLLM_IPC_VERSION 7
+#define CBLLM_IPC_VERSION 8
 #define CBLLM_IPC_REASON_LEN 512
 
 
@@ -134,6 +134,7 @@ typedef struct cbllm_ipc_params
 	char		device[16];
 	char		load_format[16];
 	char		weight_format[16];	/* "" or "auto": as stored; else a quantized type's name */
+	char		kv_cache_dtype[16];	/* "" or "auto", "f32", "f16", "bf16" */
 	char		chat_template[1024];	/* "" : the model's own */
 	int32_t		n_threads;
 	int32_t		max_num_seqs;

@@ -102,6 +102,11 @@ typedef struct cpu_kernels
 	/* out += sum over i < n, in order, of w[i] * (v + i * stride)[0..hd) */
 	void		(*accumulate) (float *out, const float *w, const float *v, int64_t stride, int n,
 							   int hd);
+	/* scores and accumulate over keys and values cached as [0] f16 or [1] bf16 (exactly as over their f32 values) */
+	void		(*scores_half[2]) (const float *q, const uint16_t *k, int64_t stride, int n, int hd,
+								   float scale, float *s);
+	void		(*accumulate_half[2]) (float *out, const float *w, const uint16_t *v,
+									   int64_t stride, int n, int hd);
 } cpu_kernels;
 
 extern const cpu_kernels cpu_kernels_avx512vnni;

@@ -2,12 +2,42 @@
 #include "kv_cache.h"
 
 #include <stdlib.h>
+#include <strings.h>
 
 /* Bytes of K and V for one block across all layers. */
 size_t
-kv_cache_block_bytes(int block_size, int n_layers, int n_kv_heads, int head_dim)
+kv_cache_block_bytes(int block_size, int n_layers, int n_kv_heads, int head_dim, int elem_bytes)
 {
-	return (size_t) 2 * block_size * n_layers * n_kv_heads * head_dim * sizeof(float);
+	return (size_t) 2 * block_size * n_layers * n_kv_heads * head_dim * elem_bytes;
+}
+
+bool
+kv_cache_dtype_ok(cbllm_dtype dt)
+{
+	return dt == CBLLM_F32 || dt == CBLLM_F16 || dt == CBLLM_BF16;
+}
+
+bool
+kv_cache_dtype_parse(const char *name, cbllm_dtype auto_dt, cbllm_dtype *dt)
+{
+	static const struct
+	{
+		const char *name;
+		cbllm_dtype dt;
+	}			names[] = {{"f32", CBLLM_F32}, {"f16", CBLLM_F16}, {"bf16", CBLLM_BF16}};
+
+	if (name == NULL || name[0] == '\0' || strcasecmp(name, "auto") == 0)
+	{
+		*dt = auto_dt;
+		return true;
+	}
+	for (int i = 0; i < (int) (sizeof(names) / sizeof(names[0])); i++)
+		if (strcasecmp(name, names[i].name) == 0)
+		{
+			*dt = names[i].dt;
+			return true;
+		}
+	return false;
 }
 
 /* Create the K and V arrays of p->n_blocks blocks, zeroed (only the geometry with no_data). */
@@ -17,6 +47,9 @@ kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err)
 	kv_cache   *kv;
 	size_t		n;
 
+	if (!kv_cache_dtype_ok(p->dtype))
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "kv cache: elements of type %s are not supported"
+						  " (f32, f16 or bf16)", cbllm_dtype_name(p->dtype));
 	if (p->n_blocks < 1 || p->block_size < 1 || p->block_size > 1024 ||
 		p->n_layers < 1 || p->n_kv_heads < 1 || p->head_dim < 1)
 		return cbllm_fail(err, CBLLM_ERR_INVALID,
@@ -30,16 +63,18 @@ kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err)
 	kv->n_layers = p->n_layers;
 	kv->n_kv_heads = p->n_kv_heads;
 	kv->head_dim = p->head_dim;
+	kv->dtype = p->dtype;
+	kv->elem_bytes = p->dtype == CBLLM_F32 ? 4 : 2;
 	kv->block_floats = (int64_t) p->block_size * p->n_kv_heads * p->head_dim;
 	n = (size_t) p->n_layers * p->n_blocks * kv->block_floats;
 	if (!p->no_data)
 	{
-		kv->k = cbllm_map_zeroed(n * sizeof(float));
-		kv->v = cbllm_map_zeroed(n * sizeof(float));
+		kv->k = cbllm_map_zeroed(n * kv->elem_bytes);
+		kv->v = cbllm_map_zeroed(n * kv->elem_bytes);
 		if (kv->k == NULL || kv->v == NULL)
 		{
 			size_t		mb = kv_cache_block_bytes(p->block_size, p->n_layers, p->n_kv_heads,
-												  p->head_dim) * p->n_blocks >> 20;
+												  p->head_dim, kv->elem_bytes) * p->n_blocks >> 20;
 
 			kv_cache_free(kv);
 			return cbllm_fail(err, CBLLM_ERR_NOMEM,
@@ -59,7 +94,7 @@ kv_cache_free(kv_cache *kv)
 
 	if (kv == NULL)
 		return;
-	n = (size_t) kv->n_layers * kv->n_blocks * kv->block_floats * sizeof(float);
+	n = (size_t) kv->n_layers * kv->n_blocks * kv->block_floats * kv->elem_bytes;
 	cbllm_unmap(kv->k, n);
 	cbllm_unmap(kv->v, n);
 	free(kv);

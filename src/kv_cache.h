@@ -5,7 +5,9 @@
  * sequence, the prefix cache and the free lists are the block manager's
  * (block_manager.h), not this struct's.  A device backend keeps K and V in
  * memory of its own (backend alloc_kv); its kv_cache is created with
- * no_data and carries only the geometry.
+ * no_data and carries only the geometry.  The CPU keeps keys and values as
+ * f32, or as f16 or bf16 (cbllm.kv_cache_dtype): half the memory, converted
+ * with round to nearest even as they are stored.
  */
 #ifndef CBLLM_KV_CACHE_H
 #define CBLLM_KV_CACHE_H
@@ -14,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dtype.h"
 #include "util.h"
 
 typedef struct kv_cache
@@ -23,9 +26,12 @@ typedef struct kv_cache
 	int			n_layers;
 	int			n_kv_heads;
 	int			head_dim;
-	int64_t		block_floats;	/* floats of one block in one layer: block_size * n_kv_heads * head_dim */
-	float	   *k;				/* (n_layers, n_blocks, block_size, n_kv_heads, head_dim); NULL with no_data */
-	float	   *v;				/* (n_layers, n_blocks, block_size, n_kv_heads, head_dim) */
+	int64_t		block_floats;	/* elements of one block in one layer: block_size * n_kv_heads * head_dim */
+	cbllm_dtype dtype;			/* of the elements: CBLLM_F32, CBLLM_F16 or CBLLM_BF16 */
+	int			elem_bytes;		/* 4 or 2 */
+	void	   *k;				/* (n_layers, n_blocks, block_size, n_kv_heads, head_dim) of dtype;
+								 * NULL with no_data */
+	void	   *v;				/* (n_layers, n_blocks, block_size, n_kv_heads, head_dim) of dtype */
 } kv_cache;
 
 typedef struct kv_cache_params
@@ -36,28 +42,45 @@ typedef struct kv_cache_params
 	int			n_kv_heads;
 	int			head_dim;
 	bool		no_data;		/* only the geometry: the keys and values live in a device backend */
+	cbllm_dtype dtype;			/* CBLLM_F32 (0), CBLLM_F16 or CBLLM_BF16 */
 } kv_cache_params;
 
-/* Bytes of K and V for one block across all layers. */
-size_t		kv_cache_block_bytes(int block_size, int n_layers, int n_kv_heads, int head_dim);
+/* Bytes of K and V for one block across all layers, elements of elem_bytes. */
+size_t		kv_cache_block_bytes(int block_size, int n_layers, int n_kv_heads, int head_dim,
+								 int elem_bytes);
+
+/* Whether the host cache can hold elements of dt (f32, f16, bf16). */
+bool		kv_cache_dtype_ok(cbllm_dtype dt);
+
+/*
+ * A cache type by name into *dt: "f32", "f16", "bf16" (any case); "auto",
+ * "" and NULL give *dt = auto_dt.  False for any other name.
+ */
+bool		kv_cache_dtype_parse(const char *name, cbllm_dtype auto_dt, cbllm_dtype *dt);
 
 int			kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err);
 void		kv_cache_free(kv_cache *kv);
 
-/* Keys of (layer, block, slot): n_kv_heads * head_dim floats. */
-static inline float *
-kv_cache_k(const kv_cache *kv, int layer, int32_t block, int slot)
+/* Element offset of (layer, block, slot) in k or v. */
+static inline int64_t
+kv_cache_offset(const kv_cache *kv, int layer, int32_t block, int slot)
 {
-	return kv->k + ((int64_t) layer * kv->n_blocks + block) * kv->block_floats +
+	return ((int64_t) layer * kv->n_blocks + block) * kv->block_floats +
 		(int64_t) slot * kv->n_kv_heads * kv->head_dim;
 }
 
-/* Values of (layer, block, slot): n_kv_heads * head_dim floats. */
-static inline float *
+/* Keys of (layer, block, slot): n_kv_heads * head_dim elements of kv->dtype. */
+static inline void *
+kv_cache_k(const kv_cache *kv, int layer, int32_t block, int slot)
+{
+	return (char *) kv->k + kv_cache_offset(kv, layer, block, slot) * kv->elem_bytes;
+}
+
+/* Values of (layer, block, slot): n_kv_heads * head_dim elements of kv->dtype. */
+static inline void *
 kv_cache_v(const kv_cache *kv, int layer, int32_t block, int slot)
 {
-	return kv->v + ((int64_t) layer * kv->n_blocks + block) * kv->block_floats +
-		(int64_t) slot * kv->n_kv_heads * kv->head_dim;
+	return (char *) kv->v + kv_cache_offset(kv, layer, block, slot) * kv->elem_bytes;
 }
 
 #endif

@@ -81,6 +81,14 @@ bench=$($cli bench -m "$model" --concurrency 4 --requests 6 --prompt-len 10..40 
 [ $? -eq 0 ] && echo "$bench" | grep -q '"mode": "static-admission"'
 ok $? "bench --static-admission runs it with batches admitted only when nothing runs"
 
+half=$($cli generate -m "$model" -p "hello world" -n 12 --temp 0 --ids --ignore-eos --kv-cache-dtype f16)
+[ $? -eq 0 ] && [ "$(echo "$half" | wc -w)" -eq 12 ]
+ok $? "generate with --kv-cache-dtype f16 prints its 12 ids ($half)"
+
+err=$($cli generate -m "$model" -p x --kv-cache-dtype q8_0 2>&1 >/dev/null)
+[ $? -ne 0 ] && [ "$(echo "$err" | wc -l)" -eq 1 ] && echo "$err" | grep -q "kv_cache_dtype \"q8_0\""
+ok $? "--kv-cache-dtype q8_0 is a one-line error naming it ($err)"
+
 err=$($cli bench -m "$model" --max-step-ms fast 2>&1 >/dev/null)
 [ $? -ne 0 ] && echo "$err" | grep -q "auto, off or a positive number"
 ok $? "--max-step-ms refuses a value that is no duration ($err)"

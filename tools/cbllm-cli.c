@@ -57,6 +57,7 @@ Usage(FILE *f)
 		  "                --weight-format auto|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k|\n"
 		  "                                q4_k_m|q5_k_m\n"
 		  "                --kv-blocks N  --block-size N  --max-num-seqs N  --max-batched-tokens N\n"
+		  "                --kv-cache-dtype auto|f32|f16|bf16\n"
 		  "                --preempt auto|recompute|swap  --swap-blocks N  --no-prefix-cache\n"
 		  "                --max-step-ms auto|off|MS  (prompt work beside decodes; auto: 2x a decode step)\n"
 		  "                --no-cuda-graphs  --chat-template FILE\n"
@@ -239,6 +240,8 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 			o->ep.device = v;
 		else if (strcmp(a, "--weight-format") == 0)
 			o->ep.weight_format = v;	/* checked by the engine, which lists the names */
+		else if (strcmp(a, "--kv-cache-dtype") == 0)
+			o->ep.kv_cache_dtype = v;	/* checked by the engine's backend */
 		else if (strcmp(a, "--load-format") == 0)
 		{
 			if (strcmp(v, "auto") != 0 && strcmp(v, "dummy") != 0)

@@ -52,6 +52,7 @@ typedef struct ref_engine_size
 	int			max_tokens;		/* per step */
 	int			kv_blocks;		/* of 4 positions */
 	int			max_len;
+	const char *kv_dtype;		/* cbllm_engine_params.kv_cache_dtype (NULL: auto) */
 } ref_engine_size;
 
 /* An engine over dir on device (NULL: the CPU) of two threads and size sz, or NULL. */
@@ -70,6 +71,7 @@ ref_engine_sized(const char *dir, const char *device, ref_engine_size sz)
 	p.num_kv_blocks = sz.kv_blocks;
 	p.block_size = 4;
 	p.max_model_len = sz.max_len;
+	p.kv_cache_dtype = sz.kv_dtype;
 	if (cbllm_engine_create(&p, &e, &err) != CBLLM_OK)
 	{
 		TAP_DIAG("engine_create (%s): %s", device ? device : "cpu", err.msg);
@@ -82,14 +84,18 @@ ref_engine_sized(const char *dir, const char *device, ref_engine_size sz)
 static inline cbllm_engine *
 ref_engine(const char *dir, const char *device)
 {
-	return ref_engine_sized(dir, device, (ref_engine_size) {4, 64, 32, 64});
+	return ref_engine_sized(dir, device, (ref_engine_size) {4, 64, 32, 64, NULL});
 }
 
-/* The prompt's logits (n, vocab) from an engine over dir on device, or NULL; *vocab gets vocab. */
+/*
+ * The prompt's logits (n, vocab) from an engine over dir on device keeping
+ * its KV cache as kv_dtype (NULL: auto), or NULL; *vocab gets vocab.
+ */
 static inline float *
-ref_engine_logits(const char *dir, const char *device, const int32_t *prompt, int n, int *vocab)
+ref_engine_logits_kv(const char *dir, const char *device, const char *kv_dtype,
+					 const int32_t *prompt, int n, int *vocab)
 {
-	cbllm_engine *e = ref_engine(dir, device);
+	cbllm_engine *e = ref_engine_sized(dir, device, (ref_engine_size) {4, 64, 32, 64, kv_dtype});
 	cbllm_engine_info info;
 	cbllm_err	err;
 	float	   *out;
@@ -107,6 +113,13 @@ ref_engine_logits(const char *dir, const char *device, const int32_t *prompt, in
 	}
 	cbllm_engine_destroy(e);
 	return out;
+}
+
+/* The prompt's logits (n, vocab) from an engine over dir on device, or NULL; *vocab gets vocab. */
+static inline float *
+ref_engine_logits(const char *dir, const char *device, const int32_t *prompt, int n, int *vocab)
+{
+	return ref_engine_logits_kv(dir, device, NULL, prompt, n, vocab);
 }
 
 /* Where ref_collect puts a request's tokens. */

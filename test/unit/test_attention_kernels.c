@@ -10,7 +10,10 @@
  *     fall into cache blocks or steps;
  *   - accumulate: bit for bit the fused steps out[e] = fma(w[i], v_i[e],
  *     out[e]) key after key in order, whatever the head size, and the
- *     same when the keys come in several calls.
+ *     same when the keys come in several calls;
+ *   - over keys and values cached as f16 or bf16 (scores_half,
+ *     accumulate_half): bit for bit what the f32 loops give on the same
+ *     values widened, so a half cache changes only the stored values.
  */
 #include <math.h>
 #include <stdint.h>
@@ -19,6 +22,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "numeric.h"
 #include "quant_rows.h"
 #include "rng.h"
 #include "tap.h"
@@ -110,6 +114,61 @@ TestSet(const cpu_kernels *ks, int hd, cbllm_rng *r)
 	free(split);
 }
 
+/* The f16 and bf16 loops against the f32 loops on the widened keys and values. */
+static void
+TestHalf(const cpu_kernels *ks, int hd, cbllm_rng *r)
+{
+	float	   *q = malloc(sizeof(float) * hd),
+			   *wide = malloc(sizeof(float) * MAX_KEYS * STRIDE),
+			   *w = malloc(sizeof(float) * MAX_KEYS),
+			   *s = malloc(sizeof(float) * MAX_KEYS),
+			   *sh = malloc(sizeof(float) * MAX_KEYS),
+			   *out = malloc(sizeof(float) * hd),
+			   *outh = malloc(sizeof(float) * hd);
+	uint16_t   *k = malloc(sizeof(uint16_t) * MAX_KEYS * STRIDE);
+
+	for (int t = 0; t < 2; t++)
+	{
+		bool		scores_same = true,
+					acc_same = true;
+
+		for (int i = 0; i < hd; i++)
+			q[i] = (float) quant_rows_gauss(r);
+		for (int i = 0; i < MAX_KEYS * STRIDE; i++)
+		{
+			float		x = (float) quant_rows_gauss(r);
+
+			k[i] = t == 0 ? cbllm_f32_to_f16(x) : cbllm_f32_to_bf16(x);
+			wide[i] = t == 0 ? cbllm_f16_to_f32(k[i]) : cbllm_bf16_to_f32(k[i]);
+		}
+		for (int i = 0; i < MAX_KEYS; i++)
+			w[i] = (float) fabs(quant_rows_gauss(r)) / MAX_KEYS;
+		for (int n = 1; n <= MAX_KEYS; n++)
+		{
+			ks->scores(q, wide, STRIDE, n, hd, 0.125f, s);
+			ks->scores_half[t](q, k, STRIDE, n, hd, 0.125f, sh);
+			scores_same = scores_same && memcmp(s, sh, sizeof(float) * n) == 0;
+			for (int e = 0; e < hd; e++)
+				out[e] = outh[e] = (float) (e % 5) * 0.02f;
+			ks->accumulate(out, w, wide, STRIDE, n, hd);
+			ks->accumulate_half[t](outh, w, k, STRIDE, n, hd);
+			acc_same = acc_same && memcmp(out, outh, sizeof(float) * hd) == 0;
+		}
+		TAP_OK(scores_same, "%s: head size %d, scores over %s keys equal the f32 scores of the"
+			   " widened keys, bit for bit (1 to %d keys)", ks->isa, hd, t ? "bf16" : "f16", MAX_KEYS);
+		TAP_OK(acc_same, "%s: head size %d, accumulate over %s values equals the f32 loop on the"
+			   " widened values, bit for bit", ks->isa, hd, t ? "bf16" : "f16");
+	}
+	free(q);
+	free(wide);
+	free(w);
+	free(s);
+	free(sh);
+	free(out);
+	free(outh);
+	free(k);
+}
+
 int
 main(void)
 {
@@ -129,6 +188,8 @@ main(void)
 		rng_seed(&r, 40 + i);
 		for (int h = 0; h < 6; h++)
 			TestSet(ks, hds[h], &r);
+		for (int h = 0; h < 6; h++)
+			TestHalf(ks, hds[h], &r);
 	}
 	return tap_done();
 }

@@ -73,11 +73,14 @@ ToyCreate(const backend_params *p, cbllm_backend **out, cbllm_err *err)
 }
 
 /* The CPU's layout plus one f32 scale per position, layer, K and V: more bytes than the CPU's. */
-static void
-ToyKvLayout(const cbllm_model_config *cfg, int block_size, backend_kv_layout *out)
+static int
+ToyKvLayout(const cbllm_model_config *cfg, int block_size, const char *kv_dtype,
+			backend_kv_layout *out, cbllm_err *err)
 {
-	cpu_backend_reg.kv_layout(cfg, block_size, out);
+	int			rc = cpu_backend_reg.kv_layout(cfg, block_size, kv_dtype, out, err);
+
 	out->block_bytes += (size_t) 2 * block_size * cfg->n_layers * sizeof(float);
+	return rc;
 }
 
 /* Every type, bf16 only while toy_runs_bf16. */
@@ -246,22 +249,40 @@ TestAuto(void)
 		TAP_OK(r == &cpu_backend_reg, "auto picks cpu when no device is present");
 }
 
-/* Each backend says how it stores a KV block: cpu f32 K and V, cuda bf16. */
+/*
+ * Each backend says how it stores a KV block: cpu f32 K and V by default,
+ * f16 or bf16 when asked (half the bytes); cuda bf16 only.
+ */
 static void
 TestKvLayouts(void)
 {
 	backend_kv_layout cpu,
+				half,
 				dev;
+	cbllm_err	err = {{0}};
 	size_t		f32 = (size_t) 2 * 16 * 2 * 2 * 16 * sizeof(float);
+	int			rc;
 
-	cpu_backend_reg.kv_layout(&model_cfg, 16, &cpu);
-	TAP_OK(cpu.dtype == CBLLM_F32 && cpu.block_bytes == f32,
-		   "cpu stores K and V in f32: %zu bytes a block of 16 positions, 2 layers, 2 KV heads of 16",
-		   cpu.block_bytes);
+	rc = cpu_backend_reg.kv_layout(&model_cfg, 16, NULL, &cpu, &err);
+	TAP_OK(rc == CBLLM_OK && cpu.dtype == CBLLM_F32 && cpu.block_bytes == f32,
+		   "cpu stores K and V in f32 by default: %zu bytes a block of 16 positions, 2 layers, 2 KV"
+		   " heads of 16", cpu.block_bytes);
+	rc = cpu_backend_reg.kv_layout(&model_cfg, 16, "f16", &half, &err);
+	TAP_OK(rc == CBLLM_OK && half.dtype == CBLLM_F16 && half.block_bytes == f32 / 2,
+		   "cpu with kv_cache_dtype f16: %zu bytes a block, half", half.block_bytes);
+	rc = cpu_backend_reg.kv_layout(&model_cfg, 16, "BF16", &half, &err);
+	TAP_OK(rc == CBLLM_OK && half.dtype == CBLLM_BF16 && half.block_bytes == f32 / 2,
+		   "cpu with kv_cache_dtype BF16 (any case): %zu bytes a block", half.block_bytes);
+	rc = cpu_backend_reg.kv_layout(&model_cfg, 16, "q8_0", &half, &err);
+	TAP_OK(rc == CBLLM_ERR_INVALID && strstr(err.msg, "q8_0") != NULL,
+		   "kv_cache_dtype q8_0 is refused, naming it: %s", err.msg);
 #ifdef CBLLM_WITH_CUDA
-	cuda_backend_reg.kv_layout(&model_cfg, 16, &dev);
-	TAP_OK(dev.dtype == CBLLM_BF16 && dev.block_bytes == f32 / 2,
-		   "cuda stores K and V in bf16: %zu bytes, half the CPU's", dev.block_bytes);
+	rc = cuda_backend_reg.kv_layout(&model_cfg, 16, "auto", &dev, &err);
+	TAP_OK(rc == CBLLM_OK && dev.dtype == CBLLM_BF16 && dev.block_bytes == f32 / 2,
+		   "cuda stores K and V in bf16: %zu bytes, half the CPU's f32", dev.block_bytes);
+	rc = cuda_backend_reg.kv_layout(&model_cfg, 16, "f16", &dev, &err);
+	TAP_OK(rc == CBLLM_ERR_UNSUPPORTED && strstr(err.msg, "bf16") != NULL,
+		   "cuda refuses kv_cache_dtype f16: %s", err.msg);
 #else
 	(void) dev;
 #endif
@@ -321,8 +342,8 @@ TestEngines(void)
 	cbllm_err	err;
 	int			rc;
 
-	cpu_backend_reg.kv_layout(&model_cfg, BLOCK, &cpu_kv);
-	toy_reg.kv_layout(&model_cfg, BLOCK, &toy_kv);
+	cpu_backend_reg.kv_layout(&model_cfg, BLOCK, NULL, &cpu_kv, NULL);
+	toy_reg.kv_layout(&model_cfg, BLOCK, NULL, &toy_kv, NULL);
 	rc = NewEngine("cpu", 40 * cpu_kv.block_bytes, &cpu, &err);
 	if (rc == CBLLM_OK)
 		cbllm_engine_get_info(cpu, &ci);

@@ -577,7 +577,7 @@ TestAttention(int window, int hd)
 	cbllm_threadpool *pool = NULL;
 	cbllm_backend *be = NULL;
 	kv_cache   *kv = NULL;
-	kv_cache_params kp = {16, 4, 1, 2, hd, false};
+	kv_cache_params kp = {16, 4, 1, 2, hd, false, CBLLM_F32};
 	cpu_backend_params bp;
 	int32_t		table0[8] = {3, 7, 1, 0, 0, 0, 0, 0},
 				table1[8] = {2, 4, 5, 6, 8, 9, 0, 0};
@@ -617,7 +617,7 @@ TestAttention(int window, int hd)
 	cfg.max_pos = 64;
 	cfg.rms_eps = 1e-5f;
 	model_config_uniform_positions(&cfg, 10000, window);
-	bp = (cpu_backend_params) {&cfg, NULL, NULL, 8, 64, false};
+	bp = (cpu_backend_params) {&cfg, NULL, NULL, 8, 64, false, CBLLM_F32};
 	if (threadpool_create(1, &pool, &err) != CBLLM_OK || (bp.pool = pool, cpu_backend_create(&bp, &be, &err)) != CBLLM_OK ||
 		kv_cache_create(&kp, &kv, &err) != CBLLM_OK)
 	{
@@ -628,8 +628,8 @@ TestAttention(int window, int hd)
 	{
 		k16[i] = cbllm_f32_to_bf16(Rand());
 		v16[i] = cbllm_f32_to_bf16(Rand());
-		kv->k[i] = cbllm_bf16_to_f32(k16[i]);
-		kv->v[i] = cbllm_bf16_to_f32(v16[i]);
+		((float *) kv->k)[i] = cbllm_bf16_to_f32(k16[i]);
+		((float *) kv->v)[i] = cbllm_bf16_to_f32(v16[i]);
 	}
 	be->attention(be, kv, 0, q, &b, ref);
 	memcpy(flat, table0, sizeof(table0));

@@ -274,6 +274,20 @@ test_numerics(const char *ref_logits, const char *ref_greedy, const char *device
 
 	TAP_OK(worst <= 1e-4, "%s: prompt logits match the float64 reference (worst row rel err %.2g <= 1e-4)",
 		   fam->name, worst);
+	/* a half-precision KV cache: within the rounding of its stored keys and values */
+	for (int t = 0; ref != NULL && t < 2; t++)
+	{
+		const char *kvt = t ? "bf16" : "f16";
+		const double tol = t ? 2e-2 : 4e-3;
+		int			hv = 0;
+		float	   *half = ref_engine_logits_kv(model_dir, NULL, kvt, PROMPT, N_PROMPT, &hv);
+		double		hw = half != NULL && hv == vocab ? ref_worst_row(half, ref, N_PROMPT, vocab) :
+			INFINITY;
+
+		TAP_OK(hw <= tol, "%s: with a %s KV cache the prompt logits match the float64 reference"
+			   " (worst row rel err %.2g <= %.0e)", fam->name, kvt, hw, tol);
+		free(half);
+	}
 	if (refg != NULL)
 		n = ref_engine_greedy(model_dir, NULL, PROMPT, N_PROMPT, N_GREEDY, toks);
 	for (int i = 0; i < n; i++)

@@ -17,7 +17,7 @@
 static kv_cache *
 new_cache(int n_blocks, int block_size, int n_layers, int n_kv_heads, int head_dim)
 {
-	kv_cache_params p = {n_blocks, block_size, n_layers, n_kv_heads, head_dim, false};
+	kv_cache_params p = {n_blocks, block_size, n_layers, n_kv_heads, head_dim, false, CBLLM_F32};
 	kv_cache   *kv = NULL;
 	cbllm_err	err = {{0}};
 
@@ -39,16 +39,16 @@ test_invalid_params(void)
 		const char *what;
 		kv_cache_params p;
 	}			cases[] = {
-		{"0 blocks", {0, 16, 2, 2, 8, false}},
-		{"-3 blocks", {-3, 16, 2, 2, 8, false}},
-		{"block_size 0", {4, 0, 2, 2, 8, false}},
-		{"block_size -16", {4, -16, 2, 2, 8, false}},
-		{"block_size 2048 (above 1024)", {4, 2048, 2, 2, 8, false}},
-		{"0 layers", {4, 16, 0, 2, 8, false}},
-		{"0 KV heads", {4, 16, 2, 0, 8, false}},
-		{"head_dim 0", {4, 16, 2, 2, 0, false}},
-		{"-1 layers", {4, 16, -1, 2, 8, false}},
-		{"-2 KV heads and head_dim -4 (a positive product)", {4, 16, 2, -2, -4, false}},
+		{"0 blocks", {0, 16, 2, 2, 8, false, CBLLM_F32}},
+		{"-3 blocks", {-3, 16, 2, 2, 8, false, CBLLM_F32}},
+		{"block_size 0", {4, 0, 2, 2, 8, false, CBLLM_F32}},
+		{"block_size -16", {4, -16, 2, 2, 8, false, CBLLM_F32}},
+		{"block_size 2048 (above 1024)", {4, 2048, 2, 2, 8, false, CBLLM_F32}},
+		{"0 layers", {4, 16, 0, 2, 8, false, CBLLM_F32}},
+		{"0 KV heads", {4, 16, 2, 0, 8, false, CBLLM_F32}},
+		{"head_dim 0", {4, 16, 2, 2, 0, false, CBLLM_F32}},
+		{"-1 layers", {4, 16, -1, 2, 8, false, CBLLM_F32}},
+		{"-2 KV heads and head_dim -4 (a positive product)", {4, 16, 2, -2, -4, false, CBLLM_F32}},
 	};
 
 	for (int i = 0; i < (int) (sizeof(cases) / sizeof(cases[0])); i++)
@@ -72,10 +72,12 @@ test_create(void)
 {
 	kv_cache   *kv = new_cache(5, 16, 3, 2, 8);
 	kv_cache   *geometry = NULL;
-	kv_cache_params p = {5, 16, 3, 2, 8, true};
+	kv_cache_params p = {5, 16, 3, 2, 8, true, CBLLM_F32};
 
-	TAP_OK(kv_cache_block_bytes(16, 3, 2, 8) == (size_t) 2 * 16 * 3 * 2 * 8 * 4,
+	TAP_OK(kv_cache_block_bytes(16, 3, 2, 8, 4) == (size_t) 2 * 16 * 3 * 2 * 8 * 4,
 		   "block_bytes of (16 positions, 3 layers, 2 heads, dim 8) is K + V in f32: 6144");
+	TAP_OK(kv_cache_block_bytes(16, 3, 2, 8, 2) == (size_t) 2 * 16 * 3 * 2 * 8 * 2,
+		   "in f16 or bf16 it is half: 3072");
 	if (kv == NULL)
 		return;
 	TAP_OK(kv->n_blocks == 5 && kv->block_size == 16 && kv->n_layers == 3 &&
@@ -141,7 +143,7 @@ test_layout(void)
 				for (int s = 0; s < bs; s++)
 				{
 					const float *p = kind ? kv_cache_v(kv, l, b, s) : kv_cache_k(kv, l, b, s);
-					const float *base = kind ? kv->v : kv->k;
+					const float *base = kind ? (const float *) kv->v : (const float *) kv->k;
 
 					if (p < base || p + row > base + per)
 						inside = false;
@@ -196,12 +198,72 @@ test_layout(void)
 		bm_release(bm, b);
 		bm_release(bm, a);
 		bm_free(bm);
-		TAP_OK(kv_cache_k(kv, 1, 2, 3)[5] == cell_value(0, 1, 2, 3, 5) &&
-			   kv_cache_v(kv, 0, 0, 0)[0] == cell_value(1, 0, 0, 0, 0),
+		TAP_OK(((float *) kv_cache_k(kv, 1, 2, 3))[5] == cell_value(0, 1, 2, 3, 5) &&
+			   ((float *) kv_cache_v(kv, 0, 0, 0))[0] == cell_value(1, 0, 0, 0, 0),
 			   "alloc and release leave the stored K and V alone");
 	}
 	free(sp);
 	kv_cache_free(kv);
+}
+
+/*
+ * Half-precision pools: f16 and bf16 elements take 2 bytes, rows step by
+ * that, K and V stay disjoint and read back what was written; other types
+ * are refused; names parse in any case, auto to the caller's default.
+ */
+static void
+test_half(void)
+{
+	const cbllm_dtype types[2] = {CBLLM_F16, CBLLM_BF16};
+	cbllm_dtype dt = CBLLM_Q8_0;
+
+	for (int t = 0; t < 2; t++)
+	{
+		kv_cache_params p = {3, 4, 2, 2, 3, false, types[t]};
+		kv_cache   *kv = NULL;
+		bool		ok = true;
+
+		if (kv_cache_create(&p, &kv, NULL) != CBLLM_OK)
+		{
+			TAP_OK(false, "kv_cache_create in %s", cbllm_dtype_name(types[t]));
+			continue;
+		}
+		TAP_OK(kv->elem_bytes == 2 && kv->dtype == types[t] &&
+			   (char *) kv_cache_k(kv, 0, 0, 1) - (char *) kv_cache_k(kv, 0, 0, 0) == 2 * 2 * 3 &&
+			   (char *) kv_cache_k(kv, 1, 0, 0) - (char *) kv->k == 2 * 3 * 4 * 2 * 3,
+			   "%s pool: 2-byte elements; a slot steps 12 bytes, a layer 144", cbllm_dtype_name(types[t]));
+		for (int l = 0; l < 2; l++)
+			for (int b = 0; b < 3; b++)
+				for (int s = 0; s < 4; s++)
+					for (int e = 0; e < 6; e++)
+					{
+						((uint16_t *) kv_cache_k(kv, l, b, s))[e] = (uint16_t) (((l * 3 + b) * 4 + s) * 6 + e);
+						((uint16_t *) kv_cache_v(kv, l, b, s))[e] = (uint16_t) (50000 - (((l * 3 + b) * 4 + s) * 6 + e));
+					}
+		for (int l = 0; l < 2; l++)
+			for (int b = 0; b < 3; b++)
+				for (int s = 0; s < 4; s++)
+					for (int e = 0; e < 6; e++)
+						ok = ok && ((uint16_t *) kv_cache_k(kv, l, b, s))[e] == ((l * 3 + b) * 4 + s) * 6 + e &&
+							((uint16_t *) kv_cache_v(kv, l, b, s))[e] == 50000 - (((l * 3 + b) * 4 + s) * 6 + e);
+		TAP_OK(ok, "%s pool: every K and V element of every (layer, block, slot) reads back what was"
+			   " written", cbllm_dtype_name(types[t]));
+		kv_cache_free(kv);
+	}
+	{
+		kv_cache_params p = {3, 4, 2, 2, 3, false, CBLLM_Q8_0};
+		kv_cache   *kv = NULL;
+		cbllm_err	err = {{0}};
+
+		TAP_OK(kv_cache_create(&p, &kv, &err) == CBLLM_ERR_INVALID && kv == NULL &&
+			   strstr(err.msg, "Q8_0") != NULL, "a Q8_0 pool is refused: %s", err.msg);
+	}
+	TAP_OK(kv_cache_dtype_parse("F16", CBLLM_F32, &dt) && dt == CBLLM_F16 &&
+		   kv_cache_dtype_parse("bf16", CBLLM_F32, &dt) && dt == CBLLM_BF16 &&
+		   kv_cache_dtype_parse("auto", CBLLM_BF16, &dt) && dt == CBLLM_BF16 &&
+		   kv_cache_dtype_parse(NULL, CBLLM_F32, &dt) && dt == CBLLM_F32 &&
+		   !kv_cache_dtype_parse("f8", CBLLM_F32, &dt),
+		   "names: F16 and bf16 in any case, auto and NULL the default, f8 refused");
 }
 
 int
@@ -210,5 +272,6 @@ main(void)
 	test_invalid_params();
 	test_create();
 	test_layout();
+	test_half();
 	return tap_done();
 }

@@ -361,7 +361,7 @@ test_quant_logits(const char *gguf_dir, const char *logits, cbllm_dtype dt, cons
 	{
 		int			vocab = 0;
 		cbllm_engine *e = ref_engine_sized(gguf_dir, device != NULL ? device : "cpu",
-										   (ref_engine_size) {runs[i].step, 64, 32, 64});
+										   (ref_engine_size) {runs[i].step, 64, 32, 64, NULL});
 		cbllm_engine_info info;
 		cbllm_err	err;
 		float	   *got = NULL,

@@ -266,6 +266,71 @@ TestPreemption(void)
 	}
 }
 
+/*
+ * A KV cache of f16 or bf16 elements: the same pool bytes hold twice the
+ * blocks of an f32 one, and under swap preemption (blocks copied out and
+ * back in their 2-byte elements) and recompute every request still
+ * completes with that cache's unconstrained output.
+ */
+static void
+TestHalfKv(void)
+{
+	const char *types[2] = {"f16", "bf16"};
+	int			need = 0;
+
+	for (int k = 0; k < base.n; k++)
+		need += (base.prompt_len[k] + base.gen[k] + 3) / 4;
+	for (int t = 0; t < 2; t++)
+	{
+		cbllm_engine_params p = Params(8, 256, 0, CBLLM_PREEMPT_RECOMPUTE, 0, true,
+									   CBLLM_BATCH_CONTINUOUS);
+		run_result *full = calloc(1, sizeof(run_result));
+		cbllm_engine *e;
+		cbllm_stats st32,
+					st16;
+
+		/* the same bytes: an f32 pool, then a half one */
+		p.num_kv_blocks = 0;
+		p.kv_cache_bytes = 1 << 20;
+		e = Create(&p);
+		if (e == NULL)
+			return;
+		cbllm_engine_stats(e, &st32);
+		cbllm_engine_destroy(e);
+		p.kv_cache_dtype = types[t];
+		e = Create(&p);
+		if (e == NULL)
+			return;
+		cbllm_engine_stats(e, &st16);
+		TAP_OK(st16.kv_blocks_total == 2 * st32.kv_blocks_total,
+			   "kv_cache_dtype %s: 1 MiB of pool holds %d blocks, twice f32's %d", types[t],
+			   (int) st16.kv_blocks_total, (int) st32.kv_blocks_total);
+		RunWorkload(e, &base, full);
+		cbllm_engine_destroy(e);
+		for (int m = 0; m < 2; m++)
+		{
+			run_result *res = calloc(1, sizeof(run_result));
+
+			p = Params(8, 256, need / 4, m ? CBLLM_PREEMPT_SWAP : CBLLM_PREEMPT_RECOMPUTE,
+					   m ? 256 : 0, true, CBLLM_BATCH_CONTINUOUS);
+			p.kv_cache_dtype = types[t];
+			e = Create(&p);
+			if (e == NULL)
+				break;
+			RunWorkload(e, &base, res);
+			TAP_OK(SameTokens(&base, res, full) && res->st.preemptions > 0 &&
+				   (m == 0 || res->st.preemptions_swap > 0) && NoLeaks(&res->st),
+				   "kv_cache_dtype %s, %s: with a quarter of the blocks every request completes with"
+				   " the unconstrained %s output (%lld preemptions, %lld by swap), nothing leaks",
+				   types[t], m ? "swap" : "recompute", types[t], (long long) res->st.preemptions,
+				   (long long) res->st.preemptions_swap);
+			cbllm_engine_destroy(e);
+			free(res);
+		}
+		free(full);
+	}
+}
+
 /* Higher priority is admitted first; equal priority is first come, first served. */
 static void
 TestPriorityAdmission(void)
@@ -956,6 +1021,7 @@ main(int argc, char **argv)
 		base.gen[k] = 40;
 	}
 	TestPreemption();
+	TestHalfKv();
 	TestPriorityAdmission();
 	TestPriorityPreemption();
 	TestPrefixCache();

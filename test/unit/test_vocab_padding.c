@@ -30,7 +30,7 @@ static const char *model_dir;
 static cbllm_engine *
 NewEngine(const char *device)
 {
-	return ref_engine_sized(model_dir, device, (ref_engine_size) {8, 128, 256, 128});
+	return ref_engine_sized(model_dir, device, (ref_engine_size) {8, 128, 256, 128, NULL});
 }
 
 /* What RunAll counts. */
