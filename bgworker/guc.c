@@ -139,7 +139,7 @@ CbllmDefineGucs(void)
 							 NULL, &cbllm_weight_format, 0, weight_format_options, PGC_POSTMASTER,
 							 GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
 	DefineCustomEnumVariable("cbllm.kv_cache_dtype",
-							 "Element type of the KV cache: auto (f32 on the CPU, bf16 on a GPU), f32, or f16 or bf16 (the CPU: half the memory, twice the sequences).",
+							 "Element type of the KV cache: auto (f16 on the CPU, bf16 on a GPU), f32, f16 or bf16 (f32 takes twice the memory of the others).",
 							 NULL, &cbllm_kv_cache_dtype, 0, kv_cache_dtype_options, PGC_POSTMASTER,
 							 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("cbllm.threads", "Compute threads of the engine (0: one per CPU).",

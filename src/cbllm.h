@@ -77,8 +77,8 @@ typedef struct cbllm_engine_params
 	int			block_size;		/* KV positions per block; 0: 16 */
 	int			num_kv_blocks;	/* KV pool size in blocks; 0: from kv_cache_bytes */
 	size_t		kv_cache_bytes; /* KV pool size in bytes; 0: room for max_num_seqs full sequences, at most 4 GiB */
-	const char *kv_cache_dtype;	/* the KV cache's elements: "auto" (NULL; f32 on the cpu, bf16 on
-								 * cuda), "f32", "f16" or "bf16" (the cpu: half the memory) */
+	const char *kv_cache_dtype;	/* the KV cache's elements: "auto" (NULL; f16 on the cpu, bf16 on
+								 * cuda), "f32" (the cpu: exact, twice the memory), "f16" or "bf16" */
 	int			max_queued;		/* most requests waiting or running; 0: 4096 */
 	cbllm_preempt preempt_mode;	/* when the KV pool runs out; default auto */
 	int			num_swap_blocks;	/* host swap area in blocks; 0: from swap_space_bytes */

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cbllm.h"
 #include "compare.h"
@@ -52,7 +53,9 @@ typedef struct ref_engine_size
 	int			max_tokens;		/* per step */
 	int			kv_blocks;		/* of 4 positions */
 	int			max_len;
-	const char *kv_dtype;		/* cbllm_engine_params.kv_cache_dtype (NULL: auto) */
+	const char *kv_dtype;		/* cbllm_engine_params.kv_cache_dtype; NULL: on the CPU f32, the
+								 * exact one the float64 comparisons hold (its auto is f16), on
+								 * a device its own (auto) */
 } ref_engine_size;
 
 /* An engine over dir on device (NULL: the CPU) of two threads and size sz, or NULL. */
@@ -71,7 +74,8 @@ ref_engine_sized(const char *dir, const char *device, ref_engine_size sz)
 	p.num_kv_blocks = sz.kv_blocks;
 	p.block_size = 4;
 	p.max_model_len = sz.max_len;
-	p.kv_cache_dtype = sz.kv_dtype;
+	p.kv_cache_dtype = sz.kv_dtype != NULL ? sz.kv_dtype :
+		device == NULL || strcmp(device, "cpu") == 0 ? "f32" : NULL;
 	if (cbllm_engine_create(&p, &e, &err) != CBLLM_OK)
 	{
 		TAP_DIAG("engine_create (%s): %s", device ? device : "cpu", err.msg);
@@ -89,7 +93,7 @@ ref_engine(const char *dir, const char *device)
 
 /*
  * The prompt's logits (n, vocab) from an engine over dir on device keeping
- * its KV cache as kv_dtype (NULL: auto), or NULL; *vocab gets vocab.
+ * its KV cache as kv_dtype (NULL: f32), or NULL; *vocab gets vocab.
  */
 static inline float *
 ref_engine_logits_kv(const char *dir, const char *device, const char *kv_dtype,

@@ -250,8 +250,8 @@ TestAuto(void)
 }
 
 /*
- * Each backend says how it stores a KV block: cpu f32 K and V by default,
- * f16 or bf16 when asked (half the bytes); cuda bf16 only.
+ * Each backend says how it stores a KV block: cpu f16 K and V by default,
+ * f32 or bf16 when asked; cuda bf16 only.
  */
 static void
 TestKvLayouts(void)
@@ -263,13 +263,13 @@ TestKvLayouts(void)
 	size_t		f32 = (size_t) 2 * 16 * 2 * 2 * 16 * sizeof(float);
 	int			rc;
 
-	rc = cpu_backend_reg.kv_layout(&model_cfg, 16, NULL, &cpu, &err);
+	rc = cpu_backend_reg.kv_layout(&model_cfg, 16, "f32", &cpu, &err);
 	TAP_OK(rc == CBLLM_OK && cpu.dtype == CBLLM_F32 && cpu.block_bytes == f32,
-		   "cpu stores K and V in f32 by default: %zu bytes a block of 16 positions, 2 layers, 2 KV"
-		   " heads of 16", cpu.block_bytes);
-	rc = cpu_backend_reg.kv_layout(&model_cfg, 16, "f16", &half, &err);
+		   "cpu with kv_cache_dtype f32: %zu bytes a block of 16 positions, 2 layers, 2 KV heads of 16",
+		   cpu.block_bytes);
+	rc = cpu_backend_reg.kv_layout(&model_cfg, 16, NULL, &half, &err);
 	TAP_OK(rc == CBLLM_OK && half.dtype == CBLLM_F16 && half.block_bytes == f32 / 2,
-		   "cpu with kv_cache_dtype f16: %zu bytes a block, half", half.block_bytes);
+		   "cpu stores K and V in f16 by default (auto): %zu bytes a block, half", half.block_bytes);
 	rc = cpu_backend_reg.kv_layout(&model_cfg, 16, "BF16", &half, &err);
 	TAP_OK(rc == CBLLM_OK && half.dtype == CBLLM_BF16 && half.block_bytes == f32 / 2,
 		   "cpu with kv_cache_dtype BF16 (any case): %zu bytes a block", half.block_bytes);

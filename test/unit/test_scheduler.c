@@ -292,6 +292,7 @@ TestHalfKv(void)
 		/* the same bytes: an f32 pool, then a half one */
 		p.num_kv_blocks = 0;
 		p.kv_cache_bytes = 1 << 20;
+		p.kv_cache_dtype = "f32";
 		e = Create(&p);
 		if (e == NULL)
 			return;

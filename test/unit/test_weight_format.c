@@ -170,6 +170,7 @@ TestQ8(const char *hf256, const char *gguf)
 		p.model_dir = hf256;
 		p.device = "cpu";
 		p.weight_format = "q8_0";
+		p.kv_cache_dtype = "f32";	/* as ref_engine_logits: the same bytes, exactly */
 		p.n_threads = 2;
 		p.max_num_seqs = 4;
 		if (cbllm_engine_create(&p, &e, &err) == CBLLM_OK)
