@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sql_bench.sh: the serving workload through PostgreSQL sessions (bench/sql_bench.c,
+# sql_bench.sh: the serving workload through PostgreSQL sessions (bench/serve_bench.c,
 # libpq single-row mode, timing each streamed piece) next to cbllm-cli bench on
 # the same model and engine settings, at several concurrency levels.
 #
@@ -18,7 +18,7 @@ runas=()
 if [ "$(id -u)" = 0 ]; then runas=(runuser -u postgres --); chown postgres "$base"; fi
 bindir=$(pg_config --bindir)
 make -s all
-gcc -O2 -Wall -Wextra -Werror -I"$(pg_config --includedir)" bench/sql_bench.c -L"$(pg_config --libdir)" -lpq -o build/sql_bench
+gcc -O2 -Wall -Wextra -Werror -I"$(pg_config --includedir)" bench/serve_bench.c -L"$(pg_config --libdir)" -lpq -o build/serve_bench
 maxseqs=$(echo "$levels" | tr ',' '\n' | sort -n | tail -1)
 "${runas[@]}" "$bindir/initdb" -D "$base/data" -A trust >/dev/null
 cat >>"$base/data/postgresql.conf" <<CONF
@@ -38,7 +38,7 @@ trap '"${runas[@]}" "$bindir/pg_ctl" -D "$base/data" -m fast stop >/dev/null; rm
 pmin=${prompt%..*}; pmax=${prompt#*..}; gmin=${gen%..*}; gmax=${gen#*..}
 echo "# SQL sessions (llm_generate_stream, single-row mode); prompts $prompt words, $gen new tokens"
 for c in ${levels//,/ }; do
-	"${runas[@]}" build/sql_bench "host=$base port=$port dbname=postgres" "$c" "$requests" \
+	"${runas[@]}" build/serve_bench "pg:host=$base port=$port dbname=postgres" "$c" "$requests" \
 		"$pmin" "$pmax" "$gmin" "$gmax"
 done
 echo "# streaming overhead: 200 tokens, llm_generate vs a cursor fetching one piece at a time (median of 5)"
