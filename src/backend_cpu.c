@@ -16,7 +16,6 @@
 #include "backend_registry.h"
 #include "dtype.h"
 #include "kernels.h"
-#include "numeric.h"
 #include "rope.h"
 #include "weight_pack.h"
 
@@ -447,18 +446,12 @@ CpuRope(cbllm_backend *be, float *x, int T, int n_heads, int rope, const fwd_bat
 
 /* dst[0, n) = src as the cache's element type (f16 and bf16 rounded to nearest even). */
 static void
-StoreKv(cbllm_dtype dt, void *dst, const float *src, int64_t n)
+StoreKv(const cpu_ctx *c, cbllm_dtype dt, void *dst, const float *src, int64_t n)
 {
-	uint16_t   *h = dst;
-
 	if (dt == CBLLM_F32)
 		memcpy(dst, src, sizeof(float) * n);
-	else if (dt == CBLLM_F16)
-		for (int64_t i = 0; i < n; i++)
-			h[i] = cbllm_f32_to_f16(src[i]);
 	else
-		for (int64_t i = 0; i < n; i++)
-			h[i] = cbllm_f32_to_bf16(src[i]);
+		c->k->narrow_half[dt == CBLLM_BF16](src, dst, n);
 }
 
 /* Copy each token's k and v into its cache slot. */
@@ -473,8 +466,8 @@ CpuKvStore(cbllm_backend *be, kv_cache *kv, int layer, const float *k, const flo
 		int32_t		block = (int32_t) (b->slot[t] / kv->block_size);
 		int			s = (int) (b->slot[t] % kv->block_size);
 
-		StoreKv(kv->dtype, kv_cache_k(kv, layer, block, s), k + t * n, n);
-		StoreKv(kv->dtype, kv_cache_v(kv, layer, block, s), v + t * n, n);
+		StoreKv(be->ctx, kv->dtype, kv_cache_k(kv, layer, block, s), k + t * n, n);
+		StoreKv(be->ctx, kv->dtype, kv_cache_v(kv, layer, block, s), v + t * n, n);
 	}
 }
 

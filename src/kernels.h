@@ -107,6 +107,8 @@ typedef struct cpu_kernels
 								   float scale, float *s);
 	void		(*accumulate_half[2]) (float *out, const float *w, const uint16_t *v,
 									   int64_t stride, int n, int hd);
+	/* dst[0, n) = src as [0] f16 or [1] bf16, rounded to nearest even: keys and values into a half cache */
+	void		(*narrow_half[2]) (const float *src, uint16_t *dst, int64_t n);
 } cpu_kernels;
 
 extern const cpu_kernels cpu_kernels_avx512vnni;

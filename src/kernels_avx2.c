@@ -21,6 +21,8 @@ Hsum256(__m256 v)
 #define V_LOAD_BF16(p) _mm256_castsi256_ps(_mm256_slli_epi32( \
 	_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *) (p))), 16))
 #define V_LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (p)))
+#define V_STORE_F16(p, v) _mm_storeu_si128((__m128i *) (p), \
+	_mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
 #define V_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define V_MUL(a, b) _mm256_mul_ps((a), (b))
 #define V_PREFETCH(p) _mm_prefetch((const char *) (p), _MM_HINT_T0)

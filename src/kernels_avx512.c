@@ -42,6 +42,8 @@ Hsum16x512(const __m512 *v, float *sums)
 #define V_LOAD_BF16(p) _mm512_castsi512_ps(_mm512_slli_epi32( \
 	_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *) (p))), 16))
 #define V_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) (p)))
+#define V_STORE_F16(p, v) _mm256_storeu_si256((__m256i *) (p), \
+	_mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
 #define V_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define V_MUL(a, b) _mm512_mul_ps((a), (b))
 #define V_PREFETCH(p) _mm_prefetch((const char *) (p), _MM_HINT_T0)

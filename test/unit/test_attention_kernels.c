@@ -13,7 +13,10 @@
  *     same when the keys come in several calls;
  *   - over keys and values cached as f16 or bf16 (scores_half,
  *     accumulate_half): bit for bit what the f32 loops give on the same
- *     values widened, so a half cache changes only the stored values.
+ *     values widened, so a half cache changes only the stored values;
+ *   - narrow_half, the rounding of keys and values into a half cache: bit
+ *     for bit numeric.h's round to nearest even, through overflow,
+ *     subnormals, signed zeros and infinities; NaN stays NaN.
  */
 #include <math.h>
 #include <stdint.h>
@@ -169,6 +172,39 @@ TestHalf(const cpu_kernels *ks, int hd, cbllm_rng *r)
 	free(k);
 }
 
+/* narrow_half against numeric.h's conversions, element by element. */
+static void
+TestNarrow(const cpu_kernels *ks, cbllm_rng *r)
+{
+	enum
+	{
+		N = 1000
+	};
+	float		src[N];
+	uint16_t	got[N];
+	const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, 65504.0f, 65520.0f, 1e6f, -7e4f,
+		6.1e-5f, 5.96e-8f, 2.98e-8f, 1e-9f, -3.0e-6f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048,
+		3.4e38f, 1e-40f};
+	const int	ns = (int) (sizeof(specials) / sizeof(specials[0]));
+
+	for (int t = 0; t < 2; t++)
+	{
+		bool		same = true,
+					nan_kept;
+
+		for (int i = 0; i < N; i++)
+			src[i] = i < ns ? specials[i] : (float) (quant_rows_gauss(r) * pow(2.0, (i % 40) - 20));
+		src[N - 1] = NAN;
+		ks->narrow_half[t](src, got, N - 3);	/* a length with a tail on every set */
+		ks->narrow_half[t](src + N - 3, got + N - 3, 3);
+		for (int i = 0; i < N - 1; i++)
+			same = same && got[i] == (t ? cbllm_f32_to_bf16(src[i]) : cbllm_f32_to_f16(src[i]));
+		nan_kept = t ? isnan(cbllm_bf16_to_f32(got[N - 1])) : isnan(cbllm_f16_to_f32(got[N - 1]));
+		TAP_OK(same && nan_kept, "%s: narrowing to %s is numeric.h's round to nearest even on %d values"
+			   " (specials, 40 binades), NaN stays NaN", ks->isa, t ? "bf16" : "f16", N - 1);
+	}
+}
+
 int
 main(void)
 {
@@ -190,6 +226,7 @@ main(void)
 			TestSet(ks, hds[h], &r);
 		for (int h = 0; h < 6; h++)
 			TestHalf(ks, hds[h], &r);
+		TestNarrow(ks, &r);
 	}
 	return tap_done();
 }
