@@ -134,9 +134,9 @@ Piece(client *c, double now, long *pieces)
 	(*pieces)++;
 }
 
-/* Request k's prompt (random words), max_tokens and seed. */
+/* The next request's prompt (random words) and max_tokens. */
 static void
-MakeRequest(int k, unsigned *rng, int pmin, int pmax, int gmin, int gmax, char *prompt,
+MakeRequest(unsigned *rng, int pmin, int pmax, int gmin, int gmax, char *prompt,
 			size_t cap, int *max_tokens)
 {
 	static const char *words[] = {"the", "data", "base", "query", "table", "index", "row",
@@ -154,7 +154,6 @@ MakeRequest(int k, unsigned *rng, int pmin, int pmax, int gmin, int gmax, char *
 	}
 	*rng = *rng * 1664525u + 1013904223u;
 	*max_tokens = gmin + (int) ((*rng >> 8) % (unsigned) (gmax - gmin + 1));
-	(void) k;
 }
 
 /* A connected TCP socket to the target, or -1. */
@@ -186,7 +185,7 @@ Send(const target *t, client *c, int k, unsigned *rng, int pmin, int pmax, int g
 	char		prompt[8192];
 	int			max_tokens;
 
-	MakeRequest(k, rng, pmin, pmax, gmin, gmax, prompt, sizeof(prompt), &max_tokens);
+	MakeRequest(rng, pmin, pmax, gmin, gmax, prompt, sizeof(prompt), &max_tokens);
 	if (t->http)
 	{
 		char		body[9216],

@@ -600,9 +600,10 @@ static int
 CudaKvLayout(const cbllm_model_config *cfg, int block_size, const char *kv_dtype,
 			 backend_kv_layout *out, cbllm_err *err)
 {
-	if (!kv_cache_dtype_parse(kv_dtype, CBLLM_BF16, &out->dtype))
-		return cbllm_fail(err, CBLLM_ERR_INVALID,
-						  "kv_cache_dtype \"%s\" is not auto, f32, f16 or bf16", kv_dtype);
+	int			rc = kv_cache_dtype_resolve(kv_dtype, CBLLM_BF16, &out->dtype, err);
+
+	if (rc != CBLLM_OK)
+		return rc;
 	if (out->dtype != CBLLM_BF16)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "the cuda device keeps its KV cache in bf16; kv_cache_dtype %s is for the cpu"

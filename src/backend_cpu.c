@@ -702,11 +702,12 @@ static int
 CpuKvLayout(const cbllm_model_config *cfg, int block_size, const char *kv_dtype,
 			backend_kv_layout *out, cbllm_err *err)
 {
-	if (!kv_cache_dtype_parse(kv_dtype, CBLLM_F16, &out->dtype))
-		return cbllm_fail(err, CBLLM_ERR_INVALID,
-						  "kv_cache_dtype \"%s\" is not auto, f32, f16 or bf16", kv_dtype);
+	int			rc = kv_cache_dtype_resolve(kv_dtype, CBLLM_F16, &out->dtype, err);
+
+	if (rc != CBLLM_OK)
+		return rc;
 	out->block_bytes = kv_cache_block_bytes(block_size, cfg->n_layers, cfg->n_kv_heads,
-											cfg->head_dim, out->dtype == CBLLM_F32 ? 4 : 2);
+											cfg->head_dim, out->dtype);
 	return CBLLM_OK;
 }
 
@@ -715,21 +716,19 @@ static int
 CpuKvBlocks(cbllm_backend *be, const backend_kv_budget *b, int *n_blocks, cbllm_err *err)
 {
 	const cpu_ctx *c = be->ctx;
-	backend_kv_layout kl;
-	size_t		full,
+	size_t		block_bytes = kv_cache_block_bytes(b->block_size, c->cfg.n_layers,
+												   c->cfg.n_kv_heads, c->cfg.head_dim,
+												   c->kv_dtype),
+				full,
 				bytes;
 
-	kl.dtype = c->kv_dtype;
-	kl.block_bytes = kv_cache_block_bytes(b->block_size, c->cfg.n_layers, c->cfg.n_kv_heads,
-										  c->cfg.head_dim, c->kv_dtype == CBLLM_F32 ? 4 : 2);
-	full = (size_t) b->max_seqs * ((c->max_ctx + b->block_size - 1) / b->block_size) *
-		kl.block_bytes;
+	full = (size_t) b->max_seqs * ((c->max_ctx + b->block_size - 1) / b->block_size) * block_bytes;
 	bytes = full < CPU_KV_CAP_BYTES ? full : CPU_KV_CAP_BYTES;
-	*n_blocks = (int) (bytes / kl.block_bytes);
+	*n_blocks = (int) (bytes / block_bytes);
 	if (*n_blocks < 1)
 		return cbllm_fail(err, CBLLM_ERR_INVALID,
 						  "the KV cache of %zu bytes holds no block of %zu bytes", bytes,
-						  kl.block_bytes);
+						  block_bytes);
 	return CBLLM_OK;
 }
 

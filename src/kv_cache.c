@@ -4,11 +4,17 @@
 #include <stdlib.h>
 #include <strings.h>
 
+int
+kv_cache_elem_bytes(cbllm_dtype dt)
+{
+	return dt == CBLLM_F32 ? 4 : 2;
+}
+
 /* Bytes of K and V for one block across all layers. */
 size_t
-kv_cache_block_bytes(int block_size, int n_layers, int n_kv_heads, int head_dim, int elem_bytes)
+kv_cache_block_bytes(int block_size, int n_layers, int n_kv_heads, int head_dim, cbllm_dtype dt)
 {
-	return (size_t) 2 * block_size * n_layers * n_kv_heads * head_dim * elem_bytes;
+	return (size_t) 2 * block_size * n_layers * n_kv_heads * head_dim * kv_cache_elem_bytes(dt);
 }
 
 bool
@@ -40,6 +46,15 @@ kv_cache_dtype_parse(const char *name, cbllm_dtype auto_dt, cbllm_dtype *dt)
 	return false;
 }
 
+int
+kv_cache_dtype_resolve(const char *name, cbllm_dtype auto_dt, cbllm_dtype *dt, cbllm_err *err)
+{
+	if (!kv_cache_dtype_parse(name, auto_dt, dt))
+		return cbllm_fail(err, CBLLM_ERR_INVALID,
+						  "kv_cache_dtype \"%s\" is not auto, f32, f16 or bf16", name);
+	return CBLLM_OK;
+}
+
 /* Create the K and V arrays of p->n_blocks blocks, zeroed (only the geometry with no_data). */
 int
 kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err)
@@ -64,7 +79,7 @@ kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err)
 	kv->n_kv_heads = p->n_kv_heads;
 	kv->head_dim = p->head_dim;
 	kv->dtype = p->dtype;
-	kv->elem_bytes = p->dtype == CBLLM_F32 ? 4 : 2;
+	kv->elem_bytes = kv_cache_elem_bytes(p->dtype);
 	kv->block_floats = (int64_t) p->block_size * p->n_kv_heads * p->head_dim;
 	n = (size_t) p->n_layers * p->n_blocks * kv->block_floats;
 	if (!p->no_data)
@@ -74,7 +89,7 @@ kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err)
 		if (kv->k == NULL || kv->v == NULL)
 		{
 			size_t		mb = kv_cache_block_bytes(p->block_size, p->n_layers, p->n_kv_heads,
-												  p->head_dim, kv->elem_bytes) * p->n_blocks >> 20;
+												  p->head_dim, p->dtype) * p->n_blocks >> 20;
 
 			kv_cache_free(kv);
 			return cbllm_fail(err, CBLLM_ERR_NOMEM,

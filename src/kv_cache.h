@@ -45,9 +45,12 @@ typedef struct kv_cache_params
 	cbllm_dtype dtype;			/* CBLLM_F32 (0), CBLLM_F16 or CBLLM_BF16 */
 } kv_cache_params;
 
-/* Bytes of K and V for one block across all layers, elements of elem_bytes. */
+/* Bytes of one element of dt in the cache: 4 for f32, 2 for f16 and bf16. */
+int			kv_cache_elem_bytes(cbllm_dtype dt);
+
+/* Bytes of K and V for one block across all layers, elements of dt. */
 size_t		kv_cache_block_bytes(int block_size, int n_layers, int n_kv_heads, int head_dim,
-								 int elem_bytes);
+								 cbllm_dtype dt);
 
 /* Whether the host cache can hold elements of dt (f32, f16, bf16). */
 bool		kv_cache_dtype_ok(cbllm_dtype dt);
@@ -57,6 +60,10 @@ bool		kv_cache_dtype_ok(cbllm_dtype dt);
  * "" and NULL give *dt = auto_dt.  False for any other name.
  */
 bool		kv_cache_dtype_parse(const char *name, cbllm_dtype auto_dt, cbllm_dtype *dt);
+
+/* kv_cache_dtype_parse, failing as CBLLM_ERR_INVALID with a message naming an unknown name. */
+int			kv_cache_dtype_resolve(const char *name, cbllm_dtype auto_dt, cbllm_dtype *dt,
+								   cbllm_err *err);
 
 int			kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err);
 void		kv_cache_free(kv_cache *kv);

@@ -42,8 +42,7 @@ struct cbllm_sampler
 	double	   *bsum;			/* (vocab / SUM_BLOCK rounded up) sums of blocks of prob */
 	cand	   *c;				/* (vocab) candidates */
 	cand	   *tmp;			/* (vocab) */
-	uint32_t	count[HIST_BUCKETS];	/* tokens per bucket of the histogram being built */
-	double		mass[HIST_BUCKETS]; /* their probability mass */
+	double		mass[HIST_BUCKETS]; /* probability mass per bucket of the histogram being built */
 };
 
 /* Allocate candidate buffers for a vocabulary. */

@@ -74,9 +74,9 @@ test_create(void)
 	kv_cache   *geometry = NULL;
 	kv_cache_params p = {5, 16, 3, 2, 8, true, CBLLM_F32};
 
-	TAP_OK(kv_cache_block_bytes(16, 3, 2, 8, 4) == (size_t) 2 * 16 * 3 * 2 * 8 * 4,
+	TAP_OK(kv_cache_block_bytes(16, 3, 2, 8, CBLLM_F32) == (size_t) 2 * 16 * 3 * 2 * 8 * 4,
 		   "block_bytes of (16 positions, 3 layers, 2 heads, dim 8) is K + V in f32: 6144");
-	TAP_OK(kv_cache_block_bytes(16, 3, 2, 8, 2) == (size_t) 2 * 16 * 3 * 2 * 8 * 2,
+	TAP_OK(kv_cache_block_bytes(16, 3, 2, 8, CBLLM_F16) == (size_t) 2 * 16 * 3 * 2 * 8 * 2,
 		   "in f16 or bf16 it is half: 3072");
 	if (kv == NULL)
 		return;
