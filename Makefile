@@ -62,6 +62,7 @@ ENGINE_SRCS = \
 	src/kernels_avx512.c \
 	src/kernels_avx512vnni.c \
 	src/backend_cpu.c \
+	src/cpu_attention.c \
 	src/backend_registry.c \
 	src/kv_cache.c \
 	src/block_manager.c \
@@ -73,6 +74,7 @@ ENGINE_SRCS = \
 	src/forward.c \
 	src/rng.c \
 	src/sampler.c \
+	src/softmax.c \
 	src/request.c \
 	src/scheduler.c \
 	src/engine.c \
@@ -194,6 +196,10 @@ build/quantize.o: src/quantize.c src/*.h | build
 
 # the sampler at -O3, which vectorises its passes over the vocabulary
 build/sampler.o: src/sampler.c src/*.h | build
+	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 -c $< -o $@
+
+# the attention softmax at -O3, as the sampler
+build/softmax.o: src/softmax.c src/*.h | build
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 -c $< -o $@
 
 # kernels are compiled at -O3 so that register tiles unroll fully

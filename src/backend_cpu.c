@@ -14,6 +14,7 @@
 #include "activation.h"
 #include "backend.h"
 #include "backend_registry.h"
+#include "cpu_attention.h"
 #include "dtype.h"
 #include "kernels.h"
 #include "rope.h"
@@ -31,7 +32,7 @@ typedef struct cpu_ctx
 	int			max_ctx;
 	float	   *scratch;		/* (n_threads, KERNEL_ROWS_PER_TASK, KERNEL_QLD(max_k)) packing blocks */
 	int64_t		scratch_stride; /* floats per thread in scratch */
-	float	   *scores;			/* (n_threads, max_ctx) attention weights */
+	cpu_attention attn;			/* the attention's workspace */
 	float	   *rope_cos;		/* (n_rope, max_tokens, head_dim / 2) for the current step */
 	float	   *rope_sin;		/* (n_rope, max_tokens, head_dim / 2) */
 	rope_freqs *freqs;			/* (n_rope) of cfg.rope */
@@ -471,94 +472,14 @@ CpuKvStore(cbllm_backend *be, kv_cache *kv, int layer, const float *k, const flo
 	}
 }
 
-typedef struct attn_job
-{
-	cpu_ctx    *c;
-	const kv_cache *kv;
-	int			layer;
-	const float *q;
-	const fwd_batch *b;
-	float	   *out;
-} attn_job;
-
-/* One task: one (token, head): softmax(q k^T / sqrt(d)) v over its visible positions. */
-static void
-AttentionTask(void *arg, int task, int thread)
-{
-	attn_job   *j = arg;
-	cpu_ctx    *c = j->c;
-	const cbllm_model_config *cfg = &c->cfg;
-	const kv_cache *kv = j->kv;
-	int			t = task / cfg->n_heads,
-				h = task % cfg->n_heads;
-	int			kvh = h / (cfg->n_heads / cfg->n_kv_heads);
-	int			hd = cfg->head_dim;
-	int			p = j->b->pos[t];
-	int			window = cfg->layer_window[j->layer];
-	int			first = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
-	const int32_t *table = j->b->block_tables[j->b->seq[t]];
-	const float *q = j->q + ((int64_t) t * cfg->n_heads + h) * hd;
-	float	   *out = j->out + ((int64_t) t * cfg->n_heads + h) * hd;
-	float	   *s = c->scores + (int64_t) thread * c->max_ctx;
-	float		scale = 1.0f / sqrtf((float) hd);
-	float		mx = -INFINITY,
-				sum = 0;
-	int64_t		stride = (int64_t) kv->n_kv_heads * hd;	/* elements between positions */
-
-	/* scores, a block (or the part of it in the window) at a time */
-	for (int i = first; i <= p;)
-	{
-		int			b = i / kv->block_size,
-					off = i % kv->block_size;
-		int			n = kv->block_size - off < p + 1 - i ? kv->block_size - off : p + 1 - i;
-
-		const char *keys = (const char *) kv_cache_k(kv, j->layer, table[b], off) +
-			(int64_t) kvh * hd * kv->elem_bytes;
-
-		if (kv->dtype == CBLLM_F32)
-			c->k->scores(q, (const float *) keys, stride, n, hd, scale, s + i);
-		else
-			c->k->scores_half[kv->dtype == CBLLM_BF16](q, (const uint16_t *) keys, stride, n, hd,
-													   scale, s + i);
-		i += n;
-	}
-	for (int i = first; i <= p; i++)
-		mx = s[i] > mx ? s[i] : mx;
-	for (int i = first; i <= p; i++)
-	{
-		s[i] = expf(s[i] - mx);
-		sum += s[i];
-	}
-	for (int i = first; i <= p; i++)
-		s[i] /= sum;
-	memset(out, 0, sizeof(float) * hd);
-	for (int i = first; i <= p;)
-	{
-		int			b = i / kv->block_size,
-					off = i % kv->block_size;
-		int			n = kv->block_size - off < p + 1 - i ? kv->block_size - off : p + 1 - i;
-
-		const char *vals = (const char *) kv_cache_v(kv, j->layer, table[b], off) +
-			(int64_t) kvh * hd * kv->elem_bytes;
-
-		if (kv->dtype == CBLLM_F32)
-			c->k->accumulate(out, s + i, (const float *) vals, stride, n, hd);
-		else
-			c->k->accumulate_half[kv->dtype == CBLLM_BF16](out, s + i, (const uint16_t *) vals,
-														   stride, n, hd);
-		i += n;
-	}
-}
-
-/* Attention for every (token, head) of the step over the pool. */
+/* Attention for every (token, head) of the step over the pool (cpu_attention.c). */
 static void
 CpuAttention(cbllm_backend *be, const kv_cache *kv, int layer, const float *q,
 			 const fwd_batch *b, float *out)
 {
 	cpu_ctx    *c = be->ctx;
-	attn_job	j = {c, kv, layer, q, b, out};
 
-	threadpool_run(c->pool, b->n_tokens * c->cfg.n_heads, AttentionTask, &j);
+	cpu_attention_run(&c->attn, kv, layer, q, b, out);
 }
 
 /* What a gated-MLP activation task works on. */
@@ -745,7 +666,7 @@ CpuDestroy(cbllm_backend *be)
 	{
 		free(c->scratch);
 		free(c->xpanel);
-		free(c->scores);
+		cpu_attention_free(&c->attn);
 		free(c->rope_cos);
 		free(c->rope_sin);
 		free(c->freqs);
@@ -798,7 +719,6 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	c->max_k = max_k;
 	c->scratch_stride = KERNEL_ROWS_PER_TASK * KERNEL_QLD(max_k);
 	c->scratch = malloc(sizeof(float) * c->scratch_stride * nt);
-	c->scores = malloc(sizeof(float) * (size_t) p->max_ctx * nt);
 	c->rope_cos = malloc(sizeof(float) * (size_t) cfg->n_rope * p->max_tokens * half);
 	c->rope_sin = malloc(sizeof(float) * (size_t) cfg->n_rope * p->max_tokens * half);
 	c->freqs = malloc(sizeof(rope_freqs) * cfg->n_rope);
@@ -819,7 +739,8 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 							  p->max_tokens);
 		}
 	}
-	if (!c->scratch || !c->scores || !c->rope_cos || !c->rope_sin || !c->freqs)
+	if (!c->scratch || !c->rope_cos || !c->rope_sin || !c->freqs ||
+		!cpu_attention_init(&c->attn, &c->cfg, c->k, p->pool, p->max_tokens, p->max_ctx))
 	{
 		CpuDestroy(be);
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory for the CPU workspace");

@@ -19,6 +19,9 @@
 
 #include "model.h"
 
+/* Queries (tokens of one prompt, heads of one KV head) that share one pass over the keys */
+#define CPU_ATTN_GROUP 4
+
 /* Output rows one matmul task covers; also the packing scratch's height. */
 #define KERNEL_ROWS_PER_TASK 32
 
@@ -107,6 +110,16 @@ typedef struct cpu_kernels
 								   float scale, float *s);
 	void		(*accumulate_half[2]) (float *out, const float *w, const uint16_t *v,
 									   int64_t stride, int n, int hd);
+	/*
+	 * scores and accumulate for g queries at once (1 <= g <= CPU_ATTN_GROUP),
+	 * keys and values cached as [0] f32, [1] f16, [2] bf16: q[j], s[j],
+	 * out[j] and w[j] are query j's, and each gets bit for bit what the one-query
+	 * entries above give it; every key and value is read once for the group.
+	 */
+	void		(*scores_group[3]) (int g, const float *const *q, const void *k, int64_t stride,
+									int n, int hd, float scale, float *const *s);
+	void		(*accumulate_group[3]) (int g, float *const *out, const float *const *w,
+										const void *v, int64_t stride, int n, int hd);
 	/* dst[0, n) = src as [0] f16 or [1] bf16, rounded to nearest even: keys and values into a half cache */
 	void		(*narrow_half[2]) (const float *src, uint16_t *dst, int64_t n);
 } cpu_kernels;

@@ -14,6 +14,12 @@
  *   - over keys and values cached as f16 or bf16 (scores_half,
  *     accumulate_half): bit for bit what the f32 loops give on the same
  *     values widened, so a half cache changes only the stored values;
+ *   - scores_group and accumulate_group (1 to CPU_ATTN_GROUP queries reading
+ *     the keys and values once), for f32, f16 and bf16 caches: each query's
+ *     scores and output bit for bit what the one-query loops give it;
+ *   - softmax_inplace: within 1e-6 of the float64 softmax (relative to the
+ *     largest weight), weights summing to 1 within 2e-6, -inf scores
+ *     weighing exactly 0, the same bits for a row shifted in memory;
  *   - narrow_half, the rounding of keys and values into a half cache: bit
  *     for bit numeric.h's round to nearest even, through overflow,
  *     subnormals, signed zeros and infinities; NaN stays NaN.
@@ -28,6 +34,7 @@
 #include "numeric.h"
 #include "quant_rows.h"
 #include "rng.h"
+#include "softmax.h"
 #include "tap.h"
 
 #define MAX_KEYS 40
@@ -172,6 +179,138 @@ TestHalf(const cpu_kernels *ks, int hd, cbllm_rng *r)
 	free(k);
 }
 
+/* The grouped loops against the one-query loops, query by query, for each cache type. */
+static void
+TestGroup(const cpu_kernels *ks, int hd, cbllm_rng *r)
+{
+	float	   *q = malloc(sizeof(float) * CPU_ATTN_GROUP * hd),
+			   *wide = malloc(sizeof(float) * MAX_KEYS * STRIDE),
+			   *w = malloc(sizeof(float) * CPU_ATTN_GROUP * MAX_KEYS),
+			   *s1 = malloc(sizeof(float) * MAX_KEYS),
+			   *sg = malloc(sizeof(float) * CPU_ATTN_GROUP * MAX_KEYS),
+			   *o1 = malloc(sizeof(float) * hd),
+			   *og = malloc(sizeof(float) * CPU_ATTN_GROUP * hd);
+	uint16_t   *half = malloc(sizeof(uint16_t) * MAX_KEYS * STRIDE);
+	static const char *names[] = {"f32", "f16", "bf16"};
+
+	for (int t = 0; t < 3; t++)
+	{
+		const void *k = t == 0 ? (const void *) wide : (const void *) half;
+		bool		scores_same = true,
+					acc_same = true;
+
+		for (int i = 0; i < CPU_ATTN_GROUP * hd; i++)
+			q[i] = (float) quant_rows_gauss(r);
+		for (int i = 0; i < MAX_KEYS * STRIDE; i++)
+		{
+			float		x = (float) quant_rows_gauss(r);
+
+			half[i] = t == 2 ? cbllm_f32_to_bf16(x) : cbllm_f32_to_f16(x);
+			wide[i] = t == 0 ? x : t == 1 ? cbllm_f16_to_f32(half[i]) : cbllm_bf16_to_f32(half[i]);
+		}
+		for (int i = 0; i < CPU_ATTN_GROUP * MAX_KEYS; i++)
+			w[i] = (float) fabs(quant_rows_gauss(r)) / MAX_KEYS;
+		for (int g = 1; g <= CPU_ATTN_GROUP; g++)
+			for (int n = 1; n <= MAX_KEYS; n++)
+			{
+				const float *qp[CPU_ATTN_GROUP],
+						   *wp[CPU_ATTN_GROUP];
+				float	   *sp[CPU_ATTN_GROUP],
+						   *op[CPU_ATTN_GROUP];
+
+				for (int j = 0; j < g; j++)
+				{
+					qp[j] = q + j * hd;
+					wp[j] = w + j * MAX_KEYS;
+					sp[j] = sg + j * MAX_KEYS;
+					op[j] = og + j * hd;
+					for (int e = 0; e < hd; e++)
+						op[j][e] = (float) ((e + j) % 5) * 0.02f;
+				}
+				ks->scores_group[t](g, qp, k, STRIDE, n, hd, 0.125f, sp);
+				ks->accumulate_group[t](g, op, wp, k, STRIDE, n, hd);
+				for (int j = 0; j < g; j++)
+				{
+					ks->scores(qp[j], wide, STRIDE, n, hd, 0.125f, s1);
+					scores_same = scores_same && memcmp(s1, sp[j], sizeof(float) * n) == 0;
+					for (int e = 0; e < hd; e++)
+						o1[e] = (float) ((e + j) % 5) * 0.02f;
+					ks->accumulate(o1, wp[j], wide, STRIDE, n, hd);
+					acc_same = acc_same && memcmp(o1, op[j], sizeof(float) * hd) == 0;
+				}
+			}
+		TAP_OK(scores_same, "%s: head size %d, %s keys: each of 1 to %d grouped queries gets the"
+			   " one-query scores bit for bit (1 to %d keys)", ks->isa, hd, names[t], CPU_ATTN_GROUP,
+			   MAX_KEYS);
+		TAP_OK(acc_same, "%s: head size %d, %s values: each of 1 to %d grouped queries gets the"
+			   " one-query output bit for bit", ks->isa, hd, names[t], CPU_ATTN_GROUP);
+	}
+	free(q);
+	free(wide);
+	free(w);
+	free(s1);
+	free(sg);
+	free(o1);
+	free(og);
+	free(half);
+}
+
+/* softmax_inplace against a float64 softmax, at lengths with and without a vector tail. */
+static void
+TestSoftmax(cbllm_rng *r)
+{
+	enum
+	{
+		MAXN = 5000
+	};
+	static float s[MAXN + 1],
+				x[MAXN],
+				ref[MAXN];
+	const int	lens[] = {1, 2, 15, 16, 17, 33, 100, 255, 1000, 4097, MAXN};
+	bool		close = true,
+				sums = true,
+				masked = true,
+				shifted = true;
+
+	for (int li = 0; li < (int) (sizeof(lens) / sizeof(lens[0])); li++)
+	{
+		int			n = lens[li];
+		double		mx = -INFINITY,
+					sum = 0,
+					total = 0;
+
+		for (int i = 0; i < n; i++)
+		{
+			x[i] = (float) (quant_rows_gauss(r) * (1 + li % 4) * 3);
+			if (n > 2 && i % 7 == 3)
+				x[i] = -INFINITY;	/* a position no key should weigh */
+			mx = x[i] > mx ? x[i] : mx;
+		}
+		for (int i = 0; i < n; i++)
+			sum += exp((double) x[i] - mx);
+		memcpy(s, x, sizeof(float) * n);
+		softmax_inplace(s, n);
+		for (int i = 0; i < n; i++)
+		{
+			double		want = exp((double) x[i] - mx) / sum;
+
+			close = close && fabs(s[i] - want) <= 1e-6 * (1.0 / sum);
+			masked = masked && (x[i] != -INFINITY || s[i] == 0.0f);
+			total += s[i];
+		}
+		sums = sums && fabs(total - 1) <= 2e-6;
+		/* the same scores one float further on: a different alignment, the same bits */
+		memcpy(ref, s, sizeof(float) * n);
+		memcpy(s + 1, x, sizeof(float) * n);
+		softmax_inplace(s + 1, n);
+		shifted = shifted && memcmp(s + 1, ref, sizeof(float) * n) == 0;
+	}
+	TAP_OK(close, "softmax of 1 to %d scores is within 1e-6 of the float64 softmax (relative to the largest weight)", MAXN);
+	TAP_OK(sums, "softmax weights sum to 1 within 2e-6 at every length");
+	TAP_OK(masked, "softmax gives a -inf score exactly 0 weight");
+	TAP_OK(shifted, "softmax gives the same bits for the same scores at another address");
+}
+
 /* narrow_half against numeric.h's conversions, element by element. */
 static void
 TestNarrow(const cpu_kernels *ks, cbllm_rng *r)
@@ -226,7 +365,15 @@ main(void)
 			TestSet(ks, hds[h], &r);
 		for (int h = 0; h < 6; h++)
 			TestHalf(ks, hds[h], &r);
+		for (int h = 0; h < 6; h++)
+			TestGroup(ks, hds[h], &r);
 		TestNarrow(ks, &r);
+	}
+	{
+		cbllm_rng	r;
+
+		rng_seed(&r, 77);
+		TestSoftmax(&r);
 	}
 	return tap_done();
 }
