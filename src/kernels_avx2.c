@@ -26,6 +26,7 @@ Hsum256(__m256 v)
 #define V_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define V_MUL(a, b) _mm256_mul_ps((a), (b))
 #define V_PREFETCH(p) _mm_prefetch((const char *) (p), _MM_HINT_T0)
+#define V_PREFETCH_L2(p) _mm_prefetch((const char *) (p), _MM_HINT_T1)
 #define V_HSUM(v) Hsum256(v)
 #define MICRO_RO 4
 #define MICRO_RT 3

@@ -47,6 +47,7 @@ Hsum16x512(const __m512 *v, float *sums)
 #define V_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define V_MUL(a, b) _mm512_mul_ps((a), (b))
 #define V_PREFETCH(p) _mm_prefetch((const char *) (p), _MM_HINT_T0)
+#define V_PREFETCH_L2(p) _mm_prefetch((const char *) (p), _MM_HINT_T1)
 #define V_HSUM(v) _mm512_reduce_add_ps(v)
 #define V_HSUM16(v, sums) Hsum16x512((v), (sums))
 #define MICRO_RO 4

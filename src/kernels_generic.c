@@ -39,6 +39,7 @@ DotS4(const uint8_t *w, const int8_t *x)
 #define V_FMA(a, b, c) __builtin_fmaf((a), (b), (c))
 #define V_MUL(a, b) ((a) * (b))
 #define V_PREFETCH(p) ((void) (p))
+#define V_PREFETCH_L2(p) ((void) (p))
 #define V_HSUM(v) (v)
 #define MICRO_RO 4
 #define MICRO_RT 4

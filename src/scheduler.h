@@ -35,7 +35,7 @@ typedef struct sched_limits
 } sched_limits;
 
 #define SCHED_STEP_AUTO (-1.0)	/* max_step_sec: twice the measured decode step */
-#define SCHED_MIN_PREFILL 32	/* prompt tokens a step may always take, so prompts progress */
+#define SCHED_MIN_PREFILL 16	/* prompt tokens a step may always take, so prompts progress */
 
 typedef struct sched_params
 {
