@@ -591,8 +591,8 @@ GraphSizes(cuda_ctx *c)
 static size_t
 BlockBytes(const cbllm_model_config *cfg, int block_size)
 {
-	return 2 * sizeof(uint16_t) * (size_t) cfg->n_layers * block_size * cfg->n_kv_heads *
-		cfg->head_dim;
+	return kv_cache_block_bytes(block_size, cfg->n_layers, cfg->n_kv_heads, cfg->head_dim,
+								CBLLM_BF16);
 }
 
 /* The KV layout the registry reports: bf16 on the device, in the engine's block layout. */

@@ -130,12 +130,10 @@ AttentionTask(void *arg, int task, int thread)
 #undef VALUE_RUN
 }
 
-/* Attention for every (token, head) of the step, in groups (cpu_attention.h). */
+/* The step's groups (cpu_attention.h): once a step, the same for every layer. */
 void
-cpu_attention_run(cpu_attention *c, const kv_cache *kv, int layer, const float *q,
-				  const fwd_batch *b, float *out)
+cpu_attention_plan(cpu_attention *c, const fwd_batch *b)
 {
-	attn_job	j = {c, kv, layer, q, b, out};
 	int			per_kv = c->n_heads / c->n_kv_heads;
 	int			n_groups = 0,
 				n_members = 0;
@@ -157,7 +155,17 @@ cpu_attention_run(cpu_attention *c, const kv_cache *kv, int layer, const float *
 				}
 	}
 	c->groups[n_groups] = n_members;
-	threadpool_run(c->pool, n_groups, AttentionTask, &j);
+	c->n_groups = n_groups;
+}
+
+/* Attention for every (token, head) of the step, in the groups cpu_attention_plan made. */
+void
+cpu_attention_run(cpu_attention *c, const kv_cache *kv, int layer, const float *q,
+				  const fwd_batch *b, float *out)
+{
+	attn_job	j = {c, kv, layer, q, b, out};
+
+	threadpool_run(c->pool, c->n_groups, AttentionTask, &j);
 }
 
 /* Allocate the workspace for steps of up to max_tokens tokens and max_ctx positions; false when out of memory. */
