@@ -65,7 +65,7 @@ CpuFree(cbllm_backend *be, void *p)
 	free(p);
 }
 
-/* Fill the step's RoPE cos/sin tables, one per RoPE configuration, from each token's position; group its attention queries. */
+/* Fill the step's RoPE cos/sin tables, one per RoPE configuration, from each token's position. */
 static int
 CpuBeginStep(cbllm_backend *be, const fwd_batch *b, cbllm_err *err)
 {
@@ -87,7 +87,6 @@ CpuBeginStep(cbllm_backend *be, const fwd_batch *b, cbllm_err *err)
 			rope_fill(&c->freqs[r], b->pos[t], c->rope_cos + at, c->rope_sin + at);
 		}
 	}
-	cpu_attention_plan(&c->attn, b);
 	return CBLLM_OK;
 }
 

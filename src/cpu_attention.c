@@ -130,9 +130,9 @@ AttentionTask(void *arg, int task, int thread)
 #undef VALUE_RUN
 }
 
-/* The step's groups (cpu_attention.h): once a step, the same for every layer. */
-void
-cpu_attention_plan(cpu_attention *c, const fwd_batch *b)
+/* Group the queries of batch b (cpu_attention.h). */
+static void
+Plan(cpu_attention *c, const fwd_batch *b)
 {
 	int			per_kv = c->n_heads / c->n_kv_heads;
 	int			n_groups = 0,
@@ -158,13 +158,18 @@ cpu_attention_plan(cpu_attention *c, const fwd_batch *b)
 	c->n_groups = n_groups;
 }
 
-/* Attention for every (token, head) of the step, in the groups cpu_attention_plan made. */
+/*
+ * Attention for every (token, head) of the step, in groups.  The grouping is
+ * redone on every call (a pass over the step's tokens and heads, small
+ * beside the attention): a caller may run layers without a begin_step.
+ */
 void
 cpu_attention_run(cpu_attention *c, const kv_cache *kv, int layer, const float *q,
 				  const fwd_batch *b, float *out)
 {
 	attn_job	j = {c, kv, layer, q, b, out};
 
+	Plan(c, b);
 	threadpool_run(c->pool, c->n_groups, AttentionTask, &j);
 }
 

@@ -29,7 +29,7 @@ typedef struct cpu_attention
 								 * group after group */
 	int32_t    *groups;			/* (max_tokens * n_heads + 1) where each group starts in
 								 * members; the last entry ends the last group */
-	int			n_groups;		/* the step's groups (cpu_attention_plan) */
+	int			n_groups;		/* the step's groups (set by each cpu_attention_run) */
 } cpu_attention;
 
 /*
@@ -40,9 +40,6 @@ typedef struct cpu_attention
 bool		cpu_attention_init(cpu_attention *a, const cbllm_model_config *cfg, const cpu_kernels *k,
 							   cbllm_threadpool *pool, int max_tokens, int max_ctx);
 void		cpu_attention_free(cpu_attention *a);
-
-/* Group the queries of batch b: once a step, before any layer's cpu_attention_run. */
-void		cpu_attention_plan(cpu_attention *a, const fwd_batch *b);
 
 /* out (n_tokens, n_heads * head_dim) = attention of q (same shape) over layer's cache for the batch b. */
 void		cpu_attention_run(cpu_attention *a, const kv_cache *kv, int layer, const float *q,
