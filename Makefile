@@ -13,7 +13,7 @@ OBJS        = bgworker/cbllm.o bgworker/guc.o bgworker/channel.o bgworker/worker
               bgworker/client.o bgworker/sql_generate.o bgworker/sql_tokenize.o \
               bgworker/sql_status.o bgworker/stats.o bgworker/slot.o bgworker/sql_text.o \
               bgworker/sql_enrich.o bgworker/engine_proc.o bgworker/worker_requests.o \
-              bgworker/sql_chat.o
+              bgworker/sql_chat.o bgworker/sql_constraint.o
 DATA        = sql/cbllm--$(EXTVERSION).sql
 PG_CPPFLAGS = -Isrc
 PG_CFLAGS   = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers \
@@ -74,11 +74,16 @@ ENGINE_SRCS = \
 	src/forward.c \
 	src/rng.c \
 	src/sampler.c \
+	src/logits_process.c \
+	src/regex.c \
+	src/json_schema.c \
+	src/constraint.c \
 	src/softmax.c \
 	src/request.c \
 	src/scheduler.c \
 	src/engine.c \
 	src/engine_step.c \
+	src/engine_constraint.c \
 	src/ipc.c \
 	src/engine_server.c \
 	src/request_params.c \
@@ -107,6 +112,10 @@ UNIT_TESTS = \
 	build/test/test_model_load \
 	build/test/test_model_dummy \
 	build/test/test_sampler \
+	build/test/test_regex \
+	build/test/test_json_schema \
+	build/test/test_constraint \
+	build/test/test_logits_process \
 	build/test/test_kv_cache \
 	build/test/test_block_manager \
 	build/test/test_engine \
@@ -222,7 +231,8 @@ $(ENGINE_LIB): $(ENGINE_OBJS)
 	rm -f $@
 	ar rcs $@ $^
 
-CLI_SRCS = tools/cbllm-cli.c tools/cli_bench.c tools/cli_workload.c tools/cli_chat.c tools/cli_tokenize.c
+CLI_SRCS = tools/cbllm-cli.c tools/cli_bench.c tools/cli_workload.c tools/cli_chat.c tools/cli_tokenize.c \
+           tools/cli_constraint.c
 
 $(CLI): $(CLI_SRCS) tools/*.h $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) | bin
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itools $(CLI_SRCS) $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
@@ -326,7 +336,7 @@ FUZZ_SAN      = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefi
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 $(FUZZ_SAN) -Wall -Wextra -Werror \
                 -Wno-unused-parameter -Isrc -Itest/fuzz
 FUZZ_TARGETS  = config safetensors safetensors_index tokenizer tokenizer_config ipc request_check \
-                chat_template gguf tokenizer_gguf
+                chat_template gguf tokenizer_gguf regex json_schema
 FUZZ_BINS     = $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 
 .PHONY: fuzz
@@ -346,6 +356,8 @@ build/fuzz/fuzz_gguf:               build/fuzz/obj/gguf.o build/fuzz/obj/util.o
 build/fuzz/fuzz_tokenizer_gguf:     $(FUZZ_TOK_OBJS) build/fuzz/obj/tokenizer_gguf.o build/fuzz/obj/gguf.o
 build/fuzz/fuzz_ipc:                build/fuzz/obj/ipc.o build/fuzz/obj/request_params.o
 build/fuzz/fuzz_request_check:      build/fuzz/obj/request_params.o
+build/fuzz/fuzz_regex:              build/fuzz/obj/regex.o build/fuzz/obj/util.o
+build/fuzz/fuzz_json_schema:        build/fuzz/obj/json_schema.o build/fuzz/obj/regex.o build/fuzz/obj/util.o
 build/fuzz/fuzz_chat_template:      $(patsubst %,build/fuzz/obj/%.o,jinja_value jinja_lex jinja_parse jinja_eval \
                                    jinja_builtins jinja_methods jinja chat_template util)
 

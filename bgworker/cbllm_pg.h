@@ -328,6 +328,9 @@ typedef struct CbllmRequestArgs
 	const char *prompt;			/* UTF-8 text, or int32 ids for CBLLM_REQ_DETOKENIZE: params.prompt_len bytes */
 	cbllm_request_params params;
 	const char *stop[CBLLM_MAX_STOP];	/* params.stop_len[k] bytes each */
+	const char *constraint;		/* the regex of json_schema, regex or choices (UTF-8):
+								 * params.constraint_len bytes */
+	const cbllm_bias_entry *bias;	/* (params.n_bias) logit_bias */
 } CbllmRequestArgs;
 
 /* A request this backend has in flight. */
@@ -380,6 +383,29 @@ typedef bool (*CbllmPrepareFn) (CbllmRequestArgs *a, Datum input, FunctionCallIn
 void		CbllmAskEngine(int kind, const char *input, int len, StringInfo out);
 
 void		CbllmReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a, int kind);
+Datum		CbllmGenerateJson(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep);
+
+/*
+ * Argument positions every generating form shares after its input (0) and
+ * options (1..7): the constraint (json_schema jsonb, regex text, choices
+ * text[]), the logits controls (min_p, repetition_penalty,
+ * frequency_penalty, presence_penalty, logit_bias), then the form's own
+ * (on_error, transaction_scoped); template_kwargs is always last.  The
+ * forms that return jsonb (llm_generate_json, llm_chat_json) have no regex
+ * and choices: their controls start right after json_schema.
+ */
+#define CBLLM_ARG_JSON_SCHEMA 8
+#define CBLLM_ARG_REGEX 9
+#define CBLLM_ARG_CHOICES 10
+#define CBLLM_ARG_CONTROLS 11	/* CBLLM_ARG_CONTROLS_JSON in the jsonb forms */
+#define CBLLM_ARG_CONTROLS_JSON 9
+#define CBLLM_N_CONTROLS 5
+#define CBLLM_ARG_FORM 16
+
+/* sql_constraint.c: the regex of a call's json_schema, regex or choices (NULL: none); raises. */
+char	   *CbllmConstraintRegex(FunctionCallInfo fcinfo, int *len);
+/* sql_constraint.c: min_p, the penalties and logit_bias into a; raises on a malformed logit_bias. */
+void		CbllmReadControls(FunctionCallInfo fcinfo, CbllmRequestArgs *a);
 Datum		CbllmGenerateOne(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep);
 Datum		CbllmGenerateArray(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep, int on_error_arg);
 Datum		CbllmGenerateStream(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep);

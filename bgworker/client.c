@@ -72,6 +72,8 @@ CbllmRaiseFailure(int errcode_in, const char *msg)
 			 errmsg("cbllm request failed: %s", msg),
 			 errcode_in == ERRCODE_PROGRAM_LIMIT_EXCEEDED ?
 			 errhint("Shorten the prompt or raise cbllm.max_model_len (and the KV cache size).") :
+			 errcode_in == ERRCODE_STRING_DATA_RIGHT_TRUNCATION ?
+			 errhint("Raise max_tokens, or loosen the constraint.") :
 			 errcode_in == ERRCODE_CONNECTION_FAILURE ?
 			 errhint("The cbllm engine is restarted by itself; run the statement again.") : 0));
 }
@@ -131,6 +133,15 @@ ArgsHint(cbllm_request_field field)
 			return "Raise cbllm.max_prompt_bytes (requires a restart).";
 		case CBLLM_FIELD_NONE:
 		case CBLLM_FIELD_PROMPT_LEN:
+		case CBLLM_FIELD_MIN_P:
+			return "Use 0 to turn min-p filtering off.";
+		case CBLLM_FIELD_REPETITION_PENALTY:
+			return "Use 1 to turn the repetition penalty off.";
+		case CBLLM_FIELD_FREQUENCY_PENALTY:
+		case CBLLM_FIELD_PRESENCE_PENALTY:
+			return "Use 0 to turn the penalty off.";
+		case CBLLM_FIELD_N_BIAS:
+		case CBLLM_FIELD_CONSTRAINT_LEN:
 		case CBLLM_FIELD_DEFAULTS:
 			break;
 	}
@@ -479,6 +490,11 @@ CbllmSubmit(const CbllmRequestArgs *a, CbllmHandle *h, bool wait_for_slot)
 		memcpy(p, a->stop[j], a->params.stop_len[j]);
 		p += a->params.stop_len[j];
 	}
+	if (a->params.constraint_len > 0)
+		memcpy(p, a->constraint, a->params.constraint_len);
+	p += a->params.constraint_len;
+	if (a->params.n_bias > 0)
+		memcpy(p, a->bias, sizeof(cbllm_bias_entry) * a->params.n_bias);
 	CbllmSlotSubmit(slot, h->worker_generation);
 	CbllmWakeWorker();
 	return true;

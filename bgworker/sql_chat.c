@@ -20,6 +20,7 @@
 #include "utils/jsonb.h"
 
 PG_FUNCTION_INFO_V1(llm_chat);
+PG_FUNCTION_INFO_V1(llm_chat_json);
 PG_FUNCTION_INFO_V1(llm_chat_array);
 PG_FUNCTION_INFO_V1(llm_chat_stream);
 PG_FUNCTION_INFO_V1(llm_submit_chat);
@@ -105,11 +106,18 @@ llm_chat(PG_FUNCTION_ARGS)
 	return CbllmGenerateOne(fcinfo, CBLLM_REQ_CHAT, PrepareChat);
 }
 
+/* llm_chat_json(messages jsonb, ...options, json_schema jsonb, template_kwargs jsonb) returns jsonb */
+Datum
+llm_chat_json(PG_FUNCTION_ARGS)
+{
+	return CbllmGenerateJson(fcinfo, CBLLM_REQ_CHAT, PrepareChat);
+}
+
 /* llm_chat_batch(conversations jsonb[], ...options, on_error text, template_kwargs jsonb) returns text[] */
 Datum
 llm_chat_array(PG_FUNCTION_ARGS)
 {
-	return CbllmGenerateArray(fcinfo, CBLLM_REQ_CHAT, PrepareChat, 8);
+	return CbllmGenerateArray(fcinfo, CBLLM_REQ_CHAT, PrepareChat, CBLLM_ARG_FORM);
 }
 
 /* llm_chat_stream(messages jsonb, ...options, template_kwargs jsonb) returns setof text */
@@ -123,7 +131,7 @@ llm_chat_stream(PG_FUNCTION_ARGS)
 Datum
 llm_submit_chat(PG_FUNCTION_ARGS)
 {
-	return CbllmSubmitAsync(fcinfo, CBLLM_REQ_CHAT, PrepareChat, 8);
+	return CbllmSubmitAsync(fcinfo, CBLLM_REQ_CHAT, PrepareChat, CBLLM_ARG_FORM);
 }
 
 /* vars with key set to the boolean value (replacing the key if vars has it); vars may be NULL. */

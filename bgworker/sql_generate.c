@@ -18,6 +18,7 @@
 #include "utils/memutils.h"
 
 PG_FUNCTION_INFO_V1(llm_generate);
+PG_FUNCTION_INFO_V1(llm_generate_json);
 PG_FUNCTION_INFO_V1(llm_generate_array);
 PG_FUNCTION_INFO_V1(llm_generate_stream);
 PG_FUNCTION_INFO_V1(llm_submit);
@@ -83,6 +84,14 @@ CbllmReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a, int kind)
 			a->stop[k] = CbllmTextToModelOrError(t, &a->params.stop_len[k]);
 		}
 	}
+	a->constraint = CbllmConstraintRegex(fcinfo, &a->params.constraint_len);
+	CbllmReadControls(fcinfo, a);
+	if (a->constraint != NULL && a->params.n_stop > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("stop cannot be combined with json_schema, regex or choices"),
+				 errdetail("A stop string would cut the output short of what the constraint requires."),
+				 errhint("The output ends by itself once the constraint is complete.")));
 }
 
 /*
@@ -149,6 +158,27 @@ Datum
 llm_generate(PG_FUNCTION_ARGS)
 {
 	return CbllmGenerateOne(fcinfo, CBLLM_REQ_GENERATE, PreparePrompt);
+}
+
+/*
+ * CbllmGenerateOne's text as jsonb: the body of llm_generate_json and
+ * llm_chat_json, whose output the constraint makes a JSON document.
+ */
+Datum
+CbllmGenerateJson(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep)
+{
+	Datum		t = CbllmGenerateOne(fcinfo, kind, prep);
+
+	if (fcinfo->isnull)
+		PG_RETURN_NULL();
+	return DirectFunctionCall1(jsonb_in, CStringGetDatum(TextDatumGetCString(t)));
+}
+
+/* llm_generate_json(prompt text, ...options, json_schema jsonb) returns jsonb */
+Datum
+llm_generate_json(PG_FUNCTION_ARGS)
+{
+	return CbllmGenerateJson(fcinfo, CBLLM_REQ_GENERATE, PreparePrompt);
 }
 
 /*
@@ -277,7 +307,7 @@ CbllmGenerateArray(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep, int o
 Datum
 llm_generate_array(PG_FUNCTION_ARGS)
 {
-	return CbllmGenerateArray(fcinfo, CBLLM_REQ_GENERATE, PreparePrompt, 8);
+	return CbllmGenerateArray(fcinfo, CBLLM_REQ_GENERATE, PreparePrompt, CBLLM_ARG_FORM);
 }
 
 typedef struct StreamState
@@ -390,7 +420,7 @@ CbllmSubmitAsync(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep, int sco
 Datum
 llm_submit(PG_FUNCTION_ARGS)
 {
-	return CbllmSubmitAsync(fcinfo, CBLLM_REQ_GENERATE, PreparePrompt, 8);
+	return CbllmSubmitAsync(fcinfo, CBLLM_REQ_GENERATE, PreparePrompt, CBLLM_ARG_FORM);
 }
 
 /*

@@ -24,6 +24,8 @@ typedef struct WorkerSlot
 	bool		abort_pending;	/* the owner gave up; the engine is still to be told */
 	uint64		serial;			/* the slot's serial when taken */
 	int			kind;			/* a cbllm_request_kind */
+	bool		constrained;	/* under a constraint: running out of tokens before the text
+								 * completes it is a failure, never an invalid text */
 	StringInfoData pending;		/* framed output not yet in the ring */
 	bool		finished;		/* the end is known */
 	int			finish;
@@ -202,6 +204,7 @@ StartSlot(CbllmEngineProc *ep, int i)
 	w->in_engine = true;
 	w->serial = serial;
 	w->kind = c.params.kind;
+	w->constrained = c.params.constraint_len > 0;
 	w->finished = false;
 	w->progress = cbllm_progress_queued();
 	w->submitted_at = s->submitted_at;
@@ -321,6 +324,10 @@ ApplyEvent(const cbllm_evt_output *e, const char *text)
 		if (e->finish == CBLLM_FINISH_ERROR)
 			EndWorkerSlot(w, e->finish, StatusErrcode(e->status),
 						  msg[0] ? msg : "generation failed");
+		else if (e->finish == CBLLM_FINISH_LENGTH && w->constrained)
+			EndWorkerSlot(w, CBLLM_FINISH_ERROR, ERRCODE_STRING_DATA_RIGHT_TRUNCATION,
+						  "the output did not complete its json_schema, regex or choices within "
+						  "max_tokens (finish reason: length)");
 		else
 			EndWorkerSlot(w, e->finish, 0, NULL);
 	}

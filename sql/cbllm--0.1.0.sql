@@ -13,7 +13,15 @@ CREATE FUNCTION llm_generate(prompt text,
                              top_k integer DEFAULT NULL,
                              seed bigint DEFAULT NULL,
                              stop text[] DEFAULT NULL,
-                             priority integer DEFAULT 0)
+                             priority integer DEFAULT 0,
+                             json_schema jsonb DEFAULT NULL,
+                             regex text DEFAULT NULL,
+                             choices text[] DEFAULT NULL,
+                             min_p double precision DEFAULT NULL,
+                             repetition_penalty double precision DEFAULT NULL,
+                             frequency_penalty double precision DEFAULT NULL,
+                             presence_penalty double precision DEFAULT NULL,
+                             logit_bias jsonb DEFAULT NULL)
 RETURNS text
 AS 'MODULE_PATHNAME', 'llm_generate'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -29,6 +37,14 @@ CREATE FUNCTION llm_generate(prompts text[],
                              seed bigint DEFAULT NULL,
                              stop text[] DEFAULT NULL,
                              priority integer DEFAULT 0,
+                             json_schema jsonb DEFAULT NULL,
+                             regex text DEFAULT NULL,
+                             choices text[] DEFAULT NULL,
+                             min_p double precision DEFAULT NULL,
+                             repetition_penalty double precision DEFAULT NULL,
+                             frequency_penalty double precision DEFAULT NULL,
+                             presence_penalty double precision DEFAULT NULL,
+                             logit_bias jsonb DEFAULT NULL,
                              on_error text DEFAULT 'raise')
 RETURNS text[]
 AS 'MODULE_PATHNAME', 'llm_generate_array'
@@ -43,10 +59,44 @@ CREATE FUNCTION llm_generate_stream(prompt text,
                                     top_k integer DEFAULT NULL,
                                     seed bigint DEFAULT NULL,
                                     stop text[] DEFAULT NULL,
-                                    priority integer DEFAULT 0)
+                                    priority integer DEFAULT 0,
+                                    json_schema jsonb DEFAULT NULL,
+                                    regex text DEFAULT NULL,
+                                    choices text[] DEFAULT NULL,
+                                    min_p double precision DEFAULT NULL,
+                                    repetition_penalty double precision DEFAULT NULL,
+                                    frequency_penalty double precision DEFAULT NULL,
+                                    presence_penalty double precision DEFAULT NULL,
+                                    logit_bias jsonb DEFAULT NULL)
 RETURNS SETOF text
 AS 'MODULE_PATHNAME', 'llm_generate_stream'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+-- Constrained output.  json_schema (a JSON Schema), regex (a regular
+-- expression the whole output matches) or choices (the output is exactly one
+-- of the strings) constrain what the model may generate: only tokens that
+-- keep the text on its way to a valid document are sampled, and the output
+-- ends once it is complete.  Give at most one of them.  An output that does
+-- not complete its constraint within max_tokens is an error (finish reason
+-- length), never an invalid text.  llm_generate_json returns the document
+-- as jsonb (any JSON value when json_schema is NULL).
+CREATE FUNCTION llm_generate_json(prompt text,
+                                  max_tokens integer DEFAULT 256,
+                                  temperature double precision DEFAULT NULL,
+                                  top_p double precision DEFAULT NULL,
+                                  top_k integer DEFAULT NULL,
+                                  seed bigint DEFAULT NULL,
+                                  stop text[] DEFAULT NULL,
+                                  priority integer DEFAULT 0,
+                                  json_schema jsonb DEFAULT NULL,
+                                  min_p double precision DEFAULT NULL,
+                                  repetition_penalty double precision DEFAULT NULL,
+                                  frequency_penalty double precision DEFAULT NULL,
+                                  presence_penalty double precision DEFAULT NULL,
+                                  logit_bias jsonb DEFAULT NULL)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'llm_generate_json'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- Chat.  messages is a JSON array of {"role": ..., "content": ...} objects;
 -- the model's chat template (tokenizer_config.json's chat_template, or
@@ -62,9 +112,37 @@ CREATE FUNCTION llm_chat(messages jsonb,
                          seed bigint DEFAULT NULL,
                          stop text[] DEFAULT NULL,
                          priority integer DEFAULT 0,
+                         json_schema jsonb DEFAULT NULL,
+                         regex text DEFAULT NULL,
+                         choices text[] DEFAULT NULL,
+                         min_p double precision DEFAULT NULL,
+                         repetition_penalty double precision DEFAULT NULL,
+                         frequency_penalty double precision DEFAULT NULL,
+                         presence_penalty double precision DEFAULT NULL,
+                         logit_bias jsonb DEFAULT NULL,
                          template_kwargs jsonb DEFAULT NULL)
 RETURNS text
 AS 'MODULE_PATHNAME', 'llm_chat'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- llm_chat's answer under a JSON schema, as jsonb (see llm_generate_json).
+CREATE FUNCTION llm_chat_json(messages jsonb,
+                              max_tokens integer DEFAULT 256,
+                              temperature double precision DEFAULT NULL,
+                              top_p double precision DEFAULT NULL,
+                              top_k integer DEFAULT NULL,
+                              seed bigint DEFAULT NULL,
+                              stop text[] DEFAULT NULL,
+                              priority integer DEFAULT 0,
+                              json_schema jsonb DEFAULT NULL,
+                              min_p double precision DEFAULT NULL,
+                              repetition_penalty double precision DEFAULT NULL,
+                              frequency_penalty double precision DEFAULT NULL,
+                              presence_penalty double precision DEFAULT NULL,
+                              logit_bias jsonb DEFAULT NULL,
+                              template_kwargs jsonb DEFAULT NULL)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'llm_chat_json'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- Every conversation submitted at once (one jsonb array of messages each),
@@ -78,6 +156,14 @@ CREATE FUNCTION llm_chat_batch(conversations jsonb[],
                          seed bigint DEFAULT NULL,
                          stop text[] DEFAULT NULL,
                          priority integer DEFAULT 0,
+                         json_schema jsonb DEFAULT NULL,
+                         regex text DEFAULT NULL,
+                         choices text[] DEFAULT NULL,
+                         min_p double precision DEFAULT NULL,
+                         repetition_penalty double precision DEFAULT NULL,
+                         frequency_penalty double precision DEFAULT NULL,
+                         presence_penalty double precision DEFAULT NULL,
+                         logit_bias jsonb DEFAULT NULL,
                          on_error text DEFAULT 'raise',
                          template_kwargs jsonb DEFAULT NULL)
 RETURNS text[]
@@ -93,6 +179,14 @@ CREATE FUNCTION llm_chat_stream(messages jsonb,
                                 seed bigint DEFAULT NULL,
                                 stop text[] DEFAULT NULL,
                                 priority integer DEFAULT 0,
+                                json_schema jsonb DEFAULT NULL,
+                                regex text DEFAULT NULL,
+                                choices text[] DEFAULT NULL,
+                                min_p double precision DEFAULT NULL,
+                                repetition_penalty double precision DEFAULT NULL,
+                                frequency_penalty double precision DEFAULT NULL,
+                                presence_penalty double precision DEFAULT NULL,
+                                logit_bias jsonb DEFAULT NULL,
                                 template_kwargs jsonb DEFAULT NULL)
 RETURNS SETOF text
 AS 'MODULE_PATHNAME', 'llm_chat_stream'
@@ -165,6 +259,14 @@ CREATE FUNCTION llm_submit(prompt text,
                            seed bigint DEFAULT NULL,
                            stop text[] DEFAULT NULL,
                            priority integer DEFAULT 0,
+                           json_schema jsonb DEFAULT NULL,
+                           regex text DEFAULT NULL,
+                           choices text[] DEFAULT NULL,
+                           min_p double precision DEFAULT NULL,
+                           repetition_penalty double precision DEFAULT NULL,
+                           frequency_penalty double precision DEFAULT NULL,
+                           presence_penalty double precision DEFAULT NULL,
+                           logit_bias jsonb DEFAULT NULL,
                            transaction_scoped boolean DEFAULT false)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'llm_submit'
@@ -179,6 +281,14 @@ CREATE FUNCTION llm_submit_chat(messages jsonb,
                                 seed bigint DEFAULT NULL,
                                 stop text[] DEFAULT NULL,
                                 priority integer DEFAULT 0,
+                                json_schema jsonb DEFAULT NULL,
+                                regex text DEFAULT NULL,
+                                choices text[] DEFAULT NULL,
+                                min_p double precision DEFAULT NULL,
+                                repetition_penalty double precision DEFAULT NULL,
+                                frequency_penalty double precision DEFAULT NULL,
+                                presence_penalty double precision DEFAULT NULL,
+                                logit_bias jsonb DEFAULT NULL,
                                 transaction_scoped boolean DEFAULT false,
                                 template_kwargs jsonb DEFAULT NULL)
 RETURNS bigint
@@ -197,6 +307,12 @@ LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 -- prompts are all submitted before any is awaited (so the engine batches
 -- them), results are written, and each chunk is committed, so an interrupted
 -- job loses at most one chunk and a second CALL continues where it stopped.
+-- json_schema, regex or choices constrain each result as for llm_generate;
+-- the target column may be text, varchar, jsonb or json, smallint, integer,
+-- bigint or boolean, and a typed column without a constraint gets the one
+-- its type implies (any JSON value; an integer in the type's range; true or
+-- false).  A result that does not complete its constraint within max_tokens
+-- fails its row.
 -- A row that fails is recorded in cbllm.enrich_errors and skipped.  Rows are
 -- locked while their chunk runs (FOR UPDATE SKIP LOCKED), so concurrent CALLs
 -- on one table share the work instead of doing rows twice, and rows another
@@ -303,7 +419,11 @@ CREATE TYPE cbllm.enrich_job AS (
     skip          text[],           -- keys of the rows that failed in this job
     started_at    timestamptz,
     tokens0       bigint,           -- the engine's tokens_generated at the start
-    more          boolean           -- false once a chunk found no row left
+    more          boolean,          -- false once a chunk found no row left
+    json_schema   jsonb,            -- the constraint (at most one of the three), given or
+    regex         text,             -- inferred from the target column's type
+    choices       text[],
+    target_cast   text              -- the type results are cast to: a fixed pg_catalog name
 );
 
 -- Checks the arguments and counts the rows to do.
@@ -312,7 +432,8 @@ CREATE FUNCTION cbllm.enrich_begin(tbl regclass, key_column name, prompt_sql tex
                                    max_tokens integer, temperature double precision,
                                    top_p double precision, top_k integer, seed bigint,
                                    stop text[], priority integer, caller_path text,
-                                   messages_sql text, template_kwargs jsonb)
+                                   messages_sql text, template_kwargs jsonb,
+                                   json_schema jsonb, regex text, choices text[])
 RETURNS cbllm.enrich_job
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -363,9 +484,39 @@ BEGIN
         RAISE EXCEPTION 'cbllm.enrich: column % does not exist in %', quote_ident(target_column), shown
             USING ERRCODE = 'undefined_column';
     END IF;
-    IF target_type NOT IN ('text', 'character varying') AND target_type NOT LIKE 'character varying(%' THEN
-        RAISE EXCEPTION 'cbllm.enrich: target column % is of type %, not text', quote_ident(target_column), target_type
-            USING ERRCODE = 'datatype_mismatch';
+    -- the type a result is cast to, and the constraint a typed column implies
+    -- when none is given: a jsonb or json column any JSON value, an integer
+    -- column an integer in its range, a boolean column true or false
+    job.json_schema := json_schema;
+    job.regex := regex;
+    job.choices := choices;
+    IF target_type IN ('text', 'character varying') OR target_type LIKE 'character varying(%' THEN
+        job.target_cast := 'pg_catalog.text';
+    ELSIF target_type IN ('jsonb', 'json') THEN
+        job.target_cast := 'pg_catalog.' || target_type;
+        IF regex IS NULL AND choices IS NULL THEN
+            job.json_schema := coalesce(json_schema, '{}');
+        END IF;
+    ELSIF target_type IN ('integer', 'bigint', 'smallint') THEN
+        job.target_cast := CASE target_type WHEN 'integer' THEN 'pg_catalog.int4'
+                                            WHEN 'bigint' THEN 'pg_catalog.int8'
+                                            ELSE 'pg_catalog.int2' END;
+        IF json_schema IS NULL AND regex IS NULL AND choices IS NULL THEN
+            job.json_schema := pg_catalog.jsonb_build_object('type', 'integer',
+                'minimum', CASE target_type WHEN 'smallint' THEN -32768 WHEN 'integer' THEN -2147483648
+                                            ELSE -9223372036854775808 END,
+                'maximum', CASE target_type WHEN 'smallint' THEN 32767 WHEN 'integer' THEN 2147483647
+                                            ELSE 9223372036854775807 END);
+        END IF;
+    ELSIF target_type = 'boolean' THEN
+        job.target_cast := 'pg_catalog.bool';
+        IF json_schema IS NULL AND regex IS NULL AND choices IS NULL THEN
+            job.json_schema := '{"type": "boolean"}';
+        END IF;
+    ELSE
+        RAISE EXCEPTION 'cbllm.enrich: target column % is of type %', quote_ident(target_column), target_type
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = 'The target column must be text, varchar, jsonb, json, smallint, integer, bigint or boolean.';
     END IF;
     job.tbl := tbl;
     job.key_column := key_column;
@@ -452,10 +603,16 @@ BEGIN
             ' WHERE tableoid OPERATOR(pg_catalog.=) $1 AND ctid OPERATOR(pg_catalog.=) $2',
             cbllm.check_expression(job.messages_sql, 'messages_sql'), rel);
     END IF;
+    IF job.target_cast NOT IN ('pg_catalog.text', 'pg_catalog.jsonb', 'pg_catalog.json',
+                               'pg_catalog.int4', 'pg_catalog.int8', 'pg_catalog.int2',
+                               'pg_catalog.bool') THEN
+        RAISE EXCEPTION 'cbllm.enrich: bad target type %', job.target_cast
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
     update_sql := format(
-        'UPDATE %s SET %I = $1'
+        'UPDATE %s SET %I = $1::%s'
         ' WHERE tableoid OPERATOR(pg_catalog.=) $2 AND ctid OPERATOR(pg_catalog.=) $3',
-        rel, job.target_column);
+        rel, job.target_column, job.target_cast);
 
     PERFORM pg_catalog.set_config('search_path', job.caller_path, true);
     EXECUTE select_sql INTO keys, rels, tids USING job.skip;
@@ -484,11 +641,15 @@ BEGIN
             IF job.messages_sql IS NULL THEN
                 req := @extschema@.llm_submit(prompt, job.max_tokens, job.temperature, job.top_p,
                                               job.top_k, job.seed, job.stop, job.priority,
-                                              transaction_scoped => true);
+                                              json_schema => job.json_schema, regex => job.regex,
+                                              choices => job.choices, transaction_scoped => true);
             ELSE
                 req := @extschema@.llm_submit_chat(messages, job.max_tokens, job.temperature,
                                                    job.top_p, job.top_k, job.seed, job.stop,
-                                                   job.priority, true, job.template_kwargs);
+                                                   job.priority, json_schema => job.json_schema,
+                                                   regex => job.regex, choices => job.choices,
+                                                   transaction_scoped => true,
+                                                   template_kwargs => job.template_kwargs);
             END IF;
         EXCEPTION
             WHEN insufficient_resources THEN
@@ -557,7 +718,10 @@ CREATE PROCEDURE cbllm.enrich(tbl regclass,
                               stop text[] DEFAULT NULL,
                               priority integer DEFAULT 0,
                               messages_sql text DEFAULT NULL,
-                              template_kwargs jsonb DEFAULT NULL)
+                              template_kwargs jsonb DEFAULT NULL,
+                              json_schema jsonb DEFAULT NULL,
+                              regex text DEFAULT NULL,
+                              choices text[] DEFAULT NULL)
 LANGUAGE plpgsql
 AS $enrich$
 DECLARE
@@ -566,7 +730,7 @@ BEGIN
     job := cbllm.enrich_begin(tbl, key_column, prompt_sql, target_column, where_sql, chunk_size,
                               max_tokens, temperature, top_p, top_k, seed, stop, priority,
                               pg_catalog.current_setting('search_path'), messages_sql,
-                              template_kwargs);
+                              template_kwargs, json_schema, regex, choices);
     LOOP
         job := cbllm.enrich_chunk(job);
         EXIT WHEN NOT job.more;

@@ -74,7 +74,7 @@ DROP TABLE calc;
 \set SHOW_CONTEXT never
 CALL cbllm.enrich('"Reviews; DROP TABLE x"', 'no such column', $$'x'$$, 'sum"mary');
 CALL cbllm.enrich('"Reviews; DROP TABLE x"', 'key id', $$'x'$$, 'no such column');
-CALL cbllm.enrich('"Reviews; DROP TABLE x"', 'key id', $$'x'$$, 'key id');
+CALL cbllm.enrich('"Reviews; DROP TABLE x"', 'key id', $$'x'$$, 'tableoid');
 CALL cbllm.enrich('"Reviews; DROP TABLE x"', 'key id', $$'x'$$, 'sum"mary', chunk_size => 0);
 CALL cbllm.enrich('no_such_table', 'key id', $$'x'$$, 'sum"mary');
 CALL cbllm.enrich('"Reviews; DROP TABLE x"', 'key id', NULL, 'sum"mary');

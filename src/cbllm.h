@@ -103,7 +103,9 @@ typedef enum cbllm_finish
 	CBLLM_FINISH_STOP,			/* EOS or a stop string */
 	CBLLM_FINISH_LENGTH,		/* max_tokens or max_model_len reached */
 	CBLLM_FINISH_ABORT,			/* aborted by the caller */
-	CBLLM_FINISH_ERROR			/* failed; see cbllm_output.error */
+	CBLLM_FINISH_ERROR,			/* failed; see cbllm_output.error */
+	CBLLM_FINISH_CONSTRAINT		/* the text completed its constraint and nothing can follow it
+								 * (or max_tokens came with the text complete) */
 } cbllm_finish;
 
 const char *cbllm_finish_name(cbllm_finish f);
@@ -123,6 +125,21 @@ typedef struct cbllm_sampling
 								 * since submission, so every request is eventually served */
 	uint32_t	model_defaults;	/* CBLLM_DEFAULT_* bits: temperature, top_p or top_k left to the
 								 * model's generation_config.json (used where it gives them) */
+	const char *constraint;		/* a regex (regex.h) the output must fully match, compiled at
+								 * submit; NULL: none.  The end-of-turn tokens are allowed exactly
+								 * when the text matches; max_tokens with the text incomplete
+								 * finishes LENGTH */
+	size_t		constraint_len;
+	/* what the logits go through before top_k and top_p (logits_process.h has the order): */
+	float		min_p;			/* [0, 1]: drop tokens below min_p times the top one's
+								 * probability; 0: off */
+	float		repetition_penalty; /* [0, CBLLM_MAX_REPETITION_PENALTY] over prompt and output
+									 * tokens; 0 or 1: off */
+	float		frequency_penalty;	/* [-2, 2]: times each output token's count */
+	float		presence_penalty;	/* [-2, 2]: once for each output token */
+	int			n_bias;			/* [0, CBLLM_MAX_LOGIT_BIAS] */
+	const int32_t *bias_ids;	/* (n_bias) token ids, copied at submit */
+	const float *bias_values;	/* (n_bias) added to their logits, each in [-100, 100] */
 } cbllm_sampling;
 
 /* Greedy, 16 tokens, no stop strings. */

@@ -49,6 +49,8 @@ cbllm_finish_name(cbllm_finish f)
 			return "abort";
 		case CBLLM_FINISH_ERROR:
 			return "error";
+		case CBLLM_FINISH_CONSTRAINT:
+			return "constraint";
 	}
 	return "?";
 }
@@ -697,6 +699,7 @@ cbllm_engine_destroy(cbllm_engine *e)
 	}
 	free(e->step_seqs);
 	free(e->step_results);
+	engine_constraints_free(e);
 	for (int i = 0; i < e->n_samplers; i++)
 		sampler_free(e->samplers[i]);
 	free(e->samplers);

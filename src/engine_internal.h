@@ -12,6 +12,7 @@
 #include "backend_registry.h"
 #include "block_manager.h"
 #include "cbllm.h"
+#include "constraint.h"
 #include "forward.h"
 #include "generation_config.h"
 #include "kv_cache.h"
@@ -23,6 +24,17 @@
 #include "tokenizer.h"
 
 #define ENGINE_HASH_BUCKETS 4096
+#define ENGINE_MAX_CONSTRAINTS 64	/* compiled constraints kept; the least recently used unheld
+									 * one goes first */
+
+/* A compiled constraint the engine keeps (engine_constraint.c). */
+typedef struct engine_constraint
+{
+	constraint *c;
+	int			refs;			/* requests holding it */
+	int64_t		last_used;		/* constraint_clock when last acquired */
+	struct engine_constraint *next;
+} engine_constraint;
 
 struct cbllm_engine
 {
@@ -61,6 +73,14 @@ struct cbllm_engine
 	struct cbllm_chat *chat;	/* the model's chat template; NULL when it has none or it failed */
 	char		chat_error[CBLLM_ERR_MSG_LEN];	/* why chat is NULL ("" when the model has none) */
 	cbllm_stats stats;
+	/* constrained decoding (engine_constraint.c), made at the first constrained request: */
+	constraint_vocab *cvocab;	/* the byte trie of the tokenizer's texts over n_sample_ids */
+	engine_constraint *constraints; /* compiled constraints, newest first */
+	int			n_constraints;
+	int64_t		constraint_clock;	/* acquisitions so far */
+	float	  **c_logits;		/* (n_samplers) (n_sample_ids) a thread's processed logits */
+	uint32_t  **c_mask;			/* (n_samplers) (mask words) a thread's budgeted mask */
+	uint32_t  **c_seen;			/* (n_samplers) (n_sample_ids) a thread's penalty marks */
 };
 
 /*
@@ -88,6 +108,15 @@ int			request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token, cbl
 /* A token a lingering request decoded past its end (padded static batching); never output. */
 int			request_append_padding(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_finish *why);
 void		request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *error);
+
+/* engine_constraint.c */
+int			engine_constraint_acquire(cbllm_engine *e, const char *text, size_t len,
+									  engine_constraint **out, cbllm_err *err);
+void		engine_constraint_release(cbllm_engine *e, engine_constraint *x);
+void		engine_constraints_free(cbllm_engine *e);
+int			engine_sample_scratch(cbllm_engine *e, cbllm_err *err);
+int32_t		engine_sample_controlled(cbllm_engine *e, cbllm_request *r, const float *logits,
+									 int thread);
 
 /* engine.c: the engine's clock in seconds (the injected one, else CLOCK_MONOTONIC) */
 double		engine_now(const cbllm_engine *e);

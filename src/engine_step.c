@@ -46,16 +46,28 @@ SampleTask(void *arg, int row, int thread)
 	cbllm_engine *e = j->e;
 	int			i = j->seq_of_row[row];
 	cbllm_request *r = StepRequest(e, i);
+	const float *logits = j->logits + (size_t) row * e->model->cfg.vocab_size;
 	sampler_params spp = request_sampler_params(r);
 
-	e->step_tokens[i] = sampler_sample(e->samplers[thread],
-									   j->logits + (size_t) row * e->model->cfg.vocab_size,
-									   &spp, &r->rng);
+	e->step_tokens[i] = r->controlled ? engine_sample_controlled(e, r, logits, thread) :
+		sampler_sample(e->samplers[thread], logits, &spp, &r->rng);
+}
+
+/* Whether any of the n step sequences rows[] samples through controls the device lacks. */
+static bool
+AnyControlled(const cbllm_engine *e, const int32_t *rows, int n)
+{
+	for (int r = 0; r < n; r++)
+		if (StepRequest(e, rows[r])->controlled)
+			return true;
+	return false;
 }
 
 /*
  * Sample every sequence that has logits this step: on the backend when it
- * can (only ids come back), else on the host in parallel.  Each request
+ * can (only ids come back) and no sequence has a constraint, penalties,
+ * logit bias or min_p, else on the host in parallel (such a step takes its
+ * logits to the host).  Each request
  * draws from its own generator in both cases, one uniform per sampled
  * (non-greedy) token.
  */
@@ -70,7 +82,7 @@ SampleStep(cbllm_engine *e, int n_seqs, cbllm_err *err)
 	for (int i = 0; i < n_seqs; i++)
 		if (e->step_seqs[i].logits != FWD_LOGITS_NONE)
 			rows[n++] = i;
-	if (forward_can_sample(e->fwd))
+	if (forward_can_sample(e->fwd) && !AnyControlled(e, rows, n))
 	{
 		sampler_row p[n > 0 ? n : 1];
 		int32_t		tok[n > 0 ? n : 1];

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine_internal.h"
+#include "logits_process.h"
 #include "request_params.h"
 
 /* True when a runs before b: higher rank (effective priority), then earlier arrival. */
@@ -138,6 +139,41 @@ ApplyModelDefaults(const cbllm_engine *e, cbllm_sampling *sp)
 		sp->top_k = g->top_k;
 }
 
+/* Copy sp's logit_bias into r, checking every id against the vocabulary and every value. */
+static int
+CopyBias(cbllm_engine *e, cbllm_request *r, const cbllm_sampling *sp, cbllm_err *err)
+{
+	r->sp.bias_ids = NULL;
+	r->sp.bias_values = NULL;
+	r->sp.n_bias = 0;
+	if (sp->n_bias == 0)
+		return CBLLM_OK;
+	if (sp->bias_ids == NULL || sp->bias_values == NULL)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "logit_bias has %d entries and no ids or values",
+						  sp->n_bias);
+	for (int k = 0; k < sp->n_bias; k++)
+	{
+		if (sp->bias_ids[k] < 0 || sp->bias_ids[k] >= e->n_sample_ids)
+			return cbllm_fail(err, CBLLM_ERR_INVALID,
+							  "logit_bias names token %d, and the vocabulary has ids 0 to %d",
+							  sp->bias_ids[k], e->n_sample_ids - 1);
+		if (!(sp->bias_values[k] >= -CBLLM_MAX_BIAS && sp->bias_values[k] <= CBLLM_MAX_BIAS))
+			return cbllm_fail(err, CBLLM_ERR_INVALID,
+							  "logit_bias for token %d must be between -%d and %d, not %g",
+							  sp->bias_ids[k], CBLLM_MAX_BIAS, CBLLM_MAX_BIAS, sp->bias_values[k]);
+	}
+	r->bias_ids = malloc(sizeof(int32_t) * sp->n_bias);
+	r->bias_values = malloc(sizeof(float) * sp->n_bias);
+	if (r->bias_ids == NULL || r->bias_values == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	memcpy(r->bias_ids, sp->bias_ids, sizeof(int32_t) * sp->n_bias);
+	memcpy(r->bias_values, sp->bias_values, sizeof(float) * sp->n_bias);
+	r->sp.bias_ids = r->bias_ids;
+	r->sp.bias_values = r->bias_values;
+	r->sp.n_bias = sp->n_bias;
+	return CBLLM_OK;
+}
+
 /* Build a waiting request from a caller's input, checking every limit. */
 int
 request_create(cbllm_engine *e, const cbllm_request_input *in, const cbllm_sampling *sp,
@@ -197,6 +233,27 @@ request_create(cbllm_engine *e, const cbllm_request_input *in, const cbllm_sampl
 	}
 	for (int i = sp->n_stop; i < CBLLM_MAX_STOP; i++)
 		r->sp.stop[i] = NULL;
+	if ((rc = CopyBias(e, r, sp, err)) != CBLLM_OK)
+	{
+		request_free(r);
+		return rc;
+	}
+	r->sp.constraint = NULL;	/* the compiled one is kept instead */
+	r->sp.constraint_len = 0;
+	if (sp->constraint != NULL &&
+		(rc = engine_constraint_acquire(e, sp->constraint, sp->constraint_len, &r->cons, err)) != CBLLM_OK)
+	{
+		request_free(r);
+		return rc;
+	}
+	r->cstate = CONSTRAINT_START;
+	r->controlled = r->cons != NULL || logits_process_active(&r->sp);
+	if (r->controlled && (rc = engine_sample_scratch(e, err)) != CBLLM_OK)
+	{
+		engine_constraint_release(e, r->cons);
+		request_free(r);
+		return rc;
+	}
 	rng_seed(&r->rng, sp->has_seed ? sp->seed :
 			 (uint64_t) (cbllm_now() * 1e9) ^ ((uint64_t) e->next_id << 32));
 	tokenizer_stream_init(&r->detok, false, true);
@@ -213,6 +270,8 @@ request_free(cbllm_request *r)
 	for (int i = 0; i < r->sp.n_stop; i++)
 		free(r->stop_strings[i]);
 	free(r->tokens);
+	free(r->bias_ids);
+	free(r->bias_values);
 	bm_table_free(&r->table);
 	cbllm_buf_free(&r->text);
 	free(r);
@@ -295,6 +354,26 @@ PushToken(cbllm_request *r, int32_t token)
 }
 
 /*
+ * A constrained request with no token to go on with: ended complete when its
+ * text is a full match (a vocabulary without an end-of-turn token), else
+ * failed with a message that says why.
+ */
+static int
+ConstraintDeadEnd(cbllm_request *r, cbllm_finish *why)
+{
+	if (constraint_complete(r->cons->c, r->cstate))
+	{
+		*why = CBLLM_FINISH_CONSTRAINT;
+		return CBLLM_OK;
+	}
+	snprintf(r->error, sizeof(r->error),
+			 "no token of the vocabulary continues the constraint after %d generated tokens",
+			 r->n_tokens - r->n_prompt);
+	*why = CBLLM_FINISH_ERROR;
+	return CBLLM_OK;
+}
+
+/*
  * Record a sampled token and its text; *why says whether it ends the
  * request (the caller finishes it).  CBLLM_ERR_NOMEM when the token or its
  * text cannot be stored.
@@ -303,10 +382,13 @@ int
 request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_finish *why)
 {
 	size_t		old_len = r->text.len;
-	bool		is_eos = generation_config_is_eos(&e->gen, token) && !r->sp.ignore_eos;
+	bool		is_eos = generation_config_is_eos(&e->gen, token) &&
+		(!r->sp.ignore_eos || r->cons != NULL);
 	int			n_gen;
 
 	*why = CBLLM_FINISH_NONE;
+	if (r->cons != NULL && (r->cons_dead || constraint_advance(r->cons->c, r->cstate, token) < 0))
+		return ConstraintDeadEnd(r, why);
 	if (PushToken(r, token) != CBLLM_OK)
 		return CBLLM_ERR_NOMEM;
 	n_gen = r->n_tokens - r->n_prompt;
@@ -316,6 +398,8 @@ request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_fin
 		*why = CBLLM_FINISH_STOP;
 		return CBLLM_OK;
 	}
+	if (r->cons != NULL)
+		r->cstate = constraint_advance(r->cons->c, r->cstate, token);
 	if (tokenizer_stream_push(e->tok, &r->detok, token, &r->text) != CBLLM_OK)
 		return CBLLM_ERR_NOMEM;
 	if (r->sp.n_stop > 0 && FindStop(r, old_len))
@@ -325,8 +409,11 @@ request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_fin
 		*why = CBLLM_FINISH_STOP;
 		return CBLLM_OK;
 	}
-	if (n_gen >= r->sp.max_tokens || r->n_tokens >= e->params.max_model_len)
-		*why = CBLLM_FINISH_LENGTH;
+	if (r->cons != NULL && constraint_final(r->cons->c, r->cstate))
+		*why = CBLLM_FINISH_CONSTRAINT;
+	else if (n_gen >= r->sp.max_tokens || r->n_tokens >= e->params.max_model_len)
+		*why = r->cons != NULL && constraint_complete(r->cons->c, r->cstate) ?
+			CBLLM_FINISH_CONSTRAINT : CBLLM_FINISH_LENGTH;
 	else
 		AdvanceReady(r);
 	return CBLLM_OK;
@@ -366,6 +453,8 @@ request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *
 	request_release_swap(e->bm, r);
 	r->state = REQ_FINISHED;
 	r->finish = why;
+	engine_constraint_release(e, r->cons);
+	r->cons = NULL;
 	if (error != NULL)
 		snprintf(r->error, sizeof(r->error), "%s", error);
 	if (!stopped_by_string)

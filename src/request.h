@@ -49,6 +49,14 @@ typedef struct cbllm_request
 	int			gen_taken;		/* generated tokens returned by take */
 	cbllm_finish finish;
 	char		error[CBLLM_ERR_MSG_LEN];
+	/* constrained decoding: */
+	struct engine_constraint *cons; /* the compiled constraint it holds a reference to; NULL: none */
+	int32_t		cstate;			/* its automaton's state after the text so far */
+	bool		cons_dead;		/* the last sampling found no token to continue with */
+	bool		controlled;		/* a constraint or logits controls (logits_process.h): sampled by
+								 * engine_sample_controlled on the host */
+	int32_t    *bias_ids;		/* (sp.n_bias) its logit_bias, owned (sp points here) */
+	float	   *bias_values;	/* (sp.n_bias) */
 	/* padded static batching (CBLLM_BATCH_STATIC_PADDED): */
 	int			pad_owed;		/* prompt positions still to compute again, standing for the
 								 * padding up to the batch's longest prompt; -1 while the

@@ -71,7 +71,7 @@ cbllm_request_params_bytes(const cbllm_request_params *p)
 
 	for (int k = 0; k < p->n_stop; k++)
 		bytes += p->stop_len[k];
-	return bytes;
+	return bytes + p->constraint_len + (int64_t) p->n_bias * (int64_t) sizeof(cbllm_bias_entry);
 }
 
 /* Check a request's parameters against the limits. */
@@ -104,6 +104,26 @@ cbllm_request_check(const cbllm_request_limits *lim, const cbllm_request_params 
 			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_PRIORITY, field, msg, len,
 						"priority must be between %d and %d, not %d", -CBLLM_MAX_PRIORITY,
 						CBLLM_MAX_PRIORITY, p->priority);
+		if (!(p->min_p >= 0 && p->min_p <= 1))
+			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_MIN_P, field, msg, len,
+						"min_p must be between 0 and 1, not %s", cbllm_format_double(p->min_p, d, sizeof(d)));
+		if (!(p->repetition_penalty >= 0 && p->repetition_penalty <= CBLLM_MAX_REPETITION_PENALTY))
+			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_REPETITION_PENALTY, field, msg, len,
+						"repetition_penalty must be between 0 and %d, not %s", CBLLM_MAX_REPETITION_PENALTY,
+						cbllm_format_double(p->repetition_penalty, d, sizeof(d)));
+		if (!(p->frequency_penalty >= -CBLLM_MAX_FREQ_PENALTY &&
+			  p->frequency_penalty <= CBLLM_MAX_FREQ_PENALTY))
+			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_FREQUENCY_PENALTY, field, msg, len,
+						"frequency_penalty must be between -%d and %d, not %s", CBLLM_MAX_FREQ_PENALTY,
+						CBLLM_MAX_FREQ_PENALTY, cbllm_format_double(p->frequency_penalty, d, sizeof(d)));
+		if (!(p->presence_penalty >= -CBLLM_MAX_FREQ_PENALTY &&
+			  p->presence_penalty <= CBLLM_MAX_FREQ_PENALTY))
+			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_PRESENCE_PENALTY, field, msg, len,
+						"presence_penalty must be between -%d and %d, not %s", CBLLM_MAX_FREQ_PENALTY,
+						CBLLM_MAX_FREQ_PENALTY, cbllm_format_double(p->presence_penalty, d, sizeof(d)));
+		if (p->n_bias < 0 || p->n_bias > CBLLM_MAX_LOGIT_BIAS)
+			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_N_BIAS, field, msg, len,
+						"logit_bias may hold at most %d entries, not %d", CBLLM_MAX_LOGIT_BIAS, p->n_bias);
 		if ((p->defaults & ~(int32_t) CBLLM_DEFAULT_ALL) != 0)
 			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_DEFAULTS, field, msg, len,
 						"unknown defaults bits 0x%x", (unsigned) p->defaults);
@@ -118,12 +138,18 @@ cbllm_request_check(const cbllm_request_limits *lim, const cbllm_request_params 
 		if (p->stop_len[k] <= 0)
 			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_STOP_LEN, field, msg, len,
 						"stop strings must not be empty");
+	if (p->constraint_len < 0)
+		return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_CONSTRAINT_LEN, field, msg, len,
+					"the constraint has a negative length");
 	bytes = cbllm_request_params_bytes(p);
 	if (bytes > lim->max_prompt_bytes)
 		return Fail(CBLLM_CHECK_TOO_LARGE, CBLLM_FIELD_BYTES, field, msg, len,
 					"%s is too large: %lld bytes%s, the limit is %lld",
 					p->kind == CBLLM_REQ_DETOKENIZE ? "the token array" : "prompt", (long long) bytes,
-					p->n_stop > 0 ? " with its stop strings" : "", (long long) lim->max_prompt_bytes);
+					p->n_stop > 0 && p->constraint_len > 0 ? " with its stop strings and constraint" :
+					p->n_stop > 0 ? " with its stop strings" :
+					p->constraint_len > 0 ? " with its constraint" : "",
+					(long long) lim->max_prompt_bytes);
 	return CBLLM_CHECK_OK;
 }
 
@@ -150,7 +176,8 @@ cbllm_request_params_to_engine(const cbllm_request_params *p, const char *bytes,
 	sp->seed = p->seed;
 	sp->priority = p->priority;
 	sp->model_defaults = (uint32_t) p->defaults;
-	*held = dst = malloc((size_t) (cbllm_request_params_bytes(p) - p->prompt_len) + CBLLM_MAX_STOP);
+	*held = dst = malloc((size_t) (cbllm_request_params_bytes(p) - p->prompt_len) + CBLLM_MAX_STOP + 1 +
+						 sizeof(cbllm_bias_entry));	/* room to align the bias entries */
 	if (dst == NULL)
 		return CBLLM_ERR_NOMEM;
 	for (int k = 0; k < p->n_stop; k++)
@@ -162,6 +189,37 @@ cbllm_request_params_to_engine(const cbllm_request_params *p, const char *bytes,
 		dst += p->stop_len[k] + 1;
 	}
 	sp->n_stop = p->n_stop;
+	if (p->constraint_len > 0)
+	{
+		memcpy(dst, src, (size_t) p->constraint_len);
+		dst[p->constraint_len] = '\0';
+		sp->constraint = dst;
+		sp->constraint_len = (size_t) p->constraint_len;
+		dst += p->constraint_len + 1;
+	}
+	src += p->constraint_len;
+	sp->min_p = (float) p->min_p;
+	sp->repetition_penalty = (float) p->repetition_penalty;
+	sp->frequency_penalty = (float) p->frequency_penalty;
+	sp->presence_penalty = (float) p->presence_penalty;
+	if (p->n_bias > 0)
+	{
+		/* ids then values, each an aligned array in the block */
+		int32_t    *ids = (int32_t *) (((uintptr_t) dst + 3) & ~(uintptr_t) 3);
+		float	   *vals = (float *) (ids + p->n_bias);
+
+		for (int k = 0; k < p->n_bias; k++)
+		{
+			cbllm_bias_entry b;
+
+			memcpy(&b, src + (size_t) k * sizeof(b), sizeof(b));
+			ids[k] = b.id;
+			vals[k] = b.bias;
+		}
+		sp->n_bias = p->n_bias;
+		sp->bias_ids = ids;
+		sp->bias_values = vals;
+	}
 	return CBLLM_OK;
 }
 
@@ -186,4 +244,11 @@ cbllm_request_params_from_sampling(const cbllm_sampling *sp, cbllm_request_param
 
 		p->stop_len[k] = n > INT32_MAX ? INT32_MAX : (int32_t) n;
 	}
+	if (sp->constraint != NULL)
+		p->constraint_len = sp->constraint_len > INT32_MAX ? INT32_MAX : (int32_t) sp->constraint_len;
+	p->min_p = sp->min_p;
+	p->repetition_penalty = sp->repetition_penalty;
+	p->frequency_penalty = sp->frequency_penalty;
+	p->presence_penalty = sp->presence_penalty;
+	p->n_bias = sp->n_bias;
 }

@@ -36,7 +36,9 @@ struct cbllm_sampling;
  * doubles (no bool: any bytes a corrupt frame holds are some value): the
  * slot and the submit frame hold it as it is.  The prompt_len bytes of the
  * prompt, then the stop strings back to back (stop_len[k] bytes each, no
- * NULs) follow it in the slot's prompt buffer and in the frame.
+ * NULs), then the constraint_len bytes of the constraint, then n_bias
+ * logit_bias entries (cbllm_bias_entry, unaligned) follow it in the slot's
+ * prompt buffer and in the frame.
  */
 typedef struct cbllm_request_params
 {
@@ -53,13 +55,29 @@ typedef struct cbllm_request_params
 	int32_t		prompt_len;		/* bytes of prompt text (of int32 ids for DETOKENIZE) */
 	int32_t		n_stop;			/* [0, CBLLM_MAX_STOP] */
 	int32_t		stop_len[CBLLM_MAX_STOP];	/* bytes of each stop string, > 0 */
+	int32_t		constraint_len; /* >= 0: bytes of the constraint's regex (regex.h) after the
+								 * stop strings; 0: unconstrained */
+	double		min_p;			/* [0, 1]; 0: off */
+	double		repetition_penalty; /* [0, CBLLM_MAX_REPETITION_PENALTY]; 0 or 1: off */
+	double		frequency_penalty;	/* [-CBLLM_MAX_FREQ_PENALTY, CBLLM_MAX_FREQ_PENALTY] */
+	double		presence_penalty;	/* likewise */
+	int32_t		n_bias;			/* [0, CBLLM_MAX_LOGIT_BIAS]: logit_bias entries after the
+								 * constraint, each an int32 token id then a float32 bias */
 } cbllm_request_params;
+
+/* One logit_bias entry as the payload holds it. */
+typedef struct cbllm_bias_entry
+{
+	int32_t		id;				/* >= 0; below the vocabulary (the engine checks that) */
+	float		bias;			/* [-CBLLM_MAX_BIAS, CBLLM_MAX_BIAS] */
+} cbllm_bias_entry;
 
 /* The limits a server sets. */
 typedef struct cbllm_request_limits
 {
 	int			max_tokens_limit;	/* cbllm.max_tokens_limit */
-	int64_t		max_prompt_bytes;	/* cbllm.max_prompt_bytes: prompt plus stop strings */
+	int64_t		max_prompt_bytes;	/* cbllm.max_prompt_bytes: prompt plus stop strings plus
+									 * constraint */
 } cbllm_request_limits;
 
 /* The engine API's own limits: any positive max_tokens, prompts of any size (max_model_len rules). */
@@ -85,6 +103,12 @@ typedef enum cbllm_request_field
 	CBLLM_FIELD_N_STOP,			/* too many stop strings (or a negative count) */
 	CBLLM_FIELD_PROMPT_LEN,		/* a negative prompt length */
 	CBLLM_FIELD_STOP_LEN,		/* an empty stop string */
+	CBLLM_FIELD_CONSTRAINT_LEN, /* a negative constraint length */
+	CBLLM_FIELD_MIN_P,
+	CBLLM_FIELD_REPETITION_PENALTY,
+	CBLLM_FIELD_FREQUENCY_PENALTY,
+	CBLLM_FIELD_PRESENCE_PENALTY,
+	CBLLM_FIELD_N_BIAS,			/* too many logit_bias entries (or a negative count) */
 	CBLLM_FIELD_BYTES			/* prompt and stop strings together over the limit: CBLLM_CHECK_TOO_LARGE */
 } cbllm_request_field;
 
@@ -97,14 +121,15 @@ cbllm_check_result cbllm_request_check(const cbllm_request_limits *lim,
 									   const cbllm_request_params *p, cbllm_request_field *field,
 									   char *msg, size_t len);
 
-/* Bytes of prompt and stop strings that follow p (its n_stop in range). */
+/* Bytes of prompt, stop strings and constraint that follow p (its n_stop in range). */
 int64_t		cbllm_request_params_bytes(const cbllm_request_params *p);
 
 /*
- * The engine's input and sampling for a GENERATE request p whose prompt and
- * then stop strings lie at bytes.  The stop strings are copied with their
- * NULs into one malloc'd block, *held, which the caller frees once the
- * engine has the request (it copies them); CBLLM_ERR_NOMEM when that fails.
+ * The engine's input and sampling for a GENERATE request p whose prompt,
+ * stop strings, constraint and logit_bias lie at bytes.  The stop strings
+ * and the constraint (with their NULs) and the bias entries are copied into
+ * one malloc'd block, *held, which the caller frees once the engine has the
+ * request (it copies them); CBLLM_ERR_NOMEM when that fails.
  */
 int			cbllm_request_params_to_engine(const cbllm_request_params *p, const char *bytes,
 										   struct cbllm_request_input *in,

@@ -602,7 +602,8 @@ scheduler_update(scheduler *s, const sched_plan *plan, const sched_result *resul
 		if (results[i].finish == CBLLM_FINISH_NONE)
 			continue;
 		if (s->lim.batching == CBLLM_BATCH_STATIC_PADDED && !r->lingering &&
-			(results[i].finish == CBLLM_FINISH_STOP || results[i].finish == CBLLM_FINISH_LENGTH))
+			(results[i].finish == CBLLM_FINISH_STOP || results[i].finish == CBLLM_FINISH_LENGTH ||
+			 results[i].finish == CBLLM_FINISH_CONSTRAINT))
 		{
 			r->lingering = true;
 			r->linger_finish = results[i].finish;

@@ -78,6 +78,14 @@ bool		tokenizer_is_special(const cbllm_tokenizer *tok, int32_t id);
 /* The stored piece of a token ("▁Hello", "<0x0A>", "<s>"), or NULL for a bad id. */
 const char *tokenizer_piece(const cbllm_tokenizer *tok, int32_t id);
 
+/*
+ * The bytes token id adds to a generated text (a stream that skips special
+ * tokens): *len bytes at the result, one held in *one for a byte-fallback
+ * token; NULL for a special token or a bad id.  Concatenated, a sequence's
+ * bytes are its decoded text wherever that text is valid UTF-8.
+ */
+const char *tokenizer_token_bytes(const cbllm_tokenizer *tok, int32_t id, char *one, size_t *len);
+
 typedef struct tokenizer_encode_opts
 {
 	bool		add_bos;		/* add the post-processor's special tokens (BOS for Llama, Gemma) */

@@ -370,6 +370,26 @@ tokenizer_stream_push(const cbllm_tokenizer *tok, tokenizer_stream *s,
 	return stream_bytes(s, t->dec, t->dec_len, out);
 }
 
+/* The bytes token id adds to a generated text. */
+const char *
+tokenizer_token_bytes(const cbllm_tokenizer *tok, int32_t id, char *one, size_t *len)
+{
+	const tok_entry *t;
+
+	*len = 0;
+	if (id < 0 || id >= tok->n_ids || tok->ent[id].piece == NULL || tok->ent[id].special)
+		return NULL;
+	t = &tok->ent[id];
+	if (t->byte >= 0)
+	{
+		*one = (char) t->byte;
+		*len = 1;
+		return one;
+	}
+	*len = t->dec_len;
+	return t->dec;
+}
+
 /* Flush the bytes of an unfinished character as U+FFFD replacement characters. */
 int
 tokenizer_stream_flush(tokenizer_stream *s, cbllm_buf *out)

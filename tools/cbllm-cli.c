@@ -23,6 +23,7 @@
 
 #include "cbllm.h"
 #include "cli_bench.h"
+#include "cli_constraint.h"
 #include "cli_chat.h"
 #include "cli_tokenize.h"
 #include "cli_workload.h"
@@ -36,6 +37,8 @@ Usage(FILE *f)
 		  "  cbllm-cli generate -m DIR (-p TEXT | --prompt-ids \"ID ...\" | --messages JSON)\n"
 		  "            [-n MAX_TOKENS] [--temp T] [--top-p P] [--top-k K] [--seed S] [--stop STR]...\n"
 		  "            [--ids] [--ignore-eos] [--no-bos] [--template-kwargs JSON]\n"
+		  "            [--json-schema FILE | --regex RE]   (the output must match; also for bench,\n"
+		  "            which then prints the compile cost, and bench-steps, which times both)\n"
 		  "  cbllm-cli tokenize -m DIR [--raw]        reads text from standard input\n"
 		  "  cbllm-cli tokenize -m DIR --jsonl [--special]   JSON string lines -> id array lines\n"
 		  "  cbllm-cli tokenize -m DIR --bench FILE   tokenizer load time and encoding MB/s\n"
@@ -182,6 +185,8 @@ typedef struct cli_opts
 	bench_opts	bench;
 	int			vocab;			/* bench-sampler --vocab */
 	workload_opts work;
+	const char *json_schema;	/* --json-schema FILE */
+	const char *regex;			/* --regex RE */
 } cli_opts;
 
 /* Parse argv[2..] into o; returns 0, or -1 after printing an error. */
@@ -312,6 +317,10 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 		}
 		else if (strcmp(a, "--bench") == 0)
 			o->tok.bench_file = v;
+		else if (strcmp(a, "--json-schema") == 0)
+			o->json_schema = v;
+		else if (strcmp(a, "--regex") == 0)
+			o->regex = v;
 		else if (strcmp(a, "--batch") == 0)
 			o->bench.batches = v;
 		else if (strcmp(a, "--concurrency") == 0)
@@ -523,6 +532,7 @@ int
 main(int argc, char **argv)
 {
 	cli_opts	o;
+	static cbllm_buf constraint;	/* lives as long as the command */
 
 	memset(&o, 0, sizeof(o));
 	o.sp = cbllm_sampling_default();
@@ -537,6 +547,20 @@ main(int argc, char **argv)
 		return cli_chat_main(argc, argv);
 	if (ParseArgs(argc, argv, &o) != 0)
 		return 1;
+	if (o.json_schema != NULL && o.regex != NULL)
+		return Fail("give at most one of --json-schema and --regex");
+	if (o.json_schema != NULL || o.regex != NULL)
+	{
+		bool		lines = strcmp(argv[1], "bench-steps") == 0;
+
+		if (cli_constraint_regex(o.json_schema, o.regex, lines, &constraint) != 0)
+			return 1;
+		o.sp.constraint = o.work.constraint = o.bench.constraint = constraint.data;
+		o.sp.constraint_len = o.work.constraint_len = o.bench.constraint_len = constraint.len;
+		if ((strcmp(argv[1], "bench") == 0 || lines) &&
+			cli_constraint_report(o.ep.model_dir, o.json_schema, o.regex) != 0)
+			return 1;
+	}
 	if (strcmp(argv[1], "generate") == 0)
 		return CmdGenerate(&o);
 	o.tok.model_dir = o.ep.model_dir;

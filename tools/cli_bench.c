@@ -43,7 +43,7 @@ FillPrompt(int32_t *ids, int n, int vocab, unsigned seed)
 
 /* Median seconds of decode steps with B sequences; returns < 0 on error. */
 static double
-TimeDecode(cbllm_engine *e, int B, const bench_opts *o, int vocab)
+TimeDecode(cbllm_engine *e, int B, const bench_opts *o, int vocab, bool constrained)
 {
 	int32_t    *ids = malloc(sizeof(int32_t) * o->context);
 	int64_t    *rid = malloc(sizeof(int64_t) * B);
@@ -62,6 +62,11 @@ TimeDecode(cbllm_engine *e, int B, const bench_opts *o, int vocab)
 	sp.top_k = o->top_k;
 	sp.has_seed = true;
 	sp.seed = 42;
+	if (constrained)
+	{
+		sp.constraint = o->constraint;
+		sp.constraint_len = o->constraint_len;
+	}
 	for (int b = 0; ids && rid && t && b < B; b++)
 	{
 		cbllm_request_input in = {.ids = ids, .n_ids = o->context};
@@ -192,20 +197,28 @@ cli_bench_run(const cbllm_engine_params *ep_in, const bench_opts *oin)
 			   o.top_p > 0 ? o.top_p : 1.0, o.top_k);
 	else
 		printf("# decode is greedy\n");
-	printf("%-8s %14s %14s %16s %14s\n", "batch", "step_ms", "tokens_per_s", "weight_GB_per_s",
-		   "GFLOP_per_s");
+	if (o.constraint != NULL)
+		printf("# each batch is timed unconstrained, then with every sequence under the "
+			   "constraint (documents one per line, so that none ends)\n");
+	printf("%-8s %14s %14s %16s %14s%s\n", "batch", "step_ms", "tokens_per_s", "weight_GB_per_s",
+		   "GFLOP_per_s", o.constraint ? "  constrained_step_ms  constrained/plain_tokens_per_s" : "");
 	snprintf(list, sizeof(list), "%s", o.batches);
 	for (char *s = strtok(list, ","); s; s = strtok(NULL, ","))
 	{
 		int			B = atoi(s);
-		double		t = B > 0 ? TimeDecode(e, B, &o, info.vocab_size) : -1;
-		if (t <= 0)
+		double		t = B > 0 ? TimeDecode(e, B, &o, info.vocab_size, false) : -1;
+		double		tc = t > 0 && o.constraint ? TimeDecode(e, B, &o, info.vocab_size, true) : 1;
+
+		if (t <= 0 || tc <= 0)
 		{
 			cbllm_engine_destroy(e);
 			return 1;
 		}
-		printf("%-8d %14.3f %14.1f %16.2f %14.1f\n", B, t * 1e3, B / t,
+		printf("%-8d %14.3f %14.1f %16.2f %14.1f", B, t * 1e3, B / t,
 			   info.step_weight_bytes / t / 1e9, 2.0 * info.matmul_params * B / t / 1e9);
+		if (o.constraint)
+			printf("  %19.3f  %31.3f", tc * 1e3, t / tc);
+		printf("\n");
 	}
 	{
 		double		t = TimePrefill(e, o.prefill_len, info.vocab_size);

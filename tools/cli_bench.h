@@ -13,6 +13,9 @@ typedef struct bench_opts
 	float		temperature;	/* decode steps sample with these controls; 0: greedy */
 	float		top_p;			/* 0: 1 (off) */
 	int			top_k;			/* 0: off */
+	const char *constraint;		/* a regex the decode steps are also timed under (regex.h); NULL:
+								 * none.  It must never end (cli_constraint_regex's lines) */
+	size_t		constraint_len;
 } bench_opts;
 
 int			cli_bench_run(const cbllm_engine_params *ep, const bench_opts *o);

@@ -180,6 +180,8 @@ SubmitOne(cbllm_engine *e, const workload_opts *o, int vocab, unsigned *rng, int
 	sp.top_p = o->top_p;
 	sp.has_seed = true;
 	sp.seed = o->seed * 100003u + (unsigned) k;
+	sp.constraint = o->constraint;
+	sp.constraint_len = o->constraint_len;
 	rc = cbllm_engine_submit(e, &in, &sp, &c->id, err);
 	free(ids);
 	c->t_submit = cbllm_now();

@@ -20,6 +20,8 @@ typedef struct workload_opts
 	bool		json;
 	unsigned	seed;
 	double		bandwidth_gbps; /* memory bandwidth for each decode step's floor; 0: no floor */
+	const char *constraint;		/* a regex every request's output must match; NULL: none */
+	size_t		constraint_len;
 } workload_opts;
 
 /* Ascending order of doubles, for qsort (medians and percentiles). */

@@ -23,7 +23,7 @@ TARGETS=$(for f in test/fuzz/fuzz_*.c; do f=${f##*/fuzz_}; echo "${f%.c}"; done)
 # the largest input worth mutating, per format (above every seed of its corpus)
 declare -A MAX_LEN=([config]=8192 [safetensors]=32768 [safetensors_index]=16384
 	[tokenizer]=65536 [tokenizer_config]=4096 [ipc]=4200 [chat_template]=8192 [gguf]=8192
-	[tokenizer_gguf]=65536)
+	[tokenizer_gguf]=65536 [regex]=1024 [json_schema]=8192)
 DEFAULT_MAX_LEN=4096
 # both modes: a hang or a memory blow-up is a finding too
 LIMITS="-timeout=10 -rss_limit_mb=2048"

@@ -69,6 +69,24 @@ With(cbllm_request_field f, double v)
 		case CBLLM_FIELD_BYTES:
 			a.prompt_len = (int32_t) v;
 			break;
+		case CBLLM_FIELD_CONSTRAINT_LEN:
+			a.constraint_len = (int32_t) v;
+			break;
+		case CBLLM_FIELD_MIN_P:
+			a.min_p = v;
+			break;
+		case CBLLM_FIELD_REPETITION_PENALTY:
+			a.repetition_penalty = v;
+			break;
+		case CBLLM_FIELD_FREQUENCY_PENALTY:
+			a.frequency_penalty = v;
+			break;
+		case CBLLM_FIELD_PRESENCE_PENALTY:
+			a.presence_penalty = v;
+			break;
+		case CBLLM_FIELD_N_BIAS:
+			a.n_bias = (int32_t) v;
+			break;
 		case CBLLM_FIELD_STOP_LEN:
 			a.n_stop = 2;
 			a.stop_len[0] = 3;
@@ -107,6 +125,19 @@ TestMessagesAndFields(void)
 		{CBLLM_FIELD_N_STOP, -1, CBLLM_CHECK_INVALID, "at most 8 stop strings are allowed, not -1"},
 		{CBLLM_FIELD_PROMPT_LEN, -5, CBLLM_CHECK_INVALID, "the prompt has a negative length"},
 		{CBLLM_FIELD_STOP_LEN, 0, CBLLM_CHECK_INVALID, "stop strings must not be empty"},
+		{CBLLM_FIELD_CONSTRAINT_LEN, -1, CBLLM_CHECK_INVALID, "the constraint has a negative length"},
+		{CBLLM_FIELD_MIN_P, 1.5, CBLLM_CHECK_INVALID, "min_p must be between 0 and 1, not 1.5"},
+		{CBLLM_FIELD_MIN_P, -0.25, CBLLM_CHECK_INVALID, "min_p must be between 0 and 1, not -0.25"},
+		{CBLLM_FIELD_REPETITION_PENALTY, -1, CBLLM_CHECK_INVALID,
+		"repetition_penalty must be between 0 and 100, not -1"},
+		{CBLLM_FIELD_REPETITION_PENALTY, 101, CBLLM_CHECK_INVALID,
+		"repetition_penalty must be between 0 and 100, not 101"},
+		{CBLLM_FIELD_FREQUENCY_PENALTY, 2.5, CBLLM_CHECK_INVALID,
+		"frequency_penalty must be between -2 and 2, not 2.5"},
+		{CBLLM_FIELD_PRESENCE_PENALTY, -3, CBLLM_CHECK_INVALID,
+		"presence_penalty must be between -2 and 2, not -3"},
+		{CBLLM_FIELD_N_BIAS, 1025, CBLLM_CHECK_INVALID, "logit_bias may hold at most 1024 entries, not 1025"},
+		{CBLLM_FIELD_N_BIAS, -1, CBLLM_CHECK_INVALID, "logit_bias may hold at most 1024 entries, not -1"},
 		{CBLLM_FIELD_BYTES, 70000, CBLLM_CHECK_TOO_LARGE, "prompt is too large: 70000 bytes, the limit is 65536"}};
 	char		msg[256];
 	cbllm_request_field f = CBLLM_FIELD_MAX_TOKENS;
