@@ -75,7 +75,8 @@ ENGINE_SRCS = \
 	src/rng.c \
 	src/sampler.c \
 	src/logits_process.c \
-	src/regex.c \
+	src/regex_parse.c \
+	src/regex_dfa.c \
 	src/json_schema.c \
 	src/constraint.c \
 	src/softmax.c \
@@ -116,6 +117,7 @@ UNIT_TESTS = \
 	build/test/test_json_schema \
 	build/test/test_constraint \
 	build/test/test_logits_process \
+	build/test/test_completions \
 	build/test/test_kv_cache \
 	build/test/test_block_manager \
 	build/test/test_engine \
@@ -356,8 +358,9 @@ build/fuzz/fuzz_gguf:               build/fuzz/obj/gguf.o build/fuzz/obj/util.o
 build/fuzz/fuzz_tokenizer_gguf:     $(FUZZ_TOK_OBJS) build/fuzz/obj/tokenizer_gguf.o build/fuzz/obj/gguf.o
 build/fuzz/fuzz_ipc:                build/fuzz/obj/ipc.o build/fuzz/obj/request_params.o
 build/fuzz/fuzz_request_check:      build/fuzz/obj/request_params.o
-build/fuzz/fuzz_regex:              build/fuzz/obj/regex.o build/fuzz/obj/util.o
-build/fuzz/fuzz_json_schema:        build/fuzz/obj/json_schema.o build/fuzz/obj/regex.o build/fuzz/obj/util.o
+build/fuzz/fuzz_regex:              build/fuzz/obj/regex_parse.o build/fuzz/obj/regex_dfa.o build/fuzz/obj/util.o
+build/fuzz/fuzz_json_schema:        build/fuzz/obj/json_schema.o build/fuzz/obj/regex_parse.o \
+                                    build/fuzz/obj/regex_dfa.o build/fuzz/obj/util.o
 build/fuzz/fuzz_chat_template:      $(patsubst %,build/fuzz/obj/%.o,jinja_value jinja_lex jinja_parse jinja_eval \
                                    jinja_builtins jinja_methods jinja chat_template util)
 

@@ -279,6 +279,8 @@ typedef struct CbllmReadResult
 	bool		failed;
 	int			errcode;
 	char		error[CBLLM_ERROR_LEN];
+	int			finish;			/* once over: a cbllm_finish; -1 for a parked result */
+	cbllm_request_progress progress;	/* once over: its token counts (parked: none) */
 } CbllmReadResult;
 
 /* Why a claim failed. */
@@ -368,6 +370,7 @@ void		CbllmRelease(CbllmHandle *h);
 void		CbllmCancel(CbllmHandle *h);
 void		CbllmRaiseFailure(int errcode_in, const char *msg);
 void		CbllmCollect(CbllmHandle *h, StringInfo buf);
+void		CbllmCollectResult(CbllmHandle *h, StringInfo buf, CbllmReadResult *res);
 
 /* ---- the generating forms, over any input (sql_generate.c) ---- */
 
@@ -384,6 +387,9 @@ void		CbllmAskEngine(int kind, const char *input, int len, StringInfo out);
 
 void		CbllmReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a, int kind);
 Datum		CbllmGenerateJson(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep);
+/* The most completions one llm_completions call asks for. */
+#define CBLLM_MAX_COMPLETIONS 16
+Datum		CbllmCompletions(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep);
 
 /*
  * Argument positions every generating form shares after its input (0) and

@@ -555,6 +555,34 @@ CbllmCollect(CbllmHandle *h, StringInfo buf)
 		CbllmRaiseFailure(code, msg);
 }
 
+/*
+ * Wait for h to finish, collecting its output into buf and its finish and
+ * token counts into res; raises on failure.
+ */
+void
+CbllmCollectResult(CbllmHandle *h, StringInfo buf, CbllmReadResult *res)
+{
+	bool		failed;
+	int			code;
+	char		msg[CBLLM_ERROR_LEN];
+	CbllmReadResult r;
+
+	for (;;)
+	{
+		(void) CbllmSlotRead(h->slot, h->serial, buf, 0, &r);
+		if (r.over)
+			break;
+		CbllmWait(h);
+	}
+	failed = r.failed;
+	code = r.errcode;
+	strlcpy(msg, r.error, sizeof(msg));
+	CbllmRelease(h);
+	if (failed)
+		CbllmRaiseFailure(code, msg);
+	*res = r;
+}
+
 /* Raise an error if the worker that has h's unfinished request is gone. */
 void
 CbllmCheckWorker(const CbllmHandle *h)

@@ -398,6 +398,7 @@ CbllmSlotRead(int slot, uint64 serial, StringInfo buf, int max_frames, CbllmRead
 		CbllmParked e;
 
 		res->over = true;
+		res->finish = -1;
 		if (!ParkedTake(slot, serial, MyProcPid, false, &e))
 		{
 			res->failed = true;
@@ -446,6 +447,8 @@ CbllmSlotRead(int slot, uint64 serial, StringInfo buf, int max_frames, CbllmRead
 	st = s->state;
 	res->over = (st == SLOT_DONE || st == SLOT_FAILED) && s->out_tail == s->out_head;
 	res->errcode = s->errcode;
+	res->finish = s->finish;
+	res->progress = s->progress;
 	SpinLockRelease(&s->mutex);
 	if (res->over)
 	{

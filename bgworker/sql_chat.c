@@ -21,6 +21,7 @@
 
 PG_FUNCTION_INFO_V1(llm_chat);
 PG_FUNCTION_INFO_V1(llm_chat_json);
+PG_FUNCTION_INFO_V1(llm_chat_completions);
 PG_FUNCTION_INFO_V1(llm_chat_array);
 PG_FUNCTION_INFO_V1(llm_chat_stream);
 PG_FUNCTION_INFO_V1(llm_submit_chat);
@@ -104,6 +105,13 @@ Datum
 llm_chat(PG_FUNCTION_ARGS)
 {
 	return CbllmGenerateOne(fcinfo, CBLLM_REQ_CHAT, PrepareChat);
+}
+
+/* llm_chat_completions(messages jsonb, ...options, n integer, template_kwargs jsonb) returns rows */
+Datum
+llm_chat_completions(PG_FUNCTION_ARGS)
+{
+	return CbllmCompletions(fcinfo, CBLLM_REQ_CHAT, PrepareChat);
 }
 
 /* llm_chat_json(messages jsonb, ...options, json_schema jsonb, template_kwargs jsonb) returns jsonb */

@@ -6,6 +6,7 @@
  * are the same functions over chat messages.
  */
 #include "cbllm_pg.h"
+#include "cbllm.h"
 
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -19,6 +20,7 @@
 
 PG_FUNCTION_INFO_V1(llm_generate);
 PG_FUNCTION_INFO_V1(llm_generate_json);
+PG_FUNCTION_INFO_V1(llm_completions);
 PG_FUNCTION_INFO_V1(llm_generate_array);
 PG_FUNCTION_INFO_V1(llm_generate_stream);
 PG_FUNCTION_INFO_V1(llm_submit);
@@ -172,6 +174,95 @@ CbllmGenerateJson(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep)
 	if (fcinfo->isnull)
 		PG_RETURN_NULL();
 	return DirectFunctionCall1(jsonb_in, CStringGetDatum(TextDatumGetCString(t)));
+}
+
+/* The finish reason a row of llm_completions shows. */
+static const char *
+FinishReason(int finish)
+{
+	switch (finish)
+	{
+		case CBLLM_FINISH_STOP:
+			return "stop";
+		case CBLLM_FINISH_LENGTH:
+			return "length";
+		case CBLLM_FINISH_CONSTRAINT:
+			return "constraint";
+		case CBLLM_FINISH_ABORT:
+			return "cancelled";
+		default:
+			return "error";
+	}
+}
+
+/*
+ * n completions of one input (argument CBLLM_ARG_FORM), a row each: its
+ * number, text, finish reason and token counts.  The n requests are
+ * submitted together, each after the first sharing the first's prompt KV
+ * (it waits for the first to compute the prompt, then takes its blocks from
+ * the prefix cache); a seeded call gives completion i the seed + i - 1.
+ * The finish reason is reported, never raised: an output cut short of its
+ * constraint is a row with finish_reason 'length'.  The body of
+ * llm_completions and llm_chat_completions.
+ */
+Datum
+CbllmCompletions(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			n = PG_NARGS() > CBLLM_ARG_FORM && !PG_ARGISNULL(CBLLM_ARG_FORM) ?
+		PG_GETARG_INT32(CBLLM_ARG_FORM) : 1;
+	CbllmRequestArgs a;
+	CbllmHandle h[CBLLM_MAX_COMPLETIONS];
+
+	if (n < 1 || n > CBLLM_MAX_COMPLETIONS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("n must be between 1 and %d, not %d", CBLLM_MAX_COMPLETIONS, n)));
+	InitMaterializedSRF(fcinfo, 0);
+	if (PG_ARGISNULL(0))
+		return (Datum) 0;
+	CbllmReadOptions(fcinfo, &a, kind);
+	a.params.report_finish = 1;
+	PrepareOrRaise(prep, &a, PG_GETARG_DATUM(0), fcinfo, "the prompt");
+	for (int i = 0; i < n; i++)
+	{
+		CbllmRequestArgs b = a;
+
+		if (a.params.has_seed)
+			b.params.seed = a.params.seed + (uint64) i;
+		if (i > 0)
+		{
+			b.params.share_slot = h[0].slot + 1;
+			b.params.share_serial = h[0].serial;
+		}
+		memset(&h[i], 0, sizeof(h[i]));
+		h[i].slot = -1;
+		CbllmSubmitOrFail(&b, &h[i]);
+	}
+	for (int i = 0; i < n; i++)
+	{
+		StringInfoData buf;
+		CbllmReadResult res;
+		Datum		v[5];
+		bool		nulls[5] = {false};
+
+		initStringInfo(&buf);
+		CbllmCollectResult(&h[i], &buf, &res);
+		v[0] = Int32GetDatum(i + 1);
+		v[1] = PointerGetDatum(CbllmTextFromModel(buf.data, buf.len));
+		v[2] = CStringGetTextDatum(FinishReason(res.finish));
+		v[3] = Int32GetDatum(res.progress.n_prompt);
+		v[4] = Int32GetDatum(res.progress.n_generated);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
+	}
+	return (Datum) 0;
+}
+
+/* llm_completions(prompt text, ...options, n integer) returns a row per completion */
+Datum
+llm_completions(PG_FUNCTION_ARGS)
+{
+	return CbllmCompletions(fcinfo, CBLLM_REQ_GENERATE, PreparePrompt);
 }
 
 /* llm_generate_json(prompt text, ...options, json_schema jsonb) returns jsonb */

@@ -24,8 +24,9 @@ typedef struct WorkerSlot
 	bool		abort_pending;	/* the owner gave up; the engine is still to be told */
 	uint64		serial;			/* the slot's serial when taken */
 	int			kind;			/* a cbllm_request_kind */
-	bool		constrained;	/* under a constraint: running out of tokens before the text
-								 * completes it is a failure, never an invalid text */
+	bool		constrained;	/* under a constraint, its caller not reading the finish
+								 * reason: running out of tokens before the text completes it
+								 * is a failure, never an invalid text */
 	StringInfoData pending;		/* framed output not yet in the ring */
 	bool		finished;		/* the end is known */
 	int			finish;
@@ -204,7 +205,7 @@ StartSlot(CbllmEngineProc *ep, int i)
 	w->in_engine = true;
 	w->serial = serial;
 	w->kind = c.params.kind;
-	w->constrained = c.params.constraint_len > 0;
+	w->constrained = c.params.constraint_len > 0 && !c.params.report_finish;
 	w->finished = false;
 	w->progress = cbllm_progress_queued();
 	w->submitted_at = s->submitted_at;

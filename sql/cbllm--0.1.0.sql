@@ -145,6 +145,61 @@ RETURNS jsonb
 AS 'MODULE_PATHNAME', 'llm_chat_json'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- n completions of one prompt, a row each with what ended it and its token
+-- counts: finish_reason is 'stop' (an end-of-turn token, or a stop string),
+-- 'length' (max_tokens or max_model_len: an output cut short of its
+-- constraint is such a row, not an error), 'constraint' (the output
+-- completed its json_schema, regex or choices and nothing could follow) or
+-- 'cancelled'.  The completions share the prompt's KV: the first computes
+-- it, the others take its blocks and compute only its last partial block.
+-- With a seed, completion i samples from seed + i - 1.  The options are
+-- llm_generate's.
+CREATE FUNCTION llm_completions(prompt text,
+                         max_tokens integer DEFAULT 256,
+                         temperature double precision DEFAULT NULL,
+                         top_p double precision DEFAULT NULL,
+                         top_k integer DEFAULT NULL,
+                         seed bigint DEFAULT NULL,
+                         stop text[] DEFAULT NULL,
+                         priority integer DEFAULT 0,
+                         json_schema jsonb DEFAULT NULL,
+                         regex text DEFAULT NULL,
+                         choices text[] DEFAULT NULL,
+                         min_p double precision DEFAULT NULL,
+                         repetition_penalty double precision DEFAULT NULL,
+                         frequency_penalty double precision DEFAULT NULL,
+                         presence_penalty double precision DEFAULT NULL,
+                         logit_bias jsonb DEFAULT NULL,
+                         n integer DEFAULT 1)
+RETURNS TABLE (completion integer, text text, finish_reason text, prompt_tokens integer,
+               completion_tokens integer)
+AS 'MODULE_PATHNAME', 'llm_completions'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+
+-- llm_completions for a conversation (as llm_chat).
+CREATE FUNCTION llm_chat_completions(messages jsonb,
+                         max_tokens integer DEFAULT 256,
+                         temperature double precision DEFAULT NULL,
+                         top_p double precision DEFAULT NULL,
+                         top_k integer DEFAULT NULL,
+                         seed bigint DEFAULT NULL,
+                         stop text[] DEFAULT NULL,
+                         priority integer DEFAULT 0,
+                         json_schema jsonb DEFAULT NULL,
+                         regex text DEFAULT NULL,
+                         choices text[] DEFAULT NULL,
+                         min_p double precision DEFAULT NULL,
+                         repetition_penalty double precision DEFAULT NULL,
+                         frequency_penalty double precision DEFAULT NULL,
+                         presence_penalty double precision DEFAULT NULL,
+                         logit_bias jsonb DEFAULT NULL,
+                         n integer DEFAULT 1,
+                         template_kwargs jsonb DEFAULT NULL)
+RETURNS TABLE (completion integer, text text, finish_reason text, prompt_tokens integer,
+               completion_tokens integer)
+AS 'MODULE_PATHNAME', 'llm_chat_completions'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+
 -- Every conversation submitted at once (one jsonb array of messages each),
 -- answers in order; on_error as for llm_generate(text[]).  (A name of its
 -- own: llm_chat('[...]') with an untyped literal must not be ambiguous.)

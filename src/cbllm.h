@@ -153,6 +153,12 @@ typedef struct cbllm_request_input
 	int			n_ids;
 	bool		add_bos;		/* text only: prepend BOS as the tokenizer config says */
 	uint64_t	cache_salt;		/* prefix-cache scope: see below; 0 is one scope like any other */
+	int64_t		share_prompt_with;	/* a live request of the same prompt (0: none): this one waits
+									 * until that one has computed its prompt, then takes every
+									 * full block of it from the prefix cache (shared, counted by
+									 * reference) and computes only the positions of its last
+									 * partial block: n completions of one prompt hold its KV
+									 * once.  Needs the prefix cache (no_prefix_caching off) */
 } cbllm_request_input;
 
 /*

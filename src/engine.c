@@ -500,6 +500,18 @@ cbllm_engine_submit(cbllm_engine *e, const cbllm_request_input *in, const cbllm_
 	r->arrival = r->id;
 	r->t_submit = engine_now(e);
 	r->rank = r->sp.priority - e->params.priority_aging * r->t_submit;
+	if (in->share_prompt_with != 0 && !e->params.no_prefix_caching)
+	{
+		cbllm_request *leader = Lookup(e, in->share_prompt_with);
+
+		/* a follower queues behind its leader (the queue is admitted from its head) */
+		if (leader != NULL && leader->state != REQ_FINISHED && leader->n_computed < leader->n_prompt &&
+			r->rank <= leader->rank && request_follow(r, leader) != CBLLM_OK)
+		{
+			request_free(r);
+			return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+		}
+	}
 	r->state = REQ_WAITING;
 	r->hnext = e->hash[r->id & (ENGINE_HASH_BUCKETS - 1)];
 	e->hash[r->id & (ENGINE_HASH_BUCKETS - 1)] = r;

@@ -246,6 +246,13 @@ Submit(server *sv, const cbllm_cmd_submit *c, const char *payload)
 		in.text = rendered.data ? rendered.data : "";
 		in.text_len = rendered.len;
 	}
+	if (rc == CBLLM_OK && c->params.share_slot > 0 && c->params.share_slot <= sv->n_slots)
+	{
+		const server_req *l = &sv->reqs[c->params.share_slot - 1];
+
+		if (l->active && l->serial == c->params.share_serial && l->engine_id != 0)
+			in.share_prompt_with = l->engine_id;
+	}
 	if (rc == CBLLM_OK)
 		rc = cbllm_engine_submit(sv->engine, &in, &sp, &q->engine_id, &err);
 	free(held);

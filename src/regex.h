@@ -7,7 +7,8 @@
  * The dialect is the common one (Python's re, PCRE) without what a finite
  * automaton cannot do:
  *   literals (UTF-8), "." (any character but "\n"), [...] and [^...] with
- *   ranges, \d \w \s \D \W \S (ASCII classes), \n \r \t \f \v \0, \xHH,
+ *   ranges, \d \w \s (ASCII; \D \W \S and [^\d] exclude Python's Unicode set),
+ *   \n \r \t \f \v \0, \xHH,
  *   \uHHHH, \x{H...}, escaped metacharacters; groups (...), (?:...),
  *   (?P<name>...), (?<name>...); alternation |; quantifiers * + ? {n} {n,}
  *   {n,m} (and their lazy forms, which match the same strings); ^ \A at the

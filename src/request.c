@@ -269,6 +269,9 @@ request_free(cbllm_request *r)
 		return;
 	for (int i = 0; i < r->sp.n_stop; i++)
 		free(r->stop_strings[i]);
+	request_unfollow(r);
+	request_release_followers(r);
+	free(r->followers);
 	free(r->tokens);
 	free(r->bias_ids);
 	free(r->bias_values);
@@ -284,6 +287,46 @@ request_release_blocks(block_manager *bm, cbllm_request *r)
 	bm_release_table(bm, &r->table);
 	if (!r->table.swapped)
 		r->n_computed = 0;
+}
+
+/* Make r wait for leader's prompt. */
+int
+request_follow(cbllm_request *r, cbllm_request *leader)
+{
+	cbllm_request **f = realloc(leader->followers, sizeof(*f) * (leader->n_followers + 1));
+
+	if (f == NULL)
+		return CBLLM_ERR_NOMEM;
+	leader->followers = f;
+	f[leader->n_followers++] = r;
+	r->leader = leader;
+	return CBLLM_OK;
+}
+
+/* Let r's followers go. */
+void
+request_release_followers(cbllm_request *r)
+{
+	for (int i = 0; i < r->n_followers; i++)
+		r->followers[i]->leader = NULL;
+	r->n_followers = 0;
+}
+
+/* Take r off its leader's list. */
+void
+request_unfollow(cbllm_request *r)
+{
+	cbllm_request *l = r->leader;
+
+	if (l == NULL)
+		return;
+	for (int i = 0; i < l->n_followers; i++)
+		if (l->followers[i] == r)
+		{
+			l->followers[i] = l->followers[--l->n_followers];
+			break;
+		}
+	r->leader = NULL;
 }
 
 /* Return r's swap blocks, if any; its KV is then gone. */
@@ -455,6 +498,8 @@ request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *
 	r->finish = why;
 	engine_constraint_release(e, r->cons);
 	r->cons = NULL;
+	request_unfollow(r);
+	request_release_followers(r);
 	if (error != NULL)
 		snprintf(r->error, sizeof(r->error), "%s", error);
 	if (!stopped_by_string)

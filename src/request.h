@@ -53,6 +53,10 @@ typedef struct cbllm_request
 	struct engine_constraint *cons; /* the compiled constraint it holds a reference to; NULL: none */
 	int32_t		cstate;			/* its automaton's state after the text so far */
 	bool		cons_dead;		/* the last sampling found no token to continue with */
+	struct cbllm_request *leader;	/* waiting for this request to compute the prompt they share
+									 * (share_prompt_with); NULL: free to be admitted */
+	struct cbllm_request **followers;	/* (n_followers) requests waiting for this one's prompt */
+	int			n_followers;
 	bool		controlled;		/* a constraint or logits controls (logits_process.h): sampled by
 								 * engine_sample_controlled on the host */
 	int32_t    *bias_ids;		/* (sp.n_bias) its logit_bias, owned (sp points here) */
@@ -88,6 +92,15 @@ void		request_release_swap(block_manager *bm, cbllm_request *r);
 
 /* Free a request that holds no blocks any more. */
 void		request_free(cbllm_request *r);
+
+/* Make r wait for leader's prompt (share_prompt_with); CBLLM_ERR_NOMEM when it cannot. */
+int			request_follow(cbllm_request *r, cbllm_request *leader);
+
+/* Let every request waiting for r's prompt go (it is computed, or r ended). */
+void		request_release_followers(cbllm_request *r);
+
+/* Stop r waiting for its leader (r ended first). */
+void		request_unfollow(cbllm_request *r);
 
 /* The controls r samples with, as the host sampler and a device's read them. */
 sampler_params request_sampler_params(const cbllm_request *r);

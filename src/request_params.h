@@ -63,6 +63,13 @@ typedef struct cbllm_request_params
 	double		presence_penalty;	/* likewise */
 	int32_t		n_bias;			/* [0, CBLLM_MAX_LOGIT_BIAS]: logit_bias entries after the
 								 * constraint, each an int32 token id then a float32 bias */
+	int32_t		report_finish;	/* nonzero: the caller reads the finish reason itself, so an
+								 * output cut short of its constraint ends as "length" rather
+								 * than failing */
+	int32_t		share_slot;		/* > 0: the request of slot share_slot - 1 (of serial
+								 * share_serial) has the same prompt, and this one shares its
+								 * KV (cbllm_request_input.share_prompt_with); 0: none */
+	uint64_t	share_serial;
 } cbllm_request_params;
 
 /* One logit_bias entry as the payload holds it. */

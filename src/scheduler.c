@@ -479,6 +479,8 @@ PlanWaiting(scheduler *s, double now, int *budget, int *prefill)
 
 		if (static_mode && !new_batch && r->arrival > s->static_batch_last)
 			break;
+		if (r->leader != NULL)
+			break;				/* its prompt's KV comes from the leader's, once computed */
 		if (CanNeverFit(s, r))
 		{
 			if (!RetireInPlan(s, r, CBLLM_FINISH_LENGTH))
@@ -597,6 +599,9 @@ scheduler_update(scheduler *s, const sched_plan *plan, const sched_result *resul
 		if (r->n_computed < r->n_prompt)
 			u->n_prompt_tokens += q->n_tokens;
 		r->n_computed += q->n_tokens;
+		if (r->n_followers > 0 && r->n_computed >= r->n_prompt)
+			request_release_followers(r);	/* admitted from the next plan on, once
+											 * bm_cache_blocks below has registered its blocks */
 		bm_cache_blocks(s->bm, &r->table, r->tokens, r->cache_salt, r->n_computed);
 		bm_drop_window(s->bm, &r->table, r->n_computed);
 		if (results[i].finish == CBLLM_FINISH_NONE)

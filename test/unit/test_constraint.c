@@ -9,13 +9,14 @@
  *     ids exactly at full matches; the budget rule keeps exactly the tokens
  *     after which the rest fits;
  *   - decoding from random logits with the sampler under each kind of
- *     constraint on the Llama-3 and Qwen3 tokenizers, and the engine on a
- *     random model: every text ends as a full match.  The texts go to
- *     OUT_DIR/NAME.jsonl, which test/constraint_test.py checks independently
- *     (Python's json, jsonschema and re).
+ *     constraint on the Llama-3 and Qwen3 tokenizers, and the engine on
+ *     random models (one with a small tokenizer, others with real ones):
+ *     every text ends as a full match.  The texts go to OUT_DIR/NAME.jsonl,
+ *     which test/constraint_test.py checks independently (Python's json,
+ *     jsonschema and re).
  *
- * usage: test_constraint TOKENIZERS_DIR MODEL_DIR OUT_DIR [N]
- *   N: generations per constraint and tokenizer (default 500)
+ * usage: test_constraint TOKENIZERS_DIR OUT_DIR N MODEL_DIR [MODEL_DIR N]...
+ *   N: generations per constraint, tokenizer and model
  */
 #include <math.h>
 #include <stdio.h>
@@ -502,11 +503,12 @@ static void
 TestEngine(const char *model_dir, const char *out_dir, int n)
 {
 	char		path[1024];
+	const char *name = strrchr(model_dir, '/') ? strrchr(model_dir, '/') + 1 : model_dir;
 	FILE	   *out;
 
-	snprintf(path, sizeof(path), "%s/engine.jsonl", out_dir);
+	snprintf(path, sizeof(path), "%s/engine-%s.jsonl", out_dir, name);
 	out = fopen(path, "w");
-	TAP_OK(out != NULL, "engine: the texts are written to %s", path);
+	TAP_OK(out != NULL, "engine on %s: the texts are written to %s", name, path);
 	if (out == NULL)
 		return;
 	for (int k = 0; k < N_SPECS; k++)
@@ -534,10 +536,10 @@ TestEngine(const char *model_dir, const char *out_dir, int n)
 				same += a.text[i].len == b.text[i].len &&
 					(a.text[i].len == 0 || memcmp(a.text[i].data, b.text[i].data, a.text[i].len) == 0);
 		}
-		TAP_OK(ran && good == n, "engine %s %s: %d of %d seeded sampled generations end as a full match",
-			   s->kind, s->name, good, n);
-		TAP_OK(ran && same == n_b, "engine %s %s: %d of %d texts are the same from batches of 16 and of 3",
-			   s->kind, s->name, same, n_b);
+		TAP_OK(ran && good == n, "engine on %s, %s %s: %d of %d seeded sampled generations end as a full match",
+			   name, s->kind, s->name, good, n);
+		TAP_OK(ran && same == n_b, "engine on %s, %s %s: %d of %d texts are the same from batches of 16 and of 3",
+			   name, s->kind, s->name, same, n_b);
 		for (int i = 0; i < n; i++)
 		{
 			cbllm_buf_free(&a.text[i]);
@@ -556,18 +558,20 @@ TestEngine(const char *model_dir, const char *out_dir, int n)
 int
 main(int argc, char **argv)
 {
-	int			n = argc > 4 ? atoi(argv[4]) : 500;
+	int			n = argc > 3 ? atoi(argv[3]) : 0;
 	static const char *const toks[] = {"llama3_1", "qwen3", "llama2", "gemma3", "mistral7b"};
 
-	if (argc < 4)
+	if (argc < 5 || argc % 2 != 1 || n <= 0)
 	{
-		fprintf(stderr, "usage: test_constraint TOKENIZERS_DIR MODEL_DIR OUT_DIR [N]\n");
+		fprintf(stderr, "usage: test_constraint TOKENIZERS_DIR OUT_DIR N MODEL_DIR [MODEL_DIR N]...\n");
 		return 2;
 	}
-	mkdir(argv[3], 0777);
+	mkdir(argv[2], 0777);
 	TestApply();
 	for (int i = 0; i < (int) (sizeof(toks) / sizeof(toks[0])); i++)
-		TestTokenizer(argv[1], toks[i], argv[3], n, i < 2);
-	TestEngine(argv[2], argv[3], n);
+		TestTokenizer(argv[1], toks[i], argv[2], n, i < 2);
+	TestEngine(argv[4], argv[2], n);
+	for (int i = 5; i + 1 < argc; i += 2)
+		TestEngine(argv[i], argv[2], atoi(argv[i + 1]));
 	return tap_done();
 }

@@ -1,11 +1,12 @@
 /*
- * test_regex.c: the regular expressions of constrained decoding (regex.c):
- * what each construct matches (UTF-8 classes included), the refusals with
- * their codes and messages, the distances and sizes of the automata, the
- * agreement with Python's re.fullmatch over every short string of small
- * alphabets, the JSON string bodies (checked against the pattern over every
- * short string), regex_escape, and the compile time of a pattern of the
- * size a JSON schema gives (a diagnostic, not a check).
+ * test_regex.c: the regular expressions of constrained decoding
+ * (regex_parse.c, regex_dfa.c): what each construct matches (UTF-8 classes
+ * included), the negated shorthand classes as Python's Unicode ones, the
+ * refusals with their codes and messages, the distances and sizes of the
+ * automata, the agreement with Python's re.fullmatch over every short
+ * string of small alphabets, the JSON string bodies (checked against the
+ * pattern over every short string), regex_escape, and the compile time of a
+ * pattern of the size a JSON schema gives (a diagnostic, not a check).
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -105,7 +106,7 @@ static const match_case matches[] = {
 	{"(?#note)ab", "ab", true}, {"^ab$", "ab", true}, {"^a|b$", "b", true}, {"\\Aab\\Z", "ab", true},
 	{"ab\\z", "ab", true}, {"^$", "", true}, {"\\d+", "0123456789", true}, {"\\d", "a", false},
 	{"\\D", "a", true}, {"\\D", "5", false}, {"\\w+", "az_AZ09", true}, {"\\w", "-", false},
-	{"\\W", "\xC3\xA9", true}, {"\\s", "\x0B", true}, {"\\s", "\f", true}, {"\\s", "a", false},
+	{"\\W", "\xC3\xA9", false}, {"\\s", "\x0B", true}, {"\\s", "\f", true}, {"\\s", "a", false},
 	{"\\S", "a", true}, {"\\S", " ", false}, {"[\\d\\s]+", "1 2\t3", true}, {"[\\W]", "a", false},
 	{"\\n\\r\\t\\f\\v", "\n\r\t\f\v", true}, {"\\x41\\u00e9", "A\xC3\xA9", true},
 	{"\\x{1F600}", "\xF0\x9F\x98\x80", true}, {"\\U0001F600", "\xF0\x9F\x98\x80", true},
@@ -167,6 +168,59 @@ TestNul(void)
 	ok = ok && regex_compile("a\0b", 3, &d, &err) == CBLLM_OK && dfa_match(d, "a\0b", 3);
 	dfa_free(d);
 	TAP_OK(ok, "\\0 and a raw NUL byte in the pattern match a NUL");
+}
+
+/* Whether pattern compiles and matches each of the NUL-separated texts in yes and none of those in no. */
+static bool
+Admits(const char *pattern, const char *yes, const char *no)
+{
+	cbllm_err	err;
+	cbllm_dfa  *d = Compile(pattern, &err);
+	bool		ok = d != NULL;
+
+	for (const char *t = yes; ok && *t; t += strlen(t) + 1)
+		ok = dfa_match(d, t, strlen(t));
+	for (const char *t = no; ok && *t; t += strlen(t) + 1)
+		ok = !dfa_match(d, t, strlen(t));
+	if (d == NULL)
+		TAP_DIAG("/%s/: %s", pattern, err.msg);
+	dfa_free(d);
+	return ok;
+}
+
+/*
+ * \d \w \s are ASCII, but a negated one (\D \W \S, or a member of [^...])
+ * leaves out Python's whole Unicode set, so that it admits nothing Python's
+ * negation refuses: U+0660 ARABIC-INDIC DIGIT ZERO is in Python's \d, e-acute
+ * in its \w, U+00A0 and U+2028 in its \s.  Negated twice (\W in [^...]) they
+ * are ASCII again.  The compile time of \W+ is a diagnostic.
+ */
+static void
+TestShorthandUnicode(void)
+{
+	cbllm_err	err;
+	double		t0 = cbllm_now();
+	cbllm_dfa  *d = Compile("\\W+", &err);
+	double		t1 = cbllm_now();
+
+	if (d != NULL)
+		TAP_DIAG("compile of \\W+: %.2f ms, %d states, %d byte classes", (t1 - t0) * 1e3, d->n_states,
+				 d->n_classes);
+	dfa_free(d);
+	TAP_OK(Admits("\\D", "a\0\xC3\xA9\0", "\xD9\xA0\0" "5\0"),
+		   "\\D accepts a and e-acute, rejects U+0660 (Arabic-Indic zero) and 5");
+	TAP_OK(Admits("[^\\w]", "-\0\xF0\x9F\x98\x80\0", "\xC3\xA9\0\xD9\xA0\0_\0") &&
+		   Admits("[^\\d_]", "a\0\xC3\xA9\0", "\xD9\xA0\0" "7\0_\0"),
+		   "[^\\w] rejects e-acute and U+0660 and accepts - and an emoji; [^\\d_] rejects U+0660");
+	TAP_OK(Admits("\\S", "a\0\xC3\xA9\0", "\xC2\xA0\0\xE2\x80\xA8\0\xC2\x85\0\xE3\x80\x80\0 \0") &&
+		   Admits("[^\\s]", "a\0", "\xC2\xA0\0\xE2\x80\xA8\0\x1C\0"),
+		   "\\S and [^\\s] reject U+00A0, U+2028, U+0085, U+3000 and U+001C");
+	TAP_OK(Admits("\\W", "-\0 \0\xF0\x9F\x98\x80\0", "_\0a\0\xC3\xA9\0\xE2\x85\xA0\0"),
+		   "\\W accepts - and rejects _, a, e-acute and U+2160 (Roman numeral one)");
+	TAP_OK(Admits("\\d", "0\0", "\xD9\xA0\0") && Admits("\\w", "_\0", "\xC3\xA9\0") &&
+		   Admits("\\s", " \0", "\xC2\xA0\0") && Admits("[^\\W]", "_\0a\0", "\xC3\xA9\0-\0") &&
+		   Admits("[^\\D\\s]", "7\0", "\xD9\xA0\0 \0"),
+		   "\\d \\w \\s stay ASCII, and so do \\D \\W \\S negated again in a [^...]");
 }
 
 typedef struct error_case
@@ -310,7 +364,7 @@ TestSizes(void)
 
 /* ------------------------------------------------ against Python's re */
 
-/* Append to p a random pattern over {a, b, c} that Python and regex.c both accept. */
+/* Append to p a random pattern over {a, b, c} that Python and regex_compile both accept. */
 static void
 RandomPattern(uint64_t *rng, int depth, char *p, size_t *n, size_t cap)
 {
@@ -457,7 +511,11 @@ ComparePython(const char *what, char patterns[][128], int n, const char *const *
 		   "(pattern, string) pairs", what, compared - wrong, compared);
 }
 
-/* Random and chosen patterns over {a, b, c}; then Unicode ones over {a, é, 😀, \n}. */
+/*
+ * Random and chosen patterns over {a, b, c}; then Unicode ones over {a, é,
+ * 😀, \n}; then negated shorthand classes over characters Python's Unicode
+ * \d \w \s hold and ASCII's do not.
+ */
 static void
 TestPython(void)
 {
@@ -470,6 +528,13 @@ TestPython(void)
 	static const char *const unicode[] = {
 		".", "[^a]*", "[\xC3\xA0-\xC3\xBF]+", "\\U0001F600|\xC3\xA9", "[^\\n]{2}", "\\S\\D?", "[\\x00-\\xff]+",
 		"(?:\xC3\xA9|a)\xF0\x9F\x98\x80?", ".*\\n",
+	};
+	static const char *const wide[] = {
+		"a", "_", "-", "\xC3\xA9", "\xD9\xA0", "\xC2\xA0", "\xE2\x80\xA8", "\xF0\x9F\x98\x80",
+	};
+	/* equal to Python's: a set taken away is its whole Unicode one (one that adds is ASCII, a part) */
+	static const char *const negated[] = {
+		"\\D", "\\W", "\\S", "[^\\d]", "[^\\w]", "[^\\s]", "[^\\w\\s]+", "[^\\d_]*", "\\W\\S?", "[^\\w-]",
 	};
 	char		pats[MAX_PATTERNS][128];
 	int			n = 0;
@@ -497,6 +562,11 @@ TestPython(void)
 		snprintf(pats[n++], sizeof(pats[0]), "%s", unicode[i]);
 	ComparePython("9 UTF-8 patterns over {a, e-acute, emoji, newline}, strings up to 4 long", pats, n, uni,
 				  4, 4);
+	n = 0;
+	for (size_t i = 0; i < sizeof(negated) / sizeof(negated[0]); i++)
+		snprintf(pats[n++], sizeof(pats[0]), "%s", negated[i]);
+	ComparePython("10 negated shorthand patterns over {a, _, -, e-acute, U+0660, U+00A0, U+2028, emoji}, "
+				  "strings up to 3 long", pats, n, wide, 8, 3);
 }
 
 /* --------------------------------------------------- JSON string bodies */
@@ -726,6 +796,7 @@ main(void)
 {
 	TestMatches();
 	TestNul();
+	TestShorthandUnicode();
 	TestErrors();
 	TestNesting();
 	TestSizes();

@@ -1,0 +1,1058 @@
+/*
+ * regex_parse.c: the front of the regex compiler (regex.h): the pattern
+ * (UTF-8, checked whole first) becomes a tree of five kinds of node
+ * (regex_internal.h): the empty string, a class (a sorted set of
+ * code-point ranges without surrogates: a literal is a class of one), a
+ * sequence, an alternation and a counted repeat.  Anchors leave no node:
+ * they are only accepted where a full match makes them true anyway.
+ * Errors name the construct and its byte offset.  regex_dfa.c compiles the
+ * tree.
+ *
+ * \d \w \s are ASCII, a part of what Python's str patterns match; where
+ * one is negated (\D \W \S, or a member of [^...]) the set taken away is
+ * Python's Unicode one (built once from utf8proc's categories), so that a
+ * negation admits no character Python's would refuse, and where negated
+ * twice (\D in [^...]) it is ASCII again: every string a pattern matches
+ * here, Python's re.fullmatch matches too.
+ *
+ * Nothing recurses deeper than the nesting of groups (REGEX_MAX_DEPTH).
+ * The tree is also written back out: regex_json_string_body removes the
+ * characters a JSON string needs escaped from every class and writes the
+ * rest; regex_escape quotes a string.
+ */
+#include "regex_internal.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <utf8proc.h>
+
+#define REGEX_MAX_DEPTH 256		/* groups nested in groups */
+#define REGEX_MAX_PATTERN (1 << 24)	/* pattern bytes */
+
+/* ------------------------------------------------------------- helpers */
+
+/* Grow the array at *arrp (cap elements of size sz) to hold need elements; false when out of memory. */
+bool
+regex_grow(void *arrp, int32_t *cap, int64_t need, size_t sz)
+{
+	void	   *arr;
+	void	   *p;
+	int64_t		c = *cap > 0 ? *cap : 16;
+
+	if (need <= *cap)
+		return true;
+	while (c < need)
+		c *= 2;
+	if (c > INT32_MAX)
+		return false;
+	memcpy(&arr, arrp, sizeof(arr));
+	p = realloc(arr, (size_t) c * sz);
+	if (p == NULL)
+		return false;
+	memcpy(arrp, &p, sizeof(p));
+	*cap = (int32_t) c;
+	return true;
+}
+
+/* The length of the valid UTF-8 character at s[0..n) and its code point in *cp; 0 when invalid. */
+static int
+Utf8Decode(const uint8_t *s, size_t n, uint32_t *cp)
+{
+	static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+	int			len = s[0] < 0x80 ? 1 : s[0] < 0xC2 ? 0 : s[0] < 0xE0 ? 2 : s[0] < 0xF0 ? 3 :
+		s[0] < 0xF5 ? 4 : 0;
+	uint32_t	c;
+
+	if (len == 0 || (size_t) len > n)
+		return 0;
+	c = len == 1 ? s[0] : s[0] & (0x3F >> (len - 1));
+	for (int i = 1; i < len; i++)
+	{
+		if ((s[i] & 0xC0) != 0x80)
+			return 0;
+		c = c << 6 | (s[i] & 0x3F);
+	}
+	if (c < min_cp[len] || c > CP_MAX || (c >= 0xD800 && c <= 0xDFFF))
+		return 0;
+	*cp = c;
+	return len;
+}
+
+/* Encode cp (a scalar value) into b; the number of bytes. */
+static int
+Utf8Encode(uint32_t cp, uint8_t *b)
+{
+	if (cp < 0x80)
+		return b[0] = (uint8_t) cp, 1;
+	if (cp < 0x800)
+		return b[0] = (uint8_t) (0xC0 | cp >> 6), b[1] = (uint8_t) (0x80 | (cp & 0x3F)), 2;
+	if (cp < 0x10000)
+	{
+		b[0] = (uint8_t) (0xE0 | cp >> 12);
+		b[1] = (uint8_t) (0x80 | (cp >> 6 & 0x3F));
+		b[2] = (uint8_t) (0x80 | (cp & 0x3F));
+		return 3;
+	}
+	b[0] = (uint8_t) (0xF0 | cp >> 18);
+	b[1] = (uint8_t) (0x80 | (cp >> 12 & 0x3F));
+	b[2] = (uint8_t) (0x80 | (cp >> 6 & 0x3F));
+	b[3] = (uint8_t) (0x80 | (cp & 0x3F));
+	return 4;
+}
+
+/* The offset of the first byte of s[0..n) that is not UTF-8, or n. */
+static size_t
+Utf8Check(const uint8_t *s, size_t n)
+{
+	size_t		i = 0;
+	uint32_t	cp;
+	int			k;
+
+	while (i < n && (k = Utf8Decode(s + i, n - i, &cp)) > 0)
+		i += k;
+	return i;
+}
+/* --------------------------------------------------- code-point ranges */
+
+/* Append [lo, hi] less the surrogates (nothing when lo > hi); false when out of memory. */
+static bool
+RangeAdd(rangeset *s, uint32_t lo, uint32_t hi)
+{
+	if (lo <= hi && lo < 0xD800)
+	{
+		if (!GROW(s->r, s->cap, s->n + 1))
+			return false;
+		s->r[s->n++] = (cprange) {lo, hi < 0xD800 ? hi : 0xD7FF};
+	}
+	if (lo <= hi && hi > 0xDFFF)
+	{
+		if (!GROW(s->r, s->cap, s->n + 1))
+			return false;
+		s->r[s->n++] = (cprange) {lo > 0xE000 ? lo : 0xE000, hi};
+	}
+	return true;
+}
+
+/* Append the scalar values outside r[0..n) (sorted, disjoint); false when out of memory. */
+static bool
+RangeAddComplement(rangeset *s, const cprange *r, int32_t n)
+{
+	uint32_t	from = 0;
+
+	for (int32_t i = 0; i < n; i++)
+	{
+		if (r[i].lo > from && !RangeAdd(s, from, r[i].lo - 1))
+			return false;
+		from = r[i].hi + 1;
+	}
+	return RangeAdd(s, from, CP_MAX);
+}
+
+/* The order of two ranges by their first code point, for qsort. */
+static int
+CmpRange(const void *a, const void *b)
+{
+	const cprange *x = a;
+	const cprange *y = b;
+
+	return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+/* Sort and merge s's ranges in place. */
+static void
+RangeNormalise(rangeset *s)
+{
+	int32_t		n = 0;
+
+	if (s->n > 1)
+		qsort(s->r, (size_t) s->n, sizeof(cprange), CmpRange);
+	for (int32_t i = 0; i < s->n; i++)
+	{
+		if (n > 0 && s->r[i].lo <= s->r[n - 1].hi + 1)
+		{
+			if (s->r[i].hi > s->r[n - 1].hi)
+				s->r[n - 1].hi = s->r[i].hi;
+		}
+		else
+			s->r[n++] = s->r[i];
+	}
+	s->n = n;
+}
+
+/* ------------------------------------------------- Python's Unicode sets */
+
+/* Python's \d \w \s for str patterns, built once (PythonSet). */
+enum
+{
+	PY_DIGIT, PY_WORD, PY_SPACE, N_PY_SETS
+};
+
+static rangeset py_sets[N_PY_SETS];	/* each sorted, disjoint, without surrogates */
+static bool py_sets_ok;			/* false: building them ran out of memory */
+static pthread_once_t py_sets_once = PTHREAD_ONCE_INIT;
+
+/*
+ * Whether cp is in Python's \d (set PY_DIGIT: category Nd), \w (PY_WORD:
+ * str.isalnum(), letters and numbers, or '_') or \s (PY_SPACE:
+ * str.isspace(), separators, U+0009..U+000D, U+001C..U+001F, U+0085), given
+ * its category cat.
+ */
+static bool
+PyMember(int set, uint32_t cp, utf8proc_category_t cat)
+{
+	switch (set)
+	{
+		case PY_DIGIT:
+			return cat == UTF8PROC_CATEGORY_ND;
+		case PY_WORD:
+			return cp == '_' || (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
+				(cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO);
+		default:
+			return (cat >= UTF8PROC_CATEGORY_ZS && cat <= UTF8PROC_CATEGORY_ZP) ||
+				(cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F) || cp == 0x85;
+	}
+}
+
+/* Build py_sets in one pass over the scalar values, extending each set's last range or opening one. */
+static void
+BuildPySets(void)
+{
+	bool		ok = true;
+
+	for (uint32_t cp = 0; cp <= CP_MAX && ok; cp = cp == 0xD7FF ? 0xE000 : cp + 1)
+	{
+		utf8proc_category_t cat = utf8proc_category((utf8proc_int32_t) cp);
+
+		for (int k = 0; k < N_PY_SETS && ok; k++)
+		{
+			rangeset   *s = &py_sets[k];
+
+			if (!PyMember(k, cp, cat))
+				continue;
+			if (s->n > 0 && s->r[s->n - 1].hi + 1 == cp)
+				s->r[s->n - 1].hi = cp;
+			else if ((ok = GROW(s->r, s->cap, s->n + 1)))
+				s->r[s->n++] = (cprange) {cp, cp};
+		}
+	}
+	py_sets_ok = ok;
+}
+
+/* Python's Unicode set of \d (letter 'd' or 'D'), \w or \s; NULL when out of memory. */
+static const rangeset *
+PythonSet(uint8_t letter)
+{
+	uint8_t		c = letter | 0x20;
+
+	pthread_once(&py_sets_once, BuildPySets);
+	if (!py_sets_ok)
+		return NULL;
+	return &py_sets[c == 'd' ? PY_DIGIT : c == 'w' ? PY_WORD : PY_SPACE];
+}
+
+/* ---------------------------------------------------------------- parse */
+
+typedef struct parser
+{
+	const uint8_t *s;
+	size_t		len;
+	size_t		pos;
+	int			depth;			/* groups open */
+	int64_t		end_at;			/* the offset of an end anchor in this top-level branch, or -1 */
+	int			end_len;		/* its length in bytes */
+	ast		   *a;
+	cbllm_err  *err;
+} parser;
+
+/* What an escape stands for. */
+enum
+{
+	ESC_CHAR, ESC_SET, ESC_START, ESC_END
+};
+
+#define ATOM_ANCHOR (-1)		/* ParseAtom read an anchor */
+#define ATOM_SKIP (-2)			/* ParseAtom read a comment */
+
+static int	ParseAlt(parser *p, int32_t *out);
+
+/* Free what a parse allocated (a itself is the caller's). */
+void
+regex_ast_free(ast *a)
+{
+	free(a->nodes);
+	free(a->kids);
+	free(a->stack);
+	free(a->ranges.r);
+	free(a->tmp.r);
+}
+
+/* The refusal of a failed allocation. */
+int
+regex_nomem(cbllm_err *err)
+{
+	return cbllm_fail(err, CBLLM_ERR_NOMEM, "regex: out of memory");
+}
+
+/* Add a node; its index in *out. */
+static int
+NewNode(parser *p, node_kind kind, int32_t a, int32_t b, int32_t child, int32_t *out)
+{
+	ast		   *t = p->a;
+
+	if (!GROW(t->nodes, t->cap_nodes, t->n_nodes + 1))
+		return regex_nomem(p->err);
+	t->nodes[t->n_nodes] = (rnode) {kind, a, b, child};
+	*out = t->n_nodes++;
+	return CBLLM_OK;
+}
+
+/* A CLASS node of the members in a->tmp (or the scalar values outside them); tmp is emptied. */
+static int
+ClassNode(parser *p, bool negate, int32_t *out)
+{
+	ast		   *a = p->a;
+	int32_t		first = a->ranges.n;
+	bool		ok = true;
+
+	RangeNormalise(&a->tmp);
+	if (negate)
+		ok = RangeAddComplement(&a->ranges, a->tmp.r, a->tmp.n);
+	else
+		for (int32_t i = 0; i < a->tmp.n && ok; i++)
+			ok = RangeAdd(&a->ranges, a->tmp.r[i].lo, a->tmp.r[i].hi);
+	a->tmp.n = 0;
+	if (!ok)
+		return regex_nomem(p->err);
+	return NewNode(p, N_CLASS, first, a->ranges.n - first, -1, out);
+}
+
+/*
+ * Add the members of \d \w \s (or, upper case, their complements) to
+ * a->tmp; in_negated: the set is a member of a [^...].  A set that adds to
+ * what matches is ASCII (\d \w \s, and \D \W \S in a [^...]), one that
+ * takes away is Python's whole Unicode set (\D \W \S, and \d \w \s in a
+ * [^...]): either way nothing matches that Python's re would refuse.
+ */
+static bool
+AddNamedSet(ast *a, uint8_t letter, bool in_negated)
+{
+	static const cprange d[] = {{'0', '9'}};
+	static const cprange w[] = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
+	static const cprange s[] = {{'\t', '\r'}, {' ', ' '}};
+	const cprange *r = letter == 'd' || letter == 'D' ? d : letter == 'w' || letter == 'W' ? w : s;
+	int32_t		n = r == d ? 1 : r == w ? 4 : 2;
+	bool		upper = letter >= 'A' && letter <= 'Z';
+
+	if (upper != in_negated)	/* it takes away: Python's set */
+	{
+		const rangeset *py = PythonSet(letter);
+
+		if (py == NULL)
+			return false;
+		r = py->r;
+		n = py->n;
+	}
+	if (upper)
+		return RangeAddComplement(&a->tmp, r, n);
+	for (int32_t i = 0; i < n; i++)
+		if (!RangeAdd(&a->tmp, r[i].lo, r[i].hi))
+			return false;
+	return true;
+}
+
+/* The value of hex digit c, or -1. */
+static int
+HexValue(uint8_t c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+		return (c | 0x20) - 'a' + 10;
+	return -1;
+}
+
+/* Read n hex digits at s[i..] (n == 0: one to eight, up to a '}'); false when malformed. */
+static bool
+ReadHex(const parser *p, size_t i, int n, uint32_t *cp, size_t *end)
+{
+	uint32_t	v = 0;
+	int			k = 0;
+
+	for (; i < p->len && HexValue(p->s[i]) >= 0 && (n == 0 ? k < 8 : k < n); i++, k++)
+		v = v << 4 | (uint32_t) HexValue(p->s[i]);
+	if (k == 0 || (n > 0 && k < n) || (n == 0 && (i >= p->len || p->s[i++] != '}')))
+		return false;
+	*cp = v;
+	*end = i;
+	return true;
+}
+
+/* The refusal of an escape of another dialect at offset at. */
+static int
+EscapeUnsupported(parser *p, size_t at)
+{
+	uint8_t		c = p->s[at + 1];
+	const char *what = c == 'b' || c == 'B' ? "word boundary" : (c >= '1' && c <= '9') ||
+		c == 'k' || c == 'g' ? "backreference" : c == 'p' || c == 'P' ? "Unicode property" :
+		c == 'A' || c == 'Z' || c == 'z' ? "anchor" : c == '0' ? "octal escape" : "escape";
+
+	return cbllm_fail(p->err, CBLLM_ERR_UNSUPPORTED,
+					  "regex: %s \\%c at offset %zu is not supported%s", what, c, at,
+					  c == 'A' || c == 'Z' || c == 'z' ? " in a character class" : "");
+}
+
+/*
+ * Read the escape at p->pos (a backslash): ESC_CHAR with the code point in
+ * *cp, ESC_SET with the letter of \d \w \s \D \W \S in *cp, or an anchor
+ * (outside classes); a negative status for an error.
+ */
+static int
+ParseEscape(parser *p, bool in_class, uint32_t *cp)
+{
+	static const char controls[] = "n\nr\rt\tf\fv\v";
+	size_t		at = p->pos;
+	size_t		end = at + 2;
+	uint8_t		c;
+	const char *ctl;
+	int			k;
+
+	if (at + 1 >= p->len)
+		return cbllm_fail(p->err, CBLLM_ERR_INVALID, "regex: the pattern ends with a backslash");
+	c = p->s[at + 1];
+	if (c != 0 && (ctl = strchr(controls, c)) != NULL && (ctl - controls) % 2 == 0)
+		*cp = (uint8_t) ctl[1];
+	else if (c == '0' && !(at + 2 < p->len && p->s[at + 2] >= '0' && p->s[at + 2] <= '9'))
+		*cp = 0;
+	else if (c == 'x' || c == 'u' || c == 'U')
+	{
+		bool		brace = c == 'x' && at + 2 < p->len && p->s[at + 2] == '{';
+
+		if (!ReadHex(p, at + 2 + brace, brace ? 0 : c == 'x' ? 2 : c == 'u' ? 4 : 8, cp, &end))
+			return cbllm_fail(p->err, CBLLM_ERR_INVALID, "regex: bad escape \\%c at offset %zu", c, at);
+		if (*cp > CP_MAX)
+			return cbllm_fail(p->err, CBLLM_ERR_INVALID,
+							  "regex: escape at offset %zu is above U+10FFFF", at);
+	}
+	else if (strchr("dDwWsS", c) != NULL && c != 0)
+	{
+		*cp = c;
+		p->pos = end;
+		return ESC_SET;
+	}
+	else if (c == 'b' && in_class)
+		*cp = '\b';
+	else if (!in_class && (c == 'A' || c == 'Z' || c == 'z'))
+	{
+		p->pos = end;
+		return c == 'A' ? ESC_START : ESC_END;
+	}
+	else if (c < 0x80 && (((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || (c >= '0' && c <= '9')))
+		return EscapeUnsupported(p, at);
+	else
+	{
+		k = Utf8Decode(p->s + at + 1, p->len - at - 1, cp);
+		end = at + 1 + (size_t) k;
+	}
+	p->pos = end;
+	return ESC_CHAR;
+}
+
+/* Read one member of a class at p->pos: a code point (*set 0) or a named set (*set its letter). */
+static int
+ParseClassItem(parser *p, uint32_t *cp, uint8_t *set)
+{
+	int			k;
+
+	*set = 0;
+	if (p->s[p->pos] == '\\')
+	{
+		k = ParseEscape(p, true, cp);
+		if (k < 0)
+			return k;
+		if (k == ESC_SET)
+			*set = (uint8_t) *cp;
+		return CBLLM_OK;
+	}
+	k = Utf8Decode(p->s + p->pos, p->len - p->pos, cp);
+	p->pos += (size_t) k;
+	return CBLLM_OK;
+}
+
+/* Add a class member read by ParseClassItem to a->tmp; negate: the class is a [^...]. */
+static int
+AddItem(parser *p, uint32_t cp, uint8_t set, bool negate)
+{
+	if (!(set ? AddNamedSet(p->a, set, negate) : RangeAdd(&p->a->tmp, cp, cp)))
+		return regex_nomem(p->err);
+	return CBLLM_OK;
+}
+
+/* Parse [...] or [^...] at p->pos, with Python's rules for ']' first and '-' last. */
+static int
+ParseClass(parser *p, int32_t *out)
+{
+	size_t		open = p->pos++;
+	bool		negate = p->pos < p->len && p->s[p->pos] == '^';
+	size_t		first;
+	int			rc = CBLLM_OK;
+
+	p->pos += negate;
+	first = p->pos;
+	for (;;)
+	{
+		uint32_t	lo, hi;
+		uint8_t		set1, set2;
+		size_t		from = p->pos;
+
+		if (p->pos >= p->len)
+			return cbllm_fail(p->err, CBLLM_ERR_INVALID,
+							  "regex: unterminated character class at offset %zu", open);
+		if (p->s[p->pos] == ']' && p->pos != first)
+		{
+			p->pos++;
+			break;
+		}
+		if ((rc = ParseClassItem(p, &lo, &set1)) < 0)
+			return rc;
+		if (p->pos >= p->len || p->s[p->pos] != '-')
+			rc = AddItem(p, lo, set1, negate);
+		else if (++p->pos < p->len && p->s[p->pos] == ']')
+			rc = AddItem(p, lo, set1, negate) < 0 ? CBLLM_ERR_NOMEM : AddItem(p, '-', 0, negate);
+		else if (p->pos >= p->len)
+			continue;			/* unterminated: reported above */
+		else if ((rc = ParseClassItem(p, &hi, &set2)) < 0)
+			return rc;
+		else if (set1 || set2 || lo > hi)
+			return cbllm_fail(p->err, CBLLM_ERR_INVALID, "regex: bad character range %.*s at offset %zu",
+							  (int) (p->pos - from), (const char *) p->s + from, from);
+		else if (!RangeAdd(&p->a->tmp, lo, hi))
+			rc = CBLLM_ERR_NOMEM;
+		if (rc < 0)
+			return regex_nomem(p->err);
+	}
+	return ClassNode(p, negate, out);
+}
+
+/* Read the group name at p->pos up to its '>'. */
+static int
+ParseGroupName(parser *p, size_t open)
+{
+	size_t		i = p->pos;
+
+	while (i < p->len && p->s[i] != '>' &&
+		   (p->s[i] == '_' || p->s[i] >= 0x80 || ((p->s[i] | 0x20) >= 'a' && (p->s[i] | 0x20) <= 'z') ||
+			(i > p->pos && p->s[i] >= '0' && p->s[i] <= '9')))
+		i++;
+	if (i == p->pos || i >= p->len || p->s[i] != '>')
+		return cbllm_fail(p->err, CBLLM_ERR_INVALID, "regex: bad group name at offset %zu", open);
+	p->pos = i + 1;
+	return CBLLM_OK;
+}
+
+/* Read what follows "(?" at p->pos - 2: a group kind we take, or a refusal naming the construct. */
+static int
+ParseGroupKind(parser *p, size_t open, bool *comment)
+{
+	const uint8_t *s = p->s + p->pos;
+	size_t		left = p->len - p->pos;
+	const char *what = NULL;
+
+	*comment = false;
+	if (left >= 1 && s[0] == ':')
+		return p->pos++, CBLLM_OK;
+	if (left >= 2 && s[0] == 'P' && s[1] == '<')
+		return p->pos += 2, ParseGroupName(p, open);
+	if (left >= 2 && s[0] == '<' && s[1] != '=' && s[1] != '!')
+		return p->pos += 1, ParseGroupName(p, open);
+	if (left >= 1 && s[0] == '#')
+	{
+		const uint8_t *close = memchr(s, ')', left);
+
+		if (close == NULL)
+			return cbllm_fail(p->err, CBLLM_ERR_INVALID,
+							  "regex: missing ) for the comment opened at offset %zu", open);
+		p->pos += (size_t) (close - s) + 1;
+		*comment = true;
+		return CBLLM_OK;
+	}
+	if (left == 0)
+		return cbllm_fail(p->err, CBLLM_ERR_INVALID, "regex: unterminated group at offset %zu", open);
+	what = s[0] == '=' ? "lookahead (?=" : s[0] == '!' ? "negative lookahead (?!" :
+		left >= 2 && s[0] == '<' && s[1] == '=' ? "lookbehind (?<=" :
+		left >= 2 && s[0] == '<' ? "negative lookbehind (?<!" :
+		left >= 2 && s[0] == 'P' && s[1] == '=' ? "backreference (?P=" :
+		s[0] == '>' ? "atomic group (?>" : NULL;
+	if (what != NULL)
+		return cbllm_fail(p->err, CBLLM_ERR_UNSUPPORTED, "regex: %s at offset %zu is not supported",
+						  what, open);
+	return cbllm_fail(p->err, CBLLM_ERR_UNSUPPORTED, "regex: %s (?%c at offset %zu %s not supported",
+					  s[0] != 0 && strchr("aiLmsux-", s[0]) != NULL ? "inline flags" : "group",
+					  s[0] >= 0x20 && s[0] < 0x7F ? s[0] : '?', open,
+					  s[0] != 0 && strchr("aiLmsux-", s[0]) != NULL ? "are" : "is");
+}
+
+/* Parse a group at p->pos ('('); *out is ATOM_SKIP for a comment. */
+static int
+ParseGroup(parser *p, int32_t *out)
+{
+	size_t		open = p->pos++;
+	bool		comment = false;
+	int			rc;
+
+	if (p->pos < p->len && p->s[p->pos] == '?')
+	{
+		p->pos++;
+		if ((rc = ParseGroupKind(p, open, &comment)) < 0)
+			return rc;
+		if (comment)
+			return *out = ATOM_SKIP, CBLLM_OK;
+	}
+	if (++p->depth > REGEX_MAX_DEPTH)
+		return cbllm_fail(p->err, CBLLM_ERR_UNSUPPORTED,
+						  "regex: groups nested deeper than %d at offset %zu are not supported",
+						  REGEX_MAX_DEPTH, open);
+	if ((rc = ParseAlt(p, out)) < 0)
+		return rc;
+	if (p->pos >= p->len || p->s[p->pos] != ')')
+		return cbllm_fail(p->err, CBLLM_ERR_INVALID,
+						  "regex: missing ) for the group opened at offset %zu", open);
+	p->pos++;
+	p->depth--;
+	return CBLLM_OK;
+}
+
+/* Accept an anchor at offset at (len bytes) where a full match makes it true, else refuse it. */
+static int
+Anchor(parser *p, size_t at, size_t len, bool start, bool first, int32_t *out)
+{
+	if (p->depth > 0 || (start && !first))
+		return cbllm_fail(p->err, CBLLM_ERR_UNSUPPORTED,
+						  "regex: anchor %.*s at offset %zu is not supported (only at the start or "
+						  "end of the pattern or of a top-level alternative)",
+						  (int) len, (const char *) p->s + at, at);
+	if (!start && p->end_at < 0)
+		p->end_at = (int64_t) at, p->end_len = (int) len;
+	*out = ATOM_ANCHOR;
+	return CBLLM_OK;
+}
+
+/* Parse one atom at p->pos; first: nothing precedes it in its branch.  *out a node or ATOM_*. */
+static int
+ParseAtom(parser *p, bool first, int32_t *out)
+{
+	size_t		at = p->pos;
+	uint8_t		c = p->s[at];
+	uint32_t	cp;
+	int			k;
+
+	if (c == '(')
+		return ParseGroup(p, out);
+	if (c == '[')
+		return ParseClass(p, out);
+	if (c == '^' || c == '$')
+		return p->pos++, Anchor(p, at, 1, c == '^', first, out);
+	if (c == '.')
+	{
+		p->pos++;
+		return RangeAdd(&p->a->tmp, '\n', '\n') ? ClassNode(p, true, out) : regex_nomem(p->err);
+	}
+	if (c != '\\')
+	{
+		p->pos += (size_t) Utf8Decode(p->s + at, p->len - at, &cp);
+		return RangeAdd(&p->a->tmp, cp, cp) ? ClassNode(p, false, out) : regex_nomem(p->err);
+	}
+	if ((k = ParseEscape(p, false, &cp)) < 0)
+		return k;
+	if (k == ESC_START || k == ESC_END)
+		return Anchor(p, at, 2, k == ESC_START, first, out);
+	if (!(k == ESC_SET ? AddNamedSet(p->a, (uint8_t) cp, false) : RangeAdd(&p->a->tmp, cp, cp)))
+		return regex_nomem(p->err);
+	return ClassNode(p, false, out);
+}
+
+/* Read decimal digits at s[*i..] (saturating); -1 when there are none. */
+static int64_t
+ReadCount(const parser *p, size_t *i)
+{
+	int64_t		v = -1;
+
+	for (; *i < p->len && p->s[*i] >= '0' && p->s[*i] <= '9'; (*i)++)
+		v = v < 0 ? p->s[*i] - '0' : v > 100000000 ? v : v * 10 + (p->s[*i] - '0');
+	return v;
+}
+
+/* Read a quantifier at p->pos: 1 with its counts, 0 when there is none (a '{' is then a literal). */
+static int
+ParseQuantifier(parser *p, int32_t *min, int32_t *max)
+{
+	size_t		at = p->pos;
+	size_t		i = at + 1;
+	uint8_t		c = p->s[at];
+	int64_t		lo = c == '+' ? 1 : 0;
+	int64_t		hi = c == '?' ? 1 : INF_REPEAT;
+
+	if (c == '{')
+	{
+		lo = ReadCount(p, &i);
+		if (i < p->len && p->s[i] == ',')
+		{
+			i++;
+			hi = ReadCount(p, &i);
+			lo = lo < 0 ? 0 : lo;
+		}
+		else if ((hi = lo) < 0)
+			return 0;
+		if (i >= p->len || p->s[i] != '}')
+			return 0;
+		if (lo > REGEX_MAX_REPEAT || hi > REGEX_MAX_REPEAT)
+			return cbllm_fail(p->err, CBLLM_ERR_UNSUPPORTED,
+							  "regex: repeat count %lld at offset %zu is over the limit of %d",
+							  (long long) (lo > REGEX_MAX_REPEAT ? lo : hi), at, REGEX_MAX_REPEAT);
+		if (hi >= 0 && hi < lo)
+			return cbllm_fail(p->err, CBLLM_ERR_INVALID,
+							  "regex: repeat at offset %zu has its maximum below its minimum", at);
+		i++;
+	}
+	else if (c != '*' && c != '+' && c != '?')
+		return 0;
+	if (i < p->len && p->s[i] == '+')
+		return cbllm_fail(p->err, CBLLM_ERR_UNSUPPORTED,
+						  "regex: possessive quantifier at offset %zu is not supported", i);
+	i += i < p->len && p->s[i] == '?';	/* lazy: the same strings */
+	p->pos = i;
+	*min = (int32_t) lo;
+	*max = (int32_t) hi;
+	return 1;
+}
+
+/* Whether an end anchor ($, \Z, \z) is at p->pos. */
+static bool
+AtEndAnchor(const parser *p)
+{
+	return p->s[p->pos] == '$' || (p->s[p->pos] == '\\' && p->pos + 1 < p->len &&
+								   (p->s[p->pos + 1] == 'Z' || p->s[p->pos + 1] == 'z'));
+}
+
+/* Move the stack's entries from base up into a CAT or ALT node. */
+static int
+ListNode(parser *p, node_kind kind, int32_t base, int32_t *out)
+{
+	ast		   *a = p->a;
+	int32_t		n = a->n_stack - base;
+
+	if (!GROW(a->kids, a->cap_kids, a->n_kids + n))
+		return regex_nomem(p->err);
+	memcpy(a->kids + a->n_kids, a->stack + base, sizeof(int32_t) * n);
+	a->n_stack = base;
+	a->n_kids += n;
+	return NewNode(p, kind, a->n_kids - n, n, -1, out);
+}
+
+/* Parse a branch: atoms and their quantifiers up to '|', ')' or the end. */
+static int
+ParseCat(parser *p, int32_t *out)
+{
+	ast		   *a = p->a;
+	int32_t		base = a->n_stack;
+	bool		can_repeat = false;
+	bool		repeated = false;
+	int			rc;
+
+	while (p->pos < p->len && p->s[p->pos] != '|' && p->s[p->pos] != ')')
+	{
+		size_t		at = p->pos;
+		int32_t		min = 0,
+					max = 0,
+					node;
+
+		if (p->end_at >= 0 && !AtEndAnchor(p))
+			return cbllm_fail(p->err, CBLLM_ERR_UNSUPPORTED,
+							  "regex: anchor %.*s at offset %lld is not supported (only at the start or "
+							  "end of the pattern or of a top-level alternative)", p->end_len,
+							  (const char *) p->s + p->end_at, (long long) p->end_at);
+		if ((rc = ParseQuantifier(p, &min, &max)) < 0)
+			return rc;
+		if (rc > 0 && !can_repeat)
+			return cbllm_fail(p->err, CBLLM_ERR_INVALID, "regex: %s at offset %zu",
+							  repeated ? "multiple repeat" : "nothing to repeat", at);
+		if (rc > 0)
+		{
+			if ((rc = NewNode(p, N_REPEAT, min, max, a->stack[a->n_stack - 1], &node)) < 0)
+				return rc;
+			a->stack[a->n_stack - 1] = node;
+			can_repeat = false;
+			repeated = true;
+			continue;
+		}
+		if ((rc = ParseAtom(p, a->n_stack == base, &node)) < 0)
+			return rc;
+		if (node == ATOM_SKIP)
+			continue;
+		can_repeat = node >= 0;
+		repeated = false;
+		if (node < 0)
+			continue;
+		if (!GROW(a->stack, a->cap_stack, a->n_stack + 1))
+			return regex_nomem(p->err);
+		a->stack[a->n_stack++] = node;
+	}
+	if (a->n_stack - base == 1)
+		return *out = a->stack[--a->n_stack], CBLLM_OK;
+	if (a->n_stack == base)
+		return NewNode(p, N_EMPTY, 0, 0, -1, out);
+	return ListNode(p, N_CAT, base, out);
+}
+
+/* Parse an alternation of branches at p->pos. */
+static int
+ParseAlt(parser *p, int32_t *out)
+{
+	ast		   *a = p->a;
+	int32_t		base = a->n_stack;
+
+	for (;;)
+	{
+		int32_t		node;
+		int			rc;
+
+		if ((rc = ParseCat(p, &node)) < 0)
+			return rc;
+		if (!GROW(a->stack, a->cap_stack, a->n_stack + 1))
+			return regex_nomem(p->err);
+		a->stack[a->n_stack++] = node;
+		if (p->pos >= p->len || p->s[p->pos] != '|')
+			break;
+		p->pos++;
+		if (p->depth == 0)
+			p->end_at = -1;
+	}
+	if (a->n_stack - base == 1)
+		return *out = a->stack[--a->n_stack], CBLLM_OK;
+	return ListNode(p, N_ALT, base, out);
+}
+
+/* Parse the whole pattern into a (which the caller frees). */
+int
+regex_parse(const char *pattern, size_t len, ast *a, cbllm_err *err)
+{
+	parser		p = {.s = (const uint8_t *) pattern, .len = len, .end_at = -1, .a = a, .err = err};
+	size_t		bad;
+	int			rc;
+
+	memset(a, 0, sizeof(*a));
+	if (len > REGEX_MAX_PATTERN)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "regex: the pattern is longer than %d bytes",
+						  REGEX_MAX_PATTERN);
+	if ((bad = Utf8Check(p.s, len)) < len)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "regex: invalid UTF-8 at offset %zu", bad);
+	if ((rc = ParseAlt(&p, &a->root)) < 0)
+		return rc;
+	if (p.pos < len)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "regex: unbalanced ) at offset %zu", p.pos);
+	return CBLLM_OK;
+}
+
+/* ------------------------------------------------------------- writing */
+
+/* Append code point cp as a pattern character, escaped where it could mean something else. */
+static int
+PutChar(cbllm_buf *out, uint32_t cp)
+{
+	uint8_t		b[12];
+	int			n;
+
+	if (cp < 0x20 || cp == 0x7F)
+		n = snprintf((char *) b, sizeof(b), "\\x{%X}", (unsigned) cp);
+	else if (cp < 0x80 && !((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z') && !(cp >= '0' && cp <= '9'))
+		n = 2, b[0] = '\\', b[1] = (uint8_t) cp;
+	else
+		n = Utf8Encode(cp, b);
+	return cbllm_buf_append(out, b, (size_t) n);
+}
+
+/*
+ * Escape each metacharacter with a backslash and each control byte as \xHH;
+ * other bytes pass as they are.  CBLLM_ERR_INVALID (no message: there is no
+ * err) for s that is not UTF-8, which no pattern can spell.
+ */
+int
+regex_escape(const char *s, size_t n, cbllm_buf *out)
+{
+	const uint8_t *u = (const uint8_t *) s;
+	int			rc = CBLLM_OK;
+
+	if (Utf8Check(u, n) < n)
+		return CBLLM_ERR_INVALID;
+	for (size_t i = 0; i < n && rc == CBLLM_OK; i++)
+	{
+		char		x[5];
+
+		if (u[i] < 0x20 || u[i] == 0x7F)
+			rc = cbllm_buf_append(out, x, (size_t) snprintf(x, sizeof(x), "\\x%02X", u[i]));
+		else if (strchr("\\.^$|?*+()[]{}", u[i]) != NULL)
+			rc = cbllm_buf_append(out, (char[2]) {'\\', (char) u[i]}, 2);
+		else
+			rc = cbllm_buf_append(out, s + i, 1);
+	}
+	return rc;
+}
+
+/* Append the class of ranges r[0..n) (sorted, disjoint, not empty) in the form that is shorter. */
+static int
+PutClass(cbllm_buf *out, const cprange *r, int32_t n)
+{
+	rangeset	c = {0};
+	int			rc = CBLLM_OK;
+
+	if (n == 1 && r[0].lo == r[0].hi)
+		return PutChar(out, r[0].lo);
+	if (r[n - 1].hi == CP_MAX)	/* write [^...] of the complement */
+	{
+		if (!RangeAddComplement(&c, r, n))
+			return CBLLM_ERR_NOMEM;
+		if (c.n > 0)
+			r = c.r, n = c.n;
+	}
+	rc = cbllm_buf_append(out, c.n > 0 ? "[^" : "[", c.n > 0 ? 2 : 1);
+	for (int32_t i = 0; i < n && rc == CBLLM_OK; i++)
+	{
+		rc = PutChar(out, r[i].lo);
+		if (rc == CBLLM_OK && r[i].hi > r[i].lo)
+			rc = cbllm_buf_append(out, "-", 1) < 0 ? CBLLM_ERR_NOMEM : PutChar(out, r[i].hi);
+	}
+	free(c.r);
+	return rc < 0 ? rc : cbllm_buf_append(out, "]", 1);
+}
+
+/* Append node of a (possible[] says which nodes match some string) as a pattern. */
+static int
+PutNode(cbllm_buf *out, const ast *a, const bool *possible, int32_t node)
+{
+	const rnode *t = &a->nodes[node];
+	bool		first = true;
+	int			rc = CBLLM_OK;
+	char		q[32];
+
+	switch (t->kind)
+	{
+		case N_EMPTY:
+			return CBLLM_OK;
+		case N_CLASS:
+			return PutClass(out, a->ranges.r + t->a, t->b);
+		case N_CAT:
+		case N_ALT:
+			for (int32_t i = 0; i < t->b && rc == CBLLM_OK; i++)
+			{
+				int32_t		kid = a->kids[t->a + i];
+				bool		wrap = t->kind == N_CAT && a->nodes[kid].kind == N_ALT;
+
+				if (t->kind == N_ALT && !possible[kid])
+					continue;
+				if (t->kind == N_ALT && !first)
+					rc = cbllm_buf_append(out, "|", 1);
+				first = false;
+				if (rc == CBLLM_OK && wrap)
+					rc = cbllm_buf_append(out, "(?:", 3);
+				if (rc == CBLLM_OK)
+					rc = PutNode(out, a, possible, kid);
+				if (rc == CBLLM_OK && wrap)
+					rc = cbllm_buf_append(out, ")", 1);
+			}
+			return rc;
+		case N_REPEAT:
+			if (!possible[t->child])
+				return CBLLM_OK;	/* min is 0: only the empty string is left */
+			if (a->nodes[t->child].kind == N_CLASS)
+				rc = PutNode(out, a, possible, t->child);
+			else if ((rc = cbllm_buf_append(out, "(?:", 3)) == CBLLM_OK &&
+					 (rc = PutNode(out, a, possible, t->child)) == CBLLM_OK)
+				rc = cbllm_buf_append(out, ")", 1);
+			if (t->b == INF_REPEAT && t->a <= 1)
+				snprintf(q, sizeof(q), "%s", t->a == 0 ? "*" : "+");
+			else if (t->b == INF_REPEAT)
+				snprintf(q, sizeof(q), "{%d,}", (int) t->a);
+			else if (t->a == 0 && t->b == 1)
+				snprintf(q, sizeof(q), "?");
+			else if (t->a == t->b)
+				snprintf(q, sizeof(q), "{%d}", (int) t->a);
+			else
+				snprintf(q, sizeof(q), "{%d,%d}", (int) t->a, (int) t->b);
+			return rc < 0 ? rc : cbllm_buf_append(out, q, strlen(q));
+	}
+	return CBLLM_ERR_INTERNAL;
+}
+
+/* Remove from every class of a the characters a JSON string must escape. */
+static bool
+JsonFilter(ast *a)
+{
+	static const cprange allowed[] = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, CP_MAX}};
+
+	for (int32_t i = 0; i < a->n_nodes; i++)
+	{
+		rnode	   *t = &a->nodes[i];
+		int32_t		first = a->ranges.n;
+
+		if (t->kind != N_CLASS)
+			continue;
+		for (int32_t j = 0; j < t->b; j++)
+		{
+			cprange		r = a->ranges.r[t->a + j];
+
+			for (int k = 0; k < 3; k++)
+				if (!RangeAdd(&a->ranges, r.lo > allowed[k].lo ? r.lo : allowed[k].lo,
+							  r.hi < allowed[k].hi ? r.hi : allowed[k].hi))
+					return false;
+		}
+		t->a = first;
+		t->b = a->ranges.n - first;
+	}
+	return true;
+}
+
+/*
+ * Parse, drop the characters JSON must escape from every class, find which
+ * nodes still match something (children come before parents, so one pass
+ * does it), and write the possible part of the tree back out.
+ */
+int
+regex_json_string_body(const char *pattern, size_t len, cbllm_buf *out, cbllm_err *err)
+{
+	ast			a;
+	bool	   *possible = NULL;
+	int			rc = regex_parse(pattern, len, &a, err);
+
+	if (rc == CBLLM_OK && (!JsonFilter(&a) || (possible = malloc(a.n_nodes + 1)) == NULL))
+		rc = regex_nomem(err);
+	for (int32_t i = 0; rc == CBLLM_OK && i < a.n_nodes; i++)	/* children come first */
+	{
+		const rnode *t = &a.nodes[i];
+
+		possible[i] = t->kind != N_ALT;
+		if (t->kind == N_CLASS)
+			possible[i] = t->b > 0;
+		else if (t->kind == N_REPEAT)
+			possible[i] = t->a == 0 || possible[t->child];
+		for (int32_t j = 0; (t->kind == N_CAT || t->kind == N_ALT) && j < t->b; j++)
+			possible[i] = t->kind == N_CAT ? possible[i] && possible[a.kids[t->a + j]] :
+				possible[i] || possible[a.kids[t->a + j]];
+	}
+	if (rc == CBLLM_OK && !possible[a.root])
+	{
+		size_t		n = len > 64 ? 64 : len;	/* quoted up to a character's start */
+
+		while (n < len && n > 0 && (pattern[n] & 0xC0) == 0x80)
+			n--;
+		rc = cbllm_fail(err, CBLLM_ERR_INVALID, "regex: the pattern %.*s%s matches no string a JSON "
+						"string can hold without escapes", (int) n, pattern, n < len ? "..." : "");
+	}
+	else if (rc == CBLLM_OK && (rc = PutNode(out, &a, possible, a.root)) < 0)
+		rc = regex_nomem(err);
+	free(possible);
+	regex_ast_free(&a);
+	return rc;
+}
