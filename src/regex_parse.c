@@ -116,6 +116,7 @@ Utf8Check(const uint8_t *s, size_t n)
 		i += k;
 	return i;
 }
+
 /* --------------------------------------------------- code-point ranges */
 
 /* Append [lo, hi] less the surrogates (nothing when lo > hi); false when out of memory. */
@@ -256,6 +257,7 @@ PythonSet(uint8_t letter)
 
 /* ---------------------------------------------------------------- parse */
 
+/* A parse under way. */
 typedef struct parser
 {
 	const uint8_t *s;

@@ -1,6 +1,6 @@
 /*
  * fuzz_json_schema.c: json_schema_to_regex (src/json_schema.c) over
- * arbitrary schema text, and the regex compiler (src/regex.c) over what it
+ * arbitrary schema text, and the regex compiler (src/regex_*.c) over what it
  * makes.  Promised: a refusal leaves the output as it was and has a
  * status of the documented ones and a message, a NUL-terminated line
  * starting "json_schema: "; an accepted schema gives a regex of at most

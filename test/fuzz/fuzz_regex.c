@@ -1,6 +1,6 @@
 /*
  * fuzz_regex.c: regex_compile, regex_json_string_body and regex_escape
- * (src/regex.c) on a pattern of the input's bytes.  An automaton compiled
+ * (src/regex_*.c) on a pattern of the input's bytes.  An automaton compiled
  * must keep the promises of regex.h: every next state in [-1, n_states),
  * dist[s] 0 exactly at accepting states and otherwise 1 + the least dist
  * of its successors (so every state is live), every state reachable from

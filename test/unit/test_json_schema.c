@@ -1,6 +1,6 @@
 /*
  * test_json_schema.c: JSON Schema to regex (json_schema.c) through the regex
- * compiler (regex.c).  Each fixture of test/data/json_schemas (README.md
+ * compiler (regex_parse.c, regex_dfa.c).  Each fixture of test/data/json_schemas (README.md
  * there) compiles, its "valid" documents match and its "invalid" and
  * "outside" ones do not; each keyword outside the subset, malformed schema
  * and schema that admits nothing is refused with its exact message; limits
