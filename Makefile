@@ -85,6 +85,8 @@ ENGINE_SRCS = \
 	src/engine.c \
 	src/engine_step.c \
 	src/engine_constraint.c \
+	src/engine_sample.c \
+	src/logprobs_json.c \
 	src/ipc.c \
 	src/engine_server.c \
 	src/request_params.c \
@@ -117,6 +119,7 @@ UNIT_TESTS = \
 	build/test/test_json_schema \
 	build/test/test_constraint \
 	build/test/test_logits_process \
+	build/test/test_logprobs \
 	build/test/test_completions \
 	build/test/test_kv_cache \
 	build/test/test_block_manager \

@@ -100,6 +100,9 @@ typedef enum CbllmEngineState
 /* The largest piece payload in one output frame; a frame is a 4-byte length, then the bytes. */
 #define CBLLM_FRAME_MAX 4096
 #define CBLLM_FRAME_HEADER 4
+/* Set in a frame's length: the frame is the next part of the logprobs stream, not text. */
+#define CBLLM_FRAME_LOGPROBS 0x80000000u
+#define CBLLM_FRAME_LEN(h) ((h) & ~CBLLM_FRAME_LOGPROBS)
 /* The smallest output ring: two of the largest frames. */
 #define CBLLM_MIN_OUTPUT_BUFFER (2 * (CBLLM_FRAME_MAX + CBLLM_FRAME_HEADER))
 
@@ -298,8 +301,8 @@ CbllmClaimRefusal CbllmSlotClaim(bool async, int *slot_out, uint64 *serial_out, 
 void		CbllmSlotSubmit(int slot, uint32 worker_generation);
 bool		CbllmSlotGiveUp(int slot, uint64 serial);
 void		CbllmWakeWorker(void);
-bool		CbllmSlotRead(int slot, uint64 serial, StringInfo buf, int max_frames,
-						  CbllmReadResult *res);
+bool		CbllmSlotRead(int slot, uint64 serial, StringInfo buf, StringInfo logprobs,
+						  int max_frames, CbllmReadResult *res);
 CbllmSlotState CbllmSlotStateOf(int slot, uint64 serial);
 void		CbllmParkedFreeOwnedBy(int pid);
 void		CbllmParkedRecover(void);
@@ -370,7 +373,8 @@ void		CbllmRelease(CbllmHandle *h);
 void		CbllmCancel(CbllmHandle *h);
 void		CbllmRaiseFailure(int errcode_in, const char *msg);
 void		CbllmCollect(CbllmHandle *h, StringInfo buf);
-void		CbllmCollectResult(CbllmHandle *h, StringInfo buf, CbllmReadResult *res);
+void		CbllmCollectResult(CbllmHandle *h, StringInfo buf, StringInfo logprobs,
+							   CbllmReadResult *res);
 
 /* ---- the generating forms, over any input (sql_generate.c) ---- */
 
@@ -407,6 +411,7 @@ Datum		CbllmCompletions(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep);
 #define CBLLM_ARG_CONTROLS_JSON 9
 #define CBLLM_N_CONTROLS 5
 #define CBLLM_ARG_FORM 16
+#define CBLLM_ARG_LOGPROBS 17	/* llm_completions, llm_chat_completions: after n */
 
 /* sql_constraint.c: the regex of a call's json_schema, regex or choices (NULL: none); raises. */
 char	   *CbllmConstraintRegex(FunctionCallInfo fcinfo, int *len);

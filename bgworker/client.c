@@ -140,6 +140,8 @@ ArgsHint(cbllm_request_field field)
 		case CBLLM_FIELD_FREQUENCY_PENALTY:
 		case CBLLM_FIELD_PRESENCE_PENALTY:
 			return "Use 0 to turn the penalty off.";
+		case CBLLM_FIELD_LOGPROBS:
+			return "Give NULL for no logprobs, 0 for the chosen tokens' only.";
 		case CBLLM_FIELD_N_BIAS:
 		case CBLLM_FIELD_CONSTRAINT_LEN:
 		case CBLLM_FIELD_DEFAULTS:
@@ -518,7 +520,7 @@ PollPieces(CbllmHandle *h, StringInfo buf, int max_pieces, bool *failed, int *er
 {
 	CbllmReadResult res;
 
-	(void) CbllmSlotRead(h->slot, h->serial, buf, max_pieces, &res);
+	(void) CbllmSlotRead(h->slot, h->serial, buf, NULL, max_pieces, &res);
 	*failed = res.failed;
 	*errcode_out = res.errcode;
 	if (res.over)
@@ -556,11 +558,12 @@ CbllmCollect(CbllmHandle *h, StringInfo buf)
 }
 
 /*
- * Wait for h to finish, collecting its output into buf and its finish and
- * token counts into res; raises on failure.
+ * Wait for h to finish, collecting its output into buf, its logprobs stream
+ * into logprobs (NULL: dropped) and its finish and token counts into res;
+ * raises on failure.
  */
 void
-CbllmCollectResult(CbllmHandle *h, StringInfo buf, CbllmReadResult *res)
+CbllmCollectResult(CbllmHandle *h, StringInfo buf, StringInfo logprobs, CbllmReadResult *res)
 {
 	bool		failed;
 	int			code;
@@ -569,7 +572,7 @@ CbllmCollectResult(CbllmHandle *h, StringInfo buf, CbllmReadResult *res)
 
 	for (;;)
 	{
-		(void) CbllmSlotRead(h->slot, h->serial, buf, 0, &r);
+		(void) CbllmSlotRead(h->slot, h->serial, buf, logprobs, 0, &r);
 		if (r.over)
 			break;
 		CbllmWait(h);

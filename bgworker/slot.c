@@ -114,23 +114,34 @@ RingWrite(CbllmSlot *s, uint64 pos, const char *src, int n)
 		memcpy(CbllmSlotOut(s), src + first, n - first);
 }
 
-/* Append the payloads of the frames in data[0..len) to buf; at most max_frames (0: all). */
+/*
+ * Append the payloads of the text frames in data[0..len) to buf, at most
+ * max_frames of them (0: all), and of the logprobs frames to logprobs (NULL:
+ * dropped).
+ */
 static int
-UnframeInto(const char *data, int len, StringInfo buf, int max_frames)
+UnframeInto(const char *data, int len, StringInfo buf, StringInfo logprobs, int max_frames)
 {
 	int			used = 0,
 				frames = 0;
 
 	while (used + CBLLM_FRAME_HEADER <= len && (max_frames == 0 || frames < max_frames))
 	{
-		uint32		n;
+		uint32		h,
+					n;
 
-		memcpy(&n, data + used, sizeof(n));
+		memcpy(&h, data + used, sizeof(h));
+		n = CBLLM_FRAME_LEN(h);
 		if (used + CBLLM_FRAME_HEADER + (int) n > len)
 			break;				/* cannot happen: frames are written whole */
-		appendBinaryStringInfo(buf, data + used + CBLLM_FRAME_HEADER, n);
+		if ((h & CBLLM_FRAME_LOGPROBS) == 0)
+		{
+			appendBinaryStringInfo(buf, data + used + CBLLM_FRAME_HEADER, n);
+			frames++;
+		}
+		else if (logprobs != NULL)
+			appendBinaryStringInfo(logprobs, data + used + CBLLM_FRAME_HEADER, n);
 		used += CBLLM_FRAME_HEADER + n;
-		frames++;
 	}
 	return used;
 }
@@ -372,7 +383,8 @@ CbllmSlotGiveUp(int slot, uint64 serial)
  * is over (res says how it ended).
  */
 bool
-CbllmSlotRead(int slot, uint64 serial, StringInfo buf, int max_frames, CbllmReadResult *res)
+CbllmSlotRead(int slot, uint64 serial, StringInfo buf, StringInfo logprobs, int max_frames,
+			  CbllmReadResult *res)
 {
 	CbllmSlot  *s = CbllmGetSlot(slot);
 	CbllmSlotState st;
@@ -381,7 +393,8 @@ CbllmSlotRead(int slot, uint64 serial, StringInfo buf, int max_frames, CbllmRead
 				tail;
 	int			avail,
 				used,
-				len0 = buf->len;
+				len0 = buf->len,
+				lp0 = logprobs ? logprobs->len : 0;
 	char	   *copy;
 
 	memset(res, 0, sizeof(*res));
@@ -407,7 +420,8 @@ CbllmSlotRead(int slot, uint64 serial, StringInfo buf, int max_frames, CbllmRead
 			return true;
 		}
 		if (e.data != 0)
-			(void) UnframeInto(dsa_get_address(ResultArea(), (dsa_pointer) e.data), e.len, buf, 0);
+			(void) UnframeInto(dsa_get_address(ResultArea(), (dsa_pointer) e.data), e.len, buf,
+							   logprobs, 0);
 		ParkedFreeData(&e);
 		res->failed = e.failed;
 		res->errcode = e.errcode;
@@ -423,7 +437,7 @@ CbllmSlotRead(int slot, uint64 serial, StringInfo buf, int max_frames, CbllmRead
 		/* copy outside the lock: [tail, head) is ours until we advance tail */
 		copy = palloc(avail);
 		RingRead(s, tail, copy, avail);
-		used = UnframeInto(copy, avail, buf, max_frames);
+		used = UnframeInto(copy, avail, buf, logprobs, max_frames);
 		pfree(copy);
 	}
 	else
@@ -441,6 +455,11 @@ CbllmSlotRead(int slot, uint64 serial, StringInfo buf, int max_frames, CbllmRead
 		SpinLockRelease(&s->mutex);
 		buf->len = len0;
 		buf->data[len0] = '\0';
+		if (logprobs != NULL)
+		{
+			logprobs->len = lp0;
+			logprobs->data[lp0] = '\0';
+		}
 		return false;
 	}
 	s->out_tail += used;
@@ -593,7 +612,7 @@ CbllmSlotDeliver(int slot, uint64 serial, const char *data, int len, bool *cance
 		int			frame;
 
 		memcpy(&n, data + used, sizeof(n));
-		frame = CBLLM_FRAME_HEADER + (int) n;
+		frame = CBLLM_FRAME_HEADER + (int) CBLLM_FRAME_LEN(n);
 		if ((int) (head + used - tail) + frame > cap)
 			break;
 		RingWrite(s, head + used, data + used, frame);

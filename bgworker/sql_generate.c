@@ -195,15 +195,34 @@ FinishReason(int finish)
 	}
 }
 
+/* The logprobs argument: -1 for NULL (none), else the alternatives wanted per token. */
+static int
+LogprobsArg(FunctionCallInfo fcinfo)
+{
+	int			k;
+
+	if (PG_NARGS() <= CBLLM_ARG_LOGPROBS || PG_ARGISNULL(CBLLM_ARG_LOGPROBS))
+		return -1;
+	k = PG_GETARG_INT32(CBLLM_ARG_LOGPROBS);
+	if (k < 0 || k > CBLLM_MAX_TOP_LOGPROBS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("logprobs must be between 0 and %d, not %d", CBLLM_MAX_TOP_LOGPROBS, k),
+				 errhint("Give NULL for no logprobs, 0 for the chosen tokens' only.")));
+	return k;
+}
+
 /*
  * n completions of one input (argument CBLLM_ARG_FORM), a row each: its
- * number, text, finish reason and token counts.  The n requests are
- * submitted together, each after the first sharing the first's prompt KV
- * (it waits for the first to compute the prompt, then takes its blocks from
- * the prefix cache); a seeded call gives completion i the seed + i - 1.
- * The finish reason is reported, never raised: an output cut short of its
- * constraint is a row with finish_reason 'length'.  The body of
- * llm_completions and llm_chat_completions.
+ * number, text, finish reason, token counts and, when asked (argument
+ * CBLLM_ARG_LOGPROBS), its per-token logprobs as a jsonb array
+ * (logprobs_json.h).  The n requests are submitted together, each after
+ * the first sharing the first's prompt KV (it waits for the first to
+ * compute the prompt, then takes its blocks from the prefix cache); a
+ * seeded call gives completion i the seed + i - 1.  The finish reason is
+ * reported, never raised: an output cut short of its constraint is a row
+ * with finish_reason 'length'.  The body of llm_completions and
+ * llm_chat_completions.
  */
 Datum
 CbllmCompletions(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep)
@@ -211,6 +230,7 @@ CbllmCompletions(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int			n = PG_NARGS() > CBLLM_ARG_FORM && !PG_ARGISNULL(CBLLM_ARG_FORM) ?
 		PG_GETARG_INT32(CBLLM_ARG_FORM) : 1;
+	int			top = LogprobsArg(fcinfo);
 	CbllmRequestArgs a;
 	CbllmHandle h[CBLLM_MAX_COMPLETIONS];
 
@@ -223,6 +243,8 @@ CbllmCompletions(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep)
 		return (Datum) 0;
 	CbllmReadOptions(fcinfo, &a, kind);
 	a.params.report_finish = 1;
+	a.params.logprobs = top >= 0;
+	a.params.top_logprobs = top > 0 ? top : 0;
 	PrepareOrRaise(prep, &a, PG_GETARG_DATUM(0), fcinfo, "the prompt");
 	for (int i = 0; i < n; i++)
 	{
@@ -241,19 +263,29 @@ CbllmCompletions(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep)
 	}
 	for (int i = 0; i < n; i++)
 	{
-		StringInfoData buf;
+		StringInfoData buf,
+					lp;
 		CbllmReadResult res;
-		Datum		v[5];
-		bool		nulls[5] = {false};
+		Datum		v[6];
+		bool		nulls[6] = {false};
 
 		initStringInfo(&buf);
-		CbllmCollectResult(&h[i], &buf, &res);
+		initStringInfo(&lp);
+		appendStringInfoChar(&lp, '[');
+		CbllmCollectResult(&h[i], &buf, top >= 0 ? &lp : NULL, &res);
+		appendStringInfoChar(&lp, ']');
 		v[0] = Int32GetDatum(i + 1);
 		v[1] = PointerGetDatum(CbllmTextFromModel(buf.data, buf.len));
 		v[2] = CStringGetTextDatum(FinishReason(res.finish));
 		v[3] = Int32GetDatum(res.progress.n_prompt);
 		v[4] = Int32GetDatum(res.progress.n_generated);
+		if (top >= 0)
+			v[5] = DirectFunctionCall1(jsonb_in, CStringGetDatum(lp.data));
+		else
+			nulls[5] = true;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
+		pfree(buf.data);
+		pfree(lp.data);
 	}
 	return (Datum) 0;
 }

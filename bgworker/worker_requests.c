@@ -81,15 +81,19 @@ StatusErrcode(int status)
 	}
 }
 
-/* Append len bytes as frames of at most CBLLM_FRAME_MAX bytes, cut only at multiples of unit. */
+/*
+ * Append len bytes as frames of at most CBLLM_FRAME_MAX bytes, cut only at
+ * multiples of unit; flags (CBLLM_FRAME_LOGPROBS or 0) go in each length.
+ */
 static void
-AppendFrames(StringInfo pending, const char *data, size_t len, int unit)
+AppendFrames(StringInfo pending, const char *data, size_t len, int unit, uint32 flags)
 {
 	while (len > 0)
 	{
 		uint32		n = len > CBLLM_FRAME_MAX ? CBLLM_FRAME_MAX - CBLLM_FRAME_MAX % unit : (uint32) len;
+		uint32		h = n | flags;
 
-		appendBinaryStringInfo(pending, (const char *) &n, sizeof(n));
+		appendBinaryStringInfo(pending, (const char *) &h, sizeof(h));
 		appendBinaryStringInfo(pending, data, n);
 		data += n;
 		len -= n;
@@ -309,10 +313,13 @@ ApplyEvent(const cbllm_evt_output *e, const char *text)
 	if (e->text_len > 0)
 	{
 		if (w->kind == CBLLM_REQ_TOKENIZE || w->kind == CBLLM_REQ_TOKEN_COUNT)
-			AppendFrames(&w->pending, text, e->text_len, sizeof(int32));
+			AppendFrames(&w->pending, text, e->text_len, sizeof(int32), 0);
 		else
 			AppendPiece(&w->pending, text, e->text_len);
 	}
+	if (e->logprobs_len > 0)
+		AppendFrames(&w->pending, text + e->text_len + e->error_len, e->logprobs_len, 1,
+					 CBLLM_FRAME_LOGPROBS);
 	w->progress = e->progress;
 	RecordTimings(w, e);
 	if (e->finish != CBLLM_FINISH_NONE)

@@ -153,7 +153,12 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- 'cancelled'.  The completions share the prompt's KV: the first computes
 -- it, the others take its blocks and compute only its last partial block.
 -- With a seed, completion i samples from seed + i - 1.  The options are
--- llm_generate's.
+-- llm_generate's.  logprobs (NULL: none) asks for each generated token's
+-- log-probability with that many most likely alternatives (0 to 20): a jsonb
+-- array with an object per token, {"token", "id", "logprob",
+-- "top_logprobs": [{"token", "id", "logprob"}, ...]}, from the distribution
+-- after the penalties, logit_bias and constraint, at temperature 1 (a token
+-- the constraint forbids is never an alternative).
 CREATE FUNCTION llm_completions(prompt text,
                          max_tokens integer DEFAULT 256,
                          temperature double precision DEFAULT NULL,
@@ -170,9 +175,10 @@ CREATE FUNCTION llm_completions(prompt text,
                          frequency_penalty double precision DEFAULT NULL,
                          presence_penalty double precision DEFAULT NULL,
                          logit_bias jsonb DEFAULT NULL,
-                         n integer DEFAULT 1)
+                         n integer DEFAULT 1,
+                         logprobs integer DEFAULT NULL)
 RETURNS TABLE (completion integer, text text, finish_reason text, prompt_tokens integer,
-               completion_tokens integer)
+               completion_tokens integer, logprobs jsonb)
 AS 'MODULE_PATHNAME', 'llm_completions'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
 
@@ -194,9 +200,10 @@ CREATE FUNCTION llm_chat_completions(messages jsonb,
                          presence_penalty double precision DEFAULT NULL,
                          logit_bias jsonb DEFAULT NULL,
                          n integer DEFAULT 1,
+                         logprobs integer DEFAULT NULL,
                          template_kwargs jsonb DEFAULT NULL)
 RETURNS TABLE (completion integer, text text, finish_reason text, prompt_tokens integer,
-               completion_tokens integer)
+               completion_tokens integer, logprobs jsonb)
 AS 'MODULE_PATHNAME', 'llm_chat_completions'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
 

@@ -140,7 +140,27 @@ typedef struct cbllm_sampling
 	int			n_bias;			/* [0, CBLLM_MAX_LOGIT_BIAS] */
 	const int32_t *bias_ids;	/* (n_bias) token ids, copied at submit */
 	const float *bias_values;	/* (n_bias) added to their logits, each in [-100, 100] */
+	bool		logprobs;		/* report each generated token's log-probability (cbllm_logprob) */
+	int			top_logprobs;	/* [0, CBLLM_MAX_TOP_LOGPROBS]: and that many most likely
+								 * alternatives at each step */
 } cbllm_sampling;
+
+/*
+ * One generated token's log-probability and the most likely tokens at its
+ * step.  The distribution is the one after the request's penalties,
+ * logit_bias and constraint mask (logits_process.h, steps 1-4), at
+ * temperature 1 and before min_p, top_k and top_p: what the model with the
+ * request's rules makes of the step, not how the sampler then narrowed it.
+ * A token the constraint forbids has no probability and is never listed.
+ */
+typedef struct cbllm_logprob
+{
+	int32_t		id;				/* the generated token */
+	float		logprob;		/* its natural log-probability (<= 0) */
+	int32_t		n_top;			/* [0, top_logprobs]: fewer when fewer tokens are possible */
+	int32_t		top_ids[CBLLM_MAX_TOP_LOGPROBS];	/* (n_top) most likely first; ties by id */
+	float		top_logprobs[CBLLM_MAX_TOP_LOGPROBS];	/* (n_top) */
+} cbllm_logprob;
 
 /* Greedy, 16 tokens, no stop strings. */
 cbllm_sampling cbllm_sampling_default(void);
@@ -189,6 +209,9 @@ typedef struct cbllm_output
 {
 	const int32_t *tokens;		/* tokens generated since the last take */
 	int			n_tokens;
+	const cbllm_logprob *logprobs;	/* (n_logprobs) one per token of tokens when the request
+									 * asked for logprobs; NULL otherwise */
+	int			n_logprobs;
 	const char *text;			/* text completed since the last take */
 	size_t		text_len;
 	cbllm_finish finish;		/* NONE while running */

@@ -558,6 +558,8 @@ cbllm_engine_take(cbllm_engine *e, int64_t id, cbllm_output *out, cbllm_err *err
 	n_gen = (r->lingering ? r->linger_tokens : r->n_tokens) - r->n_prompt;
 	out->tokens = r->tokens + r->n_prompt + r->gen_taken;
 	out->n_tokens = n_gen - r->gen_taken;
+	out->logprobs = r->sp.logprobs && r->lp != NULL ? r->lp + r->gen_taken : NULL;
+	out->n_logprobs = out->logprobs != NULL ? out->n_tokens : 0;
 	out->text = r->text.data ? r->text.data + r->text_taken : "";
 	out->text_len = r->text_ready - r->text_taken;
 	out->finish = r->lingering && r->state != REQ_FINISHED ? CBLLM_FINISH_NONE : r->finish;

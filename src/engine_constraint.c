@@ -1,64 +1,14 @@
 /*
  * engine_constraint.c: the engine's compiled constraints (constraint.h),
  * kept by their text so that every request with the same JSON schema,
- * regex or choices shares one automaton and its cached masks; the
- * vocabulary's trie and the per-thread scratch the constrained sampling
- * writes into, made at the first constrained request; and the sampling of
- * one row under its controls (constraint, penalties, logit bias, min_p).
+ * regex or choices shares one automaton and its cached masks, and the
+ * vocabulary's trie, made at the first constrained request.  They are
+ * applied in engine_sample.c.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine_internal.h"
-#include "logits_process.h"
-
-/* Free the scratch of controlled sampling. */
-static void
-FreeScratch(cbllm_engine *e)
-{
-	for (int i = 0; i < e->n_samplers; i++)
-	{
-		if (e->c_logits)
-			free(e->c_logits[i]);
-		if (e->c_mask)
-			free(e->c_mask[i]);
-		if (e->c_seen)
-			free(e->c_seen[i]);
-	}
-	free(e->c_logits);
-	free(e->c_mask);
-	free(e->c_seen);
-	e->c_logits = NULL;
-	e->c_mask = NULL;
-	e->c_seen = NULL;
-}
-
-/*
- * The per-thread scratch of controlled sampling, made on first use: the
- * processed logits, a budgeted mask and the penalties' token marks.
- */
-int
-engine_sample_scratch(cbllm_engine *e, cbllm_err *err)
-{
-	int			words = (e->n_sample_ids + 31) / 32;
-
-	if (e->c_logits != NULL)
-		return CBLLM_OK;
-	e->c_logits = calloc(e->n_samplers, sizeof(float *));
-	e->c_mask = calloc(e->n_samplers, sizeof(uint32_t *));
-	e->c_seen = calloc(e->n_samplers, sizeof(uint32_t *));
-	if (e->c_logits == NULL || e->c_mask == NULL || e->c_seen == NULL)
-		goto nomem;
-	for (int i = 0; i < e->n_samplers; i++)
-		if ((e->c_logits[i] = malloc(sizeof(float) * e->n_sample_ids)) == NULL ||
-			(e->c_mask[i] = malloc(sizeof(uint32_t) * words)) == NULL ||
-			(e->c_seen[i] = malloc(sizeof(uint32_t) * e->n_sample_ids)) == NULL)
-			goto nomem;
-	return CBLLM_OK;
-nomem:
-	FreeScratch(e);
-	return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory for the sampling controls");
-}
 
 /* Build the trie and the scratch on first use. */
 static int
@@ -160,39 +110,7 @@ engine_constraints_free(cbllm_engine *e)
 		free(x);
 	}
 	e->n_constraints = 0;
-	FreeScratch(e);
+	engine_sample_scratch_free(e);
 	constraint_vocab_free(e->cvocab);
 	e->cvocab = NULL;
-}
-
-/*
- * Sample r's next token from logits through its controls (logits_process.h)
- * on compute thread thread: penalties, logit bias, and under a constraint
- * only the tokens that keep the text on a path to a full match (within the
- * tokens r may still generate).  When no token can continue a constraint
- * (a vocabulary without the bytes it needs, or a complete text and no
- * end-of-turn token), r is marked dead and request_append_token ends it.
- */
-int32_t
-engine_sample_controlled(cbllm_engine *e, cbllm_request *r, const float *logits, int thread)
-{
-	constraint_step st = {0};
-	sampler_params spp = request_sampler_params(r);
-
-	if (r->cons != NULL)
-	{
-		int			remaining = r->sp.max_tokens - (r->n_tokens - r->n_prompt);
-		int			room = e->params.max_model_len - r->n_tokens;
-
-		remaining = room < remaining ? room : remaining;
-		constraint_next(r->cons->c, r->cstate, remaining, e->c_mask[thread], &st);
-		if (st.n_allowed == 0 && (!st.complete || e->gen.n_eos == 0))
-		{
-			r->cons_dead = true;
-			return 0;
-		}
-	}
-	logits_process(logits, e->n_sample_ids, &r->sp, r->tokens, r->n_prompt,
-				   r->n_tokens - r->n_prompt, st.mask, e->c_seen[thread], e->c_logits[thread]);
-	return sampler_sample(e->samplers[thread], e->c_logits[thread], &spp, &r->rng);
 }

@@ -114,7 +114,10 @@ int			engine_constraint_acquire(cbllm_engine *e, const char *text, size_t len,
 									  engine_constraint **out, cbllm_err *err);
 void		engine_constraint_release(cbllm_engine *e, engine_constraint *x);
 void		engine_constraints_free(cbllm_engine *e);
+
+/* engine_sample.c */
 int			engine_sample_scratch(cbllm_engine *e, cbllm_err *err);
+void		engine_sample_scratch_free(cbllm_engine *e);
 int32_t		engine_sample_controlled(cbllm_engine *e, cbllm_request *r, const float *logits,
 									 int thread);
 

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "logprobs_json.h"
 #include "request_params.h"
 #include "tokenizer.h"
 
@@ -33,6 +34,10 @@ typedef struct server_req
 	int64_t		engine_id;		/* 0 when the engine has no part in it (or forgot it) */
 	cbllm_buf	out;			/* output not yet posted */
 	size_t		out_posted;		/* bytes of out already posted */
+	cbllm_buf	lp;				/* logprobs JSON not yet posted (a stream the supervisor wraps
+								 * in [ ]) */
+	size_t		lp_posted;
+	bool		lp_started;		/* a record has been written: the next one needs a comma */
 	bool		finished;		/* the end is known; posted with the last bytes */
 	int			finish;
 	int			status;
@@ -102,6 +107,7 @@ DropReq(server *sv, int i)
 	if (q->engine_id != 0)
 		cbllm_engine_abort(sv->engine, q->engine_id, NULL);
 	cbllm_buf_free(&q->out);
+	cbllm_buf_free(&q->lp);
 	memset(q, 0, sizeof(*q));
 }
 
@@ -345,7 +351,16 @@ TakeOutputs(server *sv)
 			EndReq(q, CBLLM_FINISH_ERROR, rc, err.msg);
 			continue;
 		}
-		if (o.text_len > 0 && cbllm_buf_append(&q->out, o.text, o.text_len) != CBLLM_OK)
+		if (o.n_logprobs > 0)
+		{
+			bool		first = !q->lp_started;
+
+			rc = logprobs_json_append(cbllm_engine_tokenizer(sv->engine), o.logprobs, o.n_logprobs,
+									  &first, &q->lp);
+			q->lp_started = !first;
+		}
+		if (rc != CBLLM_OK ||
+			(o.text_len > 0 && cbllm_buf_append(&q->out, o.text, o.text_len) != CBLLM_OK))
 		{
 			cbllm_engine_abort(sv->engine, q->engine_id, NULL);
 			EndReq(q, CBLLM_FINISH_ERROR, CBLLM_ERR_NOMEM, "out of memory for the output");
@@ -355,6 +370,7 @@ TakeOutputs(server *sv)
 		if (o.n_tokens > 0 || p.phase != q->progress.phase ||
 			p.n_generated != q->progress.n_generated || o.text_len > 0)
 			q->dirty = true;
+		q->dirty = q->dirty || o.n_logprobs > 0;
 		q->n_tokens += o.n_tokens;
 		q->progress = p;
 		if (o.finish != CBLLM_FINISH_NONE)	/* the engine forgot it with this take */
@@ -402,6 +418,7 @@ PostEvents(server *sv)
 			size_t		fixed = sizeof(cbllm_msg_header) + sizeof(e);
 			size_t		room,
 						n,
+						m,
 						elen;
 			bool		last;
 
@@ -412,7 +429,10 @@ PostEvents(server *sv)
 			n = Chunk(q, room > elen ? room - elen : 0);
 			if (n == 0 && q->out.len > q->out_posted)
 				return any;		/* no room for a whole character yet */
-			last = q->finished && q->out_posted + n == q->out.len;
+			m = q->lp.len - q->lp_posted;
+			if (m > (room > elen + n ? room - elen - n : 0))
+				m = room > elen + n ? room - elen - n : 0;
+			last = q->finished && q->out_posted + n == q->out.len && q->lp_posted + m == q->lp.len;
 			e.slot = i;
 			e.serial = q->serial;
 			e.progress = q->progress;
@@ -421,26 +441,36 @@ PostEvents(server *sv)
 			e.status = last ? q->status : 0;
 			e.text_len = (int32_t) n;
 			e.error_len = last ? (int32_t) elen : 0;
-			/* text and error go out as one second part: copy them together */
+			e.logprobs_len = (int32_t) m;
+			/* text, error and logprobs go out as one second part: copy them together */
 			memcpy(sv->msg, &e, sizeof(e));
 			memcpy(sv->msg + sizeof(e), q->out.data + q->out_posted, n);
 			if (e.error_len > 0)
 				memcpy(sv->msg + sizeof(e) + n, q->error, elen);
-			if (!cbllm_ring_put(r, CBLLM_EVT_OUTPUT, sv->msg, sizeof(e) + n + (size_t) e.error_len,
-								NULL, 0))
+			if (m > 0)
+				memcpy(sv->msg + sizeof(e) + n + e.error_len, q->lp.data + q->lp_posted, m);
+			if (!cbllm_ring_put(r, CBLLM_EVT_OUTPUT, sv->msg,
+								sizeof(e) + n + (size_t) e.error_len + m, NULL, 0))
 				return any;
 			any = true;
 			q->out_posted += n;
+			q->lp_posted += m;
 			q->n_tokens = 0;
 			if (q->out_posted == q->out.len)
 			{
 				q->out.len = 0;
 				q->out_posted = 0;
-				q->dirty = false;
 			}
+			if (q->lp_posted == q->lp.len)
+			{
+				q->lp.len = 0;
+				q->lp_posted = 0;
+			}
+			q->dirty = q->out.len > 0 || q->lp.len > 0;
 			if (last)
 			{
 				cbllm_buf_free(&q->out);
+				cbllm_buf_free(&q->lp);
 				memset(q, 0, sizeof(*q));
 			}
 		}

@@ -44,7 +44,7 @@
 #include "request_progress.h"
 
 #define CBLLM_IPC_MAGIC 0x434c4c4dU	/* "MLLC" */
-#define CBLLM_IPC_VERSION 10
+#define CBLLM_IPC_VERSION 11
 #define CBLLM_IPC_REASON_LEN 512
 
 
@@ -104,7 +104,7 @@ typedef struct cbllm_cmd_abort
 
 enum cbllm_evt_type
 {
-	CBLLM_EVT_OUTPUT = 1		/* cbllm_evt_output, then text, then error */
+	CBLLM_EVT_OUTPUT = 1		/* cbllm_evt_output, then text, then error, then logprobs */
 };
 
 typedef struct cbllm_evt_output
@@ -117,6 +117,8 @@ typedef struct cbllm_evt_output
 	int32_t		status;			/* when finish is ERROR: a cbllm status code (what kind of error) */
 	int32_t		text_len;		/* bytes after this struct */
 	int32_t		error_len;		/* bytes after the text */
+	int32_t		logprobs_len;	/* bytes after the error: the next part of the request's
+								 * logprobs stream (logprobs_json.h), cut anywhere */
 } cbllm_evt_output;
 
 /* Check a submit command's parameters by the rules of a request (request_params.h) and its

@@ -93,6 +93,11 @@ logits_process(const float *in, int n, const cbllm_sampling *sp, const int32_t *
 	for (int k = 0; k < sp->n_bias; k++)
 		if (sp->bias_ids[k] >= 0 && sp->bias_ids[k] < n)
 			out[sp->bias_ids[k]] += sp->bias_values[k];
+}
+
+void
+logits_min_p(float *out, int n, const cbllm_sampling *sp)
+{
 	if (sp->min_p > 0 && sp->temperature > 0)
 		MinP(out, n, sp->min_p, sp->temperature);
 }

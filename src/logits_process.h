@@ -28,13 +28,17 @@
 bool		logits_process_active(const cbllm_sampling *sp);
 
 /*
- * out = in (n logits) with sp's controls applied, for a sequence whose
+ * out = in (n logits) with sp's steps 1-4 applied, for a sequence whose
  * tokens are prompt (n_prompt) then generated (n_gen) ids; mask (NULL:
  * none) is the constraint's.  seen is n words of scratch the caller keeps
- * (any contents).
+ * (any contents).  Per-token logprobs (cbllm_logprob) are read here,
+ * before step 5.
  */
 void		logits_process(const float *in, int n, const cbllm_sampling *sp,
 						   const int32_t *tokens, int n_prompt, int n_gen, const uint32_t *mask,
 						   uint32_t *seen, float *out);
+
+/* Step 5 over the n logits out, in place: min_p at sp's temperature (nothing when off). */
+void		logits_min_p(float *out, int n, const cbllm_sampling *sp);
 
 #endif

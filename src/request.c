@@ -247,7 +247,7 @@ request_create(cbllm_engine *e, const cbllm_request_input *in, const cbllm_sampl
 		return rc;
 	}
 	r->cstate = CONSTRAINT_START;
-	r->controlled = r->cons != NULL || logits_process_active(&r->sp);
+	r->controlled = r->cons != NULL || logits_process_active(&r->sp) || r->sp.logprobs;
 	if (r->controlled && (rc = engine_sample_scratch(e, err)) != CBLLM_OK)
 	{
 		engine_constraint_release(e, r->cons);
@@ -275,6 +275,7 @@ request_free(cbllm_request *r)
 	free(r->tokens);
 	free(r->bias_ids);
 	free(r->bias_values);
+	free(r->lp);
 	bm_table_free(&r->table);
 	cbllm_buf_free(&r->text);
 	free(r);
@@ -396,6 +397,25 @@ PushToken(cbllm_request *r, int32_t token)
 	return CBLLM_OK;
 }
 
+/* Keep the step's logprobs record as generated token n_gen's (from 1). */
+static int
+PushLogprob(cbllm_request *r, int n_gen)
+{
+	if (n_gen > r->cap_lp)
+	{
+		int			cap = r->cap_lp > 0 ? r->cap_lp * 2 : 16;
+		cbllm_logprob *lp;
+
+		cap = cap < n_gen ? n_gen : cap;
+		if ((lp = realloc(r->lp, sizeof(cbllm_logprob) * (size_t) cap)) == NULL)
+			return CBLLM_ERR_NOMEM;
+		r->lp = lp;
+		r->cap_lp = cap;
+	}
+	r->lp[n_gen - 1] = r->lp_next;
+	return CBLLM_OK;
+}
+
 /*
  * A constrained request with no token to go on with: ended complete when its
  * text is a full match (a vocabulary without an end-of-turn token), else
@@ -432,6 +452,9 @@ request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_fin
 	*why = CBLLM_FINISH_NONE;
 	if (r->cons != NULL && (r->cons_dead || constraint_advance(r->cons->c, r->cstate, token) < 0))
 		return ConstraintDeadEnd(r, why);
+	/* the record first: a token is never output without it */
+	if (r->sp.logprobs && PushLogprob(r, r->n_tokens - r->n_prompt + 1) != CBLLM_OK)
+		return CBLLM_ERR_NOMEM;
 	if (PushToken(r, token) != CBLLM_OK)
 		return CBLLM_ERR_NOMEM;
 	n_gen = r->n_tokens - r->n_prompt;

@@ -57,8 +57,12 @@ typedef struct cbllm_request
 									 * (share_prompt_with); NULL: free to be admitted */
 	struct cbllm_request **followers;	/* (n_followers) requests waiting for this one's prompt */
 	int			n_followers;
-	bool		controlled;		/* a constraint or logits controls (logits_process.h): sampled by
-								 * engine_sample_controlled on the host */
+	bool		controlled;		/* a constraint, logits controls (logits_process.h) or logprobs:
+								 * sampled by engine_sample_controlled on the host */
+	cbllm_logprob lp_next;		/* sp.logprobs: the step's record, written by the sampling (on a
+								 * compute thread) and kept by request_append_token */
+	cbllm_logprob *lp;			/* (cap_lp) sp.logprobs: one record per generated token */
+	int			cap_lp;
 	int32_t    *bias_ids;		/* (sp.n_bias) its logit_bias, owned (sp points here) */
 	float	   *bias_values;	/* (sp.n_bias) */
 	/* padded static batching (CBLLM_BATCH_STATIC_PADDED): */

@@ -38,6 +38,7 @@ typedef enum cbllm_request_kind
 
 #define CBLLM_MAX_STOP 8		/* stop strings of one request */
 #define CBLLM_MAX_LOGIT_BIAS 1024	/* logit_bias entries of one request */
+#define CBLLM_MAX_TOP_LOGPROBS 20	/* alternatives reported at each generated token */
 #define CBLLM_MAX_REPETITION_PENALTY 100	/* the largest repetition_penalty */
 #define CBLLM_MAX_BIAS 100		/* logit_bias values lie in [-CBLLM_MAX_BIAS, CBLLM_MAX_BIAS] */
 #define CBLLM_MAX_FREQ_PENALTY 2	/* frequency and presence penalties lie in [-2, 2] */

@@ -124,6 +124,10 @@ cbllm_request_check(const cbllm_request_limits *lim, const cbllm_request_params 
 		if (p->n_bias < 0 || p->n_bias > CBLLM_MAX_LOGIT_BIAS)
 			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_N_BIAS, field, msg, len,
 						"logit_bias may hold at most %d entries, not %d", CBLLM_MAX_LOGIT_BIAS, p->n_bias);
+		if (p->top_logprobs < 0 || p->top_logprobs > CBLLM_MAX_TOP_LOGPROBS)
+			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_LOGPROBS, field, msg, len,
+						"logprobs must be between 0 and %d, not %d", CBLLM_MAX_TOP_LOGPROBS,
+						p->top_logprobs);
 		if ((p->defaults & ~(int32_t) CBLLM_DEFAULT_ALL) != 0)
 			return Fail(CBLLM_CHECK_INVALID, CBLLM_FIELD_DEFAULTS, field, msg, len,
 						"unknown defaults bits 0x%x", (unsigned) p->defaults);
@@ -202,6 +206,8 @@ cbllm_request_params_to_engine(const cbllm_request_params *p, const char *bytes,
 	sp->repetition_penalty = (float) p->repetition_penalty;
 	sp->frequency_penalty = (float) p->frequency_penalty;
 	sp->presence_penalty = (float) p->presence_penalty;
+	sp->logprobs = p->logprobs != 0;
+	sp->top_logprobs = p->top_logprobs;
 	if (p->n_bias > 0)
 	{
 		/* ids then values, each an aligned array in the block */
@@ -251,4 +257,6 @@ cbllm_request_params_from_sampling(const cbllm_sampling *sp, cbllm_request_param
 	p->frequency_penalty = sp->frequency_penalty;
 	p->presence_penalty = sp->presence_penalty;
 	p->n_bias = sp->n_bias;
+	p->logprobs = sp->logprobs;
+	p->top_logprobs = sp->top_logprobs;
 }

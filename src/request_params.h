@@ -70,6 +70,9 @@ typedef struct cbllm_request_params
 								 * share_serial) has the same prompt, and this one shares its
 								 * KV (cbllm_request_input.share_prompt_with); 0: none */
 	uint64_t	share_serial;
+	int32_t		logprobs;		/* nonzero: report each generated token's log-probability */
+	int32_t		top_logprobs;	/* [0, CBLLM_MAX_TOP_LOGPROBS]: alternatives with each
+								 * (ignored without logprobs) */
 } cbllm_request_params;
 
 /* One logit_bias entry as the payload holds it. */
@@ -116,6 +119,7 @@ typedef enum cbllm_request_field
 	CBLLM_FIELD_FREQUENCY_PENALTY,
 	CBLLM_FIELD_PRESENCE_PENALTY,
 	CBLLM_FIELD_N_BIAS,			/* too many logit_bias entries (or a negative count) */
+	CBLLM_FIELD_LOGPROBS,		/* top_logprobs out of range */
 	CBLLM_FIELD_BYTES			/* prompt and stop strings together over the limit: CBLLM_CHECK_TOO_LARGE */
 } cbllm_request_field;
 

@@ -632,6 +632,36 @@ DrawProb(const float *prob, const double *bsum, int n, double total, double u)
 	return 0;
 }
 
+/* The log-sum-exp of the logits and their k most likely tokens' log-probabilities. */
+float
+sampler_logprobs(cbllm_sampler *s, const float *logits, int k, int32_t *ids, float *lps, int *n_top)
+{
+	int			n = s->vocab,
+				g;
+	float		mx = LogitsMax(logits, n),
+				lse;
+	double		total = 0;
+
+	*n_top = 0;
+	if (!isfinite(mx))
+		return -INFINITY;
+	ExpScaled(logits, n, mx, 1.0f, s->prob, s->bsum);
+	for (int b = 0; b * SUM_BLOCK < n; b++)
+		total += s->bsum[b];
+	lse = mx + (float) log(total);
+	if (k <= 0)
+		return lse;
+	g = TopKLogits(s, logits, n, k < n ? k : n, mx);
+	qsort(s->c, g, sizeof(cand), CandCmp);
+	for (int i = 0; i < g && s->c[i].p > -INFINITY; i++)
+	{
+		ids[i] = s->c[i].id;
+		lps[i] = s->c[i].p - lse;
+		*n_top = i + 1;
+	}
+	return lse;
+}
+
 /* Choose a token: greedy when temperature is 0, else sample from the filtered softmax. */
 int32_t
 sampler_sample(cbllm_sampler *s, const float *logits, const sampler_params *p, cbllm_rng *rng)

@@ -46,6 +46,15 @@ int32_t		sampler_argmax(const float *logits, int n);
  */
 float		sampler_exp_nonpositive(float x);
 
+/*
+ * The log-probabilities of logits (vocab_size floats) at temperature 1: the
+ * log-sum-exp is returned (-inf when no logit is finite), and the k most
+ * likely tokens (largest first, ties by smaller id; never an impossible one)
+ * go to ids and lps, *n_top of them.
+ */
+float		sampler_logprobs(cbllm_sampler *s, const float *logits, int k, int32_t *ids, float *lps,
+							 int *n_top);
+
 /* Choose a token from logits (vocab_size floats). */
 int32_t		sampler_sample(cbllm_sampler *s, const float *logits, const sampler_params *p,
 						   cbllm_rng *rng);

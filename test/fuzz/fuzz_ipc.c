@@ -62,6 +62,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 				for (int k = 0; k < c.params.n_stop; k++)
 					sum += c.params.stop_len[k];
+				sum += c.params.constraint_len + (int64_t) c.params.n_bias * 8;	/* id and bias */
 				FUZZ_CHECK(c.slot >= 0 && c.slot < N_SLOTS && c.params.n_stop >= 0 &&
 						   c.params.n_stop <= CBLLM_MAX_STOP, "an accepted submit names a slot");
 				FUZZ_CHECK((size_t) sum + sizeof(c) == plen, "an accepted submit's lengths add up");
@@ -86,8 +87,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 			memcpy(&e, payload, sizeof(e));
 			if (cbllm_evt_output_check(&e, plen, N_SLOTS) == NULL)
-				FUZZ_CHECK(e.text_len >= 0 && e.error_len >= 0 &&
-						   sizeof(e) + (size_t) e.text_len + (size_t) e.error_len == plen,
+				FUZZ_CHECK(e.text_len >= 0 && e.error_len >= 0 && e.logprobs_len >= 0 &&
+						   sizeof(e) + (size_t) e.text_len + (size_t) e.error_len +
+						   (size_t) e.logprobs_len == plen,
 						   "an accepted event's lengths add up");
 		}
 	}

@@ -197,9 +197,10 @@ PutSubmit(cbllm_ring *r, const cbllm_request_params *p, const void *bytes, size_
 		exit(1);
 }
 
-/* Append an output event for slot 1 with text, and an error when it ends in one. */
+/* Append an output event for slot 1 with text, an error when it ends in one, and logprobs. */
 static void
-PutOutput(cbllm_ring *r, const char *text, int finish, const char *error)
+PutOutputLogprobs(cbllm_ring *r, const char *text, int finish, const char *error,
+				  const char *logprobs)
 {
 	char		buf[512];
 	cbllm_evt_output e;
@@ -216,10 +217,20 @@ PutOutput(cbllm_ring *r, const char *text, int finish, const char *error)
 	e.status = finish == CBLLM_FINISH_ERROR ? CBLLM_ERR_INVALID : 0;
 	e.text_len = (int32_t) strlen(text);
 	e.error_len = error ? (int32_t) strlen(error) : 0;
+	e.logprobs_len = logprobs ? (int32_t) strlen(logprobs) : 0;
 	memcpy(buf, text, (size_t) e.text_len);
 	memcpy(buf + e.text_len, error ? error : "", (size_t) e.error_len);
-	if (!cbllm_ring_put(r, CBLLM_EVT_OUTPUT, &e, sizeof(e), buf, (size_t) (e.text_len + e.error_len)))
+	memcpy(buf + e.text_len + e.error_len, logprobs ? logprobs : "", (size_t) e.logprobs_len);
+	if (!cbllm_ring_put(r, CBLLM_EVT_OUTPUT, &e, sizeof(e), buf,
+						(size_t) (e.text_len + e.error_len + e.logprobs_len)))
 		exit(1);
+}
+
+/* Append an output event for slot 1 with text, and an error when it ends in one. */
+static void
+PutOutput(cbllm_ring *r, const char *text, int finish, const char *error)
+{
+	PutOutputLogprobs(r, text, finish, error, NULL);
 }
 
 /* The ipc seeds: sound traffic of every kind, across the ring's end, and each corrupt command. */
@@ -244,6 +255,17 @@ RingSeeds(void)
 	PutSubmit(r, &p, bytes, sizeof(bytes) - 1);
 	PutOutput(r, "wrapped", CBLLM_FINISH_STOP, NULL);
 	RingSeed("submit_across_the_end", r);
+
+	r = NewRing(0);
+	p.logprobs = 1;
+	p.top_logprobs = 2;
+	PutSubmit(r, &p, bytes, sizeof(bytes) - 1);
+	PutOutputLogprobs(r, " Once", CBLLM_FINISH_NONE, NULL,
+					  "{\"token\":\" Once\",\"id\":9,\"logprob\":-0.5,\"top_logprobs\":[");
+	PutOutputLogprobs(r, "", CBLLM_FINISH_LENGTH, NULL, "]}");
+	RingSeed("output_with_logprobs", r);
+	p.logprobs = 0;
+	p.top_logprobs = 0;
 
 	r = NewRing(0);
 	memset(&p, 0, sizeof(p));

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cbllm.h"
+#include "logprobs_json.h"
 #include "engine_server.h"
 #include "fixture.h"
 #include "ipc.h"
@@ -59,6 +60,7 @@ typedef struct proc
 typedef struct reply
 {
 	cbllm_buf	out;
+	cbllm_buf	lp;				/* the logprobs stream */
 	int			finish;
 	int			status;
 	char		error[512];
@@ -213,6 +215,7 @@ Drain(proc *p, reply *replies, const uint64_t *serials)
 			const char *text = buf + sizeof(cbllm_msg_header) + sizeof(e);
 
 			cbllm_buf_append(&r->out, text, (size_t) e.text_len);
+			cbllm_buf_append(&r->lp, text + e.text_len + e.error_len, (size_t) e.logprobs_len);
 			r->events++;
 			if (e.finish != CBLLM_FINISH_NONE)
 			{
@@ -248,20 +251,24 @@ Collect(proc *p, reply *replies, const uint64_t *serials, int n, int ms)
 /*
  * The text of a request in this process, as the engine process must give
  * it: prm, with its prompt and stop strings at bytes, through the same
- * translation to the engine API; NULL when the engine refuses it.
+ * translation to the engine API; NULL when the engine refuses it.  With
+ * logprobs, also the JSON the engine process must write of its logprobs.
  */
 static char *
-LocalRun(cbllm_engine *e, const cbllm_request_params *prm, const char *bytes)
+LocalRunLogprobs(cbllm_engine *e, const cbllm_request_params *prm, const char *bytes,
+				 char **logprobs)
 {
 	cbllm_sampling sp;
 	cbllm_request_input in;
-	cbllm_buf	all = {0};
+	cbllm_buf	all = {0},
+				lp = {0};
 	cbllm_output o;
 	cbllm_err	err;
 	char	   *held;
 	int64_t		id;
 	int			active,
 				rc;
+	bool		first = true;
 
 	rc = cbllm_request_params_to_engine(prm, bytes, &in, &sp, &held);
 	if (rc == CBLLM_OK)
@@ -274,9 +281,22 @@ LocalRun(cbllm_engine *e, const cbllm_request_params *prm, const char *bytes)
 		cbllm_engine_step(e, &active, &err);
 		cbllm_engine_take(e, id, &o, &err);
 		cbllm_buf_append(&all, o.text, o.text_len);
+		logprobs_json_append(cbllm_engine_tokenizer(e), o.logprobs, o.n_logprobs, &first, &lp);
 	} while (o.finish == CBLLM_FINISH_NONE);
 	cbllm_buf_append(&all, "", 1);
+	cbllm_buf_append(&lp, "", 1);
+	if (logprobs != NULL)
+		*logprobs = lp.data;
+	else
+		cbllm_buf_free(&lp);
 	return all.data;
+}
+
+/* The text of a request in this process (LocalRunLogprobs without the logprobs). */
+static char *
+LocalRun(cbllm_engine *e, const cbllm_request_params *prm, const char *bytes)
+{
+	return LocalRunLogprobs(e, prm, bytes, NULL);
 }
 
 /* Greedy text of prompt in this process, as the engine process must give it. */
@@ -315,6 +335,7 @@ Reset(reply *replies, int n)
 	for (int i = 0; i < n; i++)
 	{
 		cbllm_buf_free(&replies[i].out);
+		cbllm_buf_free(&replies[i].lp);
 		memset(&replies[i], 0, sizeof(replies[i]));
 	}
 }
@@ -538,6 +559,34 @@ main(int argc, char **argv)
 				   "the engine API refuses what the SQL check refuses, with its message (%s)", err.msg);
 		}
 		free(want);
+	}
+	Reset(replies, N_SLOTS);
+
+	/* ---- logprobs travel as their own stream beside the text */
+	{
+		/* the prompt, then a logit_bias that keeps the end-of-turn token out: 200 tokens */
+		char		bytes[16 + sizeof(cbllm_bias_entry)] = "Once upon a time";
+		cbllm_bias_entry no_eos = {tokenizer_eos_id(cbllm_engine_tokenizer(local)), -100};
+		cbllm_request_params prm = {.kind = CBLLM_REQ_GENERATE, .max_tokens = 200, .temperature = 1,
+			.top_p = 1, .has_seed = true, .seed = 9, .prompt_len = 16, .n_bias = 1, .logprobs = 1,
+		.top_logprobs = CBLLM_MAX_TOP_LOGPROBS};
+		char	   *want,
+				   *text;
+
+		memcpy(bytes + 16, &no_eos, sizeof(no_eos));
+		text = LocalRunLogprobs(local, &prm, bytes, &want);
+
+		serials[0] = 160;
+		SubmitParams(&p, 0, 160, &prm, bytes);
+		TAP_OK(Collect(&p, replies, serials, 1, 60000), "a request with logprobs finishes");
+		cbllm_buf_append(&replies[0].out, "", 1);
+		cbllm_buf_append(&replies[0].lp, "", 1);
+		TAP_OK(want != NULL && strlen(want) > 50000 && strcmp(want, replies[0].lp.data) == 0,
+			   "its logprobs stream (%zu bytes in %d events) is the JSON of the same request run in "
+			   "this process", replies[0].lp.len - 1, replies[0].events);
+		TAP_OK(text != NULL && strcmp(text, replies[0].out.data) == 0, "and its text is unchanged");
+		free(want);
+		free(text);
 	}
 	Reset(replies, N_SLOTS);
 

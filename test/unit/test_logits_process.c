@@ -111,6 +111,7 @@ TestCases(const float *rows, int n_rows, int vocab, const char *out_path)
 			mask[w] = (uint32_t) rng_next(&g) | 1u;
 		RandomControls(&g, &sp, bias_ids, bias_values, vocab);
 		logits_process(in, vocab, &sp, tokens, n_prompt, n_gen, masked ? mask : NULL, seen, out);
+		logits_min_p(out, vocab, &sp);
 		changed += memcmp(in, out, sizeof(float) * vocab) != 0;
 		fprintf(f, "{\"temperature\":%.9g,\"min_p\":%.9g,\"repetition_penalty\":%.9g,"
 				"\"frequency_penalty\":%.9g,\"presence_penalty\":%.9g,\"bias\":[",

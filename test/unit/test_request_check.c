@@ -87,6 +87,10 @@ With(cbllm_request_field f, double v)
 		case CBLLM_FIELD_N_BIAS:
 			a.n_bias = (int32_t) v;
 			break;
+		case CBLLM_FIELD_LOGPROBS:
+			a.logprobs = 1;
+			a.top_logprobs = (int32_t) v;
+			break;
 		case CBLLM_FIELD_STOP_LEN:
 			a.n_stop = 2;
 			a.stop_len[0] = 3;
@@ -138,6 +142,8 @@ TestMessagesAndFields(void)
 		"presence_penalty must be between -2 and 2, not -3"},
 		{CBLLM_FIELD_N_BIAS, 1025, CBLLM_CHECK_INVALID, "logit_bias may hold at most 1024 entries, not 1025"},
 		{CBLLM_FIELD_N_BIAS, -1, CBLLM_CHECK_INVALID, "logit_bias may hold at most 1024 entries, not -1"},
+		{CBLLM_FIELD_LOGPROBS, 21, CBLLM_CHECK_INVALID, "logprobs must be between 0 and 20, not 21"},
+		{CBLLM_FIELD_LOGPROBS, -1, CBLLM_CHECK_INVALID, "logprobs must be between 0 and 20, not -1"},
 		{CBLLM_FIELD_BYTES, 70000, CBLLM_CHECK_TOO_LARGE, "prompt is too large: 70000 bytes, the limit is 65536"}};
 	char		msg[256];
 	cbllm_request_field f = CBLLM_FIELD_MAX_TOKENS;
