@@ -396,10 +396,34 @@ CudaGatherRows(cbllm_backend *be, const float *x, const int32_t *rows, int n, in
 		Note(c, cuda_gather_rows(x, c->d_rows, n, dim, out, c->stream, &c->err));
 }
 
-/* Draw each row's token on the device; only the ids come back. */
+/* Upload the step's constraint masks (n_masks rows of words words), growing their buffer. */
 static int
-CudaSample(cbllm_backend *be, const float *logits, int n_rows, int vocab,
-		   int n_ids, const sampler_row *p, int32_t *tokens, cbllm_err *err)
+UploadMasks(cuda_ctx *c, const uint32_t *masks, int n_masks, int words, cbllm_err *err)
+{
+	size_t		need = (size_t) n_masks * (size_t) words;
+	int			rc;
+
+	if (need > c->masks_cap)
+	{
+		/* the stream may still read the old buffer: wait before freeing it */
+		if ((rc = cuda_stream_sync(c->stream, err)) != CBLLM_OK)
+			return rc;
+		cuda_free(c->d_masks);
+		c->d_masks = NULL;
+		c->masks_cap = 0;
+		if ((rc = cuda_alloc((void **) &c->d_masks, sizeof(uint32_t) * need, err)) != CBLLM_OK)
+			return rc;
+		c->masks_cap = need;
+	}
+	/* pageable host memory: the copy is staged, and done with the source before it returns */
+	return cuda_copy_async(c->d_masks, masks, sizeof(uint32_t) * need, c->stream, err);
+}
+
+/* Draw each row's token on the device, within its constraint's mask; only the ids come back. */
+static int
+CudaSample(cbllm_backend *be, float *logits, int n_rows, int vocab, int n_ids,
+		   const sampler_row *p, const uint32_t *masks, int n_masks, int32_t *tokens,
+		   cbllm_err *err)
 {
 	cuda_ctx   *c = be->ctx;
 	int			rc;
@@ -410,8 +434,14 @@ CudaSample(cbllm_backend *be, const float *logits, int n_rows, int vocab,
 		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "%d rows exceed the GPU workspace", n_rows);
 	memcpy(c->h_sample, p, sizeof(sampler_row) * n_rows);
 	if ((rc = cuda_copy_async(c->d_sample, c->h_sample, sizeof(sampler_row) * n_rows,
-							  c->stream, err)) ||
-		(rc = cuda_sample(logits, n_rows, n_ids, vocab, c->d_sample, c->d_sampled, c->stream, err)) ||
+							  c->stream, err)))
+		return rc;
+	if (n_masks > 0 &&
+		((rc = UploadMasks(c, masks, n_masks, (n_ids + 31) / 32, err)) ||
+		 (rc = cuda_apply_masks(logits, n_rows, n_ids, vocab, c->d_sample, c->d_masks, n_masks,
+								c->stream, err))))
+		return rc;
+	if ((rc = cuda_sample(logits, n_rows, n_ids, vocab, c->d_sample, c->d_sampled, c->stream, err)) ||
 		(rc = cuda_copy_async(c->h_sampled, c->d_sampled, sizeof(int32_t) * n_rows, c->stream,
 							  err)) ||
 		(rc = cuda_stream_sync(c->stream, err)))
@@ -478,6 +508,7 @@ CudaDestroy(cbllm_backend *be)
 		cuda_free(c->d_wtile);
 		cuda_free(c->d_sample);
 		cuda_free(c->d_sampled);
+		cuda_free(c->d_masks);
 		cuda_host_free(c->h_tokens);
 		cuda_host_free(c->h_pos);
 		cuda_host_free(c->h_seq);

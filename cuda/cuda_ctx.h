@@ -70,6 +70,8 @@ typedef struct cuda_ctx
 	int64_t		wtile_elems;	/* 0: no quantized matrix or no step above CUDA_QMATVEC_MAX_T */
 	sampler_row *d_sample;	/* (max_tokens) */
 	int32_t    *d_sampled;		/* (max_tokens) */
+	uint32_t   *d_masks;		/* (masks_cap words) the step's constraint masks, grown on demand */
+	size_t		masks_cap;
 	/* page-locked staging of the same */
 	int32_t    *h_tokens;
 	int32_t    *h_pos;

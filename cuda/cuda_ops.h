@@ -188,6 +188,16 @@ int			cuda_sample(const float *d_logits, int rows, int n, int stride,
 						const sampler_row *d_params, int32_t *d_out, cuda_stream s,
 						cbllm_err *err);
 
+/*
+ * Constrained rows: for each row r of d_logits (rows, stride) whose
+ * d_params[r].mask is k > 0, ids below n that row k - 1 of d_masks (n_masks
+ * rows of (n + 31) / 32 words) does not allow become -inf, in place.  A row
+ * whose index is past n_masks (the caller never gives one) is left as it is.
+ */
+int			cuda_apply_masks(float *d_logits, int rows, int n, int stride,
+							 const sampler_row *d_params, const uint32_t *d_masks, int n_masks,
+							 cuda_stream s, cbllm_err *err);
+
 /* ------------------------------------------------------------- cuda_gemm.cu */
 
 /* A cuBLAS handle (opaque) with its own workspace, so that GEMMs can be captured in graphs. */

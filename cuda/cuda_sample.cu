@@ -314,6 +314,42 @@ cuda_argmax(const float *d_logits, int rows, int n, int32_t *d_out, cuda_stream 
 	return CBLLM_OK;
 }
 
+/* One block per row: the ids its mask does not allow become -inf. */
+__global__ static void
+MaskKernel(float *logits, int n, int stride, const sampler_row *params, const uint32_t *masks,
+		   int n_masks)
+{
+	int			k = params[blockIdx.x].mask;
+	int			words = (n + 31) / 32;
+	float	   *x = logits + (int64_t) blockIdx.x * stride;
+	const uint32_t *m;
+
+	if (k <= 0 || k > n_masks)
+		return;
+	m = masks + (int64_t) (k - 1) * words;
+	for (int i = threadIdx.x; i < n; i += blockDim.x)
+		if (!((m[i >> 5] >> (i & 31)) & 1u))
+			x[i] = -INFINITY;
+}
+
+extern "C" int
+cuda_apply_masks(float *d_logits, int rows, int n, int stride, const sampler_row *d_params,
+				 const uint32_t *d_masks, int n_masks, cuda_stream s, cbllm_err *err)
+{
+	cudaError_t e;
+
+	if (rows <= 0 || n_masks <= 0)
+		return CBLLM_OK;
+	if (n < 1 || n > stride)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "cuda_apply_masks: %d ids of rows of %d", n, stride);
+	CBLLM_LAUNCH(MaskKernel, rows, SAMPLE_THREADS, 0, s, d_logits, n, stride, d_params, d_masks,
+				 n_masks);
+	if ((e = cudaGetLastError()) != cudaSuccess)
+		return cbllm_fail(err, CBLLM_ERR_DEVICE, "CUDA constraint masks failed: %s",
+						  cudaGetErrorString(e));
+	return CBLLM_OK;
+}
+
 extern "C" int
 cuda_sample(const float *d_logits, int rows, int n, int stride, const sampler_row *d_params,
 			int32_t *d_out, cuda_stream s, cbllm_err *err)

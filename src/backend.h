@@ -161,10 +161,13 @@ struct cbllm_backend
 	/*
 	 * Optional: tokens[r] = a token drawn from the first n_ids of row r of
 	 * logits (n_rows, vocab) in backend memory with p[r]; only the ids reach
-	 * the host.
+	 * the host.  masks (host memory: n_masks rows of (n_ids + 31) / 32
+	 * words) are the constraints' of the rows whose p[r].mask names one:
+	 * their other tokens become -inf in logits before the draw.
 	 */
-	int			(*sample) (cbllm_backend *be, const float *logits, int n_rows, int vocab,
-						   int n_ids, const sampler_row *p, int32_t *tokens, cbllm_err *err);
+	int			(*sample) (cbllm_backend *be, float *logits, int n_rows, int vocab, int n_ids,
+						   const sampler_row *p, const uint32_t *masks, int n_masks,
+						   int32_t *tokens, cbllm_err *err);
 	/* Optional: false when the device can no longer run anything (a sticky fault). */
 	bool		(*healthy) (cbllm_backend *be);
 	/* copy n floats of backend memory to host memory */

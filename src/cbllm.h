@@ -246,6 +246,8 @@ typedef struct cbllm_stats
 	int64_t		prefix_hits;	/* of those, found in the cache */
 	double		forward_seconds;
 	int64_t		graph_steps;	/* steps replayed from CUDA graphs */
+	int64_t		tokens_masked_device;	/* constrained tokens drawn on the device, their
+										 * mask applied there */
 } cbllm_stats;
 
 int			cbllm_engine_create(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err);

@@ -81,6 +81,8 @@ struct cbllm_engine
 	float	  **c_logits;		/* (n_samplers) (n_sample_ids) a thread's processed logits */
 	uint32_t  **c_mask;			/* (n_samplers) (mask words) a thread's budgeted mask */
 	uint32_t  **c_seen;			/* (n_samplers) (n_sample_ids) a thread's penalty marks */
+	uint32_t   *dev_masks;		/* (max_num_seqs, mask words) a step's constraint masks for a
+								 * backend that samples on its device; made on first use */
 };
 
 /*
@@ -117,6 +119,8 @@ void		engine_constraints_free(cbllm_engine *e);
 
 /* engine_sample.c */
 int			engine_sample_scratch(cbllm_engine *e, cbllm_err *err);
+bool		engine_constraint_mask(cbllm_engine *e, cbllm_request *r, uint32_t *scratch,
+								   constraint_step *st);
 void		engine_sample_scratch_free(cbllm_engine *e);
 int32_t		engine_sample_controlled(cbllm_engine *e, cbllm_request *r, const float *logits,
 									 int thread);

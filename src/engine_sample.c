@@ -1,9 +1,10 @@
 /*
  * engine_sample.c: sampling one row of logits under a request's controls
  * (the constraint's mask, penalties, logit bias, min_p; logits_process.h),
- * with its per-token logprobs when it asked for them, on the host, and the
- * per-thread scratch that sampling writes into, made at the first request
- * that needs it.
+ * with its per-token logprobs when it asked for them, on the host; a
+ * constrained request's mask for a device that samples (engine_step.c);
+ * and the scratch that sampling writes into, made at the first request that
+ * needs it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +28,11 @@ engine_sample_scratch_free(cbllm_engine *e)
 	free(e->c_logits);
 	free(e->c_mask);
 	free(e->c_seen);
+	free(e->dev_masks);
 	e->c_logits = NULL;
 	e->c_mask = NULL;
 	e->c_seen = NULL;
+	e->dev_masks = NULL;
 }
 
 /*
@@ -60,15 +63,37 @@ nomem:
 }
 
 /*
+ * The tokens constrained request r may generate next, within the tokens it
+ * may still generate (the budget rule): st->mask is the cached mask or
+ * scratch (constraint_mask_words words).  false when no token can continue
+ * the constraint (a vocabulary without the bytes it needs, or a complete
+ * text and no end-of-turn token): r is marked dead, and
+ * request_append_token ends it whatever token is drawn.
+ */
+bool
+engine_constraint_mask(cbllm_engine *e, cbllm_request *r, uint32_t *scratch, constraint_step *st)
+{
+	int			remaining = r->sp.max_tokens - (r->n_tokens - r->n_prompt);
+	int			room = e->params.max_model_len - r->n_tokens;
+
+	remaining = room < remaining ? room : remaining;
+	constraint_next(r->cons->c, r->cstate, remaining, scratch, st);
+	if (st->n_allowed == 0 && (!st->complete || e->gen.n_eos == 0))
+	{
+		r->cons_dead = true;
+		return false;
+	}
+	return true;
+}
+
+/*
  * Sample r's next token from logits through its controls on compute thread
  * thread: penalties, logit bias, and under a constraint only the tokens
  * that keep the text on a path to a full match (within the tokens r may
  * still generate); then, when r asked for logprobs, the distribution's
  * log-sum-exp and top tokens (before min_p), kept in r->lp_next for
- * request_append_token; then min_p and the draw.  When no token can
- * continue a constraint (a vocabulary without the bytes it needs, or a
- * complete text and no end-of-turn token), r is marked dead and
- * request_append_token ends it.
+ * request_append_token; then min_p and the draw.  A request whose
+ * constraint cannot go on (engine_constraint_mask) draws nothing.
  */
 int32_t
 engine_sample_controlled(cbllm_engine *e, cbllm_request *r, const float *logits, int thread)
@@ -79,19 +104,8 @@ engine_sample_controlled(cbllm_engine *e, cbllm_request *r, const float *logits,
 	float		lse = 0;
 	int32_t		tok;
 
-	if (r->cons != NULL)
-	{
-		int			remaining = r->sp.max_tokens - (r->n_tokens - r->n_prompt);
-		int			room = e->params.max_model_len - r->n_tokens;
-
-		remaining = room < remaining ? room : remaining;
-		constraint_next(r->cons->c, r->cstate, remaining, e->c_mask[thread], &st);
-		if (st.n_allowed == 0 && (!st.complete || e->gen.n_eos == 0))
-		{
-			r->cons_dead = true;
-			return 0;
-		}
-	}
+	if (r->cons != NULL && !engine_constraint_mask(e, r, e->c_mask[thread], &st))
+		return 0;
 	logits_process(logits, e->n_sample_ids, &r->sp, r->tokens, r->n_prompt,
 				   r->n_tokens - r->n_prompt, st.mask, e->c_seen[thread], x);
 	if (r->sp.logprobs)

@@ -55,21 +55,48 @@ SampleTask(void *arg, int row, int thread)
 
 /* Whether any of the n step sequences rows[] samples through controls the device lacks. */
 static bool
-AnyControlled(const cbllm_engine *e, const int32_t *rows, int n)
+AnyHostOnly(const cbllm_engine *e, const int32_t *rows, int n)
 {
 	for (int r = 0; r < n; r++)
-		if (StepRequest(e, rows[r])->controlled)
+		if (StepRequest(e, rows[r])->host_only)
 			return true;
 	return false;
 }
 
+typedef struct mask_job
+{
+	cbllm_engine *e;
+	const int32_t *rows;		/* (n) the step's sampled sequences */
+	const sampler_row *p;		/* (n) their mask numbers */
+	int			words;
+} mask_job;
+
+/* One task: the constraint mask of sampled row idx, if it has one, into its place in dev_masks. */
+static void
+MaskTask(void *arg, int idx, int thread)
+{
+	mask_job   *j = arg;
+	cbllm_request *r = StepRequest(j->e, j->rows[idx]);
+	uint32_t   *dst;
+	constraint_step st;
+
+	(void) thread;
+	if (j->p[idx].mask <= 0)
+		return;
+	dst = j->e->dev_masks + (size_t) (j->p[idx].mask - 1) * j->words;
+	if (!engine_constraint_mask(j->e, r, dst, &st))
+		memset(dst, 0, sizeof(uint32_t) * j->words);	/* dead: it ends whatever is drawn */
+	else if (st.mask != dst)
+		memcpy(dst, st.mask, sizeof(uint32_t) * j->words);
+}
+
 /*
  * Sample every sequence that has logits this step: on the backend when it
- * can (only ids come back) and no sequence has a constraint, penalties,
- * logit bias or min_p, else on the host in parallel (such a step takes its
- * logits to the host).  Each request
- * draws from its own generator in both cases, one uniform per sampled
- * (non-greedy) token.
+ * can (only ids come back, and a constrained sequence's mask goes up with
+ * it) and no sequence has penalties, logit bias, min_p or logprobs, else on
+ * the host in parallel (such a step takes its logits to the host).  Each
+ * request draws from its own generator in both cases, one uniform per
+ * sampled (non-greedy) token.
  */
 static int
 SampleStep(cbllm_engine *e, int n_seqs, cbllm_err *err)
@@ -82,10 +109,12 @@ SampleStep(cbllm_engine *e, int n_seqs, cbllm_err *err)
 	for (int i = 0; i < n_seqs; i++)
 		if (e->step_seqs[i].logits != FWD_LOGITS_NONE)
 			rows[n++] = i;
-	if (forward_can_sample(e->fwd) && !AnyControlled(e, rows, n))
+	if (forward_can_sample(e->fwd) && !AnyHostOnly(e, rows, n))
 	{
 		sampler_row p[n > 0 ? n : 1];
 		int32_t		tok[n > 0 ? n : 1];
+		int			n_masks = 0,
+					words = (e->n_sample_ids + 31) / 32;
 
 		for (int r = 0; r < n; r++)
 		{
@@ -96,8 +125,20 @@ SampleStep(cbllm_engine *e, int n_seqs, cbllm_err *err)
 				(float) rng_uniform(&StepRequest(e, rows[r])->rng) : 0.0f;
 			if (p[r].u >= 1.0f)
 				p[r].u = 0.99999994f;	/* a double just below 1 rounds up to 1 as a float */
+			p[r].mask = StepRequest(e, rows[r])->cons != NULL ? ++n_masks : 0;
 		}
-		if ((rc = forward_sample(e->fwd, e->n_sample_ids, p, tok, err)) != CBLLM_OK)
+		if (n_masks > 0)
+		{
+			mask_job	j = {e, rows, p, words};
+
+			if (e->dev_masks == NULL &&
+				(e->dev_masks = malloc(sizeof(uint32_t) * words * e->params.max_num_seqs)) == NULL)
+				return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory for the constraint masks");
+			threadpool_run(e->pool, n, MaskTask, &j);
+			e->stats.tokens_masked_device += n_masks;
+		}
+		if ((rc = forward_sample(e->fwd, e->n_sample_ids, p, e->dev_masks, n_masks, tok,
+								 err)) != CBLLM_OK)
 			return rc;
 		for (int r = 0; r < n; r++)
 			e->step_tokens[rows[r]] = tok[r];

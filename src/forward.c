@@ -378,17 +378,17 @@ forward_can_sample(const cbllm_forward *f)
 	return f->be->sample != NULL;
 }
 
-/* tokens[r] = a token below n_ids drawn by the backend from row r of the last step's logits. */
+/* tokens[r] = a token below n_ids drawn by the backend from row r of the last step's logits, within its mask. */
 int
-forward_sample(cbllm_forward *f, int n_ids, const sampler_row *p, int32_t *tokens,
-			   cbllm_err *err)
+forward_sample(cbllm_forward *f, int n_ids, const sampler_row *p, const uint32_t *masks,
+			   int n_masks, int32_t *tokens, cbllm_err *err)
 {
 	if (f->be->sample == NULL)
 		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "the %s backend does not sample", f->be->name);
 	if (f->n_rows == 0)
 		return CBLLM_OK;
 	return f->be->sample(f->be, f->logits_dev, f->n_rows, f->model->cfg.vocab_size, n_ids, p,
-						 tokens, err);
+						 masks, n_masks, tokens, err);
 }
 
 /* Attach the KV cache (a device backend sizes it after the workspace is allocated). */

@@ -57,10 +57,12 @@ bool		forward_can_sample(const cbllm_forward *f);
 
 /*
  * tokens[r] = a token drawn from the first n_ids ids of row r of the last
- * step's logits with p[r] (the ids of a padded vocabulary beyond them never).
+ * step's logits with p[r] (the ids of a padded vocabulary beyond them
+ * never), within the constraint mask p[r].mask names among masks (n_masks
+ * rows of (n_ids + 31) / 32 words, host memory), if any.
  */
-int			forward_sample(cbllm_forward *f, int n_ids, const sampler_row *p, int32_t *tokens,
-						   cbllm_err *err);
+int			forward_sample(cbllm_forward *f, int n_ids, const sampler_row *p,
+						   const uint32_t *masks, int n_masks, int32_t *tokens, cbllm_err *err);
 
 /* Attach the KV cache when forward_create was given none. */
 void		forward_set_kv(cbllm_forward *f, kv_cache *kv);

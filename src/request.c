@@ -247,7 +247,8 @@ request_create(cbllm_engine *e, const cbllm_request_input *in, const cbllm_sampl
 		return rc;
 	}
 	r->cstate = CONSTRAINT_START;
-	r->controlled = r->cons != NULL || logits_process_active(&r->sp) || r->sp.logprobs;
+	r->host_only = logits_process_active(&r->sp) || r->sp.logprobs;
+	r->controlled = r->cons != NULL || r->host_only;
 	if (r->controlled && (rc = engine_sample_scratch(e, err)) != CBLLM_OK)
 	{
 		engine_constraint_release(e, r->cons);

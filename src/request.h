@@ -59,6 +59,8 @@ typedef struct cbllm_request
 	int			n_followers;
 	bool		controlled;		/* a constraint, logits controls (logits_process.h) or logprobs:
 								 * sampled by engine_sample_controlled on the host */
+	bool		host_only;		/* logits controls or logprobs: never sampled on a device (a
+								 * constraint alone is: its mask goes with the row) */
 	cbllm_logprob lp_next;		/* sp.logprobs: the step's record, written by the sampling (on a
 								 * compute thread) and kept by request_append_token */
 	cbllm_logprob *lp;			/* (cap_lp) sp.logprobs: one record per generated token */

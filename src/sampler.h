@@ -22,14 +22,16 @@ typedef struct sampler_params
 } sampler_params;
 
 /*
- * One logits row to sample on a device: the request's controls and its
+ * One logits row to sample on a device: the request's controls, its
  * uniform draw in [0, 1) from the request's generator (the host sampler
- * draws from the generator itself).  Plain data: copied to the device as is.
+ * draws from the generator itself) and its constraint's mask, if any.  Plain data: copied to the device as is.
  */
 typedef struct sampler_row
 {
 	sampler_params controls;
 	float		u;
+	int32_t		mask;			/* 0: none; k > 0: row k - 1 of the step's constraint masks
+								 * (bit t of (n_ids + 31) / 32 words: token t may be drawn) */
 } sampler_row;
 
 typedef struct cbllm_sampler cbllm_sampler;

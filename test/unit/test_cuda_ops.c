@@ -742,7 +742,7 @@ CheckGrid(const char *what, const float *l, int n, float temp, int top_k, float 
 				outside = 0;
 
 	for (int g = 0; g < G; g++)
-		p[g] = (sampler_row) {{temp, top_p, top_k}, (g + 0.5f) / G};
+		p[g] = (sampler_row) {{temp, top_p, top_k}, (g + 0.5f) / G, 0};
 	RefDistribution(l, n, temp, top_k, top_p, prob);
 	if (DrawMany(l, n, p, G, got) != CBLLM_OK)
 	{
@@ -763,6 +763,88 @@ CheckGrid(const char *what, const float *l, int n, float temp, int top_k, float 
 		   what, worst, outside);
 }
 
+/*
+ * Constraint masks on the device: a greedy row whose mask leaves out its
+ * argmax takes the best allowed token; sampled rows draw only allowed
+ * tokens, in the shares of the masked softmax; a row without a mask beside
+ * them is untouched.
+ */
+static void
+TestMaskedSampling(void)
+{
+	enum
+	{
+		N = 70,					/* three mask words, the last one partial */
+		G = 300
+	};
+	static const int allowed[] = {3, 9, 33, 64, 69};
+	float		l[N],
+			   *all = malloc(sizeof(float) * N * (G + 2));
+	uint32_t	masks[2][3] = {{0}};
+	sampler_row p[G + 2];
+	int32_t		got[G + 2];
+	double		w[N] = {0},
+				total = 0,
+				worst = 0;
+	int			count[N] = {0},
+				outside = 0,
+				best = -1,
+				rc;
+	float	   *dl;
+	void	   *dp,
+			   *dm,
+			   *dout = NULL;
+	cbllm_err	err;
+
+	for (int i = 0; i < N; i++)
+		l[i] = 1.5f * Rand();
+	l[20] = 6;					/* the argmax, never allowed */
+	for (size_t k = 0; k < sizeof(allowed) / sizeof(allowed[0]); k++)
+	{
+		int			t = allowed[k];
+
+		masks[0][t / 32] |= 1u << (t % 32);
+		w[t] = exp(l[t]);
+		total += w[t];
+		if (best < 0 || l[t] > l[best])
+			best = t;
+	}
+	masks[1][best / 32] |= 1u << (best % 32);	/* a second mask: one token */
+	for (int r = 0; r < G + 2; r++)
+		memcpy(all + (size_t) r * N, l, sizeof(l));
+	p[0] = (sampler_row) {{0, 1, 0}, 0, 1};	/* greedy within mask 1 */
+	p[1] = (sampler_row) {{0, 1, 0}, 0, 0};	/* greedy, no mask */
+	for (int g = 0; g < G; g++)
+		p[g + 2] = (sampler_row) {{1, 1, 0}, (g + 0.5f) / G, g % 2 ? 1 : 2};
+	dl = Up(all, (size_t) N * (G + 2));
+	dp = UpBytes(p, sizeof(p));
+	dm = UpBytes(masks, sizeof(masks));
+	cuda_alloc(&dout, sizeof(got), NULL);
+	rc = cuda_apply_masks(dl, G + 2, N, N, dp, dm, 2, NULL, &err);
+	if (rc == CBLLM_OK)
+		rc = cuda_sample(dl, G + 2, N, N, dp, dout, NULL, &err);
+	if (rc == CBLLM_OK)
+		rc = cuda_download(got, dout, sizeof(got), &err);
+	TAP_OK(rc == CBLLM_OK && got[0] == best && got[1] == 20,
+		   "masked greedy row takes the best allowed token (%d, want %d); the unmasked row its argmax (%d)",
+		   got[0], best, got[1]);
+	for (int g = 0; g < G; g += 2)
+	{
+		if (w[got[g + 3]] == 0)
+			outside++;
+		else
+			count[got[g + 3]]++;
+		outside += got[g + 2] != best;
+	}
+	for (int i = 0; i < N; i++)
+		worst = fmax(worst, fabs((double) count[i] / (G / 2) - w[i] / total));
+	TAP_OK(rc == CBLLM_OK && outside == 0 && worst <= 2.0 / (G / 2),
+		   "masked sampled rows draw only allowed tokens, in the masked softmax's shares "
+		   "(worst share error %.3f, %d outside)", worst, outside);
+	free(all);
+	cuda_free(dl), cuda_free(dp), cuda_free(dm), cuda_free(dout);
+}
+
 static void
 TestSampling(void)
 {
@@ -770,7 +852,7 @@ TestSampling(void)
 				flat[24],
 				probs4[4] = {0.5f, 0.3f, 0.15f, 0.05f},
 				lp[4];
-	sampler_row gp[3] = {{{0, 1, 0}, 0.3f}, {{0.8f, 0.9f, 1}, 0.7f}, {{1.0f, 1.0f, 0}, 0.999f}};
+	sampler_row gp[3] = {{{0, 1, 0}, 0.3f, 0}, {{0.8f, 0.9f, 1}, 0.7f, 0}, {{1.0f, 1.0f, 0}, 0.999f, 0}};
 	int32_t		got[3];
 	float		rows3[3 * 40];
 
@@ -956,6 +1038,7 @@ main(int argc, char **argv)
 	TestAttention(0, 80);
 	TestAttention(6, 256);		/* Gemma-3's head_dim, the kernel's largest, in a local layer's window */
 	TestSampling();
+	TestMaskedSampling();
 	TestFillDummy();
 	TestGraph();
 	TestOutOfMemory();

@@ -25,6 +25,7 @@
 #include "cbllm.h"
 #include "compare.h"
 #include "engine_run.h"
+#include "regex.h"
 #include "tap.h"
 
 #define N_REQ 7
@@ -211,6 +212,111 @@ TestAgainstCpu(void)
 		TAP_OK(rc && same == GEN, "greedy tokens on the GPU equal the CPU's for %d steps (%d equal)",
 			   GEN, same);
 	}
+	cbllm_engine_destroy(cpu);
+	cbllm_engine_destroy(gpu);
+}
+
+/* Collect each request's whole text (a cbllm_buf per request). */
+static bool
+CollectText(void *arg, int i, const cbllm_output *o)
+{
+	cbllm_buf  *t = arg;
+
+	if (o->finish == CBLLM_FINISH_ERROR)
+	{
+		TAP_DIAG("request failed: %s", o->error);
+		return false;
+	}
+	return cbllm_buf_append(&t[i], o->text, o->text_len) == CBLLM_OK;
+}
+
+/*
+ * Run three requests together: an unconstrained one beside two under re,
+ * with sp; their texts into t[3].
+ */
+static bool
+RunConstrained(cbllm_engine *e, const char *re, cbllm_sampling sp, cbllm_buf *t)
+{
+	int64_t		ids[3];
+	cbllm_err	err;
+
+	for (int i = 0; i < 3; i++)
+	{
+		int32_t		prompt[16];
+		cbllm_request_input in = {.ids = prompt, .n_ids = 6 + i};
+		cbllm_sampling s = sp;
+
+		MakePrompt(prompt, 6 + i, i, 400);
+		s.constraint = i > 0 ? re : NULL;
+		s.constraint_len = i > 0 ? strlen(re) : 0;
+		s.seed = sp.seed + (uint64_t) i;
+		if (cbllm_engine_submit(e, &in, &s, &ids[i], &err) != CBLLM_OK)
+		{
+			TAP_DIAG("submit: %s", err.msg);
+			return false;
+		}
+	}
+	return engine_run_to_end(e, ids, 3, INT_MAX, CollectText, t) >= 0;
+}
+
+/*
+ * Constrained decoding with the mask applied on the device: greedy texts
+ * equal the CPU's, sampled ones all match, and the device counted its
+ * masked tokens (the CPU engine samples them on the host and counts none).
+ */
+static void
+TestConstrainedOnDevice(void)
+{
+	static const char re[] = "[A-Z][a-z]{2,8}( [A-Z][a-z]{2,8})?\\.";
+	cbllm_err	err;
+	cbllm_engine *cpu = NewEngine(model_dir, "cpu", 64, false, CBLLM_PREEMPT_AUTO, NULL, &err);
+	cbllm_engine *gpu = cpu ? NewEngine(model_dir, "cuda", 64, false, CBLLM_PREEMPT_AUTO, NULL, &err) : NULL;
+	cbllm_buf	a[3] = {{0}},
+				b[3] = {{0}},
+				c[3] = {{0}};
+	cbllm_sampling sp = cbllm_sampling_default();
+	cbllm_stats st,
+				cst;
+	cbllm_dfa  *d = NULL;
+	bool		ok,
+				valid = true;
+
+	sp.max_tokens = 24;
+	ok = gpu != NULL && regex_compile(re, strlen(re), &d, &err) == CBLLM_OK &&
+		RunConstrained(cpu, re, sp, a) && RunConstrained(gpu, re, sp, b);
+	for (int i = 1; ok && i < 3; i++)
+		ok &= a[i].len == b[i].len && memcmp(a[i].data, b[i].data, a[i].len) == 0 &&
+			dfa_match(d, b[i].data, b[i].len);
+	TAP_OK(ok, "greedy constrained texts with the mask applied on the GPU equal the CPU's (\"%s\", \"%s\")",
+		   b[1].data ? b[1].data : "", b[2].data ? b[2].data : "");
+	sp.temperature = 1;
+	sp.has_seed = true;
+	sp.seed = 11;
+	for (int k = 0; ok && k < 4; k++)
+	{
+		for (int i = 0; i < 3; i++)
+			cbllm_buf_free(&c[i]);
+		sp.seed = 11 + 10 * (uint64_t) k;
+		ok &= RunConstrained(gpu, re, sp, c);
+		for (int i = 1; ok && i < 3; i++)
+			valid &= dfa_match(d, c[i].data, c[i].len);
+	}
+	if (gpu != NULL)
+	{
+		cbllm_engine_stats(gpu, &st);
+		cbllm_engine_stats(cpu, &cst);
+	}
+	TAP_OK(ok && valid, "sampled constrained texts on the GPU all match (\"%s\")",
+		   c[1].data ? c[1].data : "");
+	TAP_OK(ok && st.tokens_masked_device > 0 && cst.tokens_masked_device == 0,
+		   "the GPU applied the masks itself (%lld tokens)", (long long) (gpu ? st.tokens_masked_device : 0));
+	for (int i = 0; i < 3; i++)
+	{
+		cbllm_buf_free(&a[i]);
+		cbllm_buf_free(&b[i]);
+		cbllm_buf_free(&c[i]);
+	}
+	dfa_free(d);
 	cbllm_engine_destroy(cpu);
 	cbllm_engine_destroy(gpu);
 }
@@ -582,6 +688,7 @@ main(int argc, char **argv)
 	cuda_device_describe(dev, sizeof(dev));
 	TAP_DIAG("device: %s", dev);
 	TestAgainstCpu();
+	TestConstrainedOnDevice();
 	TestBatchesGraphsSwap();
 	TestSeededSampling();
 	TestDummyWeights(argv[2]);
