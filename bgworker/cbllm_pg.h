@@ -324,6 +324,9 @@ void		CbllmWakeOwner(int slot);
 /* ---- text between the database and the model (sql_text.c) ---- */
 char	   *CbllmTextToModel(const char *s, int len, int *out_len, char *errmsg_out);
 char	   *CbllmTextToModelOrError(text *t, int *out_len);
+struct ArrayType;
+int			CbllmTextArrayToModel(struct ArrayType *arr, const char *what, const char *null_msg,
+								  int max, char ***strs, int **lens);
 text	   *CbllmTextFromModel(const char *s, int len);
 
 /* ---- the backend side of requests (client.c) ---- */

@@ -6,6 +6,8 @@
  */
 #include "cbllm_pg.h"
 
+#include <limits.h>
+
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "utils/array.h"
@@ -35,35 +37,23 @@ RaiseCompile(int rc, const cbllm_err *err, cbllm_buf *held)
 static void
 ChoicesRegex(ArrayType *arr, cbllm_buf *re)
 {
-	Datum	   *elems;
-	bool	   *nulls;
-	int			n;
+	char	  **strs;
+	int		   *lens;
+	int			n = CbllmTextArrayToModel(arr, "choices", "choices must not hold NULL", INT_MAX,
+										  &strs, &lens);
 
-	if (ARR_NDIM(arr) > 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("choices must be a one-dimensional text array")));
-	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
 	if (n == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("choices must hold at least one string")));
 	for (int k = 0; k < n; k++)
 	{
-		int			len;
-		char	   *s;
-
-		if (nulls[k])
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("choices must not hold NULL")));
-		s = CbllmTextToModelOrError(DatumGetTextPP(elems[k]), &len);
-		if (len == 0)
+		if (lens[k] == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("choices must not hold an empty string")));
 		if ((k > 0 && cbllm_buf_append(re, "|", 1) != CBLLM_OK) ||
-			cbllm_buf_append(re, "(?:", 3) != CBLLM_OK || regex_escape(s, len, re) != CBLLM_OK ||
+			cbllm_buf_append(re, "(?:", 3) != CBLLM_OK || regex_escape(strs[k], lens[k], re) != CBLLM_OK ||
 			cbllm_buf_append(re, ")", 1) != CBLLM_OK)
 		{
 			cbllm_buf_free(re);

@@ -61,29 +61,18 @@ CbllmReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a, int kind)
 		a->params.priority = PG_GETARG_INT32(7);
 	if (!PG_ARGISNULL(6))
 	{
-		ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(6);
-		Datum	   *elems;
-		bool	   *nulls;
-		int			n;
+		char	  **strs;
+		int		   *lens;
 
-		if (ARR_NDIM(arr) > 1)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("stop must be a one-dimensional text array")));
-		deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
-		a->params.n_stop = n;
-		if (n > CBLLM_MAX_STOP)
-			CbllmCheckArgs(a);	/* refuses the count before any string is read */
-		for (int k = 0; k < n && k < CBLLM_MAX_STOP; k++)
+		a->params.n_stop = CbllmTextArrayToModel(PG_GETARG_ARRAYTYPE_P(6), "stop",
+												 "stop strings must not be NULL", CBLLM_MAX_STOP,
+												 &strs, &lens);
+		if (a->params.n_stop > CBLLM_MAX_STOP)
+			CbllmCheckArgs(a);	/* refuses the count; no string was read */
+		for (int k = 0; k < a->params.n_stop; k++)
 		{
-			text	   *t;
-
-			if (nulls[k])
-				ereport(ERROR,
-						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-						 errmsg("stop strings must not be NULL")));
-			t = DatumGetTextPP(elems[k]);
-			a->stop[k] = CbllmTextToModelOrError(t, &a->params.stop_len[k]);
+			a->stop[k] = strs[k];
+			a->params.stop_len[k] = lens[k];
 		}
 	}
 	a->constraint = CbllmConstraintRegex(fcinfo, &a->params.constraint_len);

@@ -13,7 +13,9 @@
 #include "cbllm_pg.h"
 
 #include "catalog/namespace.h"
+#include "catalog/pg_type.h"
 #include "mb/pg_wchar.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 
 /*
@@ -72,6 +74,42 @@ CbllmTextToModelOrError(text *t, int *out_len)
 				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
 				 errmsg("cannot pass the text to the model: %s", msg)));
 	return s;
+}
+
+/*
+ * The strings of a one-dimensional text array in UTF-8, as CbllmTextToModel
+ * makes them: *strs and *lens (palloc'd) hold them, and the element count is
+ * returned.  what names the argument in the error for more dimensions ("stop
+ * must be a one-dimensional text array"); a NULL element is the error
+ * null_msg.  An array of more than max elements is counted but not read
+ * (*strs and *lens NULL), so that the caller refuses the count first.
+ */
+int
+CbllmTextArrayToModel(ArrayType *arr, const char *what, const char *null_msg, int max,
+					  char ***strs, int **lens)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+
+	*strs = NULL;
+	*lens = NULL;
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a one-dimensional text array", what)));
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (n > max || n == 0)
+		return n;
+	*strs = palloc(sizeof(char *) * n);
+	*lens = palloc(sizeof(int) * n);
+	for (int k = 0; k < n; k++)
+	{
+		if (nulls[k])
+			ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s", null_msg)));
+		(*strs)[k] = CbllmTextToModelOrError(DatumGetTextPP(elems[k]), &(*lens)[k]);
+	}
+	return n;
 }
 
 /* UTF-8 from the model with every NUL and invalid sequence replaced by U+FFFD. */

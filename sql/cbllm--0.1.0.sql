@@ -485,7 +485,11 @@ CREATE TYPE cbllm.enrich_job AS (
     json_schema   jsonb,            -- the constraint (at most one of the three), given or
     regex         text,             -- inferred from the target column's type
     choices       text[],
-    target_cast   text              -- the type results are cast to: a fixed pg_catalog name
+    target_cast   text,             -- the type results are cast to: a fixed pg_catalog name
+    peers         text[],           -- conninfo of the servers the generation fans out to
+    peer_down     boolean[],        -- a peer that failed: the rest of the job runs without it
+    peer_rows     bigint[],         -- rows each peer generated
+    dblink        name              -- the schema of the dblink extension (peers only)
 );
 
 -- Checks the arguments and counts the rows to do.
@@ -495,7 +499,8 @@ CREATE FUNCTION cbllm.enrich_begin(tbl regclass, key_column name, prompt_sql tex
                                    top_p double precision, top_k integer, seed bigint,
                                    stop text[], priority integer, caller_path text,
                                    messages_sql text, template_kwargs jsonb,
-                                   json_schema jsonb, regex text, choices text[])
+                                   json_schema jsonb, regex text, choices text[],
+                                   peers text[])
 RETURNS cbllm.enrich_job
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -507,6 +512,17 @@ DECLARE
     target_type text;
     sql         text;
 BEGIN
+    -- it writes its results: say so before anything else, and where it can run
+    IF pg_catalog.pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'cbllm.enrich cannot run on a standby server: it writes its results to the table'
+            USING ERRCODE = 'read_only_sql_transaction',
+                  HINT = 'Run it on the primary.  On a standby, llm_generate, llm_chat and their array, stream and submit forms serve read-only transactions.';
+    END IF;
+    IF pg_catalog.current_setting('transaction_read_only') = 'on' THEN
+        RAISE EXCEPTION 'cbllm.enrich cannot run in a read-only transaction: it writes its results to the table'
+            USING ERRCODE = 'read_only_sql_transaction',
+                  HINT = 'Run it where default_transaction_read_only is off.';
+    END IF;
     IF tbl IS NULL OR key_column IS NULL OR target_column IS NULL THEN
         RAISE EXCEPTION 'cbllm.enrich: tbl, key_column and target_column must not be NULL'
             USING ERRCODE = 'null_value_not_allowed';
@@ -601,6 +617,23 @@ BEGIN
     job.stop := stop;
     job.priority := priority;
     job.caller_path := caller_path;
+    IF cardinality(peers) > 0 THEN
+        IF array_position(peers, NULL) IS NOT NULL THEN
+            RAISE EXCEPTION 'cbllm.enrich: peers must not hold NULL'
+                USING ERRCODE = 'null_value_not_allowed';
+        END IF;
+        SELECT n.nspname INTO job.dblink
+        FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+        WHERE e.extname = 'dblink';
+        IF job.dblink IS NULL THEN
+            RAISE EXCEPTION 'cbllm.enrich: peers need the dblink extension in this database'
+                USING ERRCODE = 'undefined_function',
+                      HINT = 'CREATE EXTENSION dblink;  (contrib, shipped with PostgreSQL)';
+        END IF;
+        job.peers := peers;
+        job.peer_down := array_fill(false, ARRAY[cardinality(peers)]);
+        job.peer_rows := array_fill(0::bigint, ARRAY[cardinality(peers)]);
+    END IF;
     job.done := 0;
     job.failed := 0;
     job.skip := '{}';
@@ -618,8 +651,111 @@ BEGIN
 END
 $begin$;
 
+-- One row's request on this server's engine: its prompt (or, for the chat
+-- form, its messages as jsonb text) with the job's options.
+CREATE FUNCTION cbllm.enrich_submit(job cbllm.enrich_job, input text) RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $submit$
+BEGIN
+    IF job.messages_sql IS NULL THEN
+        RETURN @extschema@.llm_submit(input, job.max_tokens, job.temperature, job.top_p,
+                                      job.top_k, job.seed, job.stop, job.priority,
+                                      json_schema => job.json_schema, regex => job.regex,
+                                      choices => job.choices, transaction_scoped => true);
+    END IF;
+    RETURN @extschema@.llm_submit_chat(input::jsonb, job.max_tokens, job.temperature,
+                                       job.top_p, job.top_k, job.seed, job.stop,
+                                       job.priority, json_schema => job.json_schema,
+                                       regex => job.regex, choices => job.choices,
+                                       transaction_scoped => true,
+                                       template_kwargs => job.template_kwargs);
+END
+$submit$;
+
+-- The statement a peer runs for a batch of inputs: the array form of the
+-- job's call, each failing element NULL (it is then redone here, where its
+-- error is recorded).
+CREATE FUNCTION cbllm.enrich_peer_sql(job cbllm.enrich_job, inputs text[]) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $peer_sql$
+SELECT format('SELECT %s.%s(%L::pg_catalog.%s[], %s, %L::pg_catalog.float8, %L::pg_catalog.float8,'
+              ' %L::pg_catalog.int4, %L::pg_catalog.int8, %L::pg_catalog.text[], %s,'
+              ' json_schema => %L::pg_catalog.jsonb, regex => %L::pg_catalog.text,'
+              ' choices => %L::pg_catalog.text[], on_error => ''null''%s)',
+              '@extschema@',
+              CASE WHEN job.messages_sql IS NULL THEN 'llm_generate' ELSE 'llm_chat_batch' END,
+              inputs, CASE WHEN job.messages_sql IS NULL THEN 'text' ELSE 'jsonb' END,
+              job.max_tokens, job.temperature, job.top_p, job.top_k, job.seed, job.stop,
+              job.priority, job.json_schema, job.regex, job.choices,
+              CASE WHEN job.messages_sql IS NULL THEN ''
+                   ELSE format(', template_kwargs => %L::pg_catalog.jsonb', job.template_kwargs) END)
+$peer_sql$;
+
+-- The dblink connection of peer p, opened on first use (it lasts the job).
+CREATE FUNCTION cbllm.enrich_peer_conn(job cbllm.enrich_job, p integer) RETURNS text
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $conn$
+DECLARE
+    name  text := 'cbllm_enrich_peer_' || p;
+    open  text[];
+BEGIN
+    EXECUTE format('SELECT %I.dblink_get_connections()', job.dblink) INTO open;
+    IF NOT coalesce(name = ANY (open), false) THEN
+        EXECUTE format('SELECT %I.dblink_connect($1, $2)', job.dblink) USING name, job.peers[p];
+    END IF;
+    RETURN name;
+END
+$conn$;
+
+-- Close the job's peer connections (those still open).
+CREATE FUNCTION cbllm.enrich_peers_close(job cbllm.enrich_job) RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $close$
+DECLARE
+    open  text[];
+BEGIN
+    IF job.dblink IS NULL THEN
+        RETURN;
+    END IF;
+    EXECUTE format('SELECT %I.dblink_get_connections()', job.dblink) INTO open;
+    FOR p IN 1 .. coalesce(cardinality(job.peers), 0) LOOP
+        IF ('cbllm_enrich_peer_' || p) = ANY (coalesce(open, '{}')) THEN
+            EXECUTE format('SELECT %I.dblink_disconnect($1)', job.dblink) USING 'cbllm_enrich_peer_' || p;
+        END IF;
+    END LOOP;
+END
+$close$;
+
+-- Peer p failed: it takes no more of the job's rows, and its connection is dropped.
+CREATE FUNCTION cbllm.enrich_peer_failed(job cbllm.enrich_job, p integer, why text)
+RETURNS cbllm.enrich_job
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $failed$
+BEGIN
+    job.peer_down[p] := true;
+    BEGIN
+        EXECUTE format('SELECT %I.dblink_disconnect($1)', job.dblink) USING 'cbllm_enrich_peer_' || p;
+    EXCEPTION WHEN OTHERS THEN
+        NULL;                           -- it was not open, or is broken: gone either way
+    END;
+    RAISE NOTICE 'cbllm.enrich: peer % failed (%); its rows are generated here', p, why;
+    RETURN job;
+END
+$failed$;
+
 -- One chunk: lock up to chunk_size rows still to do, submit their prompts,
 -- write the results, record the failures; more is false when no row was left.
+-- With peers, the chunk's rows are dealt round-robin between this server and
+-- the peers still up: a peer's share goes to it in one asynchronous dblink
+-- call of the array form while this server's requests run; whatever a peer
+-- does not answer (it failed, disconnected, or one element failed there) is
+-- generated here.  Only this transaction writes, so a row is updated once
+-- whatever a peer does.
 CREATE FUNCTION cbllm.enrich_chunk(job cbllm.enrich_job) RETURNS cbllm.enrich_job
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -629,14 +765,24 @@ DECLARE
     rels        oid[];              -- the table (or partition) holding the row
     tids        tid[];              -- and the row's ctid
     sent        integer[] := '{}';  -- the indexes of the rows submitted
-    ids         bigint[] := '{}';   -- and their request ids (NULL for a NULL prompt)
+    ids         bigint[] := '{}';   -- and their request ids here (NULL for a NULL prompt or a peer's row)
+    lane        integer[] := '{}';  -- and where each is generated: 0 here, p peer p
+    inputs      text[] := '{}';     -- and its prompt (messages as jsonb text)
+    results     text[] := '{}';     -- and a peer's answer
+    asked       integer[];          -- per peer: 1 when its batch was sent
+    live        integer[] := '{0}'; -- the lanes of this chunk: here, then the peers up
+    batch       text[];
+    got         text[];
+    conn        text;
     prompt      text;
     messages    jsonb;
     res         text;
     req         bigint;
     n           bigint;
     k           integer;
+    m           integer;
     tok         bigint;
+    n_peers     integer := coalesce(cardinality(job.peers), 0);
     rel         text := cbllm.enrich_table_name(job.tbl);
     select_sql  text;
     prompt_sql  text;
@@ -683,6 +829,11 @@ BEGIN
         job.more := false;
         RETURN job;
     END IF;
+    FOR p IN 1 .. n_peers LOOP
+        IF NOT job.peer_down[p] THEN
+            live := live || p;
+        END IF;
+    END LOOP;
 
     FOR i IN 1 .. cardinality(keys) LOOP
         BEGIN
@@ -693,6 +844,7 @@ BEGIN
                 EXECUTE prompt_sql INTO prompt USING rels[i], tids[i];
             ELSE
                 EXECUTE prompt_sql INTO messages USING rels[i], tids[i];
+                prompt := messages::text;
             END IF;
             GET DIAGNOSTICS n = ROW_COUNT;
             PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
@@ -700,19 +852,9 @@ BEGIN
                 RAISE EXCEPTION 'the row changed while its chunk ran'
                     USING ERRCODE = 'object_not_in_prerequisite_state';
             END IF;
-            IF job.messages_sql IS NULL THEN
-                req := @extschema@.llm_submit(prompt, job.max_tokens, job.temperature, job.top_p,
-                                              job.top_k, job.seed, job.stop, job.priority,
-                                              json_schema => job.json_schema, regex => job.regex,
-                                              choices => job.choices, transaction_scoped => true);
-            ELSE
-                req := @extschema@.llm_submit_chat(messages, job.max_tokens, job.temperature,
-                                                   job.top_p, job.top_k, job.seed, job.stop,
-                                                   job.priority, json_schema => job.json_schema,
-                                                   regex => job.regex, choices => job.choices,
-                                                   transaction_scoped => true,
-                                                   template_kwargs => job.template_kwargs);
-            END IF;
+            -- round-robin over the lanes; a NULL prompt fails here, as without peers
+            k := CASE WHEN prompt IS NULL THEN 0 ELSE live[1 + (i - 1) % cardinality(live)] END;
+            req := CASE WHEN k = 0 THEN cbllm.enrich_submit(job, prompt) END;
         EXCEPTION
             WHEN insufficient_resources THEN
                 -- every request slot is taken: collect this chunk first, the
@@ -731,15 +873,87 @@ BEGIN
         END;
         sent := sent || i;
         ids := ids || req;
+        lane := lane || k;
+        inputs := inputs || prompt;
+        results := results || NULL::text;
+    END LOOP;
+
+    -- each peer's share in one asynchronous call
+    asked := array_fill(0, ARRAY[greatest(n_peers, 1)]);
+    FOR p IN 1 .. n_peers LOOP
+        CONTINUE WHEN job.peer_down[p] OR NOT (p = ANY (lane));
+        SELECT pg_catalog.array_agg(inputs[j] ORDER BY j) INTO batch
+        FROM pg_catalog.generate_subscripts(lane, 1) j WHERE lane[j] = p;
+        BEGIN
+            conn := cbllm.enrich_peer_conn(job, p);
+            EXECUTE format('SELECT %I.dblink_send_query($1, $2)', job.dblink)
+                INTO m USING conn, cbllm.enrich_peer_sql(job, batch);
+            IF m <> 1 THEN
+                RAISE EXCEPTION 'the query could not be sent';
+            END IF;
+            asked[p] := 1;
+        EXCEPTION WHEN OTHERS THEN
+            job := cbllm.enrich_peer_failed(job, p, SQLERRM);
+        END;
+    END LOOP;
+
+    -- the peers' answers; what one does not answer is generated here
+    FOR p IN 1 .. n_peers LOOP
+        CONTINUE WHEN NOT (p = ANY (lane));
+        got := NULL;
+        IF asked[p] = 1 THEN
+            SELECT pg_catalog.count(*) INTO n FROM pg_catalog.unnest(lane) l WHERE l = p;
+            BEGIN
+                conn := 'cbllm_enrich_peer_' || p;
+                EXECUTE format('SELECT r FROM %I.dblink_get_result($1) AS t(r pg_catalog.text[])',
+                               job.dblink) INTO got USING conn;
+                -- the end of the query's results, so that the connection takes the next one
+                EXECUTE format('SELECT pg_catalog.count(*) FROM %I.dblink_get_result($1) AS t(r pg_catalog.text[])',
+                               job.dblink) INTO m USING conn;
+                IF got IS NULL OR cardinality(got) <> n THEN
+                    RAISE EXCEPTION 'it answered % results for % prompts', coalesce(cardinality(got), 0), n;
+                END IF;
+            EXCEPTION WHEN OTHERS THEN
+                job := cbllm.enrich_peer_failed(job, p, SQLERRM);
+                got := NULL;
+            END;
+        END IF;
+        m := 0;
+        FOR j IN 1 .. cardinality(lane) LOOP
+            CONTINUE WHEN lane[j] <> p;
+            m := m + 1;
+            IF got IS NOT NULL AND got[m] IS NOT NULL THEN
+                results[j] := got[m];
+                job.peer_rows[p] := job.peer_rows[p] + 1;
+                CONTINUE;
+            END IF;
+            lane[j] := 0;
+            BEGIN
+                ids[j] := cbllm.enrich_submit(job, inputs[j]);
+            EXCEPTION
+                WHEN insufficient_resources THEN
+                    lane[j] := -1;      -- no slot now: the row stays to do, for the next chunk
+                WHEN OTHERS THEN
+                    lane[j] := -1;
+                    PERFORM cbllm.record_enrich_error(job.tbl, keys[sent[j]], SQLSTATE, SQLERRM);
+                    job.skip := job.skip || keys[sent[j]];
+                    job.failed := job.failed + 1;
+            END;
+        END LOOP;
     END LOOP;
 
     FOR j IN 1 .. cardinality(sent) LOOP
+        CONTINUE WHEN lane[j] < 0;
         k := sent[j];
         BEGIN
-            IF ids[j] IS NULL THEN
-                RAISE EXCEPTION 'the prompt is NULL' USING ERRCODE = 'null_value_not_allowed';
+            IF lane[j] > 0 THEN
+                res := results[j];
+            ELSE
+                IF ids[j] IS NULL THEN
+                    RAISE EXCEPTION 'the prompt is NULL' USING ERRCODE = 'null_value_not_allowed';
+                END IF;
+                res := @extschema@.llm_result(ids[j]);
             END IF;
-            res := @extschema@.llm_result(ids[j]);
             PERFORM pg_catalog.set_config('search_path', job.caller_path, true);
             EXECUTE update_sql USING res, rels[k], tids[k];
             GET DIAGNOSTICS n = ROW_COUNT;
@@ -783,7 +997,8 @@ CREATE PROCEDURE cbllm.enrich(tbl regclass,
                               template_kwargs jsonb DEFAULT NULL,
                               json_schema jsonb DEFAULT NULL,
                               regex text DEFAULT NULL,
-                              choices text[] DEFAULT NULL)
+                              choices text[] DEFAULT NULL,
+                              peers text[] DEFAULT NULL)
 LANGUAGE plpgsql
 AS $enrich$
 DECLARE
@@ -792,12 +1007,16 @@ BEGIN
     job := cbllm.enrich_begin(tbl, key_column, prompt_sql, target_column, where_sql, chunk_size,
                               max_tokens, temperature, top_p, top_k, seed, stop, priority,
                               pg_catalog.current_setting('search_path'), messages_sql,
-                              template_kwargs, json_schema, regex, choices);
+                              template_kwargs, json_schema, regex, choices, peers);
     LOOP
         job := cbllm.enrich_chunk(job);
         EXIT WHEN NOT job.more;
         COMMIT;
     END LOOP;
+    PERFORM cbllm.enrich_peers_close(job);
+    IF cardinality(job.peers) > 0 THEN
+        RAISE NOTICE 'cbllm.enrich: rows generated by each peer: %', job.peer_rows;
+    END IF;
 END
 $enrich$;
 

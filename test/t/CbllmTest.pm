@@ -71,6 +71,7 @@ sub base_conf
 #   no_preload => 1: no shared_preload_libraries;
 #   extra_conf => TEXT appended after the standard lines;
 #   no_create => 1: no CREATE EXTENSION (nor wait);
+#   allows_streaming => 1: a primary that standbys can be made from;
 #   wait_ready => 0 (default 1: poll until cbllm_status().state = 'ready').
 sub new_node
 {
@@ -78,7 +79,7 @@ sub new_node
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	my $model = $o{model};
 	$model = $model->($node) if ref $model eq 'CODE';
-	$node->init;
+	$node->init(allows_streaming => $o{allows_streaming} // 0);
 	$node->append_conf('postgresql.conf',
 		base_conf(%o, model => $model) . ($o{extra_conf} // ''));
 	$node->start;

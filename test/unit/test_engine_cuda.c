@@ -292,7 +292,7 @@ TestConstrainedOnDevice(void)
 	sp.temperature = 1;
 	sp.has_seed = true;
 	sp.seed = 11;
-	for (int k = 0; ok && k < 4; k++)
+	for (int k = 0; ok && k < 2; k++)
 	{
 		for (int i = 0; i < 3; i++)
 			cbllm_buf_free(&c[i]);
