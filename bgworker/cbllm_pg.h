@@ -26,6 +26,7 @@ extern char *cbllm_model;
 extern char *cbllm_chat_template;
 extern char *cbllm_device;
 extern int	cbllm_threads;
+extern int	cbllm_engines;
 extern int	cbllm_max_num_seqs;
 extern int	cbllm_max_num_batched_tokens;
 extern int	cbllm_max_model_len;
@@ -167,6 +168,31 @@ typedef struct CbllmParked
 	char		error[CBLLM_ERROR_LEN];
 } CbllmParked;
 
+/* Most engine processes one supervisor runs (cbllm.engines). */
+#define CBLLM_MAX_ENGINES 8
+
+/*
+ * One engine process as cbllm.engines shows it.  The worker writes every
+ * field under info_lock; readers copy the array under the same lock.
+ */
+typedef struct CbllmEngineInfo
+{
+	CbllmEngineState state;
+	char		reason[CBLLM_REASON_LEN];	/* why FAILED, or the last restart's cause */
+	char		device[32];
+	int			pid;			/* the engine process; 0 when none runs */
+	int64		restarts;		/* its processes that died and were replaced */
+	int			requests;		/* requests the supervisor gave it that have not ended */
+	int			kv_blocks_total;
+	int			kv_blocks_free;
+	int			n_running;
+	int			n_waiting;
+	int64		steps;
+	int64		tokens_prompt;
+	int64		tokens_generated;
+	TimestampTz heartbeat;		/* when it last passed its loop; 0: never, or no process */
+} CbllmEngineInfo;
+
 /* Latencies kept as log-spaced histograms (bucket b: [0.1 ms * 1.25^b, 0.1 ms * 1.25^(b+1))). */
 #define CBLLM_HIST_BUCKETS 96
 #define CBLLM_N_LATENCY 4		/* ttft, itl, queue, e2e */
@@ -215,8 +241,10 @@ typedef struct CbllmShared
 	int			n_swapped;
 	int64		preemptions_recompute;
 	int64		preemptions_swap;
-	int			engine_pid;		/* worker, under info_lock: the engine process; 0 when none */
+	int			engine_pid;		/* worker, under info_lock: the first engine's process; 0 when none */
 	int64		engine_restarts;	/* worker, under info_lock: engines that died and were replaced */
+	int			n_engines;		/* worker, under info_lock: the engines it runs (cbllm.engines) */
+	CbllmEngineInfo engines[CBLLM_MAX_ENGINES];	/* worker, under info_lock: each of them */
 
 	/* latency histograms since stats_reset_at: worker adds, cbllm.reset_stats() clears, under info_lock */
 	TimestampTz stats_reset_at;

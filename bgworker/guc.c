@@ -13,6 +13,7 @@ char	   *cbllm_model = NULL;
 char	   *cbllm_chat_template = NULL;
 char	   *cbllm_device = NULL;
 int			cbllm_threads = 0;
+int			cbllm_engines = 1;
 int			cbllm_max_num_seqs = 64;
 int			cbllm_max_num_batched_tokens = 2048;
 int			cbllm_max_model_len = 0;
@@ -144,6 +145,11 @@ CbllmDefineGucs(void)
 							 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("cbllm.threads", "Compute threads of the engine (0: one per CPU).",
 							NULL, &cbllm_threads, 0, 0, 1024, PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.engines",
+							"Engine processes, each with its own copy of the model and KV cache "
+							"(data parallel); engine k uses GPU k modulo the GPUs there are.",
+							NULL, &cbllm_engines, 1, 1, CBLLM_MAX_ENGINES, PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
 	DefineCustomIntVariable("cbllm.max_num_seqs", "Most sequences in one engine step.", NULL,
 							&cbllm_max_num_seqs, 64, 1, 4096, PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("cbllm.max_num_batched_tokens", "Most tokens in one engine step.",

@@ -19,6 +19,7 @@
 #include "utils/timestamp.h"
 
 PG_FUNCTION_INFO_V1(cbllm_status);
+PG_FUNCTION_INFO_V1(cbllm_engines_status);
 PG_FUNCTION_INFO_V1(cbllm_requests);
 
 /* True when the caller may see every counter and every request (as pg_stat_activity decides). */
@@ -123,6 +124,54 @@ cbllm_status(PG_FUNCTION_ARGS)
 	v[28] = CStringGetTextDatum(snap.weight_types);
 	n[28] = snap.weight_types[0] == '\0';
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), v, n)));
+}
+
+/*
+ * cbllm_engines_status(): one row per engine process of the supervisor
+ * (cbllm.engines), copied under the info lock.
+ */
+Datum
+cbllm_engines_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	CbllmEngineInfo snap[CBLLM_MAX_ENGINES];
+	TimestampTz now = GetCurrentTimestamp();
+	int			n;
+
+	CbllmCheckLoaded();
+	InitMaterializedSRF(fcinfo, 0);
+	SpinLockAcquire(&cbllm_shared->info_lock);
+	n = Min(cbllm_shared->n_engines, CBLLM_MAX_ENGINES);
+	memcpy(snap, cbllm_shared->engines, sizeof(CbllmEngineInfo) * n);
+	SpinLockRelease(&cbllm_shared->info_lock);
+	for (int k = 0; k < n; k++)
+	{
+		const CbllmEngineInfo *e = &snap[k];
+		Datum		v[14];
+		bool		nulls[14] = {0};
+		bool		stalled = e->state == ENGINE_READY && e->heartbeat != 0 &&
+			TimestampDifferenceExceeds(e->heartbeat, now, cbllm_stall_timeout_ms);
+
+		v[0] = Int32GetDatum(k + 1);
+		v[1] = CStringGetTextDatum(stalled ? "stalled" : StateName(e->state));
+		v[2] = CStringGetTextDatum(e->reason);
+		nulls[2] = e->reason[0] == '\0';
+		v[3] = CStringGetTextDatum(e->device);
+		nulls[3] = e->device[0] == '\0';
+		v[4] = Int32GetDatum(e->pid);
+		nulls[4] = e->pid == 0;
+		v[5] = Int64GetDatum(e->restarts);
+		v[6] = Int32GetDatum(e->requests);
+		v[7] = Int32GetDatum(e->kv_blocks_total);
+		v[8] = Int32GetDatum(e->kv_blocks_total - e->kv_blocks_free);
+		v[9] = Int32GetDatum(e->n_running);
+		v[10] = Int32GetDatum(e->n_waiting);
+		v[11] = Int64GetDatum(e->steps);
+		v[12] = Int64GetDatum(e->tokens_prompt);
+		v[13] = Int64GetDatum(e->tokens_generated);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
+	}
+	return (Datum) 0;
 }
 
 /* The name of a slot state, as cbllm.requests shows it (with the engine phase). */

@@ -22,6 +22,14 @@
  * cbllm_status() report a stalled engine, and, with
  * cbllm.restart_stalled_engine, this worker kills and restarts it.
  *
+ * With cbllm.engines > 1 it keeps that many engines, each its own process
+ * with its own copy of the model and KV cache (data parallel; engine k takes
+ * GPU k where there are GPUs): each lives, dies and restarts on its own, a
+ * new request goes to the ready engine with the fewest requests
+ * (worker_requests.c) and stays there, and an engine's death fails only the
+ * requests it was running.  cbllm_status() sums them; cbllm.engines shows
+ * each.
+ *
  * A request's failure travels back to its backend as a message in its slot;
  * nothing here raises an ERROR for one request.
  */
@@ -46,13 +54,24 @@
 #define BACKOFF_MAX_MS 30000
 #define RAN_LONG_ENOUGH_MS 60000	/* an engine that lived this long restarts at the first backoff */
 
-static CbllmEngineProc proc = {.pid = 0, .region_fd = -1, .bell_to_engine = -1, .bell_from_engine = -1};
-static bool bell_closed = false;	/* the engine's doorbell pipe reached EOF: it is exiting */
-static bool model_failed = false;	/* the last engine could not load the model: refuse requests */
-static int	young_deaths = 0;	/* deaths in a row of engines that did not run long */
-static TimestampTz next_spawn_at = 0;
-static cbllm_ipc_status last_status;	/* the engine's last consistent status block */
-static bool have_status = false;
+/* One engine process and what the supervisor knows of it; all of it is this process's alone. */
+typedef struct EngineRun
+{
+	CbllmEngineProc proc;
+	bool		bell_closed;	/* its doorbell pipe reached EOF: it is exiting */
+	bool		model_failed;	/* its last process could not load the model */
+	int			young_deaths;	/* deaths in a row of processes that did not run long */
+	TimestampTz next_spawn_at;
+	cbllm_ipc_status last_status;	/* its last consistent status block */
+	bool		have_status;
+	CbllmEngineState state;
+	char		reason[CBLLM_REASON_LEN];
+	int64		restarts;
+	TimestampTz heartbeat;		/* when it last passed its loop; 0: unknown */
+} EngineRun;
+
+static EngineRun runs[CBLLM_MAX_ENGINES];
+static int	n_runs = 1;
 
 /* Register the supervisor (from _PG_init). */
 void
@@ -71,14 +90,118 @@ CbllmRegisterWorker(void)
 	RegisterBackgroundWorker(&w);
 }
 
-/* Publish the engine state (and a reason) under the info lock. */
-static void
-SetState(CbllmEngineState st, const char *reason)
+/* Whether any engine is ready. */
+static bool
+AnyReady(void)
 {
-	SpinLockAcquire(&cbllm_shared->info_lock);
-	cbllm_shared->state = st;
-	strlcpy(cbllm_shared->reason, reason ? reason : "", CBLLM_REASON_LEN);
-	SpinLockRelease(&cbllm_shared->info_lock);
+	for (int k = 0; k < n_runs; k++)
+		if (runs[k].state == ENGINE_READY)
+			return true;
+	return false;
+}
+
+/*
+ * Publish every engine and the whole under the info lock: cbllm.engines
+ * reads each, cbllm_status() the whole.  The whole is ready when any engine
+ * is (else loading when any loads, else as the first engine is), with the
+ * reason of the first engine in that state; its counters are the sums of
+ * the engines that last said them; its engine_pid is the first engine's.
+ */
+static void
+Publish(void)
+{
+	static const CbllmEngineState order[] = {ENGINE_READY, ENGINE_LOADING, ENGINE_STOPPED,
+	ENGINE_FAILED, ENGINE_NO_MODEL};
+	int			lead = 0;
+	bool		found = false;
+	CbllmShared *sh = cbllm_shared;
+	TimestampTz oldest = 0;
+	bool		facts = false;
+	int			requests[CBLLM_MAX_ENGINES];
+
+	for (int o = 0; o < (int) lengthof(order) && !found; o++)
+		for (int k = 0; k < n_runs && !found; k++)
+			if (runs[k].state == order[o])
+			{
+				lead = k;
+				found = true;
+			}
+	for (int k = 0; k < n_runs; k++)
+		requests[k] = CbllmRequestsInEngine(k);	/* counted outside the lock */
+	SpinLockAcquire(&sh->info_lock);
+	sh->n_engines = n_runs;
+	sh->state = runs[lead].state;
+	strlcpy(sh->reason, runs[lead].reason, CBLLM_REASON_LEN);
+	sh->engine_pid = runs[0].proc.pid;
+	sh->engine_restarts = 0;
+	sh->kv_blocks_total = sh->kv_blocks_free = sh->n_running = sh->n_waiting = 0;
+	sh->steps = sh->batch_seqs_sum = sh->tokens_prompt = sh->tokens_generated = 0;
+	sh->preemptions = sh->prefix_queries = sh->prefix_hits = 0;
+	sh->kv_blocks_cached = sh->swap_blocks_total = sh->swap_blocks_free = sh->n_swapped = 0;
+	sh->preemptions_recompute = sh->preemptions_swap = 0;
+	for (int k = 0; k < n_runs; k++)
+	{
+		EngineRun  *r = &runs[k];
+		CbllmEngineInfo *in = &sh->engines[k];
+		const cbllm_stats *st = &r->last_status.stats;
+		bool		counts = r->have_status && r->last_status.state == CBLLM_IPC_READY;
+
+		in->state = r->state;
+		strlcpy(in->reason, r->reason, CBLLM_REASON_LEN);
+		strlcpy(in->device, counts ? r->last_status.device : "", sizeof(in->device));
+		in->pid = r->proc.pid;
+		in->restarts = r->restarts;
+		in->requests = requests[k];
+		in->heartbeat = r->proc.pid != 0 ? r->heartbeat : 0;
+		in->kv_blocks_total = counts ? st->kv_blocks_total : 0;
+		in->kv_blocks_free = counts ? st->kv_blocks_free : 0;
+		in->n_running = counts ? st->n_running : 0;
+		in->n_waiting = counts ? st->n_waiting : 0;
+		in->steps = counts ? st->steps : 0;
+		in->tokens_prompt = counts ? st->tokens_prompt : 0;
+		in->tokens_generated = counts ? st->tokens_generated : 0;
+		sh->engine_restarts += r->restarts;
+		if (in->heartbeat != 0 && (oldest == 0 || in->heartbeat < oldest))
+			oldest = in->heartbeat;
+		if (!counts)
+			continue;
+		if (!facts)
+		{
+			facts = true;
+			strlcpy(sh->device, r->last_status.device, sizeof(sh->device));
+			strlcpy(sh->cpu_isa, r->last_status.cpu_isa, sizeof(sh->cpu_isa));
+			strlcpy(sh->weight_types, r->last_status.weight_types, sizeof(sh->weight_types));
+			sh->max_model_len = r->last_status.max_model_len;
+		}
+		sh->kv_blocks_total += st->kv_blocks_total;
+		sh->kv_blocks_free += st->kv_blocks_free;
+		sh->n_running += st->n_running;
+		sh->n_waiting += st->n_waiting;
+		sh->steps += st->steps;
+		sh->batch_seqs_sum += st->batch_seqs_sum;
+		sh->tokens_prompt += st->tokens_prompt;
+		sh->tokens_generated += st->tokens_generated;
+		sh->preemptions += st->preemptions;
+		sh->prefix_queries += st->prefix_queries;
+		sh->prefix_hits += st->prefix_hits;
+		sh->kv_blocks_cached += st->kv_blocks_cached;
+		sh->swap_blocks_total += st->swap_blocks_total;
+		sh->swap_blocks_free += st->swap_blocks_free;
+		sh->n_swapped += st->n_swapped;
+		sh->preemptions_recompute += st->preemptions_recompute;
+		sh->preemptions_swap += st->preemptions_swap;
+	}
+	SpinLockRelease(&sh->info_lock);
+	pg_atomic_write_u64(&sh->engine_heartbeat, (uint64) oldest);
+}
+
+/* Set engine k's state (and a reason), and publish. */
+static void
+SetState(int k, CbllmEngineState st, const char *reason)
+{
+	runs[k].state = st;
+	strlcpy(runs[k].reason, reason ? reason : "", CBLLM_REASON_LEN);
+	Publish();
 }
 
 /*
@@ -99,18 +222,6 @@ SetFailHint(int load_status)
 	SpinLockRelease(&cbllm_shared->info_lock);
 }
 
-/* The engine state as published. */
-static CbllmEngineState
-GetState(void)
-{
-	CbllmEngineState st;
-
-	SpinLockAcquire(&cbllm_shared->info_lock);
-	st = cbllm_shared->state;
-	SpinLockRelease(&cbllm_shared->info_lock);
-	return st;
-}
-
 /* Wake every backend that has a slot, so that waiters re-check. */
 static void
 WakeAllOwners(void)
@@ -119,27 +230,37 @@ WakeAllOwners(void)
 		CbllmWakeOwner(i);
 }
 
-/* on_shmem_exit: take the engine down with us, say that no worker runs, and wake the waiters. */
+/* on_shmem_exit: take the engines down with us, say that no worker runs, and wake the waiters. */
 static void
 WorkerExit(int code, Datum arg)
 {
-	CbllmEngineKill(&proc);
-	CbllmEngineRelease(&proc);
+	for (int k = 0; k < n_runs; k++)
+	{
+		CbllmEngineKill(&runs[k].proc);
+		CbllmEngineRelease(&runs[k].proc);
+	}
 	SpinLockAcquire(&cbllm_shared->info_lock);
 	cbllm_shared->worker_pid = 0;
 	cbllm_shared->worker_latch = NULL;
 	cbllm_shared->engine_pid = 0;
 	if (cbllm_shared->state == ENGINE_READY || cbllm_shared->state == ENGINE_LOADING)
 		cbllm_shared->state = ENGINE_STOPPED;
+	for (int k = 0; k < n_runs; k++)
+	{
+		cbllm_shared->engines[k].pid = 0;
+		if (cbllm_shared->engines[k].state == ENGINE_READY ||
+			cbllm_shared->engines[k].state == ENGINE_LOADING)
+			cbllm_shared->engines[k].state = ENGINE_STOPPED;
+	}
 	SpinLockRelease(&cbllm_shared->info_lock);
 	pg_atomic_write_u64(&cbllm_shared->heartbeat, 0);
 	pg_atomic_write_u64(&cbllm_shared->engine_heartbeat, 0);
 	WakeAllOwners();
 }
 
-/* The engine's parameters, from the GUCs. */
+/* Engine k's parameters, from the GUCs. */
 static void
-EngineParams(cbllm_ipc_params *p)
+EngineParams(cbllm_ipc_params *p, int k)
 {
 	memset(p, 0, sizeof(*p));
 	strlcpy(p->model_dir, cbllm_model, sizeof(p->model_dir));
@@ -163,234 +284,270 @@ EngineParams(cbllm_ipc_params *p)
 	p->priority_aging = cbllm_priority_aging > 0 ? cbllm_priority_aging : CBLLM_PRIORITY_AGING_OFF;
 	p->max_step_ms = cbllm_max_step_ms < 0 ? CBLLM_MAX_STEP_AUTO : cbllm_max_step_ms;
 	p->n_slots = cbllm_shared->n_slots;
+	p->engine_index = k;
+	p->n_engines = n_runs;
 }
 
-/* Start an engine process; on failure to start, the state says why. */
-static void
-Spawn(void)
+/* The name of engine k in messages: "" when there is only one. */
+static const char *
+EngineName(int k)
 {
+	static char buf[32];
+
+	if (n_runs == 1)
+		return "";
+	snprintf(buf, sizeof(buf), " %d", k + 1);
+	return buf;
+}
+
+/* Start engine k's process; on failure to start, its state says why. */
+static void
+Spawn(int k)
+{
+	EngineRun  *r = &runs[k];
 	cbllm_ipc_params p;
 	char		err[CBLLM_REASON_LEN];
 	char		reason[CBLLM_REASON_LEN];
 
-	EngineParams(&p);
-	if (!CbllmEngineSpawn(&proc, &p, CBLLM_MAX_MSG(cbllm_shared->prompt_cap), err))
+	EngineParams(&p, k);
+	if (!CbllmEngineSpawn(&r->proc, &p, CBLLM_MAX_MSG(cbllm_shared->prompt_cap), err))
 	{
 		elog(LOG, "cbllm: %s", err);
-		model_failed = true;
-		SetState(ENGINE_FAILED, err);
-		young_deaths++;
-		next_spawn_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), BACKOFF_MAX_MS);
+		r->model_failed = true;
+		SetState(k, ENGINE_FAILED, err);
+		r->young_deaths++;
+		r->next_spawn_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), BACKOFF_MAX_MS);
 		return;
 	}
-	bell_closed = false;
-	have_status = false;
-	SpinLockAcquire(&cbllm_shared->info_lock);
-	cbllm_shared->engine_pid = proc.pid;
-	strlcpy(reason, cbllm_shared->reason, sizeof(reason));
-	SpinLockRelease(&cbllm_shared->info_lock);
-	elog(LOG, "cbllm: engine process %d started for model \"%s\"", (int) proc.pid, cbllm_model);
+	r->bell_closed = false;
+	r->have_status = false;
+	r->heartbeat = 0;
+	strlcpy(reason, r->reason, sizeof(reason));
+	elog(LOG, "cbllm: engine%s process %d started for model \"%s\"", EngineName(k), (int) r->proc.pid,
+		 cbllm_model);
 	/* keep the reason of a restart visible while the new engine loads; a failed load stays failed */
-	if (!model_failed)
-		SetState(ENGINE_LOADING, GetState() == ENGINE_LOADING ? reason : NULL);
+	if (!r->model_failed)
+		SetState(k, ENGINE_LOADING, r->state == ENGINE_LOADING ? reason : NULL);
+	else
+		Publish();
 }
 
-/* Copy the engine's statistics and facts for cbllm_status(). */
+/* Follow engine k's state, facts and heartbeat. */
 static void
-PublishStats(const cbllm_ipc_status *es)
+Observe(int k)
 {
-	const cbllm_stats *st = &es->stats;
-
-	SpinLockAcquire(&cbllm_shared->info_lock);
-	strlcpy(cbllm_shared->device, es->device, sizeof(cbllm_shared->device));
-	strlcpy(cbllm_shared->cpu_isa, es->cpu_isa, sizeof(cbllm_shared->cpu_isa));
-	strlcpy(cbllm_shared->weight_types, es->weight_types, sizeof(cbllm_shared->weight_types));
-	cbllm_shared->max_model_len = es->max_model_len;
-	cbllm_shared->kv_blocks_total = st->kv_blocks_total;
-	cbllm_shared->kv_blocks_free = st->kv_blocks_free;
-	cbllm_shared->n_running = st->n_running;
-	cbllm_shared->n_waiting = st->n_waiting;
-	cbllm_shared->steps = st->steps;
-	cbllm_shared->batch_seqs_sum = st->batch_seqs_sum;
-	cbllm_shared->tokens_prompt = st->tokens_prompt;
-	cbllm_shared->tokens_generated = st->tokens_generated;
-	cbllm_shared->preemptions = st->preemptions;
-	cbllm_shared->prefix_queries = st->prefix_queries;
-	cbllm_shared->prefix_hits = st->prefix_hits;
-	cbllm_shared->kv_blocks_cached = st->kv_blocks_cached;
-	cbllm_shared->swap_blocks_total = st->swap_blocks_total;
-	cbllm_shared->swap_blocks_free = st->swap_blocks_free;
-	cbllm_shared->n_swapped = st->n_swapped;
-	cbllm_shared->preemptions_recompute = st->preemptions_recompute;
-	cbllm_shared->preemptions_swap = st->preemptions_swap;
-	SpinLockRelease(&cbllm_shared->info_lock);
-}
-
-/* Follow the engine's state, facts and heartbeat. */
-static void
-Observe(void)
-{
+	EngineRun  *r = &runs[k];
 	cbllm_ipc_status es;
-	uint64		beat = atomic_load(&proc.rg->heartbeat_ns);
+	uint64		beat = atomic_load(&r->proc.rg->heartbeat_ns);
 	uint64		now_ns = cbllm_ipc_now_ns();
 
 	if (beat != 0)
-		pg_atomic_write_u64(&cbllm_shared->engine_heartbeat,
-							(uint64) (GetCurrentTimestamp() -
-									  (TimestampTz) ((now_ns > beat ? now_ns - beat : 0) / 1000)));
-	if (!cbllm_ipc_status_read(proc.rg, &es))
+		r->heartbeat = GetCurrentTimestamp() -
+			(TimestampTz) ((now_ns > beat ? now_ns - beat : 0) / 1000);
+	if (!cbllm_ipc_status_read(r->proc.rg, &es))
+	{
+		Publish();
 		return;					/* being written: next pass */
-	last_status = es;
-	have_status = true;
+	}
+	r->last_status = es;
+	r->have_status = true;
 	if (es.state == CBLLM_IPC_READY)
 	{
-		PublishStats(&es);
-		if (GetState() != ENGINE_READY)
+		if (r->state != ENGINE_READY)
 		{
-			elog(LOG, "cbllm: model loaded; engine ready");
-			model_failed = false;
-			SetState(ENGINE_READY, NULL);
+			elog(LOG, "cbllm: model loaded; engine%s ready", EngineName(k));
+			r->model_failed = false;
+			SetState(k, ENGINE_READY, NULL);
 			WakeAllOwners();
 		}
+		else
+			Publish();
 	}
 	else if (es.state == CBLLM_IPC_FAILED)
 	{
-		if (!model_failed || GetState() != ENGINE_FAILED)
-			elog(LOG, "cbllm: model failed to load: %s", es.reason);
-		model_failed = true;
-		SetState(ENGINE_FAILED, es.reason);
+		if (!r->model_failed || r->state != ENGINE_FAILED)
+			elog(LOG, "cbllm: model failed to load in engine%s: %s", EngineName(k), es.reason);
+		r->model_failed = true;
+		SetState(k, ENGINE_FAILED, es.reason);
 		SetFailHint(es.load_status);
 		WakeAllOwners();
 	}
+	else
+		Publish();
 }
 
-/* The engine is gone (why says how): fail its running requests and plan the next one. */
+/* Engine k is gone (why says how): fail its running requests and plan its next process. */
 static void
-OnDeath(const char *why, int status)
+OnDeath(int k, const char *why, int status)
 {
+	EngineRun  *r = &runs[k];
 	TimestampTz now = GetCurrentTimestamp();
-	bool		ran_long = TimestampDifferenceExceeds(proc.started_at, now, RAN_LONG_ENOUGH_MS);
+	bool		ran_long = TimestampDifferenceExceeds(r->proc.started_at, now, RAN_LONG_ENOUGH_MS);
 	int			backoff;
 
 	/* an engine that could not load the model says why in its status block */
-	if (WIFEXITED(status) && WEXITSTATUS(status) == CBLLM_SERVER_LOAD_FAILED && proc.rg != NULL)
+	if (WIFEXITED(status) && WEXITSTATUS(status) == CBLLM_SERVER_LOAD_FAILED && r->proc.rg != NULL)
 	{
-		Observe();
-		if (!model_failed)
+		Observe(k);
+		if (!r->model_failed)
 		{
-			model_failed = true;
-			SetState(ENGINE_FAILED, have_status && last_status.reason[0] ? last_status.reason : why);
+			r->model_failed = true;
+			SetState(k, ENGINE_FAILED,
+					 r->have_status && r->last_status.reason[0] ? r->last_status.reason : why);
 			WakeAllOwners();
 		}
 	}
 	/* output it posted before it died is good: take it first */
-	if (proc.rg != NULL && (!CbllmRequestsTakeEvents(&proc)))
+	if (r->proc.rg != NULL && (!CbllmRequestsTakeEvents(&r->proc, k)))
 		elog(LOG, "cbllm: the dead engine's last events were corrupt; dropped");
-	CbllmEngineRelease(&proc);
-	SpinLockAcquire(&cbllm_shared->info_lock);
-	cbllm_shared->engine_pid = 0;
-	if (!model_failed)
-		cbllm_shared->engine_restarts++;
-	SpinLockRelease(&cbllm_shared->info_lock);
-	pg_atomic_write_u64(&cbllm_shared->engine_heartbeat, 0);
-	CbllmRequestsFailRunning(why);
+	CbllmEngineRelease(&r->proc);
+	if (!r->model_failed)
+		r->restarts++;
+	r->have_status = false;
+	r->heartbeat = 0;
+	CbllmRequestsFailRunning(k, why);
 	/* a new engine after a backoff; one that failed to load is retried too (its files may be fixed) */
-	young_deaths = ran_long ? 1 : young_deaths + 1;
-	backoff = Min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS << Min(young_deaths - 1, 6));
-	next_spawn_at = TimestampTzPlusMilliseconds(now, backoff);
-	if (model_failed)
+	r->young_deaths = ran_long ? 1 : r->young_deaths + 1;
+	backoff = Min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS << Min(r->young_deaths - 1, 6));
+	r->next_spawn_at = TimestampTzPlusMilliseconds(now, backoff);
+	if (r->model_failed)
 	{
 		/* the state says why; the loop refuses what waits meanwhile */
-		elog(LOG, "cbllm: a new engine tries to load the model in %d ms", backoff);
+		elog(LOG, "cbllm: a new engine%s tries to load the model in %d ms", EngineName(k), backoff);
+		Publish();
 		return;
 	}
 	ereport(LOG,
-			(errmsg("cbllm: %s; its running requests failed, a new engine starts in %d ms", why,
-					backoff)));
+			(errmsg("cbllm: %s; its running requests failed, a new engine%s starts in %d ms", why,
+					EngineName(k), backoff)));
 	{
 		char		reason[CBLLM_REASON_LEN];
 
 		snprintf(reason, sizeof(reason), "restarting: %s", why);
-		SetState(ENGINE_LOADING, reason);
+		SetState(k, ENGINE_LOADING, reason);
 	}
 	WakeAllOwners();
 }
 
-/* Kill the engine (stalled, or its channel corrupt) and handle its death. */
+/* Kill engine k (stalled, or its channel corrupt) and handle its death. */
 static void
-KillEngine(const char *why)
+KillEngine(int k, const char *why)
 {
-	CbllmEngineKill(&proc);
-	OnDeath(why, 0);
+	CbllmEngineKill(&runs[k].proc);
+	OnDeath(k, why, 0);
 }
 
-/* One pass with a live engine: its death, its state, its events, new requests, a stall. */
-static void
-WithEngine(void)
+/* Whether engine k shows no sign of life for cbllm.stall_timeout. */
+static bool
+Stalled(int k)
 {
+	return runs[k].heartbeat != 0 &&
+		TimestampDifferenceExceeds(runs[k].heartbeat, GetCurrentTimestamp(), cbllm_stall_timeout_ms);
+}
+
+/* One pass with engine k's live process: its death, its state, its events, a stall. */
+static void
+WithEngine(int k)
+{
+	EngineRun  *r = &runs[k];
 	char		why[CBLLM_REASON_LEN];
 	int			status;
 
-	if (CbllmEngineExited(&proc, why, sizeof(why), &status))
+	if (CbllmEngineExited(&r->proc, why, sizeof(why), &status))
 	{
-		OnDeath(why, status);
+		OnDeath(k, why, status);
 		return;
 	}
-	Observe();
-	if (GetState() != ENGINE_READY)
+	Observe(k);
+	if (r->state != ENGINE_READY)
 		return;
-	if (!CbllmRequestsTakeEvents(&proc))
+	if (!CbllmRequestsTakeEvents(&r->proc, k))
 	{
-		KillEngine("the cbllm engine process wrote a corrupt event and was restarted");
+		KillEngine(k, "the cbllm engine process wrote a corrupt event and was restarted");
 		return;
 	}
 	/* counters at least as new as the events just taken, before their requests are delivered */
-	Observe();
-	CbllmRequestsDispatch(&proc);
-	if (cbllm_restart_stalled_engine && CbllmRequestsInEngine() > 0 && CbllmEngineStalled())
+	Observe(k);
+	if (cbllm_restart_stalled_engine && CbllmRequestsInEngine(k) > 0 && Stalled(k))
 	{
 		snprintf(why, sizeof(why),
 				 "the cbllm engine process made no progress for %d ms with requests waiting and was killed (cbllm.restart_stalled_engine)",
 				 cbllm_stall_timeout_ms);
-		KillEngine(why);
+		KillEngine(k, why);
 	}
 }
 
-/* Sleep until a backend, the engine, or the timeout wakes us. */
+/* The engines as the requests' half sees them. */
+static void
+EngineSet(CbllmEngineSet *es)
+{
+	es->n = n_runs;
+	for (int k = 0; k < n_runs; k++)
+	{
+		es->procs[k] = runs[k].proc.pid != 0 ? &runs[k].proc : NULL;
+		es->ready[k] = runs[k].proc.pid != 0 && runs[k].state == ENGINE_READY;
+		es->kv_free[k] = runs[k].have_status ? runs[k].last_status.stats.kv_blocks_free : 0;
+	}
+}
+
+/* Sleep until a backend, an engine, or the timeout wakes us. */
 static void
 Sleep(bool busy)
 {
 	long		timeout = 1000;
-	int			events = WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH;
-	int			rc;
+	WaitEventSet *set = CreateWaitEventSet(CurrentMemoryContext, 2 + n_runs);
+	WaitEvent	ev[1 + CBLLM_MAX_ENGINES];
+	int			n;
 
-	if (proc.pid == 0 && next_spawn_at != 0)
+	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	for (int k = 0; k < n_runs; k++)
 	{
-		long		secs;
-		int			usecs;
+		EngineRun  *r = &runs[k];
 
-		TimestampDifference(GetCurrentTimestamp(), next_spawn_at, &secs, &usecs);
-		timeout = Min(timeout, secs * 1000 + usecs / 1000 + 1);
+		if (r->proc.pid == 0 && r->next_spawn_at != 0)
+		{
+			long		secs;
+			int			usecs;
+
+			TimestampDifference(GetCurrentTimestamp(), r->next_spawn_at, &secs, &usecs);
+			timeout = Min(timeout, secs * 1000 + usecs / 1000 + 1);
+		}
+		if (r->proc.pid != 0 && r->bell_closed)
+			timeout = 10;		/* it is exiting: reap it soon */
+		else if (r->proc.pid != 0)
+			AddWaitEventToSet(set, WL_SOCKET_READABLE, r->proc.bell_from_engine, NULL,
+							  (void *) (intptr_t) (k + 1));
+		if (busy && r->proc.pid == 0)
+			timeout = Min(timeout, 100);
 	}
-	if (proc.pid != 0 && bell_closed)
-		timeout = 10;			/* it is exiting: reap it soon */
-	else if (proc.pid != 0)
-		events |= WL_SOCKET_READABLE;
-	if (busy && proc.pid == 0)
-		timeout = Min(timeout, 100);
-	rc = WaitLatchOrSocket(MyLatch, events, events & WL_SOCKET_READABLE ? proc.bell_from_engine : PGINVALID_SOCKET,
-						   timeout, PG_WAIT_EXTENSION);
+	n = WaitEventSetWait(set, timeout, ev, lengthof(ev), PG_WAIT_EXTENSION);
+	FreeWaitEventSet(set);
 	ResetLatch(MyLatch);
-	if (rc & WL_SOCKET_READABLE)
+	for (int i = 0; i < n; i++)
 	{
+		EngineRun  *r;
 		char		buf[256];
-		ssize_t		n;
+		ssize_t		got;
 
-		while ((n = read(proc.bell_from_engine, buf, sizeof(buf))) > 0)
+		if (!(ev[i].events & WL_SOCKET_READABLE) || ev[i].user_data == NULL)
+			continue;
+		r = &runs[(intptr_t) ev[i].user_data - 1];
+		while ((got = read(r->proc.bell_from_engine, buf, sizeof(buf))) > 0)
 			;
-		if (n == 0)
-			bell_closed = true;
+		if (got == 0)
+			r->bell_closed = true;
 	}
+}
+
+/* Whether no engine can serve: no model, or every engine failed to load it. */
+static bool
+NoneCanServe(void)
+{
+	for (int k = 0; k < n_runs; k++)
+		if (!runs[k].model_failed)
+			return false;
+	return true;
 }
 
 /* The supervisor's entry point. */
@@ -398,11 +555,18 @@ void
 cbllm_worker_main(Datum arg)
 {
 	uint32		gen;
+	bool		no_model = cbllm_model == NULL || cbllm_model[0] == '\0';
 
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
 
+	n_runs = Max(1, Min(cbllm_engines, CBLLM_MAX_ENGINES));
+	for (int k = 0; k < n_runs; k++)
+	{
+		memset(&runs[k], 0, sizeof(runs[k]));
+		runs[k].proc.region_fd = runs[k].proc.bell_to_engine = runs[k].proc.bell_from_engine = -1;
+	}
 	gen = pg_atomic_add_fetch_u32(&cbllm_shared->worker_generation, 1);
 	SpinLockAcquire(&cbllm_shared->info_lock);
 	cbllm_shared->worker_pid = MyProcPid;
@@ -415,19 +579,21 @@ cbllm_worker_main(Datum arg)
 	/* requests a previous worker was running (or parking) are lost: fail them */
 	CbllmRequestsRecover();
 
-	if (cbllm_model == NULL || cbllm_model[0] == '\0')
-		SetState(ENGINE_NO_MODEL, "cbllm.model is not set");
-	else
+	for (int k = 0; k < n_runs; k++)
 	{
-		elog(LOG, "cbllm: supervisor started (worker generation %u)", gen);
-		SetState(ENGINE_LOADING, NULL);
+		runs[k].state = no_model ? ENGINE_NO_MODEL : ENGINE_LOADING;
+		strlcpy(runs[k].reason, no_model ? "cbllm.model is not set" : "", CBLLM_REASON_LEN);
 	}
+	if (!no_model)
+		elog(LOG, "cbllm: supervisor started (worker generation %u, %d engine%s)", gen, n_runs,
+			 n_runs > 1 ? "s" : "");
+	Publish();
 	WakeAllOwners();
 
 	while (!ShutdownRequestPending)
 	{
 		bool		busy;
-		CbllmEngineState st;
+		CbllmEngineSet es;
 
 		pg_atomic_write_u64(&cbllm_shared->heartbeat, (uint64) GetCurrentTimestamp());
 		if (ConfigReloadPending)
@@ -435,8 +601,7 @@ cbllm_worker_main(Datum arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
-		st = GetState();
-		if (st == ENGINE_NO_MODEL || model_failed)
+		if (no_model || NoneCanServe())
 		{
 			char		reason[CBLLM_REASON_LEN];
 
@@ -445,15 +610,24 @@ cbllm_worker_main(Datum arg)
 			SpinLockRelease(&cbllm_shared->info_lock);
 			CbllmRequestsRefuseAll(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, reason);
 		}
-		if (st != ENGINE_NO_MODEL && proc.pid == 0 && GetCurrentTimestamp() >= next_spawn_at)
-			Spawn();
-		if (proc.pid != 0)
-			WithEngine();
-		busy = CbllmRequestsDeliver(proc.pid != 0 ? &proc : NULL);
+		for (int k = 0; k < n_runs && !no_model; k++)
+		{
+			if (runs[k].proc.pid == 0 && GetCurrentTimestamp() >= runs[k].next_spawn_at)
+				Spawn(k);
+			if (runs[k].proc.pid != 0)
+				WithEngine(k);
+		}
+		EngineSet(&es);
+		if (AnyReady())
+			CbllmRequestsDispatch(&es);
+		busy = CbllmRequestsDeliver(&es);
 		Sleep(busy);
 	}
 	/* exit status 1: the postmaster restarts the worker unless the server is stopping */
-	CbllmEngineStop(&proc, 5000);
-	CbllmEngineRelease(&proc);
+	for (int k = 0; k < n_runs; k++)
+	{
+		CbllmEngineStop(&runs[k].proc, 5000);
+		CbllmEngineRelease(&runs[k].proc);
+	}
 	proc_exit(1);
 }

@@ -20,7 +20,8 @@
 typedef struct WorkerSlot
 {
 	bool		active;			/* taken from its slot; its output flows or waits here */
-	bool		in_engine;		/* the engine has it and has not said it ended */
+	int			engine;			/* the engine it went to (an index of the engine set) */
+	bool		in_engine;		/* that engine has it and has not said it ended */
 	bool		abort_pending;	/* the owner gave up; the engine is still to be told */
 	uint64		serial;			/* the slot's serial when taken */
 	int			kind;			/* a cbllm_request_kind */
@@ -39,6 +40,7 @@ typedef struct WorkerSlot
 } WorkerSlot;
 
 static WorkerSlot *wslots = NULL;
+static int	next_engine = 0;	/* where ChooseEngine's round starts */
 static int	n_wslots = 0;
 static char *msgbuf = NULL;		/* one message in or out */
 static size_t msgbuf_cap = 0;
@@ -163,13 +165,24 @@ DropWorkerSlot(int i)
 	resetStringInfo(&w->pending);
 }
 
-/* Tell the engine to drop slot i's request; false when the command ring is full. */
+/* The engine slot i's request went to, when one runs. */
+static CbllmEngineProc *
+EngineOf(const CbllmEngineSet *es, int i)
+{
+	int			k = wslots[i].engine;
+
+	return k >= 0 && k < es->n && es->procs[k] != NULL && es->procs[k]->rg != NULL ?
+		es->procs[k] : NULL;
+}
+
+/* Tell its engine to drop slot i's request; false when the command ring is full. */
 static bool
-PostAbort(CbllmEngineProc *ep, int i)
+PostAbort(const CbllmEngineSet *es, int i)
 {
 	cbllm_cmd_abort a = {.slot = i, .serial = wslots[i].serial};
+	CbllmEngineProc *ep = EngineOf(es, i);
 
-	if (!wslots[i].in_engine || ep->rg == NULL)
+	if (!wslots[i].in_engine || ep == NULL)
 		return true;
 	return cbllm_ring_put(cbllm_ipc_cmd_ring(ep->rg), CBLLM_CMD_ABORT, &a, sizeof(a), NULL, 0);
 }
@@ -179,7 +192,7 @@ PostAbort(CbllmEngineProc *ep, int i)
  * false when it has not (the slot stays SUBMITTED for the next pass).
  */
 static bool
-StartSlot(CbllmEngineProc *ep, int i)
+StartSlot(CbllmEngineProc *ep, int k, int i)
 {
 	CbllmSlot  *s = CbllmGetSlot(i);
 	WorkerSlot *w = &wslots[i];
@@ -206,6 +219,7 @@ StartSlot(CbllmEngineProc *ep, int i)
 
 	resetStringInfo(&w->pending);
 	w->active = true;
+	w->engine = k;
 	w->in_engine = true;
 	w->serial = serial;
 	w->kind = c.params.kind;
@@ -217,52 +231,111 @@ StartSlot(CbllmEngineProc *ep, int i)
 	return true;
 }
 
-/* Take SUBMITTED slots to the engine and abort cancelled ones; ring the engine if anything went. */
-void
-CbllmRequestsDispatch(CbllmEngineProc *ep)
+/*
+ * The engine SUBMITTED slot i goes to: a request that shares another's
+ * prompt (n completions) goes where that one runs, and waits while that
+ * engine's ring is full; any other to the ready engine with the fewest
+ * requests, then the most free KV blocks, then the next in turn after the
+ * last one chosen (so that requests arriving one at a time alternate).
+ * -1: none can take it now.
+ */
+static int
+ChooseEngine(const CbllmEngineSet *es, int i, const int *load, const bool *full)
 {
-	bool		sent = false;
+	CbllmSlot  *s = CbllmGetSlot(i);
+	int			lead = s->params.share_slot - 1,
+				best = -1;
 
-	/* aborts that did not fit the ring last time */
+	if (lead >= 0 && lead < n_wslots && wslots[lead].active && wslots[lead].in_engine &&
+		wslots[lead].serial == s->params.share_serial && es->ready[wslots[lead].engine])
+		return full[wslots[lead].engine] ? -1 : wslots[lead].engine;
+	for (int j = 0; j < es->n; j++)
+	{
+		int			k = (next_engine + j) % es->n;
+
+		if (!es->ready[k] || full[k])
+			continue;
+		if (best < 0 || load[k] < load[best] ||
+			(load[k] == load[best] && es->kv_free[k] > es->kv_free[best]))
+			best = k;
+	}
+	if (best >= 0)
+		next_engine = best + 1;
+	return best;
+}
+
+/*
+ * Take SUBMITTED slots to the engines (ChooseEngine) and abort cancelled
+ * ones; ring each engine that was sent anything.  An engine whose command
+ * ring is full takes nothing more this pass; the others go on.
+ */
+void
+CbllmRequestsDispatch(const CbllmEngineSet *es)
+{
+	bool		sent[CBLLM_MAX_ENGINES] = {false};
+	bool		full[CBLLM_MAX_ENGINES] = {false};
+	int			load[CBLLM_MAX_ENGINES] = {0};
+
+	for (int i = 0; i < n_wslots; i++)
+		if (wslots[i].active && wslots[i].in_engine && wslots[i].engine < es->n)
+			load[wslots[i].engine]++;
+	/* aborts that did not fit a ring last time */
 	for (int i = 0; i < n_wslots; i++)
 		if (wslots[i].abort_pending)
 		{
-			if (!PostAbort(ep, i))
-				return;
+			if (!PostAbort(es, i))
+			{
+				full[wslots[i].engine] = true;
+				continue;
+			}
+			sent[wslots[i].engine] = true;
 			DropWorkerSlot(i);
-			sent = true;
 		}
 	for (int i = 0; i < n_wslots; i++)
 	{
 		uint64		serial;
 		CbllmSlotState st = CbllmSlotPeek(i, &serial);
+		int			k;
 
 		if (st == SLOT_SUBMITTED)
 		{
 			if (wslots[i].active)
 			{
-				if (!PostAbort(ep, i))
-					break;
+				if (!PostAbort(es, i))
+				{
+					full[wslots[i].engine] = true;
+					continue;
+				}
 				DropWorkerSlot(i);
 			}
-			if (!StartSlot(ep, i))
-				break;			/* the ring is full: the rest wait for the next pass */
-			sent = true;
+			if ((k = ChooseEngine(es, i, load, full)) < 0)
+				continue;		/* waits for the next pass */
+			if (!StartSlot(es->procs[k], k, i))
+			{
+				full[k] = true;	/* its ring is full: it takes nothing more this pass */
+				continue;
+			}
+			load[k]++;
+			sent[k] = true;
 		}
 		else if (st == SLOT_CANCELLED)
 		{
 			if (wslots[i].active && wslots[i].serial == serial)
 			{
-				if (!PostAbort(ep, i))
-					break;		/* freed once the abort is sent */
-				sent |= wslots[i].in_engine;
+				if (!PostAbort(es, i))
+				{
+					full[wslots[i].engine] = true;
+					continue;	/* freed once the abort is sent */
+				}
+				sent[wslots[i].engine] |= wslots[i].in_engine;
 				DropWorkerSlot(i);
 			}
 			CbllmSlotReapCancelled(i, serial);
 		}
 	}
-	if (sent)
-		CbllmEngineRing(ep);
+	for (int k = 0; k < es->n; k++)
+		if (sent[k] && es->procs[k] != NULL)
+			CbllmEngineRing(es->procs[k]);
 }
 
 /* Seconds from a to b. */
@@ -302,13 +375,13 @@ RecordTimings(WorkerSlot *w, const cbllm_evt_output *e)
 		CbllmRecordLatency(3, Seconds(w->submitted_at, now));
 }
 
-/* Apply one checked output event. */
+/* Apply one checked output event of engine k. */
 static void
-ApplyEvent(const cbllm_evt_output *e, const char *text)
+ApplyEvent(int k, const cbllm_evt_output *e, const char *text)
 {
 	WorkerSlot *w = &wslots[e->slot];
 
-	if (!w->active || w->serial != e->serial || w->finished)
+	if (!w->active || w->engine != k || w->serial != e->serial || w->finished)
 		return;					/* a request this side already dropped */
 	if (e->text_len > 0)
 	{
@@ -341,9 +414,9 @@ ApplyEvent(const cbllm_evt_output *e, const char *text)
 	}
 }
 
-/* Apply every event the engine posted; false when the event ring is corrupt. */
+/* Apply every event engine k (ep) posted; false when its event ring is corrupt. */
 bool
-CbllmRequestsTakeEvents(CbllmEngineProc *ep)
+CbllmRequestsTakeEvents(CbllmEngineProc *ep, int k)
 {
 	cbllm_ring *r = cbllm_ipc_evt_ring(ep->rg);
 	bool		took = false;
@@ -363,7 +436,7 @@ CbllmRequestsTakeEvents(CbllmEngineProc *ep)
 		memcpy(&e, payload, sizeof(e));
 		if (cbllm_evt_output_check(&e, len - sizeof(cbllm_msg_header), n_wslots) != NULL)
 			return false;
-		ApplyEvent(&e, payload + sizeof(e));
+		ApplyEvent(k, &e, payload + sizeof(e));
 		took = true;
 	}
 	if (took)
@@ -411,10 +484,10 @@ Deliver(int i)
 
 /* Move pending output into the rings; true while any request is active. */
 bool
-CbllmRequestsDeliver(CbllmEngineProc *ep)
+CbllmRequestsDeliver(const CbllmEngineSet *es)
 {
-	bool		any = false,
-				sent = false;
+	bool		any = false;
+	bool		sent[CBLLM_MAX_ENGINES] = {false};
 
 	for (int i = 0; i < n_wslots; i++)
 	{
@@ -423,39 +496,41 @@ CbllmRequestsDeliver(CbllmEngineProc *ep)
 		if (!Deliver(i))
 		{
 			/* the owner gave up (its slot is free already): tell the engine */
-			if (ep != NULL && ep->rg != NULL && wslots[i].in_engine && !PostAbort(ep, i))
+			if (wslots[i].in_engine && !PostAbort(es, i))
 				wslots[i].abort_pending = true;		/* sent by the next Dispatch */
 			else
 			{
-				sent |= wslots[i].in_engine;
+				if (wslots[i].in_engine)
+					sent[wslots[i].engine] = true;
 				DropWorkerSlot(i);
 			}
 			continue;
 		}
 		any |= wslots[i].active;
 	}
-	if (sent)
-		CbllmEngineRing(ep);
+	for (int k = 0; k < es->n; k++)
+		if (sent[k] && es->procs[k] != NULL)
+			CbllmEngineRing(es->procs[k]);
 	return any;
 }
 
-/* The engine died: fail every request it was running (finished ones keep their output). */
+/* Engine k died: fail every request it was running (finished ones keep their output). */
 void
-CbllmRequestsFailRunning(const char *why)
+CbllmRequestsFailRunning(int k, const char *why)
 {
 	for (int i = 0; i < n_wslots; i++)
-		if (wslots[i].active && !wslots[i].finished)
+		if (wslots[i].active && wslots[i].engine == k && !wslots[i].finished)
 			EndWorkerSlot(&wslots[i], CBLLM_FINISH_ERROR, ERRCODE_CONNECTION_FAILURE, why);
 }
 
-/* Requests the engine has now. */
+/* Requests engine k has now. */
 int
-CbllmRequestsInEngine(void)
+CbllmRequestsInEngine(int k)
 {
 	int			n = 0;
 
 	for (int i = 0; i < n_wslots; i++)
-		n += wslots[i].active && wslots[i].in_engine;
+		n += wslots[i].active && wslots[i].in_engine && wslots[i].engine == k;
 	return n;
 }
 

@@ -1036,6 +1036,20 @@ SELECT state, reason, model, device, cpu_isa, weight_types,
        now() - started_at AS uptime
 FROM cbllm_status();
 
+-- Each engine process (cbllm.engines sets how many): its state, process,
+-- the requests it has, its KV cache and counters.  cbllm.engine is their sum.
+CREATE FUNCTION cbllm.engines_snapshot(OUT engine integer, OUT state text, OUT reason text,
+                                       OUT device text, OUT pid integer, OUT restarts bigint,
+                                       OUT requests integer, OUT kv_blocks_total integer,
+                                       OUT kv_blocks_used integer, OUT requests_running integer,
+                                       OUT requests_waiting integer, OUT steps bigint,
+                                       OUT tokens_in bigint, OUT tokens_out bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'cbllm_engines_status'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE VIEW cbllm.engines AS SELECT * FROM cbllm.engines_snapshot();
+
 -- One row per live request.
 CREATE FUNCTION cbllm.requests_snapshot(OUT id bigint, OUT pid integer, OUT role oid,
                                         OUT state text, OUT priority integer,
@@ -1067,4 +1081,4 @@ CREATE FUNCTION cbllm.reset_stats() RETURNS void
 AS 'MODULE_PATHNAME', 'cbllm_reset_stats'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE EXECUTE ON FUNCTION cbllm.reset_stats() FROM PUBLIC;
-GRANT SELECT ON cbllm.engine, cbllm.requests, cbllm.stats TO PUBLIC;
+GRANT SELECT ON cbllm.engine, cbllm.engines, cbllm.requests, cbllm.stats TO PUBLIC;

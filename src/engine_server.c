@@ -98,6 +98,41 @@ EngineParams(const cbllm_ipc_params *ip, cbllm_engine_params *p)
 	p->max_step_ms = ip->max_step_ms;
 }
 
+/* The CUDA_VISIBLE_DEVICES of engine index: the index-th entry of visible (round it), else the index. */
+void
+cbllm_server_gpu_choice(const char *visible, int index, char *out, size_t len)
+{
+	if (visible != NULL && visible[0] != '\0')
+	{
+		int			n = 1;
+		const char *p = visible;
+
+		for (const char *c = visible; *c; c++)
+			n += *c == ',';
+		for (int i = 0; i < index % n; i++)
+			p = strchr(p, ',') + 1;
+		snprintf(out, len, "%.*s", (int) strcspn(p, ","), p);
+	}
+	else
+		snprintf(out, len, "%d", index);
+}
+
+/*
+ * One of several engines (cbllm.engines > 1) takes one GPU, through
+ * CUDA_VISIBLE_DEVICES, set before anything in this process touches CUDA
+ * (cbllm_server_gpu_choice).  An engine whose GPU does not exist sees none.
+ */
+static void
+SelectGpu(const cbllm_ipc_params *ip)
+{
+	char		pick[64];
+
+	if (ip->n_engines <= 1 || ip->engine_index < 0)
+		return;
+	cbllm_server_gpu_choice(getenv("CUDA_VISIBLE_DEVICES"), ip->engine_index, pick, sizeof(pick));
+	setenv("CUDA_VISIBLE_DEVICES", pick, 1);
+}
+
 /* Forget slot i's request (aborting it in the engine if it is there). */
 static void
 DropReq(server *sv, int i)
@@ -535,6 +570,7 @@ cbllm_server_run(cbllm_ipc_region *rg, int doorbell_in, int doorbell_out,
 	atomic_store(&rg->heartbeat_ns, cbllm_ipc_now_ns());
 	PublishStatus(&sv, CBLLM_IPC_LOADING, NULL);
 	Ring(doorbell_out);
+	SelectGpu(&rg->params);
 	EngineParams(&rg->params, &p);
 	if (sv.n_slots < 1 || (sv.status.load_status = cbllm_engine_create(&p, &sv.engine, &err)) != CBLLM_OK)
 	{

@@ -27,4 +27,12 @@ enum cbllm_server_exit
 int			cbllm_server_run(cbllm_ipc_region *rg, int doorbell_in, int doorbell_out,
 							 volatile sig_atomic_t *stop);
 
+/*
+ * The GPU engine index of several (cbllm.engines) takes, as the value of
+ * CUDA_VISIBLE_DEVICES it runs with: the index-th device that visible (the
+ * supervisor's CUDA_VISIBLE_DEVICES, NULL or empty: none) lists, round the
+ * list, else GPU index itself.
+ */
+void		cbllm_server_gpu_choice(const char *visible, int index, char *out, size_t len);
+
 #endif

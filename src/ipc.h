@@ -148,6 +148,8 @@ typedef struct cbllm_ipc_params
 	int32_t		no_prefix_caching;
 	int32_t		no_cuda_graphs;
 	int32_t		n_slots;		/* the supervisor's slots: commands name a slot below this */
+	int32_t		engine_index;	/* this engine among the supervisor's n_engines (cbllm.engines) */
+	int32_t		n_engines;		/* > 1: engine k takes GPU k (see engine_server_select_gpu) */
 	uint64_t	kv_cache_bytes;
 	uint64_t	swap_space_bytes;
 	double		gpu_memory_utilization;

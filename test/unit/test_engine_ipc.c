@@ -360,6 +360,18 @@ main(int argc, char **argv)
 		fprintf(stderr, "usage: test_engine_ipc ENGINE_PROGRAM MODEL_DIR [DEVICE]\n");
 		return 2;
 	}
+	{
+		char		g[4][16];
+
+		cbllm_server_gpu_choice(NULL, 1, g[0], sizeof(g[0]));
+		cbllm_server_gpu_choice("", 3, g[1], sizeof(g[1]));
+		cbllm_server_gpu_choice("4,7,GPU-abc", 2, g[2], sizeof(g[2]));
+		cbllm_server_gpu_choice("4,7", 3, g[3], sizeof(g[3]));
+		TAP_OK(strcmp(g[0], "1") == 0 && strcmp(g[1], "3") == 0 && strcmp(g[2], "GPU-abc") == 0 &&
+			   strcmp(g[3], "7") == 0,
+			   "engine k of several takes GPU k, or the k-th listed device round the list (%s %s %s %s)",
+			   g[0], g[1], g[2], g[3]);
+	}
 	program = argv[1];
 	model_dir = argv[2];
 	if (argc > 3)
