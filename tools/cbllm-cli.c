@@ -50,6 +50,7 @@ Usage(FILE *f)
 		  "  cbllm-cli bench-hol -m DIR [--static | --static-admission]   (1 request of 500 tokens, 7 of 20)\n"
 		  "  cbllm-cli bench-steps -m DIR [--batch 1,8,32] [--context N] [--steps N] [--prefill N]\n"
 		  "            [--temp T] [--top-p P] [--top-k K]   (decode greedy without --temp)\n"
+		  "            [--logprobs K]   (times the steps again reporting logprobs, K alternatives)\n"
 		  "  cbllm-cli bench-sampler [--vocab N] [--batch B] [--threads N] [--temp T] [--top-p P]\n"
 		  "            [--top-k K]   (sampling B rows of N logits; default 151936, 32, 0.7, 0.95)\n"
 		  "  cbllm-cli membw [--device cpu|cuda]     device copy bandwidth (read + write) in GB/s\n"
@@ -356,6 +357,8 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 			o->sp.max_tokens = (int) n;
 		else if (strcmp(a, "--top-k") == 0)
 			o->sp.top_k = (int) n, o->top_k_given = true;
+		else if (strcmp(a, "--logprobs") == 0)
+			o->bench.logprobs = true, o->bench.top_logprobs = (int) n;
 		else if (strcmp(a, "--threads") == 0)
 			o->ep.n_threads = (int) n;
 		else if (strcmp(a, "--max-model-len") == 0)

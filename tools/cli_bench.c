@@ -41,9 +41,12 @@ FillPrompt(int32_t *ids, int n, int vocab, unsigned seed)
 	}
 }
 
-/* Median seconds of decode steps with B sequences; returns < 0 on error. */
+/*
+ * Median seconds of decode steps with B sequences, plain or controlled
+ * (under the constraint and with the logprobs o gives); returns < 0 on error.
+ */
 static double
-TimeDecode(cbllm_engine *e, int B, const bench_opts *o, int vocab, bool constrained)
+TimeDecode(cbllm_engine *e, int B, const bench_opts *o, int vocab, bool controlled)
 {
 	int32_t    *ids = malloc(sizeof(int32_t) * o->context);
 	int64_t    *rid = malloc(sizeof(int64_t) * B);
@@ -62,10 +65,12 @@ TimeDecode(cbllm_engine *e, int B, const bench_opts *o, int vocab, bool constrai
 	sp.top_k = o->top_k;
 	sp.has_seed = true;
 	sp.seed = 42;
-	if (constrained)
+	if (controlled)
 	{
 		sp.constraint = o->constraint;
 		sp.constraint_len = o->constraint_len;
+		sp.logprobs = o->logprobs;
+		sp.top_logprobs = o->top_logprobs;
 	}
 	for (int b = 0; ids && rid && t && b < B; b++)
 	{
@@ -161,6 +166,7 @@ cli_bench_run(const cbllm_engine_params *ep_in, const bench_opts *oin)
 	cbllm_err	err;
 	char		list[256];
 	int			max_b = 1;
+	bool		controlled;
 
 	o.batches = o.batches ? o.batches : "1,8,32";
 	o.context = o.context > 0 ? o.context : 64;
@@ -200,14 +206,20 @@ cli_bench_run(const cbllm_engine_params *ep_in, const bench_opts *oin)
 	if (o.constraint != NULL)
 		printf("# each batch is timed unconstrained, then with every sequence under the "
 			   "constraint (documents one per line, so that none ends)\n");
+	if (o.logprobs)
+		printf("# each batch is timed without logprobs, then with every sequence reporting them "
+			   "with %d alternatives\n", o.top_logprobs);
+	controlled = o.constraint != NULL || o.logprobs;
 	printf("%-8s %14s %14s %16s %14s%s\n", "batch", "step_ms", "tokens_per_s", "weight_GB_per_s",
-		   "GFLOP_per_s", o.constraint ? "  constrained_step_ms  constrained/plain_tokens_per_s" : "");
+		   "GFLOP_per_s", !controlled ? "" : o.logprobs && o.constraint == NULL ?
+		   "  logprobs_step_ms  logprobs/plain_tokens_per_s" :
+		   "  constrained_step_ms  constrained/plain_tokens_per_s");
 	snprintf(list, sizeof(list), "%s", o.batches);
 	for (char *s = strtok(list, ","); s; s = strtok(NULL, ","))
 	{
 		int			B = atoi(s);
 		double		t = B > 0 ? TimeDecode(e, B, &o, info.vocab_size, false) : -1;
-		double		tc = t > 0 && o.constraint ? TimeDecode(e, B, &o, info.vocab_size, true) : 1;
+		double		tc = t > 0 && controlled ? TimeDecode(e, B, &o, info.vocab_size, true) : 1;
 
 		if (t <= 0 || tc <= 0)
 		{
@@ -216,7 +228,7 @@ cli_bench_run(const cbllm_engine_params *ep_in, const bench_opts *oin)
 		}
 		printf("%-8d %14.3f %14.1f %16.2f %14.1f", B, t * 1e3, B / t,
 			   info.step_weight_bytes / t / 1e9, 2.0 * info.matmul_params * B / t / 1e9);
-		if (o.constraint)
+		if (controlled)
 			printf("  %19.3f  %31.3f", tc * 1e3, t / tc);
 		printf("\n");
 	}

@@ -16,6 +16,8 @@ typedef struct bench_opts
 	const char *constraint;		/* a regex the decode steps are also timed under (regex.h); NULL:
 								 * none.  It must never end (cli_constraint_regex's lines) */
 	size_t		constraint_len;
+	bool		logprobs;		/* the decode steps are also timed reporting per-token logprobs */
+	int			top_logprobs;	/* with that many alternatives */
 } bench_opts;
 
 int			cli_bench_run(const cbllm_engine_params *ep, const bench_opts *o);
