@@ -184,23 +184,6 @@ FinishReason(int finish)
 	}
 }
 
-/* The logprobs argument: -1 for NULL (none), else the alternatives wanted per token. */
-static int
-LogprobsArg(FunctionCallInfo fcinfo)
-{
-	int			k;
-
-	if (PG_NARGS() <= CBLLM_ARG_LOGPROBS || PG_ARGISNULL(CBLLM_ARG_LOGPROBS))
-		return -1;
-	k = PG_GETARG_INT32(CBLLM_ARG_LOGPROBS);
-	if (k < 0 || k > CBLLM_MAX_TOP_LOGPROBS)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("logprobs must be between 0 and %d, not %d", CBLLM_MAX_TOP_LOGPROBS, k),
-				 errhint("Give NULL for no logprobs, 0 for the chosen tokens' only.")));
-	return k;
-}
-
 /*
  * n completions of one input (argument CBLLM_ARG_FORM), a row each: its
  * number, text, finish reason, token counts and, when asked (argument
@@ -219,7 +202,7 @@ CbllmCompletions(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int			n = PG_NARGS() > CBLLM_ARG_FORM && !PG_ARGISNULL(CBLLM_ARG_FORM) ?
 		PG_GETARG_INT32(CBLLM_ARG_FORM) : 1;
-	int			top = LogprobsArg(fcinfo);
+	bool		logprobs = PG_NARGS() > CBLLM_ARG_LOGPROBS && !PG_ARGISNULL(CBLLM_ARG_LOGPROBS);
 	CbllmRequestArgs a;
 	CbllmHandle h[CBLLM_MAX_COMPLETIONS];
 
@@ -232,8 +215,9 @@ CbllmCompletions(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep)
 		return (Datum) 0;
 	CbllmReadOptions(fcinfo, &a, kind);
 	a.params.report_finish = 1;
-	a.params.logprobs = top >= 0;
-	a.params.top_logprobs = top > 0 ? top : 0;
+	/* its range is checked with the other arguments' */
+	a.params.logprobs = logprobs;
+	a.params.top_logprobs = logprobs ? PG_GETARG_INT32(CBLLM_ARG_LOGPROBS) : 0;
 	PrepareOrRaise(prep, &a, PG_GETARG_DATUM(0), fcinfo, "the prompt");
 	for (int i = 0; i < n; i++)
 	{
@@ -261,14 +245,14 @@ CbllmCompletions(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep)
 		initStringInfo(&buf);
 		initStringInfo(&lp);
 		appendStringInfoChar(&lp, '[');
-		CbllmCollectResult(&h[i], &buf, top >= 0 ? &lp : NULL, &res);
+		CbllmCollectResult(&h[i], &buf, logprobs ? &lp : NULL, &res);
 		appendStringInfoChar(&lp, ']');
 		v[0] = Int32GetDatum(i + 1);
 		v[1] = PointerGetDatum(CbllmTextFromModel(buf.data, buf.len));
 		v[2] = CStringGetTextDatum(FinishReason(res.finish));
 		v[3] = Int32GetDatum(res.progress.n_prompt);
 		v[4] = Int32GetDatum(res.progress.n_generated);
-		if (top >= 0)
+		if (logprobs)
 			v[5] = DirectFunctionCall1(jsonb_in, CStringGetDatum(lp.data));
 		else
 			nulls[5] = true;

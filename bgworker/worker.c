@@ -332,7 +332,10 @@ Spawn(int k)
 		Publish();
 }
 
-/* Follow engine k's state, facts and heartbeat. */
+/*
+ * Follow engine k's state, facts and heartbeat.  A change of state is
+ * published at once; counters and heartbeats once a pass, by the loop.
+ */
 static void
 Observe(int k)
 {
@@ -345,10 +348,7 @@ Observe(int k)
 		r->heartbeat = GetCurrentTimestamp() -
 			(TimestampTz) ((now_ns > beat ? now_ns - beat : 0) / 1000);
 	if (!cbllm_ipc_status_read(r->proc.rg, &es))
-	{
-		Publish();
 		return;					/* being written: next pass */
-	}
 	r->last_status = es;
 	r->have_status = true;
 	if (es.state == CBLLM_IPC_READY)
@@ -360,8 +360,6 @@ Observe(int k)
 			SetState(k, ENGINE_READY, NULL);
 			WakeAllOwners();
 		}
-		else
-			Publish();
 	}
 	else if (es.state == CBLLM_IPC_FAILED)
 	{
@@ -372,8 +370,6 @@ Observe(int k)
 		SetFailHint(es.load_status);
 		WakeAllOwners();
 	}
-	else
-		Publish();
 }
 
 /* Engine k is gone (why says how): fail its running requests and plan its next process. */
@@ -466,8 +462,7 @@ WithEngine(int k)
 		KillEngine(k, "the cbllm engine process wrote a corrupt event and was restarted");
 		return;
 	}
-	/* counters at least as new as the events just taken, before their requests are delivered */
-	Observe(k);
+	Observe(k);					/* the counters that came with those events */
 	if (cbllm_restart_stalled_engine && CbllmRequestsInEngine(k) > 0 && Stalled(k))
 	{
 		snprintf(why, sizeof(why),
@@ -617,6 +612,8 @@ cbllm_worker_main(Datum arg)
 			if (runs[k].proc.pid != 0)
 				WithEngine(k);
 		}
+		/* counters at least as new as the events just taken, before their requests are delivered */
+		Publish();
 		EngineSet(&es);
 		if (AnyReady())
 			CbllmRequestsDispatch(&es);

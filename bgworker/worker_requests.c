@@ -276,9 +276,8 @@ CbllmRequestsDispatch(const CbllmEngineSet *es)
 	bool		full[CBLLM_MAX_ENGINES] = {false};
 	int			load[CBLLM_MAX_ENGINES] = {0};
 
-	for (int i = 0; i < n_wslots; i++)
-		if (wslots[i].active && wslots[i].in_engine && wslots[i].engine < es->n)
-			load[wslots[i].engine]++;
+	for (int k = 0; k < es->n; k++)
+		load[k] = CbllmRequestsInEngine(k);
 	/* aborts that did not fit a ring last time */
 	for (int i = 0; i < n_wslots; i++)
 		if (wslots[i].abort_pending)
