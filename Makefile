@@ -82,6 +82,7 @@ ENGINE_SRCS = \
 	src/softmax.c \
 	src/request.c \
 	src/scheduler.c \
+	src/sched_fair.c \
 	src/engine.c \
 	src/engine_step.c \
 	src/engine_constraint.c \
@@ -126,6 +127,7 @@ UNIT_TESTS = \
 	build/test/test_engine \
 	build/test/test_scheduler \
 	build/test/test_scheduler_plan \
+	build/test/test_scheduler_fair \
 	build/test/test_engine_ipc \
 	build/test/test_request_check \
 	build/test/test_backend_registry \

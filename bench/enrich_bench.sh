@@ -11,26 +11,16 @@ model=$(realpath "$1")
 rows=${2:-2000}
 maxtok=${3:-16}
 chunk=${4:-256}
-base=$(mktemp -d /tmp/cbllm-enrichbench.XXXXXX)
-port=5492
-runas=()
-if [ "$(id -u)" = 0 ]; then runas=(runuser -u postgres --); chown postgres "$base"; fi
-bindir=$(pg_config --bindir)
-"${runas[@]}" "$bindir/initdb" -D "$base/data" -A trust >/dev/null
+# shellcheck source=bench/cluster.sh
+. bench/cluster.sh
+cluster_init enrichbench 5492 "$model"
 cat >>"$base/data/postgresql.conf" <<CONF
-port = $port
-unix_socket_directories = '$base'
-listen_addresses = ''
-shared_preload_libraries = 'cbllm'
-cbllm.model = '$model'
 cbllm.max_num_seqs = 256
 cbllm.max_model_len = 512
 cbllm.max_queued_requests = 512
 cbllm.enable_prefix_caching = off
 CONF
-"${runas[@]}" "$bindir/pg_ctl" -D "$base/data" -l "$base/log" -w start >/dev/null
-trap '"${runas[@]}" "$bindir/pg_ctl" -D "$base/data" -m fast stop >/dev/null; rm -rf "$base"' EXIT
-psql=("${runas[@]}" "$bindir/psql" -h "$base" -p $port -d postgres -qXAt)
+cluster_start
 "${psql[@]}" <<SQL
 CREATE EXTENSION cbllm;
 CREATE TABLE docs (id int PRIMARY KEY, body text, summary text);

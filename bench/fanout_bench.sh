@@ -16,27 +16,19 @@ cd "$(dirname "$0")/.."
 model=$(realpath "$1")
 rows=${2:-1024}
 repeats=${3:-7}
-base=$(mktemp -d /tmp/cbllm-fanout.XXXXXX)
-port=5493
-runas=()
-if [ "$(id -u)" = 0 ]; then runas=(runuser -u postgres --); chown postgres "$base"; fi
-bindir=$(pg_config --bindir)
-"${runas[@]}" "$bindir/initdb" -D "$base/data" -A trust >/dev/null
+# shellcheck source=bench/cluster.sh
+. bench/cluster.sh
+cluster_init fanout 5493 "$model"
 cat >>"$base/data/postgresql.conf" <<CONF
-port = $port
-unix_socket_directories = '$base'
-listen_addresses = ''
-shared_preload_libraries = 'cbllm'
-cbllm.model = '$model'
 cbllm.max_num_seqs = 256
 cbllm.max_model_len = 512
 cbllm.max_queued_requests = 1024
 cbllm.max_requests_per_session = 512
+cbllm.max_requests_per_role = 512
 cbllm.enable_prefix_caching = off
 CONF
-"${runas[@]}" "$bindir/pg_ctl" -D "$base/data" -l "$base/log" -w start >/dev/null
-trap '"${runas[@]}" "$bindir/pg_ctl" -D "$base/data" -m fast stop >/dev/null; rm -rf "$base"' EXIT
-psql=("${runas[@]}" "$bindir/psql" -h "$base" -p $port -d postgres -qXAt -v ON_ERROR_STOP=1)
+cluster_start
+psql+=(-v ON_ERROR_STOP=1)
 peer="host=$base port=$port dbname=postgres"
 "${psql[@]}" <<SQL
 CREATE EXTENSION cbllm;

@@ -70,6 +70,7 @@ cbllm.model = '$base/model'
 cbllm.threads = 2
 cbllm.max_model_len = 512
 cbllm.max_queued_requests = 256
+cbllm.max_requests_per_role = 256
 cbllm.max_tokens_limit = 1000
 CONF
 for line in "${conf[@]}"; do echo "$line" >>"$base/data/postgresql.conf"; done

@@ -49,6 +49,8 @@ extern int	cbllm_output_buffer_bytes;
 extern int	cbllm_load_timeout_ms;
 extern int	cbllm_max_requests_per_session;
 extern int	cbllm_max_requests_per_role;
+extern int	cbllm_superuser_reserved_requests;
+extern int	cbllm_max_priority;
 extern int	cbllm_slot_wait_timeout_ms;
 extern int	cbllm_result_memory_kb;
 extern int	cbllm_stall_timeout_ms;
@@ -246,7 +248,8 @@ typedef struct CbllmShared
 	int			n_engines;		/* worker, under info_lock: the engines it runs (cbllm.engines) */
 	CbllmEngineInfo engines[CBLLM_MAX_ENGINES];	/* worker, under info_lock: each of them */
 
-	/* latency histograms since stats_reset_at: worker adds, cbllm.reset_stats() clears, under info_lock */
+	/* latency histograms since stats_reset_at (server start, or cbllm.reset_stats()): worker adds,
+	 * cbllm.reset_stats() clears and stamps, under info_lock */
 	TimestampTz stats_reset_at;
 	CbllmHistogram latency[CBLLM_N_LATENCY];
 
@@ -319,12 +322,14 @@ typedef enum CbllmClaimRefusal
 {
 	CLAIM_OK = 0,
 	CLAIM_NO_SLOT,				/* every slot is taken */
+	CLAIM_RESERVED,				/* the free slots are those reserved for superusers */
 	CLAIM_SESSION_QUOTA,		/* this session holds cbllm.max_requests_per_session */
 	CLAIM_ROLE_QUOTA			/* this role holds cbllm.max_requests_per_role */
 } CbllmClaimRefusal;
 
 int			CbllmSessionQuota(void);
 int			CbllmRoleQuota(void);
+int			CbllmReservedSlots(void);
 CbllmClaimRefusal CbllmSlotClaim(bool async, int *slot_out, uint64 *serial_out, int *held_out);
 void		CbllmSlotSubmit(int slot, uint32 worker_generation);
 bool		CbllmSlotGiveUp(int slot, uint64 serial);

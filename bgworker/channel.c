@@ -93,6 +93,7 @@ CbllmShmemStartup(void)
 		SpinLockInit(&cbllm_shared->info_lock);
 		pg_atomic_init_u32(&cbllm_shared->worker_generation, 0);
 		cbllm_shared->state = ENGINE_STOPPED;
+		cbllm_shared->stats_reset_at = GetCurrentTimestamp();	/* the histograms start empty here */
 		cbllm_shared->n_slots = cbllm_max_queued_requests;
 		cbllm_shared->slot_size = SlotSize();
 		cbllm_shared->prompt_cap = cbllm_max_prompt_bytes;

@@ -427,6 +427,13 @@ RaiseRefusal(CbllmClaimRefusal why, int held)
 				 errmsg("too many cbllm requests for role \"%s\"", GetUserNameFromId(GetUserId(), false)),
 				 errdetail("The role's sessions hold %d requests, the most cbllm.max_requests_per_role allows.", held),
 				 errhint("Wait for the role's other requests to finish, or raise cbllm.max_requests_per_role.")));
+	if (why == CLAIM_RESERVED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("too many queued cbllm requests"),
+				 errdetail("%d of %d request slots stayed in use for %d ms; the other %d are reserved for superusers (cbllm.superuser_reserved_requests).",
+						   held, cbllm_shared->n_slots, cbllm_slot_wait_timeout_ms, cbllm_shared->n_slots - held),
+				 errhint("Retry later, raise cbllm.slot_wait_timeout, or raise cbllm.max_queued_requests (requires a restart).")));
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 			 errmsg("too many queued cbllm requests"),
@@ -484,6 +491,7 @@ CbllmSubmit(const CbllmRequestArgs *a, CbllmHandle *h, bool wait_for_slot)
 	s = CbllmGetSlot(slot);
 	s->params = a->params;
 	s->params.cache_salt = CacheSalt();
+	s->params.tenant = GetUserId();
 	p = CbllmSlotPrompt(s);
 	memcpy(p, a->prompt, a->params.prompt_len);
 	p += a->params.prompt_len;

@@ -34,6 +34,8 @@ int			cbllm_output_buffer_bytes = 16384;
 int			cbllm_load_timeout_ms = 60000;
 int			cbllm_max_requests_per_session = 0;
 int			cbllm_max_requests_per_role = 0;
+int			cbllm_superuser_reserved_requests = 8;
+int			cbllm_max_priority = CBLLM_MAX_PRIORITY;
 int			cbllm_slot_wait_timeout_ms = 10000;
 int			cbllm_result_memory_kb = 16384;
 int			cbllm_stall_timeout_ms = 30000;
@@ -198,9 +200,19 @@ CbllmDefineGucs(void)
 							&cbllm_max_requests_per_session, 0, 0, 65536, PGC_SUSET, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("cbllm.max_requests_per_role",
-							"Most requests all sessions of one role may hold at once (0: half of cbllm.max_queued_requests).",
+							"Most requests all sessions of one role may hold at once (0: a quarter of cbllm.max_queued_requests).",
 							NULL, &cbllm_max_requests_per_role, 0, 0, 65536, PGC_SUSET, 0,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.superuser_reserved_requests",
+							"Request slots kept for superusers: other roles cannot take the last ones free.",
+							"At most half of cbllm.max_queued_requests.",
+							&cbllm_superuser_reserved_requests, 8, 0, 65536, PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.max_priority",
+							"Highest priority a request of this role may ask for.",
+							"Set per role by a superuser (ALTER ROLE ... SET cbllm.max_priority = 0), so that a role cannot put its requests ahead of everyone's.",
+							&cbllm_max_priority, CBLLM_MAX_PRIORITY, -CBLLM_MAX_PRIORITY, CBLLM_MAX_PRIORITY,
+							PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("cbllm.slot_wait_timeout",
 							"How long a call waits for a request slot (or for its quota) before it fails.",
 							NULL, &cbllm_slot_wait_timeout_ms, 10000, 0, INT_MAX, PGC_USERSET,

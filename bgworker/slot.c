@@ -158,14 +158,24 @@ CbllmSessionQuota(void)
 		Max(n / 4, 1);
 }
 
-/* Requests all sessions of one role may hold in slots at once. */
+/*
+ * Requests all sessions of one role may hold in slots at once: by default a
+ * quarter of the slots, so that it takes at least four roles to fill them.
+ */
 int
 CbllmRoleQuota(void)
 {
 	int			n = cbllm_shared->n_slots;
 
 	return cbllm_max_requests_per_role > 0 ? Min(cbllm_max_requests_per_role, n) :
-		Max(n / 2, 1);
+		Max(n / 4, 1);
+}
+
+/* Slots only superusers may claim: the last free ones (at most half of them all). */
+int
+CbllmReservedSlots(void)
+{
+	return Min(cbllm_superuser_reserved_requests, cbllm_shared->n_slots / 2);
 }
 
 /*
@@ -179,8 +189,10 @@ CbllmSlotClaim(bool async, int *slot_out, uint64 *serial_out, int *held_out)
 	int			n = cbllm_shared->n_slots;
 	int			mine = 0,
 				role_held = 0,
+				n_free = 0,
 				found = -1;
 	Oid			role = GetUserId();
+	bool		privileged = superuser();	/* before the lock: it may read the catalog */
 	CbllmClaimRefusal why = CLAIM_OK;
 
 	if (hint < 0)
@@ -203,6 +215,7 @@ CbllmSlotClaim(bool async, int *slot_out, uint64 *serial_out, int *held_out)
 		{
 			if (found < 0)
 				found = i;
+			n_free++;
 			continue;
 		}
 		mine += pid == MyProcPid;
@@ -210,6 +223,8 @@ CbllmSlotClaim(bool async, int *slot_out, uint64 *serial_out, int *held_out)
 	}
 	if (found < 0)
 		why = CLAIM_NO_SLOT, *held_out = n;
+	else if (!privileged && n_free <= CbllmReservedSlots())
+		why = CLAIM_RESERVED, *held_out = n - n_free;
 	else if (mine >= CbllmSessionQuota())
 		why = CLAIM_SESSION_QUOTA, *held_out = mine;
 	else if (role_held >= CbllmRoleQuota())

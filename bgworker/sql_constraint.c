@@ -62,6 +62,18 @@ ChoicesRegex(ArrayType *arr, cbllm_buf *re)
 	}
 }
 
+/* Whether d matches the empty text and nothing else (the engine refuses such a constraint). */
+static bool
+OnlyEmpty(const cbllm_dfa *d)
+{
+	if (!d->accept[0])
+		return false;
+	for (int c = 0; c < d->n_classes; c++)
+		if (d->next[c] >= 0)
+			return false;
+	return true;
+}
+
 /*
  * The regex of the call's constraint in UTF-8 (palloc'd, *len bytes), or
  * NULL when it has none.  A form that returns jsonb (llm_generate_json,
@@ -115,6 +127,15 @@ CbllmConstraintRegex(FunctionCallInfo fcinfo, int *len)
 		return NULL;
 	if ((rc = regex_compile(re.data ? re.data : "", re.len, &dfa, &err)) != CBLLM_OK)
 		RaiseCompile(rc, &err, &re);
+	if (OnlyEmpty(dfa))
+	{
+		dfa_free(dfa);
+		cbllm_buf_free(&re);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the constraint admits only the empty text: there is nothing to generate"),
+				 errhint("An empty regex (or one like '()') matches nothing but the empty text.")));
+	}
 	dfa_free(dfa);
 	if (re.len > (size_t) cbllm_max_prompt_bytes)
 	{

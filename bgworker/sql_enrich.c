@@ -51,6 +51,7 @@
 
 PG_FUNCTION_INFO_V1(cbllm_check_expression);
 PG_FUNCTION_INFO_V1(cbllm_record_enrich_error);
+PG_FUNCTION_INFO_V1(cbllm_enrich_check_options);
 
 #define ENRICH_SCHEMA			"cbllm"
 #define ENRICH_ERRORS_TABLE		"enrich_errors"
@@ -296,5 +297,24 @@ cbllm_record_enrich_error(PG_FUNCTION_ARGS)
 		SetUserIdAndSecContext(save_userid, save_sec_context);
 	}
 	PG_END_TRY();
+	PG_RETURN_VOID();
+}
+
+/*
+ * cbllm.enrich_check_options(prompt, max_tokens, temperature, top_p, top_k,
+ * seed, stop, priority, json_schema, regex, choices): raise the error that
+ * llm_submit would raise for every row of a job with these options, before
+ * the job reads its first row.  The prompt is left out of the check (each
+ * row has its own).
+ */
+Datum
+cbllm_enrich_check_options(PG_FUNCTION_ARGS)
+{
+	CbllmRequestArgs a;
+
+	CbllmReadOptions(fcinfo, &a, CBLLM_REQ_GENERATE);
+	a.prompt = "";
+	a.params.prompt_len = 0;
+	CbllmCheckArgs(&a);
 	PG_RETURN_VOID();
 }

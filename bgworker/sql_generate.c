@@ -30,6 +30,24 @@ PG_FUNCTION_INFO_V1(llm_result);
 #define ASYNC_SLOT_BITS 16
 
 /*
+ * Refuse a priority above the role's cbllm.max_priority (one outside the
+ * range of priorities is left to the one check, which says so).
+ */
+static inline void
+CheckPriorityAllowed(int priority)
+{
+	if (priority > cbllm_max_priority && priority <= CBLLM_MAX_PRIORITY)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("priority %d is above the highest this role may ask for, %d", priority,
+						cbllm_max_priority),
+				 errdetail("cbllm.max_priority is %d for role \"%s\".", cbllm_max_priority,
+						   GetUserNameFromId(GetUserId(), false)),
+				 errhint("Ask for a priority of at most %d, or ask a superuser to raise cbllm.max_priority for the role.",
+						 cbllm_max_priority)));
+}
+
+/*
  * Read the options shared by every form: (input, max_tokens, temperature,
  * top_p, top_k, seed, stop, priority) at argument positions 1..7.  NULL
  * options take their defaults; a NULL temperature, top_p or top_k is left to
@@ -59,6 +77,7 @@ CbllmReadOptions(FunctionCallInfo fcinfo, CbllmRequestArgs *a, int kind)
 		a->params.seed = (uint64) PG_GETARG_INT64(5);
 	if (!PG_ARGISNULL(7))
 		a->params.priority = PG_GETARG_INT32(7);
+	CheckPriorityAllowed(a->params.priority);
 	if (!PG_ARGISNULL(6))
 	{
 		char	  **strs;

@@ -136,6 +136,7 @@ cbllm_engines_status(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	CbllmEngineInfo snap[CBLLM_MAX_ENGINES];
 	TimestampTz now = GetCurrentTimestamp();
+	bool		sees_all = SeesAll();
 	int			n;
 
 	CbllmCheckLoaded();
@@ -168,6 +169,7 @@ cbllm_engines_status(PG_FUNCTION_ARGS)
 		v[10] = Int32GetDatum(e->n_waiting);
 		v[11] = Int64GetDatum(e->steps);
 		v[12] = Int64GetDatum(e->tokens_prompt);
+		nulls[12] = !sees_all;	/* prompt tokens computed tell prefix-cache hits, as in cbllm_status() */
 		v[13] = Int64GetDatum(e->tokens_generated);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
 	}

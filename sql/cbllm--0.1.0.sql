@@ -389,13 +389,18 @@ LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 -- search_path.  Nothing cbllm.enrich itself runs depends on the caller's
 -- search_path, so a role that can create objects in a schema on that path
 -- cannot get them run with the caller's rights; only the caller's own
--- expressions (and the table's triggers) see it.  A procedure that COMMITs
--- cannot carry a SET clause, so cbllm.enrich itself only loops and commits,
--- calling schema-qualified functions with arguments of their exact types;
--- the work is done by cbllm.enrich_begin and cbllm.enrich_chunk, which run
--- with search_path = pg_catalog, pg_temp (pg_temp last, so that temporary
--- objects shadow nothing) and call the extension's functions as
--- @extschema@.f.  prompt_sql and where_sql were written by the caller, so the
+-- expressions (and the table's triggers) see it.  Every function of the
+-- extension written in SQL or PL/pgSQL runs with search_path = pg_catalog,
+-- pg_temp (pg_temp last, so that temporary objects shadow nothing).  A
+-- procedure that COMMITs cannot carry a SET clause, so cbllm.enrich itself
+-- only loops and commits: its body names nothing but the job's fields and
+-- cbllm's own functions, schema-qualified, called with arguments of their
+-- exact types (no operator, no built-in function).  The work is done by
+-- cbllm.enrich_begin, cbllm.enrich_chunk and cbllm.enrich_end, which call
+-- the extension's SQL functions as @extschema@.f with every argument given,
+-- in order and of its exact type, so that no other function of that name
+-- (in a schema where others can create, such as public on PostgreSQL 14 and
+-- older) can be a better match.  prompt_sql and where_sql were written by the caller, so the
 -- statements that read them run under the caller's search_path, captured at
 -- the start and set only around those statements, as are the UPDATEs (whose
 -- triggers may rely on it); everything cbllm adds to those statements is
@@ -406,10 +411,15 @@ LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 -- spliced in parentheses, so it cannot add statements or clauses.
 --
 -- cbllm.enrich_errors: each role sees and deletes the errors of the jobs it
--- ran (row-level security); the table's owner and superusers see them all.
--- Nobody may INSERT: rows are written by cbllm.record_enrich_error, which
--- checks that the caller may UPDATE the table the error is about and inserts
--- as the table's owner, with the caller's role in the row.
+-- ran (row-level security).  The table belongs to pg_database_owner, so the
+-- database's owner (who bypasses the policies as the table's owner) and
+-- superusers see them all, and the owner's pg_dump of its database dumps
+-- them.  Nobody else may INSERT: rows are written by
+-- cbllm.record_enrich_error, which checks that the caller may UPDATE the
+-- table the error is about and inserts as the table's owner, with the
+-- caller's role in the row.  The table and its id sequence are dumped by
+-- pg_dump (configuration tables of the extension), so a restored database
+-- goes on numbering its errors after the last one.
 CREATE SCHEMA cbllm;
 
 CREATE TABLE cbllm.enrich_errors (
@@ -422,6 +432,7 @@ CREATE TABLE cbllm.enrich_errors (
     role        regrole NOT NULL
 );
 GRANT USAGE ON SCHEMA cbllm TO PUBLIC;
+ALTER TABLE cbllm.enrich_errors OWNER TO pg_database_owner;
 ALTER TABLE cbllm.enrich_errors ENABLE ROW LEVEL SECURITY;
 -- (to_regrole(quote_ident(...)): a role's name as an identifier, whatever its case)
 CREATE POLICY enrich_errors_own_select ON cbllm.enrich_errors FOR SELECT TO PUBLIC
@@ -432,6 +443,7 @@ CREATE POLICY enrich_errors_own_delete ON cbllm.enrich_errors FOR DELETE TO PUBL
            (SELECT pg_catalog.to_regrole(pg_catalog.quote_ident(current_user))));
 GRANT SELECT, DELETE ON cbllm.enrich_errors TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('cbllm.enrich_errors', '');
+SELECT pg_catalog.pg_extension_config_dump('cbllm.enrich_errors_id_seq', '');
 
 -- One row of cbllm.enrich_errors for the calling role (see above).
 CREATE FUNCTION cbllm.record_enrich_error(tbl regclass, key_value text, sqlstate text, error text)
@@ -491,6 +503,16 @@ CREATE TYPE cbllm.enrich_job AS (
     peer_rows     bigint[],         -- rows each peer generated
     dblink        name              -- the schema of the dblink extension (peers only)
 );
+
+-- Refuses what llm_submit would refuse of these options for every row (the
+-- prompt is not looked at): called before a job reads its first row.
+CREATE FUNCTION cbllm.enrich_check_options(prompt text, max_tokens integer,
+                                           temperature double precision, top_p double precision,
+                                           top_k integer, seed bigint, stop text[], priority integer,
+                                           json_schema jsonb, regex text, choices text[])
+RETURNS void
+AS 'MODULE_PATHNAME', 'cbllm_enrich_check_options'
+LANGUAGE C VOLATILE PARALLEL SAFE;
 
 -- Checks the arguments and counts the rows to do.
 CREATE FUNCTION cbllm.enrich_begin(tbl regclass, key_column name, prompt_sql text,
@@ -596,6 +618,14 @@ BEGIN
             USING ERRCODE = 'datatype_mismatch',
                   HINT = 'The target column must be text, varchar, jsonb, json, smallint, integer, bigint or boolean.';
     END IF;
+    -- every generation option is checked here, as llm_submit would check it
+    -- for each row, so that a bad one fails the CALL rather than every row
+    IF template_kwargs IS NOT NULL AND jsonb_typeof(template_kwargs) <> 'object' THEN
+        RAISE EXCEPTION 'template_kwargs must be a JSON object'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM cbllm.enrich_check_options(NULL::text, max_tokens, temperature, top_p, top_k, seed, stop,
+                                       coalesce(priority, 0), job.json_schema, job.regex, job.choices);
     job.tbl := tbl;
     job.key_column := key_column;
     job.target_column := target_column;
@@ -645,7 +675,10 @@ BEGIN
     PERFORM pg_catalog.set_config('search_path', caller_path, true);
     EXECUTE sql INTO job.todo;
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-    SELECT tokens_generated INTO job.tokens0 FROM @extschema@.cbllm_status();
+    -- (the view, bound to cbllm_status() when it was made: a call of a function without
+    -- arguments cannot name its argument types, so a look-alike with a defaulted argument
+    -- would make it ambiguous)
+    SELECT tokens_out INTO job.tokens0 FROM cbllm.engine;
     RAISE NOTICE 'cbllm.enrich: % rows of % to do', job.todo, shown;
     RETURN job;
 END
@@ -658,18 +691,19 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $submit$
 BEGIN
+    -- every argument, in order, of its exact type (see search_path above)
     IF job.messages_sql IS NULL THEN
         RETURN @extschema@.llm_submit(input, job.max_tokens, job.temperature, job.top_p,
                                       job.top_k, job.seed, job.stop, job.priority,
-                                      json_schema => job.json_schema, regex => job.regex,
-                                      choices => job.choices, transaction_scoped => true);
+                                      job.json_schema, job.regex, job.choices,
+                                      NULL::float8, NULL::float8, NULL::float8, NULL::float8,
+                                      NULL::jsonb, true);
     END IF;
     RETURN @extschema@.llm_submit_chat(input::jsonb, job.max_tokens, job.temperature,
                                        job.top_p, job.top_k, job.seed, job.stop,
-                                       job.priority, json_schema => job.json_schema,
-                                       regex => job.regex, choices => job.choices,
-                                       transaction_scoped => true,
-                                       template_kwargs => job.template_kwargs);
+                                       job.priority, job.json_schema, job.regex, job.choices,
+                                       NULL::float8, NULL::float8, NULL::float8, NULL::float8,
+                                       NULL::jsonb, true, job.template_kwargs);
 END
 $submit$;
 
@@ -680,17 +714,18 @@ CREATE FUNCTION cbllm.enrich_peer_sql(job cbllm.enrich_job, inputs text[]) RETUR
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $peer_sql$
-SELECT format('SELECT %s.%s(%L::pg_catalog.%s[], %s, %L::pg_catalog.float8, %L::pg_catalog.float8,'
-              ' %L::pg_catalog.int4, %L::pg_catalog.int8, %L::pg_catalog.text[], %s,'
-              ' json_schema => %L::pg_catalog.jsonb, regex => %L::pg_catalog.text,'
-              ' choices => %L::pg_catalog.text[], on_error => ''null''%s)',
-              '@extschema@',
+SELECT format('SELECT %s.%s(%L::pg_catalog.%s[], %L::pg_catalog.int4, %L::pg_catalog.float8,'
+              ' %L::pg_catalog.float8, %L::pg_catalog.int4, %L::pg_catalog.int8, %L::pg_catalog.text[],'
+              ' %L::pg_catalog.int4, %L::pg_catalog.jsonb, %L::pg_catalog.text, %L::pg_catalog.text[],'
+              ' NULL::pg_catalog.float8, NULL::pg_catalog.float8, NULL::pg_catalog.float8,'
+              ' NULL::pg_catalog.float8, NULL::pg_catalog.jsonb, ''null''::pg_catalog.text%s)',
+              '@extschema@',                   -- substituted already quoted
               CASE WHEN job.messages_sql IS NULL THEN 'llm_generate' ELSE 'llm_chat_batch' END,
               inputs, CASE WHEN job.messages_sql IS NULL THEN 'text' ELSE 'jsonb' END,
               job.max_tokens, job.temperature, job.top_p, job.top_k, job.seed, job.stop,
               job.priority, job.json_schema, job.regex, job.choices,
               CASE WHEN job.messages_sql IS NULL THEN ''
-                   ELSE format(', template_kwargs => %L::pg_catalog.jsonb', job.template_kwargs) END)
+                   ELSE format(', %L::pg_catalog.jsonb', job.template_kwargs) END)
 $peer_sql$;
 
 -- The dblink connection of peer p, opened on first use (it lasts the job).
@@ -952,7 +987,7 @@ BEGIN
                 IF ids[j] IS NULL THEN
                     RAISE EXCEPTION 'the prompt is NULL' USING ERRCODE = 'null_value_not_allowed';
                 END IF;
-                res := @extschema@.llm_result(ids[j]);
+                res := @extschema@.llm_result(ids[j], true);
             END IF;
             PERFORM pg_catalog.set_config('search_path', job.caller_path, true);
             EXECUTE update_sql USING res, rels[k], tids[k];
@@ -969,17 +1004,35 @@ BEGIN
             job.failed := job.failed + 1;
         END;
     END LOOP;
-    SELECT tokens_generated INTO tok FROM @extschema@.cbllm_status();
+    SELECT tokens_out INTO tok FROM cbllm.engine;
     RAISE NOTICE 'cbllm.enrich: % of % rows done, % failed, % tokens/s', job.done, job.todo, job.failed,
         round((tok - job.tokens0) / greatest(extract(epoch FROM clock_timestamp() - job.started_at), 0.001)::numeric, 1);
     RETURN job;
 END
 $chunk$;
 
+-- The end of a job: its peers' connections closed, what they did reported.
+CREATE FUNCTION cbllm.enrich_end(job cbllm.enrich_job) RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $end$
+BEGIN
+    PERFORM cbllm.enrich_peers_close(job);
+    IF cardinality(job.peers) > 0 THEN
+        RAISE NOTICE 'cbllm.enrich: rows generated by each peer: %', job.peer_rows;
+    END IF;
+END
+$end$;
+
 -- The job: its arguments are checked and its rows counted by
 -- cbllm.enrich_begin, each chunk is done by cbllm.enrich_chunk and committed
--- here.  Nothing in this body is resolved through the caller's search_path
--- (see above).
+-- here, and cbllm.enrich_end ends it.  This body runs with the caller's
+-- search_path (a procedure that commits cannot set its own), so it names
+-- nothing that path could resolve: only the job's fields, the procedure's
+-- arguments, cbllm's functions and pg_catalog.current_setting, all
+-- schema-qualified and called with arguments of their exact types; no
+-- operator and no other function (see above, and the test that plants
+-- look-alikes of everything).
 CREATE PROCEDURE cbllm.enrich(tbl regclass,
                               key_column name,
                               prompt_sql text,
@@ -1013,10 +1066,7 @@ BEGIN
         EXIT WHEN NOT job.more;
         COMMIT;
     END LOOP;
-    PERFORM cbllm.enrich_peers_close(job);
-    IF cardinality(job.peers) > 0 THEN
-        RAISE NOTICE 'cbllm.enrich: rows generated by each peer: %', job.peer_rows;
-    END IF;
+    PERFORM cbllm.enrich_end(job);
 END
 $enrich$;
 

@@ -19,6 +19,13 @@ SELECT llm_apply_chat_template(:'sys_user', template_kwargs => '{"enable_thinkin
 -- the argument wins over the same key in template_kwargs
 SELECT llm_apply_chat_template(:'sys_user', false, '{"add_generation_prompt": true}')
      = llm_apply_chat_template(:'sys_user', add_generation_prompt => false) AS argument_wins;
+-- the messages argument wins over a "messages" key in template_kwargs
+SELECT llm_apply_chat_template(:'sys_user', template_kwargs => '{"messages": [{"role": "user", "content": "injected"}]}')
+     = llm_apply_chat_template(:'sys_user') AS messages_argument_wins;
+-- carriage returns in content are kept byte for byte (database text often has CRLF)
+SELECT position(E'SELECT 1;\r\nSELECT 2;' IN
+                llm_apply_chat_template(jsonb_build_array(jsonb_build_object('role', 'user', 'content', E'SELECT 1;\r\nSELECT 2;')))) > 0
+       AS crlf_kept;
 -- the prompt's ids: the special tokens are read as such, and no BOS is added
 SELECT llm_tokenize(llm_apply_chat_template(:'sys_user'))
      = '{151644,8948,198,2610,525,264,10950,17847,13,151645,198,151644,872,198,3838,374,279,6722,315,9625,30,151645,198,151644,77091,198}'::int[]
@@ -53,5 +60,8 @@ SELECT llm_chat('[{"role": "user", "content": 42}]');
 SELECT llm_chat('[{"content": "no role"}]');
 SELECT llm_chat('[{"role": "user", "content": "hi"}]', template_kwargs => '[1]');
 SELECT llm_apply_chat_template('"a string"');
+-- nesting beyond what is parsed is named as such
+SELECT llm_chat((repeat('[', 600) || repeat(']', 600))::jsonb);
+SELECT llm_chat(:'sys_user', template_kwargs => ('{"a": ' || repeat('[', 600) || repeat(']', 600) || '}')::jsonb);
 SELECT llm_chat_batch(ARRAY['[{"role": "user", "content": "ok"}]', '[{"role": "user", "content": 1}]']::jsonb[],
                       max_tokens => 4, temperature => 0, on_error => 'null') IS NOT NULL AS null_on_error;

@@ -173,6 +173,11 @@ typedef struct cbllm_request_input
 	int			n_ids;
 	bool		add_bos;		/* text only: prepend BOS as the tokenizer config says */
 	uint64_t	cache_salt;		/* prefix-cache scope: see below; 0 is one scope like any other */
+	uint64_t	tenant;			/* fair-share group: while requests of several tenants wait or
+								 * run, each tenant gets an equal share of the running sequences
+								 * and goes in turn for prompt work (scheduler.c, "Fair share");
+								 * the PostgreSQL worker gives the role's OID; 0 is a tenant
+								 * like any other */
 	int64_t		share_prompt_with;	/* a live request of the same prompt (0: none): this one waits
 									 * until that one has computed its prompt, then takes every
 									 * full block of it from the prefix cache (shared, counted by

@@ -250,17 +250,21 @@ chat_render(const cbllm_chat *c, const char *messages_json, size_t messages_len,
 
 	if (c == NULL)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "the model has no chat template");
+	if (json_too_deep(messages_json, messages_len, CBLLM_JSON_MAX_DEPTH))
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "messages are nested too deeply (more than %d levels)",
+						  CBLLM_JSON_MAX_DEPTH);
 	msgs = cJSON_ParseWithLength(messages_json, messages_len);
 	if (msgs == NULL)
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "messages must be a JSON array");
 	rc = CheckMessages(msgs, err);
 	if (rc == CBLLM_OK && kwargs_json != NULL)
 	{
-		kwargs = cJSON_ParseWithLength(kwargs_json, kwargs_len);
-		if (!cJSON_IsObject(kwargs))
+		if (json_too_deep(kwargs_json, kwargs_len, CBLLM_JSON_MAX_DEPTH))
+			rc = cbllm_fail(err, CBLLM_ERR_INVALID,
+							"chat template kwargs are nested too deeply (more than %d levels)",
+							CBLLM_JSON_MAX_DEPTH);
+		else if (!cJSON_IsObject(kwargs = cJSON_ParseWithLength(kwargs_json, kwargs_len)))
 			rc = cbllm_fail(err, CBLLM_ERR_INVALID, "chat template kwargs must be a JSON object");
-		else if (cJSON_GetObjectItemCaseSensitive(kwargs, "messages") != NULL)
-			rc = CheckMessages(cJSON_GetObjectItemCaseSensitive(kwargs, "messages"), err);
 	}
 	if (rc == CBLLM_OK)
 	{
@@ -274,11 +278,12 @@ chat_render(const cbllm_chat *c, const char *messages_json, size_t messages_len,
 	{
 		int			n = 0;
 
+		/* later ones win: the messages argument over a "messages" key of the kwargs */
 		vars[n++] = (jinja_var) {NULL, c->tokens, NULL, 0, true};
 		vars[n++] = (jinja_var) {NULL, defaults, NULL, 0, true};
-		vars[n++] = (jinja_var) {"messages", msgs, messages_json, messages_len, false};
 		if (kwargs != NULL)
 			vars[n++] = (jinja_var) {NULL, kwargs, kwargs_json, kwargs_len, true};
+		vars[n++] = (jinja_var) {"messages", msgs, messages_json, messages_len, false};
 		rc = jinja_render(c->tmpl, vars, n, out, err);
 	}
 	cJSON_Delete(msgs);

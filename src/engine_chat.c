@@ -118,11 +118,16 @@ engine_chat_free(cbllm_engine *e)
 static int
 GenerationPrompt(const char *vars, size_t len, bool *agp, cbllm_err *err)
 {
-	cJSON	   *root = cJSON_ParseWithLength(vars, len);
+	cJSON	   *root;
 	const cJSON *v;
 	int			rc = CBLLM_OK;
 
 	*agp = true;
+	if (json_too_deep(vars, len, CBLLM_JSON_MAX_DEPTH))
+		return cbllm_fail(err, CBLLM_ERR_INVALID,
+						  "the template variables are nested too deeply (more than %d levels)",
+						  CBLLM_JSON_MAX_DEPTH);
+	root = cJSON_ParseWithLength(vars, len);
 	if (root == NULL || !cJSON_IsObject(root))
 		rc = cbllm_fail(err, CBLLM_ERR_INVALID, "the template variables must be a JSON object");
 	else if ((v = cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt")) != NULL &&

@@ -44,7 +44,7 @@
 #include "request_progress.h"
 
 #define CBLLM_IPC_MAGIC 0x434c4c4dU	/* "MLLC" */
-#define CBLLM_IPC_VERSION 11
+#define CBLLM_IPC_VERSION 12
 #define CBLLM_IPC_REASON_LEN 512
 
 

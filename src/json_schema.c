@@ -1940,6 +1940,9 @@ parse_schema(const char *schema, size_t len, cJSON **root, cbllm_err *err)
 	const char *end = NULL;
 	int			rc;
 
+	if (schema != NULL && json_too_deep(schema, len, CBLLM_JSON_MAX_DEPTH))
+		return cbllm_fail(err, CBLLM_ERR_TOO_LONG, "json_schema: the schema is nested too deeply (more than %d levels)",
+						  CBLLM_JSON_MAX_DEPTH);
 	*root = schema != NULL && len > 0 ? cJSON_ParseWithLengthOpts(schema, len, &end, false) : NULL;
 	if (*root == NULL)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "json_schema: the schema is not valid JSON (at byte %zu)",

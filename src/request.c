@@ -218,6 +218,7 @@ request_create(cbllm_engine *e, const cbllm_request_input *in, const cbllm_sampl
 	r->cap_tokens = n > 0 ? n : 1;
 	r->sp = *sp;
 	r->cache_salt = in->cache_salt;
+	r->tenant = in->tenant;
 	for (int i = 0; i < sp->n_stop; i++)
 	{
 		r->stop_strings[i] = strdup(sp->stop[i]);

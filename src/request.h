@@ -31,6 +31,8 @@ typedef struct cbllm_request
 	int			n_preemptions;	/* times it was preempted */
 	double		rank;			/* priority - priority_aging * t_submit: its queue order for life */
 	uint64_t	cache_salt;		/* prefix-cache scope: blocks are shared only within one salt */
+	uint64_t	tenant;			/* fair-share group (cbllm_request_input.tenant) */
+	uint64_t	plan_mark;		/* the scheduler's plan number when it was last put in a plan */
 	int32_t    *tokens;			/* (cap_tokens) prompt, then generated tokens */
 	int			n_tokens;
 	int			cap_tokens;

@@ -52,6 +52,8 @@ typedef struct cbllm_request_params
 	int32_t		defaults;		/* CBLLM_DEFAULT_* bits: options left to the model's generation_config.json */
 	uint64_t	seed;			/* the bits of the SQL bigint */
 	uint64_t	cache_salt;		/* prefix-cache scope: requests share cached KV only with equal salts */
+	uint64_t	tenant;			/* fair-share group (the PostgreSQL role): the scheduler shares
+								 * running sequences and prompt work equally between groups */
 	int32_t		prompt_len;		/* bytes of prompt text (of int32 ids for DETOKENIZE) */
 	int32_t		n_stop;			/* [0, CBLLM_MAX_STOP] */
 	int32_t		stop_len[CBLLM_MAX_STOP];	/* bytes of each stop string, > 0 */

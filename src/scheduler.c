@@ -77,6 +77,25 @@
  * is the priority: strict priority, first come first served within it.  The
  * engine computes the rank at submission from its clock.
  *
+ * Fair share.  Requests carry a tenant (the PostgreSQL role), and while
+ * more than one tenant has work the engine is shared between them
+ * (sched_fair.h): a tenant's fair share is max_num_seqs over the tenants
+ * with work.  Before a step is planned, a tenant that waits with fewer
+ * running requests than its share gets sequences (and blocks for its head's
+ * first chunk) by preempting the latest-ranked requests of whichever tenant
+ * runs the most above its share; then the step's candidates are visited in
+ * turn across tenants (each tenant's first, then each one's second, ...,
+ * within a round the tenants running fewer first), so
+ * that its prompt work and admissions do not wait behind another tenant's.
+ * A victim for blocks is likewise taken from the tenant running the most,
+ * never from a request already in the plan.  Priority orders a tenant's own
+ * requests: a waiting head preempts for priority only requests of its own
+ * tenant.  Without fairness a flood of one role holds every running
+ * sequence until it ends, and another role's four-token question waits
+ * behind all of it.  Preemption only ever moves the running shares towards
+ * equal, so it cannot cycle; with one tenant, and in the static baselines,
+ * none of this applies and the order is the plain one.
+ *
  * Prefix caching.  Before a fresh request is admitted, its prompt's full
  * blocks are looked up by chained hash within its cache salt, each hit
  * verified against the block's tokens and parent (block_manager.h); every
@@ -86,6 +105,7 @@
  * Static batching (a baseline for comparison): a batch is admitted only when
  * nothing runs, and runs until all of its members finish.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,6 +142,7 @@ scheduler_init(scheduler *s, const sched_params *p, cbllm_err *err)
 void
 scheduler_free(scheduler *s)
 {
+	sched_fair_free(&s->fair);
 	free(s->plan.seqs);
 	free(s->plan.swaps);
 	free(s->plan.copy_blocks);
@@ -186,9 +207,12 @@ Room(const cbllm_request *r, int budget, int prefill)
 
 /* Add r to the step with n tokens. */
 static void
-Schedule(sched_plan *plan, cbllm_request *r, int n)
+Schedule(scheduler *s, cbllm_request *r, int n)
 {
+	sched_plan *plan = &s->plan;
 	sched_seq  *q = &plan->seqs[plan->n_seqs++];
+
+	r->plan_mark = s->plan_no;
 
 	q->req = r;
 	q->start = r->n_computed;
@@ -200,9 +224,12 @@ Schedule(sched_plan *plan, cbllm_request *r, int n)
 
 /* Add a padding pass of r to the step: its prompt positions [0, n) again, sampling nothing. */
 static void
-SchedulePad(sched_plan *plan, cbllm_request *r, int n)
+SchedulePad(scheduler *s, cbllm_request *r, int n)
 {
+	sched_plan *plan = &s->plan;
 	sched_seq  *q = &plan->seqs[plan->n_seqs++];
+
+	r->plan_mark = s->plan_no;
 
 	q->req = r;
 	q->start = 0;
@@ -212,14 +239,33 @@ SchedulePad(sched_plan *plan, cbllm_request *r, int n)
 	plan->n_tokens += n;
 }
 
+/* Keep the fair counts current as r moves by d_running and d_waiting (fair plans only). */
+static void
+FairMove(scheduler *s, const cbllm_request *r, int d_running, int d_waiting)
+{
+	sched_tenant *t;
+
+	if (s->fair_on && (t = sched_fair_tenant(&s->fair, r->tenant)) != NULL)
+	{
+		t->running += d_running;
+		t->waiting += d_waiting;
+	}
+}
+
 /* Take r out of its queue and give back all it holds; the engine finishes it. */
 static void
 Retire(scheduler *s, cbllm_request *r, sched_finished *slot, cbllm_finish why, const char *error)
 {
 	if (r->state == REQ_RUNNING)
+	{
 		req_list_remove(s->running, r);
+		FairMove(s, r, -1, 0);
+	}
 	else if (r->state == REQ_WAITING)
+	{
 		req_list_remove(s->waiting, r);
+		FairMove(s, r, 0, r->leader == NULL ? -1 : 0);
+	}
 	request_release_blocks(s->bm, r);
 	request_release_swap(s->bm, r);
 	r->state = REQ_FINISHED;
@@ -326,6 +372,7 @@ Preempt(scheduler *s, cbllm_request *victim)
 	int			swap = -1;
 
 	req_list_remove(s->running, victim);
+	FairMove(s, victim, -1, 1);
 	if (ChooseSwap(s, victim))
 		swap = SwapOut(s, victim);
 	request_release_blocks(s->bm, victim);	/* keeps n_computed when swapped */
@@ -374,7 +421,21 @@ CanNeverFit(const scheduler *s, const cbllm_request *r)
 	return bm_blocks_for(s->bm, r->n_tokens + 1) > s->bm->n_blocks;
 }
 
-/* Preempt running requests that rank below the waiting head while it cannot be admitted. */
+/* The latest-ranked running request of tenant that is not in this plan and ranks below rank; NULL: none. */
+static cbllm_request *
+LastRunningOf(const scheduler *s, uint64_t tenant, double rank)
+{
+	for (cbllm_request *r = s->running->tail; r != NULL; r = r->prev)
+		if (r->tenant == tenant && r->plan_mark != s->plan_no && r->rank < rank)
+			return r;
+	return NULL;
+}
+
+/*
+ * Preempt running requests that rank below the waiting head while it cannot
+ * be admitted: from the back of the running list, or in a fair plan from the
+ * back of the head's own tenant's requests.
+ */
 static void
 PreemptForPriority(scheduler *s)
 {
@@ -386,76 +447,206 @@ PreemptForPriority(scheduler *s)
 		return;
 	need = bm_blocks_for(s->bm, head->table.swapped ? head->table.n_swap * s->bm->block_size :
 						 (head->n_tokens < budget ? head->n_tokens : budget));
-	while (bm_available(s->bm) < need && s->running->tail != NULL &&
-		   s->running->tail->rank < head->rank)
-		Preempt(s, s->running->tail);
+	while (bm_available(s->bm) < need)
+	{
+		cbllm_request *victim = s->fair_on ? LastRunningOf(s, head->tenant, head->rank) :
+			s->running->tail;
+
+		if (victim == NULL || victim->rank >= head->rank)
+			break;
+		Preempt(s, victim);
+	}
 }
 
 /*
- * Schedule the running requests, preempting from the back when blocks run
- * out; prompt chunks take from *prefill too, and one that finds it spent
- * waits for a later step.
+ * The victim when r needs blocks: the back of the running list, or in a fair
+ * plan the latest-ranked request, not yet in the plan, of the tenant running
+ * the most (r itself when there is none).
  */
+static cbllm_request *
+Victim(scheduler *s, cbllm_request *r)
+{
+	sched_tenant *most = NULL;
+	cbllm_request *v;
+
+	if (!s->fair_on)
+		return s->running->tail;
+	for (int i = 0; i < s->fair.n_tenants; i++)
+	{
+		sched_tenant *t = &s->fair.tenants[i];
+
+		if (t->running > 0 && (most == NULL || t->running > most->running) &&
+			LastRunningOf(s, t->id, INFINITY) != NULL)
+			most = t;
+	}
+	v = most != NULL ? LastRunningOf(s, most->id, INFINITY) : NULL;
+	return v != NULL ? v : r;
+}
+
+/*
+ * Give tenants that wait below their fair share their sequences, and
+ * blocks for the first chunk of their best-ranked waiting request, by
+ * preempting the tenants that run the most above theirs (see Fair share).
+ */
+static void
+PreemptForFairness(scheduler *s)
+{
+	int			share = sched_fair_share(&s->fair, s->lim.max_num_seqs),
+				free_seqs = s->lim.max_num_seqs - s->running->n,
+				budget = s->lim.max_num_batched_tokens;
+
+	for (int i = 0; i < s->fair.n_tenants; i++)
+		s->fair.tenants[i].visits = 0;	/* here: 1 once the tenant has had its turn */
+	for (cbllm_request *r = s->waiting->head; r != NULL; r = r->next)
+	{
+		sched_tenant *t = sched_fair_tenant(&s->fair, r->tenant);
+		int			want,
+					need;
+
+		if (r->leader != NULL || t == NULL || t->visits > 0)
+			continue;
+		t->visits = 1;
+		want = t->waiting < share - t->running ? t->waiting : share - t->running;
+		if (want <= 0)
+			continue;
+		need = bm_blocks_for(s->bm, r->table.swapped ? r->table.n_swap * s->bm->block_size :
+							 (r->n_tokens < budget ? r->n_tokens : budget));
+		while (free_seqs < want || bm_available(s->bm) < need)
+		{
+			sched_tenant *over = sched_fair_most_over(&s->fair, share, t);
+			cbllm_request *victim = over != NULL ? LastRunningOf(s, over->id, INFINITY) : NULL;
+
+			if (victim == NULL)
+				break;
+			Preempt(s, victim);
+			free_seqs++;
+		}
+		free_seqs -= want < free_seqs ? want : free_seqs;
+	}
+}
+
+/* What planning one request came to. */
+typedef enum PlanOutcome
+{
+	PLAN_DONE,					/* it is in the plan, or has nothing to do in it */
+	PLAN_LOST_SELF,				/* a running request gave itself up for blocks */
+	PLAN_STOP					/* a waiting request cannot be admitted now: admit no more */
+} PlanOutcome;
+
+/*
+ * Schedule running request r, preempting when blocks run out; its prompt
+ * chunk takes from *prefill too, and one that finds it spent waits for a
+ * later step.
+ */
+static PlanOutcome
+PlanOneRunning(scheduler *s, cbllm_request *r, int *budget, int *prefill)
+{
+	bool		pre = Prefilling(r);
+	int			n = ChunkFor(r, Room(r, *budget, *prefill));
+
+	if (r->pad_owed > 0 && !pre && r->table.n_dropped > 0)
+		r->pad_owed = 0;		/* its first blocks are gone behind a window: no padding pass */
+	if (r->pad_owed > 0 && !pre)
+	{
+		/* padded static batching: its prompt is in; the padding's cost comes first */
+		n = r->pad_owed < r->n_prompt ? r->pad_owed : r->n_prompt;
+		n = n < *budget ? n : *budget;
+		n = n < *prefill ? n : *prefill;
+		if (n > 0)
+		{
+			SchedulePad(s, r, n);
+			*budget -= n;
+			*prefill -= n;
+		}
+		return PLAN_DONE;
+	}
+	if (n == 0)
+		return PLAN_DONE;
+
+	while (bm_allocate(s->bm, &r->table, r->n_computed + n) != CBLLM_OK)
+	{
+		cbllm_request *victim = Victim(s, r);
+
+		if (victim == r && s->running->n == 1 && CanNeverFit(s, r) &&
+			RetireInPlan(s, r, CBLLM_FINISH_LENGTH))
+			return PLAN_LOST_SELF;
+		Preempt(s, victim);
+		if (victim == r)
+			return PLAN_LOST_SELF;
+	}
+	Schedule(s, r, n);
+	*budget -= n;
+	*prefill -= pre ? n : 0;
+	return PLAN_DONE;
+}
+
+/* Schedule the running requests in rank order while the step has room. */
 static void
 PlanRunning(scheduler *s, int *budget, int *prefill)
 {
-	sched_plan *plan = &s->plan;
 	cbllm_request *r = s->running->head;
 
-	while (r != NULL && plan->n_seqs < s->lim.max_num_seqs && *budget > 0)
+	while (r != NULL && s->plan.n_seqs < s->lim.max_num_seqs && *budget > 0)
 	{
-		bool		pre = Prefilling(r);
-		int			n = ChunkFor(r, Room(r, *budget, *prefill));
-		bool		lost_self = false;
-
-		if (r->pad_owed > 0 && !pre && r->table.n_dropped > 0)
-			r->pad_owed = 0;	/* its first blocks are gone behind a window: no padding pass */
-		if (r->pad_owed > 0 && !pre)
-		{
-			/* padded static batching: its prompt is in; the padding's cost comes first */
-			n = r->pad_owed < r->n_prompt ? r->pad_owed : r->n_prompt;
-			n = n < *budget ? n : *budget;
-			n = n < *prefill ? n : *prefill;
-			if (n > 0)
-			{
-				SchedulePad(plan, r, n);
-				*budget -= n;
-				*prefill -= n;
-			}
-			r = r->next;
-			continue;
-		}
-
-		if (n == 0)
-		{
-			r = r->next;
-			continue;
-		}
-
-		while (bm_allocate(s->bm, &r->table, r->n_computed + n) != CBLLM_OK)
-		{
-			cbllm_request *victim = s->running->tail;
-
-			if (victim == r && s->running->n == 1 && CanNeverFit(s, r) &&
-				RetireInPlan(s, r, CBLLM_FINISH_LENGTH))
-			{
-				lost_self = true;
-				break;
-			}
-			Preempt(s, victim);
-			if (victim == r)
-			{
-				lost_self = true;
-				break;
-			}
-		}
-		if (lost_self)
-			break;
-		Schedule(plan, r, n);
-		*budget -= n;
-		*prefill -= pre ? n : 0;
+		if (PlanOneRunning(s, r, budget, prefill) == PLAN_LOST_SELF)
+			break;				/* it was the back of the list: nothing follows it */
 		r = r->next;			/* read after preemption, which may have cut the tail */
 	}
+}
+
+/*
+ * Admit waiting request r with its first chunk, if the step's tokens,
+ * prompt budget and the KV blocks allow.
+ */
+static PlanOutcome
+AdmitOne(scheduler *s, cbllm_request *r, double now, int *budget, int *prefill)
+{
+	bool		static_mode = s->lim.batching != CBLLM_BATCH_CONTINUOUS,
+				padded = s->lim.batching == CBLLM_BATCH_STATIC_PADDED;
+	int			n;
+
+	if (static_mode && !s->static_new_batch && r->arrival > s->static_batch_last)
+		return PLAN_STOP;
+	if (r->leader != NULL)
+		return PLAN_STOP;		/* its prompt's KV comes from the leader's, once computed */
+	if (CanNeverFit(s, r))
+		return RetireInPlan(s, r, CBLLM_FINISH_LENGTH) ? PLAN_DONE : PLAN_STOP;
+	if (r->table.swapped)
+	{
+		n = ChunkFor(r, Room(r, *budget, *prefill));
+		if (n == 0 || !SwapIn(s, r, r->n_computed + n))
+			return PLAN_STOP;
+	}
+	else
+	{
+		ReusePrefix(s, r);
+		n = ChunkFor(r, Room(r, *budget, *prefill));
+		if (n == 0 || bm_allocate(s->bm, &r->table, r->n_computed + n) != CBLLM_OK)
+		{
+			request_release_blocks(s->bm, r);	/* shared blocks go back to the cache */
+			return PLAN_STOP;
+		}
+	}
+	req_list_remove(s->waiting, r);
+	r->state = REQ_RUNNING;
+	FairMove(s, r, 1, -1);
+	if (!r->admitted)
+	{
+		r->t_admitted = now;
+		r->admitted = true;
+		if (padded)
+		{
+			r->pad_owed = -1;	/* sized below, once the batch's longest prompt is known */
+			s->static_lmax = r->n_prompt > s->static_lmax ? r->n_prompt : s->static_lmax;
+		}
+	}
+	req_list_insert(s->running, r);
+	if (static_mode && r->arrival > s->static_batch_last)
+		s->static_batch_last = r->arrival;
+	*prefill -= Prefilling(r) ? n : 0;
+	Schedule(s, r, n);
+	*budget -= n;
+	return PLAN_DONE;
 }
 
 /* Admit waiting requests from the head of the queue while *budget and *prefill last. */
@@ -463,68 +654,50 @@ static void
 PlanWaiting(scheduler *s, double now, int *budget, int *prefill)
 {
 	sched_plan *plan = &s->plan;
-	bool		static_mode = s->lim.batching != CBLLM_BATCH_CONTINUOUS,
-				padded = s->lim.batching == CBLLM_BATCH_STATIC_PADDED;
-	bool		new_batch = s->running->n == 0;
+	bool		padded = s->lim.batching == CBLLM_BATCH_STATIC_PADDED;
 	int			first = plan->n_seqs;
 
-	if (padded && new_batch)
+	s->static_new_batch = s->running->n == 0;
+	if (padded && s->static_new_batch)
 		s->static_lmax = 0;
-
 	while (s->waiting->head != NULL && plan->n_seqs < s->lim.max_num_seqs && *budget > 0 &&
-		   s->running->n < s->lim.max_num_seqs)
-	{
-		cbllm_request *r = s->waiting->head;
-		int			n;
-
-		if (static_mode && !new_batch && r->arrival > s->static_batch_last)
-			break;
-		if (r->leader != NULL)
-			break;				/* its prompt's KV comes from the leader's, once computed */
-		if (CanNeverFit(s, r))
-		{
-			if (!RetireInPlan(s, r, CBLLM_FINISH_LENGTH))
-				break;			/* out of memory for the list: it ends in a later step */
-			continue;
-		}
-		if (r->table.swapped)
-		{
-			n = ChunkFor(r, Room(r, *budget, *prefill));
-			if (n == 0 || !SwapIn(s, r, r->n_computed + n))
-				break;
-		}
-		else
-		{
-			ReusePrefix(s, r);
-			n = ChunkFor(r, Room(r, *budget, *prefill));
-			if (n == 0 || bm_allocate(s->bm, &r->table, r->n_computed + n) != CBLLM_OK)
-			{
-				request_release_blocks(s->bm, r);	/* shared blocks go back to the cache */
-				break;
-			}
-		}
-		req_list_remove(s->waiting, r);
-		r->state = REQ_RUNNING;
-		if (!r->admitted)
-		{
-			r->t_admitted = now;
-			r->admitted = true;
-			if (padded)
-			{
-				r->pad_owed = -1;	/* sized below, once the batch's longest prompt is known */
-				s->static_lmax = r->n_prompt > s->static_lmax ? r->n_prompt : s->static_lmax;
-			}
-		}
-		req_list_insert(s->running, r);
-		if (static_mode && r->arrival > s->static_batch_last)
-			s->static_batch_last = r->arrival;
-		*prefill -= Prefilling(r) ? n : 0;
-		Schedule(plan, r, n);
-		*budget -= n;
-	}
+		   s->running->n < s->lim.max_num_seqs &&
+		   AdmitOne(s, s->waiting->head, now, budget, prefill) == PLAN_DONE)
+		;
 	for (int i = first; i < plan->n_seqs; i++)
 		if (plan->seqs[i].req->pad_owed < 0)
 			plan->seqs[i].req->pad_owed = s->static_lmax - plan->seqs[i].req->n_prompt;
+}
+
+/*
+ * Plan the step's candidates in fair order (see Fair share): running ones
+ * take their chunks, waiting ones are admitted until one cannot be (or a
+ * tenant's requests wait for a shared prompt, which only skips them).
+ */
+static void
+PlanFair(scheduler *s, double now, int *budget, int *prefill)
+{
+	bool		admitting = true;
+
+	for (int i = 0; i < s->fair.n_order; i++)
+	{
+		sched_candidate *c = &s->fair.order[i];
+		cbllm_request *r = c->req;
+
+		if (s->plan.n_seqs >= s->lim.max_num_seqs || *budget <= 0)
+			break;
+		if (c->running)
+		{
+			if (r->state == REQ_RUNNING && r->plan_mark != s->plan_no)
+				(void) PlanOneRunning(s, r, budget, prefill);
+		}
+		else if (admitting && r->state == REQ_WAITING && r->leader == NULL)
+		{
+			if (s->running->n >= s->lim.max_num_seqs ||
+				AdmitOne(s, r, now, budget, prefill) == PLAN_STOP)
+				admitting = false;
+		}
+	}
 }
 
 /* Plan the next step: preemptions, the running requests' chunks, then admissions. */
@@ -538,10 +711,20 @@ scheduler_plan(scheduler *s, double now)
 	plan->n_seqs = plan->n_tokens = 0;
 	plan->n_swaps = plan->n_copies = 0;
 	plan->n_preempted = plan->n_finished = 0;
+	s->plan_no++;
+	s->fair_on = s->lim.batching == CBLLM_BATCH_CONTINUOUS &&
+		sched_fair_count(&s->fair, s->running, s->waiting) > 1;
 	PreemptForPriority(s);
+	if (s->fair_on)
+		PreemptForFairness(s);
 	prefill = PrefillCap(s, budget);
-	PlanRunning(s, &budget, &prefill);
-	PlanWaiting(s, now, &budget, &prefill);
+	if (s->fair_on && sched_fair_order(&s->fair, s->running, s->waiting))
+		PlanFair(s, now, &budget, &prefill);
+	else
+	{
+		PlanRunning(s, &budget, &prefill);
+		PlanWaiting(s, now, &budget, &prefill);
+	}
 	return plan;
 }
 

@@ -21,6 +21,7 @@
 
 #include "block_manager.h"
 #include "request.h"
+#include "sched_fair.h"
 
 typedef struct sched_limits
 {
@@ -129,7 +130,13 @@ typedef struct scheduler
 	bool		prefill_measured;	/* sec_per_prefill_token is a measurement, no longer the default */
 	double		swap_bytes_per_sec; /* measured by the engine, for the auto preemption choice */
 	int64_t		static_batch_last;	/* static batching: newest arrival of the batch */
+	bool		static_new_batch;	/* static batching: nothing ran when this plan's admissions began */
 	int			static_lmax;	/* padded static batching: the batch's longest prompt */
+	uint64_t	plan_no;		/* plans made so far: a request planned in this one has
+								 * plan_mark == plan_no */
+	bool		fair_on;		/* this plan shares between tenants (more than one has work) */
+	sched_fair	fair;			/* the tenants' counts and the fair order, kept current through
+								 * the plan while fair_on */
 	sched_plan	plan;			/* scheduler_plan's output */
 	sched_update update;		/* scheduler_update's output */
 } scheduler;

@@ -201,3 +201,34 @@ cbllm_now(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
 }
+
+/* Whether the JSON text s[0, len) nests arrays and objects deeper than limit (util.h). */
+bool
+json_too_deep(const char *s, size_t len, int limit)
+{
+	int			depth = 0;
+	bool		in_string = false;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		char		c = s[i];
+
+		if (in_string)
+		{
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_string = false;
+		}
+		else if (c == '"')
+			in_string = true;
+		else if (c == '[' || c == '{')
+		{
+			if (++depth > limit)
+				return true;
+		}
+		else if (c == ']' || c == '}')
+			depth--;
+	}
+	return false;
+}

@@ -9,6 +9,7 @@
 #ifndef CBLLM_UTIL_H
 #define CBLLM_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -78,6 +79,16 @@ void		cbllm_unmap(void *p, size_t bytes);
 
 /* Monotonic time in seconds. */
 double		cbllm_now(void);
+
+/*
+ * JSON nesting.  cJSON refuses documents nested deeper than its own limit
+ * (1000) with no reason given, so parsers of untrusted JSON check the depth
+ * first and say why.
+ */
+#define CBLLM_JSON_MAX_DEPTH 512
+
+/* Whether the JSON text s[0, len) nests arrays and objects deeper than limit (strings skipped). */
+bool		json_too_deep(const char *s, size_t len, int limit);
 
 #ifdef __cplusplus
 }

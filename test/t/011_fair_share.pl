@@ -25,9 +25,10 @@ use File::Copy ();
 use File::Path ();
 use Time::HiRes qw(time);
 
-# the defaults here: 64 slots, so a session holds 16 and a role 32
+# the defaults here: 64 slots, so a session holds 16 and a role 16 (a quarter each)
 my $node = CbllmTest::new_node('fair',
-	extra_conf => "cbllm.max_requests_per_session = 0\ncbllm.stall_timeout = '2s'\n");
+	extra_conf => "cbllm.max_requests_per_session = 0\ncbllm.max_requests_per_role = 0\n"
+	  . "cbllm.stall_timeout = '2s'\n");
 $node->safe_psql('postgres', q{
 	CREATE ROLE hog LOGIN;
 	CREATE ROLE victim LOGIN;
@@ -85,19 +86,21 @@ $node->safe_psql('postgres', q{
 		"the hog's slots and parked results are freed when its session ends");
 }
 
-# ---- (2) the role quota spans sessions: two sessions of one role hold at most 32
+# ---- (2) the role quota spans sessions: two sessions of one role hold at most 16
 {
 	my @holders;
 	for my $k (1 .. 2)
 	{
 		my $h = $node->background_psql('postgres', on_error_stop => 0, extra_params => ['-U', 'hog']);
+		my $n = $k == 1 ? 10 : 6;
 		$h->query_safe("SET cbllm.slot_wait_timeout = '500ms'");
 		$h->query_safe('BEGIN');
 		# streams hold their slots until their cursors close
-		$h->query(
-			"DO \$\$ DECLARE c refcursor; p text; BEGIN FOR i IN 1..16 LOOP "
+		my ($o, $r) = $h->query(
+			"DO \$\$ DECLARE c refcursor; p text; BEGIN FOR i IN 1..$n LOOP "
 			  . "c := 'c$k' || i; OPEN c FOR SELECT llm_generate_stream('hold ' || i, 20); "
 			  . "FETCH c INTO p; END LOOP; END \$\$");
+		is($h->{stderr}, '', "session $k of the role opens $n streams");
 		push @holders, $h;
 	}
 	my $third = $node->background_psql('postgres', on_error_stop => 0, extra_params => ['-U', 'hog']);

@@ -59,8 +59,9 @@ sub base_conf
 	$conf .= "cbllm.max_model_len = 512\n";
 	$conf .= "cbllm.max_queued_requests = 64\n";
 	# the tests run up to 20 requests from one session at once (the default
-	# quota is a quarter of the slots, 16)
+	# quotas are a quarter of the slots, 16, for a session and for a role)
 	$conf .= "cbllm.max_requests_per_session = 32\n";
+	$conf .= "cbllm.max_requests_per_role = 32\n";
 	return $conf;
 }
 

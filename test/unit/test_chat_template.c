@@ -381,9 +381,28 @@ TestValidation(void)
 		   "a config with an object eos_token and a null bos_token loads");
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		expect_fail(bad[i].needle, ChatRender(c, bad[i].msgs, false, NULL, &out, &err), &err, bad[i].needle, NULL, NULL);
-	expect_fail("messages given in kwargs are checked too",
-				ChatRender(c, "[]", false, "{\"messages\": [{\"role\": null}]}", &out, &err), &err,
-				"messages[0].role must be a string", NULL, NULL);
+	{
+		cbllm_buf	plain = {0};
+		bool		same = ChatRender(c, "[{\"role\": \"user\", \"content\": \"hi\"}]", false, NULL, &plain, &err) == CBLLM_OK &&
+			ChatRender(c, "[{\"role\": \"user\", \"content\": \"hi\"}]", false, "{\"messages\": [{\"role\": null}]}", &out, &err) == CBLLM_OK &&
+			out.len == plain.len && memcmp(out.data, plain.data, out.len) == 0;
+
+		TAP_OK(same, "a \"messages\" key in the kwargs never replaces the messages argument");
+		cbllm_buf_free(&plain);
+	}
+	{
+		cbllm_buf	deep = {0};
+		int			rc;
+
+		for (int k = 0; k < 600; k++)
+			cbllm_buf_append(&deep, "[", 1);
+		for (int k = 0; k < 600; k++)
+			cbllm_buf_append(&deep, "]", 1);
+		cbllm_buf_append(&deep, "", 1);
+		rc = ChatRender(c, deep.data, false, NULL, &out, &err);
+		expect_fail("messages nested 600 deep", rc, &err, "nested too deeply", NULL, NULL);
+		cbllm_buf_free(&deep);
+	}
 	expect_fail("kwargs that are not an object", ChatRender(c, "[]", false, "[1]", &out, &err), &err,
 				"kwargs must be a JSON object", NULL, NULL);
 	ExpectRender("special tokens: object content used, null bos_token undefined, tools none",
