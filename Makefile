@@ -112,6 +112,7 @@ UNIT_TESTS = \
 	build/test/test_safetensors \
 	build/test/test_gguf \
 	build/test/test_tokenizer_gguf \
+	build/test/test_tokenizer_llama_cpp \
 	build/test/test_model_load \
 	build/test/test_model_dummy \
 	build/test/test_sampler \
