@@ -165,18 +165,25 @@ token_score(const gg_vocab *v, int id)
 	return s;
 }
 
+/* Id of the piece a[0..alen) followed by b[0..blen), or -1. */
+static int32_t
+gg_find_pair(const gg_vocab *v, const char *a, size_t alen, const char *b, size_t blen)
+{
+	for (uint32_t i = hash_more(hash_bytes(a, alen), b, blen) & v->mask; v->hash[i] >= 0; i = (i + 1) & v->mask)
+	{
+		const gguf_str *p = &v->pieces[v->hash[i]];
+
+		if (p->len == alen + blen && memcmp(p->ptr, a, alen) == 0 && memcmp(p->ptr + alen, b, blen) == 0)
+			return v->hash[i];
+	}
+	return -1;
+}
+
 /* Id of the piece s[0..n), or -1. */
 static int32_t
 gg_find(const gg_vocab *v, const char *s, size_t n)
 {
-	for (uint32_t i = hash_bytes(s, n) & v->mask; v->hash[i] >= 0; i = (i + 1) & v->mask)
-	{
-		const gguf_str *p = &v->pieces[v->hash[i]];
-
-		if (p->len == n && memcmp(p->ptr, s, n) == 0)
-			return v->hash[i];
-	}
-	return -1;
+	return gg_find_pair(v, s, n, "", 0);
 }
 
 /* Find an array key with elements of type et; absent is fine when !required. */
@@ -361,8 +368,6 @@ read_arrays(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 static int
 check_merges(const gg_vocab *v, cbllm_err *err)
 {
-	char		both[2 * GG_MAX_PIECE];
-
 	for (uint64_t i = 0; v->merges != NULL && i < v->merges->n; i++)
 	{
 		const gguf_str *m = &v->merges->items[i].str;
@@ -370,15 +375,13 @@ check_merges(const gg_vocab *v, cbllm_err *err)
 		size_t		alen = sp ? (size_t) (sp - m->ptr) : 0,
 					blen = sp ? m->len - alen - 1 : 0;
 
-		if (sp == NULL || alen == 0 || blen == 0 || memchr(sp + 1, ' ', blen) != NULL || alen + blen > sizeof(both))
+		if (sp == NULL || alen == 0 || blen == 0 || memchr(sp + 1, ' ', blen) != NULL)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.merges[%llu] is not two pieces joined by one space",
 							  (unsigned long long) i);
 		if (gg_find(v, m->ptr, alen) < 0 || gg_find(v, sp + 1, blen) < 0)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.merges[%llu] names a piece that is not a token: \"%.*s\"",
 							  (unsigned long long) i, (int) (m->len < 128 ? m->len : 128), m->ptr);
-		memcpy(both, m->ptr, alen);
-		memcpy(both + alen, sp + 1, blen);
-		if (gg_find(v, both, alen + blen) < 0)
+		if (gg_find_pair(v, m->ptr, alen, sp + 1, blen) < 0)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.merges[%llu]: the merged piece is not a token: \"%.*s\"",
 							  (unsigned long long) i, (int) (m->len < 128 ? m->len : 128), m->ptr);
 	}
