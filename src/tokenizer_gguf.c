@@ -24,7 +24,8 @@
  *     applied.
  *   - "gpt2": the pre-tokenizer's regexes, NFC, ignore_merges, whether a BOS
  *     is added by default and the decode clean-up come from the row of
- *     pre_tokenizers named by tokenizer.ggml.pre.
+ *     the pre-tokenizer table (tokenizer_gguf_pre.c) named by
+ *     tokenizer.ggml.pre.
  * Control and unknown tokens become special added tokens and user-defined
  * ones plain added tokens, both matched in the raw text before
  * pre-tokenization.  A piece repeated under two ids is refused (a
@@ -41,6 +42,7 @@
 #include <string.h>
 
 #include "gguf.h"
+#include "tokenizer_gguf_pre.h"
 
 #define GG_PATH			"GGUF tokenizer.ggml"	/* what messages of the shared loader name */
 #define GG_MAX_PIECE	4096	/* longest token text, in bytes */
@@ -51,77 +53,6 @@ enum
 {
 	TT_UNDEFINED, TT_NORMAL, TT_UNKNOWN, TT_CONTROL, TT_USER_DEFINED, TT_UNUSED, TT_BYTE, TT_COUNT
 };
-
-/* Pre-tokenizer regexes, from the tokenizer.json files of the models that use them. */
-static const char *const re_llama3[] = {
-	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-	NULL
-};
-static const char *const re_qwen2[] = {
-	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-	NULL
-};
-static const char *const re_tekken[] = {
-	"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-	NULL
-};
-static const char *const re_gpt4o[] = {
-	"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-	NULL
-};
-/* GPT-2's words, after digits were split off one by one (StarCoder, SmolLM) */
-static const char *const re_digits_gpt2[] = {
-	"\\p{N}",
-	"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
-	NULL
-};
-/* llama.cpp's fallback for a BPE file without a pre-tokenizer name */
-static const char *const re_default[] = {
-	"[\\p{P}\\$\\+<=>\\^~\\|]+",
-	"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
-	"\\p{N}+",
-	"[0-9][0-9][0-9]",
-	NULL
-};
-
-/* A byte-level pre-tokenizer by its tokenizer.ggml.pre name. */
-typedef struct gg_pre
-{
-	const char *name;
-	const char *const *regex;	/* Split (Isolated) steps; NULL: ByteLevel's own GPT-2 regex */
-	bool		nfc;			/* NFC normalizer */
-	bool		ignore_merges;	/* a word that is a piece is that piece */
-	bool		add_bos;		/* default of tokenizer.ggml.add_bos_token */
-	bool		clean_up;		/* clean_up_tokenization_spaces */
-} gg_pre;
-
-static const gg_pre pre_tokenizers[] = {
-	{"default", re_default, false, false, false, true},
-	{"llama-bpe", re_llama3, false, true, true, true},
-	{"llama3", re_llama3, false, true, true, true},
-	{"llama-v3", re_llama3, false, true, true, true},
-	{"falcon3", re_llama3, false, true, true, true},
-	{"pixtral", re_llama3, false, true, true, true},
-	{"dbrx", re_llama3, false, false, false, true},
-	{"smaug-bpe", re_llama3, false, false, false, true},
-	{"qwen2", re_qwen2, true, false, false, false},
-	{"deepseek-r1-qwen", re_qwen2, true, false, false, false},
-	{"stablelm2", re_qwen2, false, false, false, true},
-	{"gpt-2", NULL, false, false, false, true},
-	{"gpt2", NULL, false, false, false, true},
-	{"phi-2", NULL, false, false, false, true},
-	{"mpt", NULL, false, false, false, true},
-	{"olmo", NULL, false, false, false, true},
-	{"starcoder", re_digits_gpt2, false, false, false, true},
-	{"refact", re_digits_gpt2, false, false, false, true},
-	{"smollm", re_digits_gpt2, false, false, false, true},
-	{"codeshell", re_digits_gpt2, false, false, false, true},
-	{"command-r", re_digits_gpt2, false, false, false, false},
-	{"tekken", re_tekken, false, false, false, false},
-	{"gpt-4o", re_gpt4o, false, false, false, false},
-};
-
-#define N_PRE	(sizeof(pre_tokenizers) / sizeof(pre_tokenizers[0]))
 
 /* The validated views of the metadata. */
 typedef struct gg_vocab
@@ -271,10 +202,7 @@ read_names(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 		return rc;
 	if (v->spm)
 		return CBLLM_OK;		/* SentencePiece has no pre-tokenizer to choose */
-	for (size_t i = 0; i < N_PRE; i++)
-		if (strlen(pre_tokenizers[i].name) == pre.len && memcmp(pre_tokenizers[i].name, pre.ptr, pre.len) == 0)
-			v->pre = &pre_tokenizers[i];
-	if (v->pre == NULL)
+	if ((v->pre = tok_gguf_pre_find(pre.ptr, pre.len)) == NULL)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "GGUF: tokenizer.ggml.pre \"%.*s\" is not a known pre-tokenizer",
 						  (int) (pre.len < 64 ? pre.len : 64), pre.ptr);
 	return CBLLM_OK;

@@ -38,7 +38,8 @@ UNMERGED_SCORE = -1e9
 # tokenizer.ggml.pre names of byte-level files that cbllm must read (llama.cpp's names)
 KNOWN_PRE = ["default", "llama-bpe", "llama3", "llama-v3", "falcon3", "pixtral", "dbrx", "smaug-bpe", "qwen2",
              "deepseek-r1-qwen", "stablelm2", "gpt-2", "gpt2", "phi-2", "mpt", "olmo", "starcoder", "refact",
-             "smollm", "codeshell", "command-r", "tekken", "gpt-4o"]
+             "smollm", "codeshell", "command-r", "tekken", "gpt-4o", "qwen35", "falcon", "deepseek-coder",
+             "deepseek-llm"]
 
 # tokenizer.ggml.pre by the byte-level tokenizer's Split regex
 PRE_BY_REGEX = {

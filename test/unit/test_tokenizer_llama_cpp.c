@@ -41,10 +41,7 @@ typedef struct vocab_case
 static const vocab_case cases[] = {
 	{.name = "llama-spm"}, {.name = "llama-bpe"}, {.name = "phi-3"}, {.name = "qwen2"},
 	{.name = "gpt-2"}, {.name = "refact"}, {.name = "starcoder"}, {.name = "mpt"}, {.name = "command-r"},
-	{.name = "qwen35", .todo = "its pre-tokenizer is not known yet", .refusal = "\"qwen35\""},
-	{.name = "deepseek-coder", .todo = "its pre-tokenizer is not known yet", .refusal = "\"deepseek-coder\""},
-	{.name = "deepseek-llm", .todo = "its pre-tokenizer is not known yet", .refusal = "\"deepseek-llm\""},
-	{.name = "falcon", .todo = "its pre-tokenizer is not known yet", .refusal = "\"falcon\""},
+	{.name = "qwen35"}, {.name = "falcon"}, {.name = "deepseek-coder"}, {.name = "deepseek-llm"},
 	{.name = "gemma-4", .todo = "tokenizer model gemma4 is not known yet", .refusal = "\"gemma4\""},
 	{.name = "bert-bge",
 		.todo = "WordPiece (tokenizer model \"bert\"), the embedding models' tokenizer, is not supported yet",
