@@ -3,7 +3,8 @@
  *
  * GGUF files made by llama.cpp's converter carry the vocabulary as parallel
  * arrays (tokens, token_type, and scores or merges) plus a model name
- * ("llama": SentencePiece BPE with byte fallback; "gpt2": byte-level BPE) and
+ * ("llama": SentencePiece BPE with byte fallback; "gpt2": byte-level BPE;
+ * "gemma4": SentencePiece pieces with listed merges) and
  * a pre-tokenizer name (tokenizer.ggml.pre).  This file validates every key
  * (element types, counts, ids in range, merges naming known pieces), then
  * describes the same tokenizer as a tokenizer.json tree and a
@@ -26,6 +27,12 @@
  *     is added by default and the decode clean-up come from the row of
  *     the pre-tokenizer table (tokenizer_gguf_pre.c) named by
  *     tokenizer.ggml.pre.
+ *   - "gemma4" (Gemma 4): SentencePiece-style pieces ("▁" for a space, <0xXX>
+ *     byte tokens) with the merges listed, BPE'd in their order: spaces
+ *     become "▁" with none before the text, no pre-tokenizer cuts the text
+ *     (no merge joins a line break to anything else, so llama.cpp's cutting
+ *     at line breaks changes nothing), and, as llama.cpp does, a BOS is
+ *     always added by default.
  * Control and unknown tokens become special added tokens and user-defined
  * ones plain added tokens, both matched in the raw text before
  * pre-tokenization.  A piece repeated under two ids is refused (a
@@ -57,7 +64,8 @@ enum
 /* The validated views of the metadata. */
 typedef struct gg_vocab
 {
-	bool		spm;			/* model "llama", else "gpt2" */
+	bool		spm;			/* model "llama" or "gemma4", else "gpt2" */
+	bool		gemma4;			/* model "gemma4": SentencePiece pieces, merges listed */
 	const gg_pre *pre;			/* gpt2: its pre-tokenizer */
 	const gguf_value *tokens;	/* n strings */
 	gguf_str   *pieces;			/* n: their texts, an empty one named "[EMPTY_<id>]" as llama.cpp names it */
@@ -195,8 +203,11 @@ read_names(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 			cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.model is missing") : rc;
 	if (model.len == 5 && memcmp(model.ptr, "llama", 5) == 0)
 		v->spm = true;
+	else if (model.len == 6 && memcmp(model.ptr, "gemma4", 6) == 0)
+		v->spm = v->gemma4 = true;
 	else if (!(model.len == 4 && memcmp(model.ptr, "gpt2", 4) == 0))
-		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "GGUF: tokenizer.ggml.model \"%.*s\" is not supported (llama or gpt2)",
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "GGUF: tokenizer.ggml.model \"%.*s\" is not supported (llama, gpt2 or gemma4)",
 						  (int) (model.len < 64 ? model.len : 64), model.ptr);
 	if ((rc = gguf_get_string(g, "tokenizer.ggml.pre", &pre, err)) != CBLLM_OK && rc != CBLLM_ERR_NOT_FOUND)
 		return rc;
@@ -240,8 +251,8 @@ read_arrays(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 
 	if ((rc = get_array(g, "tokenizer.ggml.tokens", GGUF_STRING, true, &v->tokens, err)) != CBLLM_OK ||
 		(rc = get_array(g, "tokenizer.ggml.token_type", GGUF_INT32, false, &types, err)) != CBLLM_OK ||
-		(rc = get_array(g, "tokenizer.ggml.scores", GGUF_FLOAT32, v->spm, &scores, err)) != CBLLM_OK ||
-		(rc = get_array(g, "tokenizer.ggml.merges", GGUF_STRING, !v->spm, &v->merges, err)) != CBLLM_OK)
+		(rc = get_array(g, "tokenizer.ggml.scores", GGUF_FLOAT32, v->spm && !v->gemma4, &scores, err)) != CBLLM_OK ||
+		(rc = get_array(g, "tokenizer.ggml.merges", GGUF_STRING, !v->spm || v->gemma4, &v->merges, err)) != CBLLM_OK)
 		return rc;
 	if (v->tokens->n == 0 || v->tokens->n >= TOK_MAX_ID)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.tokens has %llu tokens (1 to %d allowed)",
@@ -336,6 +347,12 @@ read_specials(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 		(rc = get_flag(g, "tokenizer.ggml.add_eos_token", &v->add_eos, err)) == CBLLM_OK &&
 		(rc = get_flag(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err)) == CBLLM_OK)
 		rc = get_flag(g, "tokenizer.ggml.remove_extra_whitespaces", &v->remove_extra_ws, err);
+	if (v->gemma4)
+	{
+		/* as llama.cpp: never a space before the text, always a BOS (whatever the keys say) */
+		v->add_space_prefix = false;
+		v->add_bos = true;
+	}
 	return rc;
 }
 
@@ -491,7 +508,7 @@ describe_tokenizer(const gg_vocab *v)
 		cJSON_AddBoolToObject(model, "ignore_merges", !v->spm && v->pre->ignore_merges) == NULL ||
 		!cJSON_AddItemToObject(model, "unk_token", v->unk >= 0 ? jstr(&v->pieces[v->unk]) : cJSON_CreateNull()) ||
 		!add_vocab(v, model) || (merges = cJSON_AddArrayToObject(model, "merges")) == NULL ||
-		!(v->spm ? derive_merges(v, merges) : add_merges(v, merges)) ||
+		!(v->spm && !v->gemma4 ? derive_merges(v, merges) : add_merges(v, merges)) ||
 		!add_added(v, root) || !add_sections(v, root))
 	{
 		cJSON_Delete(root);
@@ -580,7 +597,7 @@ tokenizer_load_gguf(const gguf_file *g, cbllm_tokenizer **out, cbllm_err *err)
 		rc = cbllm_fail(err, CBLLM_ERR_NOMEM, "GGUF tokenizer: out of memory");
 	if (rc == CBLLM_OK)
 		rc = tok_build_from_json(tok, root, config, GG_PATH, err);
-	if (rc == CBLLM_OK && v.spm)
+	if (rc == CBLLM_OK && v.spm && !v.gemma4)
 		rc = rank_by_score(tok, &v, err);
 	cJSON_Delete(root);
 	cJSON_Delete(config);

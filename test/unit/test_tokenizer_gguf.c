@@ -7,7 +7,8 @@
  * special tokens, the same ids for every conformance text (with and without
  * BOS, parsing special tokens and not), the same decoded text, and the same
  * ids for the decoded text of every vocabulary piece.  Two tiny vocabularies
- * check SentencePiece merging by score and byte-level merging by merges, each
+ * check SentencePiece merging by score and byte-level merging by merges (a
+ * third, Gemma 4's pieces merging in the listed order), each
  * malformed file gguf_vocab.py --bad writes must fail with its message, and
  * the tiny byte-level one must load and split alike under every
  * pre-tokenizer name it lists.
@@ -219,6 +220,29 @@ encodes_to(const cbllm_tokenizer *tok, const char *text, bool add_bos, const int
 	return ok;
 }
 
+/* The tiny Gemma 4 vocabulary: SentencePiece pieces merged in the listed order, llama.cpp's overrides. */
+static void
+CheckTinyGemma4(const char *bad)
+{
+	char	   *path = cbllm_path_join(bad, "tiny_gemma4.gguf");
+	cbllm_tokenizer *t = NULL;
+	cbllm_err	err = {{0}};
+	cbllm_buf	out = {0};
+
+	TAP_OK(path && load_gguf(path, &t, &err) == CBLLM_OK, "tiny gemma4 vocabulary loads (%s)", t ? "ok" : err.msg);
+	TAP_OK(encodes_to(t, " ab", false, (int32_t[]) {7, 6}, 2),
+		   "gemma4 merges in the listed order, not by score: \" ab\" is \u2581a b, not \u2581 ab");
+	TAP_OK(encodes_to(t, "ab", true, (int32_t[]) {2, 8}, 2),
+		   "gemma4: a BOS though add_bos_token says false, no \u2581 before the text though add_space_prefix says true");
+	TAP_OK(encodes_to(t, "az", false, (int32_t[]) {5, 9}, 2), "gemma4: a character without a piece is its <0xXX> byte");
+	TAP_OK(t && tokenizer_decode(t, (int32_t[]) {2, 7, 6, 9}, 4, true, &out, &err) == CBLLM_OK &&
+		   out.len == 4 && memcmp(out.data, " abz", 4) == 0,
+		   "gemma4 decodes <bos> \u2581a b <0x7A> to \" abz\": the leading space kept, the byte as itself");
+	cbllm_buf_free(&out);
+	tokenizer_free(t);
+	free(path);
+}
+
 /* The tiny vocabularies: merging by score (SentencePiece) and by merges (byte-level). */
 static void
 CheckTiny(const char *bad)
@@ -326,6 +350,7 @@ main(int argc, char **argv)
 	}
 	TAP_OK(run_tool(argv[2], args), "gguf_vocab.py --bad writes the malformed and tiny files");
 	CheckTiny(bad);
+	CheckTinyGemma4(bad);
 	CheckBad(bad);
 	for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++)
 		CheckModel(argv[1], argv[2], work, models[m]);

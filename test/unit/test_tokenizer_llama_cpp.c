@@ -34,15 +34,22 @@
 typedef struct vocab_case
 {
 	const char *name;			/* ggml-vocab-NAME.gguf */
+	int32_t		bos;			/* the BOS llama.cpp adds with add_special, or -1: none added */
 	const char *todo;			/* NULL: must match; else why it is not supported yet */
 	const char *refusal;		/* todo: a part of the load error's message */
 } vocab_case;
 
+/*
+ * The BOS ids are what llama.cpp adds: its default for the tokenizer kind and
+ * pre-tokenizer name (SentencePiece and Llama-3's BPE add one, other BPE
+ * names none, Gemma 4 always), unless tokenizer.ggml.add_bos_token says.
+ */
 static const vocab_case cases[] = {
-	{.name = "llama-spm"}, {.name = "llama-bpe"}, {.name = "phi-3"}, {.name = "qwen2"},
-	{.name = "gpt-2"}, {.name = "refact"}, {.name = "starcoder"}, {.name = "mpt"}, {.name = "command-r"},
-	{.name = "qwen35"}, {.name = "falcon"}, {.name = "deepseek-coder"}, {.name = "deepseek-llm"},
-	{.name = "gemma-4", .todo = "tokenizer model gemma4 is not known yet", .refusal = "\"gemma4\""},
+	{.name = "llama-spm", .bos = 1}, {.name = "llama-bpe", .bos = 128000}, {.name = "phi-3", .bos = 1},
+	{.name = "qwen2", .bos = -1}, {.name = "gpt-2", .bos = -1}, {.name = "refact", .bos = -1},
+	{.name = "starcoder", .bos = -1}, {.name = "mpt", .bos = -1}, {.name = "command-r", .bos = 5},
+	{.name = "qwen35", .bos = -1}, {.name = "falcon", .bos = -1}, {.name = "deepseek-coder", .bos = 32013},
+	{.name = "deepseek-llm", .bos = 100000}, {.name = "gemma-4", .bos = 2},
 	{.name = "bert-bge",
 		.todo = "WordPiece (tokenizer model \"bert\"), the embedding models' tokenizer, is not supported yet",
 	.refusal = "\"bert\""},
@@ -192,6 +199,25 @@ count_matches(const cbllm_tokenizer *tok, const char *name, const vectors *v)
 	return matched;
 }
 
+/* Whether encoding with add_bos puts c->bos before the ids of "Hello world", or nothing when it is -1. */
+static bool
+adds_bos(const cbllm_tokenizer *tok, const vocab_case *c)
+{
+	int32_t    *plain = NULL, *with = NULL;
+	int			n_plain = 0, n_with = 0, extra = c->bos >= 0;
+	cbllm_err	err = {{0}};
+	bool		ok = tokenizer_encode(tok, "Hello world", 11, (tokenizer_encode_opts) {.add_bos = false},
+									  &plain, &n_plain, &err) == CBLLM_OK &&
+		tokenizer_encode(tok, "Hello world", 11, (tokenizer_encode_opts) {.add_bos = true},
+						 &with, &n_with, &err) == CBLLM_OK &&
+		n_with == n_plain + extra && (!extra || with[0] == c->bos) &&
+		memcmp(with + extra, plain, (size_t) n_plain * sizeof(int32_t)) == 0;
+
+	free(plain);
+	free(with);
+	return ok;
+}
+
 /* Open a GGUF file and build its tokenizer; the status. */
 static int
 load_vocab(const char *path, cbllm_tokenizer **tok, cbllm_err *err)
@@ -240,6 +266,10 @@ run_case(const char *dir, const vocab_case *c)
 		int			matched = count_matches(tok, c->name, &v);
 
 		TAP_OK(matched == v.n, "%s: %d/%d texts give llama.cpp's ids", c->name, matched, v.n);
+		if (c->bos >= 0)
+			TAP_OK(adds_bos(tok, c), "%s: adding special tokens puts BOS %d first", c->name, c->bos);
+		else
+			TAP_OK(adds_bos(tok, c), "%s: adding special tokens adds no BOS, as in llama.cpp", c->name);
 	}
 	free_vectors(&v);
 	tokenizer_free(tok);
