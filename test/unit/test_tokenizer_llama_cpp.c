@@ -9,8 +9,9 @@
  * around them ignored.  As llama.cpp's test-tokenizer-0 does, each text is
  * encoded with nothing added (no BOS) and special-token text not parsed; the
  * ids must be the line's exactly.  Per vocabulary the test checks that the
- * file loads and that every text matches (the first few differences are
- * printed).  A vocabulary the tokenizer does not support yet is listed here
+ * file loads, that every text matches (the first few differences are
+ * printed), and that adding special tokens puts llama.cpp's BOS first (or
+ * adds none where llama.cpp adds none).  A vocabulary the tokenizer does not support yet is listed here
  * with the reason; its check is that the file is refused with a message
  * naming what is missing, and it is reported as a skip.  Every
  * ggml-vocab-*.gguf.inp of the directory must be listed: a vocabulary added
