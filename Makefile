@@ -55,6 +55,7 @@ ENGINE_SRCS = \
 	src/tokenizer_pretok.c \
 	src/tokenizer_decode.c \
 	src/tokenizer_gguf.c \
+	src/tokenizer_gguf_pre.c \
 	src/threadpool.c \
 	src/cpu_features.c \
 	src/kernels_generic.c \
@@ -113,6 +114,7 @@ UNIT_TESTS = \
 	build/test/test_safetensors \
 	build/test/test_gguf \
 	build/test/test_tokenizer_gguf \
+	build/test/test_tokenizer_llama_cpp \
 	build/test/test_model_load \
 	build/test/test_model_dummy \
 	build/test/test_sampler \
@@ -360,7 +362,8 @@ FUZZ_TOK_OBJS = $(patsubst %,build/fuzz/obj/%.o,tokenizer_load tokenizer tokeniz
 build/fuzz/fuzz_tokenizer:         $(FUZZ_TOK_OBJS)
 build/fuzz/fuzz_tokenizer_config:  $(FUZZ_TOK_OBJS)
 build/fuzz/fuzz_gguf:               build/fuzz/obj/gguf.o build/fuzz/obj/util.o
-build/fuzz/fuzz_tokenizer_gguf:     $(FUZZ_TOK_OBJS) build/fuzz/obj/tokenizer_gguf.o build/fuzz/obj/gguf.o
+build/fuzz/fuzz_tokenizer_gguf:     $(FUZZ_TOK_OBJS) build/fuzz/obj/tokenizer_gguf.o build/fuzz/obj/tokenizer_gguf_pre.o \
+                                    build/fuzz/obj/gguf.o
 build/fuzz/fuzz_ipc:                build/fuzz/obj/ipc.o build/fuzz/obj/request_params.o
 build/fuzz/fuzz_request_check:      build/fuzz/obj/request_params.o
 build/fuzz/fuzz_regex:              build/fuzz/obj/regex_parse.o build/fuzz/obj/regex_dfa.o build/fuzz/obj/util.o

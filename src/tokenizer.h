@@ -6,8 +6,8 @@
  * tokens, the post-processor's BOS/EOS and tokenizer_config.json's options.
  * Every option is read from the files, never chosen by model name.
  *
- * Encoding follows HuggingFace: text is first split on added tokens (when
- * special-token parsing is on), each remaining piece is normalized,
+ * Encoding follows HuggingFace: text is first split on added tokens (special
+ * ones only when special-token parsing is on), each remaining piece is normalized,
  * pre-tokenized and merged by BPE; characters missing from the vocabulary
  * become <0xXX> byte tokens where the model has byte fallback.  With add_bos
  * the post-processor's special tokens go around the ids, exactly as
@@ -89,7 +89,8 @@ const char *tokenizer_token_bytes(const cbllm_tokenizer *tok, int32_t id, char *
 typedef struct tokenizer_encode_opts
 {
 	bool		add_bos;		/* add the post-processor's special tokens (BOS for Llama, Gemma) */
-	bool		parse_special;	/* recognise added-token text such as "<s>" or "<|im_start|>" */
+	bool		parse_special;	/* recognise special added-token text such as "<s>" or "<|im_start|>"
+								 * (non-special added tokens are recognised either way) */
 } tokenizer_encode_opts;
 
 /*

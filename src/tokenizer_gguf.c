@@ -3,7 +3,8 @@
  *
  * GGUF files made by llama.cpp's converter carry the vocabulary as parallel
  * arrays (tokens, token_type, and scores or merges) plus a model name
- * ("llama": SentencePiece BPE with byte fallback; "gpt2": byte-level BPE) and
+ * ("llama": SentencePiece BPE with byte fallback; "gpt2": byte-level BPE;
+ * "gemma4": SentencePiece pieces with listed merges) and
  * a pre-tokenizer name (tokenizer.ggml.pre).  This file validates every key
  * (element types, counts, ids in range, merges naming known pieces), then
  * describes the same tokenizer as a tokenizer.json tree and a
@@ -24,7 +25,14 @@
  *     applied.
  *   - "gpt2": the pre-tokenizer's regexes, NFC, ignore_merges, whether a BOS
  *     is added by default and the decode clean-up come from the row of
- *     pre_tokenizers named by tokenizer.ggml.pre.
+ *     the pre-tokenizer table (tokenizer_gguf_pre.c) named by
+ *     tokenizer.ggml.pre.
+ *   - "gemma4" (Gemma 4): SentencePiece-style pieces ("▁" for a space, <0xXX>
+ *     byte tokens) with the merges listed, BPE'd in their order: spaces
+ *     become "▁" with none before the text, no pre-tokenizer cuts the text
+ *     (no merge joins a line break to anything else, so llama.cpp's cutting
+ *     at line breaks changes nothing), and, as llama.cpp does, a BOS is
+ *     always added by default.
  * Control and unknown tokens become special added tokens and user-defined
  * ones plain added tokens, both matched in the raw text before
  * pre-tokenization.  A piece repeated under two ids is refused (a
@@ -41,6 +49,7 @@
 #include <string.h>
 
 #include "gguf.h"
+#include "tokenizer_gguf_pre.h"
 
 #define GG_PATH			"GGUF tokenizer.ggml"	/* what messages of the shared loader name */
 #define GG_MAX_PIECE	4096	/* longest token text, in bytes */
@@ -52,81 +61,11 @@ enum
 	TT_UNDEFINED, TT_NORMAL, TT_UNKNOWN, TT_CONTROL, TT_USER_DEFINED, TT_UNUSED, TT_BYTE, TT_COUNT
 };
 
-/* Pre-tokenizer regexes, from the tokenizer.json files of the models that use them. */
-static const char *const re_llama3[] = {
-	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-	NULL
-};
-static const char *const re_qwen2[] = {
-	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-	NULL
-};
-static const char *const re_tekken[] = {
-	"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-	NULL
-};
-static const char *const re_gpt4o[] = {
-	"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-	NULL
-};
-/* GPT-2's words, after digits were split off one by one (StarCoder, SmolLM) */
-static const char *const re_digits_gpt2[] = {
-	"\\p{N}",
-	"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
-	NULL
-};
-/* llama.cpp's fallback for a BPE file without a pre-tokenizer name */
-static const char *const re_default[] = {
-	"[\\p{P}\\$\\+<=>\\^~\\|]+",
-	"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
-	"\\p{N}+",
-	"[0-9][0-9][0-9]",
-	NULL
-};
-
-/* A byte-level pre-tokenizer by its tokenizer.ggml.pre name. */
-typedef struct gg_pre
-{
-	const char *name;
-	const char *const *regex;	/* Split (Isolated) steps; NULL: ByteLevel's own GPT-2 regex */
-	bool		nfc;			/* NFC normalizer */
-	bool		ignore_merges;	/* a word that is a piece is that piece */
-	bool		add_bos;		/* default of tokenizer.ggml.add_bos_token */
-	bool		clean_up;		/* clean_up_tokenization_spaces */
-} gg_pre;
-
-static const gg_pre pre_tokenizers[] = {
-	{"default", re_default, false, false, false, true},
-	{"llama-bpe", re_llama3, false, true, true, true},
-	{"llama3", re_llama3, false, true, true, true},
-	{"llama-v3", re_llama3, false, true, true, true},
-	{"falcon3", re_llama3, false, true, true, true},
-	{"pixtral", re_llama3, false, true, true, true},
-	{"dbrx", re_llama3, false, false, false, true},
-	{"smaug-bpe", re_llama3, false, false, false, true},
-	{"qwen2", re_qwen2, true, false, false, false},
-	{"deepseek-r1-qwen", re_qwen2, true, false, false, false},
-	{"stablelm2", re_qwen2, false, false, false, true},
-	{"gpt-2", NULL, false, false, false, true},
-	{"gpt2", NULL, false, false, false, true},
-	{"phi-2", NULL, false, false, false, true},
-	{"mpt", NULL, false, false, false, true},
-	{"olmo", NULL, false, false, false, true},
-	{"starcoder", re_digits_gpt2, false, false, false, true},
-	{"refact", re_digits_gpt2, false, false, false, true},
-	{"smollm", re_digits_gpt2, false, false, false, true},
-	{"codeshell", re_digits_gpt2, false, false, false, true},
-	{"command-r", re_digits_gpt2, false, false, false, false},
-	{"tekken", re_tekken, false, false, false, false},
-	{"gpt-4o", re_gpt4o, false, false, false, false},
-};
-
-#define N_PRE	(sizeof(pre_tokenizers) / sizeof(pre_tokenizers[0]))
-
 /* The validated views of the metadata. */
 typedef struct gg_vocab
 {
-	bool		spm;			/* model "llama", else "gpt2" */
+	bool		spm;			/* model "llama" or "gemma4", else "gpt2" */
+	bool		gemma4;			/* model "gemma4": SentencePiece pieces, merges listed */
 	const gg_pre *pre;			/* gpt2: its pre-tokenizer */
 	const gguf_value *tokens;	/* n strings */
 	gguf_str   *pieces;			/* n: their texts, an empty one named "[EMPTY_<id>]" as llama.cpp names it */
@@ -165,18 +104,25 @@ token_score(const gg_vocab *v, int id)
 	return s;
 }
 
+/* Id of the piece a[0..alen) followed by b[0..blen), or -1. */
+static int32_t
+gg_find_pair(const gg_vocab *v, const char *a, size_t alen, const char *b, size_t blen)
+{
+	for (uint32_t i = hash_more(hash_bytes(a, alen), b, blen) & v->mask; v->hash[i] >= 0; i = (i + 1) & v->mask)
+	{
+		const gguf_str *p = &v->pieces[v->hash[i]];
+
+		if (p->len == alen + blen && memcmp(p->ptr, a, alen) == 0 && memcmp(p->ptr + alen, b, blen) == 0)
+			return v->hash[i];
+	}
+	return -1;
+}
+
 /* Id of the piece s[0..n), or -1. */
 static int32_t
 gg_find(const gg_vocab *v, const char *s, size_t n)
 {
-	for (uint32_t i = hash_bytes(s, n) & v->mask; v->hash[i] >= 0; i = (i + 1) & v->mask)
-	{
-		const gguf_str *p = &v->pieces[v->hash[i]];
-
-		if (p->len == n && memcmp(p->ptr, s, n) == 0)
-			return v->hash[i];
-	}
-	return -1;
+	return gg_find_pair(v, s, n, "", 0);
 }
 
 /* Find an array key with elements of type et; absent is fine when !required. */
@@ -257,17 +203,17 @@ read_names(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 			cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.model is missing") : rc;
 	if (model.len == 5 && memcmp(model.ptr, "llama", 5) == 0)
 		v->spm = true;
+	else if (model.len == 6 && memcmp(model.ptr, "gemma4", 6) == 0)
+		v->spm = v->gemma4 = true;
 	else if (!(model.len == 4 && memcmp(model.ptr, "gpt2", 4) == 0))
-		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "GGUF: tokenizer.ggml.model \"%.*s\" is not supported (llama or gpt2)",
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "GGUF: tokenizer.ggml.model \"%.*s\" is not supported (llama, gpt2 or gemma4)",
 						  (int) (model.len < 64 ? model.len : 64), model.ptr);
 	if ((rc = gguf_get_string(g, "tokenizer.ggml.pre", &pre, err)) != CBLLM_OK && rc != CBLLM_ERR_NOT_FOUND)
 		return rc;
 	if (v->spm)
 		return CBLLM_OK;		/* SentencePiece has no pre-tokenizer to choose */
-	for (size_t i = 0; i < N_PRE; i++)
-		if (strlen(pre_tokenizers[i].name) == pre.len && memcmp(pre_tokenizers[i].name, pre.ptr, pre.len) == 0)
-			v->pre = &pre_tokenizers[i];
-	if (v->pre == NULL)
+	if ((v->pre = tok_gguf_pre_find(pre.ptr, pre.len)) == NULL)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "GGUF: tokenizer.ggml.pre \"%.*s\" is not a known pre-tokenizer",
 						  (int) (pre.len < 64 ? pre.len : 64), pre.ptr);
 	return CBLLM_OK;
@@ -305,8 +251,8 @@ read_arrays(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 
 	if ((rc = get_array(g, "tokenizer.ggml.tokens", GGUF_STRING, true, &v->tokens, err)) != CBLLM_OK ||
 		(rc = get_array(g, "tokenizer.ggml.token_type", GGUF_INT32, false, &types, err)) != CBLLM_OK ||
-		(rc = get_array(g, "tokenizer.ggml.scores", GGUF_FLOAT32, v->spm, &scores, err)) != CBLLM_OK ||
-		(rc = get_array(g, "tokenizer.ggml.merges", GGUF_STRING, !v->spm, &v->merges, err)) != CBLLM_OK)
+		(rc = get_array(g, "tokenizer.ggml.scores", GGUF_FLOAT32, v->spm && !v->gemma4, &scores, err)) != CBLLM_OK ||
+		(rc = get_array(g, "tokenizer.ggml.merges", GGUF_STRING, !v->spm || v->gemma4, &v->merges, err)) != CBLLM_OK)
 		return rc;
 	if (v->tokens->n == 0 || v->tokens->n >= TOK_MAX_ID)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.tokens has %llu tokens (1 to %d allowed)",
@@ -361,8 +307,6 @@ read_arrays(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 static int
 check_merges(const gg_vocab *v, cbllm_err *err)
 {
-	char		both[2 * GG_MAX_PIECE];
-
 	for (uint64_t i = 0; v->merges != NULL && i < v->merges->n; i++)
 	{
 		const gguf_str *m = &v->merges->items[i].str;
@@ -370,15 +314,13 @@ check_merges(const gg_vocab *v, cbllm_err *err)
 		size_t		alen = sp ? (size_t) (sp - m->ptr) : 0,
 					blen = sp ? m->len - alen - 1 : 0;
 
-		if (sp == NULL || alen == 0 || blen == 0 || memchr(sp + 1, ' ', blen) != NULL || alen + blen > sizeof(both))
+		if (sp == NULL || alen == 0 || blen == 0 || memchr(sp + 1, ' ', blen) != NULL)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.merges[%llu] is not two pieces joined by one space",
 							  (unsigned long long) i);
 		if (gg_find(v, m->ptr, alen) < 0 || gg_find(v, sp + 1, blen) < 0)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.merges[%llu] names a piece that is not a token: \"%.*s\"",
 							  (unsigned long long) i, (int) (m->len < 128 ? m->len : 128), m->ptr);
-		memcpy(both, m->ptr, alen);
-		memcpy(both + alen, sp + 1, blen);
-		if (gg_find(v, both, alen + blen) < 0)
+		if (gg_find_pair(v, m->ptr, alen, sp + 1, blen) < 0)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.merges[%llu]: the merged piece is not a token: \"%.*s\"",
 							  (unsigned long long) i, (int) (m->len < 128 ? m->len : 128), m->ptr);
 	}
@@ -405,6 +347,12 @@ read_specials(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 		(rc = get_flag(g, "tokenizer.ggml.add_eos_token", &v->add_eos, err)) == CBLLM_OK &&
 		(rc = get_flag(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err)) == CBLLM_OK)
 		rc = get_flag(g, "tokenizer.ggml.remove_extra_whitespaces", &v->remove_extra_ws, err);
+	if (v->gemma4)
+	{
+		/* as llama.cpp: never a space before the text, always a BOS (whatever the keys say) */
+		v->add_space_prefix = false;
+		v->add_bos = true;
+	}
 	return rc;
 }
 
@@ -560,7 +508,7 @@ describe_tokenizer(const gg_vocab *v)
 		cJSON_AddBoolToObject(model, "ignore_merges", !v->spm && v->pre->ignore_merges) == NULL ||
 		!cJSON_AddItemToObject(model, "unk_token", v->unk >= 0 ? jstr(&v->pieces[v->unk]) : cJSON_CreateNull()) ||
 		!add_vocab(v, model) || (merges = cJSON_AddArrayToObject(model, "merges")) == NULL ||
-		!(v->spm ? derive_merges(v, merges) : add_merges(v, merges)) ||
+		!(v->spm && !v->gemma4 ? derive_merges(v, merges) : add_merges(v, merges)) ||
 		!add_added(v, root) || !add_sections(v, root))
 	{
 		cJSON_Delete(root);
@@ -649,7 +597,7 @@ tokenizer_load_gguf(const gguf_file *g, cbllm_tokenizer **out, cbllm_err *err)
 		rc = cbllm_fail(err, CBLLM_ERR_NOMEM, "GGUF tokenizer: out of memory");
 	if (rc == CBLLM_OK)
 		rc = tok_build_from_json(tok, root, config, GG_PATH, err);
-	if (rc == CBLLM_OK && v.spm)
+	if (rc == CBLLM_OK && v.spm && !v.gemma4)
 		rc = rank_by_score(tok, &v, err);
 	cJSON_Delete(root);
 	cJSON_Delete(config);

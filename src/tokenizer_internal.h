@@ -191,15 +191,20 @@ utf8_len(const char *s, size_t n)
 	return need > 0 && (size_t) need <= n && utf8_prefix(p, need) == need ? need : 0;
 }
 
+/* FNV-1a hash h of some bytes continued over s[0..n). */
+static inline uint32_t
+hash_more(uint32_t h, const char *s, size_t n)
+{
+	while (n--)
+		h = (h ^ (uint8_t) *s++) * 16777619u;
+	return h;
+}
+
 /* FNV-1a hash of a byte string. */
 static inline uint32_t
 hash_bytes(const char *s, size_t n)
 {
-	uint32_t	h = 2166136261u;
-
-	while (n--)
-		h = (h ^ (uint8_t) *s++) * 16777619u;
-	return h;
+	return hash_more(2166136261u, s, n);
 }
 
 /* Id of a piece in the model vocabulary, or -1. */
@@ -208,6 +213,18 @@ vocab_find(const cbllm_tokenizer *tok, const char *s, size_t n)
 {
 	for (uint32_t i = hash_bytes(s, n) & tok->vocab_mask; tok->vocab[i].s; i = (i + 1) & tok->vocab_mask)
 		if (tok->vocab[i].len == n && memcmp(tok->vocab[i].s, s, n) == 0)
+			return tok->vocab[i].id;
+	return -1;
+}
+
+/* Id of the piece a[0..alen) followed by b[0..blen) in the model vocabulary, or -1. */
+static inline int32_t
+vocab_find_pair(const cbllm_tokenizer *tok, const char *a, size_t alen, const char *b, size_t blen)
+{
+	for (uint32_t i = hash_more(hash_bytes(a, alen), b, blen) & tok->vocab_mask; tok->vocab[i].s;
+		 i = (i + 1) & tok->vocab_mask)
+		if (tok->vocab[i].len == alen + blen && memcmp(tok->vocab[i].s, a, alen) == 0 &&
+			memcmp(tok->vocab[i].s + alen, b, blen) == 0)
 			return tok->vocab[i].id;
 	return -1;
 }

@@ -271,7 +271,6 @@ load_merges(cbllm_tokenizer *tok, const cJSON *merges, const char *path, cbllm_e
 		const char *a = it->valuestring, *b = NULL;
 		size_t		alen = 0, blen = 0, bad;
 		int32_t		ia, ib, im;
-		char		both[512];
 		tok_merge  *m;
 
 		if (cJSON_IsString(it) && (b = strchr(a, ' ')) != NULL && strchr(b + 1, ' ') == NULL)
@@ -287,13 +286,9 @@ load_merges(cbllm_tokenizer *tok, const cJSON *merges, const char *path, cbllm_e
 		if (ia < 0 || ib < 0)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.merges[%d] names a piece not in the vocabulary: \"%.*s\"",
 							  path, rank, (int) (bad < 200 ? bad : 200), ia < 0 ? a : b);
-		if (alen + blen > sizeof(both))
-			return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: model.merges[%d] is too long", path, rank);
-		memcpy(both, a, alen);
-		memcpy(both + alen, b, blen);
-		if ((im = vocab_find(tok, both, alen + blen)) < 0)
-			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.merges[%d]: merged piece \"%.*s\" is not in the vocabulary",
-							  path, rank, (int) (alen + blen), both);
+		if ((im = vocab_find_pair(tok, a, alen, b, blen)) < 0)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.merges[%d]: merged piece \"%.*s%.*s\" is not in the vocabulary",
+							  path, rank, (int) (alen < 100 ? alen : 100), a, (int) (blen < 100 ? blen : 100), b);
 		if ((m = merge_slot(tok, ia, ib))->key == UINT64_MAX)	/* a duplicate keeps its first rank */
 			*m = (tok_merge) {(uint64_t) (uint32_t) ia << 32 | (uint32_t) ib, rank, im};
 		rank++;

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # cli_test.sh: cbllm-cli as a user runs it: its output formats, its exit
 # status, and one-line errors.  TAP output.
-# usage: cli_test.sh MODEL_DIR LLAMA2_TOKENIZER_DIR
+# usage: cli_test.sh MODEL_DIR LLAMA2_TOKENIZER_DIR LLAMA_CPP_VOCAB_DIR
 set -u
 cli=bin/cbllm-cli
 model=$1
 tokdir=$2
+vocabs=$3
 n=0
 fails=0
 
@@ -46,6 +47,32 @@ ok $? "tokenize --jsonl --special: one JSON id array per JSON string line ($ids)
 text=$(printf '[1, 15043]\n' | $cli detokenize -m "$tokdir" --jsonl)
 [ "$text" = '"<s> Hello"' ]
 ok $? "detokenize --jsonl: a JSON string per id array, special tokens kept ($text)"
+
+# llama.cpp's vocab-only GGUF files (no tensors): the tokenizer from their metadata
+spm=$vocabs/ggml-vocab-llama-spm.gguf
+[ "$(od -An -tu8 -j8 -N8 "$spm" | tr -d ' ')" = 0 ]
+ok $? "ggml-vocab-llama-spm.gguf holds no tensors"
+ids=$(printf 'Hello world' | $cli tokenize -m "$spm" --raw)
+[ "$ids" = "15043 3186" ]
+ok $? "tokenize -m FILE.gguf --raw of 'Hello world' is llama.cpp's 15043 3186 ($ids)"
+ids=$(printf 'Hello world' | $cli tokenize -m "$spm")
+[ "$ids" = "1 15043 3186" ]
+ok $? "tokenize -m FILE.gguf adds the file's BOS by default ($ids)"
+ids=$(printf '<s>Hello' | $cli tokenize -m "$spm" --no-bos)
+[ "$ids" = "1 15043" ]
+ok $? "tokenize -m FILE.gguf --no-bos takes the text's <s> as the token ($ids)"
+ids=$(printf '<s>Hello' | $cli tokenize -m "$spm" --no-bos --no-parse-special)
+[ "$ids" = "529 29879 29958 10994" ]
+ok $? "tokenize --no-parse-special takes <s> as plain text ($ids)"
+ids=$(printf '"<|im_start|>Hi"\n' | $cli tokenize -m "$vocabs/ggml-vocab-qwen2.gguf" --jsonl --no-parse-special)
+[ "$ids" = "[27, 91, 318, 4906, 91, 29, 13048]" ]
+ok $? "tokenize --jsonl --no-parse-special: <|im_start|> as plain text ($ids)"
+text=$(printf '[1, 15043, 3186]\n' | $cli detokenize -m "$spm" --jsonl)
+[ "$text" = '"<s> Hello world"' ]
+ok $? "detokenize -m FILE.gguf --jsonl ($text)"
+err=$(printf 'x' | $cli tokenize -m "$vocabs/ggml-vocab-bert-bge.gguf" 2>&1 >/dev/null)
+[ $? -ne 0 ] && [ "$(echo "$err" | wc -l)" -eq 1 ] && echo "$err" | grep -q 'ggml-vocab-bert-bge.gguf: .*"bert"'
+ok $? "an unsupported GGUF tokenizer is a one-line error naming the file and the model ($err)"
 
 err=$($cli generate -m /nonexistent -p x 2>&1 >/dev/null)
 rc=$?

@@ -2,7 +2,7 @@
  * cbllm-cli: drive the cbllm engine without a server.
  *
  *   cbllm-cli generate -m DIR (-p TEXT | --prompt-ids "1 2 3") [options]
- *   cbllm-cli tokenize -m DIR [--raw]          (text on standard input)
+ *   cbllm-cli tokenize -m DIR|FILE.gguf [--raw | --no-bos | --no-parse-special]  (text on standard input)
  *   cbllm-cli tokenize -m DIR --jsonl [--special] | --bench FILE
  *   cbllm-cli detokenize -m DIR --jsonl [--raw]  (see cli_tokenize.c)
  *   cbllm-cli logits   -m DIR --prompt-ids "1 2 3"
@@ -39,7 +39,8 @@ Usage(FILE *f)
 		  "            [--ids] [--ignore-eos] [--no-bos] [--template-kwargs JSON]\n"
 		  "            [--json-schema FILE | --regex RE]   (the output must match; also for bench,\n"
 		  "            which then prints the compile cost, and bench-steps, which times both)\n"
-		  "  cbllm-cli tokenize -m DIR [--raw]        reads text from standard input\n"
+		  "  cbllm-cli tokenize -m DIR|FILE.gguf [--raw] [--no-bos] [--no-parse-special]\n"
+		  "            reads text from standard input (--raw: no BOS, special-token text as text)\n"
 		  "  cbllm-cli tokenize -m DIR --jsonl [--special]   JSON string lines -> id array lines\n"
 		  "  cbllm-cli tokenize -m DIR --bench FILE   tokenizer load time and encoding MB/s\n"
 		  "  cbllm-cli detokenize -m DIR --jsonl [--raw]     id array lines -> JSON string lines\n"
@@ -211,6 +212,8 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 			o->tok.special = true, takes = 0;
 		else if (strcmp(a, "--no-bos") == 0)
 			o->no_bos = true, takes = 0;
+		else if (strcmp(a, "--no-parse-special") == 0)
+			o->tok.no_parse_special = true, takes = 0;
 		else if (strcmp(a, "--ignore-eos") == 0)
 			o->sp.ignore_eos = true, takes = 0;
 		else if (strcmp(a, "--static") == 0)

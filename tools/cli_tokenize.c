@@ -1,10 +1,18 @@
 /*
  * cli_tokenize.c: the tokenizer commands of cbllm-cli.
  *
- *   tokenize -m DIR [--raw | --no-bos]    all of standard input, ids on one line
+ *   tokenize -m DIR [--raw | --no-bos | --no-parse-special]
+ *                                         all of standard input, ids on one
+ *                                         line: the BOS (the post-processor's
+ *                                         tokens) added unless --no-bos,
+ *                                         special-token text ("<s>") taken as
+ *                                         that token unless --no-parse-special;
+ *                                         --raw is both (llama.cpp's
+ *                                         test-tokenizer-0 encodes so)
  *   tokenize -m DIR --jsonl [--special]   each input line a JSON string; each
  *                                         output line a JSON array of its ids
- *                                         (added-token text is parsed; the
+ *                                         (added-token text is parsed unless
+ *                                         --no-parse-special; the
  *                                         post-processor's tokens only with
  *                                         --special, as HuggingFace's
  *                                         add_special_tokens)
@@ -15,8 +23,11 @@
  *                                         FILE encoded 3 times on one thread:
  *                                         the median MB/s
  *
- * DIR needs only tokenizer.json (and tokenizer_config.json).  Every failure
- * prints one line "cbllm-cli: error: ..." and exits 1.
+ * DIR needs only tokenizer.json (and tokenizer_config.json).  -m may also
+ * name a GGUF file, or a directory holding one GGUF file and no safetensors,
+ * whose tokenizer.ggml.* metadata is the tokenizer: a vocab-only file (no
+ * tensors) will do.  Every failure prints one line "cbllm-cli: error: ..."
+ * and exits 1.
  */
 #include "cli_tokenize.h"
 
@@ -24,7 +35,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "gguf.h"
+#include "model.h"
 #include "tokenizer.h"
 
 #define BENCH_RUNS	3
@@ -37,17 +51,57 @@ fail(const char *what, const char *msg)
 	return 1;
 }
 
-/* Load the tokenizer of o->model_dir; prints the error on failure. */
+/*
+ * The tokenizer of the GGUF file at path, or NULL with *use_dir set when the
+ * file has no tokenizer metadata and dir_given (dir's tokenizer.json is then
+ * the tokenizer, as the engine does); an error fills err.
+ */
+static cbllm_tokenizer *
+load_gguf(const char *path, bool dir_given, bool *use_dir, cbllm_err *err)
+{
+	gguf_file  *g = NULL;
+	cbllm_tokenizer *tok = NULL;
+	int			rc = gguf_open(path, &g, err);
+
+	*use_dir = rc == CBLLM_OK && dir_given && gguf_find_key(g, "tokenizer.ggml.model") == NULL;
+	if (rc == CBLLM_OK && !*use_dir && (rc = tokenizer_load_gguf(g, &tok, err)) != CBLLM_OK)
+	{
+		char		msg[CBLLM_ERR_MSG_LEN];
+
+		snprintf(msg, sizeof(msg), "%s", err->msg);
+		cbllm_fail(err, rc, "%s: %s", path, msg);
+	}
+	gguf_free(g);
+	return tok;
+}
+
+/* Load the tokenizer of o->model_dir (a GGUF file, or a directory); prints the error on failure. */
 static cbllm_tokenizer *
 load(const tokenize_opts *o)
 {
 	cbllm_tokenizer *tok = NULL;
 	cbllm_err	err = {{0}};
+	char	   *gguf = NULL;
+	struct stat st;
+	bool		use_dir = true;
 
 	if (o->model_dir == NULL)
-		fail("", "tokenize needs -m DIR");
-	else if (tokenizer_load(o->model_dir, &tok, &err) != CBLLM_OK)
+	{
+		fail("", "tokenize needs -m DIR or -m FILE.gguf");
+		return NULL;
+	}
+	if (model_gguf_path(o->model_dir, &gguf, &err) != CBLLM_OK)
+	{
 		fail("", err.msg);
+		return NULL;
+	}
+	if (gguf != NULL)
+		tok = load_gguf(gguf, stat(o->model_dir, &st) == 0 && S_ISDIR(st.st_mode), &use_dir, &err);
+	if (use_dir && tokenizer_load(o->model_dir, &tok, &err) != CBLLM_OK)
+		tok = NULL;
+	if (tok == NULL)
+		fail("", err.msg);
+	free(gguf);
 	return tok;
 }
 
@@ -86,7 +140,7 @@ put_ids(const int32_t *ids, int n, bool json)
 static int
 tokenize_jsonl(const cbllm_tokenizer *tok, const tokenize_opts *o)
 {
-	tokenizer_encode_opts eo = {.add_bos = o->special, .parse_special = true};
+	tokenizer_encode_opts eo = {.add_bos = o->special, .parse_special = !o->no_parse_special};
 	char	   *line = NULL;
 	size_t		cap = 0;
 	ssize_t		len;
@@ -191,7 +245,7 @@ tokenize_bench(const tokenize_opts *o)
 int
 cli_tokenize_run(const tokenize_opts *o)
 {
-	tokenizer_encode_opts eo = {.add_bos = !o->raw && !o->no_bos, .parse_special = !o->raw};
+	tokenizer_encode_opts eo = {.add_bos = !o->raw && !o->no_bos, .parse_special = !o->raw && !o->no_parse_special};
 	cbllm_tokenizer *tok;
 	cbllm_err	err = {{0}};
 	cbllm_buf	text = {0};

@@ -6,9 +6,10 @@
 
 typedef struct tokenize_opts
 {
-	const char *model_dir;		/* holds tokenizer.json (and tokenizer_config.json) */
+	const char *model_dir;		/* holds tokenizer.json (and tokenizer_config.json), or a GGUF file */
 	bool		raw;			/* tokenize: plain text, nothing added; detokenize: no clean-up */
 	bool		no_bos;			/* tokenize: no special tokens added */
+	bool		no_parse_special;	/* tokenize: special-token text is plain text */
 	bool		jsonl;			/* one JSON value per standard-input line */
 	bool		special;		/* tokenize --jsonl: add the post-processor's special tokens */
 	const char *bench_file;		/* tokenize --bench FILE: load time and encoding speed */

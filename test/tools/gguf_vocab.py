@@ -38,7 +38,8 @@ UNMERGED_SCORE = -1e9
 # tokenizer.ggml.pre names of byte-level files that cbllm must read (llama.cpp's names)
 KNOWN_PRE = ["default", "llama-bpe", "llama3", "llama-v3", "falcon3", "pixtral", "dbrx", "smaug-bpe", "qwen2",
              "deepseek-r1-qwen", "stablelm2", "gpt-2", "gpt2", "phi-2", "mpt", "olmo", "starcoder", "refact",
-             "smollm", "codeshell", "command-r", "tekken", "gpt-4o"]
+             "smollm", "codeshell", "command-r", "tekken", "gpt-4o", "qwen35", "falcon", "deepseek-coder",
+             "deepseek-llm"]
 
 # tokenizer.ggml.pre by the byte-level tokenizer's Split regex
 PRE_BY_REGEX = {
@@ -178,6 +179,21 @@ def tiny_spm():
             ("tokenizer.ggml.bos_token_id", "uint32", 1)]
 
 
+def tiny_gemma4():
+    """A small Gemma 4 vocabulary: merge "▁ a" is listed before "a b" though "ab" scores higher;
+    its keys ask for no BOS and a space before the text, which llama.cpp overrides."""
+    return [("tokenizer.ggml.model", "string", "gemma4"),
+            ("tokenizer.ggml.tokens", "array", ("string", ["<pad>", "<eos>", "<bos>", "<unk>", "▁", "a", "b",
+                                                           "▁a", "ab", "<0x7A>"])),
+            ("tokenizer.ggml.scores", "array", ("float32", [0.0, 0.0, 0.0, 0.0, -1.0, -2.0, -2.0, -5.0, -1.0, 0.0])),
+            ("tokenizer.ggml.token_type", "array", ("int32", [3, 3, 3, 2, 1, 1, 1, 1, 1, 6])),
+            ("tokenizer.ggml.merges", "array", ("string", ["▁ a", "a b"])),
+            ("tokenizer.ggml.bos_token_id", "uint32", 2),
+            ("tokenizer.ggml.eos_token_id", "uint32", 1),
+            ("tokenizer.ggml.add_bos_token", "bool", False),
+            ("tokenizer.ggml.add_space_prefix", "bool", True)]
+
+
 def replace(kvs, key, vtype=None, value=None):
     """kvs with key's entry replaced (or removed when vtype is None)."""
     out = [kv for kv in kvs if kv[0] != key]
@@ -252,7 +268,7 @@ def write_bad(out):
     for name, kvs, msg in bad_cases():
         write_gguf(kvs, os.path.join(out, name + ".gguf"))
         expect["refused"][name + ".gguf"] = msg
-    for name, kvs in (("tiny_bpe", tiny_bpe()), ("tiny_spm", tiny_spm()),
+    for name, kvs in (("tiny_bpe", tiny_bpe()), ("tiny_spm", tiny_spm()), ("tiny_gemma4", tiny_gemma4()),
                       ("tiny_bpe_empty", replace(tiny_bpe(), "tokenizer.ggml.tokens", "array",
                                                  ("string", ["a", "b", "ab", ""]))),
                       ("tiny_bpe_eos_none", replace(tiny_bpe(), "tokenizer.ggml.eos_token_id", "uint32", 0xFFFFFFFF))):

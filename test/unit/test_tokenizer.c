@@ -621,7 +621,10 @@ test_synthetic(void)
 	free(d);
 	free(ids);
 	ids = enc(t, "a <sep> b", 9, false, false, &n);
-	TAP_OK(ids != NULL && n > 4 && ids[1] != 8, "synthetic: without parse_special a non-special added token is plain text too");
+	TAP_OK(ids_eq(ids, n, w2, 4), "synthetic: without parse_special a non-special added token is still that token");
+	free(ids);
+	ids = enc(t, "<s>a", 4, false, false, &n);
+	TAP_OK(ids != NULL && n > 1 && ids[0] != 1, "synthetic: without parse_special a special added token is plain text");
 	free(ids);
 	ids = enc(t, "a\xE3\x80\x80<sep>\xC3\xA9", 12, false, true, &n);
 	TAP_OK(ids_eq(ids, n, w7, 4), "synthetic: lstrip eats a Unicode space (U+3000) before the added token");
@@ -793,6 +796,51 @@ test_split_behaviors(void)
 	}
 }
 
+/*
+ * Merges of any length: pieces of 1 to 512 "a"s and "b"s, each made by
+ * merging two halves, and a last merge of the two 512-byte pieces into one of
+ * 1024 bytes (Command R's vocabulary has merges of over 512 bytes).
+ */
+static void
+test_long_merge(void)
+{
+	char	   *json = NULL;
+	size_t		json_len = 0;
+	FILE	   *f = open_memstream(&json, &json_len);
+	tokenizer_source src = {0};
+	cbllm_tokenizer *t = NULL;
+	cbllm_err	err = {{0}};
+	int32_t    *ids = NULL;
+	int			n = 0, id = 0, rc;
+	char		run[1024];
+
+	memset(run, 'a', 512);
+	memset(run + 512, 'b', 512);
+	fprintf(f, "{\"model\": {\"type\": \"BPE\", \"vocab\": {");
+	for (int c = 0; c < 2; c++)
+		for (int len = 1; len <= 512; len *= 2)
+			fprintf(f, "%s\"%.*s\": %d", id ? ", " : "", len, run + 512 * c, id), id++;
+	fprintf(f, ", \"%.*s\": %d}, \"merges\": [", 1024, run, id);
+	for (int c = 0; c < 2; c++)
+		for (int len = 1; len < 512; len *= 2)
+			fprintf(f, "\"%.*s %.*s\", ", len, run + 512 * c, len, run + 512 * c);
+	fprintf(f, "\"%.*s %.*s\"]}}", 512, run, 512, run + 512);
+	fclose(f);
+	src.json = json;
+	src.json_len = json_len;
+	rc = tokenizer_load_from(&src, &t, &err);
+	TAP_OK(rc == CBLLM_OK, "a merge of two 512-byte pieces (1025 bytes) loads%s%s", rc ? ": " : "", rc ? err.msg : "");
+	if (rc == CBLLM_OK)
+	{
+		ids = enc(t, run, 1024, false, false, &n);
+		TAP_OK(ids != NULL && n == 1 && ids[0] == id,
+			   "512 \"a\"s and 512 \"b\"s merge into the 1024-byte piece (%d ids)", n);
+	}
+	free(ids);
+	tokenizer_free(t);
+	free(json);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -814,6 +862,7 @@ main(int argc, char **argv)
 	}
 	test_synthetic();
 	test_split_behaviors();
+	test_long_merge();
 	test_malformed();
 	tokenizer_free(tok);
 	return tap_done();
