@@ -36,9 +36,10 @@
 #        CHECK_EMULATED=1 test/gpu/check.sh   rehearse it here without a GPU:
 #            the emulated device, a tiny model instead of 7B, no transformers
 #
-# It needs nvcc, make, gcc and python3 with numpy; cJSON's headers and
-# library come from the system or, where they are missing, from the Debian
-# packages that test/gpu/fetch-deps.sh puts in .deps/.  Each part runs even
+# It needs nvcc, make, gcc and python3 with numpy; the libraries the build
+# links (test/gpu/deps.txt: cJSON, PCRE2, utf8proc) come from the system or,
+# where they are missing, from the Debian packages that test/gpu/fetch-deps.sh
+# puts in .deps/ (test/gpu/rehearse.sh proves a build with none installed).  Each part runs even
 # when an earlier one failed; the last line counts the parts that failed.
 set -u
 cd "$(dirname "$0")/../.."
@@ -59,22 +60,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max
 nvcc --version | tail -2 || true
 nproc
 
-part "cJSON"
-if ! echo '#include <cjson/cJSON.h>' | gcc -E - >/dev/null 2>&1; then
-	if ls .deps/libcjson*.deb >/dev/null 2>&1; then
-		mkdir -p .deps/root
-		for d in .deps/libcjson*.deb; do dpkg -x "$d" .deps/root; done
-		lib=$(dirname "$(find "$PWD/.deps/root" -name 'libcjson.so*' | head -1)")
-		export CPATH="$PWD/.deps/root/usr/include${CPATH:+:$CPATH}"
-		export LIBRARY_PATH="$lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
-		export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-		echo "cJSON from .deps ($lib)"
-	else
-		echo "no cJSON headers and no .deps/libcjson*.deb: run test/gpu/fetch-deps.sh where apt works"
-	fi
-else
-	echo "cJSON from the system"
-fi
+part "libraries"
+# shellcheck source=test/gpu/deps.sh
+. test/gpu/deps.sh
+gpu_deps || fail "libraries"
 
 part "build"
 if [ "$emulated" = 1 ]; then
