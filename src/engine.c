@@ -200,9 +200,13 @@ ResolveSwap(cbllm_engine *e, cbllm_err *err)
 }
 
 /*
- * One sampler scratch per compute thread, over the ids the tokenizer knows:
- * a checkpoint whose vocab_size pads the embeddings beyond them (Qwen,
- * Phi-3) has rows no token stands for, and those are never drawn.
+ * One sampler scratch per compute thread, over the ids that are both a token
+ * and a row of the embeddings.  A checkpoint whose vocab_size pads the
+ * embeddings beyond the tokenizer's ids (Qwen, Phi-3) has rows no token
+ * stands for; one whose tokenizer has ids past the rows (Gemma-3's
+ * <image_soft_token> = 262144 over 262144 rows, which transformers, vLLM and
+ * llama.cpp load) has tokens with no logit.  Neither kind is ever drawn, and
+ * a prompt holding the second is refused when submitted (request.c).
  */
 static int
 CreateSamplers(cbllm_engine *e, cbllm_err *err)
@@ -211,6 +215,8 @@ CreateSamplers(cbllm_engine *e, cbllm_err *err)
 	int			rc;
 
 	e->n_sample_ids = tokenizer_vocab_size(e->tok);
+	if (e->n_sample_ids > e->model->cfg.vocab_size)
+		e->n_sample_ids = e->model->cfg.vocab_size;
 
 	e->samplers = calloc(n, sizeof(cbllm_sampler *));
 	if (e->samplers == NULL)
@@ -404,15 +410,6 @@ CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 	if (rc || (rc = LoadText(e, p, err)))
 		goto fail;
 	model_weight_types(e->model, e->weight_types, sizeof(e->weight_types));
-	if (tokenizer_vocab_size(e->tok) > e->model->cfg.vocab_size)
-	{
-		rc = cbllm_fail(err, CBLLM_ERR_FORMAT,
-						"%s: the tokenizer has %d tokens but the model's vocabulary (%s) is %d",
-						p->model_dir, tokenizer_vocab_size(e->tok),
-						e->model->gguf != NULL ? "token_embd.weight" : "config.json's vocab_size",
-						e->model->cfg.vocab_size);
-		goto fail;
-	}
 	if ((rc = ResolveParams(e, p, err)) || (rc = CreateCompute(e, err)))
 		goto fail;
 	e->stats.kv_blocks_total = e->bm->n_blocks;
