@@ -277,7 +277,8 @@ CreateScheduler(cbllm_engine *e, cbllm_err *err)
 	model_kv_drop_window(&e->model->cfg), p->no_prefix_caching};
 	sched_params sp = {&e->waiting, &e->running, NULL,
 	{p->max_num_seqs, p->max_num_batched_tokens, p->preempt_mode, p->batching,
-	engine_kv_bytes(e, p->block_size), p->max_step_ms < 0 ? SCHED_STEP_AUTO : p->max_step_ms / 1e3}};
+	engine_kv_bytes(e, p->block_size), p->max_step_ms < 0 ? SCHED_STEP_AUTO : p->max_step_ms / 1e3,
+	engine_long_rope_from(e)}};
 	int			rc;
 
 	if ((rc = bm_create(&bp, &e->bm, err)) != CBLLM_OK)
@@ -593,8 +594,30 @@ cbllm_engine_abort(cbllm_engine *e, int64_t id, cbllm_err *err)
 }
 
 /*
+ * The length past which a sequence computes with its RoPE's long factor set
+ * (longrope, rope.h), the shortest of the model's RoPE configurations that
+ * have one; 0 when none has.
+ */
+int
+engine_long_rope_from(const cbllm_engine *e)
+{
+	const cbllm_model_config *c = &e->model->cfg;
+	int			from = 0;
+
+	for (int r = 0; r < c->n_rope; r++)
+	{
+		int			f = rope_long_from(&c->rope[r]);
+
+		if (f > 0 && (from == 0 || f < from))
+			from = f;
+	}
+	return from;
+}
+
+/*
  * Logits of every position of a prompt, computed in chunks through a
- * temporary block table that takes blocks from the pool and gives them back.
+ * temporary block table that takes blocks from the pool and gives them back,
+ * in the RoPE factor set of the prompt's length (a scheduled sequence's).
  * out: (n, vocab).  For tests and tools; needs no other request running.
  */
 int
@@ -625,6 +648,7 @@ cbllm_engine_prompt_logits(cbllm_engine *e, const int32_t *ids, int n, float *ou
 		s.pos0 = pos;
 		s.block_table = t.ids;
 		s.logits = FWD_LOGITS_ALL;
+		s.rope_set = engine_long_rope_from(e) > 0 && n > engine_long_rope_from(e);
 		rc = forward_run(e->fwd, &s, 1, &rows, err);
 		if (rc == CBLLM_OK)
 			rc = forward_logits(e->fwd, &lg, err);

@@ -32,8 +32,10 @@
  *   phi3           Phi-3's fused qkv_proj and gate_up_proj (bound as row
  *                  blocks, checked to point into the stored tensor) and its
  *                  sliding_window (7, shorter than the prompt);
- *   phi3-128k      longrope: positions 0-7 take short_factor and 8 on
- *                  long_factor (original context 8), attention factor
+ *   phi3-128k      longrope: the 12-token prompt, longer than the original
+ *                  context 8, takes long_factor at every position (the
+ *                  sequence's length chooses the set: test_longrope checks
+ *                  the short set and the switch), attention factor
  *                  sqrt(1 + ln 32 / ln 8);
  *   qwen2-yarn     YaRN factor 4 (original context 16) on Qwen2.5's layout;
  *   qwen2-window   Qwen2 with use_sliding_window true and max_window_layers
