@@ -135,6 +135,7 @@ UNIT_TESTS = \
 	build/test/test_backend_registry \
 	build/test/test_arch \
 	build/test/test_families \
+	build/test/test_longrope \
 	build/test/test_model_gguf \
 	build/test/test_engine_gguf \
 	build/test/test_dtype \
@@ -180,7 +181,7 @@ CUDA_LIB     = build/libcbllm_cuda.a
 CUDA_EMU_LIB = build/emu/libcbllm_cuda_emu.a
 EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_cuda_quant_emu build/test/test_engine_cuda_emu build/test/test_arch_emu \
                build/test/test_vocab_padding_emu build/test/test_families_emu \
-               build/test/test_model_gguf_emu build/emu/cbllm-engine
+               build/test/test_longrope_emu build/test/test_model_gguf_emu build/emu/cbllm-engine
 EMU_LIBS     = $(CUDA_EMU_LIB) -lcjson $(TOK_LIBS) -lm -pthread -lstdc++
 UNIT_TESTS  += $(EMU_TESTS)
 ifeq ($(CUDA),1)
@@ -264,7 +265,7 @@ build/test/test_engine_cuda_emu: test/unit/test_engine_cuda.c test/unit/*.h $(EM
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -DCBLLM_CUDA_EMU -Itest/unit $< $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 
 build/test/test_arch_emu build/test/test_vocab_padding_emu build/test/test_families_emu \
-		build/test/test_model_gguf_emu: build/test/%_emu: test/unit/%.c test/unit/*.h \
+		build/test/test_longrope_emu build/test/test_model_gguf_emu: build/test/%_emu: test/unit/%.c test/unit/*.h \
 		$(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -Itest/unit $< $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 

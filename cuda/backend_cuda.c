@@ -108,6 +108,9 @@ UploadBatch(cuda_ctx *c, const fwd_batch *b, cbllm_err *err)
 	}
 	memcpy(c->h_tokens, b->tokens, sizeof(int32_t) * T);
 	memcpy(c->h_pos, b->pos, sizeof(int32_t) * T);
+	for (int t = 0; t < T; t++)
+		c->h_rope_row[t] = (b->rope_set != NULL && b->rope_set[t] != 0 && c->rope_sets > 1 ? c->max_ctx : 0) +
+			b->pos[t];
 	memcpy(c->h_seq, b->seq, sizeof(int32_t) * T);
 	memcpy(c->h_slots, b->slot, sizeof(int64_t) * T);
 	memcpy(c->h_rows, b->rows, sizeof(int32_t) * b->n_rows);
@@ -116,6 +119,7 @@ UploadBatch(cuda_ctx *c, const fwd_batch *b, cbllm_err *err)
 			   sizeof(int32_t) * need[s]);
 	if ((rc = cuda_copy_async(c->d_tokens, c->h_tokens, sizeof(int32_t) * T, c->stream, err)) ||
 		(rc = cuda_copy_async(c->d_pos, c->h_pos, sizeof(int32_t) * T, c->stream, err)) ||
+		(rc = cuda_copy_async(c->d_rope_row, c->h_rope_row, sizeof(int32_t) * T, c->stream, err)) ||
 		(rc = cuda_copy_async(c->d_seq, c->h_seq, sizeof(int32_t) * T, c->stream, err)) ||
 		(rc = cuda_copy_async(c->d_slots, c->h_slots, sizeof(int64_t) * T, c->stream, err)) ||
 		(rc = cuda_copy_async(c->d_rows, c->h_rows, sizeof(int32_t) * b->n_rows, c->stream, err)) ||
@@ -303,10 +307,10 @@ static void
 CudaRope(cbllm_backend *be, float *x, int T, int n_heads, int rope, const fwd_batch *b)
 {
 	cuda_ctx   *c = be->ctx;
-	size_t		at = (size_t) rope * c->max_ctx * (c->cfg.head_dim / 2);
+	size_t		at = (size_t) rope * c->rope_sets * c->max_ctx * (c->cfg.head_dim / 2);
 
 	if (LIVE(c))
-		Note(c, cuda_rope(x, c->d_cos + at, c->d_sin + at, c->d_pos, T, n_heads, c->cfg.head_dim,
+		Note(c, cuda_rope(x, c->d_cos + at, c->d_sin + at, c->d_rope_row, T, n_heads, c->cfg.head_dim,
 						  c->cfg.rope[rope].interleaved, c->stream, &c->err));
 }
 
@@ -498,6 +502,7 @@ CudaDestroy(cbllm_backend *be)
 		cuda_free(c->v_cache);
 		cuda_free(c->d_tokens);
 		cuda_free(c->d_pos);
+		cuda_free(c->d_rope_row);
 		cuda_free(c->d_seq);
 		cuda_free(c->d_slots);
 		cuda_free(c->d_rows);
@@ -511,6 +516,7 @@ CudaDestroy(cbllm_backend *be)
 		cuda_free(c->d_masks);
 		cuda_host_free(c->h_tokens);
 		cuda_host_free(c->h_pos);
+		cuda_host_free(c->h_rope_row);
 		cuda_host_free(c->h_seq);
 		cuda_host_free(c->h_slots);
 		cuda_host_free(c->h_rows);
@@ -534,7 +540,7 @@ AllocStepBuffers(cuda_ctx *c, cbllm_err *err)
 	size_t		T = (size_t) c->max_tokens,
 				half = (size_t) c->cfg.head_dim / 2,
 				tables = (size_t) c->max_seqs * c->max_blocks,
-				rope_floats = (size_t) c->cfg.n_rope * c->max_ctx * half;
+				rope_floats = (size_t) c->cfg.n_rope * c->rope_sets * c->max_ctx * half;
 	int64_t		max_k = c->cfg.intermediate > c->cfg.hidden ? c->cfg.intermediate : c->cfg.hidden;
 	int			rc;
 
@@ -542,6 +548,7 @@ AllocStepBuffers(cuda_ctx *c, cbllm_err *err)
 		max_k = (int64_t) c->cfg.n_heads * c->cfg.head_dim;
 	if ((rc = cuda_alloc((void **) &c->d_tokens, sizeof(int32_t) * T, err)) ||
 		(rc = cuda_alloc((void **) &c->d_pos, sizeof(int32_t) * T, err)) ||
+		(rc = cuda_alloc((void **) &c->d_rope_row, sizeof(int32_t) * T, err)) ||
 		(rc = cuda_alloc((void **) &c->d_seq, sizeof(int32_t) * T, err)) ||
 		(rc = cuda_alloc((void **) &c->d_slots, sizeof(int64_t) * T, err)) ||
 		(rc = cuda_alloc((void **) &c->d_rows, sizeof(int32_t) * T, err)) ||
@@ -553,6 +560,7 @@ AllocStepBuffers(cuda_ctx *c, cbllm_err *err)
 		(rc = cuda_alloc((void **) &c->d_sampled, sizeof(int32_t) * T, err)) ||
 		(rc = cuda_host_alloc((void **) &c->h_tokens, sizeof(int32_t) * T, err)) ||
 		(rc = cuda_host_alloc((void **) &c->h_pos, sizeof(int32_t) * T, err)) ||
+		(rc = cuda_host_alloc((void **) &c->h_rope_row, sizeof(int32_t) * T, err)) ||
 		(rc = cuda_host_alloc((void **) &c->h_seq, sizeof(int32_t) * T, err)) ||
 		(rc = cuda_host_alloc((void **) &c->h_slots, sizeof(int64_t) * T, err)) ||
 		(rc = cuda_host_alloc((void **) &c->h_rows, sizeof(int32_t) * T, err)) ||
@@ -573,12 +581,15 @@ AllocStepBuffers(cuda_ctx *c, cbllm_err *err)
 	return CBLLM_OK;
 }
 
-/* cos and sin of every position under each RoPE configuration (rope.h), computed once. */
+/*
+ * cos and sin of every position under each RoPE configuration (rope.h), in
+ * each of its factor sets, computed once.
+ */
 static int
 UploadRopeTables(cuda_ctx *c, cbllm_err *err)
 {
 	int			half = c->cfg.head_dim / 2;
-	size_t		n = (size_t) c->cfg.n_rope * c->max_ctx * half;
+	size_t		n = (size_t) c->cfg.n_rope * c->rope_sets * c->max_ctx * half;
 	float	   *cs = malloc(sizeof(float) * n),
 			   *sn = malloc(sizeof(float) * n);
 	rope_freqs *f = malloc(sizeof(*f));
@@ -590,12 +601,13 @@ UploadRopeTables(cuda_ctx *c, cbllm_err *err)
 	{
 		if ((rc = rope_freqs_build(&c->cfg.rope[r], c->cfg.head_dim, f, err)) != CBLLM_OK)
 			break;
-		for (int p = 0; p < c->max_ctx; p++)
-		{
-			size_t		at = ((size_t) r * c->max_ctx + p) * half;
+		for (int set = 0; set < c->rope_sets; set++)
+			for (int p = 0; p < c->max_ctx; p++)
+			{
+				size_t		at = (((size_t) r * c->rope_sets + set) * c->max_ctx + p) * half;
 
-			rope_fill(f, p, cs + at, sn + at);
-		}
+				rope_fill(f, p, set, cs + at, sn + at);
+			}
 	}
 	if (rc == CBLLM_OK)
 		rc = cuda_upload(c->d_cos, cs, sizeof(float) * n, err);
@@ -725,6 +737,10 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	c->max_tokens = p->max_tokens;
 	c->max_seqs = p->max_seqs;
 	c->max_ctx = p->max_ctx;
+	c->rope_sets = 1;
+	for (int r = 0; r < cfg->n_rope; r++)
+		if (rope_long_from(&cfg->rope[r]) > 0)
+			c->rope_sets = 2;
 	c->max_blocks = (p->max_ctx + p->block_size - 1) / p->block_size;
 	c->no_graphs = p->no_graphs;
 	GraphSizes(c);

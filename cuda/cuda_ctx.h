@@ -47,6 +47,8 @@ typedef struct cuda_ctx
 	int			max_tokens;
 	int			max_seqs;
 	int			max_ctx;
+	int			rope_sets;		/* factor sets of the RoPE tables: 2 when some RoPE has a long
+								 * set (longrope, rope.h), else 1 */
 	int			max_blocks;		/* table row length: ceil(max_ctx / block_size) */
 	cuda_stream stream;			/* every step's work */
 	cuda_stream swap_stream;	/* swap copies */
@@ -59,11 +61,13 @@ typedef struct cuda_ctx
 	/* device copies of the step's batch */
 	int32_t    *d_tokens;		/* (max_tokens) */
 	int32_t    *d_pos;			/* (max_tokens) */
+	int32_t    *d_rope_row;		/* (max_tokens) row of the RoPE tables: rope_set * max_ctx + pos */
 	int32_t    *d_seq;			/* (max_tokens) */
 	int64_t    *d_slots;		/* (max_tokens) */
 	int32_t    *d_rows;			/* (max_tokens) */
 	int32_t    *d_tables;		/* (max_seqs, max_blocks) */
-	float	   *d_cos;			/* (n_rope, max_ctx, head_dim / 2) RoPE tables of every position */
+	float	   *d_cos;			/* (n_rope, rope_sets, max_ctx, head_dim / 2) RoPE tables of every
+								 * position in each factor set */
 	float	   *d_sin;
 	void	   *d_xh;			/* (max_tokens, max_k) halves: matmul input */
 	void	   *d_wtile;		/* (wtile_elems) bf16: a tile of a quantized matrix for cuBLAS */
@@ -75,6 +79,7 @@ typedef struct cuda_ctx
 	/* page-locked staging of the same */
 	int32_t    *h_tokens;
 	int32_t    *h_pos;
+	int32_t    *h_rope_row;
 	int32_t    *h_seq;
 	int64_t    *h_slots;
 	int32_t    *h_rows;

@@ -118,8 +118,9 @@ int			cuda_add_bias(float *d_x, const float *d_bias, int T, int dim, cuda_stream
 /*
  * Rotate d_x (T, n_heads, head_dim) in place, pairs (i, i + head_dim/2) or,
  * interleaved, (2i, 2i + 1), by
- * the angle of position d_pos[t]: d_cos, d_sin (max positions, head_dim / 2)
- * hold the RoPE configuration's cos and sin (rope_fill) for every position.
+ * the angle of table row d_pos[t]: d_cos, d_sin (rows, head_dim / 2) hold
+ * the RoPE configuration's cos and sin (rope_fill) of a position in a
+ * factor set per row (the backend's rows: set * max positions + position).
  */
 int			cuda_rope(float *d_x, const float *d_cos, const float *d_sin, const int32_t *d_pos,
 					  int T, int n_heads, int head_dim, bool interleaved, cuda_stream s,

@@ -11,6 +11,8 @@
  *   tokens[i]        (T)        token id of batch entry i
  *   pos[i]           (T)        its position in its sequence
  *   seq[i]           (T)        index of its sequence in [0, n_seqs)
+ *   rope_set[i]      (T)        its sequence's RoPE factor set: 1 for longrope's long factors
+ *                               (rope.h), else 0; NULL: 0 for every token
  *   slot[i]          (T)        KV slot written: block * block_size + pos % block_size
  *   block_tables[s]  (n_seqs)   block ids of sequence s, in position order
  *   rows[r]          (n_rows)   batch entries whose logits the step computes
@@ -56,6 +58,7 @@ typedef struct fwd_batch
 	int			n_rows;
 	const int32_t *rows;
 	bool		graph;			/* a padded decode step: the backend may record or replay it */
+	const uint8_t *rope_set;	/* NULL: every token in set 0 */
 } fwd_batch;
 
 
@@ -122,7 +125,8 @@ struct cbllm_backend
 						   int T, float *const *y);
 	/*
 	 * rotate x (T, n_heads, head_dim) in place by the positions of the step
-	 * with RoPE configuration cfg.rope[rope] (a layer's cfg.layer_rope)
+	 * with RoPE configuration cfg.rope[rope] (a layer's cfg.layer_rope), each
+	 * token in its factor set (b->rope_set)
 	 */
 	void		(*rope) (cbllm_backend *be, float *x, int T, int n_heads, int rope,
 						 const fwd_batch *b);

@@ -65,7 +65,7 @@ CpuFree(cbllm_backend *be, void *p)
 	free(p);
 }
 
-/* Fill the step's RoPE cos/sin tables, one per RoPE configuration, from each token's position. */
+/* Fill the step's RoPE cos/sin tables, one per RoPE configuration, from each token's position and set. */
 static int
 CpuBeginStep(cbllm_backend *be, const fwd_batch *b, cbllm_err *err)
 {
@@ -84,7 +84,8 @@ CpuBeginStep(cbllm_backend *be, const fwd_batch *b, cbllm_err *err)
 		{
 			int64_t		at = ((int64_t) r * c->max_tokens + t) * half;
 
-			rope_fill(&c->freqs[r], b->pos[t], c->rope_cos + at, c->rope_sin + at);
+			rope_fill(&c->freqs[r], b->pos[t], b->rope_set != NULL ? b->rope_set[t] : 0,
+					  c->rope_cos + at, c->rope_sin + at);
 		}
 	}
 	return CBLLM_OK;

@@ -8,7 +8,7 @@
  *
  *  - the pool: a stack of free ids and a reference count per block;
  *  - the prefix cache: an open-addressing table from prefix hash to the
- *    registered blocks (every hit verified against the block's tokens, salt
+ *    registered blocks (every hit verified against the block's tokens, scope
  *    and parent: block_manager.h), and an LRU list of registered blocks that
  *    no one owns, evicted oldest first when the free stack is empty;
  *  - the swap area's free stack.
@@ -54,6 +54,7 @@ bm_create(const bm_params *p, block_manager **out, cbllm_err *err)
 	bm->serial = calloc(p->n_blocks, sizeof(uint64_t));
 	bm->parent = calloc(p->n_blocks, sizeof(uint64_t));
 	bm->salt = calloc(p->n_blocks, sizeof(uint64_t));
+	bm->rope_set = calloc(p->n_blocks, sizeof(uint8_t));
 	bm->tokens = calloc((size_t) p->n_blocks * p->block_size, sizeof(int32_t));
 	bm->next_serial = 1;
 	bm->lru_prev = malloc(sizeof(int32_t) * p->n_blocks);
@@ -67,8 +68,8 @@ bm_create(const bm_params *p, block_manager **out, cbllm_err *err)
 	bm->n_swap_blocks = n_swap;
 	bm->swap_free_ids = malloc(sizeof(int32_t) * (n_swap > 0 ? n_swap : 1));
 	if (bm->free_ids == NULL || bm->refcount == NULL || bm->hash == NULL || bm->serial == NULL ||
-		bm->parent == NULL || bm->salt == NULL || bm->tokens == NULL || bm->lru_prev == NULL ||
-		bm->lru_next == NULL || bm->table_key == NULL || bm->table_block == NULL ||
+		bm->parent == NULL || bm->salt == NULL || bm->rope_set == NULL || bm->tokens == NULL ||
+		bm->lru_prev == NULL || bm->lru_next == NULL || bm->table_key == NULL || bm->table_block == NULL ||
 		bm->swap_free_ids == NULL)
 	{
 		bm_free(bm);
@@ -99,6 +100,7 @@ bm_free(block_manager *bm)
 	free(bm->serial);
 	free(bm->parent);
 	free(bm->salt);
+	free(bm->rope_set);
 	free(bm->tokens);
 	free(bm->lru_prev);
 	free(bm->lru_next);
@@ -112,7 +114,8 @@ bm_free(block_manager *bm)
 static bool
 Matches(const block_manager *bm, int32_t b, const bm_block_key *key)
 {
-	return bm->hash[b] == key->hash && bm->salt[b] == key->salt && bm->parent[b] == key->parent &&
+	return bm->hash[b] == key->hash && bm->salt[b] == key->salt && bm->rope_set[b] == key->rope_set &&
+		bm->parent[b] == key->parent &&
 		memcmp(bm->tokens + (int64_t) b * bm->block_size, key->tokens,
 			   sizeof(int32_t) * bm->block_size) == 0;
 }
@@ -310,6 +313,7 @@ bm_register(block_manager *bm, int32_t block, const bm_block_key *key)
 	bm->serial[block] = bm->next_serial++;
 	bm->parent[block] = key->parent;
 	bm->salt[block] = key->salt;
+	bm->rope_set[block] = key->rope_set;
 	memcpy(bm->tokens + (int64_t) block * bm->block_size, key->tokens,
 		   sizeof(int32_t) * bm->block_size);
 	TableInsert(bm, key->hash, block);
@@ -422,23 +426,24 @@ bm_table_free(block_table *t)
 
 /*
  * The prefix-cache key of full block b: its hash chained from block b - 1's
- * (from the salt for the first), its tokens, and the serial of the cached
- * block that holds block b - 1's content.
+ * (from the scope's seed for the first), its tokens, its scope, and the
+ * serial of the cached block that holds block b - 1's content.
  */
 void
 bm_block_key_of(const block_manager *bm, const block_table *t, const int32_t *tokens,
-				uint64_t salt, int b, bm_block_key *key)
+				bm_scope scope, int b, bm_block_key *key)
 {
 	key->tokens = tokens + (int64_t) b * bm->block_size;
-	key->salt = salt;
+	key->salt = scope.salt;
+	key->rope_set = scope.rope_set;
 	key->parent = b > 0 ? t->serials[b - 1] : 0;
-	key->hash = bm_block_hash(bm, b > 0 ? t->hashes[b - 1] : salt, key->tokens);
+	key->hash = bm_block_hash(bm, b > 0 ? t->hashes[b - 1] : bm_scope_seed(scope), key->tokens);
 }
 
 /* Share the cached full blocks of a fresh sequence's prefix; the positions they cover. */
 int
 bm_match_prefix(block_manager *bm, block_table *t, const int32_t *tokens, int n_tokens,
-				uint64_t salt)
+				bm_scope scope)
 {
 	int			n_full = (n_tokens - 1) / bm->block_size;
 
@@ -449,7 +454,7 @@ bm_match_prefix(block_manager *bm, block_table *t, const int32_t *tokens, int n_
 		bm_block_key key;
 		int32_t		blk;
 
-		bm_block_key_of(bm, t, tokens, salt, b, &key);
+		bm_block_key_of(bm, t, tokens, scope, b, &key);
 		if ((blk = bm_lookup(bm, &key)) < 0)
 			break;
 		t->hashes[b] = key.hash;
@@ -466,7 +471,7 @@ bm_match_prefix(block_manager *bm, block_table *t, const int32_t *tokens, int n_
  * it was offered) is not offered either: no lookup could name that parent.
  */
 void
-bm_cache_blocks(block_manager *bm, block_table *t, const int32_t *tokens, uint64_t salt,
+bm_cache_blocks(block_manager *bm, block_table *t, const int32_t *tokens, bm_scope scope,
 				int n_computed)
 {
 	if (bm->no_prefix_caching)
@@ -476,7 +481,7 @@ bm_cache_blocks(block_manager *bm, block_table *t, const int32_t *tokens, uint64
 		int			b = t->n_hashed;
 		bm_block_key key;
 
-		bm_block_key_of(bm, t, tokens, salt, b, &key);
+		bm_block_key_of(bm, t, tokens, scope, b, &key);
 		t->hashes[b] = key.hash;
 		t->serials[b] = 0;
 		if (t->ids[b] >= 0 && (b == 0 || t->serials[b - 1] != 0))

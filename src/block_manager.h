@@ -18,9 +18,11 @@
  * The hash only finds candidates; it is never trusted.  A block's keys and
  * values depend on every token before it, so a registration records what
  * they were computed from (a bm_block_key): the block's own tokens, the
- * registration of the block before it, and the cache scope (salt) of the
- * request that computed it.  A lookup hits only a block whose tokens, salt
- * and parent all equal the caller's, and the caller's parent is the block it
+ * registration of the block before it, and the scope it was computed in:
+ * the cache salt of the request, and the RoPE factor set its sequence used
+ * (rope.h: longrope's short and long factors rotate the same tokens'
+ * keys differently).  A lookup hits only a block whose tokens, scope and
+ * parent all equal the caller's, and the caller's parent is the block it
  * matched one position earlier (or none, for a first block).  By induction
  * the whole prefix then matches token for token, so a crafted prompt whose
  * hashes collide with another's can never read the other's cached KV, and
@@ -59,7 +61,8 @@ typedef struct block_manager
 	uint64_t   *hash;			/* (n_blocks) prefix hash of a registered block, 0 when none */
 	uint64_t   *serial;			/* (n_blocks) its registration's number, never reused; 0 when none */
 	uint64_t   *parent;			/* (n_blocks) serial of the registration before it; 0 for a first block */
-	uint64_t   *salt;			/* (n_blocks) cache scope of the request that registered it */
+	uint64_t   *salt;			/* (n_blocks) cache salt of the request that registered it */
+	uint8_t    *rope_set;		/* (n_blocks) RoPE factor set it was computed with */
 	int32_t    *tokens;			/* (n_blocks, block_size) token ids of each registered block */
 	uint64_t	next_serial;	/* the next registration's serial, from 1 */
 	int32_t    *lru_prev;		/* (n_blocks) evictable list links, -1 at the ends */
@@ -88,11 +91,19 @@ typedef struct bm_params
 	bool		no_prefix_caching;
 } bm_params;
 
+/* The scope a sequence's KV is computed in: blocks are shared only within one. */
+typedef struct bm_scope
+{
+	uint64_t	salt;			/* the request's cache salt (cbllm_request_input.cache_salt) */
+	uint8_t		rope_set;		/* the RoPE factor set of its sequence (rope.h), 0 or 1 */
+} bm_scope;
+
 /* What a full block's keys and values were computed from: a cache hit must match all of it. */
 typedef struct bm_block_key
 {
-	uint64_t	hash;			/* bm_block_hash(parent's hash, or the salt for a first block) */
-	uint64_t	salt;			/* the request's cache scope */
+	uint64_t	hash;			/* bm_block_hash(parent's hash, or bm_scope_seed for a first block) */
+	uint64_t	salt;			/* the request's cache salt */
+	uint8_t		rope_set;		/* its sequence's RoPE factor set */
 	uint64_t	parent;			/* serial of the cached block before it; 0 for a first block */
 	const int32_t *tokens;		/* (block_size) the block's token ids */
 } bm_block_key;
@@ -135,8 +146,15 @@ void		bm_ref(block_manager *bm, int32_t block);
 /* Drop an owner; with none left the block returns to the pool (or the LRU list if registered). */
 void		bm_release(block_manager *bm, int32_t block);
 
-/* The hash of a full block: its parent's hash (the salt for a first block) and its tokens. */
+/* The hash of a full block: its parent's hash (bm_scope_seed for a first block) and its tokens. */
 uint64_t	bm_block_hash(const block_manager *bm, uint64_t parent, const int32_t *tokens);
+
+/* What a first block's hash chains from: its scope's salt, and its factor set mixed in. */
+static inline uint64_t
+bm_scope_seed(bm_scope scope)
+{
+	return scope.salt ^ (scope.rope_set != 0 ? 0x9e3779b97f4a7c15ULL : 0);
+}
 
 /* A registered block matching all of key, now owned once more by the caller; -1 when none. */
 int32_t		bm_lookup(block_manager *bm, const bm_block_key *key);
@@ -182,20 +200,20 @@ void		bm_release_swap(block_manager *bm, block_table *t);
 /* Free t's arrays (its blocks must have been released). */
 void		bm_table_free(block_table *t);
 
-/* The prefix-cache key of block b of a sequence of tokens in salt (t's hashes and serials before b). */
+/* The prefix-cache key of block b of a sequence of tokens in scope (t's hashes and serials before b). */
 void		bm_block_key_of(const block_manager *bm, const block_table *t, const int32_t *tokens,
-							uint64_t salt, int b, bm_block_key *key);
+							bm_scope scope, int b, bm_block_key *key);
 
 /*
  * Share the cached full blocks that begin a fresh sequence of n_tokens
- * tokens in salt (t empty), leaving its last token to compute; the
+ * tokens in scope (t empty), leaving its last token to compute; the
  * positions now covered (0 with prefix caching off).
  */
 int			bm_match_prefix(block_manager *bm, block_table *t, const int32_t *tokens, int n_tokens,
-							uint64_t salt);
+							bm_scope scope);
 
-/* Offer t's blocks that n_computed positions have filled to the prefix cache. */
-void		bm_cache_blocks(block_manager *bm, block_table *t, const int32_t *tokens, uint64_t salt,
+/* Offer t's blocks that n_computed positions (computed in scope) have filled to the prefix cache. */
+void		bm_cache_blocks(block_manager *bm, block_table *t, const int32_t *tokens, bm_scope scope,
 							int n_computed);
 
 /* Sliding window: give back t's blocks that no token after n_computed - 1 can see. */

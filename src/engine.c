@@ -200,9 +200,13 @@ ResolveSwap(cbllm_engine *e, cbllm_err *err)
 }
 
 /*
- * One sampler scratch per compute thread, over the ids the tokenizer knows:
- * a checkpoint whose vocab_size pads the embeddings beyond them (Qwen,
- * Phi-3) has rows no token stands for, and those are never drawn.
+ * One sampler scratch per compute thread, over the ids that are both a token
+ * and a row of the embeddings.  A checkpoint whose vocab_size pads the
+ * embeddings beyond the tokenizer's ids (Qwen, Phi-3) has rows no token
+ * stands for; one whose tokenizer has ids past the rows (Gemma-3's
+ * <image_soft_token> = 262144 over 262144 rows, which transformers, vLLM and
+ * llama.cpp load) has tokens with no logit.  Neither kind is ever drawn, and
+ * a prompt holding the second is refused when submitted (request.c).
  */
 static int
 CreateSamplers(cbllm_engine *e, cbllm_err *err)
@@ -211,6 +215,8 @@ CreateSamplers(cbllm_engine *e, cbllm_err *err)
 	int			rc;
 
 	e->n_sample_ids = tokenizer_vocab_size(e->tok);
+	if (e->n_sample_ids > e->model->cfg.vocab_size)
+		e->n_sample_ids = e->model->cfg.vocab_size;
 
 	e->samplers = calloc(n, sizeof(cbllm_sampler *));
 	if (e->samplers == NULL)
@@ -271,7 +277,8 @@ CreateScheduler(cbllm_engine *e, cbllm_err *err)
 	model_kv_drop_window(&e->model->cfg), p->no_prefix_caching};
 	sched_params sp = {&e->waiting, &e->running, NULL,
 	{p->max_num_seqs, p->max_num_batched_tokens, p->preempt_mode, p->batching,
-	engine_kv_bytes(e, p->block_size), p->max_step_ms < 0 ? SCHED_STEP_AUTO : p->max_step_ms / 1e3}};
+	engine_kv_bytes(e, p->block_size), p->max_step_ms < 0 ? SCHED_STEP_AUTO : p->max_step_ms / 1e3,
+	engine_long_rope_from(e)}};
 	int			rc;
 
 	if ((rc = bm_create(&bp, &e->bm, err)) != CBLLM_OK)
@@ -404,15 +411,6 @@ CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 	if (rc || (rc = LoadText(e, p, err)))
 		goto fail;
 	model_weight_types(e->model, e->weight_types, sizeof(e->weight_types));
-	if (tokenizer_vocab_size(e->tok) > e->model->cfg.vocab_size)
-	{
-		rc = cbllm_fail(err, CBLLM_ERR_FORMAT,
-						"%s: the tokenizer has %d tokens but the model's vocabulary (%s) is %d",
-						p->model_dir, tokenizer_vocab_size(e->tok),
-						e->model->gguf != NULL ? "token_embd.weight" : "config.json's vocab_size",
-						e->model->cfg.vocab_size);
-		goto fail;
-	}
 	if ((rc = ResolveParams(e, p, err)) || (rc = CreateCompute(e, err)))
 		goto fail;
 	e->stats.kv_blocks_total = e->bm->n_blocks;
@@ -596,8 +594,30 @@ cbllm_engine_abort(cbllm_engine *e, int64_t id, cbllm_err *err)
 }
 
 /*
+ * The length past which a sequence computes with its RoPE's long factor set
+ * (longrope, rope.h), the shortest of the model's RoPE configurations that
+ * have one; 0 when none has.
+ */
+int
+engine_long_rope_from(const cbllm_engine *e)
+{
+	const cbllm_model_config *c = &e->model->cfg;
+	int			from = 0;
+
+	for (int r = 0; r < c->n_rope; r++)
+	{
+		int			f = rope_long_from(&c->rope[r]);
+
+		if (f > 0 && (from == 0 || f < from))
+			from = f;
+	}
+	return from;
+}
+
+/*
  * Logits of every position of a prompt, computed in chunks through a
- * temporary block table that takes blocks from the pool and gives them back.
+ * temporary block table that takes blocks from the pool and gives them back,
+ * in the RoPE factor set of the prompt's length (a scheduled sequence's).
  * out: (n, vocab).  For tests and tools; needs no other request running.
  */
 int
@@ -628,6 +648,7 @@ cbllm_engine_prompt_logits(cbllm_engine *e, const int32_t *ids, int n, float *ou
 		s.pos0 = pos;
 		s.block_table = t.ids;
 		s.logits = FWD_LOGITS_ALL;
+		s.rope_set = engine_long_rope_from(e) > 0 && n > engine_long_rope_from(e);
 		rc = forward_run(e->fwd, &s, 1, &rows, err);
 		if (rc == CBLLM_OK)
 			rc = forward_logits(e->fwd, &lg, err);

@@ -138,4 +138,7 @@ void		engine_drop_taken(cbllm_engine *e);
  */
 size_t		engine_kv_bytes(const cbllm_engine *e, int n_positions);
 
+/* The length past which a sequence takes its RoPE's long factor set (rope.h); 0: no such RoPE. */
+int			engine_long_rope_from(const cbllm_engine *e);
+
 #endif

@@ -288,6 +288,7 @@ BuildBatch(cbllm_engine *e, const sched_plan *plan)
 		f->pos0 = q->start;
 		f->block_table = q->req->table.ids;
 		f->logits = q->sample ? FWD_LOGITS_LAST : FWD_LOGITS_NONE;
+		f->rope_set = q->req->rope_set;
 	}
 }
 

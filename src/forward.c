@@ -64,6 +64,7 @@ struct cbllm_forward
 	int32_t    *tokens;			/* (max_tokens) */
 	int32_t    *pos;			/* (max_tokens) */
 	int32_t    *seq;			/* (max_tokens) */
+	uint8_t    *rope_set;		/* (max_tokens) */
 	int64_t    *slot;			/* (max_tokens) */
 	int32_t    *rows;			/* (max_tokens) batch rows whose logits are wanted */
 	const int32_t **tables;		/* (max_seqs) */
@@ -102,12 +103,13 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 	f->tokens = malloc(sizeof(int32_t) * T);
 	f->pos = malloc(sizeof(int32_t) * T);
 	f->seq = malloc(sizeof(int32_t) * T);
+	f->rope_set = malloc(T);
 	f->slot = malloc(sizeof(int64_t) * T);
 	f->rows = malloc(sizeof(int32_t) * T);
 	f->tables = malloc(sizeof(int32_t *) * p->max_seqs);
 	f->logits = malloc(sizeof(float) * f->max_rows * c->vocab_size);
 	if (!f->x || !f->h || !f->q || !f->k || !f->v || !f->att || !f->gate || !f->up ||
-		!f->logits_dev || !f->tokens || !f->pos || !f->seq || !f->slot || !f->rows ||
+		!f->logits_dev || !f->tokens || !f->pos || !f->seq || !f->rope_set || !f->slot || !f->rows ||
 		!f->tables || !f->logits)
 	{
 		forward_free(f);
@@ -168,6 +170,7 @@ BuildBatch(cbllm_forward *f, const fwd_seq *seqs, int n_seqs, bool allow_graph, 
 			f->tokens[T] = sq->tokens[i];
 			f->pos[T] = p;
 			f->seq[T] = s;
+			f->rope_set[T] = sq->rope_set;
 			f->slot[T] = (int64_t) sq->block_table[p / bs] * bs + p % bs;
 			if (sq->logits == FWD_LOGITS_ALL ||
 				(sq->logits == FWD_LOGITS_LAST && i == sq->n_tokens - 1))
@@ -191,6 +194,7 @@ BuildBatch(cbllm_forward *f, const fwd_seq *seqs, int n_seqs, bool allow_graph, 
 			f->tokens[T] = 0;
 			f->pos[T] = 0;
 			f->seq[T] = n_seqs;
+			f->rope_set[T] = 0;
 			f->slot[T] = (int64_t) f->be->pad_block * bs;
 			f->rows[T] = T;
 		}
@@ -200,6 +204,7 @@ BuildBatch(cbllm_forward *f, const fwd_seq *seqs, int n_seqs, bool allow_graph, 
 	b->tokens = f->tokens;
 	b->pos = f->pos;
 	b->seq = f->seq;
+	b->rope_set = f->rope_set;
 	b->slot = f->slot;
 	b->n_seqs = n_seqs;
 	b->block_tables = f->tables;
@@ -419,6 +424,7 @@ forward_free(cbllm_forward *f)
 	free(f->tokens);
 	free(f->pos);
 	free(f->seq);
+	free(f->rope_set);
 	free(f->slot);
 	free(f->rows);
 	free(f->tables);

@@ -26,6 +26,8 @@ typedef struct fwd_seq
 	int			pos0;			/* position of tokens[0]; the cache holds [0, pos0) */
 	const int32_t *block_table; /* blocks covering [0, pos0 + n_tokens) */
 	fwd_logits	logits;
+	uint8_t		rope_set;		/* its RoPE factor set (fwd_batch.rope_set): the one its cached
+								 * positions were computed with */
 } fwd_seq;
 
 typedef struct cbllm_forward cbllm_forward;

@@ -333,7 +333,7 @@ static jv F_indent(jrender *r, jv in, const jargs *a)
 		jx_fail(&r->x, a->line, CBLLM_ERR_INVALID, "indent width must be a string or an int in 0..1000");
 	jv_to_str(&r->x, a->line, &s, Str(r, a, in));
 	jbuf_addc(&r->x, a->line, &s, "\n");
-	lines = jr_splitlines(r, (jv) {JV_STR, s.len, {.s = s.data}});
+	lines = jr_splitlines(r, (jv) {JV_STR, s.len, {.s = s.data}}, false);
 	for (size_t i = 0; i < lines.u.l->n; i++)
 	{
 		jv			ln = lines.u.l->items[i];

@@ -85,8 +85,8 @@ jv			jr_strip(jrender *r, jv s, const jv *chars, bool left, bool right);
 jv			jr_split(jrender *r, int line, jv s, const jv *sep, int64_t maxsplit, bool rev);
 /* str.replace (count < 0: all). */
 jv			jr_replace(jrender *r, int line, jv s, jv old, jv rep, int64_t count);
-/* str.splitlines(). */
-jv			jr_splitlines(jrender *r, jv s);
+/* str.splitlines(keepends): the lines of s, with their line breaks when keepends. */
+jv			jr_splitlines(jrender *r, jv s, bool keepends);
 
 /* Run a template body in the render's root frame (its variables already bound). */
 void		jinja_exec_root(jrender *r, const jnode *body);

@@ -426,9 +426,9 @@ jr_replace(jrender *r, int line, jv s, jv old, jv rep, int64_t count)
 	return b.len ? jv_str(&r->x, b.data, b.len) : jv_cstr("");
 }
 
-/* str.splitlines (keepends false). */
+/* str.splitlines: the lines of s, with their line breaks when keepends. */
 jv
-jr_splitlines(jrender *r, jv s)
+jr_splitlines(jrender *r, jv s, bool keepends)
 {
 	jv			out = jv_new_list(&r->x, false);
 	size_t		lo = 0,
@@ -442,9 +442,9 @@ jr_splitlines(jrender *r, jv s)
 		if (cp == '\n' || cp == '\r' || cp == 0x0b || cp == 0x0c || (cp >= 0x1c && cp <= 0x1e) ||
 			cp == 0x85 || cp == 0x2028 || cp == 0x2029)
 		{
-			jv_list_push(&r->x, out.u.l, Sub(s, lo, at - lo));
 			if (cp == '\r' && i < s.n && s.u.s[i] == '\n')
 				i++;
+			jv_list_push(&r->x, out.u.l, Sub(s, lo, (keepends ? i : at) - lo));
 			lo = i;
 		}
 	}
@@ -544,7 +544,7 @@ StrMethod(jrender *r, const char *m, jv s, const jargs *a)
 		return jr_split(r, line, s, sep.type == JV_STR ? &sep : NULL, IntArg(r, a, 1, "maxsplit", -1), m[0] == 'r');
 	}
 	if (!strcmp(m, "splitlines"))
-		return jr_splitlines(r, s);
+		return jr_splitlines(r, s, IntArg(r, a, 0, "keepends", 0) != 0);
 	if (!strcmp(m, "startswith") || !strcmp(m, "endswith"))
 		return jv_bool(Affix(r, a, s, m[0] == 'e'));
 	if (!strcmp(m, "upper") || !strcmp(m, "lower") || !strcmp(m, "title") || !strcmp(m, "capitalize"))

@@ -96,31 +96,59 @@ cbllm_engine_tokenize(const cbllm_engine *e, const char *text, size_t len, bool 
 	return rc;
 }
 
-/* The prompt's token ids, from text through the tokenizer or copied. */
+/*
+ * Fail for a prompt id with no row in the embeddings.  The tokenizer may
+ * have such ids (Gemma-3's <image_soft_token> = 262144 over 262144 rows),
+ * and special-token parsing turns their text into them: the request is
+ * refused naming the token, and the engine serves every other.
+ */
+static int
+CheckPromptIds(const cbllm_engine *e, const int32_t *ids, int n, cbllm_err *err)
+{
+	int			rows = e->model->cfg.vocab_size;
+
+	for (int i = 0; i < n; i++)
+	{
+		const char *piece;
+
+		if (ids[i] >= 0 && ids[i] < rows)
+			continue;
+		if (ids[i] < 0 || ids[i] >= tokenizer_vocab_size(e->tok) ||
+			(piece = tokenizer_piece(e->tok, ids[i])) == NULL)
+			return cbllm_fail(err, CBLLM_ERR_INVALID, "prompt token %d is outside the vocabulary of %d",
+							  ids[i], rows);
+		return cbllm_fail(err, CBLLM_ERR_INVALID,
+						  "prompt token %d (\"%.64s\") is the tokenizer's but past the model's %d embedding rows (vocab_size): the model cannot read it",
+						  ids[i], piece, rows);
+	}
+	return CBLLM_OK;
+}
+
+/* The prompt's token ids, from text through the tokenizer or copied; each has an embedding row. */
 static int
 PromptTokens(cbllm_engine *e, const cbllm_request_input *in, int32_t **ids, int *n,
 			 cbllm_err *err)
 {
+	int			rc;
+
 	if (in->text != NULL)
-		return cbllm_engine_tokenize(e, in->text, in->text_len, in->add_bos, ids, n, err);
-	if (in->n_ids < 0 || (in->n_ids > 0 && in->ids == NULL))
+		rc = cbllm_engine_tokenize(e, in->text, in->text_len, in->add_bos, ids, n, err);
+	else if (in->n_ids < 0 || (in->n_ids > 0 && in->ids == NULL))
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "prompt ids are missing");
-	*ids = malloc(sizeof(int32_t) * (in->n_ids > 0 ? in->n_ids : 1));
-	if (*ids == NULL)
+	else if ((*ids = malloc(sizeof(int32_t) * (in->n_ids > 0 ? in->n_ids : 1))) == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
-	for (int i = 0; i < in->n_ids; i++)
+	else
 	{
-		if (in->ids[i] < 0 || in->ids[i] >= e->model->cfg.vocab_size)
-		{
-			free(*ids);
-			return cbllm_fail(err, CBLLM_ERR_INVALID,
-							  "prompt token %d is outside the vocabulary of %d", in->ids[i],
-							  e->model->cfg.vocab_size);
-		}
-		(*ids)[i] = in->ids[i];
+		memcpy(*ids, in->ids, sizeof(int32_t) * in->n_ids);
+		*n = in->n_ids;
+		rc = CBLLM_OK;
 	}
-	*n = in->n_ids;
-	return CBLLM_OK;
+	if (rc == CBLLM_OK && (rc = CheckPromptIds(e, *ids, *n, err)) != CBLLM_OK)
+	{
+		free(*ids);
+		*ids = NULL;
+	}
+	return rc;
 }
 
 /* Fill the options sp leaves to the model with generation_config.json's defaults. */

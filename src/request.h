@@ -39,6 +39,8 @@ typedef struct cbllm_request
 	int			n_prompt;
 	int			n_computed;		/* positions [0, n_computed) have KV in the cache (or, swapped, in
 								 * swap space) */
+	uint8_t		rope_set;		/* the RoPE factor set its KV is computed with (rope.h): 1, longrope's
+								 * long factors, once it is longer than sched_limits.long_rope_from */
 	block_table table;			/* its KV blocks, changed only by the block manager */
 	cbllm_sampling sp;			/* stop[] point into stop_strings */
 	char	   *stop_strings[CBLLM_MAX_STOP];

@@ -162,7 +162,7 @@ rope_freqs_build(const cbllm_rope *r, int head_dim, rope_freqs *f, cbllm_err *er
 	if (r->type == ROPE_DYNAMIC)
 		theta *= pow(r->factor * r->factor - r->factor + 1, (double) head_dim / (head_dim - 2));
 	f->half = half;
-	f->switch_pos = INT_MAX;
+	f->long_from = INT_MAX;
 	f->attn = 1;
 	for (int i = 0; i < half; i++)
 		f->inv_freq[0][i] = 1.0 / pow(theta, (2.0 * i) / head_dim);
@@ -182,7 +182,7 @@ rope_freqs_build(const cbllm_rope *r, int head_dim, rope_freqs *f, cbllm_err *er
 			f->attn = YarnFreqs(r, head_dim, f->inv_freq[0]);
 			break;
 		case ROPE_LONGROPE:
-			f->switch_pos = r->orig_max_pos;
+			f->long_from = rope_long_from(r);
 			f->attn = LongropeAttention(r);
 			for (int i = 0; i < half; i++)
 			{
@@ -195,16 +195,16 @@ rope_freqs_build(const cbllm_rope *r, int head_dim, rope_freqs *f, cbllm_err *er
 				f->inv_freq[0][i] /= r->freq_factor[i];
 			break;
 	}
-	if (f->switch_pos == INT_MAX)
+	if (f->long_from == INT_MAX)
 		memcpy(f->inv_freq[1], f->inv_freq[0], sizeof(double) * half);
 	return CBLLM_OK;
 }
 
-/* cos and sin of position pos for every dimension pair, times the attention factor. */
+/* cos and sin of position pos in factor set set for every dimension pair, times the attention factor. */
 void
-rope_fill(const rope_freqs *f, int pos, float *cos_out, float *sin_out)
+rope_fill(const rope_freqs *f, int pos, int set, float *cos_out, float *sin_out)
 {
-	const double *inv = f->inv_freq[pos >= f->switch_pos];
+	const double *inv = f->inv_freq[set != 0];
 
 	for (int i = 0; i < f->half; i++)
 	{

@@ -39,14 +39,18 @@
  *             (factor^2 - factor + 1)^(d / (d - 2)).  Short contexts
  *             therefore differ from HF's (which is unscaled below
  *             max_position_embeddings).
- *   longrope  (also "su", Phi-3 128k): inv_i / ext_i with ext = short_factor
- *             for positions below original_max_position_embeddings and
- *             long_factor from there on: a position's factor set depends on
- *             the position alone, never on the batch or on the sequence's
- *             length, so cached keys keep their rotation.  (HF picks one set
- *             for a whole forward by its longest position, so a prompt that
- *             crosses the boundary differs from HF before the boundary.)
- *             Attention factor, at every position: attention_factor if
+ *   longrope  (also "su", Phi-3 128k): inv_i / ext_i, where ext is
+ *             short_factor or long_factor for a whole sequence, as HF
+ *             transformers chooses: long_factor when the sequence is longer
+ *             than original_max_position_embeddings (its whole length: a
+ *             prompt's decides before its first chunk), else short_factor.
+ *             rope_freqs holds both sets (inv_freq[0] short, inv_freq[1]
+ *             long) and long_from, the length past which the long set
+ *             applies; the engine keeps each sequence's set (scheduler.h),
+ *             and a sequence that grows past long_from recomputes its KV with
+ *             the long set, as transformers drops its cache there.  (vLLM and
+ *             llama.cpp choose one set for the whole context size they are
+ *             configured with.)  Attention factor, in both sets: attention_factor if
  *             given, else with s = factor: 1 when s <= 1, else
  *             sqrt(1 + ln s / ln original_max_position_embeddings).  As in
  *             HF, a top-level original_max_position_embeddings (Phi-3) makes
@@ -110,9 +114,10 @@ typedef struct cbllm_rope
 typedef struct rope_freqs
 {
 	int			half;			/* head_dim / 2 */
-	int			switch_pos;		/* positions >= switch_pos use inv_freq[1]; INT_MAX: never */
+	int			long_from;		/* a sequence longer than this takes set 1, inv_freq[1];
+								 * INT_MAX: one set (inv_freq[1] is inv_freq[0]) */
 	double		attn;			/* multiplies cos and sin */
-	double		inv_freq[2][ROPE_MAX_HALF]; /* (2, half) */
+	double		inv_freq[2][ROPE_MAX_HALF]; /* (2, half) set 0, then set 1 */
 } rope_freqs;
 
 /* r as the plain RoPE of base theta. */
@@ -131,7 +136,14 @@ bool		rope_type_from_name(const char *name, rope_type *t);
  */
 int			rope_freqs_build(const cbllm_rope *r, int head_dim, rope_freqs *f, cbllm_err *err);
 
-/* cos[i], sin[i] (f->half) = attn * cos, sin of pos * inv_freq[i] of pos's set. */
-void		rope_fill(const rope_freqs *f, int pos, float *cos_out, float *sin_out);
+/* cos[i], sin[i] (f->half) = attn * cos, sin of pos * inv_freq[set][i] (set 0 or 1). */
+void		rope_fill(const rope_freqs *f, int pos, int set, float *cos_out, float *sin_out);
+
+/* The length past which a sequence takes r's second factor set (rope_freqs.long_from); 0: none. */
+static inline int
+rope_long_from(const cbllm_rope *r)
+{
+	return r->type == ROPE_LONGROPE ? r->orig_max_pos : 0;
+}
 
 #endif

@@ -406,12 +406,32 @@ SwapIn(scheduler *s, cbllm_request *r, int n_positions)
 	return true;
 }
 
-/* Share the cached full blocks of a fresh request's prompt prefix; leaves one token to compute. */
+/* The prefix-cache scope of r's KV: its salt and its RoPE factor set. */
+static inline bm_scope
+Scope(const cbllm_request *r)
+{
+	return (bm_scope) {r->cache_salt, r->rope_set};
+}
+
+/* Whether r, at its length now, computes with the long RoPE factor set (see scheduler.h). */
+static inline bool
+LongRope(const scheduler *s, const cbllm_request *r)
+{
+	return s->lim.long_rope_from > 0 && r->n_tokens > s->lim.long_rope_from;
+}
+
+/*
+ * Share the cached full blocks of the prefix of a request that holds no KV
+ * (fresh, recomputing, or past the RoPE switch), after choosing its factor
+ * set by its whole length; leaves one token to compute.
+ */
 static void
 ReusePrefix(scheduler *s, cbllm_request *r)
 {
-	if (r->n_computed == 0)
-		r->n_computed = bm_match_prefix(s->bm, &r->table, r->tokens, r->n_tokens, r->cache_salt);
+	if (r->n_computed != 0 || r->table.n != 0)
+		return;
+	r->rope_set = LongRope(s, r);
+	r->n_computed = bm_match_prefix(s->bm, &r->table, r->tokens, r->n_tokens, Scope(r));
 }
 
 /* A request that needs more blocks than the whole pool can only end. */
@@ -562,6 +582,11 @@ PlanOneRunning(scheduler *s, cbllm_request *r, int *budget, int *prefill)
 	}
 	if (n == 0)
 		return PLAN_DONE;
+	if (r->n_computed == 0)
+	{
+		ReusePrefix(s, r);		/* its KV was given back at the RoPE switch */
+		n = ChunkFor(r, Room(r, *budget, *prefill));
+	}
 
 	while (bm_allocate(s->bm, &r->table, r->n_computed + n) != CBLLM_OK)
 	{
@@ -757,6 +782,21 @@ EndPaddedBatch(scheduler *s, sched_update *u)
 }
 
 /*
+ * A sequence that has just grown past long_rope_from holds KV computed with
+ * the short RoPE factors: it gives it back (its full blocks stay cached in
+ * their scope) and takes the long set, and its next steps compute all its
+ * positions again (see scheduler.h).
+ */
+static void
+SwitchToLongRope(scheduler *s, cbllm_request *r)
+{
+	if (r->rope_set != 0 || !LongRope(s, r) || r->state != REQ_RUNNING)
+		return;
+	request_release_blocks(s->bm, r);
+	r->rope_set = 1;
+}
+
+/*
  * Apply the step's results sequence by sequence, in plan order: positions
  * computed, full blocks offered to the prefix cache, blocks behind the
  * window dropped, and a request whose result ends it taken out.
@@ -785,10 +825,13 @@ scheduler_update(scheduler *s, const sched_plan *plan, const sched_result *resul
 		if (r->n_followers > 0 && r->n_computed >= r->n_prompt)
 			request_release_followers(r);	/* admitted from the next plan on, once
 											 * bm_cache_blocks below has registered its blocks */
-		bm_cache_blocks(s->bm, &r->table, r->tokens, r->cache_salt, r->n_computed);
+		bm_cache_blocks(s->bm, &r->table, r->tokens, Scope(r), r->n_computed);
 		bm_drop_window(s->bm, &r->table, r->n_computed);
 		if (results[i].finish == CBLLM_FINISH_NONE)
+		{
+			SwitchToLongRope(s, r);
 			continue;
+		}
 		if (s->lim.batching == CBLLM_BATCH_STATIC_PADDED && !r->lingering &&
 			(results[i].finish == CBLLM_FINISH_STOP || results[i].finish == CBLLM_FINISH_LENGTH ||
 			 results[i].finish == CBLLM_FINISH_CONSTRAINT))

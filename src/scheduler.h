@@ -15,6 +15,14 @@
  *   preempted[]  victims put back in the waiting queue, each by swap (its swap-out in swaps[]) or by
  *                recompute; for the engine's counters
  *   seqs[]       the step's sequences: request, tokens from req->n_computed on, whether it samples
+ *
+ * Longrope (rope.h) chooses its factor set per sequence by its whole length:
+ * a sequence takes the long set (req->rope_set 1) when it is admitted longer
+ * than long_rope_from (a prompt's length decides before its first chunk),
+ * and one that grows past it by a generated token gives its KV back in
+ * scheduler_update and, still running, computes every position again, its
+ * generated tokens included, with the long set, as transformers drops its
+ * cache at that length.  The factor set is part of the prefix cache's scope.
  */
 #ifndef CBLLM_SCHEDULER_H
 #define CBLLM_SCHEDULER_H
@@ -33,6 +41,8 @@ typedef struct sched_limits
 	double		max_step_sec;	/* stall-free prefill: a step with decoding sequences takes prompt
 								 * tokens only up to this predicted duration; 0: no limit but
 								 * max_num_batched_tokens; SCHED_STEP_AUTO: twice the decode step */
+	int			long_rope_from; /* a sequence longer than this computes with its RoPE's long factor
+								 * set (longrope, rope.h); 0: the model has none */
 } sched_limits;
 
 #define SCHED_STEP_AUTO (-1.0)	/* max_step_sec: twice the measured decode step */

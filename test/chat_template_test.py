@@ -304,6 +304,9 @@ SNIPPETS = [
     "{{ 'x'.ljust(3) if false }}k",
     "{{ strftime_now('%Y')|length }}",
     "{{ 'a\\r\\nb'.splitlines() }}",
+    "{{ 'a\\r\\nb\\rc\\n\\x0bd'.splitlines(true) }}{{ 'x\\r\\n'.splitlines(keepends=1) }}{{ 'y\\r'.splitlines(0) }}",
+    "{% for l in crlf.splitlines(true) %}[{{ l }}]{% endfor %}{{ crlf|indent(2) }}{{ crlf ~ '|' + crlf }}",
+    "{{ crlf|trim }}|{{ crlf.rstrip('\\n') }}|{{ crlf.split('\\n') }}|{{ crlf|tojson }}|{{ [crlf] }}",
     '{{ [1e-7, 123456.789, 1e15, 1e16, 0.1, 1/7, 100.0, 2.5e-5, 12345678901234567890.0, 5e-324] }}',
     '{{ ["it\'s", \'say "hi"\', \'both \\\' "\', \'tab\\t\', \'nl\\n\', \'é\', \'\\x7f\', \'\\u2028\'] }}',
     "{{ {1: 'a', none: true, 2.5: [], 'k': {'n': none}} }}",
@@ -358,7 +361,8 @@ SNIPPETS = [
     "{{ 3 in [1,2,3] }}{{ '1' in [1] }}{{ 1.0 in [1] }}",
 ]
 SNIPPET_REQUEST = {"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "hi"},
-                                {"role": "assistant", "content": None}], "add_generation_prompt": True}
+                                {"role": "assistant", "content": None}], "add_generation_prompt": True,
+                   "crlf": "one\r\ntwo\rthree\r\n"}
 
 
 def make_model_dirs(workdir, tokenizers):
@@ -400,7 +404,9 @@ TEXTS = ["Hello!", "What is 2+2?", "  padded with spaces  ", "line one\nline two
          "日本語のテキスト", "مرحبا بالعالم", "emoji 👍🏽 👨‍👩‍👧", "tabs\tand\u2028separators",
          "looks like {{ template }} {% if %} syntax", "<|im_end|> <end_of_turn> </s> [INST]",
          "a \"quoted\" and 'single' \\ backslash", "Ünïcödé cômbining e\u0301",
-         "<think>\nLet me think.\n</think>\n\nThe answer is 4.", "x" * 300]
+         "<think>\nLet me think.\n</think>\n\nThe answer is 4.", "x" * 300,
+         "SELECT 1;\r\nSELECT 2;", "lone\rcarriage\rreturns\r", "\r\n  CRLF around, \r inside  \r\n",
+         "<think>\r\nCRLF thought\r\n</think>\r\n\r\nanswer\r\n"]
 
 
 def tool_turns():
@@ -428,6 +434,10 @@ def cases():
         ("unicode", [u(TEXTS[5]), a(TEXTS[6]), u(TEXTS[7] + TEXTS[8] + TEXTS[12])]),
         ("template-looking text", [u(TEXTS[9]), a(TEXTS[10]), u(TEXTS[11])]),
         ("whitespace", [s(TEXTS[2]), u(TEXTS[3]), a("\n\nanswer\n"), u(" \t ")]),
+        # Jinja2 keeps a variable's carriage returns byte for byte (only the template source's
+        # line breaks are normalised)
+        ("carriage returns", [s(TEXTS[17]), u(TEXTS[15]), a(TEXTS[16]), u(TEXTS[17])]),
+        ("carriage returns in reasoning", [u(TEXTS[15]), a(TEXTS[18]), u(TEXTS[16]), a(TEXTS[18])]),
         ("tool calls", [s("Use tools."), u("Weather in Zürich?")] + tool_turns() + [a("It is 21 °C."), u("Thanks")]),
         ("tool call last", [u("Weather?")] + tool_turns()),
         ("reasoning before last user", [u("2+2?"), a(TEXTS[13]), u("and 3+3?")]),

@@ -6,9 +6,10 @@
  * with it and prints the prompt exactly, with no newline added.  Every other
  * key of the object is a template variable (enable_thinking, tools...).  DIR
  * needs only tokenizer_config.json (and chat_template.jinja if the model has
- * one).  The whole object goes to chat_render as its kwargs, so the messages
- * the template sees keep their numbers exactly as written (1.0 stays a
- * float); the messages are also passed on their own to be checked.
+ * one).  The whole object goes to chat_render as its kwargs, and the
+ * messages as their own text, cut from the input as written, so the
+ * template sees their numbers exactly (1.0 stays a float), as it sees the
+ * other variables'.
  */
 #include "cli_chat.h"
 
@@ -27,6 +28,86 @@ ChatFail(const char *msg)
 {
 	fprintf(stderr, "cbllm-cli: error: %s\n", msg);
 	return 1;
+}
+
+/* Skip JSON whitespace from s[i]. */
+static size_t
+SkipSpace(const char *s, size_t n, size_t i)
+{
+	while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+		i++;
+	return i;
+}
+
+/* The index just past the JSON value at s[i], in a text cJSON has accepted. */
+static size_t
+SkipValue(const char *s, size_t n, size_t i)
+{
+	int			depth = 0;
+	bool		in_string = false;
+
+	if (s[i] != '"' && s[i] != '[' && s[i] != '{')
+	{
+		while (i < n && strchr(",]} \t\r\n", s[i]) == NULL)
+			i++;
+		return i;
+	}
+	for (; i < n; i++)
+	{
+		if (in_string)
+		{
+			if (s[i] == '\\')
+				i++;
+			else if (s[i] == '"')
+				in_string = false;
+		}
+		else if (s[i] == '"')
+			in_string = true;
+		else if (s[i] == '[' || s[i] == '{')
+			depth++;
+		else if (s[i] == ']' || s[i] == '}')
+			depth--;
+		if (!in_string && depth == 0)
+			return i + 1;
+	}
+	return n;
+}
+
+/*
+ * Where the value of the first member named key (written without escapes)
+ * lies in the JSON object text s (n bytes) cJSON has accepted: true with
+ * *at and *len, false when there is none.
+ */
+static bool
+MemberText(const char *s, size_t n, const char *key, size_t *at, size_t *len)
+{
+	size_t		i = SkipSpace(s, n, 0),
+				klen = strlen(key);
+
+	if (i >= n || s[i] != '{')
+		return false;
+	for (i = SkipSpace(s, n, i + 1); i < n && s[i] == '"';)
+	{
+		size_t		k = i + 1,
+					end = SkipValue(s, n, i),
+					v;
+
+		v = SkipSpace(s, n, end);
+		if (v >= n || s[v] != ':')
+			return false;
+		v = SkipSpace(s, n, v + 1);
+		i = SkipValue(s, n, v);
+		if (end - k - 1 == klen && memcmp(s + k, key, klen) == 0)
+		{
+			*at = v;
+			*len = i - v;
+			return true;
+		}
+		i = SkipSpace(s, n, i);
+		if (i < n && s[i] == ',')
+			i = SkipSpace(s, n, i + 1);
+	}
+	return false;
 }
 
 /* Read all of standard input. */
@@ -52,6 +133,8 @@ Render(const char *dir)
 	cbllm_chat *chat = NULL;
 	cJSON	   *req = NULL;
 	char	   *msgs = NULL;
+	size_t		at,
+				mlen;
 	const cJSON *agp;
 	int			status = 1;
 
@@ -67,12 +150,18 @@ Render(const char *dir)
 	else
 	{
 		agp = cJSON_GetObjectItemCaseSensitive(req, "add_generation_prompt");
-		msgs = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(req, "messages"));
+		if (!MemberText(in.data, in.len, "messages", &at, &mlen))
+		{
+			msgs = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(req, "messages"));
+			at = 0;
+			mlen = msgs != NULL ? strlen(msgs) : 0;
+		}
 		if (agp != NULL && !cJSON_IsBool(agp))
 			status = ChatFail("add_generation_prompt must be true or false");
-		else if (msgs == NULL)
+		else if (msgs == NULL && mlen == 0)
 			status = ChatFail("messages must be a JSON array");
-		else if (chat_render(chat, msgs, strlen(msgs), cJSON_IsTrue(agp), in.data, in.len, &out, &err) != CBLLM_OK)
+		else if (chat_render(chat, msgs != NULL ? msgs : in.data + at, mlen, cJSON_IsTrue(agp), in.data,
+							 in.len, &out, &err) != CBLLM_OK)
 			status = ChatFail(err.msg);
 		else
 		{

@@ -15,7 +15,8 @@
 #   3b. the layer families (Qwen2, Qwen3, Gemma-3) and the positional variants
 #      (Llama-3, Phi-3 4k and 128k, YaRN, dynamic NTK, mixed windows, Gemma-3's
 #      local layers) on the GPU against the float64 reference and the CPU
-#      (build/test/test_families);
+#      (build/test/test_families), and longrope's factor set per sequence, the
+#      switch included, against the CPU (build/test/test_longrope);
 #   4. the reference workload on Llama-2-7B geometry with dummy bf16 weights
 #      made on the device, at concurrency 1, 4, 8, 16, 32, with the decode
 #      step time beside the bandwidth floor (the measured copy bandwidth);
@@ -71,13 +72,14 @@ if [ "$emulated" = 1 ]; then
 	cli=build/emu/cbllm-cli
 	engine_prog=build/emu/cbllm-engine
 	device_tests=(build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu \
-		build/test/test_families_emu build/test/test_cuda_quant_emu build/test/test_model_gguf_emu)
+		build/test/test_families_emu build/test/test_cuda_quant_emu build/test/test_model_gguf_emu \
+		build/test/test_longrope_emu)
 else
 	make -s -j"$(nproc)" CUDA=1 CUDA_ARCH="${CUDA_ARCH:--gencode arch=compute_90,code=sm_90}" all || fail "build"
 	cli=bin/cbllm-cli
 	engine_prog=bin/cbllm-engine
 	device_tests=(build/test/test_cuda_ops build/test/test_engine_cuda build/test/test_families \
-		build/test/test_cuda_quant build/test/test_model_gguf)
+		build/test/test_cuda_quant build/test/test_model_gguf build/test/test_longrope)
 fi
 
 models=$(mktemp -d)
@@ -142,6 +144,18 @@ for a in "${fam_args[@]}"; do
 		tee "$out/families_$f.tap"
 	[ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/families_$f.tap" || fail "$f checks"
 done
+
+part "longrope's per-sequence factor set on the GPU: the float64 reference on the CPU, then the GPU against it"
+$PY test/tools/gen_model.py "$models/phi3-longrope" --family phi3-128k --hidden 64 --layers 2 --heads 4 \
+	--kv-heads 2 --intermediate 160 --vocab 400 --seed 24 >/dev/null &&
+	$PY test/tools/decisive_model.py "$models/phi3-longrope" --signal 0.2 >/dev/null &&
+	$PY test/tools/reference.py "$models/phi3-longrope" --greedy 16 --prompt-ids "1 15 267 42 300" \
+		>"$models/phi3-longrope.short" &&
+	$PY test/tools/reference.py "$models/phi3-longrope" --greedy 16 --prompt-ids "$fam_ids" \
+		>"$models/phi3-longrope.long" || fail "phi3-longrope model"
+"${device_tests[5]}" "$models/phi3-longrope" "$models/phi3-longrope.short" "$models/phi3-longrope.long" cuda |
+	tee "$out/longrope.tap"
+[ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/longrope.tap" || fail "longrope checks"
 
 part "greedy tokens, CPU then GPU"
 ids="1 15 267 42 300 7 99 180"

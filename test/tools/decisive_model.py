@@ -19,7 +19,6 @@ margins exceed quantization noise by a wide factor.  Only the LM head changes.
 """
 
 import argparse
-import json
 import os
 import sys
 
@@ -27,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference  # noqa: E402
+import safetensors_f32  # noqa: E402
 
 
 def main(argv=None):
@@ -46,21 +46,7 @@ def main(argv=None):
     succ = emb[np.argsort(perm)] / np.sqrt((emb ** 2).mean(axis=1, keepdims=True))[np.argsort(perm)]
     head = a.signal * succ + (1 - a.signal) * t["lm_head.weight"] * np.sqrt(hidden)
     t["lm_head.weight"] = head / np.sqrt(hidden)
-    names = list(t)
-    header, offset = {}, 0
-    for n in names:
-        size = t[n].size * 4
-        header[n] = {"dtype": "F32", "shape": list(t[n].shape), "data_offsets": [offset, offset + size]}
-        offset += size
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(len(h).to_bytes(8, "little"))
-        f.write(h)
-        for n in names:
-            f.write(np.ascontiguousarray(t[n], dtype="<f4").tobytes())
-    os.replace(tmp, path)
+    safetensors_f32.write(path, t)
 
 
 if __name__ == "__main__":

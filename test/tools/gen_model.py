@@ -6,7 +6,7 @@
                  [--seed 0] [--max-pos 2048] [--rope-theta 10000] [--rms-eps 1e-5]
                  [--shards 1] [--tokenizer-from DIR] [--arch llama|mistral]
                  [--sliding-window N] [--attn-bias] [--arch-name NAME] [--pad-vocab N]
-                 [--no-weights] [--head-dim N] [--query-pre-attn-scalar N]
+                 [--tokens-beyond N] [--no-weights] [--head-dim N] [--query-pre-attn-scalar N]
                  [--family qwen2|qwen3|gemma3|llama3|llama3.1|phi3|phi3-128k]
                  [--sliding-window-pattern N] [--rope-scaling JSON]
                  [--max-window-layers M] [--untied]
@@ -25,7 +25,10 @@ sets config.json's torch_dtype, bfloat16 unless given.
 as HF Llama has it); --arch-name NAME writes NAME as config.json's architecture, for
 tests of architectures that only a test registers.  --pad-vocab N makes config.json's
 vocab_size N more than the tokenizer's ids, with embedding and lm_head rows for them, as
-Qwen and Phi-3 checkpoints pad theirs.
+Qwen and Phi-3 checkpoints pad theirs.  --tokens-beyond N does the opposite: the tokenizer
+gets N special added tokens past config.json's vocab_size, which has no embedding rows for
+them, as Gemma-3's tokenizer.json holds <image_soft_token> = 262144 over 262144 rows; the
+first is named <image_soft_token>, the others <beyond_K>.
 
 --family NAME writes that family's real config.json layout (the fields and values of
 Qwen2.5-0.5B-Instruct, Qwen3-0.6B or gemma-3-1b-it, shrunk to the sizes given) and
@@ -141,6 +144,8 @@ def parse_args(argv):
     p.add_argument("--arch-name", metavar="NAME", help="config.json's architecture name")
     p.add_argument("--pad-vocab", type=int, default=0, metavar="N",
                    help="vocab_size N beyond the tokenizer's ids")
+    p.add_argument("--tokens-beyond", type=int, default=0, metavar="N",
+                   help="N tokenizer entries past vocab_size, without embedding rows")
     p.add_argument("--no-weights", action="store_true",
                    help="write config and tokenizer only, for the dummy load format")
     p.add_argument("--family", choices=sorted(FAMILIES),
@@ -183,6 +188,8 @@ def parse_args(argv):
             p.error("--sliding-window needs --arch mistral")
         if a.sliding_window < 1:
             p.error("--sliding-window must be at least 1")
+    if a.tokens_beyond and (a.pad_vocab or a.tokenizer_from):
+        p.error("--tokens-beyond goes with neither --pad-vocab nor --tokenizer-from")
     if a.no_weights and a.shards != 1:
         p.error("--shards needs weights: it cannot go with --no-weights")
     n_tensors = len(tensor_specs(a, a.vocab))
@@ -261,8 +268,9 @@ def fill_merges(pieces, known, n_more):
     raise SystemExit("gen_model.py: cannot make %d more merges" % n_more)
 
 
-def build_tokenizer(vocab_size):
-    """A Llama-2-shaped tokenizer.json dict with exactly vocab_size pieces."""
+def build_tokenizer(vocab_size, beyond=0):
+    """A Llama-2-shaped tokenizer.json dict with exactly vocab_size pieces, and beyond special
+    added tokens after them."""
     words = corpus_words()
     alphabet = corpus_alphabet(words)
     n_merges = vocab_size - FIRST_LEARNT_ID - len(alphabet)
@@ -284,13 +292,16 @@ def build_tokenizer(vocab_size):
     for c in alphabet:
         vocab[c] = len(vocab)
     assert len(vocab) == vocab_size
-    return llama2_tokenizer_json(vocab, ["%s %s" % m for m in merges])
+    extra = ["<image_soft_token>"] + ["<beyond_%d>" % k for k in range(1, beyond)]
+    return llama2_tokenizer_json(vocab, ["%s %s" % m for m in merges], extra[:beyond])
 
 
-def llama2_tokenizer_json(vocab, merges):
-    """Wrap a BPE vocabulary and merge list in Llama-2's tokenizer.json structure."""
+def llama2_tokenizer_json(vocab, merges, extra=()):
+    """Wrap a BPE vocabulary and merge list in Llama-2's tokenizer.json structure; extra
+    names special tokens added after the vocabulary's ids."""
+    specials = list(enumerate(SPECIAL_TOKENS)) + [(len(vocab) + k, t) for k, t in enumerate(extra)]
     added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-              "normalized": False, "special": True} for i, t in enumerate(SPECIAL_TOKENS)]
+              "normalized": False, "special": True} for i, t in specials]
     bos = {"SpecialToken": {"id": "<s>", "type_id": 0}}
     return {
         "version": "1.0",
@@ -342,9 +353,10 @@ def write_tokenizer(a, out_dir):
         for name in ("tokenizer.json", "tokenizer_config.json"):
             shutil.copyfile(os.path.join(a.tokenizer_from, name), os.path.join(out_dir, name))
         return copied_vocab_size(a.tokenizer_from)
-    write_json(os.path.join(out_dir, "tokenizer.json"), build_tokenizer(a.vocab), compact=True)
+    write_json(os.path.join(out_dir, "tokenizer.json"), build_tokenizer(a.vocab, a.tokens_beyond),
+               compact=True)
     write_json(os.path.join(out_dir, "tokenizer_config.json"), tokenizer_config(a.max_pos))
-    return a.vocab
+    return a.vocab  # the embeddings' rows: any --tokens-beyond lie past them
 
 
 # --------------------------------------------------------------------------- config

@@ -32,6 +32,14 @@ The families' differences, from their HF definitions (config.json's model_type):
 --logits prints one line per prompt position: vocab_size numbers in "%.17g".
 --greedy N appends N argmax tokens (never stopping at EOS) and prints the generated ids
 on one line.  Greedy decoding keeps a KV cache; each step runs only the new token.
+
+Longrope (Phi-3 128k) chooses its factor set per sequence as transformers does: a forward
+over a sequence longer than original_max_position_embeddings rotates every position with
+long_factor, else with short_factor (rope_ref.py); the prompt's logits take the set of the
+prompt's length.  When greedy decoding makes the sequence longer than that, the cache
+(computed with the short set) is dropped and the whole sequence, generated tokens
+included, is computed again with the long set, as Phi-3's prepare_inputs_for_generation
+does at that length.
 """
 
 import argparse
@@ -188,8 +196,9 @@ def gelu_tanh(x):
 ACTIVATIONS = {"silu": silu, "gelu_pytorch_tanh": gelu_tanh}
 
 
-def attention(m, i, h, pos, cache):
-    """Self-attention of layer i for new rows h [T, hidden] at positions pos; grows cache."""
+def attention(m, i, h, pos, cache, long_):
+    """Self-attention of layer i for new rows h [T, hidden] at positions pos, rotated in the
+    long RoPE factor set or the short one; grows cache."""
     def heads(name, n):  # [T, n * head_dim] -> [n, T, head_dim]
         y = m.linear(i, "self_attn." + name, h)
         return y.reshape(h.shape[0], n, m.head_dim).transpose(1, 0, 2)
@@ -198,8 +207,8 @@ def attention(m, i, h, pos, cache):
     if m.qk_norm:  # each head RMSNormed over head_dim
         q, k = m.layer_norm(i, "self_attn.q_norm", q), m.layer_norm(i, "self_attn.k_norm", k)
     rope_index, window = m.positions[i]
-    q = rope_ref.apply_rope(q, pos, m.ropes[rope_index])
-    k = rope_ref.apply_rope(k, pos, m.ropes[rope_index])
+    q = rope_ref.apply_rope(q, pos, m.ropes[rope_index], long_)
+    k = rope_ref.apply_rope(k, pos, m.ropes[rope_index], long_)
     v = heads("v_proj", m.n_kv_heads)
     ks, vs, kpos = cache[i]
     ks, vs, kpos = np.concatenate([ks, k], 1), np.concatenate([vs, v], 1), np.append(kpos, pos)
@@ -218,15 +227,23 @@ def attention(m, i, h, pos, cache):
     return m.linear(i, "self_attn.o_proj", out)
 
 
-def forward(m, ids, cache):
-    """Logits [T, vocab] for tokens ids that follow the cache's tokens; extends the cache."""
+def takes_long(m, seq_len):
+    """Whether a sequence of seq_len tokens rotates with the long RoPE factor set."""
+    return any(r.takes_long(seq_len) for r in m.ropes)
+
+
+def forward(m, ids, cache, long_=None):
+    """Logits [T, vocab] for tokens ids that follow the cache's tokens; extends the cache.
+    long_: the RoPE factor set (None: the one of the sequence's length after ids)."""
     start = len(cache[0][2])
+    if long_ is None:
+        long_ = takes_long(m, start + len(ids))
     pos = np.arange(start, start + len(ids), dtype=np.float64)
     x = m.w["model.embed_tokens.weight"][np.asarray(ids)] * m.embed_scale
     act = ACTIVATIONS[m.act]
     for i in range(m.n_layers):
         h = m.layer_norm(i, "input_layernorm", x)
-        a = attention(m, i, h, pos, cache)
+        a = attention(m, i, h, pos, cache, long_)
         if m.sandwich:
             a = m.layer_norm(i, "post_attention_layernorm", a)
         x = x + a
@@ -247,13 +264,22 @@ def empty_cache(m):
 
 
 def greedy(m, ids, n):
-    """The n argmax tokens that follow prompt ids."""
+    """The n argmax tokens that follow prompt ids.  The cache holds one RoPE factor set; a
+    sequence that grows into the long set drops it and is computed again (see above)."""
+    seq = list(ids)
+    long_ = takes_long(m, len(seq))
     cache = empty_cache(m)
-    logits, out = forward(m, ids, cache), []
+    logits, out = forward(m, seq, cache, long_), []
     for step in range(n):
         out.append(int(np.argmax(logits[-1])))
-        if step + 1 < n:
-            logits = forward(m, [out[-1]], cache)
+        seq.append(out[-1])
+        if step + 1 == n:
+            break
+        if not long_ and takes_long(m, len(seq)):
+            long_, cache = True, empty_cache(m)
+            logits = forward(m, seq, cache, True)
+        else:
+            logits = forward(m, [out[-1]], cache, long_)
     return out
 
 

@@ -9,15 +9,18 @@ test_rope: DIR/NAME.json (a config.json) and DIR/NAME.expect, the numbers this m
 computes for it:
 
     layers R0:W0 R1:W1 ...       per layer: its RoPE (0 global, 1 local) and window (0 none)
-    rope K ATTN SWITCH           RoPE K: the cos/sin factor, first position of the long set (-1)
-    inv0 f_0 ... f_{d/2-1}       inverse frequencies below SWITCH
-    inv1 ...                     from SWITCH on (the same set when SWITCH is -1)
+    rope K ATTN LONG_FROM        RoPE K: the cos/sin factor, and the sequence length past
+                                 which the long set applies (-1: one set)
+    inv0 f_0 ... f_{d/2-1}       inverse frequencies of the short (or only) set
+    inv1 ...                     of the long set (the same set when LONG_FROM is -1)
 
 The RoPE types follow HF's rope_type definitions (modeling_rope_utils): default, linear,
-llama3, yarn, dynamic and longrope (su).  Two rules are cbllm's, as its rope.h states:
-dynamic NTK uses one static base, the one HF reaches at seq_len = factor *
-max_position_embeddings; longrope picks short_factor for positions below
-original_max_position_embeddings and long_factor from there on, per position.
+llama3, yarn, dynamic and longrope (su).  Longrope chooses its set per sequence as HF
+transformers does: long_factor for a sequence longer than original_max_position_embeddings
+(seq_len = max(position_ids) + 1 of the forward), short_factor otherwise; reference.py
+drops its cache and recomputes with the long set when generation passes that length, as
+Phi-3's generate does.  One rule is cbllm's, as its rope.h states: dynamic NTK uses one
+static base, the one HF reaches at seq_len = factor * max_position_embeddings.
 """
 
 import argparse
@@ -29,25 +32,29 @@ import numpy as np
 
 
 class Rope:
-    """One RoPE configuration turned into numbers: inv[0] below switch, inv[1] from it on."""
+    """One RoPE configuration turned into numbers: inv[0] the short (or only) set, inv[1]
+    the long set, which a sequence longer than long_from takes."""
 
-    def __init__(self, inv_short, inv_long=None, switch=None, attn=1.0):
+    def __init__(self, inv_short, inv_long=None, long_from=None, attn=1.0):
         self.inv = [inv_short, inv_short if inv_long is None else inv_long]
-        self.switch = switch  # None: one set for every position
+        self.long_from = long_from  # None: one set for every sequence
         self.attn = attn
 
-    def angles(self, pos):
-        """cos and sin [T, d] (HF's cat(freqs, freqs)) at positions pos [T], times attn."""
-        pos = np.asarray(pos, dtype=np.float64)
-        long_ = np.zeros(pos.shape, bool) if self.switch is None else pos >= self.switch
-        freqs = np.where(long_[:, None], np.outer(pos, self.inv[1]), np.outer(pos, self.inv[0]))
+    def takes_long(self, seq_len):
+        """Whether a sequence of seq_len tokens takes the long set."""
+        return self.long_from is not None and seq_len > self.long_from
+
+    def angles(self, pos, long_=False):
+        """cos and sin [T, d] (HF's cat(freqs, freqs)) at positions pos [T] in the long set
+        or the short one, times attn."""
+        freqs = np.outer(np.asarray(pos, dtype=np.float64), self.inv[1 if long_ else 0])
         emb = np.concatenate([freqs, freqs], axis=-1)
         return np.cos(emb) * self.attn, np.sin(emb) * self.attn
 
 
-def apply_rope(x, pos, rope):
-    """Rotate x [heads, T, d] at positions pos [T] (HF rotate_half)."""
-    cos, sin = rope.angles(pos)
+def apply_rope(x, pos, rope, long_=False):
+    """Rotate x [heads, T, d] at positions pos [T] (HF rotate_half) in the given set."""
+    cos, sin = rope.angles(pos, long_)
     d = x.shape[-1]
     rotated = np.concatenate([-x[..., d // 2:], x[..., :d // 2]], axis=-1)
     return x * cos + rotated * sin
@@ -249,7 +256,7 @@ def write_cases(out_dir):
             json.dump(cfg, f, indent=2)
         lines = ["layers " + " ".join("%d:%d" % (r, w or 0) for r, w in layers)]
         for k, r in enumerate(ropes):
-            lines.append("rope %d %.17g %d" % (k, r.attn, -1 if r.switch is None else r.switch))
+            lines.append("rope %d %.17g %d" % (k, r.attn, -1 if r.long_from is None else r.long_from))
             for s in range(2):
                 lines.append("inv%d " % s + " ".join("%.17g" % v for v in r.inv[s]))
         with open(os.path.join(out_dir, name + ".expect"), "w") as f:

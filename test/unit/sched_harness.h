@@ -46,11 +46,11 @@ typedef struct harness
 	sched_result res[MAXR];
 } harness;
 
-/* Limits for the tests: the budgets given, recompute, no static batching. */
+/* Limits for the tests: the budgets given, recompute, no static batching, no long RoPE set. */
 static sched_limits
 Limits(int max_seqs, int budget)
 {
-	return (sched_limits) {max_seqs, budget, CBLLM_PREEMPT_RECOMPUTE, false, 1024, 0};
+	return (sched_limits) {max_seqs, budget, CBLLM_PREEMPT_RECOMPUTE, false, 1024, 0, 0};
 }
 
 /* The preemption modes every workload test runs in: recompute and swap, with and without prefix caching. */
@@ -150,11 +150,11 @@ IndexOf(const harness *h, const cbllm_request *r)
 	return (int) r->id - 1;
 }
 
-/* The tag of position p of r: its salt and tokens [0, p]. */
+/* The tag of position p of r: its salt, its RoPE factor set and tokens [0, p]. */
 static uint64_t
 Tag(const cbllm_request *r, int p)
 {
-	uint64_t	t = 0x9e3779b97f4a7c15ULL ^ r->cache_salt;
+	uint64_t	t = 0x9e3779b97f4a7c15ULL ^ r->cache_salt ^ ((uint64_t) r->rope_set << 62);
 
 	for (int i = 0; i <= p; i++)
 		t = (t ^ (uint64_t) (uint32_t) r->tokens[i]) * 0x100000001b3ULL;

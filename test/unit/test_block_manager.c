@@ -218,7 +218,7 @@ static bm_block_key
 key_for(const block_manager *bm, const int32_t *tokens, uint64_t parent_hash, uint64_t parent,
 		uint64_t salt)
 {
-	bm_block_key k;
+	bm_block_key k = {0};
 
 	k.tokens = tokens;
 	k.salt = salt;
@@ -464,21 +464,24 @@ test_table_allocate_all_or_nothing(void)
  * covered.
  */
 static int
-run_sequence(block_manager *bm, const int32_t *tok, int n, uint64_t salt)
+run_sequence(block_manager *bm, const int32_t *tok, int n, bm_scope scope)
 {
 	block_table t = {0};
-	int			hit = bm_match_prefix(bm, &t, tok, n, salt);
+	int			hit = bm_match_prefix(bm, &t, tok, n, scope);
 
 	if (bm_allocate(bm, &t, n) != CBLLM_OK)
 		hit = -1;
 	else
-		bm_cache_blocks(bm, &t, tok, salt, n);
+		bm_cache_blocks(bm, &t, tok, scope, n);
 	bm_release_table(bm, &t);
 	bm_table_free(&t);
 	return hit;
 }
 
-/* A second run of a prompt shares its full blocks, never its last token; salts and the switch are honoured. */
+/*
+ * A second run of a prompt shares its full blocks, never its last token;
+ * salts, RoPE factor sets and the switch are honoured.
+ */
 static void
 test_table_prefix_match(void)
 {
@@ -492,16 +495,19 @@ test_table_prefix_match(void)
 	fill_tokens(tok, 9, 0);
 	fill_tokens(other, 9, 0);
 	other[5] = 1;				/* differs in the second block */
-	TAP_OK(run_sequence(bm, tok, 9, 0) == 0, "a first 9-token run finds nothing cached");
+	TAP_OK(run_sequence(bm, tok, 9, (bm_scope) {0, 0}) == 0, "a first 9-token run finds nothing cached");
 	TAP_OK(bm->n_evictable == 2, "its 2 full blocks stay cached after release, the partial third does not (%d)",
 		   bm->n_evictable);
-	TAP_OK(run_sequence(bm, tok, 9, 0) == 8, "the same 9 tokens again reuse both full blocks: 8 positions");
-	TAP_OK(run_sequence(bm, tok, 8, 0) == 4,
+	TAP_OK(run_sequence(bm, tok, 9, (bm_scope) {0, 0}) == 8, "the same 9 tokens again reuse both full blocks: 8 positions");
+	TAP_OK(run_sequence(bm, tok, 8, (bm_scope) {0, 0}) == 4,
 		   "an 8-token prompt reuses only its first block: its last token is always computed");
-	TAP_OK(run_sequence(bm, other, 9, 0) == 4,
+	TAP_OK(run_sequence(bm, other, 9, (bm_scope) {0, 0}) == 4,
 		   "a prompt that differs in its second block reuses only the first");
-	TAP_OK(run_sequence(bm, tok, 9, 5) == 0, "the same tokens under another salt reuse nothing");
-	TAP_OK(run_sequence(off, tok, 9, 0) == 0 && run_sequence(off, tok, 9, 0) == 0 &&
+	TAP_OK(run_sequence(bm, tok, 9, (bm_scope) {5, 0}) == 0, "the same tokens under another salt reuse nothing");
+	TAP_OK(run_sequence(bm, tok, 9, (bm_scope) {0, 1}) == 0 &&
+		   run_sequence(bm, tok, 9, (bm_scope) {0, 1}) == 8 && run_sequence(bm, tok, 9, (bm_scope) {0, 0}) == 8,
+		   "the same tokens and salt computed with the other RoPE factor set reuse nothing, and each set reuses its own");
+	TAP_OK(run_sequence(off, tok, 9, (bm_scope) {0, 0}) == 0 && run_sequence(off, tok, 9, (bm_scope) {0, 0}) == 0 &&
 		   off->n_evictable == 0 && off->prefix_queries == 0,
 		   "with prefix caching off nothing is registered or looked up");
 	TAP_OK(bm_available(bm) == 16 && bm_available(off) == 16, "no block is held after the runs");
@@ -521,10 +527,10 @@ test_table_cache_blocks(void)
 		return;
 	fill_tokens(tok, 12, 3);
 	bm_allocate(bm, &t, 12);
-	bm_cache_blocks(bm, &t, tok, 0, 7);
+	bm_cache_blocks(bm, &t, tok, (bm_scope) {0}, 7);
 	TAP_OK(t.n_hashed == 1 && bm_serial(bm, t.ids[0]) != 0 && bm_serial(bm, t.ids[1]) == 0,
 		   "7 computed positions register block 0 only");
-	bm_cache_blocks(bm, &t, tok, 0, 8);
+	bm_cache_blocks(bm, &t, tok, (bm_scope) {0}, 8);
 	TAP_OK(t.n_hashed == 2 && bm_serial(bm, t.ids[1]) != 0 && t.serials[1] == bm_serial(bm, t.ids[1]),
 		   "the 8th position registers block 1, and the table records its serial");
 	bm_release_table(bm, &t);
@@ -534,7 +540,7 @@ test_table_cache_blocks(void)
 	bm_reset_prefix(bm);
 	bm_allocate(bm, &t, 12);
 	bm_drop_window(bm, &t, 9);
-	bm_cache_blocks(bm, &t, tok, 0, 12);
+	bm_cache_blocks(bm, &t, tok, (bm_scope) {0}, 12);
 	TAP_OK(t.ids[0] == -1 && t.n_hashed == 3 && bm_serial(bm, t.ids[1]) == 0 &&
 		   bm_serial(bm, t.ids[2]) == 0 && bm->n_evictable == 0,
 		   "after block 0 was dropped unoffered, blocks 1 and 2 are hashed but never registered");

@@ -586,7 +586,7 @@ TestAttention(int window, int hd)
 				pos[6] = {5, 6, 7, 8, 9, 20},
 				seq[6] = {0, 0, 0, 0, 0, 1};
 	int64_t		slot[6] = {0};
-	fwd_batch	b = {6, NULL, pos, seq, slot, 2, tables, 0, NULL, false};
+	fwd_batch	b = {6, NULL, pos, seq, slot, 2, tables, 0, NULL, false, NULL};
 	int			T = 6,
 				H = 4;
 	size_t		nq = (size_t) T * H * hd;

@@ -94,7 +94,7 @@ RopeGap(const cbllm_model_config *hf, const cbllm_model_config *gg)
 	{
 		if (rope_freqs_build(&hf->rope[r], hf->head_dim, a, &err) != CBLLM_OK ||
 			rope_freqs_build(&gg->rope[r], gg->head_dim, b, &err) != CBLLM_OK ||
-			a->switch_pos != b->switch_pos)
+			a->long_from != b->long_from)
 		{
 			worst = INFINITY;
 			goto done;

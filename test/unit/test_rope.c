@@ -6,12 +6,13 @@
  *   CASES_DIR   written by rope_ref.py --cases-dir CASES_DIR at test time:
  *               NAME.json (a config.json) and NAME.expect (rope_ref.py's
  *               numbers for it: each layer's RoPE and window, each RoPE's
- *               attention factor, long-set switch and inverse frequencies)
+ *               attention factor, the sequence length past which its long
+ *               set applies, and both sets' inverse frequencies)
  *
  * Each case is parsed by model_config_parse, its RoPE configurations go
  * through rope_freqs_build, and everything is compared with the expectation
- * (frequencies to 1e-12 relative); rope_fill is checked to use the set and
- * factor the expectation says at positions on both sides of the switch.
+ * (frequencies to 1e-12 relative); rope_fill is checked to use the set it
+ * is given, with the expected factor, at the same position.
  */
 #include <dirent.h>
 #include <limits.h>
@@ -96,21 +97,21 @@ InvError(char *line, const double *inv, int half)
 	return i == half ? worst : INFINITY;
 }
 
-/* One RoPE: its "rope K ATTN SWITCH" line and the two frequency lines. */
+/* One RoPE: its "rope K ATTN LONG_FROM" line and the two frequency lines. */
 static void
 CheckRope(const cbllm_model_config *cfg, int k, char *lines[3], const char *name)
 {
 	rope_freqs *f = malloc(sizeof(*f));
 	cbllm_err	err = {{0}};
 	int			kk,
-				sw;
+				from;
 	double		attn,
 				e0,
 				e1;
 	float		cs[ROPE_MAX_HALF],
 				sn[ROPE_MAX_HALF];
 
-	if (f == NULL || sscanf(lines[0], "rope %d %lf %d", &kk, &attn, &sw) != 3 || kk != k ||
+	if (f == NULL || sscanf(lines[0], "rope %d %lf %d", &kk, &attn, &from) != 3 || kk != k ||
 		rope_freqs_build(&cfg->rope[k], cfg->head_dim, f, &err) != CBLLM_OK)
 	{
 		TAP_OK(false, "%s: RoPE %d builds (%s)", name, k, err.msg);
@@ -123,24 +124,27 @@ CheckRope(const cbllm_model_config *cfg, int k, char *lines[3], const char *name
 		   "%s: RoPE %d (%s) inverse frequencies match rope_ref.py (rel err %.2g, %.2g)", name, k,
 		   rope_type_name(cfg->rope[k].type), e0, e1);
 	TAP_OK(fabs(f->attn - attn) < 1e-12 * attn &&
-		   (sw < 0 ? f->switch_pos == INT_MAX : f->switch_pos == sw),
-		   "%s: RoPE %d attention factor %.6g (want %.6g) and long-set switch %d (want %d)", name,
-		   k, f->attn, attn, f->switch_pos == INT_MAX ? -1 : f->switch_pos, sw);
-	if (sw > 0)
+		   (from < 0 ? f->long_from == INT_MAX && rope_long_from(&cfg->rope[k]) == 0 :
+			f->long_from == from && rope_long_from(&cfg->rope[k]) == from),
+		   "%s: RoPE %d attention factor %.6g (want %.6g), long set past length %d (want %d)", name,
+		   k, f->attn, attn, f->long_from == INT_MAX ? -1 : f->long_from, from);
+	if (from > 0)
 	{
-		/* the position before the switch takes the short set, the switch itself the long one */
+		/* one position, rotated by each set as asked, whichever side of long_from it is */
 		int			i = f->half - 1;
 		bool		ok = true;
 
-		for (int p = sw - 1; p <= sw; p++)
-		{
-			double		a = p * f->inv_freq[p >= sw][i];
+		for (int set = 0; set < 2; set++)
+			for (int p = from - 1; p <= from; p++)
+			{
+				double		a = p * f->inv_freq[set][i];
 
-			rope_fill(f, p, cs, sn);
-			ok &= fabs(cs[i] - attn * cos(a)) < 1e-6 && fabs(sn[i] - attn * sin(a)) < 1e-6;
-		}
-		TAP_OK(ok, "%s: rope_fill uses the short set at position %d and the long set at %d",
-			   name, sw - 1, sw);
+				rope_fill(f, p, set, cs, sn);
+				ok &= fabs(cs[i] - attn * cos(a)) < 1e-6 && fabs(sn[i] - attn * sin(a)) < 1e-6;
+			}
+		TAP_OK(ok && f->inv_freq[0][i] != f->inv_freq[1][i],
+			   "%s: rope_fill rotates positions %d and %d by the set it is given, short or long",
+			   name, from - 1, from);
 	}
 	free(f);
 }

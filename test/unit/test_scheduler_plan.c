@@ -16,8 +16,11 @@
  * swapped requests resuming before later arrivals, no starvation (a victim
  * returns ahead of every later arrival; aging lifts a low priority above a
  * flood), sliding-window drops, prefix hits, requests that can never fit
- * reported rather than finished, and a constrained workload that completes
- * with every block back.
+ * reported rather than finished, a constrained workload that completes
+ * with every block back, and longrope's per-sequence factor set (a tag
+ * holds the set its position was computed in: a sequence that grows past
+ * long_rope_from computes every position again, and the prefix cache never
+ * mixes the sets).
  */
 #include "sched_harness.h"
 
@@ -457,6 +460,51 @@ TestConstrainedWorkloadCompletes(void)
 	}
 }
 
+/*
+ * A sequence that grows past long_rope_from gives back its blocks and,
+ * still running, computes every position again, its generated tokens
+ * included, in the long set; a prompt longer than it starts in the long
+ * set; a sequence that stays short keeps the short one; in every preemption
+ * mode, and beside prefix-cached blocks of the same tokens in the other set.
+ */
+static void
+TestLongRopeSwitch(void)
+{
+	for (int c = 0; c < N_PREEMPT_CASES; c++)
+	{
+		const preempt_case *pc = &PREEMPT_CASES[c];
+		sched_limits lim = Limits(4, 8);
+		harness    *h;
+		int			a,
+					b,
+					d,
+					redo = 0;
+
+		lim.preempt_mode = pc->mode;
+		lim.long_rope_from = 10;
+		if ((h = Init(lim, 12, pc->n_swap, 0, pc->prefix)) == NULL)
+			continue;
+		a = Submit(h, 6, 0, 12, 3);	/* 6 + 12 tokens: long from its 11th */
+		b = Submit(h, 14, 0, 4, 3);	/* shares a's first 6 tokens, long throughout */
+		d = Submit(h, 6, 0, 3, 3);	/* a's prompt, 9 tokens at most: short throughout */
+		for (int s = 0; s < 200 && (h->waiting.n > 0 || h->running.n > 0); s++)
+		{
+			const sched_plan *p = Step(h);
+
+			for (int i = 0; i < p->n_seqs; i++)
+				redo += p->seqs[i].req == h->req[a] && p->seqs[i].start == 0 &&
+					h->req[a]->n_tokens > h->req[a]->n_prompt;
+		}
+		TAP_OK(h->waiting.n == 0 && h->running.n == 0 && h->memory_ok &&
+			   h->why[a] == CBLLM_FINISH_LENGTH && h->why[b] == CBLLM_FINISH_LENGTH &&
+			   h->why[d] == CBLLM_FINISH_LENGTH && redo > 0 && h->req[a]->rope_set == 1 &&
+			   h->req[b]->rope_set == 1 && h->req[d]->rope_set == 0 && AllFree(h),
+			   "%s: the sequence growing past 10 recomputes from position 0 in the long set (%d), the long prompt starts in it, the short one stays short, every position read holds its set's KV",
+			   pc->name, redo);
+		Done();
+	}
+}
+
 int
 main(void)
 {
@@ -472,5 +520,6 @@ main(void)
 	TestPrefixHitsSkipPrefill();
 	TestNeverFitReportedNotFinished();
 	TestConstrainedWorkloadCompletes();
+	TestLongRopeSwitch();
 	return tap_done();
 }
