@@ -3,9 +3,11 @@
  *
  *   cbllm-cli generate -m DIR (-p TEXT | --prompt-ids "1 2 3") [options]
  *   cbllm-cli tokenize -m DIR [--raw]          (text on standard input)
- *   cbllm-cli tokenize -m DIR --jsonl [--special] | --bench FILE
+ *   cbllm-cli tokenize -m DIR --jsonl [--special] [--literal] | --bench FILE
  *   cbllm-cli detokenize -m DIR --jsonl [--raw]  (see cli_tokenize.c)
  *   cbllm-cli logits   -m DIR --prompt-ids "1 2 3"
+ *   cbllm-cli perplexity -m DIR --context N   (text on standard input; cli_perplexity.c)
+ *   cbllm-cli greedy   -m DIR -n N            (JSON id-array lines on standard input; cli_greedy.c)
  *   cbllm-cli bench    -m DIR [--concurrency 1,4,8,16,32] [--requests N] [--prompt-len A..B]
  *                      [--gen-len A..B] [--static | --static-admission] [--json] [--bandwidth GBPS]
  *                      (the serving workload; GBPS adds each decode step's bandwidth floor)
@@ -25,6 +27,7 @@
 #include "cli_bench.h"
 #include "cli_constraint.h"
 #include "cli_chat.h"
+#include "cli_score.h"
 #include "cli_tokenize.h"
 #include "cli_workload.h"
 #include "tokenizer.h"
@@ -40,10 +43,13 @@ Usage(FILE *f)
 		  "            [--json-schema FILE | --regex RE]   (the output must match; also for bench,\n"
 		  "            which then prints the compile cost, and bench-steps, which times both)\n"
 		  "  cbllm-cli tokenize -m DIR [--raw]        reads text from standard input\n"
-		  "  cbllm-cli tokenize -m DIR --jsonl [--special]   JSON string lines -> id array lines\n"
+		  "  cbllm-cli tokenize -m DIR --jsonl [--special] [--literal]   JSON string lines -> id array\n"
+		  "            lines (--literal: added-token text is not parsed; DIR may be a GGUF file)\n"
 		  "  cbllm-cli tokenize -m DIR --bench FILE   tokenizer load time and encoding MB/s\n"
 		  "  cbllm-cli detokenize -m DIR --jsonl [--raw]     id array lines -> JSON string lines\n"
 		  "  cbllm-cli logits -m DIR --prompt-ids \"ID ...\"\n"
+		  "  cbllm-cli perplexity -m DIR --context N   perplexity of standard input, as llama-perplexity\n"
+		  "  cbllm-cli greedy -m DIR -n N   JSON prompt-id array lines -> greedy ids and top-2 margins\n"
 		  "  cbllm-cli bench -m DIR [--concurrency 1,4,8,16,32] [--requests N] [--prompt-len A..B]\n"
 		  "            [--gen-len A..B] [--prefix-len N] [--temp T] [--top-p P] [--seed S]\n"
 		  "            [--static | --static-admission] [--json] [--bandwidth GBPS]\n"
@@ -209,6 +215,8 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 			o->tok.jsonl = true, takes = 0;
 		else if (strcmp(a, "--special") == 0)
 			o->tok.special = true, takes = 0;
+		else if (strcmp(a, "--literal") == 0)
+			o->tok.literal = true, takes = 0;
 		else if (strcmp(a, "--no-bos") == 0)
 			o->no_bos = true, takes = 0;
 		else if (strcmp(a, "--ignore-eos") == 0)
@@ -574,6 +582,10 @@ main(int argc, char **argv)
 		return cli_detokenize_run(&o.tok);
 	if (strcmp(argv[1], "logits") == 0)
 		return CmdLogits(&o);
+	if (strcmp(argv[1], "perplexity") == 0)
+		return cli_perplexity_run(&o.ep, o.bench.context);
+	if (strcmp(argv[1], "greedy") == 0)
+		return cli_greedy_run(&o.ep, o.sp.max_tokens);
 	if (strcmp(argv[1], "bench") == 0)
 	{
 		o.work.temperature = o.temp_given ? o.sp.temperature : -1;

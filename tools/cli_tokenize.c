@@ -15,8 +15,11 @@
  *                                         FILE encoded 3 times on one thread:
  *                                         the median MB/s
  *
- * DIR needs only tokenizer.json (and tokenizer_config.json).  Every failure
- * prints one line "cbllm-cli: error: ..." and exits 1.
+ * DIR needs only tokenizer.json (and tokenizer_config.json); a GGUF file, or a
+ * directory holding one and no tokenizer.json, gives its tokenizer.ggml.*
+ * vocabulary instead.  --literal (with --jsonl) leaves added-token text as
+ * text, as llama.cpp's parse_special false.  Every failure prints one line
+ * "cbllm-cli: error: ..." and exits 1.
  */
 #include "cli_tokenize.h"
 
@@ -24,7 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "model.h"
 #include "tokenizer.h"
 
 #define BENCH_RUNS	3
@@ -37,17 +42,40 @@ fail(const char *what, const char *msg)
 	return 1;
 }
 
-/* Load the tokenizer of o->model_dir; prints the error on failure. */
+/* The tokenizer of the GGUF file at path, into *tok. */
+static int
+load_gguf(const char *path, cbllm_tokenizer **tok, cbllm_err *err)
+{
+	gguf_file  *g = NULL;
+	int			rc = gguf_open(path, &g, err);
+
+	if (rc == CBLLM_OK)
+		rc = tokenizer_load_gguf(g, tok, err);
+	gguf_free(g);
+	return rc;
+}
+
+/* Load the tokenizer of o->model_dir (a GGUF file's where it names one); prints the error on failure. */
 static cbllm_tokenizer *
 load(const tokenize_opts *o)
 {
 	cbllm_tokenizer *tok = NULL;
 	cbllm_err	err = {{0}};
+	char	   *gguf_path = NULL;
+	char		json_path[4096];
 
 	if (o->model_dir == NULL)
+	{
 		fail("", "tokenize needs -m DIR");
-	else if (tokenizer_load(o->model_dir, &tok, &err) != CBLLM_OK)
+		return NULL;
+	}
+	snprintf(json_path, sizeof(json_path), "%s/tokenizer.json", o->model_dir);
+	if (access(json_path, R_OK) != 0 && model_gguf_path(o->model_dir, &gguf_path, &err) != CBLLM_OK)
 		fail("", err.msg);
+	else if (gguf_path != NULL ? load_gguf(gguf_path, &tok, &err) != CBLLM_OK :
+			 tokenizer_load(o->model_dir, &tok, &err) != CBLLM_OK)
+		fail("", err.msg);
+	free(gguf_path);
 	return tok;
 }
 
@@ -86,7 +114,7 @@ put_ids(const int32_t *ids, int n, bool json)
 static int
 tokenize_jsonl(const cbllm_tokenizer *tok, const tokenize_opts *o)
 {
-	tokenizer_encode_opts eo = {.add_bos = o->special, .parse_special = true};
+	tokenizer_encode_opts eo = {.add_bos = o->special, .parse_special = !o->literal};
 	char	   *line = NULL;
 	size_t		cap = 0;
 	ssize_t		len;

@@ -11,6 +11,7 @@ typedef struct tokenize_opts
 	bool		no_bos;			/* tokenize: no special tokens added */
 	bool		jsonl;			/* one JSON value per standard-input line */
 	bool		special;		/* tokenize --jsonl: add the post-processor's special tokens */
+	bool		literal;		/* tokenize --jsonl: added-token text stays text (no parse_special) */
 	const char *bench_file;		/* tokenize --bench FILE: load time and encoding speed */
 } tokenize_opts;
 
