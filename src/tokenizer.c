@@ -4,9 +4,11 @@
  * (GPT-2, Llama-3, Qwen).  The tables it reads are built by tokenizer_load.c
  * (see tokenizer_internal.h); decoding is in tokenizer_decode.c.
  *
- * Encoding (as HuggingFace): when parse_special is on, split the raw text on
- * the added tokens that are not normalized (special or not alike: the
- * default split_special_tokens = false), normalize each remaining piece
+ * Encoding (as HuggingFace): split the raw text on the added tokens that are
+ * not normalized (special or not alike when parse_special is on, as the
+ * default split_special_tokens = false; only the non-special ones when it is
+ * off, as split_special_tokens = true and as llama.cpp's parse_special false,
+ * which still matches user-defined tokens), normalize each remaining piece
  * (tokenizer_norm.c), split that on the normalized added tokens, pre-tokenize
  * (tokenizer_pretok.c), and run BPE on each word; then the post-processor's
  * ids go around the result when the caller adds special tokens.  Added
@@ -393,7 +395,8 @@ added_lookup(const cbllm_tokenizer *tok, const char *s, size_t len, bool normali
  * and the search goes on after it.
  */
 static const tok_added *
-find_added(const cbllm_tokenizer *tok, const char *s, size_t n, size_t from, bool normalized, size_t *at)
+find_added(const cbllm_tokenizer *tok, const char *s, size_t n, size_t from, bool normalized, bool special,
+		   size_t *at)
 {
 	for (size_t i = from; i < n && tok->n_added > 0; i++)
 	{
@@ -406,7 +409,7 @@ find_added(const cbllm_tokenizer *tok, const char *s, size_t n, size_t from, boo
 			const tok_added *a = len <= n - i && (tok->added_last[c][last >> 3] >> (last & 7) & 1) ?
 				added_lookup(tok, s + i, len, normalized) : NULL;
 
-			if (a == NULL)
+			if (a == NULL || (a->special && !special))
 				continue;
 			if (a->single_word && (word_char(s, i, true) || word_char(s + i + len, n - i - len, false)))
 			{
@@ -433,7 +436,7 @@ encode_split(tok_enc *e, const char *s, size_t n, bool normalized, bool at_start
 	for (size_t seg = 0;;)
 	{
 		size_t		ms = n, me = n, l;
-		const tok_added *a = e->parse_special ? find_added(e->tok, s, n, seg, normalized, &ms) : NULL;
+		const tok_added *a = find_added(e->tok, s, n, seg, normalized, e->parse_special, &ms);
 		int			rc = CBLLM_OK;
 
 		if (a != NULL)

@@ -89,7 +89,9 @@ const char *tokenizer_token_bytes(const cbllm_tokenizer *tok, int32_t id, char *
 typedef struct tokenizer_encode_opts
 {
 	bool		add_bos;		/* add the post-processor's special tokens (BOS for Llama, Gemma) */
-	bool		parse_special;	/* recognise added-token text such as "<s>" or "<|im_start|>" */
+	bool		parse_special;	/* recognise special added-token text such as "<s>" or
+								 * "<|im_start|>" (non-special added tokens are always
+								 * recognised, as in HuggingFace and llama.cpp) */
 } tokenizer_encode_opts;
 
 /*
