@@ -219,6 +219,41 @@ encodes_to(const cbllm_tokenizer *tok, const char *text, bool add_bos, const int
 	return ok;
 }
 
+/* Whether tok's ids for text, with special-token parsing off and no BOS, hold id. */
+static bool
+literal_holds(const cbllm_tokenizer *tok, const char *text, int32_t id)
+{
+	int32_t    *ids = NULL;
+	int			n = 0;
+	cbllm_err	err = {{0}};
+	bool		held = false;
+
+	if (tok && tokenizer_encode(tok, text, strlen(text), (tokenizer_encode_opts) {false, false},
+								&ids, &n, &err) == CBLLM_OK)
+		for (int i = 0; i < n; i++)
+			held |= ids[i] == id;
+	free(ids);
+	return held;
+}
+
+/* User-defined tokens are found in text without special-token parsing, but for the
+ * end-of-generation texts llama.cpp makes control tokens ("</s>"). */
+static void
+CheckUserDefined(const char *bad)
+{
+	char	   *path = cbllm_path_join(bad, "tiny_spm_user.gguf");
+	cbllm_tokenizer *t = NULL;
+	cbllm_err	err = {{0}};
+
+	TAP_OK(path && load_gguf(path, &t, &err) == CBLLM_OK, "a vocabulary with user-defined <s> and </s> loads");
+	TAP_OK(literal_holds(t, "a<s>", 1) && !tokenizer_is_special(t, 1),
+		   "without special-token parsing the user-defined <s> is still found, as llama.cpp finds it");
+	TAP_OK(t && !literal_holds(t, "a</s>", 2) && tokenizer_is_special(t, 2),
+		   "but the user-defined </s> is a control token, as llama.cpp makes it: its text stays text");
+	tokenizer_free(t);
+	free(path);
+}
+
 /* The tiny vocabularies: merging by score (SentencePiece) and by merges (byte-level). */
 static void
 CheckTiny(const char *bad)
@@ -326,6 +361,7 @@ main(int argc, char **argv)
 	}
 	TAP_OK(run_tool(argv[2], args), "gguf_vocab.py --bad writes the malformed and tiny files");
 	CheckTiny(bad);
+	CheckUserDefined(bad);
 	CheckBad(bad);
 	for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++)
 		CheckModel(argv[1], argv[2], work, models[m]);
