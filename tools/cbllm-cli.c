@@ -49,7 +49,7 @@ Usage(FILE *f)
 		  "  cbllm-cli detokenize -m DIR --jsonl [--raw]     id array lines -> JSON string lines\n"
 		  "  cbllm-cli logits -m DIR --prompt-ids \"ID ...\"\n"
 		  "  cbllm-cli perplexity -m DIR --context N   perplexity of standard input, as llama-perplexity\n"
-		  "  cbllm-cli greedy -m DIR -n N   JSON prompt-id array lines -> greedy ids and top-2 margins\n"
+		  "  cbllm-cli greedy -m DIR -n N   JSON prompt-id array lines -> greedy ids, top-2 margins and runners-up\n"
 		  "  cbllm-cli bench -m DIR [--concurrency 1,4,8,16,32] [--requests N] [--prompt-len A..B]\n"
 		  "            [--gen-len A..B] [--prefix-len N] [--temp T] [--top-p P] [--seed S]\n"
 		  "            [--static | --static-admission] [--json] [--bandwidth GBPS]\n"

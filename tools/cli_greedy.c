@@ -2,10 +2,11 @@
  * cli_greedy.c: cbllm-cli greedy -m MODEL -n N < PROMPTS
  *
  * Each standard-input line is a JSON array of prompt token ids; each output
- * line, in the same order, is {"ids": [...], "margins": [...]}: the N tokens
- * greedy decoding gives (end-of-generation tokens included and decoded past,
- * as a reference engine that takes the argmax of the raw logits at every step
- * does) and, at each step, the top token's logit minus the second's.  All the
+ * line, in the same order, is {"ids": [...], "margins": [...], "seconds": [...]}:
+ * the N tokens greedy decoding gives (end-of-generation tokens included and
+ * decoded past, as a reference engine that takes the argmax of the raw logits
+ * at every step does) and, at each step, the top token's logit minus the
+ * second's, and that second token.  All the
  * prompts are submitted together, so they share the engine's steps as served
  * requests do.
  */
@@ -24,6 +25,7 @@ typedef struct greedy_req
 	int64_t		id;
 	int32_t    *ids;			/* (n) generated */
 	float	   *margins;		/* (n) top-1 minus top-2 logit at each step */
+	int32_t    *seconds;		/* (n) the top-2 token at each step */
 	int			n_done;
 	bool		finished;
 } greedy_req;
@@ -91,8 +93,9 @@ ReadPrompts(greedy_req **reqs, int *n_reqs, int n)
 		memset(r, 0, sizeof(*r));
 		r->ids = malloc(sizeof(int32_t) * (size_t) n);
 		r->margins = malloc(sizeof(float) * (size_t) n);
+		r->seconds = malloc(sizeof(int32_t) * (size_t) n);
 		k++;
-		if (r->ids == NULL || r->margins == NULL || ParsePrompt(line, (size_t) len, r) != 0)
+		if (r->ids == NULL || r->margins == NULL || r->seconds == NULL || ParsePrompt(line, (size_t) len, r) != 0)
 		{
 			fprintf(stderr, "cbllm-cli: error: standard input line %d is not a JSON array of token ids\n", k);
 			free(line);
@@ -119,6 +122,7 @@ Collect(cbllm_engine *e, greedy_req *r, int n, cbllm_err *err)
 
 		r->ids[r->n_done] = out.tokens[i];
 		r->margins[r->n_done] = lp->n_top >= 2 ? lp->top_logprobs[0] - lp->top_logprobs[1] : 0;
+		r->seconds[r->n_done] = lp->n_top >= 2 ? lp->top_ids[1] : -1;
 	}
 	if (out.finish == CBLLM_FINISH_ERROR)
 	{
@@ -139,6 +143,9 @@ PutResult(const greedy_req *r)
 	printf("], \"margins\": [");
 	for (int i = 0; i < r->n_done; i++)
 		printf(i ? ", %.5f" : "%.5f", r->margins[i]);
+	printf("], \"seconds\": [");
+	for (int i = 0; i < r->n_done; i++)
+		printf(i ? ", %d" : "%d", r->seconds[i]);
 	printf("]}\n");
 }
 
@@ -190,6 +197,7 @@ cli_greedy_run(const cbllm_engine_params *ep_in, int n)
 		free(reqs[i].prompt);
 		free(reqs[i].ids);
 		free(reqs[i].margins);
+		free(reqs[i].seconds);
 	}
 	free(reqs);
 	if (e != NULL)

@@ -13,6 +13,9 @@
  *       {"ids": [N greedy ids], "margins": [N top-1 minus top-2 logits]}: the argmax of the
  *       raw logits at every step, the end-of-generation token included and fed back like any
  *       other; each prompt in a fresh cache
+ *   llamacpp_record logits MODEL THREADS
+ *       each standard-input line a JSON array of prompt ids; each output line the logits of its
+ *       last position (a diagnostic: how far each engine is from a float reference)
  *
  * Exits 1 with a message on standard error on any failure.
  */
@@ -135,7 +138,27 @@ GreedyOne(struct llama_context *ctx, int n_vocab, llama_token *prompt, int n_pro
 	return 0;
 }
 
-/* greedy: JSON prompt-id array lines in, {"ids": [...], "margins": [...]} lines out. */
+/* The logits of the last position of one prompt, as one JSON array line. */
+static int
+LastLogits(struct llama_context *ctx, int n_vocab, llama_token *prompt, int n_prompt)
+{
+	const float *lg;
+
+	llama_memory_clear(llama_get_memory(ctx), true);
+	if (llama_decode(ctx, llama_batch_get_one(prompt, n_prompt)) != 0)
+		return Fail("llama_decode failed");
+	lg = llama_get_logits_ith(ctx, -1);
+	putchar('[');
+	for (int t = 0; t < n_vocab; t++)
+		printf(t ? ", %.6g" : "%.6g", lg[t]);
+	printf("]\n");
+	return 0;
+}
+
+/*
+ * greedy (n > 0): JSON prompt-id array lines in, {"ids": [...], "margins": [...]} lines out;
+ * logits (n = 0): the same lines in, the last position's logits out.
+ */
 static int
 Greedy(struct llama_model *model, int n, int threads)
 {
@@ -164,7 +187,7 @@ Greedy(struct llama_model *model, int n, int threads)
 		for (int i = 0; rc == 0 && i < k; i++)
 			ids[i] = (llama_token) cJSON_GetArrayItem(j, i)->valueint;
 		if (rc == 0)
-			rc = GreedyOne(ctx, n_vocab, ids, k, n);
+			rc = n > 0 ? GreedyOne(ctx, n_vocab, ids, k, n) : LastLogits(ctx, n_vocab, ids, k);
 		fflush(stdout);
 		free(ids);
 		cJSON_Delete(j);
@@ -191,10 +214,12 @@ main(int argc, char **argv)
 		rc = Info(model);
 	else if (strcmp(argv[1], "tokenize") == 0 && argc == 5)
 		rc = Tokenize(model, atoi(argv[3]) != 0, atoi(argv[4]) != 0);
-	else if (strcmp(argv[1], "greedy") == 0 && argc == 5)
+	else if (strcmp(argv[1], "greedy") == 0 && argc == 5 && atoi(argv[3]) > 0)
 		rc = Greedy(model, atoi(argv[3]), atoi(argv[4]));
+	else if (strcmp(argv[1], "logits") == 0 && argc == 4)
+		rc = Greedy(model, 0, atoi(argv[3]));
 	else
-		rc = Fail("usage: llamacpp_record info MODEL | tokenize MODEL ADD PARSE | greedy MODEL N THREADS");
+		rc = Fail("usage: llamacpp_record info MODEL | tokenize MODEL ADD PARSE | greedy MODEL N THREADS | logits MODEL THREADS");
 	llama_model_free(model);
 	llama_backend_free();
 	return rc;

@@ -8,7 +8,8 @@ LLAMA_BIN is test/tools/build_llamacpp.sh's folder: llama-perplexity and cbllm-l
 runs this with the fetched models.  For each model it writes:
 
   greedy.json      the prompts of test/data/real/prompts.json (the chat ones rendered with the
-                   file's own chat template by Python Jinja2, add_generation_prompt true), each
+                   file's own chat template by Python Jinja2, add_generation_prompt true; plain
+                   text where the file has no template, "chat" false then), each
                    tokenized by llama.cpp (BOS as the vocabulary says, special-token text parsed),
                    with llama.cpp's N greedy ids and each step's top-1 minus top-2 logit
   tokenize.json    the ids llama.cpp gives each text of test/data/real/texts.json, in two modes:
@@ -74,8 +75,9 @@ def record_tokenize(rec, model, texts):
 def record_greedy(rec, model, meta, prompts, n):
     template, tokens = gguf_meta.chat_inputs(meta)
     texts = []
-    for p in prompts:
-        if p["chat"]:
+    chat = [p["chat"] and template is not None for p in prompts]
+    for p, c in zip(prompts, chat):
+        if c:
             req = {"messages": [{"role": "user", "content": p["text"]}], "add_generation_prompt": True}
             texts.append(render_chat.render(template, tokens, req))
         else:
@@ -83,9 +85,9 @@ def record_greedy(rec, model, meta, prompts, n):
     # the prompt as llama.cpp reads a prompt: BOS as the vocabulary says, special text parsed
     prompt_ids = run_lines([rec, "tokenize", model, "1", "1"], texts)
     results = run_lines([rec, "greedy", model, str(n), str(THREADS)], prompt_ids)
-    return [{"text": p["text"], "chat": p["chat"], "prompt": t, "prompt_ids": i,
+    return [{"text": p["text"], "chat": c, "prompt": t, "prompt_ids": i,
              "ids": r["ids"], "margins": r["margins"]}
-            for p, t, i, r in zip(prompts, texts, prompt_ids, results)]
+            for p, c, t, i, r in zip(prompts, chat, texts, prompt_ids, results)]
 
 
 def record_perplexity(bindir, model, text_path):
