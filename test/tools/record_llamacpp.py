@@ -16,8 +16,8 @@ runs this with the fetched models.  For each model it writes:
                    "parsed" (parse_special true, add_special false) for every text and
                    "literal" (parse_special false) for the texts that hold special-token text;
                    and "with_bos" (add_special true, parse_special true) for a few texts
-  perplexity.json  llama-perplexity's estimate on test/data/real/alice-chapter1.txt at a
-                   context of 128 tokens (2 threads), with its chunk and token counts
+  perplexity.json  llama-perplexity's estimates on test/data/real/alice-chapter1.txt at
+                   contexts of 128 and 1024 tokens (2 threads), with their chunk counts
 """
 
 import argparse
@@ -35,7 +35,7 @@ import render_chat  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 DATA = os.path.join(REPO, "test", "data", "real")
-CONTEXT = 128
+CONTEXTS = (128, 1024)   # 1024: half of each chunk lies beyond Gemma-3's 512-token window
 THREADS = 2
 SPECIAL_MARKS = ("<|", "|>", "<s>", "</s>", "<bos>", "<eos>", "<pad>", "<unk>", "<mask>",
                  "_of_turn>")
@@ -90,16 +90,16 @@ def record_greedy(rec, model, meta, prompts, n):
             for p, c, t, i, r in zip(prompts, chat, texts, prompt_ids, results)]
 
 
-def record_perplexity(bindir, model, text_path):
+def record_perplexity(bindir, model, text_path, context):
     out = subprocess.run([os.path.join(bindir, "llama-perplexity"), "-m", model, "-f", text_path,
-                          "-c", str(CONTEXT), "-t", str(THREADS)], stdout=subprocess.PIPE,
+                          "-c", str(context), "-t", str(THREADS)], stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, check=True).stdout.decode("utf-8", "replace")
     est = re.search(r"Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+)", out)
     chunks = re.search(r"calculating perplexity over (\d+) chunks, n_ctx=(\d+)", out)
     ntok = re.search(r"tokenizes to only (\d+) tokens", out)
     if est is None or chunks is None or ntok is not None:
         raise SystemExit("llama-perplexity gave no estimate:\n" + out[-3000:])
-    return {"context": CONTEXT, "threads": THREADS, "chunks": int(chunks.group(1)),
+    return {"context": context, "chunks": int(chunks.group(1)),
             "perplexity": float(est.group(1)), "plus_minus": float(est.group(2))}
 
 
@@ -128,8 +128,8 @@ def main():
             "tokenize.json": dict(head, modes=record_tokenize(rec, path, texts)),
             "greedy.json": dict(head, n_predict=pj["n_predict"], threads=THREADS,
                                 prompts=record_greedy(rec, path, meta, pj["prompts"], pj["n_predict"])),
-            "perplexity.json": dict(head, text="alice-chapter1.txt",
-                                    **record_perplexity(args.bin, path, text_path)),
+            "perplexity.json": dict(head, text="alice-chapter1.txt", threads=THREADS,
+                                    runs=[record_perplexity(args.bin, path, text_path, c) for c in CONTEXTS]),
         }
         for fname, obj in files.items():
             with open(os.path.join(outdir, fname), "w", encoding="utf-8") as f:
