@@ -55,6 +55,13 @@ int			tokenizer_load_gguf(const gguf_file *g, cbllm_tokenizer **out, cbllm_err *
 int			tokenizer_gguf_id(const gguf_file *g, const char *key, int n, int32_t *id,
 							  cbllm_err *err);
 
+/*
+ * Whether a token's text is one llama.cpp treats as ending generation in any GGUF
+ * vocabulary ("<end_of_turn>", "<|im_end|>", "<|endoftext|>", "</s>"...); such a token is
+ * a control token of the GGUF tokenizer and, where it is special, a stop id of the engine.
+ */
+bool		tokenizer_gguf_ends_generation(const char *text, size_t len);
+
 /* The texts of a tokenizer's files, already in memory (tokenizer_load_from). */
 typedef struct tokenizer_source
 {

@@ -497,6 +497,16 @@ static const char *const end_of_generation[] = {
 };
 static const char *const plain_end_of_sentence_markers[] = {"<|tool_response>", "<|plamo:eos|>"};
 
+/* Whether a token text is one of llama.cpp's end-of-generation texts. */
+bool
+tokenizer_gguf_ends_generation(const char *text, size_t len)
+{
+	for (size_t i = 0; i < sizeof(end_of_generation) / sizeof(end_of_generation[0]); i++)
+		if (len == strlen(end_of_generation[i]) && memcmp(text, end_of_generation[i], len) == 0)
+			return true;
+	return false;
+}
+
 /* Whether token id is a control token for llama.cpp though stored as user-defined. */
 static bool
 made_control(const gg_vocab *v, int id)
@@ -507,10 +517,7 @@ made_control(const gg_vocab *v, int id)
 		for (size_t i = 0; i < sizeof(plain_end_of_sentence_markers) / sizeof(char *); i++)
 			if (gg_find(v, plain_end_of_sentence_markers[i], strlen(plain_end_of_sentence_markers[i])) >= 0)
 				return false;
-	for (size_t i = 0; i < sizeof(end_of_generation) / sizeof(end_of_generation[0]); i++)
-		if (p->len == strlen(end_of_generation[i]) && memcmp(p->ptr, end_of_generation[i], p->len) == 0)
-			return true;
-	return false;
+	return tokenizer_gguf_ends_generation(p->ptr, p->len);
 }
 
 /* Control and unknown tokens as special added tokens, user-defined ones as plain ones. */
