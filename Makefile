@@ -242,7 +242,7 @@ $(ENGINE_LIB): $(ENGINE_OBJS)
 	ar rcs $@ $^
 
 CLI_SRCS = tools/cbllm-cli.c tools/cli_bench.c tools/cli_workload.c tools/cli_chat.c tools/cli_tokenize.c \
-           tools/cli_constraint.c
+           tools/cli_constraint.c tools/cli_perplexity.c tools/cli_greedy.c
 
 $(CLI): $(CLI_SRCS) tools/*.h $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) | bin
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itools $(CLI_SRCS) $(ENGINE_LIB) $(ENGINE_LIBS) -o $@

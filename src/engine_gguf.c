@@ -4,7 +4,9 @@
  *   - the tokenizer, from tokenizer.ggml.* (tokenizer_gguf.c);
  *   - the stop ids: tokenizer.ggml.eos_token_id, and the end-of-turn and
  *     end-of-message ids (tokenizer.ggml.eot_token_id, eom_token_id) that
- *     chat models end their replies with; a GGUF file has no
+ *     chat models end their replies with, and every special token whose text
+ *     llama.cpp takes for an end of generation (Gemma-3's <end_of_turn> in a
+ *     file that names only <eos>: tokenizer_gguf_ends_generation); a GGUF file has no
  *     generation_config.json, so no sampling defaults either;
  *   - the chat template, tokenizer.chat_template, rendered with the texts of
  *     the BOS and EOS tokens as tokenizer_config.json would give them.
@@ -39,6 +41,15 @@ LoadStops(cbllm_engine *e, const gguf_file *g, cbllm_err *err)
 		if ((rc = tokenizer_gguf_id(g, extra_stop_keys[i], n, &id, err)) != CBLLM_OK)
 			return rc;
 		if (id >= 0 && (rc = generation_config_add_eos(&e->gen, id, err)) != CBLLM_OK)
+			return rc;
+	}
+	/* and, as llama.cpp, every special token whose text ends generation (while there is room) */
+	for (int32_t id = 0; id < n && e->gen.n_eos < CBLLM_MAX_EOS_IDS; id++)
+	{
+		const char *piece = tokenizer_is_special(e->tok, id) ? tokenizer_piece(e->tok, id) : NULL;
+
+		if (piece != NULL && tokenizer_gguf_ends_generation(piece, strlen(piece)) &&
+			(rc = generation_config_add_eos(&e->gen, id, err)) != CBLLM_OK)
 			return rc;
 	}
 	return CBLLM_OK;

@@ -5,10 +5,10 @@
  * (see tokenizer_internal.h); decoding is in tokenizer_decode.c.
  *
  * Encoding (as HuggingFace): split the raw text on the added tokens that are
- * not normalized (special or not alike when parse_special is on, the default
- * split_special_tokens = false; only the non-special ones when it is off, as
- * split_special_tokens = true and llama.cpp's parse_special = false do),
- * normalize each remaining piece
+ * not normalized (special or not alike when parse_special is on, as the
+ * default split_special_tokens = false; only the non-special ones when it is
+ * off, as split_special_tokens = true and as llama.cpp's parse_special false,
+ * which still matches user-defined tokens), normalize each remaining piece
  * (tokenizer_norm.c), split that on the normalized added tokens, pre-tokenize
  * (tokenizer_pretok.c), and run BPE on each word; then the post-processor's
  * ids go around the result when the caller adds special tokens.  Added

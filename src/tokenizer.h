@@ -55,6 +55,13 @@ int			tokenizer_load_gguf(const gguf_file *g, cbllm_tokenizer **out, cbllm_err *
 int			tokenizer_gguf_id(const gguf_file *g, const char *key, int n, int32_t *id,
 							  cbllm_err *err);
 
+/*
+ * Whether a token's text is one llama.cpp treats as ending generation in any GGUF
+ * vocabulary ("<end_of_turn>", "<|im_end|>", "<|endoftext|>", "</s>"...); such a token is
+ * a control token of the GGUF tokenizer and, where it is special, a stop id of the engine.
+ */
+bool		tokenizer_gguf_ends_generation(const char *text, size_t len);
+
 /* The texts of a tokenizer's files, already in memory (tokenizer_load_from). */
 typedef struct tokenizer_source
 {
@@ -89,8 +96,9 @@ const char *tokenizer_token_bytes(const cbllm_tokenizer *tok, int32_t id, char *
 typedef struct tokenizer_encode_opts
 {
 	bool		add_bos;		/* add the post-processor's special tokens (BOS for Llama, Gemma) */
-	bool		parse_special;	/* recognise special added-token text such as "<s>" or "<|im_start|>"
-								 * (non-special added tokens are recognised either way) */
+	bool		parse_special;	/* recognise special added-token text such as "<s>" or
+								 * "<|im_start|>" (non-special added tokens are always
+								 * recognised, as in HuggingFace and llama.cpp) */
 } tokenizer_encode_opts;
 
 /*

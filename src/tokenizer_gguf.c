@@ -34,7 +34,8 @@
  *     at line breaks changes nothing), and, as llama.cpp does, a BOS is
  *     always added by default.
  * Control and unknown tokens become special added tokens and user-defined
- * ones plain added tokens, both matched in the raw text before
+ * ones plain added tokens (but for the end-of-generation texts llama.cpp
+ * makes control tokens: end_of_generation below), both matched in the raw text before
  * pre-tokenization.  A piece repeated under two ids is refused (a
  * tokenizer.json vocabulary cannot hold it, and llama.cpp stops on it); an
  * empty one becomes "[EMPTY_<id>]", as llama.cpp names it.  The building costs a
@@ -430,6 +431,43 @@ derive_merges(const gg_vocab *v, cJSON *merges)
 	return true;
 }
 
+/*
+ * The texts of end-of-generation tokens that llama.cpp makes control tokens
+ * whatever their stored type (so "</s>", user-defined in Gemma-3's files, is
+ * not matched in text when special-token parsing is off); "</s>" stays a
+ * plain token in a vocabulary that also has one of the markers after it.
+ */
+static const char *const end_of_generation[] = {
+	"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+	"<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+	"<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+	"<\xEF\xBD\x9C\x65nd\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", "[e~[",
+};
+static const char *const plain_end_of_sentence_markers[] = {"<|tool_response>", "<|plamo:eos|>"};
+
+/* Whether a token text is one of llama.cpp's end-of-generation texts. */
+bool
+tokenizer_gguf_ends_generation(const char *text, size_t len)
+{
+	for (size_t i = 0; i < sizeof(end_of_generation) / sizeof(end_of_generation[0]); i++)
+		if (len == strlen(end_of_generation[i]) && memcmp(text, end_of_generation[i], len) == 0)
+			return true;
+	return false;
+}
+
+/* Whether token id is a control token for llama.cpp though stored as user-defined. */
+static bool
+made_control(const gg_vocab *v, int id)
+{
+	const gguf_str *p = &v->pieces[id];
+
+	if (p->len == 4 && memcmp(p->ptr, "</s>", 4) == 0)
+		for (size_t i = 0; i < sizeof(plain_end_of_sentence_markers) / sizeof(char *); i++)
+			if (gg_find(v, plain_end_of_sentence_markers[i], strlen(plain_end_of_sentence_markers[i])) >= 0)
+				return false;
+	return tokenizer_gguf_ends_generation(p->ptr, p->len);
+}
+
 /* Control and unknown tokens as special added tokens, user-defined ones as plain ones. */
 static bool
 add_added(const gg_vocab *v, cJSON *root)
@@ -443,6 +481,8 @@ add_added(const gg_vocab *v, cJSON *root)
 
 		if (t != TT_CONTROL && t != TT_USER_DEFINED && t != TT_UNKNOWN)
 			continue;
+		if (t == TT_USER_DEFINED && made_control(v, id))
+			t = TT_CONTROL;
 		if ((a = cJSON_CreateObject()) == NULL || !cJSON_AddItemToArray(list, a) ||
 			cJSON_AddNumberToObject(a, "id", id) == NULL ||
 			!cJSON_AddItemToObject(a, "content", jstr(&v->pieces[id])) ||

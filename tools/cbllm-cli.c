@@ -3,9 +3,11 @@
  *
  *   cbllm-cli generate -m DIR (-p TEXT | --prompt-ids "1 2 3") [options]
  *   cbllm-cli tokenize -m DIR|FILE.gguf [--raw | --no-bos | --no-parse-special]  (text on standard input)
- *   cbllm-cli tokenize -m DIR --jsonl [--special] | --bench FILE
+ *   cbllm-cli tokenize -m DIR --jsonl [--special] [--literal] | --bench FILE
  *   cbllm-cli detokenize -m DIR --jsonl [--raw]  (see cli_tokenize.c)
  *   cbllm-cli logits   -m DIR --prompt-ids "1 2 3"
+ *   cbllm-cli perplexity -m DIR --context N   (text on standard input; cli_perplexity.c)
+ *   cbllm-cli greedy   -m DIR -n N            (JSON id-array lines on standard input; cli_greedy.c)
  *   cbllm-cli bench    -m DIR [--concurrency 1,4,8,16,32] [--requests N] [--prompt-len A..B]
  *                      [--gen-len A..B] [--static | --static-admission] [--json] [--bandwidth GBPS]
  *                      (the serving workload; GBPS adds each decode step's bandwidth floor)
@@ -25,6 +27,7 @@
 #include "cli_bench.h"
 #include "cli_constraint.h"
 #include "cli_chat.h"
+#include "cli_score.h"
 #include "cli_tokenize.h"
 #include "cli_workload.h"
 #include "tokenizer.h"
@@ -41,10 +44,13 @@ Usage(FILE *f)
 		  "            which then prints the compile cost, and bench-steps, which times both)\n"
 		  "  cbllm-cli tokenize -m DIR|FILE.gguf [--raw] [--no-bos] [--no-parse-special]\n"
 		  "            reads text from standard input (--raw: no BOS, special-token text as text)\n"
-		  "  cbllm-cli tokenize -m DIR --jsonl [--special]   JSON string lines -> id array lines\n"
+		  "  cbllm-cli tokenize -m DIR --jsonl [--special] [--literal]   JSON string lines -> id\n"
+		  "            array lines (--literal, or --no-parse-special: special-token text as text)\n"
 		  "  cbllm-cli tokenize -m DIR --bench FILE   tokenizer load time and encoding MB/s\n"
 		  "  cbllm-cli detokenize -m DIR --jsonl [--raw]     id array lines -> JSON string lines\n"
 		  "  cbllm-cli logits -m DIR --prompt-ids \"ID ...\"\n"
+		  "  cbllm-cli perplexity -m DIR --context N   perplexity of standard input, as llama-perplexity\n"
+		  "  cbllm-cli greedy -m DIR -n N   JSON prompt-id array lines -> greedy ids, top-2 margins and runners-up\n"
 		  "  cbllm-cli bench -m DIR [--concurrency 1,4,8,16,32] [--requests N] [--prompt-len A..B]\n"
 		  "            [--gen-len A..B] [--prefix-len N] [--temp T] [--top-p P] [--seed S]\n"
 		  "            [--static | --static-admission] [--json] [--bandwidth GBPS]\n"
@@ -212,7 +218,7 @@ ParseArgs(int argc, char **argv, cli_opts *o)
 			o->tok.special = true, takes = 0;
 		else if (strcmp(a, "--no-bos") == 0)
 			o->no_bos = true, takes = 0;
-		else if (strcmp(a, "--no-parse-special") == 0)
+		else if (strcmp(a, "--no-parse-special") == 0 || strcmp(a, "--literal") == 0)
 			o->tok.no_parse_special = true, takes = 0;
 		else if (strcmp(a, "--ignore-eos") == 0)
 			o->sp.ignore_eos = true, takes = 0;
@@ -577,6 +583,10 @@ main(int argc, char **argv)
 		return cli_detokenize_run(&o.tok);
 	if (strcmp(argv[1], "logits") == 0)
 		return CmdLogits(&o);
+	if (strcmp(argv[1], "perplexity") == 0)
+		return cli_perplexity_run(&o.ep, o.bench.context);
+	if (strcmp(argv[1], "greedy") == 0)
+		return cli_greedy_run(&o.ep, o.sp.max_tokens);
 	if (strcmp(argv[1], "bench") == 0)
 	{
 		o.work.temperature = o.temp_given ? o.sp.temperature : -1;

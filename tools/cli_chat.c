@@ -10,6 +10,11 @@
  * messages as their own text, cut from the input as written, so the
  * template sees their numbers exactly (1.0 stays a float), as it sees the
  * other variables'.
+ *
+ * A GGUF model (a .gguf file, or a directory holding one and no
+ * tokenizer_config.json) is loaded as the engine loads it, and its
+ * tokenizer.chat_template rendered by the engine (cbllm_engine_render_chat)
+ * with the file's BOS and EOS texts.
  */
 #include "cli_chat.h"
 
@@ -17,10 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
+#include "cbllm.h"
 #include "chat_template.h"
+#include "model.h"
 
 /* Print an error line; the exit status 1. */
 static int
@@ -177,11 +185,66 @@ Render(const char *dir)
 	return status;
 }
 
+/* Render the request req with the chat template of the GGUF file at path, through the engine. */
+static int
+RenderGguf(const char *path, cJSON *req)
+{
+	cbllm_engine_params ep = {.model_dir = path, .n_threads = 1, .max_num_seqs = 1, .max_model_len = 16};
+	cbllm_engine *e = NULL;
+	cbllm_err	err;
+	cbllm_buf	out = {0},
+				payload = {0};
+	char	   *msgs = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(req, "messages"));
+	char	   *vars = NULL;
+	const cJSON *agp = cJSON_GetObjectItemCaseSensitive(req, "add_generation_prompt");
+	int			status = 1;
+
+	/* the engine's default for a missing add_generation_prompt is true; --render's is false */
+	if (agp == NULL)
+		cJSON_AddBoolToObject(req, "add_generation_prompt", false);
+	vars = cJSON_PrintUnformatted(req);
+	if (msgs == NULL || vars == NULL)
+		ChatFail("messages must be a JSON array");
+	else if (cbllm_buf_append(&payload, msgs, strlen(msgs) + 1) != CBLLM_OK ||
+			 cbllm_buf_append(&payload, vars, strlen(vars)) != CBLLM_OK)
+		ChatFail("out of memory");
+	else if (cbllm_engine_create(&ep, &e, &err) != CBLLM_OK ||
+			 cbllm_engine_render_chat(e, payload.data, payload.len, &out, &err) != CBLLM_OK)
+		ChatFail(err.msg);
+	else
+	{
+		fwrite(out.data, 1, out.len, stdout);
+		status = fflush(stdout) == 0 ? 0 : 1;
+	}
+	if (e != NULL)
+		cbllm_engine_destroy(e);
+	cJSON_free(msgs);
+	cJSON_free(vars);
+	cbllm_buf_free(&payload);
+	cbllm_buf_free(&out);
+	return status;
+}
+
+/* The GGUF file dir names (itself, or the one in it when it has no tokenizer_config.json), or NULL. */
+static char *
+GgufOf(const char *dir)
+{
+	char		config[4096];
+	char	   *path = NULL;
+	cbllm_err	err;
+
+	snprintf(config, sizeof(config), "%s/tokenizer_config.json", dir);
+	if (access(config, R_OK) == 0 || model_gguf_path(dir, &path, &err) != CBLLM_OK)
+		return NULL;
+	return path;
+}
+
 /* cbllm-cli chat: parse its options and run it. */
 int
 cli_chat_main(int argc, char **argv)
 {
 	const char *dir = NULL;
+	char	   *gguf;
 	bool		render = false;
 
 	for (int i = 2; i < argc; i++)
@@ -198,5 +261,22 @@ cli_chat_main(int argc, char **argv)
 	}
 	if (dir == NULL || !render)
 		return ChatFail("usage: cbllm-cli chat -m DIR --render   (a JSON request on standard input)");
+	if ((gguf = GgufOf(dir)) != NULL)
+	{
+		cbllm_buf	in = {0};
+		cJSON	   *req = NULL;
+		int			status;
+
+		if (ReadStdin(&in) != 0)
+			status = ChatFail("cannot read standard input");
+		else if (!cJSON_IsObject(req = cJSON_ParseWithLength(in.data ? in.data : "", in.len)))
+			status = ChatFail("standard input must be one JSON object {\"messages\": [...], ...}");
+		else
+			status = RenderGguf(gguf, req);
+		cJSON_Delete(req);
+		cbllm_buf_free(&in);
+		free(gguf);
+		return status;
+	}
 	return Render(dir);
 }

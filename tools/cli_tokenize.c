@@ -26,8 +26,9 @@
  * DIR needs only tokenizer.json (and tokenizer_config.json).  -m may also
  * name a GGUF file, or a directory holding one GGUF file and no safetensors,
  * whose tokenizer.ggml.* metadata is the tokenizer: a vocab-only file (no
- * tensors) will do.  Every failure prints one line "cbllm-cli: error: ..."
- * and exits 1.
+ * tensors) will do.  --no-parse-special (or its other name, --literal)
+ * leaves special added-token text as text, as llama.cpp's parse_special
+ * false.  Every failure prints one line "cbllm-cli: error: ..." and exits 1.
  */
 #include "cli_tokenize.h"
 

@@ -271,7 +271,10 @@ def write_bad(out):
     for name, kvs in (("tiny_bpe", tiny_bpe()), ("tiny_spm", tiny_spm()), ("tiny_gemma4", tiny_gemma4()),
                       ("tiny_bpe_empty", replace(tiny_bpe(), "tokenizer.ggml.tokens", "array",
                                                  ("string", ["a", "b", "ab", ""]))),
-                      ("tiny_bpe_eos_none", replace(tiny_bpe(), "tokenizer.ggml.eos_token_id", "uint32", 0xFFFFFFFF))):
+                      ("tiny_bpe_eos_none", replace(tiny_bpe(), "tokenizer.ggml.eos_token_id", "uint32", 0xFFFFFFFF)),
+                      # <s> and </s> stored as user-defined tokens, as Gemma-3's files store them
+                      ("tiny_spm_user", replace(tiny_spm(), "tokenizer.ggml.token_type", "array",
+                                                ("int32", [2, 4, 4, 1, 1, 1, 1, 1])))):
         write_gguf(kvs, os.path.join(out, name + ".gguf"))
     spaced = replace(replace(replace(tiny_bpe(), "tokenizer.ggml.tokens", "array",
                                      ("string", ["a", "b", "ab", "<|end|>", "\u0120", "\u0120b"])),

@@ -2,20 +2,23 @@
  * test_engine_gguf.c: a GGUF file alone gives the engine its chat template
  * and its end-of-turn stops.
  *
- * usage: test_engine_gguf HF_DIR GGUF_DIR CHAT_JSONL EOT_ID
+ * usage: test_engine_gguf HF_DIR GGUF_DIR CHAT_JSONL EOT_ID [NO_EOT_DIR]
  *   HF_DIR    a checkpoint with a real tokenizer and its chat template
  *             (tokenizer_config.json)
  *   GGUF_DIR  the same checkpoint converted by hf_to_gguf.py --eot-id EOT_ID:
  *             a directory holding only model.gguf
  *   CHAT_JSONL  that tokenizer's conversations with the prompts HF
  *             transformers rendered from them (test/data/tokenizers/.../chat.jsonl)
+ *   NO_EOT_DIR  the same converted without --eot-id (optional)
  *
  * Checks, on the engine made from the GGUF directory:
  *   - every conversation renders through cbllm_engine_render_chat (the
  *     template read from tokenizer.chat_template) to transformers' text;
  *   - EOT_ID (tokenizer.ggml.eot_token_id) and the file's eos are stop ids,
  *     while the HF directory's engine, which has no such key, does not stop
- *     at EOT_ID; an ordinary token is no stop.
+ *     at EOT_ID; an ordinary token is no stop;
+ *   - with NO_EOT_DIR: EOT_ID is a stop id all the same, its text being one
+ *     llama.cpp ends generation at, and the special token after it is not.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,9 +79,9 @@ main(int argc, char **argv)
 				total,
 				same;
 
-	if (argc != 5)
+	if (argc != 5 && argc != 6)
 	{
-		fprintf(stderr, "usage: test_engine_gguf HF_DIR GGUF_DIR CHAT_JSONL EOT_ID\n");
+		fprintf(stderr, "usage: test_engine_gguf HF_DIR GGUF_DIR CHAT_JSONL EOT_ID [GGUF_DIR_WITHOUT_EOT_KEY]\n");
 		return 2;
 	}
 	eot = atoi(argv[4]);
@@ -100,6 +103,21 @@ main(int argc, char **argv)
 	TAP_OK(!generation_config_is_eos(&h->gen, eot),
 		   "the HF directory, with no end-of-turn key, does not stop at %d", eot);
 	TAP_OK(!generation_config_is_eos(&g->gen, 100), "an ordinary token (100) is no stop id");
+	if (argc == 6)
+	{
+		cbllm_engine *k = Open(argv[5]);
+		const char *eot_text = k ? tokenizer_piece(k->tok, eot) : NULL;
+
+		TAP_OK(k != NULL && eot_text != NULL && tokenizer_gguf_ends_generation(eot_text, strlen(eot_text)) &&
+			   generation_config_is_eos(&k->gen, eot),
+			   "a GGUF file without tokenizer.ggml.eot_token_id still stops at %d (%s), whose text ends "
+			   "generation for llama.cpp", eot, eot_text ? eot_text : "?");
+		TAP_OK(k != NULL && tokenizer_is_special(k->tok, eot + 1) && !generation_config_is_eos(&k->gen, eot + 1),
+			   "a special token whose text is no end of generation (%d, %s) is no stop id", eot + 1,
+			   k && tokenizer_piece(k->tok, eot + 1) ? tokenizer_piece(k->tok, eot + 1) : "?");
+		if (k != NULL)
+			cbllm_engine_destroy(k);
+	}
 
 	cbllm_engine_destroy(g);
 	cbllm_engine_destroy(h);

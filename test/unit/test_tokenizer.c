@@ -621,7 +621,13 @@ test_synthetic(void)
 	free(d);
 	free(ids);
 	ids = enc(t, "a <sep> b", 9, false, false, &n);
-	TAP_OK(ids_eq(ids, n, w2, 4), "synthetic: without parse_special a non-special added token is still that token");
+	TAP_OK(ids_eq(ids, n, w2, 4), "synthetic: without parse_special a non-special added token is still found "
+		   "(HuggingFace's split_special_tokens, llama.cpp's user-defined tokens)");
+	if (!ids_eq(ids, n, w2, 4))
+		diag_ids("got", ids, n);
+	free(ids);
+	ids = enc(t, "a hey", 5, false, false, &n);
+	TAP_OK(ids_eq(ids, n, w4, 2), "synthetic: without parse_special a normalized non-special added token is still found");
 	free(ids);
 	ids = enc(t, "<s>a", 4, false, false, &n);
 	TAP_OK(ids != NULL && n > 1 && ids[0] != 1, "synthetic: without parse_special a special added token is plain text");
