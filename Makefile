@@ -15,7 +15,7 @@ OBJS        = bgworker/cbllm.o bgworker/guc.o bgworker/channel.o bgworker/worker
               bgworker/sql_enrich.o bgworker/engine_proc.o bgworker/worker_requests.o \
               bgworker/sql_chat.o bgworker/sql_constraint.o
 DATA        = sql/cbllm--$(EXTVERSION).sql
-PG_CPPFLAGS = -Isrc
+PG_CPPFLAGS = -Isrc -MMD -MP  # -MMD -MP: each object writes its header dependencies (bgworker/x.d)
 PG_CFLAGS   = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers \
               -Wno-sign-compare -Wno-implicit-fallthrough
 SHLIB_LINK  = build/libcbllm_engine.a $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) -lcjson $(TOK_LIBS) -lm -lpthread $(if $(filter 1,$(CUDA)),$(CUDA_LIBS))
@@ -36,73 +36,13 @@ ENGINE_LIBS     = -lcjson $(TOK_LIBS) -lm -pthread
 AVX2_FLAGS    = -mavx2 -mfma -mf16c
 AVX512_FLAGS  = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
 
-ENGINE_SRCS = \
-	src/util.c \
-	src/dtype.c \
-	src/dtype_quant.c \
-	src/dtype_kquant.c \
-	src/weight_pack.c \
-	src/quantize.c \
-	src/safetensors.c \
-	src/gguf.c \
-	src/model_config.c \
-	src/model.c \
-	src/arch.c \
-	src/model_dummy.c \
-	src/tokenizer.c \
-	src/tokenizer_load.c \
-	src/tokenizer_norm.c \
-	src/tokenizer_pretok.c \
-	src/tokenizer_decode.c \
-	src/tokenizer_gguf.c \
-	src/tokenizer_gguf_pre.c \
-	src/threadpool.c \
-	src/cpu_features.c \
-	src/kernels_generic.c \
-	src/kernels_avx2.c \
-	src/kernels_avx512.c \
-	src/kernels_avx512vnni.c \
-	src/backend_cpu.c \
-	src/cpu_attention.c \
-	src/backend_registry.c \
-	src/kv_cache.c \
-	src/block_manager.c \
-	src/swap_space.c \
-	src/rope.c \
-	src/model_config_rope.c \
-	src/model_gguf.c \
-	src/model_quantize.c \
-	src/forward.c \
-	src/rng.c \
-	src/sampler.c \
-	src/logits_process.c \
-	src/regex_parse.c \
-	src/regex_dfa.c \
-	src/json_schema.c \
-	src/constraint.c \
-	src/softmax.c \
-	src/request.c \
-	src/scheduler.c \
-	src/sched_fair.c \
-	src/engine.c \
-	src/engine_step.c \
-	src/engine_constraint.c \
-	src/engine_sample.c \
-	src/logprobs_json.c \
-	src/ipc.c \
-	src/engine_server.c \
-	src/request_params.c \
-	src/generation_config.c \
-	src/engine_chat.c \
-	src/engine_gguf.c \
-	src/jinja_value.c \
-	src/jinja_lex.c \
-	src/jinja_parse.c \
-	src/jinja_eval.c \
-	src/jinja_builtins.c \
-	src/jinja_methods.c \
-	src/jinja.c \
-	src/chat_template.c
+# The engine's folders, each a subsystem (src/README.md says what each may
+# use; test/check_includes.py holds the tree to it).  Every .c file of a
+# folder is part of the engine, but for src/backend/cuda, which the CUDA
+# build adds below.
+ENGINE_DIRS = base api dtype formats model tokenizer chat constrain sample kv backend backend/cpu \
+              sched engine ipc
+ENGINE_SRCS = $(foreach d,$(ENGINE_DIRS),$(sort $(wildcard src/$(d)/*.c)))
 
 ENGINE_OBJS = $(patsubst src/%.c,build/%.o,$(ENGINE_SRCS))
 ENGINE_LIB  = build/libcbllm_engine.a
@@ -165,7 +105,7 @@ ENGINE_PROG = bin/cbllm-engine
 # build/emu/libcbllm_cuda_emu.a, which the *_emu test programs (and
 # build/emu/cbllm-cli) link instead, so every build runs the CUDA backend
 # without a GPU.  They need an engine built with CUDA support
-# (-DCBLLM_WITH_CUDA, with cuda/backend_cuda.c): with CUDA=1 that is
+# (-DCBLLM_WITH_CUDA, with src/backend/cuda/backend_cuda.c): with CUDA=1 that is
 # build/libcbllm_engine.a itself; with CUDA=0 a second copy of the engine,
 # build/emu/libcbllm_engine_emu.a, is compiled for them.
 CUDA_HOME ?= /usr/local/cuda
@@ -190,7 +130,7 @@ $(error CUDA=1 needs nvcc and there is none in $(CUDA_HOME)/bin: set NVCC or CUD
 endif
 UNIT_TESTS    += build/test/test_cuda_ops build/test/test_cuda_quant build/test/test_engine_cuda
 ENGINE_CFLAGS += -DCBLLM_WITH_CUDA
-ENGINE_OBJS   += $(patsubst %,build/cuda/%.o,$(CUDA_HOST))
+ENGINE_OBJS   += $(patsubst %,build/backend/cuda/%.o,$(CUDA_HOST))
 ENGINE_LIBS   := $(CUDA_LIB) $(ENGINE_LIBS) $(CUDA_LIBS)
 EMU_ENGINE_LIB = $(ENGINE_LIB)
 else
@@ -198,7 +138,7 @@ EMU_ENGINE_LIB = build/emu/libcbllm_engine_emu.a
 endif
 EMU_ENGINE_CFLAGS = $(filter-out -DCBLLM_WITH_CUDA,$(ENGINE_CFLAGS)) -DCBLLM_WITH_CUDA
 EMU_ENGINE_OBJS   = $(patsubst src/%.c,build/emu/engine/%.o,$(ENGINE_SRCS)) \
-                    $(patsubst %,build/emu/engine/%.o,$(CUDA_HOST))
+                    $(patsubst %,build/emu/engine/backend/cuda/%.o,$(CUDA_HOST))
 
 .PHONY: engine unit-tests check-all clean-engine install-cli cuda-config
 
@@ -206,33 +146,25 @@ all: engine $(CLI) $(ENGINE_PROG) unit-tests
 
 engine: $(ENGINE_LIB)
 
-build/%.o: src/%.c src/*.h | build
-	$(ENGINE_CC) $(ENGINE_CFLAGS) -c $< -o $@
+# Extra flags of single files, by file name (the emulated device's engine
+# compiles them with the same):
+#  - the quantizers at -O3, which vectorises their search across its trials (2.4x at load);
+#  - the sampler and the attention softmax at -O3, which vectorises their passes;
+#  - the kernels at -O3 so that register tiles unroll fully, each with its instruction set.
+XFLAGS_quantize            = -O3
+XFLAGS_sampler             = -O3
+XFLAGS_softmax             = -O3
+XFLAGS_kernels_generic     = -O3
+XFLAGS_kernels_avx2        = -O3 $(AVX2_FLAGS)
+XFLAGS_kernels_avx512      = -O3 $(AVX512_FLAGS)
+XFLAGS_kernels_avx512vnni  = -O3 $(AVX512_FLAGS) -mavx512vnni
 
-# the quantizers at -O3, which vectorises their search across its trials (2.4x at load)
-build/quantize.o: src/quantize.c src/*.h | build
-	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 -c $< -o $@
+# Header dependencies come from the compiler (-MMD: build/.../x.d beside x.o).
+DEPFLAGS = -MMD -MP
 
-# the sampler at -O3, which vectorises its passes over the vocabulary
-build/sampler.o: src/sampler.c src/*.h | build
-	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 -c $< -o $@
-
-# the attention softmax at -O3, as the sampler
-build/softmax.o: src/softmax.c src/*.h | build
-	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 -c $< -o $@
-
-# kernels are compiled at -O3 so that register tiles unroll fully
-build/kernels_generic.o: src/kernels_generic.c src/*.inc src/*.h | build
-	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 -c $< -o $@
-
-build/kernels_avx2.o: src/kernels_avx2.c src/*.inc src/*.h | build
-	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 $(AVX2_FLAGS) -c $< -o $@
-
-build/kernels_avx512.o: src/kernels_avx512.c src/kernels_simd.inc src/*.inc src/*.h | build
-	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 $(AVX512_FLAGS) -c $< -o $@
-
-build/kernels_avx512vnni.o: src/kernels_avx512vnni.c src/kernels_avx512.c src/*.inc src/*.h | build
-	$(ENGINE_CC) $(ENGINE_CFLAGS) -O3 $(AVX512_FLAGS) -mavx512vnni -c $< -o $@
+build/%.o: src/%.c
+	@mkdir -p $(@D)
+	$(ENGINE_CC) $(ENGINE_CFLAGS) $(XFLAGS_$(notdir $*)) $(DEPFLAGS) -c $< -o $@
 
 build build/test bin:
 	mkdir -p $@
@@ -253,6 +185,8 @@ $(ENGINE_PROG): tools/cbllm-engine.c $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CU
 # every test program is linked with the fixture writer (test/unit/fixture.h)
 TEST_FIXTURE = test/unit/fixture.c
 
+# (a test program rebuilds when the engine library does, which every header it
+# includes rebuilds, or when a header of test/unit changes)
 build/test/%: test/unit/%.c $(TEST_FIXTURE) test/unit/*.h $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB)) | build/test
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itest/unit $< $(TEST_FIXTURE) $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
 
@@ -277,18 +211,11 @@ build/emu/cbllm-cli: $(CLI_SRCS) tools/*.h $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | b
 build/emu/cbllm-engine: tools/cbllm-engine.c $(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/emu
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) tools/cbllm-engine.c $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 
-# the engine with CUDA support for the emulated device (CUDA=0 builds only);
-# the kernels get the flags their rules above give them
-EMU_KERNEL_FLAGS_kernels_generic = -O3
-EMU_KERNEL_FLAGS_kernels_avx2    = -O3 $(AVX2_FLAGS)
-EMU_KERNEL_FLAGS_kernels_avx512  = -O3 $(AVX512_FLAGS)
-EMU_KERNEL_FLAGS_kernels_avx512vnni = -O3 $(AVX512_FLAGS) -mavx512vnni
-
-build/emu/engine/%.o: src/%.c src/*.h src/*.inc | build/emu/engine
-	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) $(EMU_KERNEL_FLAGS_$*) -c $< -o $@
-
-$(patsubst %,build/emu/engine/%.o,$(CUDA_HOST)): build/emu/engine/%.o: cuda/%.c cuda/*.h src/*.h | build/emu/engine
-	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -c $< -o $@
+# the engine with CUDA support for the emulated device (CUDA=0 builds only),
+# each file with the flags it gets above
+build/emu/engine/%.o: src/%.c
+	@mkdir -p $(@D)
+	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) $(XFLAGS_$(notdir $*)) $(DEPFLAGS) -c $< -o $@
 
 build/emu/libcbllm_engine_emu.a: $(EMU_ENGINE_OBJS)
 	rm -f $@
@@ -297,8 +224,8 @@ build/emu/libcbllm_engine_emu.a: $(EMU_ENGINE_OBJS)
 build/cuda build/emu build/emu/engine:
 	mkdir -p $@
 
-build/cuda/%.o: cuda/%.cu cuda/*.h cuda/*.cuh src/util.h src/rng.h src/activation.h src/dtype.h | build/cuda
-	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -c $< -o $@
+build/cuda/%.o: src/backend/cuda/%.cu | build/cuda
+	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Isrc -Xcompiler -fPIC,-Wall,-Wextra,-Werror -MMD -MP -c $< -o $@
 
 $(CUDA_LIB): $(patsubst %,build/cuda/%.o,$(CUDA_KERNELS))
 	rm -f $@
@@ -307,20 +234,17 @@ $(CUDA_LIB): $(patsubst %,build/cuda/%.o,$(CUDA_KERNELS))
 # EMU_OPT: the emulator's and emulated kernels' optimisation (and sanitizer) flags
 EMU_OPT     ?= -O1 -g
 EMU_CXXFLAGS = -std=c++17 $(EMU_OPT) -fPIC -Wall -Wextra -Werror -Wno-unused-parameter \
-               -Wno-unknown-pragmas -DCBLLM_CUDA_EMU -Itest/cuda_emu/include -Itest/cuda_emu
+               -Wno-unknown-pragmas -DCBLLM_CUDA_EMU -Isrc -Itest/cuda_emu/include -Itest/cuda_emu
 
-build/emu/%.o: cuda/%.cu cuda/*.h cuda/*.cuh test/cuda_emu/*.h src/util.h src/rng.h src/activation.h src/dtype.h | build/emu
-	g++ $(EMU_CXXFLAGS) -x c++ -c $< -o $@
+build/emu/%.o: src/backend/cuda/%.cu | build/emu
+	g++ $(EMU_CXXFLAGS) $(DEPFLAGS) -x c++ -c $< -o $@
 
-build/emu/cuda_emu.o: test/cuda_emu/cuda_emu.cc test/cuda_emu/*.h | build/emu
-	g++ $(EMU_CXXFLAGS) -c $< -o $@
+build/emu/cuda_emu.o: test/cuda_emu/cuda_emu.cc | build/emu
+	g++ $(EMU_CXXFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(CUDA_EMU_LIB): $(patsubst %,build/emu/%.o,$(CUDA_KERNELS)) build/emu/cuda_emu.o
 	rm -f $@
 	ar rcs $@ $^
-
-$(patsubst %,build/cuda/%.o,$(CUDA_HOST)): build/cuda/%.o: cuda/%.c cuda/*.h src/*.h | build/cuda
-	$(ENGINE_CC) $(ENGINE_CFLAGS) -c $< -o $@
 
 unit-tests: $(UNIT_TESTS)
 
@@ -376,11 +300,16 @@ build/fuzz/fuzz_chat_template:      $(patsubst %,build/fuzz/obj/%.o,jinja_value 
 build/fuzz/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/*.h | build/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(filter %.o,$^) -lcjson $(TOK_LIBS) -lm -o $@
 
-build/fuzz/obj/%.o: src/%.c src/*.h | build/fuzz/obj
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+# the fuzz objects are named by file alone: vpath finds each in its folder
+vpath %.c $(addprefix src/,$(ENGINE_DIRS))
+build/fuzz/obj/%.o: %.c | build/fuzz/obj
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 build/fuzz build/fuzz/obj:
 	mkdir -p $@
+
+# the header dependencies every compile above wrote (none before the first build)
+-include $(shell find build -name '*.d' 2>/dev/null)
 
 ifneq ($(PGXS),)
 EXTRA_CLEAN = build bin
@@ -388,9 +317,9 @@ EXTRA_CLEAN = build bin
 override with_llvm = no
 include $(PGXS)
 $(shlib): $(ENGINE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB))
-# PGXS rules do not track headers: rebuild the glue when its headers change
-$(OBJS): bgworker/*.h src/cbllm.h src/tokenizer.h src/util.h src/ipc.h src/engine_server.h \
-         src/request_kind.h src/request_params.h src/request_progress.h
+# PGXS rules do not track headers: the glue's objects write their own (PG_CPPFLAGS)
+-include $(OBJS:.o=.d)
+EXTRA_CLEAN += $(OBJS:.o=.d)
 install: install-cli
 install-cli: $(CLI) $(ENGINE_PROG)
 	$(INSTALL_PROGRAM) $(CLI) '$(DESTDIR)$(bindir)/cbllm-cli'

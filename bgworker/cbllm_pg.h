@@ -3,7 +3,7 @@
  * between sessions and the engine worker, and the worker itself.
  *
  * Only this layer includes postgres.h; the engine (src/) knows nothing of
- * PostgreSQL and is driven through src/cbllm.h from the worker's main thread.
+ * PostgreSQL and is driven through src/api/cbllm.h from the worker's main thread.
  */
 #ifndef CBLLM_PG_H
 #define CBLLM_PG_H
@@ -18,8 +18,8 @@
 #include "storage/spin.h"
 #include "datatype/timestamp.h"
 
-#include "../src/request_params.h"
-#include "../src/request_progress.h"
+#include "api/request_params.h"
+#include "api/request_progress.h"
 
 /* ---- GUCs (guc.c) ---- */
 extern char *cbllm_model;

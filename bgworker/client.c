@@ -26,7 +26,7 @@
 #include "tcop/dest.h"
 #include "tcop/tcopprot.h"
 
-#include "../src/cbllm.h"
+#include "api/cbllm.h"
 
 #define MAX_OWNED 4096
 

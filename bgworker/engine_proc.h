@@ -7,8 +7,7 @@
 
 #include "datatype/timestamp.h"
 
-#include "../src/engine_server.h"
-#include "../src/ipc.h"
+#include "ipc/ipc.h"
 
 /* The child's exit status when exec of the engine program failed. */
 #define CBLLM_ENGINE_EXEC_FAILED 127

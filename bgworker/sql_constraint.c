@@ -15,8 +15,8 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 
-#include "json_schema.h"
-#include "regex.h"
+#include "constrain/json_schema.h"
+#include "constrain/regex.h"
 
 /* Raise err's message: a malformed constraint, or one of a form cbllm does not support. */
 static void

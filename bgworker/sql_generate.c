@@ -6,7 +6,7 @@
  * are the same functions over chat messages.
  */
 #include "cbllm_pg.h"
-#include "cbllm.h"
+#include "api/cbllm.h"
 
 #include "catalog/pg_type.h"
 #include "fmgr.h"

@@ -2,10 +2,10 @@
  * worker.c: the supervisor, a background worker that keeps an engine
  * process for the cluster.
  *
- * The engine (cbllm-engine, see engine_proc.c and src/engine_server.c) runs
+ * The engine (cbllm-engine, see engine_proc.c and src/ipc/engine_server.c) runs
  * in a process of its own, started by this worker and not by the
  * postmaster, and talks to it through a shared-memory region of its own
- * (src/ipc.h): it holds the model, the KV cache, the threads and the GPU
+ * (src/ipc/ipc.h): it holds the model, the KV cache, the threads and the GPU
  * context.  So the engine can die of anything (a signal, the out-of-memory
  * killer, SIGBUS on a model file truncated under it, a device fault) and
  * the postmaster never knows: this worker notices at once (the engine's

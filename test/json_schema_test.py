@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""json_schema_test.py: the JSON Schema compiler (src/json_schema.c) checked
+"""json_schema_test.py: the JSON Schema compiler (src/constrain/json_schema.c) checked
 against Python's jsonschema, which shares no code with it.
 
 For every fixture of test/data/json_schemas (README.md there):

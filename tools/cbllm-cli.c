@@ -23,14 +23,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cbllm.h"
+#include "api/cbllm.h"
 #include "cli_bench.h"
 #include "cli_constraint.h"
 #include "cli_chat.h"
 #include "cli_score.h"
 #include "cli_tokenize.h"
 #include "cli_workload.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 /* Print the usage text. */
 static void

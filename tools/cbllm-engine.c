@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine_server.h"
+#include "engine/engine_server.h"
 
 static volatile sig_atomic_t stop_requested = 0;
 

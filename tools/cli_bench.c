@@ -23,10 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_registry.h"
-#include "rng.h"
-#include "sampler.h"
-#include "threadpool.h"
+#include "backend/backend_registry.h"
+#include "base/rng.h"
+#include "base/threadpool.h"
+#include "sample/sampler.h"
 
 #define MEMBW_BYTES ((size_t) 1 << 30)	/* each copy moves 1 GiB */
 

@@ -2,7 +2,7 @@
 #ifndef CBLLM_CLI_BENCH_H
 #define CBLLM_CLI_BENCH_H
 
-#include "cbllm.h"
+#include "api/cbllm.h"
 
 typedef struct bench_opts
 {

@@ -26,9 +26,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "cbllm.h"
-#include "chat_template.h"
-#include "model.h"
+#include "api/cbllm.h"
+#include "chat/chat_template.h"
+#include "model/model.h"
 
 /* Print an error line; the exit status 1. */
 static int

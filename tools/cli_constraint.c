@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cbllm.h"
-#include "constraint.h"
-#include "json_schema.h"
-#include "regex.h"
-#include "tokenizer.h"
+#include "api/cbllm.h"
+#include "constrain/constraint.h"
+#include "constrain/json_schema.h"
+#include "constrain/regex.h"
+#include "tokenizer/tokenizer.h"
 
 /* Print an error; 1. */
 static int

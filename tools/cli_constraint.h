@@ -4,7 +4,7 @@
 
 #include <stdbool.h>
 
-#include "util.h"
+#include "base/util.h"
 
 /*
  * The regex of --json-schema FILE (schema_file) or --regex (regex) into out;

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "cli_score.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 /* Print an error line and return the exit status 1. */
 static int

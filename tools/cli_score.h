@@ -2,7 +2,7 @@
 #ifndef CBLLM_CLI_SCORE_H
 #define CBLLM_CLI_SCORE_H
 
-#include "cbllm.h"
+#include "api/cbllm.h"
 
 /* perplexity: standard input's text scored in chunks of context tokens; returns the exit status. */
 int			cli_perplexity_run(const cbllm_engine_params *ep, int context);

@@ -38,9 +38,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gguf.h"
-#include "model.h"
-#include "tokenizer.h"
+#include "formats/gguf.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 #define BENCH_RUNS	3
 

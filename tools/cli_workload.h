@@ -4,7 +4,7 @@
 
 #include <stdbool.h>
 
-#include "cbllm.h"
+#include "api/cbllm.h"
 
 typedef struct workload_opts
 {

@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "request_kind.h"
-#include "util.h"
+#include "api/request_kind.h"
+#include "base/util.h"
 
 typedef struct cbllm_engine cbllm_engine;
 

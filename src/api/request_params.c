@@ -5,7 +5,7 @@
  * with the fewest digits that read back as the same value, never rounded to
  * what the engine's floats would make of it.
  */
-#include "request_params.h"
+#include "api/request_params.h"
 
 #include <float.h>
 #include <math.h>
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cbllm.h"
+#include "api/cbllm.h"
 
 const cbllm_request_limits cbllm_engine_limits = {.max_tokens_limit = INT32_MAX,
 .max_prompt_bytes = INT64_MAX};

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "request_kind.h"
+#include "api/request_kind.h"
 
 /* cbllm.h, the engine API: not included here, since every PostgreSQL-side file reads this header */
 struct cbllm_request_input;

@@ -40,11 +40,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kv_cache.h"
-#include "model.h"
-#include "sampler.h"
-#include "swap_space.h"
-#include "threadpool.h"
+#include "base/threadpool.h"
+#include "kv/kv_cache.h"
+#include "kv/swap_space.h"
+#include "model/model.h"
+#include "sample/sampler.h"
 
 typedef struct fwd_batch
 {

@@ -8,7 +8,7 @@
  * (name, probe, create, KV layout, weight types) next to the table of
  * operations it fills.  The engine never names a backend.
  */
-#include "backend_registry.h"
+#include "backend/backend_registry.h"
 
 #include <stdio.h>
 #include <string.h>

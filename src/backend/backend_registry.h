@@ -25,7 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 
 /* What every backend is created from (each reads the fields it needs). */
 typedef struct backend_params

@@ -8,7 +8,7 @@
 
 #include <math.h>
 
-#include "rng.h"				/* CBLLM_HOST_DEVICE */
+#include "base/rng.h"				/* CBLLM_HOST_DEVICE */
 
 /*
  * GELU's tanh form (PyTorch's gelu(approximate="tanh")):

@@ -1,5 +1,5 @@
 /* rng.c: xoshiro256**, the sampling generator of every request (rng.h). */
-#include "rng.h"
+#include "base/rng.h"
 
 /* Seed the generator. */
 void

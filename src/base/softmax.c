@@ -10,11 +10,11 @@
  * when every score is NaN or -inf, every weight is NaN, as a division by a
  * zero sum gives.
  */
-#include "softmax.h"
+#include "base/softmax.h"
 
 #include <math.h>
 
-#include "vec_math.h"
+#include "base/vec_math.h"
 
 void		VEC_CLONES
 softmax_inplace(float *s, int n)

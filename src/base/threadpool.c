@@ -8,7 +8,7 @@
  * never claim a task of a later job by mistake; the caller waits until every
  * task of its job has finished.
  */
-#include "threadpool.h"
+#include "base/threadpool.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -9,7 +9,7 @@
 #ifndef CBLLM_THREADPOOL_H
 #define CBLLM_THREADPOOL_H
 
-#include "util.h"
+#include "base/util.h"
 
 typedef struct cbllm_threadpool cbllm_threadpool;
 

@@ -1,6 +1,6 @@
 /* util.c: status codes, error messages, buffers and small file helpers. */
 #define _POSIX_C_SOURCE 200809L
-#include "util.h"
+#include "base/util.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -9,14 +9,14 @@
  * the element ("messages[1].role must be a string") rather than somewhere in
  * the template.
  */
-#include "chat_template.h"
+#include "chat/chat_template.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
-#include "jinja.h"
+#include "chat/jinja.h"
 
 struct cbllm_chat
 {

@@ -26,7 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "util.h"
+#include "base/util.h"
 
 typedef struct cbllm_chat cbllm_chat;	/* a model's compiled chat template and its special tokens */
 

@@ -11,13 +11,13 @@
  * int, and its exact value.  An integer beyond 64 bits is an error, and so
  * is a string holding U+0000, which cJSON would cut short.
  */
-#include "jinja.h"
+#include "chat/jinja.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "jinja_eval.h"
+#include "chat/jinja_eval.h"
 
 #define JINJA_MAX_SOURCE (4u << 20)		/* bytes of template text */
 #define JINJA_MAX_AST (64u << 20)		/* bytes of a compiled template's arena */

@@ -18,7 +18,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "util.h"
+#include "base/util.h"
 
 typedef struct jinja_template jinja_template;
 

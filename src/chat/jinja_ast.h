@@ -11,7 +11,7 @@
 #ifndef CBLLM_JINJA_AST_H
 #define CBLLM_JINJA_AST_H
 
-#include "jinja_value.h"
+#include "chat/jinja_value.h"
 
 typedef enum jtok_kind
 {

@@ -10,7 +10,7 @@
  * separators=None, sort_keys=False).  sort, unique, min and max compare
  * strings case-insensitively unless case_sensitive=true, as in Jinja2.
  */
-#include "jinja_eval.h"
+#include "chat/jinja_eval.h"
 
 #include <errno.h>
 #include <math.h>

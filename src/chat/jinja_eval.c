@@ -11,7 +11,7 @@
  * taking its attribute or item, or calling it fails like Jinja2's
  * UndefinedError, naming the variable.
  */
-#include "jinja_eval.h"
+#include "chat/jinja_eval.h"
 
 #include <math.h>
 #include <string.h>

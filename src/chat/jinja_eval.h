@@ -13,7 +13,7 @@
 #ifndef CBLLM_JINJA_EVAL_H
 #define CBLLM_JINJA_EVAL_H
 
-#include "jinja_ast.h"
+#include "chat/jinja_ast.h"
 
 #define JINJA_MAX_OUTPUT (16u << 20)	/* bytes a render may print */
 #define JINJA_MAX_MEMORY (256u << 20)	/* bytes a render's arena may hold */

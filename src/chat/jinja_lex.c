@@ -18,7 +18,7 @@
  * Inside a tag the lexer tracks brackets, so "}}" closing a dict literal is
  * not taken for the tag's end.  {% raw %}...{% endraw %} becomes one text.
  */
-#include "jinja_ast.h"
+#include "chat/jinja_ast.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -16,7 +16,7 @@
  * Hebrew, Indic, Thai, symbols, emoji).  A cased letter of any other script
  * is an error, never a silently wrong prompt.
  */
-#include "jinja_eval.h"
+#include "chat/jinja_eval.h"
 
 #include <stdio.h>
 #include <string.h>

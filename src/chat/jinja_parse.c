@@ -12,7 +12,7 @@
  * 'wordwrap'".  Nesting is bounded so a hostile template cannot exhaust the
  * stack.
  */
-#include "jinja_ast.h"
+#include "chat/jinja_ast.h"
 
 #include <stdio.h>
 #include <string.h>

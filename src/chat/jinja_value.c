@@ -8,7 +8,7 @@
  * json module with the given separators; non-ASCII text passes through
  * unless ensure_ascii.
  */
-#include "jinja_value.h"
+#include "chat/jinja_value.h"
 
 #include <math.h>
 #include <stdarg.h>

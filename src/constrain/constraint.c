@@ -3,7 +3,7 @@
  * automaton state, the budget rule and the masked copy of the logits
  * (constraint.h).
  */
-#include "constraint.h"
+#include "constrain/constraint.h"
 
 #include <limits.h>
 #include <math.h>

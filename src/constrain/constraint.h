@@ -33,9 +33,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "regex.h"
-#include "tokenizer.h"
-#include "util.h"
+#include "base/util.h"
+#include "constrain/regex.h"
+#include "tokenizer/tokenizer.h"
 
 #define CONSTRAINT_MAX_TOKEN_BYTES 1024 /* longer tokens are never allowed */
 #define CONSTRAINT_MASK_BYTES ((size_t) 64 << 20)	/* cached masks per constraint, at most */

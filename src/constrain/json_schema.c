@@ -72,8 +72,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "json_schema.h"
-#include "regex.h"
+#include "constrain/json_schema.h"
+#include "constrain/regex.h"
 
 #define JS_MAX_NEST 64			/* subschemas on one path */
 #define JS_MAX_OUT (1 << 20)	/* bytes of regex */

@@ -23,7 +23,7 @@
 
 #include <stddef.h>
 
-#include "util.h"
+#include "base/util.h"
 
 #define JSON_SCHEMA_MAX_DEPTH 3
 #define JSON_SCHEMA_ANY_DEPTH 2

@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "util.h"
+#include "base/util.h"
 
 #define REGEX_MAX_REPEAT 1000	/* the largest count of {n,m} */
 #define REGEX_MAX_STATES 65536	/* the largest automaton compiled */

@@ -28,7 +28,7 @@
  * classes of the result.  Nothing recurses deeper than the nesting of the
  * tree's groups, which the parse bounds.
  */
-#include "regex_internal.h"
+#include "constrain/regex_internal.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "regex.h"
-#include "util.h"
+#include "base/util.h"
+#include "constrain/regex.h"
 
 #define CP_MAX 0x10FFFF			/* the largest code point */
 #define INF_REPEAT (-1)			/* the max of an unbounded repeat */

@@ -20,7 +20,7 @@
  * characters a JSON string needs escaped from every class and writes the
  * rest; regex_escape quotes a string.
  */
-#include "regex_internal.h"
+#include "constrain/regex_internal.h"
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -1,14 +1,14 @@
 /*
  * dtype.c: the table of weight types (dtype.h says what a row must give).
  */
-#include "dtype.h"
+#include "dtype/dtype.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "dtype_quant.h"
-#include "numeric.h"
-#include "quantize.h"
+#include "base/numeric.h"
+#include "dtype/dtype_quant.h"
+#include "dtype/quantize.h"
 
 /* f32 rows are already f32. */
 static void

@@ -48,13 +48,13 @@
  * multiply with it gives the same bits.  test/tools/quant.py computes the same
  * values in numpy.
  */
-#include "dtype_quant.h"
-#include "kquant_layout.h"
+#include "dtype/dtype_quant.h"
+#include "dtype/kquant_layout.h"
 
 #include <stddef.h>
 #include <string.h>
 
-#include "numeric.h"
+#include "base/numeric.h"
 
 static const kquant_layout kquant_layouts[] = {
 	{.dt = CBLLM_Q2_K, .bytes = CBLLM_Q2_K_BYTES, .sub = 16, .d_off = 80, .dmin_off = 82, .scales_off = 0,

@@ -22,11 +22,11 @@
  * a compiler that fuses q * d + m into one multiply-add gives the same bits.
  * test/tools/quant.py computes the same values in numpy.
  */
-#include "dtype_quant.h"
+#include "dtype/dtype_quant.h"
 
 #include <stdbool.h>
 
-#include "numeric.h"
+#include "base/numeric.h"
 
 /* The little-endian 32-bit word at p. */
 static inline uint32_t

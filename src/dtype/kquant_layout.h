@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "dtype.h"
+#include "dtype/dtype.h"
 
 /* How a type packs its sub-block scales (and mins). */
 typedef enum kquant_scales

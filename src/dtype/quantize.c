@@ -39,14 +39,14 @@
  * element takes the code nearest to it under its sub-block's final scale
  * d * sc and offset dmin * m.
  */
-#include "quantize.h"
+#include "dtype/quantize.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "dtype_quant.h"
-#include "kquant_layout.h"
-#include "numeric.h"
+#include "base/numeric.h"
+#include "dtype/dtype_quant.h"
+#include "dtype/kquant_layout.h"
 
 #ifdef __clang__
 #pragma STDC FP_CONTRACT OFF

@@ -10,8 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "dtype.h"
-#include "util.h"
+#include "base/util.h"
+#include "dtype/dtype.h"
 
 /*
  * dst = the n values at src quantized as dt (cbllm_dtype_row_bytes(dt, n)

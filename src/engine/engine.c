@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine_internal.h"
+#include "engine/engine_internal.h"
 
 #define DEFAULT_MAX_SEQS 64
 #define DEFAULT_MAX_BATCHED 2048

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_template.h"
-#include "engine_internal.h"
+#include "chat/chat_template.h"
+#include "engine/engine_internal.h"
 
 /*
  * Compile jinja (jinja_len bytes) with config, the text of a

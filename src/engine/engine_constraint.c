@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
+#include "engine/engine_internal.h"
 
 /* Build the trie and the scratch on first use. */
 static int

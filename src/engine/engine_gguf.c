@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
+#include "engine/engine_internal.h"
 
 /* Stop ids of a GGUF file beyond its EOS, read when present. */
 static const char *const extra_stop_keys[] = {

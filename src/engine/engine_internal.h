@@ -8,20 +8,20 @@
 #ifndef CBLLM_ENGINE_INTERNAL_H
 #define CBLLM_ENGINE_INTERNAL_H
 
-#include "backend.h"
-#include "backend_registry.h"
-#include "block_manager.h"
-#include "cbllm.h"
-#include "constraint.h"
-#include "forward.h"
-#include "generation_config.h"
-#include "kv_cache.h"
-#include "model.h"
-#include "request.h"
-#include "sampler.h"
-#include "scheduler.h"
-#include "threadpool.h"
-#include "tokenizer.h"
+#include "api/cbllm.h"
+#include "backend/backend.h"
+#include "backend/backend_registry.h"
+#include "base/threadpool.h"
+#include "constrain/constraint.h"
+#include "engine/forward.h"
+#include "kv/block_manager.h"
+#include "kv/kv_cache.h"
+#include "model/generation_config.h"
+#include "model/model.h"
+#include "sample/sampler.h"
+#include "sched/request.h"
+#include "sched/scheduler.h"
+#include "tokenizer/tokenizer.h"
 
 #define ENGINE_HASH_BUCKETS 4096
 #define ENGINE_MAX_CONSTRAINTS 64	/* compiled constraints kept; the least recently used unheld

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
-#include "logits_process.h"
+#include "engine/engine_internal.h"
+#include "sample/logits_process.h"
 
 /* Free the scratch of controlled sampling. */
 void

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
+#include "engine/engine_internal.h"
 
 /* Fail every waiting and running request: the device is gone. */
 static void

@@ -35,7 +35,7 @@
  * is padded to the backend's size with tokens of an extra sequence that
  * owns only the backend's pad block; their rows are computed and ignored.
  */
-#include "forward.h"
+#include "engine/forward.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,7 @@
 #ifndef CBLLM_FORWARD_H
 #define CBLLM_FORWARD_H
 
-#include "backend.h"
+#include "backend/backend.h"
 
 typedef enum fwd_logits
 {

@@ -17,7 +17,7 @@
  * indices): duplicates are then neighbours, lookups a binary search.
  * Tensors are sorted by offset to find overlaps.
  */
-#include "gguf.h"
+#include "formats/gguf.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "util.h"
+#include "base/util.h"
 
 #define GGUF_MAX_DIMS 4
 #define GGUF_MAX_ARRAY_DEPTH 2		/* an array of arrays, no deeper */

@@ -6,7 +6,7 @@
  * data.  Every offset is checked against the file size before any tensor is
  * exposed, so a truncated or hostile file is an error, never a bad read.
  */
-#include "safetensors.h"
+#include "formats/safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>

@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dtype.h"
-#include "util.h"
+#include "base/util.h"
+#include "dtype/dtype.h"
 
 #define ST_MAX_DIMS 4
 

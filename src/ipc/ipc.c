@@ -3,8 +3,9 @@
  * the supervisor and the engine process (see ipc.h for the protocol and its
  * crash consistency).
  */
-#include "ipc.h"
+#include "ipc/ipc.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -285,4 +286,23 @@ cbllm_ipc_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+/* The CUDA_VISIBLE_DEVICES of engine index: the index-th entry of visible (round it), else the index. */
+void
+cbllm_server_gpu_choice(const char *visible, int index, char *out, size_t len)
+{
+	if (visible != NULL && visible[0] != '\0')
+	{
+		int			n = 1;
+		const char *p = visible;
+
+		for (const char *c = visible; *c; c++)
+			n += *c == ',';
+		for (int i = 0; i < index % n; i++)
+			p = strchr(p, ',') + 1;
+		snprintf(out, len, "%.*s", (int) strcspn(p, ","), p);
+	}
+	else
+		snprintf(out, len, "%d", index);
 }

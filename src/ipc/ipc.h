@@ -39,9 +39,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cbllm.h"
-#include "request_params.h"
-#include "request_progress.h"
+#include "api/cbllm.h"
+#include "api/request_params.h"
+#include "api/request_progress.h"
 
 #define CBLLM_IPC_MAGIC 0x434c4c4dU	/* "MLLC" */
 #define CBLLM_IPC_VERSION 12
@@ -212,5 +212,22 @@ bool		cbllm_ipc_status_read(const cbllm_ipc_region *rg, cbllm_ipc_status *out);
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t	cbllm_ipc_now_ns(void);
+
+/* How the engine process's loop ended (engine/engine_server.c): the status it exits with. */
+enum cbllm_server_exit
+{
+	CBLLM_SERVER_STOPPED = 0,	/* told to stop (shutdown command or *stop) */
+	CBLLM_SERVER_LOAD_FAILED = 2,	/* the model did not load: the status block says why */
+	CBLLM_SERVER_BAD_CHANNEL = 3,	/* a corrupt command ring */
+	CBLLM_SERVER_DEVICE_LOST = 4	/* a sticky device fault: a new process gets a new context */
+};
+
+/*
+ * The GPU engine index of several (cbllm.engines) takes, as the value of
+ * CUDA_VISIBLE_DEVICES it runs with: the index-th device that visible (the
+ * supervisor's CUDA_VISIBLE_DEVICES, NULL or empty: none) lists, round the
+ * list, else GPU index itself.
+ */
+void		cbllm_server_gpu_choice(const char *visible, int index, char *out, size_t len);
 
 #endif

@@ -22,7 +22,7 @@
  * either succeeds or changes nothing, so a failed step of the scheduler
  * never leaves a half-built table.
  */
-#include "block_manager.h"
+#include "kv/block_manager.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -47,7 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "util.h"
+#include "base/util.h"
 
 typedef struct block_manager
 {

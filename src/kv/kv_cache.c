@@ -1,5 +1,5 @@
 /* kv_cache.c: the host memory of the paged KV cache's keys and values. */
-#include "kv_cache.h"
+#include "kv/kv_cache.h"
 
 #include <stdlib.h>
 #include <strings.h>

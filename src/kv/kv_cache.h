@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dtype.h"
-#include "util.h"
+#include "base/util.h"
+#include "dtype/dtype.h"
 
 typedef struct kv_cache
 {

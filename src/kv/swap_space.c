@@ -1,5 +1,5 @@
 /* swap_space.c: the host memory of the swap area for swap preemption. */
-#include "swap_space.h"
+#include "kv/swap_space.h"
 
 #include <stdlib.h>
 

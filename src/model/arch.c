@@ -3,12 +3,12 @@
  * model's tensors that every loader, the device upload and the accounting
  * share (arch.h).
  */
-#include "arch.h"
+#include "model/arch.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "model.h"
+#include "model/model.h"
 
 #define ARCH_MAX_EXTRA 8		/* architectures arch_register may add */
 

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "util.h"
+#include "base/util.h"
 
 /* Feature flags: what an architecture's decoder adds to the Llama one. */
 #define ARCH_QKV_BIAS	(1u << 0)	/* q, k and v projections add a bias (bq, bk, bv) */

@@ -3,7 +3,7 @@
  * defaults (generation_config.h), read from config.json and
  * generation_config.json with cJSON.
  */
-#include "generation_config.h"
+#include "model/generation_config.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "util.h"
+#include "base/util.h"
 
 #define CBLLM_MAX_EOS_IDS 16	/* end-of-turn ids of one model */
 

@@ -5,13 +5,13 @@
  * Norm vectors become the multipliers the decoder applies: (1 + w) for an
  * architecture with ARCH_NORM_PLUS_ONE.
  */
-#include "model.h"
+#include "model/model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "numeric.h"
+#include "base/numeric.h"
 
 /* "[a, b]": the shape of t, for messages. */
 static void

@@ -22,12 +22,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "arch.h"
-#include "gguf.h"
-#include "rng.h"
-#include "rope.h"
-#include "safetensors.h"
-#include "util.h"
+#include "base/rng.h"
+#include "base/util.h"
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
+#include "model/arch.h"
+#include "model/rope.h"
 
 #define CBLLM_MAX_LAYERS 1024		/* num_hidden_layers a config may give */
 #define CBLLM_MAX_ROPE 2		/* RoPE configurations of one model (global, local) */

@@ -1,5 +1,5 @@
 /* model_config.c: read and validate a HuggingFace config.json for the architectures of arch.c. */
-#include "model.h"
+#include "model/model.h"
 
 #include <cjson/cJSON.h>
 #include <float.h>

@@ -21,7 +21,7 @@
  *     l >= M are windowed;
  *   - else (Mistral, Phi-3) every layer is windowed.
  */
-#include "model.h"
+#include "model/model.h"
 
 #include <cjson/cJSON.h>
 #include <float.h>

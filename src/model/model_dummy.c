@@ -15,12 +15,12 @@
  * dummy_seed and dummy_scale.  Norm weights are all ones and biases zeros
  * either way.
  */
-#include "model.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-#include "numeric.h"
+#include "base/numeric.h"
 
 /*
  * Seeds are cbllm_mix64(DUMMY_SEED_BASE + index): the mix is a bijection of

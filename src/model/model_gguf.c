@@ -22,7 +22,7 @@
  *   - no output.weight: the embeddings are the lm_head.
  * Every key error names the key, every tensor error the tensor.
  */
-#include "model.h"
+#include "model/model.h"
 
 #include <dirent.h>
 #include <math.h>

@@ -22,9 +22,9 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "arch.h"
-#include "model.h"
-#include "quantize.h"
+#include "dtype/quantize.h"
+#include "model/arch.h"
+#include "model/model.h"
 
 #define QUANT_MAX_THREADS 64
 

@@ -3,7 +3,7 @@
  * (rope.h states the formulas).  Everything is computed in double; the
  * backends round cos and sin to float once per (position, dimension).
  */
-#include "rope.h"
+#include "model/rope.h"
 
 #include <limits.h>
 #include <math.h>

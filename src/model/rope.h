@@ -70,7 +70,7 @@
 
 #include <stdbool.h>
 
-#include "util.h"
+#include "base/util.h"
 
 #define ROPE_MAX_FACTORS 128	/* longrope factor lists: head_dim up to 256 */
 #define ROPE_MAX_HALF 2048		/* head_dim / 2 of any model config.json allows */

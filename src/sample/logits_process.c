@@ -2,12 +2,12 @@
  * logits_process.c: penalties, logit bias, constraint mask and min-p over
  * one row of logits (logits_process.h).
  */
-#include "logits_process.h"
+#include "sample/logits_process.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "constraint.h"
+#include "constrain/constraint.h"
 
 bool
 logits_process_active(const cbllm_sampling *sp)

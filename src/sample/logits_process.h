@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cbllm.h"
+#include "api/cbllm.h"
 
 /* Whether sp has a control that changes the logits (steps 1-3 and 5). */
 bool		logits_process_active(const cbllm_sampling *sp);

@@ -1,7 +1,7 @@
 /*
  * logprobs_json.c: per-token logprobs as JSON (logprobs_json.h).
  */
-#include "logprobs_json.h"
+#include "sample/logprobs_json.h"
 
 #include <stdio.h>
 #include <stdlib.h>

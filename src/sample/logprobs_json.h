@@ -18,9 +18,9 @@
 
 #include <stdbool.h>
 
-#include "cbllm.h"
-#include "tokenizer.h"
-#include "util.h"
+#include "api/cbllm.h"
+#include "base/util.h"
+#include "tokenizer/tokenizer.h"
 
 /*
  * Append records lp[0..n) to out, separated by commas: a comma before the

@@ -17,8 +17,8 @@
  * The order among tokens is a total one: larger probability (or logit)
  * first, then smaller id.  Nothing is allocated per call.
  */
-#include "sampler.h"
-#include "vec_math.h"
+#include "base/vec_math.h"
+#include "sample/sampler.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -10,8 +10,8 @@
 
 #include <stdint.h>
 
-#include "rng.h"
-#include "util.h"
+#include "base/rng.h"
+#include "base/util.h"
 
 /* How a request samples: the one set of controls the host sampler and a device's read. */
 typedef struct sampler_params

@@ -8,10 +8,10 @@
 #ifndef CBLLM_REQUEST_H
 #define CBLLM_REQUEST_H
 
-#include "block_manager.h"
-#include "cbllm.h"
-#include "sampler.h"
-#include "tokenizer.h"
+#include "api/cbllm.h"
+#include "kv/block_manager.h"
+#include "sample/sampler.h"
+#include "tokenizer/tokenizer.h"
 
 typedef enum req_state
 {

@@ -5,7 +5,7 @@
  */
 #include <stdlib.h>
 
-#include "sched_fair.h"
+#include "sched/sched_fair.h"
 
 /* Free f's arrays. */
 void

@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "request.h"
+#include "sched/request.h"
 
 /* One tenant's requests in the queues. */
 typedef struct sched_tenant

@@ -109,7 +109,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scheduler.h"
+#include "sched/scheduler.h"
 
 /* Allocate the plan's and the update's buffers for at most max_seqs sequences. */
 int

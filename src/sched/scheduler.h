@@ -27,9 +27,9 @@
 #ifndef CBLLM_SCHEDULER_H
 #define CBLLM_SCHEDULER_H
 
-#include "block_manager.h"
-#include "request.h"
-#include "sched_fair.h"
+#include "kv/block_manager.h"
+#include "sched/request.h"
+#include "sched/sched_fair.h"
 
 typedef struct sched_limits
 {

@@ -34,7 +34,7 @@
  * piece with that pair inside.  A SentencePiece text without a
  * pre-tokenizer, one BPE word in HuggingFace, so becomes its words.
  */
-#include "tokenizer_internal.h"
+#include "tokenizer/tokenizer_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -27,8 +27,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "gguf.h"
-#include "util.h"
+#include "base/util.h"
+#include "formats/gguf.h"
 
 typedef struct cbllm_tokenizer cbllm_tokenizer;
 

@@ -24,7 +24,7 @@
  * a whole run of byte-fallback tokens into U+FFFDs when any of it is invalid,
  * the assembler keeps the run's valid characters.
  */
-#include "tokenizer_internal.h"
+#include "tokenizer/tokenizer_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -42,15 +42,15 @@
  * transient tree about as large as the tokenizer.json text would be: loading
  * Gemma 3's 262,145 tokens takes under a second.
  */
-#include "tokenizer_internal.h"
+#include "tokenizer/tokenizer_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "tokenizer_gguf_pre.h"
+#include "formats/gguf.h"
+#include "tokenizer/tokenizer_gguf_pre.h"
 
 #define GG_PATH			"GGUF tokenizer.ggml"	/* what messages of the shared loader name */
 #define GG_MAX_PIECE	4096	/* longest token text, in bytes */

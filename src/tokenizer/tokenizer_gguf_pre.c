@@ -12,7 +12,7 @@
  * \p{L}, \p{N}, \p{P}, \p{M}, \s, (?i:...), \x{...} for characters beyond
  * ASCII.  A name that is not here is refused, naming it.
  */
-#include "tokenizer_gguf_pre.h"
+#include "tokenizer/tokenizer_gguf_pre.h"
 
 #include <string.h>
 

@@ -18,7 +18,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #define TOK_MAX_NORM	16			/* normalizer steps */
 #define TOK_MAX_PRETOK	8			/* pre-tokenizer steps */

@@ -20,7 +20,7 @@
  * no post-processor they alone decide, adding a BOS by default), and
  * clean_up_tokenization_spaces (false when absent).
  */
-#include "tokenizer_internal.h"
+#include "tokenizer/tokenizer_internal.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
  * without calling the library.  Loading refuses a chain of steps that could
  * make a text more than TOK_MAX_GROWTH times longer.
  */
-#include "tokenizer_internal.h"
+#include "tokenizer/tokenizer_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

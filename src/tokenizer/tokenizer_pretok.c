@@ -25,7 +25,7 @@
  * Invalid UTF-8 is allowed in the text (PCRE2_MATCH_INVALID_UTF): no pattern
  * matches an invalid byte, so it stays in the gaps.
  */
-#include "tokenizer_internal.h"
+#include "tokenizer/tokenizer_internal.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>

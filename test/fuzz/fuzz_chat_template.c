@@ -10,8 +10,8 @@
  */
 #include "fuzz.h"
 
-#include "chat_template.h"
-#include "jinja_eval.h"
+#include "chat/chat_template.h"
+#include "chat/jinja_eval.h"
 
 static const char default_messages[] =
 	"[{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": \" hi <think>x</think>\"},"

@@ -8,7 +8,7 @@
 #include <math.h>
 
 #include "fuzz.h"
-#include "model.h"
+#include "model/model.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -8,7 +8,7 @@
  * its name; every key is found by its name.
  */
 #include "fuzz.h"
-#include "gguf.h"
+#include "formats/gguf.h"
 
 static volatile uint8_t sink;
 

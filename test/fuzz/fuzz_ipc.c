@@ -12,7 +12,7 @@
  * of range, no read outside the message).
  */
 #include "fuzz.h"
-#include "ipc.h"
+#include "ipc/ipc.h"
 
 #define RING_CAP 4096
 #define N_SLOTS 8

@@ -1,5 +1,5 @@
 /*
- * fuzz_json_schema.c: json_schema_to_regex (src/json_schema.c) over
+ * fuzz_json_schema.c: json_schema_to_regex (src/constrain/json_schema.c) over
  * arbitrary schema text, and the regex compiler (src/regex_*.c) over what it
  * makes.  Promised: a refusal leaves the output as it was and has a
  * status of the documented ones and a message, a NUL-terminated line
@@ -12,8 +12,8 @@
 #include <cjson/cJSON.h>
 
 #include "fuzz.h"
-#include "json_schema.h"
-#include "regex.h"
+#include "constrain/json_schema.h"
+#include "constrain/regex.h"
 
 #define MAX_COMPILE (32 << 10)	/* compile regexes up to this size (speed) */
 #define MAX_DOC (64 << 10)		/* walk documents up to this size */

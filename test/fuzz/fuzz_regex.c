@@ -14,7 +14,7 @@
 #include <stdbool.h>
 
 #include "fuzz.h"
-#include "regex.h"
+#include "constrain/regex.h"
 
 #define WALK_MAX 256
 

@@ -13,8 +13,8 @@
 #include <math.h>
 
 #include "fuzz.h"
-#include "cbllm.h"
-#include "request_params.h"
+#include "api/cbllm.h"
+#include "api/request_params.h"
 
 /* Translate an accepted GENERATE request whose bytes are at b and check what the engine makes of it. */
 static void

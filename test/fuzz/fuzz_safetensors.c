@@ -5,7 +5,7 @@
  * and hold exactly its shape times its dtype's size in bytes.
  */
 #include "fuzz.h"
-#include "safetensors.h"
+#include "formats/safetensors.h"
 
 static volatile uint8_t sink;
 

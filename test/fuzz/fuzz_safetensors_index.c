@@ -5,7 +5,7 @@
  * stays inside the model directory), each given once.
  */
 #include "fuzz.h"
-#include "safetensors.h"
+#include "formats/safetensors.h"
 
 #define MAX_SEEN 4096
 

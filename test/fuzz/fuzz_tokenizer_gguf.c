@@ -6,7 +6,7 @@
  * (fuzz_tokenizer_use.h).
  */
 #include "fuzz_tokenizer_use.h"
-#include "gguf.h"
+#include "formats/gguf.h"
 
 /* Parse one input from an exact-size copy, build its tokenizer and use it. */
 int

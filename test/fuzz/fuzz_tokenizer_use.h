@@ -13,7 +13,7 @@
 #include <stdbool.h>
 
 #include "fuzz.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 static const char fuzz_sample[] =
 	"Hello world  <s>a</s> ab\xE2\x96\x81" "b\tx\xC3\xA9\xE3\x80\x80<sep> hey <unk>"

@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cbllm.h"
-#include "ipc.h"
-#include "request_params.h"
+#include "api/cbllm.h"
+#include "api/request_params.h"
+#include "ipc/ipc.h"
 
 #define RING_CAP 4096			/* as fuzz_ipc.c's ring */
 

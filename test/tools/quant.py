@@ -24,7 +24,7 @@ sub-block): Q8_0, Q4_0 and Q5_0 take the symmetric search's scale (codes in [-12
 [-8, 7], [-16, 15]), Q4_1 and Q5_1 the affine one's scale and offset (of either sign), each
 rounded to f16, and every element then the nearest code.
 
-K-quant blocks (256 elements in sub-blocks of 16 or 32; src/dtype_kquant.c's header draws
+K-quant blocks (256 elements in sub-blocks of 16 or 32; src/dtype/dtype_kquant.c's header draws
 the bit positions, KTYPES and PLANES below state them again):
     Q2_K  scales:u8[16] qs:u8[64] d:f16 dmin:f16       x = (d * sc) * q - dmin * m
     Q3_K  hmask:u8[32] qs:u8[64] scales:u8[12] d:f16   x = (d * sc) * (q - 4), sc 6-bit - 32
@@ -33,7 +33,7 @@ the bit positions, KTYPES and PLANES below state them again):
     Q6_K  ql:u8[128] qh:u8[64] scales:i8[16] d:f16     x = (d * sc) * (q - 32)
 Every product there is exact in float32; only the affine types' subtraction rounds.
 
-The K-quant quantizer (k_quant; src/quantize.c follows the same steps in the same float32
+The K-quant quantizer (k_quant; src/dtype/quantize.c follows the same steps in the same float32
 operations and order for every type, so both write the same bytes): each sub-block first gets a float
 scale (and an offset <= 0 in the affine types) by a search over 25 trial grids, codes
 q = rint(x * N' / range) (affine, from the sub-block's min clamped to <= 0) or

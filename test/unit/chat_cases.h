@@ -14,7 +14,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "util.h"
+#include "base/util.h"
 #include "tap.h"
 
 /* Render messages (their JSON, len bytes) into out; a status and err as the engine's. */

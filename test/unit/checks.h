@@ -13,7 +13,7 @@
 
 #include "fixture.h"
 #include "tap.h"
-#include "util.h"
+#include "base/util.h"
 
 /* Whether the error message contains every non-NULL needle; print it otherwise. */
 static inline bool

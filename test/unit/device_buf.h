@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "../../cuda/cuda_ops.h"
+#include "backend/cuda/cuda_ops.h"
 
 /* Device buffer of n bytes copied from host data; NULL when the allocation fails. */
 static inline void *

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "dtype.h"
+#include "dtype/dtype.h"
 
 /* The IEEE half bits of the integer k, |k| <= 1024 (exact). */
 static inline uint16_t

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cbllm.h"
+#include "api/cbllm.h"
 #include "tap.h"
 
 /* Told request i's new output; false stops the run as a failure. */

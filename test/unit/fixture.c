@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "base/util.h"
 
 static char fixture_root[64];
 static int	fixture_n_cases = 0;

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model.h"
+#include "model/model.h"
 
 /* The struct holding mt's role in model m: its layer, or the model itself. */
 static inline const char *

@@ -10,15 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "backend_registry.h"
-#include "dtype.h"
+#include "backend/backend.h"
+#include "backend/backend_registry.h"
+#include "dtype/dtype.h"
 #include "fixture.h"
-#include "kernels.h"
-#include "model.h"
+#include "backend/cpu/kernels.h"
+#include "model/model.h"
 #include "tap.h"
-#include "threadpool.h"
-#include "weight_pack.h"
+#include "backend/cpu/weight_pack.h"
+#include "base/threadpool.h"
 
 typedef struct packed_model
 {

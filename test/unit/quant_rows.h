@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtype.h"
-#include "kernels.h"
-#include "kquant_layout.h"
-#include "numeric.h"
-#include "quantize.h"
-#include "rng.h"
+#include "backend/cpu/kernels.h"
+#include "base/numeric.h"
+#include "base/rng.h"
+#include "dtype/dtype.h"
+#include "dtype/kquant_layout.h"
+#include "dtype/quantize.h"
 #include "tap.h"
 
 /* A standard Gaussian value (Box-Muller). */

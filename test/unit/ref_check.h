@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cbllm.h"
+#include "api/cbllm.h"
 #include "compare.h"
 #include "engine_run.h"
 #include "tap.h"

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scheduler.h"
+#include "sched/scheduler.h"
 #include "tap.h"
 
 #define BS 4					/* positions per block in every test */

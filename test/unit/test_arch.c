@@ -19,8 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cbllm.h"
-#include "model.h"
+#include "api/cbllm.h"
+#include "model/model.h"
 #include "ref_check.h"
 #include "tap.h"
 #include "visit_count.h"

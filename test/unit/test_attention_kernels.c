@@ -30,11 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
-#include "numeric.h"
+#include "backend/cpu/kernels.h"
+#include "base/numeric.h"
 #include "quant_rows.h"
-#include "rng.h"
-#include "softmax.h"
+#include "base/rng.h"
+#include "base/softmax.h"
 #include "tap.h"
 
 #define MAX_KEYS 40

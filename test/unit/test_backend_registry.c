@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_registry.h"
-#include "cbllm.h"
+#include "api/cbllm.h"
+#include "backend/backend_registry.h"
 #include "fixture.h"
 #include "tap.h"
 

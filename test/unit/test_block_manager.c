@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "block_manager.h"
+#include "kv/block_manager.h"
 #include "tap.h"
 
 /* A manager of n_blocks blocks of block_size (and p's other fields); NULL (a failed check) when creation fails. */

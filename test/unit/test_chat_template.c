@@ -22,9 +22,9 @@
 #include <cjson/cJSON.h>
 
 #include "chat_cases.h"
-#include "chat_template.h"
+#include "chat/chat_template.h"
 #include "checks.h"
-#include "jinja.h"
+#include "chat/jinja.h"
 
 typedef struct render_case
 {

@@ -24,15 +24,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cbllm.h"
-#include "constraint.h"
+#include "api/cbllm.h"
+#include "constrain/constraint.h"
 #include "engine_run.h"
-#include "json_schema.h"
-#include "regex.h"
-#include "rng.h"
-#include "sampler.h"
+#include "base/rng.h"
+#include "constrain/json_schema.h"
+#include "constrain/regex.h"
+#include "sample/sampler.h"
 #include "tap.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 /* A constraint of each kind, as a user gives it and as its regex. */
 typedef struct spec

@@ -19,11 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cuda/cuda_ops.h"
-#include "backend.h"
-#include "cbllm.h"
-#include "model.h"
-#include "numeric.h"
+#include "backend/cuda/cuda_ops.h"
+#include "api/cbllm.h"
+#include "backend/backend.h"
+#include "base/numeric.h"
+#include "model/model.h"
 #include "compare.h"
 #include "dtype_values.h"
 #include "device_buf.h"

@@ -27,11 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cuda/cuda_ops.h"
-#include "dtype.h"
-#include "numeric.h"
+#include "backend/cuda/cuda_ops.h"
+#include "base/numeric.h"
+#include "dtype/dtype.h"
 #include "quant_rows.h"
-#include "rng.h"
+#include "base/rng.h"
 #include "device_buf.h"
 #include "tap.h"
 

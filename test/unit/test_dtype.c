@@ -1,5 +1,5 @@
 /*
- * test_dtype.c: the weight-type table (src/dtype.h): the sizes, names and
+ * test_dtype.c: the weight-type table (src/dtype/dtype.h): the sizes, names and
  * reference conversions of its rows against the safetensors format and
  * known bit patterns, the block arithmetic a quantized row will rely on,
  * and that what a row says a backend runs is what that backend runs.
@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_registry.h"
-#include "dtype.h"
+#include "backend/backend_registry.h"
+#include "dtype/dtype.h"
 #include "dtype_values.h"
-#include "kernels.h"
-#include "safetensors.h"
+#include "backend/cpu/kernels.h"
+#include "formats/safetensors.h"
 #include "tap.h"
 
 /* The element sizes the safetensors format gives its float dtypes. */

@@ -1,6 +1,6 @@
 /*
  * test_dtype_quant.c: the GGUF block-quantized rows of the weight-type table
- * (src/dtype.h, src/dtype_quant.c).
+ * (src/dtype/dtype.h, src/dtype/dtype_quant.c).
  *
  * The 32-element types (dtype_quant.c) and the 256-element K-quants
  * (dtype_kquant.c).  Their traits (sizes, ggml ids, names that safetensors never finds, no
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_registry.h"
-#include "dtype.h"
+#include "backend/backend_registry.h"
+#include "dtype/dtype.h"
 #include "tap.h"
 
 /* What each quantized row must say, from the GGUF/ggml format. */

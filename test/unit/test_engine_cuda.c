@@ -21,11 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cuda/cuda_ops.h"
-#include "cbllm.h"
+#include "backend/cuda/cuda_ops.h"
+#include "api/cbllm.h"
 #include "compare.h"
 #include "engine_run.h"
-#include "regex.h"
+#include "constrain/regex.h"
 #include "tap.h"
 
 #define N_REQ 7

@@ -24,11 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cbllm.h"
+#include "api/cbllm.h"
 #include "chat_cases.h"
-#include "engine_internal.h"
-#include "generation_config.h"
-#include "util.h"
+#include "base/util.h"
+#include "engine/engine_internal.h"
+#include "model/generation_config.h"
 
 static cbllm_engine *
 Open(const char *dir)

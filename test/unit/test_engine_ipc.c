@@ -25,14 +25,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cbllm.h"
-#include "logprobs_json.h"
-#include "engine_server.h"
+#include "api/cbllm.h"
+#include "engine/engine_server.h"
+#include "sample/logprobs_json.h"
 #include "fixture.h"
-#include "ipc.h"
-#include "request_params.h"
+#include "api/request_params.h"
+#include "ipc/ipc.h"
 #include "tap.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #define N_SLOTS 16
 #define MAX_MSG (256 * 1024)

@@ -71,8 +71,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
-#include "numeric.h"
+#include "base/numeric.h"
+#include "model/model.h"
 #include "ref_check.h"
 #include "tap.h"
 #include "visit_count.h"

@@ -27,19 +27,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "backend_registry.h"
-#include "dtype.h"
+#include "backend/backend.h"
+#include "backend/backend_registry.h"
+#include "dtype/dtype.h"
 #include "fixture.h"
-#include "kernels.h"
-#include "model.h"
-#include "numeric.h"
+#include "backend/cpu/kernels.h"
+#include "base/numeric.h"
+#include "model/model.h"
 #include "packed_model.h"
 #include "quant_rows.h"
-#include "rng.h"
+#include "base/rng.h"
 #include "tap.h"
-#include "threadpool.h"
-#include "weight_pack.h"
+#include "backend/cpu/weight_pack.h"
+#include "base/threadpool.h"
 
 #define MAX_T 72
 

@@ -20,10 +20,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cbllm.h"
+#include "api/cbllm.h"
 #include "engine_run.h"
 #include "fixture.h"
-#include "generation_config.h"
+#include "model/generation_config.h"
 #include "tap.h"
 
 #define GEN 24

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "fixture.h"
-#include "gguf.h"
+#include "formats/gguf.h"
 #include "tap.h"
 
 /* Whether s holds exactly the text want. */

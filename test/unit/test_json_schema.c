@@ -20,8 +20,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "json_schema.h"
-#include "regex.h"
+#include "constrain/json_schema.h"
+#include "constrain/regex.h"
 #include "tap.h"
 
 #define FIXTURE_DIR "test/data/json_schemas"

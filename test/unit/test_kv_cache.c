@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "block_manager.h"
-#include "kv_cache.h"
+#include "kv/block_manager.h"
+#include "kv/kv_cache.h"
 #include "tap.h"
 
 /* Create a cache; NULL (with a failed check) when creation fails. */

@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cbllm.h"
+#include "api/cbllm.h"
 #include "engine_run.h"
-#include "logits_process.h"
-#include "rng.h"
+#include "base/rng.h"
+#include "sample/logits_process.h"
 #include "tap.h"
 
 #define N_CASES 200

@@ -26,11 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cbllm.h"
+#include "api/cbllm.h"
 #include "engine_run.h"
-#include "logprobs_json.h"
+#include "sample/logprobs_json.h"
 #include "tap.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #define GEN 12
 #define TOP 5

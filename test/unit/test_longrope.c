@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cbllm.h"
+#include "api/cbllm.h"
 #include "engine_run.h"
 #include "ref_check.h"
 #include "tap.h"

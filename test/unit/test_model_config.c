@@ -17,7 +17,7 @@
 
 #include "checks.h"
 #include "fixture.h"
-#include "model.h"
+#include "model/model.h"
 #include "tap.h"
 
 /* The config.json of the tiny checkpoint: arch, sizes, derived head_dim and defaults as written. */

@@ -17,7 +17,7 @@
 
 #include "checks.h"
 #include "fixture.h"
-#include "model.h"
+#include "model/model.h"
 #include "tap.h"
 
 /* bf16 bits nearest to v, ties to even, by comparing the dropped half (not numeric.h's trick). */

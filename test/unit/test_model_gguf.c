@@ -33,7 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model.h"
+#include "model/model.h"
 #include "model_rows.h"
 #include "ref_check.h"
 #include "tap.h"

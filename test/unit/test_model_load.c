@@ -17,7 +17,7 @@
 
 #include "checks.h"
 #include "fixture.h"
-#include "model.h"
+#include "model/model.h"
 #include "tap.h"
 
 /* Whether a bound weight is the given tensor spec: dtype, shape and bytes. */

@@ -30,13 +30,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtype.h"
-#include "dtype_quant.h"
-#include "kernels.h"
-#include "kquant_layout.h"
-#include "numeric.h"
-#include "quantize.h"
-#include "rng.h"
+#include "backend/cpu/kernels.h"
+#include "base/numeric.h"
+#include "base/rng.h"
+#include "dtype/dtype.h"
+#include "dtype/dtype_quant.h"
+#include "dtype/kquant_layout.h"
+#include "dtype/quantize.h"
 #include "quant_rows.h"
 #include "tap.h"
 

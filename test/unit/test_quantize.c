@@ -1,5 +1,5 @@
 /*
- * test_quantize.c: the engine's quantizers (src/quantize.c), every type the
+ * test_quantize.c: the engine's quantizers (src/dtype/quantize.c), every type the
  * weight-type table can produce.
  *
  * For each: (a) Gaussian rows quantized and dequantized through the table's
@@ -22,12 +22,12 @@
 #include <time.h>
 
 #include "checks.h"
-#include "dtype.h"
-#include "numeric.h"
-#include "quantize.h"
-#include "rng.h"
+#include "base/numeric.h"
+#include "base/rng.h"
+#include "dtype/dtype.h"
+#include "dtype/quantize.h"
 #include "tap.h"
-#include "util.h"
+#include "base/util.h"
 
 /*
  * Each producible type and the relative RMS error it may leave on rows of

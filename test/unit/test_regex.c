@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "regex.h"
+#include "constrain/regex.h"
 #include "tap.h"
 
 /* Whether d keeps the promises of regex.h: rows in range, dist exact, every state live and reachable. */

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cbllm.h"
-#include "request_params.h"
+#include "api/cbllm.h"
+#include "api/request_params.h"
 #include "tap.h"
 
 static const cbllm_request_limits lim = {.max_tokens_limit = 1000, .max_prompt_bytes = 65536};

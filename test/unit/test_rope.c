@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
-#include "rope.h"
+#include "model/model.h"
+#include "model/rope.h"
 #include "tap.h"
 
 #define MAX_LINE (1 << 16)

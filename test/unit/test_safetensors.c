@@ -14,7 +14,7 @@
 
 #include "checks.h"
 #include "fixture.h"
-#include "safetensors.h"
+#include "formats/safetensors.h"
 #include "tap.h"
 
 /* Whether every tensor spec is in the archive with its dtype, shape and bytes. */

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sampler.h"
+#include "sample/sampler.h"
 #include "tap.h"
 
 /* A test-side splitmix64 stream, a stream apart from the sampler's generator. */

@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cbllm.h"
-#include "engine_internal.h"	/* bm->test_hash, the forced-collision hook */
+#include "api/cbllm.h"
+#include "engine/engine_internal.h"	/* bm->test_hash, the forced-collision hook */
 #include "tap.h"
 
 #define MAXR 16

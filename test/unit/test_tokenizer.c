@@ -11,7 +11,7 @@
 
 #include "fixture.h"
 #include "tap.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)

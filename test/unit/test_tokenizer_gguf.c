@@ -21,9 +21,9 @@
 #include <string.h>
 
 #include "fixture.h"
-#include "gguf.h"
+#include "formats/gguf.h"
 #include "tap.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 static const char *const models[] = {"llama3_1", "qwen3", "gemma3", "llama2", "mistral7b"};
 

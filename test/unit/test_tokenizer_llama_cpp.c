@@ -24,10 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
+#include "formats/gguf.h"
 #include "tap.h"
-#include "tokenizer.h"
-#include "util.h"
+#include "base/util.h"
+#include "tokenizer/tokenizer.h"
 
 #define SEP			"\n__ggml_vocab_test__\n"
 #define MAX_SHOWN	3			/* differences printed per vocabulary */

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model.h"
+#include "model/model.h"
 #include "model_rows.h"
 #include "ref_check.h"
 #include "tap.h"

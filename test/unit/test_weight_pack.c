@@ -28,18 +28,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "backend_registry.h"
-#include "dtype.h"
+#include "backend/backend.h"
+#include "backend/backend_registry.h"
+#include "dtype/dtype.h"
 #include "fixture.h"
-#include "kernels.h"
-#include "model.h"
-#include "threadpool.h"
-#include "kquant_layout.h"
-#include "numeric.h"
+#include "backend/cpu/kernels.h"
+#include "base/numeric.h"
+#include "base/threadpool.h"
+#include "dtype/kquant_layout.h"
+#include "model/model.h"
 #include "packed_model.h"
-#include "rng.h"
-#include "weight_pack.h"
+#include "backend/cpu/weight_pack.h"
+#include "base/rng.h"
 #include "quant_rows.h"
 #include "tap.h"
 

@@ -2,7 +2,7 @@
 #ifndef CBLLM_TEST_VISIT_COUNT_H
 #define CBLLM_TEST_VISIT_COUNT_H
 
-#include "model.h"
+#include "model/model.h"
 
 /* Counts of what model_visit shows. */
 typedef struct visit_count

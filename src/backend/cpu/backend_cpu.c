@@ -11,14 +11,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "activation.h"
-#include "backend.h"
-#include "backend_registry.h"
-#include "cpu_attention.h"
-#include "dtype.h"
-#include "kernels.h"
-#include "rope.h"
-#include "weight_pack.h"
+#include "backend/backend.h"
+#include "backend/backend_registry.h"
+#include "backend/cpu/cpu_attention.h"
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/weight_pack.h"
+#include "base/activation.h"
+#include "dtype/dtype.h"
+#include "model/rope.h"
 
 #define CPU_KV_CAP_BYTES ((size_t) 4 << 30)	/* the pool sized by default: at most 4 GiB */
 #define CPU_COPY_REPS 7			/* timed copies of copy_bandwidth; their median is reported */

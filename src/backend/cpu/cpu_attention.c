@@ -14,13 +14,13 @@
  * cut into runs where the same queries are active (a query joins at
  * first_j and leaves after p_j).  So results do not depend on the batch.
  */
-#include "cpu_attention.h"
+#include "backend/cpu/cpu_attention.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "softmax.h"
+#include "base/softmax.h"
 
 typedef struct attn_job
 {

@@ -9,11 +9,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "kernels.h"
-#include "kv_cache.h"
-#include "model.h"
-#include "threadpool.h"
+#include "backend/backend.h"
+#include "backend/cpu/kernels.h"
+#include "base/threadpool.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
 
 typedef struct cpu_attention
 {

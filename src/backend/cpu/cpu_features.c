@@ -1,7 +1,7 @@
 /* cpu_features.c: choose the CPU kernels this processor can run. */
 #include <string.h>
 
-#include "kernels.h"
+#include "backend/cpu/kernels.h"
 
 /* True when the CPU and OS support the AVX-512 subsets the kernels use. */
 static int

@@ -45,4 +45,4 @@ Hsum256(__m256 v)
 #define KERNELS_NAME cpu_kernels_avx2
 #define KERNELS_ISA "avx2"
 
-#include "kernels_simd.inc"
+#include "backend/cpu/kernels_simd.inc"

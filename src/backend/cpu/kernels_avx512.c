@@ -79,4 +79,4 @@ Hsum16x512(const __m512 *v, float *sums)
 #define KERNELS_ISA "avx512"
 #endif
 
-#include "kernels_simd.inc"
+#include "backend/cpu/kernels_simd.inc"

@@ -7,4 +7,4 @@
 #define KERNELS_NAME cpu_kernels_avx512vnni
 #define KERNELS_ISA "avx512vnni"
 
-#include "kernels_avx512.c"
+#include "backend/cpu/kernels_avx512.c"

@@ -1,5 +1,5 @@
 /* kernels_generic.c: portable scalar kernels for CPUs without AVX2. */
-#include "numeric.h"
+#include "base/numeric.h"
 
 /* One bf16 or f16 value widened, read through a pointer like a vector load. */
 static inline float
@@ -56,4 +56,4 @@ DotS4(const uint8_t *w, const int8_t *x)
 #define KERNELS_NAME cpu_kernels_generic
 #define KERNELS_ISA "generic"
 
-#include "kernels_simd.inc"
+#include "backend/cpu/kernels_simd.inc"

@@ -7,8 +7,8 @@
  */
 #include <string.h>
 
-#include "kquant_layout.h"
-#include "weight_pack.h"
+#include "backend/cpu/weight_pack.h"
+#include "dtype/kquant_layout.h"
 
 #define VEC 64					/* bytes of a vector */
 

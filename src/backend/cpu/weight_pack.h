@@ -43,8 +43,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "dtype.h"
-#include "model.h"
+#include "dtype/dtype.h"
+#include "model/model.h"
 
 #define WEIGHT_PACK_ROWS 16		/* rows of a group */
 

@@ -16,18 +16,18 @@
  * end_step replays the recorded graph.  Every operation reads its per-step data from the
  * fixed device buffers, so a replay computes the new batch.
  */
-#include "backend_cuda.h"
+#include "backend/cuda/backend_cuda.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_ctx.h"
-#include "cuda_ops.h"
-#include "kv_cache.h"
-#include "numeric.h"
-#include "rope.h"
+#include "backend/cuda/cuda_ctx.h"
+#include "backend/cuda/cuda_ops.h"
+#include "base/numeric.h"
+#include "kv/kv_cache.h"
+#include "model/rope.h"
 
 /*
  * The bf16 tile a quantized matrix is dequantized into for cuBLAS (steps of

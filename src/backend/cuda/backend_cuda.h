@@ -18,8 +18,8 @@
 #ifndef CBLLM_BACKEND_CUDA_H
 #define CBLLM_BACKEND_CUDA_H
 
-#include "../src/backend.h"
-#include "../src/backend_registry.h"
+#include "backend/backend.h"
+#include "backend/backend_registry.h"
 
 typedef struct cuda_backend_params
 {

@@ -21,9 +21,9 @@
 
 #include <math.h>
 
-#include "block_reduce.cuh"
-#include "cuda_ops.h"
-#include "launch.cuh"
+#include "backend/cuda/block_reduce.cuh"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/launch.cuh"
 
 #define ATT_WARPS 4
 #define ATT_THREADS (ATT_WARPS * 32)

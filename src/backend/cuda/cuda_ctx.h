@@ -7,8 +7,8 @@
 #ifndef CBLLM_CUDA_CTX_H
 #define CBLLM_CUDA_CTX_H
 
-#include "../src/backend.h"
-#include "cuda_ops.h"
+#include "backend/backend.h"
+#include "backend/cuda/cuda_ops.h"
 
 #define MAX_GRAPH_SIZES 48
 #define COPY_BANDWIDTH_ITERS 20	/* device copies timed by copy_bandwidth; the median is reported */

@@ -10,9 +10,9 @@
 
 #include <stdlib.h>
 
-#include "cuda_ops.h"
-#include "dtype_device.cuh"
-#include "launch.cuh"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/dtype_device.cuh"
+#include "backend/cuda/launch.cuh"
 
 #define BLAS_WORKSPACE (32u << 20)
 

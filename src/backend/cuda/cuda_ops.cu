@@ -14,13 +14,13 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "block_reduce.cuh"
-#include "cuda_ops.h"
-#include "dtype_device.cuh"
-#include "launch.cuh"
-#include "quant_device.cuh"
-#include "../src/activation.h"
-#include "../src/rng.h"
+#include "backend/cuda/block_reduce.cuh"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/dtype_device.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/quant_device.cuh"
+#include "base/activation.h"
+#include "base/rng.h"
 
 #define ROW_THREADS 256
 

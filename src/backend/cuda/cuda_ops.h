@@ -16,9 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../src/dtype.h"
-#include "../src/sampler.h"
-#include "../src/util.h"
+#include "base/util.h"
+#include "dtype/dtype.h"
+#include "sample/sampler.h"
 
 #ifdef __cplusplus
 extern "C"
@@ -101,7 +101,7 @@ int			cuda_add_rmsnorm(float *d_x, const float *d_y, const float *d_w, int T, in
 int			cuda_silu_mul(float *d_gate, const float *d_up, int64_t n, cuda_stream s,
 						  cbllm_err *err);
 
-/* d_gate[i] = gelu_tanh(d_gate[i]) * d_up[i] (src/activation.h) */
+/* d_gate[i] = gelu_tanh(d_gate[i]) * d_up[i] (src/base/activation.h) */
 int			cuda_gelu_tanh_mul(float *d_gate, const float *d_up, int64_t n, cuda_stream s,
 							   cbllm_err *err);
 
@@ -148,7 +148,7 @@ int			cuda_kv_store(uint16_t *d_k_cache, uint16_t *d_v_cache, const float *d_k,
 
 /*
  * Fill n bf16 elements with dummy weights: element i is
- * cbllm_dummy_value(seed, i) * scale (src/rng.h), rounded to nearest even.
+ * cbllm_dummy_value(seed, i) * scale (src/base/rng.h), rounded to nearest even.
  */
 int			cuda_fill_dummy(uint16_t *d_w, int64_t n, uint64_t seed, float scale,
 							cbllm_err *err);

@@ -16,10 +16,10 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "cuda_ops.h"
-#include "dtype_device.cuh"
-#include "launch.cuh"
-#include "quant_device.cuh"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/dtype_device.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/quant_device.cuh"
 
 #define MATVEC_WARPS 4			/* rows per block of the fused kernel */
 #define DEQUANT_THREADS 256

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cuda_ops.h"
+#include "backend/cuda/cuda_ops.h"
 
 /* Turn a CUDA error into a status; what names the call. */
 static int

@@ -22,8 +22,8 @@
 
 #include <math.h>
 
-#include "cuda_ops.h"
-#include "launch.cuh"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/launch.cuh"
 
 #define SAMPLE_THREADS 256
 #define FIXED_ONE 1099511627776.0	/* 2^40: probability 1 in fixed point */

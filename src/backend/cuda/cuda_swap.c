@@ -3,7 +3,7 @@
  * the swap stream, ordered against the compute stream with events; the host
  * area is page-locked once and the copy rate measured.
  */
-#include "cuda_ctx.h"
+#include "backend/cuda/cuda_ctx.h"
 
 /*
  * Blocks between the device pool and the host swap area, layer by layer, on

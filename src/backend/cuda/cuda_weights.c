@@ -7,8 +7,8 @@
  */
 #include <stdlib.h>
 
-#include "cuda_ctx.h"
-#include "numeric.h"
+#include "backend/cuda/cuda_ctx.h"
+#include "base/numeric.h"
 
 /* The device copy of a host tensor or of a dummy tensor. */
 const dev_weight *

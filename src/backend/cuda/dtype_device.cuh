@@ -1,5 +1,5 @@
 /*
- * dtype_device.cuh: the weight types (src/dtype.h) in the kernels: the
+ * dtype_device.cuh: the weight types (src/dtype/dtype.h) in the kernels: the
  * device element of each float type with its conversions, and the lookup of
  * a kernel family's per-type row.  A .cu file that runs a type keeps a table
  * of rows, each beginning with its cbllm_dtype dt, and finds the row of a
@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "../src/dtype.h"
+#include "dtype/dtype.h"
 
 /* An element read as f32. */
 __device__ static inline float

@@ -10,7 +10,7 @@
 
 #include <cuda_runtime.h>
 
-#include "../src/util.h"
+#include "base/util.h"
 
 #ifdef CBLLM_CUDA_EMU
 #define CBLLM_LAUNCH(kernel, grid, block, shmem, stream, ...) \

@@ -1,5 +1,5 @@
 /*
- * quant_device.cuh: the GGUF block types (src/dtype.h) decoded on the device,
+ * quant_device.cuh: the GGUF block types (src/dtype/dtype.h) decoded on the device,
  * eight elements at a time.  One struct per type gives its block's elements
  * (QK) and bytes, and Decode8(b, g, v): v[0, 8) = elements [8g, 8g + 8) of
  * the block at b, as f32.

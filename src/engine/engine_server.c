@@ -12,7 +12,7 @@
  * cbllm-engine.c) is started by the supervisor with the region and two
  * doorbell pipes.
  */
-#include "engine_server.h"
+#include "engine/engine_server.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -21,9 +21,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "logprobs_json.h"
-#include "request_params.h"
-#include "tokenizer.h"
+#include "api/request_params.h"
+#include "sample/logprobs_json.h"
+#include "tokenizer/tokenizer.h"
 
 /* What the server keeps of one supervisor slot's request. */
 typedef struct server_req
@@ -96,25 +96,6 @@ EngineParams(const cbllm_ipc_params *ip, cbllm_engine_params *p)
 	p->gpu_memory_utilization = ip->gpu_memory_utilization;
 	p->priority_aging = ip->priority_aging;
 	p->max_step_ms = ip->max_step_ms;
-}
-
-/* The CUDA_VISIBLE_DEVICES of engine index: the index-th entry of visible (round it), else the index. */
-void
-cbllm_server_gpu_choice(const char *visible, int index, char *out, size_t len)
-{
-	if (visible != NULL && visible[0] != '\0')
-	{
-		int			n = 1;
-		const char *p = visible;
-
-		for (const char *c = visible; *c; c++)
-			n += *c == ',';
-		for (int i = 0; i < index % n; i++)
-			p = strchr(p, ',') + 1;
-		snprintf(out, len, "%.*s", (int) strcspn(p, ","), p);
-	}
-	else
-		snprintf(out, len, "%d", index);
 }
 
 /*
