@@ -510,7 +510,7 @@ cbllm_engine_submit(cbllm_engine *e, const cbllm_request_input *in, const cbllm_
 			return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 		}
 	}
-	r->state = REQ_WAITING;
+	r->state = REQ_QUEUED;
 	r->hnext = e->hash[r->id & (ENGINE_HASH_BUCKETS - 1)];
 	e->hash[r->id & (ENGINE_HASH_BUCKETS - 1)] = r;
 	e->n_live++;
@@ -530,18 +530,6 @@ cbllm_phase_name(cbllm_phase p)
 	return p <= CBLLM_PHASE_FINISHED ? names[p] : "?";
 }
 
-/* Where a request is now, for observers. */
-static cbllm_phase
-RequestPhase(const cbllm_request *r)
-{
-	if (r->state == REQ_FINISHED)
-		return CBLLM_PHASE_FINISHED;
-	if (r->state == REQ_WAITING)
-		return r->table.swapped ? CBLLM_PHASE_SWAPPED :
-			r->admitted ? CBLLM_PHASE_PREEMPTED : CBLLM_PHASE_QUEUED;
-	return r->n_computed < r->n_tokens - 1 ? CBLLM_PHASE_PREFILL : CBLLM_PHASE_DECODE;
-}
-
 /* Return what a request produced since its last take. */
 int
 cbllm_engine_take(cbllm_engine *e, int64_t id, cbllm_output *out, cbllm_err *err)
@@ -553,17 +541,17 @@ cbllm_engine_take(cbllm_engine *e, int64_t id, cbllm_output *out, cbllm_err *err
 	r = Lookup(e, id);
 	if (r == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOT_FOUND, "no request with id %lld", (long long) id);
-	n_gen = (r->lingering ? r->linger_tokens : r->n_tokens) - r->n_prompt;
+	n_gen = (r->stat.lingering ? r->stat.linger_tokens : r->n_tokens) - r->n_prompt;
 	out->tokens = r->tokens + r->n_prompt + r->gen_taken;
 	out->n_tokens = n_gen - r->gen_taken;
 	out->logprobs = r->sp.logprobs && r->lp != NULL ? r->lp + r->gen_taken : NULL;
 	out->n_logprobs = out->logprobs != NULL ? out->n_tokens : 0;
 	out->text = r->text.data ? r->text.data + r->text_taken : "";
 	out->text_len = r->text_ready - r->text_taken;
-	out->finish = r->lingering && r->state != REQ_FINISHED ? CBLLM_FINISH_NONE : r->finish;
+	out->finish = r->stat.lingering && r->state != REQ_FINISHED ? CBLLM_FINISH_NONE : r->finish;
 	out->n_prompt = r->n_prompt;
 	out->n_generated = n_gen;
-	out->phase = RequestPhase(r);
+	out->phase = r->state;
 	out->queue_seconds = r->admitted ? r->t_admitted - r->t_submit : -1;
 	out->n_preemptions = r->n_preemptions;
 	out->error = r->finish == CBLLM_FINISH_ERROR ? r->error : NULL;

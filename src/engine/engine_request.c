@@ -404,7 +404,7 @@ request_append_padding(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_f
 	if (PushToken(r, token) != CBLLM_OK)
 		return CBLLM_ERR_NOMEM;
 	if (r->n_tokens >= e->params.max_model_len)
-		*why = r->linger_finish;
+		*why = r->stat.linger_finish;
 	return CBLLM_OK;
 }
 
@@ -418,13 +418,13 @@ request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *
 {
 	bool		stopped_by_string = r->finish == CBLLM_FINISH_STOP && why == CBLLM_FINISH_STOP;
 
-	if (r->state == REQ_RUNNING)
+	if (request_running(r))
 		req_list_remove(&e->running, r);
-	else if (r->state == REQ_WAITING)
+	else if (request_waiting(r))
 		req_list_remove(&e->waiting, r);
 	request_release_blocks(e->bm, r);
 	request_release_swap(e->bm, r);
-	r->state = REQ_FINISHED;
+	(void) request_enter(r, REQ_FINISHED);	/* from any state but FINISHED, where it stays */
 	r->finish = why;
 	engine_constraint_release(e, r->cons);
 	r->cons = NULL;

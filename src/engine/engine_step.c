@@ -228,8 +228,11 @@ DropUncopiedSwaps(cbllm_engine *e, const sched_plan *plan, int n_done)
 	{
 		cbllm_request *r = plan->swaps[i].req;
 
-		if (plan->swaps[i].out && r->state == REQ_WAITING && r->table.swapped)
+		if (plan->swaps[i].out && r->state == REQ_SWAPPED && r->table.swapped)
+		{
 			request_release_swap(e->bm, r);
+			(void) request_enter(r, REQ_PREEMPTED);	/* its KV is recomputed instead */
+		}
 	}
 }
 
@@ -303,7 +306,7 @@ RecordTokens(cbllm_engine *e, const sched_plan *plan)
 		res->finish = CBLLM_FINISH_NONE;
 		res->error = NULL;
 		if (plan->seqs[i].sample &&
-			(plan->seqs[i].req->lingering ?
+			(plan->seqs[i].req->stat.lingering ?
 			 request_append_padding(e, plan->seqs[i].req, e->step_tokens[i], &res->finish) :
 			 request_append_token(e, plan->seqs[i].req, e->step_tokens[i], &res->finish)) != CBLLM_OK)
 		{

@@ -139,3 +139,32 @@ request_sampler_params(const cbllm_request *r)
 
 	return p;
 }
+
+/* The moves request_enter allows, by state (request.h): a bit per state a request may enter. */
+static const unsigned ALLOWED[] = {
+	[REQ_QUEUED] = 1u << REQ_PREFILL | 1u << REQ_DECODE | 1u << REQ_FINISHED,
+	[REQ_PREFILL] = 1u << REQ_PREFILL | 1u << REQ_DECODE | 1u << REQ_PREEMPTED | 1u << REQ_SWAPPED |
+	1u << REQ_FINISHED,
+	[REQ_DECODE] = 1u << REQ_DECODE | 1u << REQ_PREFILL | 1u << REQ_PREEMPTED | 1u << REQ_SWAPPED |
+	1u << REQ_FINISHED,
+	[REQ_PREEMPTED] = 1u << REQ_PREFILL | 1u << REQ_DECODE | 1u << REQ_FINISHED,
+	[REQ_SWAPPED] = 1u << REQ_PREFILL | 1u << REQ_DECODE | 1u << REQ_PREEMPTED | 1u << REQ_FINISHED,
+	[REQ_FINISHED] = 0,
+};
+
+/* Move r to state to, when the table allows it. */
+bool
+request_enter(cbllm_request *r, req_state to)
+{
+	if ((unsigned) r->state >= sizeof(ALLOWED) / sizeof(ALLOWED[0]) || (ALLOWED[r->state] & (1u << to)) == 0)
+		return false;
+	r->state = to;
+	return true;
+}
+
+/* PREFILL while more than r's next token is still to compute, else DECODE. */
+req_state
+request_running_state(const cbllm_request *r)
+{
+	return r->n_tokens - r->n_computed > 1 ? REQ_PREFILL : REQ_DECODE;
+}

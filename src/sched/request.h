@@ -13,12 +13,42 @@
 #include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
 
-typedef enum req_state
+/*
+ * A request's state: the one place its phase is kept (what callers see as
+ * cbllm_output.phase), changed only by request_enter (request.c), which
+ * holds the transitions that may happen:
+ *
+ *   QUEUED -> PREFILL | DECODE | FINISHED      admitted (DECODE: one token to compute), ended
+ *   PREFILL -> DECODE | PREEMPTED | SWAPPED | FINISHED | PREFILL
+ *   DECODE -> PREFILL | PREEMPTED | SWAPPED | FINISHED
+ *                      (PREFILL: its KV was dropped to be computed again, as longrope's
+ *                       crossing does; PREEMPTED: by recompute; SWAPPED: its blocks in swap)
+ *   PREEMPTED | SWAPPED -> PREFILL | DECODE | FINISHED   admitted again, or ended
+ *   SWAPPED -> PREEMPTED                       its swap copy did not happen: recomputed instead
+ *
+ * Waiting states (QUEUED, PREEMPTED, SWAPPED) are in the waiting list and
+ * hold no KV blocks in the pool (SWAPPED holds swap blocks); running ones
+ * (PREFILL, DECODE) are in the running list; FINISHED is in neither.
+ */
+typedef cbllm_phase req_state;
+
+#define REQ_QUEUED CBLLM_PHASE_QUEUED
+#define REQ_PREFILL CBLLM_PHASE_PREFILL
+#define REQ_DECODE CBLLM_PHASE_DECODE
+#define REQ_PREEMPTED CBLLM_PHASE_PREEMPTED
+#define REQ_SWAPPED CBLLM_PHASE_SWAPPED
+#define REQ_FINISHED CBLLM_PHASE_FINISHED
+
+/* What padded static batching (CBLLM_BATCH_STATIC_PADDED, sched_static.c) keeps of a request. */
+typedef struct req_static
 {
-	REQ_WAITING,				/* queued, holds no KV blocks */
-	REQ_RUNNING,				/* admitted: prefilling or decoding, holds blocks */
-	REQ_FINISHED				/* out of the queues, holds nothing; done, waits for its last take */
-} req_state;
+	int			pad_owed;		/* prompt positions still to compute again, standing for the
+								 * padding up to the batch's longest prompt; -1 while the
+								 * scheduler is still sizing it */
+	bool		lingering;		/* ended, computed on until its batch's last sequence ends */
+	int			linger_tokens;	/* n_tokens when it ended: the tokens past it are not output */
+	cbllm_finish linger_finish; /* how it ended, delivered when the batch ends */
+} req_static;
 
 typedef struct cbllm_request
 {
@@ -71,17 +101,25 @@ typedef struct cbllm_request
 	int			cap_lp;
 	int32_t    *bias_ids;		/* (sp.n_bias) its logit_bias, owned (sp points here) */
 	float	   *bias_values;	/* (sp.n_bias) */
-	/* padded static batching (CBLLM_BATCH_STATIC_PADDED): */
-	int			pad_owed;		/* prompt positions still to compute again, standing for the
-								 * padding up to the batch's longest prompt; -1 while the
-								 * scheduler is still sizing it */
-	bool		lingering;		/* ended, computed on until its batch's last sequence ends */
-	int			linger_tokens;	/* n_tokens when it ended: the tokens past it are not output */
-	cbllm_finish linger_finish; /* how it ended, delivered when the batch ends */
+	req_static	stat;			/* padded static batching's bookkeeping (sched_static.c) */
 	struct cbllm_request *prev; /* in the waiting or running list */
 	struct cbllm_request *next;
 	struct cbllm_request *hnext;	/* in the id hash chain */
 } cbllm_request;
+
+/* Whether r waits (QUEUED, PREEMPTED or SWAPPED). */
+static inline bool
+request_waiting(const cbllm_request *r)
+{
+	return r->state == REQ_QUEUED || r->state == REQ_PREEMPTED || r->state == REQ_SWAPPED;
+}
+
+/* Whether r runs (PREFILL or DECODE). */
+static inline bool
+request_running(const cbllm_request *r)
+{
+	return r->state == REQ_PREFILL || r->state == REQ_DECODE;
+}
 
 typedef struct req_list
 {
@@ -89,6 +127,16 @@ typedef struct req_list
 	cbllm_request *tail;
 	int			n;
 } req_list;
+
+/*
+ * Move r to state to (the table above).  The one place a state changes;
+ * false, the state unchanged, for a move the table does not hold (a bug of
+ * its caller, which the scheduler's tests count).
+ */
+bool		request_enter(cbllm_request *r, req_state to);
+
+/* The running state of r by its tokens: PREFILL while more than its next token is to compute. */
+req_state	request_running_state(const cbllm_request *r);
 
 /* req_list operations; lists are kept in (rank desc, arrival asc) order */
 void		req_list_insert(req_list *l, cbllm_request *r);

@@ -32,14 +32,9 @@
  * stall-free batching does.  With nothing decoding a step takes the whole
  * token budget: nobody waits, and a burst of prompts starts at full speed.
  *
- * Static baselines.  CBLLM_BATCH_STATIC_ADMISSION admits a batch only when
- * nothing runs.  CBLLM_BATCH_STATIC_PADDED does too, and also charges what
- * a padded generate() call computes: each member whose prompt is shorter
- * than the batch's longest owes that many prompt positions, computed again
- * in padding passes (positions it already holds, so its KV and its output
- * are unchanged) before it decodes on; and a member that ends lingers,
- * decoding on with its output discarded, until no member of the batch is
- * live, when they all end together.
+ * Static baselines.  The benchmarks' static-batching modes are hooks of
+ * their own (sched_static.c, scheduler.batch); in continuous batching there
+ * are none, and nothing below depends on them.
  *
  * Memory.  Blocks are taken only for the tokens of this step.  When a running
  * request needs a block and none is available, the last running request
@@ -122,6 +117,7 @@ scheduler_init(scheduler *s, const sched_params *p, cbllm_err *err)
 	s->running = p->running;
 	s->bm = p->bm;
 	s->lim = p->limits;
+	s->batch = sched_static_policy(p->limits.batching);
 	s->sec_per_prefill_token = 1e-3;	/* replaced by the engine's measurements */
 	s->swap_bytes_per_sec = 4e9;
 	s->plan.seqs = calloc(n, sizeof(sched_seq));
@@ -222,23 +218,6 @@ Schedule(scheduler *s, cbllm_request *r, int n)
 	plan->n_tokens += n;
 }
 
-/* Add a padding pass of r to the step: its prompt positions [0, n) again, sampling nothing. */
-static void
-SchedulePad(scheduler *s, cbllm_request *r, int n)
-{
-	sched_plan *plan = &s->plan;
-	sched_seq  *q = &plan->seqs[plan->n_seqs++];
-
-	r->plan_mark = s->plan_no;
-
-	q->req = r;
-	q->start = 0;
-	q->n_tokens = n;
-	q->sample = false;
-	q->pad = true;
-	plan->n_tokens += n;
-}
-
 /* Keep the fair counts current as r moves by d_running and d_waiting (fair plans only). */
 static void
 FairMove(scheduler *s, const cbllm_request *r, int d_running, int d_waiting)
@@ -252,23 +231,31 @@ FairMove(scheduler *s, const cbllm_request *r, int d_running, int d_waiting)
 	}
 }
 
+/* Move r to state to (request_enter), counting a move the table refuses. */
+static void
+Enter(scheduler *s, cbllm_request *r, req_state to)
+{
+	if (!request_enter(r, to))
+		s->bad_transitions++;
+}
+
 /* Take r out of its queue and give back all it holds; the engine finishes it. */
 static void
 Retire(scheduler *s, cbllm_request *r, sched_finished *slot, cbllm_finish why, const char *error)
 {
-	if (r->state == REQ_RUNNING)
+	if (request_running(r))
 	{
 		req_list_remove(s->running, r);
 		FairMove(s, r, -1, 0);
 	}
-	else if (r->state == REQ_WAITING)
+	else if (request_waiting(r))
 	{
 		req_list_remove(s->waiting, r);
 		FairMove(s, r, 0, r->leader == NULL ? -1 : 0);
 	}
 	request_release_blocks(s->bm, r);
 	request_release_swap(s->bm, r);
-	r->state = REQ_FINISHED;
+	Enter(s, r, REQ_FINISHED);
 	slot->req = r;
 	slot->why = why;
 	slot->error = error;
@@ -376,7 +363,7 @@ Preempt(scheduler *s, cbllm_request *victim)
 	if (ChooseSwap(s, victim))
 		swap = SwapOut(s, victim);
 	request_release_blocks(s->bm, victim);	/* keeps n_computed when swapped */
-	victim->state = REQ_WAITING;
+	Enter(s, victim, swap >= 0 ? REQ_SWAPPED : REQ_PREEMPTED);
 	req_list_insert(s->waiting, victim);
 	victim->n_preemptions++;
 	if (plan->n_preempted < s->lim.max_num_seqs)	/* victims are running requests: always */
@@ -564,22 +551,8 @@ PlanOneRunning(scheduler *s, cbllm_request *r, int *budget, int *prefill)
 	bool		pre = Prefilling(r);
 	int			n = ChunkFor(r, Room(r, *budget, *prefill));
 
-	if (r->pad_owed > 0 && !pre && r->table.n_dropped > 0)
-		r->pad_owed = 0;		/* its first blocks are gone behind a window: no padding pass */
-	if (r->pad_owed > 0 && !pre)
-	{
-		/* padded static batching: its prompt is in; the padding's cost comes first */
-		n = r->pad_owed < r->n_prompt ? r->pad_owed : r->n_prompt;
-		n = n < *budget ? n : *budget;
-		n = n < *prefill ? n : *prefill;
-		if (n > 0)
-		{
-			SchedulePad(s, r, n);
-			*budget -= n;
-			*prefill -= n;
-		}
+	if (s->batch != NULL && s->batch->pad_pass(s, r, budget, prefill))
 		return PLAN_DONE;
-	}
 	if (n == 0)
 		return PLAN_DONE;
 	if (r->n_computed == 0)
@@ -626,11 +599,10 @@ PlanRunning(scheduler *s, int *budget, int *prefill)
 static PlanOutcome
 AdmitOne(scheduler *s, cbllm_request *r, double now, int *budget, int *prefill)
 {
-	bool		static_mode = s->lim.batching != CBLLM_BATCH_CONTINUOUS,
-				padded = s->lim.batching == CBLLM_BATCH_STATIC_PADDED;
+	bool		first_time = !r->admitted;
 	int			n;
 
-	if (static_mode && !s->static_new_batch && r->arrival > s->static_batch_last)
+	if (s->batch != NULL && s->batch->admission_closed(s, r))
 		return PLAN_STOP;
 	if (r->leader != NULL)
 		return PLAN_STOP;		/* its prompt's KV comes from the leader's, once computed */
@@ -653,21 +625,16 @@ AdmitOne(scheduler *s, cbllm_request *r, double now, int *budget, int *prefill)
 		}
 	}
 	req_list_remove(s->waiting, r);
-	r->state = REQ_RUNNING;
+	Enter(s, r, request_running_state(r));
 	FairMove(s, r, 1, -1);
-	if (!r->admitted)
+	if (first_time)
 	{
 		r->t_admitted = now;
 		r->admitted = true;
-		if (padded)
-		{
-			r->pad_owed = -1;	/* sized below, once the batch's longest prompt is known */
-			s->static_lmax = r->n_prompt > s->static_lmax ? r->n_prompt : s->static_lmax;
-		}
 	}
 	req_list_insert(s->running, r);
-	if (static_mode && r->arrival > s->static_batch_last)
-		s->static_batch_last = r->arrival;
+	if (s->batch != NULL)
+		s->batch->admitted(s, r, first_time);
 	*prefill -= Prefilling(r) ? n : 0;
 	Schedule(s, r, n);
 	*budget -= n;
@@ -679,19 +646,16 @@ static void
 PlanWaiting(scheduler *s, double now, int *budget, int *prefill)
 {
 	sched_plan *plan = &s->plan;
-	bool		padded = s->lim.batching == CBLLM_BATCH_STATIC_PADDED;
 	int			first = plan->n_seqs;
 
-	s->static_new_batch = s->running->n == 0;
-	if (padded && s->static_new_batch)
-		s->static_lmax = 0;
+	if (s->batch != NULL)
+		s->batch->begin_admissions(s);
 	while (s->waiting->head != NULL && plan->n_seqs < s->lim.max_num_seqs && *budget > 0 &&
 		   s->running->n < s->lim.max_num_seqs &&
 		   AdmitOne(s, s->waiting->head, now, budget, prefill) == PLAN_DONE)
 		;
-	for (int i = first; i < plan->n_seqs; i++)
-		if (plan->seqs[i].req->pad_owed < 0)
-			plan->seqs[i].req->pad_owed = s->static_lmax - plan->seqs[i].req->n_prompt;
+	if (s->batch != NULL)
+		s->batch->end_admissions(s, first);
 }
 
 /*
@@ -713,10 +677,10 @@ PlanFair(scheduler *s, double now, int *budget, int *prefill)
 			break;
 		if (c->running)
 		{
-			if (r->state == REQ_RUNNING && r->plan_mark != s->plan_no)
+			if (request_running(r) && r->plan_mark != s->plan_no)
 				(void) PlanOneRunning(s, r, budget, prefill);
 		}
-		else if (admitting && r->state == REQ_WAITING && r->leader == NULL)
+		else if (admitting && request_waiting(r) && r->leader == NULL)
 		{
 			if (s->running->n >= s->lim.max_num_seqs ||
 				AdmitOne(s, r, now, budget, prefill) == PLAN_STOP)
@@ -753,32 +717,14 @@ scheduler_plan(scheduler *s, double now)
 	return plan;
 }
 
-/*
- * Padded static batching: once no sequence of the batch is still live
- * (admitted, not ended), the ones computed on past their end (lingering,
- * running or preempted) end with how they ended, as many as the update's
- * list takes (the rest at the next update).
- */
-static void
-EndPaddedBatch(scheduler *s, sched_update *u)
+/* Retire r into the update's list, ending with why (the batching hooks' end of a batch). */
+bool
+scheduler_retire_in_update(scheduler *s, cbllm_request *r, sched_update *u, cbllm_finish why)
 {
-	req_list   *lists[2] = {s->running, s->waiting};
-	bool		lingering = false;
-
-	for (int l = 0; l < 2; l++)
-		for (cbllm_request *r = lists[l]->head; r != NULL; r = r->next)
-		{
-			if (r->admitted && !r->lingering)
-				return;
-			lingering |= r->lingering;
-		}
-	for (int l = 0; l < 2 && lingering; l++)
-		for (cbllm_request *r = lists[l]->head, *next; r != NULL; r = next)
-		{
-			next = r->next;
-			if (r->lingering && u->n_finished < s->lim.max_num_seqs)
-				Retire(s, r, &u->finished[u->n_finished++], r->linger_finish, NULL);
-		}
+	if (u->n_finished >= s->lim.max_num_seqs)
+		return false;
+	Retire(s, r, &u->finished[u->n_finished++], why, NULL);
+	return true;
 }
 
 /*
@@ -790,7 +736,7 @@ EndPaddedBatch(scheduler *s, sched_update *u)
 static void
 SwitchToLongRope(scheduler *s, cbllm_request *r)
 {
-	if (r->rope_set != 0 || !LongRope(s, r) || r->state != REQ_RUNNING)
+	if (r->rope_set != 0 || !LongRope(s, r) || !request_running(r))
 		return;
 	request_release_blocks(s->bm, r);
 	r->rope_set = 1;
@@ -811,11 +757,12 @@ scheduler_update(scheduler *s, const sched_plan *plan, const sched_result *resul
 	{
 		const sched_seq *q = &plan->seqs[i];
 		cbllm_request *r = q->req;
+		cbllm_finish why;
 
 		u->n_tokens += q->n_tokens;
 		if (q->pad)
 		{
-			r->pad_owed -= q->n_tokens;
+			s->batch->padded(r, q->n_tokens);	/* only a static mode plans padding passes */
 			u->n_pad_tokens += q->n_tokens;
 			continue;
 		}
@@ -827,24 +774,18 @@ scheduler_update(scheduler *s, const sched_plan *plan, const sched_result *resul
 											 * bm_cache_blocks below has registered its blocks */
 		bm_cache_blocks(s->bm, &r->table, r->tokens, Scope(r), r->n_computed);
 		bm_drop_window(s->bm, &r->table, r->n_computed);
-		if (results[i].finish == CBLLM_FINISH_NONE)
+		why = results[i].finish;
+		if (why == CBLLM_FINISH_NONE || (s->batch != NULL && s->batch->ending(s, r, &why)))
 		{
-			SwitchToLongRope(s, r);
+			if (why == CBLLM_FINISH_NONE)
+				SwitchToLongRope(s, r);
+			if (request_running(r))
+				Enter(s, r, request_running_state(r));	/* its prompt done, or dropped */
 			continue;
 		}
-		if (s->lim.batching == CBLLM_BATCH_STATIC_PADDED && !r->lingering &&
-			(results[i].finish == CBLLM_FINISH_STOP || results[i].finish == CBLLM_FINISH_LENGTH ||
-			 results[i].finish == CBLLM_FINISH_CONSTRAINT))
-		{
-			r->lingering = true;
-			r->linger_finish = results[i].finish;
-			r->linger_tokens = r->n_tokens;
-		}
-		else
-			Retire(s, r, &u->finished[u->n_finished++], r->lingering ? r->linger_finish : results[i].finish,
-				   results[i].error);
+		Retire(s, r, &u->finished[u->n_finished++], why, results[i].error);
 	}
-	if (s->lim.batching == CBLLM_BATCH_STATIC_PADDED)
-		EndPaddedBatch(s, u);
+	if (s->batch != NULL)
+		s->batch->end_update(s, u);
 	return u;
 }

@@ -30,6 +30,7 @@
 #include "kv/block_manager.h"
 #include "sched/request.h"
 #include "sched/sched_fair.h"
+#include "sched/sched_static.h"
 
 typedef struct sched_limits
 {
@@ -139,9 +140,9 @@ typedef struct scheduler
 	double		sec_decode_step;	/* measured by the engine: a step of decodes only; 0 until one ran */
 	bool		prefill_measured;	/* sec_per_prefill_token is a measurement, no longer the default */
 	double		swap_bytes_per_sec; /* measured by the engine, for the auto preemption choice */
-	int64_t		static_batch_last;	/* static batching: newest arrival of the batch */
-	bool		static_new_batch;	/* static batching: nothing ran when this plan's admissions began */
-	int			static_lmax;	/* padded static batching: the batch's longest prompt */
+	const sched_batch_policy *batch;	/* a static-batching baseline's hooks; NULL: continuous */
+	sched_static_state stat;	/* what a static mode remembers of its batch */
+	int64_t		bad_transitions;	/* state moves request_enter refused: 0 unless a bug */
 	uint64_t	plan_no;		/* plans made so far: a request planned in this one has
 								 * plan_mark == plan_no */
 	bool		fair_on;		/* this plan shares between tenants (more than one has work) */
@@ -162,6 +163,13 @@ void		scheduler_free(scheduler *s);
  * must carry out is in the plan, valid until the next call.
  */
 const sched_plan *scheduler_plan(scheduler *s, double now);
+
+/*
+ * Retire r from its queue into u's list of finished requests, ending with
+ * why (the static-batching hooks' end of a batch); false when the list is
+ * full (it ends at a later update).
+ */
+bool		scheduler_retire_in_update(scheduler *s, cbllm_request *r, sched_update *u, cbllm_finish why);
 
 /*
  * Apply a step's results (results[i] for plan->seqs[i]): each sequence's

@@ -104,6 +104,9 @@ Done(void)
 {
 	harness    *h = &the_harness;
 
+	if (h->s.bad_transitions != 0)
+		TAP_OK(false, "the scheduler made %lld state moves that request_enter refuses",
+			   (long long) h->s.bad_transitions);
 	for (int k = 0; k < h->n; k++)
 		request_free(h->req[k]);
 	scheduler_free(&h->s);
@@ -135,7 +138,7 @@ Submit(harness *h, int n_prompt, double rank, int gen, int seed)
 	for (int i = 0; i < n_prompt; i++)
 		r->tokens[i] = seed * 1000 + i + 1;
 	r->n_tokens = r->n_prompt = n_prompt;
-	r->state = REQ_WAITING;
+	r->state = REQ_QUEUED;
 	h->req[k] = r;
 	h->gen[k] = gen;
 	h->first_step[k] = h->done_step[k] = -1;

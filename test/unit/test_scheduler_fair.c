@@ -184,13 +184,13 @@ TestPriorityPreemptsOnlyItsOwnTenant(void)
 		b1 = SubmitAs(h, 2, 15, -20, 100, 2);
 		b2 = SubmitAs(h, 2, 15, -30, 100, 3);
 		Step(h);
-		TAP_OK(h->req[a_low]->state == REQ_RUNNING && h->req[b1]->state == REQ_RUNNING &&
-			   h->req[b2]->state == REQ_RUNNING, "three requests, one of tenant 1 and two of tenant 2, run");
+		TAP_OK(request_running(h->req[a_low]) && request_running(h->req[b1]) &&
+			   request_running(h->req[b2]), "three requests, one of tenant 1 and two of tenant 2, run");
 		hi = SubmitAs(h, 1, 15, 1000, 4, 4);	/* outranks everything */
 		Step(h);
-		TAP_OK(h->req[hi]->state != REQ_WAITING && h->req[a_low]->state == REQ_WAITING,
+		TAP_OK(!request_waiting(h->req[hi]) && request_waiting(h->req[a_low]),
 			   "tenant 1's high-priority request runs in its own low-ranked request's place");
-		TAP_OK(h->req[b1]->state == REQ_RUNNING && h->req[b2]->state == REQ_RUNNING,
+		TAP_OK(request_running(h->req[b1]) && request_running(h->req[b2]),
 			   "tenant 2's requests, within their share, keep running");
 		TAP_OK(RunAll(h, 3000) && h->memory_ok && AllFree(h),
 			   "all complete in the tight pool, each reading its own KV, every block back");

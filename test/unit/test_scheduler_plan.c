@@ -194,7 +194,7 @@ TestPreemptionOrder(void)
 		p = FillThenGrow(h, 5);
 		TAP_OK(p->n_preempted == 1 && p->preempted[0].req == h->req[2] && p->preempted[0].swap == -1,
 			   "when A (rank 5), B and C (rank 0) each need a block of a full pool, C (rank 0, latest arrival) is preempted by recompute");
-		TAP_OK(h->req[2]->state == REQ_WAITING && h->req[2]->n_computed == 0 &&
+		TAP_OK(request_waiting(h->req[2]) && h->req[2]->n_computed == 0 &&
 			   h->req[2]->table.n == 0 && h->req[2]->n_preemptions == 1 && h->waiting.head == h->req[2],
 			   "the recomputed victim waits at the head of the queue with no block and nothing computed");
 		TAP_OK(p->n_seqs == 2 && p->seqs[0].req == h->req[0] && p->seqs[1].req == h->req[1],
@@ -301,7 +301,7 @@ TestVictimsAreNotStarved(void)
 			for (int k = 0; k < h->n; k++)
 				if (h->first_step[k] == h->step - 1)
 					for (int j = 0; j < k; j++)
-						if (h->req[j]->state == REQ_WAITING)
+						if (request_waiting(h->req[j]))
 							order_kept = false;
 		}
 		TAP_OK(order_kept, "while any request waits, no request that arrived after it is admitted first");
