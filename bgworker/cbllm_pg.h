@@ -20,6 +20,7 @@
 
 #include "api/request_params.h"
 #include "api/request_progress.h"
+#include "api/stats.h"
 
 /* ---- GUCs (guc.c) ---- */
 extern char *cbllm_model;
@@ -185,13 +186,8 @@ typedef struct CbllmEngineInfo
 	int			pid;			/* the engine process; 0 when none runs */
 	int64		restarts;		/* its processes that died and were replaced */
 	int			requests;		/* requests the supervisor gave it that have not ended */
-	int			kv_blocks_total;
-	int			kv_blocks_free;
-	int			n_running;
-	int			n_waiting;
-	int64		steps;
-	int64		tokens_prompt;
-	int64		tokens_generated;
+	cbllm_stats stats;			/* its counters, as its last status said them (zero when it
+								 * is not ready) */
 	TimestampTz heartbeat;		/* when it last passed its loop; 0: never, or no process */
 } CbllmEngineInfo;
 
@@ -224,25 +220,10 @@ typedef struct CbllmShared
 	char		device[32];		/* worker, under info_lock */
 	char		cpu_isa[32];	/* worker, under info_lock */
 	char		weight_types[128];	/* worker, under info_lock: the model's tensors by weight type */
-	int			kv_blocks_total;	/* worker, under info_lock: engine statistics */
-	int			kv_blocks_free;
-	int			n_running;
-	int			n_waiting;
-	int64		steps;
-	int64		batch_seqs_sum;
-	int64		tokens_prompt;
-	int64		tokens_generated;
-	int64		preemptions;
-	int64		prefix_queries;
-	int64		prefix_hits;
-	int			max_model_len;
-	TimestampTz started_at;
-	int			kv_blocks_cached;	/* worker, under info_lock */
-	int			swap_blocks_total;
-	int			swap_blocks_free;
-	int			n_swapped;
-	int64		preemptions_recompute;
-	int64		preemptions_swap;
+	cbllm_stats stats;			/* worker, under info_lock: the sums of the engines' counters
+								 * (cbllm_stats_add), of those that are ready */
+	int			max_model_len;	/* worker, under info_lock */
+	TimestampTz started_at;		/* worker, under info_lock */
 	int			engine_pid;		/* worker, under info_lock: the first engine's process; 0 when none */
 	int64		engine_restarts;	/* worker, under info_lock: engines that died and were replaced */
 	int			n_engines;		/* worker, under info_lock: the engines it runs (cbllm.engines) */

@@ -134,11 +134,7 @@ Publish(void)
 	strlcpy(sh->reason, runs[lead].reason, CBLLM_REASON_LEN);
 	sh->engine_pid = runs[0].proc.pid;
 	sh->engine_restarts = 0;
-	sh->kv_blocks_total = sh->kv_blocks_free = sh->n_running = sh->n_waiting = 0;
-	sh->steps = sh->batch_seqs_sum = sh->tokens_prompt = sh->tokens_generated = 0;
-	sh->preemptions = sh->prefix_queries = sh->prefix_hits = 0;
-	sh->kv_blocks_cached = sh->swap_blocks_total = sh->swap_blocks_free = sh->n_swapped = 0;
-	sh->preemptions_recompute = sh->preemptions_swap = 0;
+	memset(&sh->stats, 0, sizeof(sh->stats));
 	for (int k = 0; k < n_runs; k++)
 	{
 		EngineRun  *r = &runs[k];
@@ -153,13 +149,10 @@ Publish(void)
 		in->restarts = r->restarts;
 		in->requests = requests[k];
 		in->heartbeat = r->proc.pid != 0 ? r->heartbeat : 0;
-		in->kv_blocks_total = counts ? st->kv_blocks_total : 0;
-		in->kv_blocks_free = counts ? st->kv_blocks_free : 0;
-		in->n_running = counts ? st->n_running : 0;
-		in->n_waiting = counts ? st->n_waiting : 0;
-		in->steps = counts ? st->steps : 0;
-		in->tokens_prompt = counts ? st->tokens_prompt : 0;
-		in->tokens_generated = counts ? st->tokens_generated : 0;
+		if (counts)
+			in->stats = *st;
+		else
+			memset(&in->stats, 0, sizeof(in->stats));
 		sh->engine_restarts += r->restarts;
 		if (in->heartbeat != 0 && (oldest == 0 || in->heartbeat < oldest))
 			oldest = in->heartbeat;
@@ -173,23 +166,7 @@ Publish(void)
 			strlcpy(sh->weight_types, r->last_status.weight_types, sizeof(sh->weight_types));
 			sh->max_model_len = r->last_status.max_model_len;
 		}
-		sh->kv_blocks_total += st->kv_blocks_total;
-		sh->kv_blocks_free += st->kv_blocks_free;
-		sh->n_running += st->n_running;
-		sh->n_waiting += st->n_waiting;
-		sh->steps += st->steps;
-		sh->batch_seqs_sum += st->batch_seqs_sum;
-		sh->tokens_prompt += st->tokens_prompt;
-		sh->tokens_generated += st->tokens_generated;
-		sh->preemptions += st->preemptions;
-		sh->prefix_queries += st->prefix_queries;
-		sh->prefix_hits += st->prefix_hits;
-		sh->kv_blocks_cached += st->kv_blocks_cached;
-		sh->swap_blocks_total += st->swap_blocks_total;
-		sh->swap_blocks_free += st->swap_blocks_free;
-		sh->n_swapped += st->n_swapped;
-		sh->preemptions_recompute += st->preemptions_recompute;
-		sh->preemptions_swap += st->preemptions_swap;
+		cbllm_stats_add(&sh->stats, st);
 	}
 	SpinLockRelease(&sh->info_lock);
 	pg_atomic_write_u64(&sh->engine_heartbeat, (uint64) oldest);

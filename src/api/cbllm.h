@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "api/request_kind.h"
+#include "api/stats.h"
 #include "base/util.h"
 
 typedef struct cbllm_engine cbllm_engine;
@@ -228,32 +229,6 @@ typedef struct cbllm_output
 	const char *error;			/* message when finish is ERROR */
 } cbllm_output;
 
-typedef struct cbllm_stats
-{
-	int			n_waiting;
-	int			n_running;
-	int			kv_blocks_total;
-	int			kv_blocks_free;
-	int64_t		steps;
-	int64_t		tokens_prompt;	/* prompt tokens computed (including recomputation) */
-	int64_t		tokens_generated;
-	int64_t		tokens_padding;	/* padded static batching: prompt positions computed again as
-								 * padding (decode steps past an end are in batch_seqs_sum) */
-	int64_t		batch_seqs_sum; /* sum over steps of the sequences in the step */
-	int64_t		preemptions;	/* all preemptions */
-	int64_t		preemptions_recompute;
-	int64_t		preemptions_swap;
-	int			n_swapped;		/* requests whose KV is in swap space now */
-	int			swap_blocks_total;
-	int			swap_blocks_free;
-	int			kv_blocks_cached;	/* free blocks still holding a cached prefix */
-	int64_t		prefix_queries; /* full prompt blocks looked up */
-	int64_t		prefix_hits;	/* of those, found in the cache */
-	double		forward_seconds;
-	int64_t		graph_steps;	/* steps replayed from CUDA graphs */
-	int64_t		tokens_masked_device;	/* constrained tokens drawn on the device, their
-										 * mask applied there */
-} cbllm_stats;
 
 int			cbllm_engine_create(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err);
 void		cbllm_engine_destroy(cbllm_engine *e);
