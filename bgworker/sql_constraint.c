@@ -14,6 +14,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 
 #include "constrain/json_schema.h"
 #include "constrain/regex.h"
@@ -60,6 +61,37 @@ ChoicesRegex(ArrayType *arr, cbllm_buf *re)
 			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 		}
 	}
+}
+
+/*
+ * The last constraint this session compiled and found valid.  A constraint
+ * is compiled here only to refuse a bad one at the call, naming the
+ * problem; the engine compiles it again for its masks.  A job that submits
+ * the same constraint for every row (cbllm.enrich, the array forms)
+ * compiles it here once.
+ */
+static char *checked_regex = NULL;
+static size_t checked_len = 0;
+
+/* Whether re[0, len) is the constraint this session last found valid. */
+static bool
+CheckedBefore(const char *re, size_t len)
+{
+	return checked_regex != NULL && checked_len == len && memcmp(checked_regex, re ? re : "", len) == 0;
+}
+
+/* Remember re[0, len) as valid (in memory that outlives the call). */
+static void
+RememberChecked(const char *re, size_t len)
+{
+	char	   *copy = MemoryContextAlloc(TopMemoryContext, len + 1);
+
+	memcpy(copy, re ? re : "", len);
+	copy[len] = '\0';
+	if (checked_regex != NULL)
+		pfree(checked_regex);
+	checked_regex = copy;
+	checked_len = len;
 }
 
 /* Whether d matches the empty text and nothing else (the engine refuses such a constraint). */
@@ -125,9 +157,11 @@ CbllmConstraintRegex(FunctionCallInfo fcinfo, int *len)
 		ChoicesRegex(PG_GETARG_ARRAYTYPE_P(CBLLM_ARG_CHOICES), &re);
 	else
 		return NULL;
-	if ((rc = regex_compile(re.data ? re.data : "", re.len, &dfa, &err)) != CBLLM_OK)
+	if (CheckedBefore(re.data, re.len))
+		;						/* this session compiled it already: it is valid */
+	else if ((rc = regex_compile(re.data ? re.data : "", re.len, &dfa, &err)) != CBLLM_OK)
 		RaiseCompile(rc, &err, &re);
-	if (OnlyEmpty(dfa))
+	else if (OnlyEmpty(dfa))
 	{
 		dfa_free(dfa);
 		cbllm_buf_free(&re);
@@ -136,6 +170,8 @@ CbllmConstraintRegex(FunctionCallInfo fcinfo, int *len)
 				 errmsg("the constraint admits only the empty text: there is nothing to generate"),
 				 errhint("An empty regex (or one like '()') matches nothing but the empty text.")));
 	}
+	else
+		RememberChecked(re.data, re.len);
 	dfa_free(dfa);
 	if (re.len > (size_t) cbllm_max_prompt_bytes)
 	{
