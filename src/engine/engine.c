@@ -447,7 +447,7 @@ engine_drop_taken(cbllm_engine *e)
 {
 	if (e->taken != NULL)
 	{
-		request_free(e->taken);
+		engine_request_free(e->taken);
 		e->taken = NULL;
 	}
 }
@@ -497,7 +497,7 @@ cbllm_engine_submit(cbllm_engine *e, const cbllm_request_input *in, const cbllm_
 	r->id = e->next_id++;
 	r->arrival = r->id;
 	r->t_submit = engine_now(e);
-	r->rank = r->sp.priority - e->params.priority_aging * r->t_submit;
+	r->rank = r->eng->sp.priority - e->params.priority_aging * r->t_submit;
 	if (in->share_prompt_with != 0 && !e->params.no_prefix_caching)
 	{
 		cbllm_request *leader = Lookup(e, in->share_prompt_with);
@@ -506,7 +506,7 @@ cbllm_engine_submit(cbllm_engine *e, const cbllm_request_input *in, const cbllm_
 		if (leader != NULL && leader->state != REQ_FINISHED && leader->n_computed < leader->n_prompt &&
 			r->rank <= leader->rank && request_follow(r, leader) != CBLLM_OK)
 		{
-			request_free(r);
+			engine_request_free(r);
 			return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 		}
 	}
@@ -542,21 +542,21 @@ cbllm_engine_take(cbllm_engine *e, int64_t id, cbllm_output *out, cbllm_err *err
 	if (r == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOT_FOUND, "no request with id %lld", (long long) id);
 	n_gen = (r->stat.lingering ? r->stat.linger_tokens : r->n_tokens) - r->n_prompt;
-	out->tokens = r->tokens + r->n_prompt + r->gen_taken;
-	out->n_tokens = n_gen - r->gen_taken;
-	out->logprobs = r->sp.logprobs && r->lp != NULL ? r->lp + r->gen_taken : NULL;
+	out->tokens = r->tokens + r->n_prompt + r->eng->gen_taken;
+	out->n_tokens = n_gen - r->eng->gen_taken;
+	out->logprobs = r->eng->sp.logprobs && r->eng->lp != NULL ? r->eng->lp + r->eng->gen_taken : NULL;
 	out->n_logprobs = out->logprobs != NULL ? out->n_tokens : 0;
-	out->text = r->text.data ? r->text.data + r->text_taken : "";
-	out->text_len = r->text_ready - r->text_taken;
-	out->finish = r->stat.lingering && r->state != REQ_FINISHED ? CBLLM_FINISH_NONE : r->finish;
+	out->text = r->eng->text.data ? r->eng->text.data + r->eng->text_taken : "";
+	out->text_len = r->eng->text_ready - r->eng->text_taken;
+	out->finish = r->stat.lingering && r->state != REQ_FINISHED ? CBLLM_FINISH_NONE : r->eng->finish;
 	out->n_prompt = r->n_prompt;
 	out->n_generated = n_gen;
 	out->phase = r->state;
 	out->queue_seconds = r->admitted ? r->t_admitted - r->t_submit : -1;
 	out->n_preemptions = r->n_preemptions;
-	out->error = r->finish == CBLLM_FINISH_ERROR ? r->error : NULL;
-	r->gen_taken = n_gen;
-	r->text_taken = r->text_ready;
+	out->error = r->eng->finish == CBLLM_FINISH_ERROR ? r->eng->error : NULL;
+	r->eng->gen_taken = n_gen;
+	r->eng->text_taken = r->eng->text_ready;
 	if (r->state == REQ_FINISHED)
 	{
 		Unhash(e, r);
@@ -577,7 +577,7 @@ cbllm_engine_abort(cbllm_engine *e, int64_t id, cbllm_err *err)
 		return cbllm_fail(err, CBLLM_ERR_NOT_FOUND, "no request with id %lld", (long long) id);
 	request_finish(e, r, CBLLM_FINISH_ABORT, NULL);
 	Unhash(e, r);
-	request_free(r);
+	engine_request_free(r);
 	return CBLLM_OK;
 }
 
@@ -716,7 +716,7 @@ cbllm_engine_destroy(cbllm_engine *e)
 		{
 			cbllm_request *next = r->hnext;
 
-			request_free(r);
+			engine_request_free(r);
 			r = next;
 		}
 	}

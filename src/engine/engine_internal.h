@@ -23,6 +23,39 @@
 #include "sched/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
+/*
+ * The engine's part of a request (cbllm_request.eng): what the scheduler
+ * never reads.  Made and freed with the request (engine_request.c).
+ */
+typedef struct engine_request
+{
+	cbllm_sampling sp;			/* stop[] point into stop_strings */
+	char	   *stop_strings[CBLLM_MAX_STOP];
+	size_t		max_stop_len;
+	cbllm_rng	rng;
+	tokenizer_stream detok;
+	cbllm_buf	text;			/* generated text so far */
+	size_t		text_ready;		/* text[0, text_ready) can no longer change */
+	size_t		text_taken;		/* text[0, text_taken) was returned by take */
+	int			gen_taken;		/* generated tokens returned by take */
+	cbllm_finish finish;
+	char		error[CBLLM_ERR_MSG_LEN];
+	/* constrained decoding: */
+	struct engine_constraint *cons; /* the compiled constraint it holds a reference to; NULL: none */
+	int32_t		cstate;			/* its automaton's state after the text so far */
+	bool		cons_dead;		/* the last sampling found no token to continue with */
+	bool		controlled;		/* a constraint, logits controls (logits_process.h) or logprobs:
+								 * sampled by engine_sample_controlled on the host */
+	bool		host_only;		/* logits controls or logprobs: never sampled on a device (a
+								 * constraint alone is: its mask goes with the row) */
+	cbllm_logprob lp_next;		/* sp.logprobs: the step's record, written by the sampling (on a
+								 * compute thread) and kept by request_append_token */
+	cbllm_logprob *lp;			/* (cap_lp) sp.logprobs: one record per generated token */
+	int			cap_lp;
+	int32_t    *bias_ids;		/* (sp.n_bias) its logit_bias, owned (sp points here) */
+	float	   *bias_values;	/* (sp.n_bias) */
+} engine_request;
+
 #define ENGINE_HASH_BUCKETS 4096
 #define ENGINE_MAX_CONSTRAINTS 64	/* compiled constraints kept; the least recently used unheld
 									 * one goes first */
@@ -104,6 +137,12 @@ void		engine_chat_free(cbllm_engine *e);
 int			engine_gguf_load_text(cbllm_engine *e, const char *template_file, cbllm_err *err);
 
 /* request.c */
+/* The controls r samples with, as the host sampler and a device's read them. */
+sampler_params request_sampler_params(const cbllm_request *r);
+
+/* Free r, its engine part first (request_free frees the scheduler's). */
+void		engine_request_free(cbllm_request *r);
+
 int			request_create(cbllm_engine *e, const cbllm_request_input *in,
 						   const cbllm_sampling *sp, cbllm_request **out, cbllm_err *err);
 int			request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_finish *why);

@@ -4,7 +4,7 @@
  * and its output text.  Its place in the queues is sched/request.c's.
  *
  * Output text and stop strings: generated tokens are detokenised into
- * r->text as they arrive.  Text that could still turn out to be the start of
+ * r->eng->text as they arrive.  Text that could still turn out to be the start of
  * a stop string is held back (text_ready stays max_stop_len - 1 bytes behind
  * and on a character boundary), so a caller never sees text that a stop
  * string later removes.
@@ -127,9 +127,9 @@ ApplyModelDefaults(const cbllm_engine *e, cbllm_sampling *sp)
 static int
 CopyBias(cbllm_engine *e, cbllm_request *r, const cbllm_sampling *sp, cbllm_err *err)
 {
-	r->sp.bias_ids = NULL;
-	r->sp.bias_values = NULL;
-	r->sp.n_bias = 0;
+	r->eng->sp.bias_ids = NULL;
+	r->eng->sp.bias_values = NULL;
+	r->eng->sp.n_bias = 0;
 	if (sp->n_bias == 0)
 		return CBLLM_OK;
 	if (sp->bias_ids == NULL || sp->bias_values == NULL)
@@ -146,15 +146,15 @@ CopyBias(cbllm_engine *e, cbllm_request *r, const cbllm_sampling *sp, cbllm_err 
 							  "logit_bias for token %d must be between -%d and %d, not %g",
 							  sp->bias_ids[k], CBLLM_MAX_BIAS, CBLLM_MAX_BIAS, sp->bias_values[k]);
 	}
-	r->bias_ids = malloc(sizeof(int32_t) * sp->n_bias);
-	r->bias_values = malloc(sizeof(float) * sp->n_bias);
-	if (r->bias_ids == NULL || r->bias_values == NULL)
+	r->eng->bias_ids = malloc(sizeof(int32_t) * sp->n_bias);
+	r->eng->bias_values = malloc(sizeof(float) * sp->n_bias);
+	if (r->eng->bias_ids == NULL || r->eng->bias_values == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
-	memcpy(r->bias_ids, sp->bias_ids, sizeof(int32_t) * sp->n_bias);
-	memcpy(r->bias_values, sp->bias_values, sizeof(float) * sp->n_bias);
-	r->sp.bias_ids = r->bias_ids;
-	r->sp.bias_values = r->bias_values;
-	r->sp.n_bias = sp->n_bias;
+	memcpy(r->eng->bias_ids, sp->bias_ids, sizeof(int32_t) * sp->n_bias);
+	memcpy(r->eng->bias_values, sp->bias_values, sizeof(float) * sp->n_bias);
+	r->eng->sp.bias_ids = r->eng->bias_ids;
+	r->eng->sp.bias_values = r->eng->bias_values;
+	r->eng->sp.n_bias = sp->n_bias;
 	return CBLLM_OK;
 }
 
@@ -192,57 +192,58 @@ request_create(cbllm_engine *e, const cbllm_request_input *in, const cbllm_sampl
 		return rc;
 	}
 	r = calloc(1, sizeof(*r));
-	if (r == NULL)
+	if (r == NULL || (r->eng = calloc(1, sizeof(*r->eng))) == NULL)
 	{
+		free(r);
 		free(ids);
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 	}
 	r->tokens = ids;
 	r->n_tokens = r->n_prompt = n;
 	r->cap_tokens = n > 0 ? n : 1;
-	r->sp = *sp;
+	r->eng->sp = *sp;
 	r->cache_salt = in->cache_salt;
 	r->tenant = in->tenant;
 	for (int i = 0; i < sp->n_stop; i++)
 	{
-		r->stop_strings[i] = strdup(sp->stop[i]);
-		if (r->stop_strings[i] == NULL)
+		r->eng->stop_strings[i] = strdup(sp->stop[i]);
+		if (r->eng->stop_strings[i] == NULL)
 		{
-			r->sp.n_stop = i;
-			request_free(r);
+			r->eng->sp.n_stop = i;
+			engine_request_free(r);
 			return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 		}
-		r->sp.stop[i] = r->stop_strings[i];
-		if (strlen(sp->stop[i]) > r->max_stop_len)
-			r->max_stop_len = strlen(sp->stop[i]);
+		r->eng->sp.stop[i] = r->eng->stop_strings[i];
+		if (strlen(sp->stop[i]) > r->eng->max_stop_len)
+			r->eng->max_stop_len = strlen(sp->stop[i]);
 	}
 	for (int i = sp->n_stop; i < CBLLM_MAX_STOP; i++)
-		r->sp.stop[i] = NULL;
+		r->eng->sp.stop[i] = NULL;
 	if ((rc = CopyBias(e, r, sp, err)) != CBLLM_OK)
 	{
-		request_free(r);
+		engine_request_free(r);
 		return rc;
 	}
-	r->sp.constraint = NULL;	/* the compiled one is kept instead */
-	r->sp.constraint_len = 0;
+	r->eng->sp.constraint = NULL;	/* the compiled one is kept instead */
+	r->eng->sp.constraint_len = 0;
 	if (sp->constraint != NULL &&
-		(rc = engine_constraint_acquire(e, sp->constraint, sp->constraint_len, &r->cons, err)) != CBLLM_OK)
+		(rc = engine_constraint_acquire(e, sp->constraint, sp->constraint_len, &r->eng->cons, err)) != CBLLM_OK)
 	{
-		request_free(r);
+		engine_request_free(r);
 		return rc;
 	}
-	r->cstate = CONSTRAINT_START;
-	r->host_only = logits_process_active(&r->sp) || r->sp.logprobs;
-	r->controlled = r->cons != NULL || r->host_only;
-	if (r->controlled && (rc = engine_sample_scratch(e, err)) != CBLLM_OK)
+	r->eng->cstate = CONSTRAINT_START;
+	r->eng->host_only = logits_process_active(&r->eng->sp) || r->eng->sp.logprobs;
+	r->eng->controlled = r->eng->cons != NULL || r->eng->host_only;
+	if (r->eng->controlled && (rc = engine_sample_scratch(e, err)) != CBLLM_OK)
 	{
-		engine_constraint_release(e, r->cons);
-		request_free(r);
+		engine_constraint_release(e, r->eng->cons);
+		engine_request_free(r);
 		return rc;
 	}
-	rng_seed(&r->rng, sp->has_seed ? sp->seed :
+	rng_seed(&r->eng->rng, sp->has_seed ? sp->seed :
 			 (uint64_t) (cbllm_now() * 1e9) ^ ((uint64_t) e->next_id << 32));
-	tokenizer_stream_init(&r->detok, false, true);
+	tokenizer_stream_init(&r->eng->detok, false, true);
 	*out = r;
 	return CBLLM_OK;
 }
@@ -251,38 +252,38 @@ request_create(cbllm_engine *e, const cbllm_request_input *in, const cbllm_sampl
 static void
 AdvanceReady(cbllm_request *r)
 {
-	size_t		ready = r->text.len;
+	size_t		ready = r->eng->text.len;
 
-	if (r->finish == CBLLM_FINISH_NONE && r->max_stop_len > 1)
+	if (r->eng->finish == CBLLM_FINISH_NONE && r->eng->max_stop_len > 1)
 	{
-		ready = r->text.len > r->max_stop_len - 1 ? r->text.len - (r->max_stop_len - 1) : 0;
-		while (ready > 0 && ready < r->text.len && ((unsigned char) r->text.data[ready] & 0xC0) == 0x80)
+		ready = r->eng->text.len > r->eng->max_stop_len - 1 ? r->eng->text.len - (r->eng->max_stop_len - 1) : 0;
+		while (ready > 0 && ready < r->eng->text.len && ((unsigned char) r->eng->text.data[ready] & 0xC0) == 0x80)
 			ready--;
 	}
-	if (ready > r->text_ready)
-		r->text_ready = ready;
+	if (ready > r->eng->text_ready)
+		r->eng->text_ready = ready;
 }
 
 /* Search the new text for a stop string; truncate at it and return true when found. */
 static bool
 FindStop(cbllm_request *r, size_t old_len)
 {
-	size_t		from = old_len > r->max_stop_len ? old_len - r->max_stop_len : 0;
+	size_t		from = old_len > r->eng->max_stop_len ? old_len - r->eng->max_stop_len : 0;
 	size_t		best = (size_t) -1;
 
-	for (int i = 0; i < r->sp.n_stop; i++)
+	for (int i = 0; i < r->eng->sp.n_stop; i++)
 	{
-		const char *hit = memmem(r->text.data + from, r->text.len - from, r->sp.stop[i],
-								 strlen(r->sp.stop[i]));
+		const char *hit = memmem(r->eng->text.data + from, r->eng->text.len - from, r->eng->sp.stop[i],
+								 strlen(r->eng->sp.stop[i]));
 
-		if (hit != NULL && (size_t) (hit - r->text.data) < best)
-			best = (size_t) (hit - r->text.data);
+		if (hit != NULL && (size_t) (hit - r->eng->text.data) < best)
+			best = (size_t) (hit - r->eng->text.data);
 	}
 	if (best == (size_t) -1)
 		return false;
-	r->text.len = best;
-	if (r->text.data)
-		r->text.data[best] = '\0';
+	r->eng->text.len = best;
+	if (r->eng->text.data)
+		r->eng->text.data[best] = '\0';
 	return true;
 }
 
@@ -308,18 +309,18 @@ PushToken(cbllm_request *r, int32_t token)
 static int
 PushLogprob(cbllm_request *r, int n_gen)
 {
-	if (n_gen > r->cap_lp)
+	if (n_gen > r->eng->cap_lp)
 	{
-		int			cap = r->cap_lp > 0 ? r->cap_lp * 2 : 16;
+		int			cap = r->eng->cap_lp > 0 ? r->eng->cap_lp * 2 : 16;
 		cbllm_logprob *lp;
 
 		cap = cap < n_gen ? n_gen : cap;
-		if ((lp = realloc(r->lp, sizeof(cbllm_logprob) * (size_t) cap)) == NULL)
+		if ((lp = realloc(r->eng->lp, sizeof(cbllm_logprob) * (size_t) cap)) == NULL)
 			return CBLLM_ERR_NOMEM;
-		r->lp = lp;
-		r->cap_lp = cap;
+		r->eng->lp = lp;
+		r->eng->cap_lp = cap;
 	}
-	r->lp[n_gen - 1] = r->lp_next;
+	r->eng->lp[n_gen - 1] = r->eng->lp_next;
 	return CBLLM_OK;
 }
 
@@ -331,12 +332,12 @@ PushLogprob(cbllm_request *r, int n_gen)
 static int
 ConstraintDeadEnd(cbllm_request *r, cbllm_finish *why)
 {
-	if (constraint_complete(r->cons->c, r->cstate))
+	if (constraint_complete(r->eng->cons->c, r->eng->cstate))
 	{
 		*why = CBLLM_FINISH_CONSTRAINT;
 		return CBLLM_OK;
 	}
-	snprintf(r->error, sizeof(r->error),
+	snprintf(r->eng->error, sizeof(r->eng->error),
 			 "no token of the vocabulary continues the constraint after %d generated tokens",
 			 r->n_tokens - r->n_prompt);
 	*why = CBLLM_FINISH_ERROR;
@@ -351,16 +352,16 @@ ConstraintDeadEnd(cbllm_request *r, cbllm_finish *why)
 int
 request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_finish *why)
 {
-	size_t		old_len = r->text.len;
+	size_t		old_len = r->eng->text.len;
 	bool		is_eos = generation_config_is_eos(&e->gen, token) &&
-		(!r->sp.ignore_eos || r->cons != NULL);
+		(!r->eng->sp.ignore_eos || r->eng->cons != NULL);
 	int			n_gen;
 
 	*why = CBLLM_FINISH_NONE;
-	if (r->cons != NULL && (r->cons_dead || constraint_advance(r->cons->c, r->cstate, token) < 0))
+	if (r->eng->cons != NULL && (r->eng->cons_dead || constraint_advance(r->eng->cons->c, r->eng->cstate, token) < 0))
 		return ConstraintDeadEnd(r, why);
 	/* the record first: a token is never output without it */
-	if (r->sp.logprobs && PushLogprob(r, r->n_tokens - r->n_prompt + 1) != CBLLM_OK)
+	if (r->eng->sp.logprobs && PushLogprob(r, r->n_tokens - r->n_prompt + 1) != CBLLM_OK)
 		return CBLLM_ERR_NOMEM;
 	if (PushToken(r, token) != CBLLM_OK)
 		return CBLLM_ERR_NOMEM;
@@ -371,21 +372,21 @@ request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_fin
 		*why = CBLLM_FINISH_STOP;
 		return CBLLM_OK;
 	}
-	if (r->cons != NULL)
-		r->cstate = constraint_advance(r->cons->c, r->cstate, token);
-	if (tokenizer_stream_push(e->tok, &r->detok, token, &r->text) != CBLLM_OK)
+	if (r->eng->cons != NULL)
+		r->eng->cstate = constraint_advance(r->eng->cons->c, r->eng->cstate, token);
+	if (tokenizer_stream_push(e->tok, &r->eng->detok, token, &r->eng->text) != CBLLM_OK)
 		return CBLLM_ERR_NOMEM;
-	if (r->sp.n_stop > 0 && FindStop(r, old_len))
+	if (r->eng->sp.n_stop > 0 && FindStop(r, old_len))
 	{
-		r->text_ready = r->text_ready < r->text.len ? r->text_ready : r->text.len;
-		r->finish = CBLLM_FINISH_STOP;	/* no flush: the held bytes were cut */
+		r->eng->text_ready = r->eng->text_ready < r->eng->text.len ? r->eng->text_ready : r->eng->text.len;
+		r->eng->finish = CBLLM_FINISH_STOP;	/* no flush: the held bytes were cut */
 		*why = CBLLM_FINISH_STOP;
 		return CBLLM_OK;
 	}
-	if (r->cons != NULL && constraint_final(r->cons->c, r->cstate))
+	if (r->eng->cons != NULL && constraint_final(r->eng->cons->c, r->eng->cstate))
 		*why = CBLLM_FINISH_CONSTRAINT;
-	else if (n_gen >= r->sp.max_tokens || r->n_tokens >= e->params.max_model_len)
-		*why = r->cons != NULL && constraint_complete(r->cons->c, r->cstate) ?
+	else if (n_gen >= r->eng->sp.max_tokens || r->n_tokens >= e->params.max_model_len)
+		*why = r->eng->cons != NULL && constraint_complete(r->eng->cons->c, r->eng->cstate) ?
 			CBLLM_FINISH_CONSTRAINT : CBLLM_FINISH_LENGTH;
 	else
 		AdvanceReady(r);
@@ -416,7 +417,7 @@ request_append_padding(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_f
 void
 request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *error)
 {
-	bool		stopped_by_string = r->finish == CBLLM_FINISH_STOP && why == CBLLM_FINISH_STOP;
+	bool		stopped_by_string = r->eng->finish == CBLLM_FINISH_STOP && why == CBLLM_FINISH_STOP;
 
 	if (request_running(r))
 		req_list_remove(&e->running, r);
@@ -425,14 +426,45 @@ request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *
 	request_release_blocks(e->bm, r);
 	request_release_swap(e->bm, r);
 	(void) request_enter(r, REQ_FINISHED);	/* from any state but FINISHED, where it stays */
-	r->finish = why;
-	engine_constraint_release(e, r->cons);
-	r->cons = NULL;
+	r->eng->finish = why;
+	engine_constraint_release(e, r->eng->cons);
+	r->eng->cons = NULL;
 	request_unfollow(r);
 	request_release_followers(r);
 	if (error != NULL)
-		snprintf(r->error, sizeof(r->error), "%s", error);
+		snprintf(r->eng->error, sizeof(r->eng->error), "%s", error);
 	if (!stopped_by_string)
-		tokenizer_stream_flush(&r->detok, &r->text);
-	r->text_ready = r->text.len;
+		tokenizer_stream_flush(&r->eng->detok, &r->eng->text);
+	r->eng->text_ready = r->eng->text.len;
+}
+
+/* The controls r samples with, as the host sampler and a device's read them. */
+sampler_params
+request_sampler_params(const cbllm_request *r)
+{
+	sampler_params p = {r->eng->sp.temperature, r->eng->sp.top_p, r->eng->sp.top_k};
+
+	return p;
+}
+
+/* Free r: its engine part (stop strings, bias, logprobs, text), then the scheduler's record. */
+void
+engine_request_free(cbllm_request *r)
+{
+	engine_request *q;
+
+	if (r == NULL)
+		return;
+	if ((q = r->eng) != NULL)
+	{
+		for (int i = 0; i < q->sp.n_stop; i++)
+			free(q->stop_strings[i]);
+		free(q->bias_ids);
+		free(q->bias_values);
+		free(q->lp);
+		cbllm_buf_free(&q->text);
+		free(q);
+		r->eng = NULL;
+	}
+	request_free(r);
 }

@@ -73,14 +73,14 @@ nomem:
 bool
 engine_constraint_mask(cbllm_engine *e, cbllm_request *r, uint32_t *scratch, constraint_step *st)
 {
-	int			remaining = r->sp.max_tokens - (r->n_tokens - r->n_prompt);
+	int			remaining = r->eng->sp.max_tokens - (r->n_tokens - r->n_prompt);
 	int			room = e->params.max_model_len - r->n_tokens;
 
 	remaining = room < remaining ? room : remaining;
-	constraint_next(r->cons->c, r->cstate, remaining, scratch, st);
+	constraint_next(r->eng->cons->c, r->eng->cstate, remaining, scratch, st);
 	if (st->n_allowed == 0 && (!st->complete || e->gen.n_eos == 0))
 	{
-		r->cons_dead = true;
+		r->eng->cons_dead = true;
 		return false;
 	}
 	return true;
@@ -91,7 +91,7 @@ engine_constraint_mask(cbllm_engine *e, cbllm_request *r, uint32_t *scratch, con
  * thread: penalties, logit bias, and under a constraint only the tokens
  * that keep the text on a path to a full match (within the tokens r may
  * still generate); then, when r asked for logprobs, the distribution's
- * log-sum-exp and top tokens (before min_p), kept in r->lp_next for
+ * log-sum-exp and top tokens (before min_p), kept in r->eng->lp_next for
  * request_append_token; then min_p and the draw.  A request whose
  * constraint cannot go on (engine_constraint_mask) draws nothing.
  */
@@ -104,20 +104,20 @@ engine_sample_controlled(cbllm_engine *e, cbllm_request *r, const float *logits,
 	float		lse = 0;
 	int32_t		tok;
 
-	if (r->cons != NULL && !engine_constraint_mask(e, r, e->c_mask[thread], &st))
+	if (r->eng->cons != NULL && !engine_constraint_mask(e, r, e->c_mask[thread], &st))
 		return 0;
-	logits_process(logits, e->n_sample_ids, &r->sp, r->tokens, r->n_prompt,
+	logits_process(logits, e->n_sample_ids, &r->eng->sp, r->tokens, r->n_prompt,
 				   r->n_tokens - r->n_prompt, st.mask, e->c_seen[thread], x);
-	if (r->sp.logprobs)
-		lse = sampler_logprobs(e->samplers[thread], x, r->sp.top_logprobs, r->lp_next.top_ids,
-							   r->lp_next.top_logprobs, &r->lp_next.n_top);
-	logits_min_p(x, e->n_sample_ids, &r->sp);
-	tok = sampler_sample(e->samplers[thread], x, &spp, &r->rng);
-	if (r->sp.logprobs)
+	if (r->eng->sp.logprobs)
+		lse = sampler_logprobs(e->samplers[thread], x, r->eng->sp.top_logprobs, r->eng->lp_next.top_ids,
+							   r->eng->lp_next.top_logprobs, &r->eng->lp_next.n_top);
+	logits_min_p(x, e->n_sample_ids, &r->eng->sp);
+	tok = sampler_sample(e->samplers[thread], x, &spp, &r->eng->rng);
+	if (r->eng->sp.logprobs)
 	{
 		/* min_p never lowers a token it keeps, so x[tok] is still the step-4 logit */
-		r->lp_next.id = tok;
-		r->lp_next.logprob = x[tok] - lse;
+		r->eng->lp_next.id = tok;
+		r->eng->lp_next.logprob = x[tok] - lse;
 	}
 	return tok;
 }

@@ -49,8 +49,8 @@ SampleTask(void *arg, int row, int thread)
 	const float *logits = j->logits + (size_t) row * e->model->cfg.vocab_size;
 	sampler_params spp = request_sampler_params(r);
 
-	e->step_tokens[i] = r->controlled ? engine_sample_controlled(e, r, logits, thread) :
-		sampler_sample(e->samplers[thread], logits, &spp, &r->rng);
+	e->step_tokens[i] = r->eng->controlled ? engine_sample_controlled(e, r, logits, thread) :
+		sampler_sample(e->samplers[thread], logits, &spp, &r->eng->rng);
 }
 
 /* Whether any of the n step sequences rows[] samples through controls the device lacks. */
@@ -58,7 +58,7 @@ static bool
 AnyHostOnly(const cbllm_engine *e, const int32_t *rows, int n)
 {
 	for (int r = 0; r < n; r++)
-		if (StepRequest(e, rows[r])->host_only)
+		if (StepRequest(e, rows[r])->eng->host_only)
 			return true;
 	return false;
 }
@@ -118,14 +118,14 @@ SampleStep(cbllm_engine *e, int n_seqs, cbllm_err *err)
 
 		for (int r = 0; r < n; r++)
 		{
-			const cbllm_sampling *sp = &StepRequest(e, rows[r])->sp;
+			const cbllm_sampling *sp = &StepRequest(e, rows[r])->eng->sp;
 
 			p[r].controls = request_sampler_params(StepRequest(e, rows[r]));
 			p[r].u = sp->temperature > 0 && sp->top_k != 1 ?
-				(float) rng_uniform(&StepRequest(e, rows[r])->rng) : 0.0f;
+				(float) rng_uniform(&StepRequest(e, rows[r])->eng->rng) : 0.0f;
 			if (p[r].u >= 1.0f)
 				p[r].u = 0.99999994f;	/* a double just below 1 rounds up to 1 as a float */
-			p[r].mask = StepRequest(e, rows[r])->cons != NULL ? ++n_masks : 0;
+			p[r].mask = StepRequest(e, rows[r])->eng->cons != NULL ? ++n_masks : 0;
 		}
 		if (n_masks > 0)
 		{

@@ -52,23 +52,17 @@ req_list_remove(req_list *l, cbllm_request *r)
 	l->n--;
 }
 
-/* Free a request that holds no blocks any more. */
+/* Free a request that holds no blocks any more (its engine part must be gone: engine_request_free). */
 void
 request_free(cbllm_request *r)
 {
 	if (r == NULL)
 		return;
-	for (int i = 0; i < r->sp.n_stop; i++)
-		free(r->stop_strings[i]);
 	request_unfollow(r);
 	request_release_followers(r);
 	free(r->followers);
 	free(r->tokens);
-	free(r->bias_ids);
-	free(r->bias_values);
-	free(r->lp);
 	bm_table_free(&r->table);
-	cbllm_buf_free(&r->text);
 	free(r);
 }
 
@@ -129,15 +123,6 @@ request_release_swap(block_manager *bm, cbllm_request *r)
 		return;
 	bm_release_swap(bm, &r->table);
 	r->n_computed = 0;
-}
-
-/* The controls r samples with, as the host sampler and a device's read them. */
-sampler_params
-request_sampler_params(const cbllm_request *r)
-{
-	sampler_params p = {r->sp.temperature, r->sp.top_p, r->sp.top_k};
-
-	return p;
 }
 
 /* The moves request_enter allows, by state (request.h): a bit per state a request may enter. */

@@ -1,17 +1,17 @@
 /*
- * request.h: a request as the engine core holds it, and the ordered lists
- * the scheduler keeps requests in.  Nothing here needs an engine or a
- * model: the scheduler (scheduler.h) and its tests work on these alone;
- * the functions that need an engine (tokenizing a prompt, recording a
- * sampled token) are in engine_internal.h.
+ * request.h: a request as the scheduler holds it (its state, tokens,
+ * blocks, rank and tenant), and the ordered lists the scheduler keeps
+ * requests in.  Nothing here needs an engine or a model: the scheduler
+ * (scheduler.h) and its tests work on these alone.  The engine's part of a
+ * request (its sampling, output text, stop strings, constraint, logprobs)
+ * is struct engine_request (engine/engine_internal.h), which r->eng points
+ * to, and the functions that need an engine are there too.
  */
 #ifndef CBLLM_REQUEST_H
 #define CBLLM_REQUEST_H
 
 #include "api/cbllm.h"
 #include "kv/block_manager.h"
-#include "sample/sampler.h"
-#include "tokenizer/tokenizer.h"
 
 /*
  * A request's state: the one place its phase is kept (what callers see as
@@ -72,35 +72,12 @@ typedef struct cbllm_request
 	uint8_t		rope_set;		/* the RoPE factor set its KV is computed with (rope.h): 1, longrope's
 								 * long factors, once it is longer than sched_limits.long_rope_from */
 	block_table table;			/* its KV blocks, changed only by the block manager */
-	cbllm_sampling sp;			/* stop[] point into stop_strings */
-	char	   *stop_strings[CBLLM_MAX_STOP];
-	size_t		max_stop_len;
-	cbllm_rng	rng;
-	tokenizer_stream detok;
-	cbllm_buf	text;			/* generated text so far */
-	size_t		text_ready;		/* text[0, text_ready) can no longer change */
-	size_t		text_taken;		/* text[0, text_taken) was returned by take */
-	int			gen_taken;		/* generated tokens returned by take */
-	cbllm_finish finish;
-	char		error[CBLLM_ERR_MSG_LEN];
-	/* constrained decoding: */
-	struct engine_constraint *cons; /* the compiled constraint it holds a reference to; NULL: none */
-	int32_t		cstate;			/* its automaton's state after the text so far */
-	bool		cons_dead;		/* the last sampling found no token to continue with */
+	struct engine_request *eng; /* the engine's part: its sampling, output text and constraint
+								 * (engine/engine_internal.h); NULL in the scheduler's own tests */
 	struct cbllm_request *leader;	/* waiting for this request to compute the prompt they share
 									 * (share_prompt_with); NULL: free to be admitted */
 	struct cbllm_request **followers;	/* (n_followers) requests waiting for this one's prompt */
 	int			n_followers;
-	bool		controlled;		/* a constraint, logits controls (logits_process.h) or logprobs:
-								 * sampled by engine_sample_controlled on the host */
-	bool		host_only;		/* logits controls or logprobs: never sampled on a device (a
-								 * constraint alone is: its mask goes with the row) */
-	cbllm_logprob lp_next;		/* sp.logprobs: the step's record, written by the sampling (on a
-								 * compute thread) and kept by request_append_token */
-	cbllm_logprob *lp;			/* (cap_lp) sp.logprobs: one record per generated token */
-	int			cap_lp;
-	int32_t    *bias_ids;		/* (sp.n_bias) its logit_bias, owned (sp points here) */
-	float	   *bias_values;	/* (sp.n_bias) */
 	req_static	stat;			/* padded static batching's bookkeeping (sched_static.c) */
 	struct cbllm_request *prev; /* in the waiting or running list */
 	struct cbllm_request *next;
@@ -160,7 +137,5 @@ void		request_release_followers(cbllm_request *r);
 /* Stop r waiting for its leader (r ended first). */
 void		request_unfollow(cbllm_request *r);
 
-/* The controls r samples with, as the host sampler and a device's read them. */
-sampler_params request_sampler_params(const cbllm_request *r);
 
 #endif
