@@ -48,6 +48,7 @@ ENGINE_OBJS = $(patsubst src/%.c,build/%.o,$(ENGINE_SRCS))
 ENGINE_LIB  = build/libcbllm_engine.a
 
 UNIT_TESTS = \
+	build/test/test_utf8 \
 	build/test/test_tokenizer \
 	build/test/test_tokenizer_vectors \
 	build/test/test_model_config \
