@@ -72,6 +72,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/utf8.h"
 #include "constrain/json_schema.h"
 #include "constrain/regex.h"
 
@@ -219,8 +220,6 @@ path_str(const js_ctx *c)
 	return c->path.len > c->path_base ? c->path.data + c->path_base : "/";
 }
 
-static int	utf8_len(const unsigned char *s, size_t n);
-
 /*
  * Copy message src into dst (size bytes) as one line of UTF-8, whatever
  * the schema's keys and strings quoted in it hold: a control character
@@ -236,7 +235,7 @@ clean_message(char *dst, size_t size, const char *src)
 	for (size_t i = 0; i < n;)
 	{
 		const unsigned char *u = (const unsigned char *) src + i;
-		int			len = u[0] < 0x20 ? 0 : utf8_len(u, n - i);
+		int			len = u[0] < 0x20 ? 0 : utf8_len(src + i, n - i);
 		char		esc[8];
 		const char *piece = src + i;
 		size_t		w = (size_t) len;
@@ -444,32 +443,6 @@ value_types(const cJSON *v)
 	return T_OBJECT;
 }
 
-/* The length of the UTF-8 sequence at s (n bytes left), or 0 when it is not UTF-8. */
-static int
-utf8_len(const unsigned char *s, size_t n)
-{
-	int			len;
-	uint32_t	cp;
-
-	if (s[0] < 0x80)
-		return 1;
-	len = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 && s[0] < 0xf0 ? 3 :
-		s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : 0;
-	if (len == 0 || (size_t) len > n)
-		return 0;
-	cp = s[0] & (0xff >> (len + 1));
-	for (int i = 1; i < len; i++)
-	{
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-		(len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-		return 0;
-	return len;
-}
-
 /*
  * Append s as a JSON string literal: only the escapes the string rule
  * allows (\" \\ \b \f \n \r \t), other characters raw.  A control
@@ -498,7 +471,7 @@ ser_string(js_ctx *c, const char *s, cbllm_buf *out)
 			return js_fail(c, CBLLM_ERR_UNSUPPORTED,
 						   "the string \"%.40s\" holds control character U+%04X, which needs a \\u escape",
 						   s, ch);
-		len = utf8_len((const unsigned char *) s + i, n - i);
+		len = utf8_len(s + i, n - i);
 		if (len == 0)
 			return js_fail(c, CBLLM_ERR_INVALID, "a string is not valid UTF-8");
 		rc = emit(c, out, s + i, (size_t) len);

@@ -30,6 +30,8 @@
 
 #include <utf8proc.h>
 
+#include "base/utf8.h"
+
 #define REGEX_MAX_DEPTH 256		/* groups nested in groups */
 #define REGEX_MAX_PATTERN (1 << 24)	/* pattern bytes */
 
@@ -56,65 +58,6 @@ regex_grow(void *arrp, int32_t *cap, int64_t need, size_t sz)
 	memcpy(arrp, &p, sizeof(p));
 	*cap = (int32_t) c;
 	return true;
-}
-
-/* The length of the valid UTF-8 character at s[0..n) and its code point in *cp; 0 when invalid. */
-static int
-Utf8Decode(const uint8_t *s, size_t n, uint32_t *cp)
-{
-	static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-	int			len = s[0] < 0x80 ? 1 : s[0] < 0xC2 ? 0 : s[0] < 0xE0 ? 2 : s[0] < 0xF0 ? 3 :
-		s[0] < 0xF5 ? 4 : 0;
-	uint32_t	c;
-
-	if (len == 0 || (size_t) len > n)
-		return 0;
-	c = len == 1 ? s[0] : s[0] & (0x3F >> (len - 1));
-	for (int i = 1; i < len; i++)
-	{
-		if ((s[i] & 0xC0) != 0x80)
-			return 0;
-		c = c << 6 | (s[i] & 0x3F);
-	}
-	if (c < min_cp[len] || c > CP_MAX || (c >= 0xD800 && c <= 0xDFFF))
-		return 0;
-	*cp = c;
-	return len;
-}
-
-/* Encode cp (a scalar value) into b; the number of bytes. */
-static int
-Utf8Encode(uint32_t cp, uint8_t *b)
-{
-	if (cp < 0x80)
-		return b[0] = (uint8_t) cp, 1;
-	if (cp < 0x800)
-		return b[0] = (uint8_t) (0xC0 | cp >> 6), b[1] = (uint8_t) (0x80 | (cp & 0x3F)), 2;
-	if (cp < 0x10000)
-	{
-		b[0] = (uint8_t) (0xE0 | cp >> 12);
-		b[1] = (uint8_t) (0x80 | (cp >> 6 & 0x3F));
-		b[2] = (uint8_t) (0x80 | (cp & 0x3F));
-		return 3;
-	}
-	b[0] = (uint8_t) (0xF0 | cp >> 18);
-	b[1] = (uint8_t) (0x80 | (cp >> 12 & 0x3F));
-	b[2] = (uint8_t) (0x80 | (cp >> 6 & 0x3F));
-	b[3] = (uint8_t) (0x80 | (cp & 0x3F));
-	return 4;
-}
-
-/* The offset of the first byte of s[0..n) that is not UTF-8, or n. */
-static size_t
-Utf8Check(const uint8_t *s, size_t n)
-{
-	size_t		i = 0;
-	uint32_t	cp;
-	int			k;
-
-	while (i < n && (k = Utf8Decode(s + i, n - i, &cp)) > 0)
-		i += k;
-	return i;
 }
 
 /* --------------------------------------------------- code-point ranges */
@@ -456,7 +399,7 @@ ParseEscape(parser *p, bool in_class, uint32_t *cp)
 		return EscapeUnsupported(p, at);
 	else
 	{
-		k = Utf8Decode(p->s + at + 1, p->len - at - 1, cp);
+		k = utf8_decode((const char *) p->s + at + 1, p->len - at - 1, cp);
 		end = at + 1 + (size_t) k;
 	}
 	p->pos = end;
@@ -479,7 +422,7 @@ ParseClassItem(parser *p, uint32_t *cp, uint8_t *set)
 			*set = (uint8_t) *cp;
 		return CBLLM_OK;
 	}
-	k = Utf8Decode(p->s + p->pos, p->len - p->pos, cp);
+	k = utf8_decode((const char *) p->s + p->pos, p->len - p->pos, cp);
 	p->pos += (size_t) k;
 	return CBLLM_OK;
 }
@@ -664,7 +607,7 @@ ParseAtom(parser *p, bool first, int32_t *out)
 	}
 	if (c != '\\')
 	{
-		p->pos += (size_t) Utf8Decode(p->s + at, p->len - at, &cp);
+		p->pos += (size_t) utf8_decode((const char *) p->s + at, p->len - at, &cp);
 		return RangeAdd(&p->a->tmp, cp, cp) ? ClassNode(p, false, out) : regex_nomem(p->err);
 	}
 	if ((k = ParseEscape(p, false, &cp)) < 0)
@@ -849,7 +792,7 @@ regex_parse(const char *pattern, size_t len, ast *a, cbllm_err *err)
 	if (len > REGEX_MAX_PATTERN)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "regex: the pattern is longer than %d bytes",
 						  REGEX_MAX_PATTERN);
-	if ((bad = Utf8Check(p.s, len)) < len)
+	if ((bad = utf8_valid_prefix(pattern, len)) < len)
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "regex: invalid UTF-8 at offset %zu", bad);
 	if ((rc = ParseAlt(&p, &a->root)) < 0)
 		return rc;
@@ -864,15 +807,15 @@ regex_parse(const char *pattern, size_t len, ast *a, cbllm_err *err)
 static int
 PutChar(cbllm_buf *out, uint32_t cp)
 {
-	uint8_t		b[12];
+	char		b[12];
 	int			n;
 
 	if (cp < 0x20 || cp == 0x7F)
-		n = snprintf((char *) b, sizeof(b), "\\x{%X}", (unsigned) cp);
+		n = snprintf(b, sizeof(b), "\\x{%X}", (unsigned) cp);
 	else if (cp < 0x80 && !((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z') && !(cp >= '0' && cp <= '9'))
-		n = 2, b[0] = '\\', b[1] = (uint8_t) cp;
+		n = 2, b[0] = '\\', b[1] = (char) cp;
 	else
-		n = Utf8Encode(cp, b);
+		n = utf8_encode(cp, b);
 	return cbllm_buf_append(out, b, (size_t) n);
 }
 
@@ -887,7 +830,7 @@ regex_escape(const char *s, size_t n, cbllm_buf *out)
 	const uint8_t *u = (const uint8_t *) s;
 	int			rc = CBLLM_OK;
 
-	if (Utf8Check(u, n) < n)
+	if (!utf8_valid(s, n))
 		return CBLLM_ERR_INVALID;
 	for (size_t i = 0; i < n && rc == CBLLM_OK; i++)
 	{
@@ -1047,7 +990,7 @@ regex_json_string_body(const char *pattern, size_t len, cbllm_buf *out, cbllm_er
 	{
 		size_t		n = len > 64 ? 64 : len;	/* quoted up to a character's start */
 
-		while (n < len && n > 0 && (pattern[n] & 0xC0) == 0x80)
+		while (n < len && n > 0 && utf8_is_cont((uint8_t) pattern[n]))
 			n--;
 		rc = cbllm_fail(err, CBLLM_ERR_INVALID, "regex: the pattern %.*s%s matches no string a JSON "
 						"string can hold without escapes", (int) n, pattern, n < len ? "..." : "");
