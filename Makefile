@@ -292,7 +292,8 @@ build/fuzz/fuzz_tokenizer_gguf:     $(FUZZ_TOK_OBJS) build/fuzz/obj/tokenizer_gg
                                     build/fuzz/obj/gguf.o
 build/fuzz/fuzz_ipc:                build/fuzz/obj/ipc.o build/fuzz/obj/request_params.o
 build/fuzz/fuzz_request_check:      build/fuzz/obj/request_params.o
-FUZZ_REGEX_OBJS = $(patsubst %,build/fuzz/obj/%.o,regex_parse regex_dfa util)
+FUZZ_REGEX_OBJS = $(patsubst %,build/fuzz/obj/%.o,regex_parse regex_class regex_write regex_dfa regex_nfa \
+                  regex_byteclass regex_subset regex_minimise util)
 FUZZ_JSON_SCHEMA_OBJS = $(patsubst %,build/fuzz/obj/%.o,json_schema json_schema_emit json_schema_value \
                         json_schema_keywords json_schema_number json_schema_string json_schema_format \
                         json_schema_object json_schema_array)
