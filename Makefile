@@ -48,6 +48,7 @@ ENGINE_OBJS = $(patsubst src/%.c,build/%.o,$(ENGINE_SRCS))
 ENGINE_LIB  = build/libcbllm_engine.a
 
 UNIT_TESTS = \
+	build/test/test_utf8 \
 	build/test/test_tokenizer \
 	build/test/test_tokenizer_vectors \
 	build/test/test_model_config \
@@ -291,9 +292,13 @@ build/fuzz/fuzz_tokenizer_gguf:     $(FUZZ_TOK_OBJS) build/fuzz/obj/tokenizer_gg
                                     build/fuzz/obj/gguf.o
 build/fuzz/fuzz_ipc:                build/fuzz/obj/ipc.o build/fuzz/obj/request_params.o
 build/fuzz/fuzz_request_check:      build/fuzz/obj/request_params.o
-build/fuzz/fuzz_regex:              build/fuzz/obj/regex_parse.o build/fuzz/obj/regex_dfa.o build/fuzz/obj/util.o
-build/fuzz/fuzz_json_schema:        build/fuzz/obj/json_schema.o build/fuzz/obj/regex_parse.o \
-                                    build/fuzz/obj/regex_dfa.o build/fuzz/obj/util.o
+FUZZ_REGEX_OBJS = $(patsubst %,build/fuzz/obj/%.o,regex_parse regex_class regex_write regex_dfa regex_nfa \
+                  regex_byteclass regex_subset regex_minimise util)
+FUZZ_JSON_SCHEMA_OBJS = $(patsubst %,build/fuzz/obj/%.o,json_schema json_schema_emit json_schema_value \
+                        json_schema_keywords json_schema_number json_schema_string json_schema_format \
+                        json_schema_object json_schema_array)
+build/fuzz/fuzz_regex:              $(FUZZ_REGEX_OBJS)
+build/fuzz/fuzz_json_schema:        $(FUZZ_JSON_SCHEMA_OBJS) $(FUZZ_REGEX_OBJS)
 build/fuzz/fuzz_chat_template:      $(patsubst %,build/fuzz/obj/%.o,jinja_value jinja_lex jinja_parse jinja_eval \
                                    jinja_builtins jinja_methods jinja chat_template util)
 

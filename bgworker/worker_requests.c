@@ -16,6 +16,8 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "base/utf8.h"
+
 /* What the supervisor keeps of each slot's request. */
 typedef struct WorkerSlot
 {
@@ -133,7 +135,7 @@ AppendPiece(StringInfo pending, const char *text, size_t len)
 
 		/* back up to the start of a character (at most 3 continuation bytes) */
 		if (n < len)
-			for (int k = 0; k < 3 && n > 1 && ((unsigned char) text[n] & 0xC0) == 0x80; k++)
+			for (int k = 0; k < 3 && n > 1 && utf8_is_cont((uint8_t) text[n]); k++)
 				n--;
 		appendBinaryStringInfo(pending, (const char *) &n, sizeof(n));
 		appendBinaryStringInfo(pending, text, n);

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
+
 typedef jv	(*filter_fn) (jrender *r, jv in, const jargs *a);
 typedef bool (*test_fn) (jrender *r, jv in, const jargs *a);
 
@@ -500,7 +502,7 @@ static jv F_reverse(jrender *r, jv in, const jargs *a)
 		{
 			size_t		at = i - 1;
 
-			while (at > 0 && ((unsigned char) in.u.s[at] & 0xc0) == 0x80 && i - at < 4)
+			while (at > 0 && utf8_is_cont((uint8_t) in.u.s[at]) && i - at < 4)
 				at--;
 			jbuf_add(&r->x, a->line, &b, in.u.s + at, i - at);
 			i = at;

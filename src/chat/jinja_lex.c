@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
+
 typedef struct lexer
 {
 	jctx	   *x;
@@ -185,7 +187,7 @@ StringToken(lexer *L, size_t start, size_t end, int line)
 					if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
 						jx_fail(L->x, line, CBLLM_ERR_UNSUPPORTED, "escape \\%c of a code point UTF-8 cannot hold", c);
 					i += w;
-					k += ju_put(cp, o + k);
+					k += utf8_encode(cp, o + k);
 					break;
 				}
 			default:
@@ -195,7 +197,7 @@ StringToken(lexer *L, size_t start, size_t end, int line)
 
 					for (int d = 0; d < 2 && i + 1 < end && s[i + 1] >= '0' && s[i + 1] <= '7'; d++)
 						cp = cp * 8 + (uint32_t) (s[++i] - '0');
-					k += ju_put(cp, o + k);
+					k += utf8_encode(cp, o + k);
 				}
 				else if (c == 'N')
 					jx_fail(L->x, line, CBLLM_ERR_UNSUPPORTED, "unsupported \\N{...} escape in a string");

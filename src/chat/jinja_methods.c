@@ -22,6 +22,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/utf8.h"
+
 /* Whether cp is in a range known to have no case. */
 static bool
 Caseless(uint32_t c)
@@ -137,7 +139,7 @@ PutCase(jrender *r, int line, jbuf *b, uint32_t cp, char mode)
 		else
 			jx_fail(&r->x, line, CBLLM_ERR_UNSUPPORTED, "case mapping of U+%04X is not supported", cp);
 	}
-	jbuf_add(&r->x, line, b, o, (size_t) ju_put(m, o));
+	jbuf_add(&r->x, line, b, o, (size_t) utf8_encode(m, o));
 }
 
 /* Change a string's case: 'u' upper, 'l' lower, 't' str.title, 'c' str.capitalize, 'w' Jinja2's title filter. */

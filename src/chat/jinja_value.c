@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
+
 #define JBLOCK_MIN (64 * 1024)
 
 /* Fail: format the message with its line and leave through the jctx's jump. */
@@ -816,50 +818,15 @@ jv_to_json(jctx *x, int line, jbuf *b, jv v, int indent, bool ascii,
 	JsonValue(x, line, b, v, indent, ascii, item_sep, key_sep, sort_keys, 0);
 }
 
-/* Decode one UTF-8 code point (an invalid byte stands for itself). */
+/* Decode one UTF-8 code point (base/utf8.h); a byte that starts no character stands for itself. */
 uint32_t
 ju_next(const char *str, size_t n, size_t *i)
 {
-	const unsigned char *s = (const unsigned char *) str;
-	unsigned char c = s[*i];
-	int			len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-	uint32_t	cp;
+	uint32_t	cp = (unsigned char) str[*i];
+	int			len = utf8_decode(str + *i, n - *i, &cp);
 
-	if (len <= 1 || *i + len > n)
-	{
-		(*i)++;
-		return c;
-	}
-	cp = c & (0x7f >> len);
-	for (int k = 1; k < len; k++)
-	{
-		if ((s[*i + k] & 0xc0) != 0x80)
-		{
-			(*i)++;
-			return c;
-		}
-		cp = (cp << 6) | (s[*i + k] & 0x3f);
-	}
-	*i += len;
+	*i += len > 0 ? (size_t) len : 1;
 	return cp;
-}
-
-/* Encode a code point as UTF-8. */
-int
-ju_put(uint32_t cp, char *o)
-{
-	if (cp < 0x80)
-		return o[0] = (char) cp, 1;
-	if (cp < 0x800)
-		return o[0] = (char) (0xc0 | (cp >> 6)), o[1] = (char) (0x80 | (cp & 0x3f)), 2;
-	if (cp < 0x10000)
-		return o[0] = (char) (0xe0 | (cp >> 12)), o[1] = (char) (0x80 | ((cp >> 6) & 0x3f)),
-			o[2] = (char) (0x80 | (cp & 0x3f)), 3;
-	o[0] = (char) (0xf0 | (cp >> 18));
-	o[1] = (char) (0x80 | ((cp >> 12) & 0x3f));
-	o[2] = (char) (0x80 | ((cp >> 6) & 0x3f));
-	o[3] = (char) (0x80 | (cp & 0x3f));
-	return 4;
 }
 
 /* Python's str.isspace for one code point. */

@@ -179,10 +179,11 @@ void		jv_to_json(jctx *x, int line, jbuf *b, jv v, int indent, bool ascii,
 /* Append a double as Python's repr does (shortest round trip, 1e+16, 1.0). */
 void		jv_float_repr(jctx *x, int line, jbuf *b, double f);
 
-/* Decode one UTF-8 code point at s[*i] (advancing *i); invalid bytes give themselves. */
+/*
+ * Decode one UTF-8 code point at s[*i] (advancing *i): a well-formed
+ * character (base/utf8.h), or a byte that starts none, standing for itself.
+ */
 uint32_t	ju_next(const char *s, size_t n, size_t *i);
-/* Encode cp as UTF-8 into out (4 bytes at least); return the length. */
-int			ju_put(uint32_t cp, char *out);
 /* Python's str.isspace for one code point. */
 bool		ju_isspace(uint32_t cp);
 /* Number of code points in a string. */

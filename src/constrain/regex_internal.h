@@ -1,10 +1,11 @@
 /*
  * regex_internal.h: what the two halves of the regex compiler share.
  * regex_parse.c turns a pattern into a tree whose leaves are classes of
- * code points (and writes trees back out: regex_escape,
- * regex_json_string_body); regex_dfa.c compiles a tree to a minimal
- * automaton over bytes (regex_compile).  Private to them: nothing else
- * includes it; the public interface is regex.h.
+ * code points (regex_class.c: the sets of code points), and regex_write.c
+ * writes trees back out (regex_escape, regex_json_string_body);
+ * regex_dfa.c compiles a tree to a minimal automaton over bytes
+ * (regex_compile).  Private to them: nothing else includes it; the public
+ * interface is regex.h.
  */
 #ifndef CBLLM_REGEX_INTERNAL_H
 #define CBLLM_REGEX_INTERNAL_H
@@ -88,5 +89,23 @@ int			regex_parse(const char *pattern, size_t len, ast *a, cbllm_err *err);
 
 /* Free what a parse allocated (a itself is the caller's). */
 void		regex_ast_free(ast *a);
+
+/* ---------------------------------------------------------------- regex_class.c */
+
+/* Append [lo, hi] less the surrogates (nothing when lo > hi); false when out of memory. */
+bool		regex_range_add(rangeset *s, uint32_t lo, uint32_t hi);
+
+/* Append the scalar values outside r[0..n) (sorted, disjoint); false when out of memory. */
+bool		regex_range_add_complement(rangeset *s, const cprange *r, int32_t n);
+
+/* Sort and merge s's ranges in place. */
+void		regex_range_normalise(rangeset *s);
+
+/*
+ * Add the members of \d \w \s (letter; upper case: their complements) to
+ * a->tmp; in_negated: the set is a member of a [^...].  False when out of
+ * memory.
+ */
+bool		regex_add_named_set(ast *a, uint8_t letter, bool in_negated);
 
 #endif

@@ -10,25 +10,24 @@
  *
  * \d \w \s are ASCII, a part of what Python's str patterns match; where
  * one is negated (\D \W \S, or a member of [^...]) the set taken away is
- * Python's Unicode one (built once from utf8proc's categories), so that a
+ * Python's Unicode one (built once from utf8proc's categories, in
+ * regex_class.c, which holds the sets of code points), so that a
  * negation admits no character Python's would refuse, and where negated
  * twice (\D in [^...]) it is ASCII again: every string a pattern matches
  * here, Python's re.fullmatch matches too.
  *
  * Nothing recurses deeper than the nesting of groups (REGEX_MAX_DEPTH).
- * The tree is also written back out: regex_json_string_body removes the
- * characters a JSON string needs escaped from every class and writes the
- * rest; regex_escape quotes a string.
+ * The tree is also written back out (regex_write.c): regex_json_string_body
+ * removes the characters a JSON string needs escaped from every class and
+ * writes the rest; regex_escape quotes a string.
  */
 #include "constrain/regex_internal.h"
 
-#include <pthread.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <utf8proc.h>
+#include "base/utf8.h"
 
 #define REGEX_MAX_DEPTH 256		/* groups nested in groups */
 #define REGEX_MAX_PATTERN (1 << 24)	/* pattern bytes */
@@ -56,203 +55,6 @@ regex_grow(void *arrp, int32_t *cap, int64_t need, size_t sz)
 	memcpy(arrp, &p, sizeof(p));
 	*cap = (int32_t) c;
 	return true;
-}
-
-/* The length of the valid UTF-8 character at s[0..n) and its code point in *cp; 0 when invalid. */
-static int
-Utf8Decode(const uint8_t *s, size_t n, uint32_t *cp)
-{
-	static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-	int			len = s[0] < 0x80 ? 1 : s[0] < 0xC2 ? 0 : s[0] < 0xE0 ? 2 : s[0] < 0xF0 ? 3 :
-		s[0] < 0xF5 ? 4 : 0;
-	uint32_t	c;
-
-	if (len == 0 || (size_t) len > n)
-		return 0;
-	c = len == 1 ? s[0] : s[0] & (0x3F >> (len - 1));
-	for (int i = 1; i < len; i++)
-	{
-		if ((s[i] & 0xC0) != 0x80)
-			return 0;
-		c = c << 6 | (s[i] & 0x3F);
-	}
-	if (c < min_cp[len] || c > CP_MAX || (c >= 0xD800 && c <= 0xDFFF))
-		return 0;
-	*cp = c;
-	return len;
-}
-
-/* Encode cp (a scalar value) into b; the number of bytes. */
-static int
-Utf8Encode(uint32_t cp, uint8_t *b)
-{
-	if (cp < 0x80)
-		return b[0] = (uint8_t) cp, 1;
-	if (cp < 0x800)
-		return b[0] = (uint8_t) (0xC0 | cp >> 6), b[1] = (uint8_t) (0x80 | (cp & 0x3F)), 2;
-	if (cp < 0x10000)
-	{
-		b[0] = (uint8_t) (0xE0 | cp >> 12);
-		b[1] = (uint8_t) (0x80 | (cp >> 6 & 0x3F));
-		b[2] = (uint8_t) (0x80 | (cp & 0x3F));
-		return 3;
-	}
-	b[0] = (uint8_t) (0xF0 | cp >> 18);
-	b[1] = (uint8_t) (0x80 | (cp >> 12 & 0x3F));
-	b[2] = (uint8_t) (0x80 | (cp >> 6 & 0x3F));
-	b[3] = (uint8_t) (0x80 | (cp & 0x3F));
-	return 4;
-}
-
-/* The offset of the first byte of s[0..n) that is not UTF-8, or n. */
-static size_t
-Utf8Check(const uint8_t *s, size_t n)
-{
-	size_t		i = 0;
-	uint32_t	cp;
-	int			k;
-
-	while (i < n && (k = Utf8Decode(s + i, n - i, &cp)) > 0)
-		i += k;
-	return i;
-}
-
-/* --------------------------------------------------- code-point ranges */
-
-/* Append [lo, hi] less the surrogates (nothing when lo > hi); false when out of memory. */
-static bool
-RangeAdd(rangeset *s, uint32_t lo, uint32_t hi)
-{
-	if (lo <= hi && lo < 0xD800)
-	{
-		if (!GROW(s->r, s->cap, s->n + 1))
-			return false;
-		s->r[s->n++] = (cprange) {lo, hi < 0xD800 ? hi : 0xD7FF};
-	}
-	if (lo <= hi && hi > 0xDFFF)
-	{
-		if (!GROW(s->r, s->cap, s->n + 1))
-			return false;
-		s->r[s->n++] = (cprange) {lo > 0xE000 ? lo : 0xE000, hi};
-	}
-	return true;
-}
-
-/* Append the scalar values outside r[0..n) (sorted, disjoint); false when out of memory. */
-static bool
-RangeAddComplement(rangeset *s, const cprange *r, int32_t n)
-{
-	uint32_t	from = 0;
-
-	for (int32_t i = 0; i < n; i++)
-	{
-		if (r[i].lo > from && !RangeAdd(s, from, r[i].lo - 1))
-			return false;
-		from = r[i].hi + 1;
-	}
-	return RangeAdd(s, from, CP_MAX);
-}
-
-/* The order of two ranges by their first code point, for qsort. */
-static int
-CmpRange(const void *a, const void *b)
-{
-	const cprange *x = a;
-	const cprange *y = b;
-
-	return (x->lo > y->lo) - (x->lo < y->lo);
-}
-
-/* Sort and merge s's ranges in place. */
-static void
-RangeNormalise(rangeset *s)
-{
-	int32_t		n = 0;
-
-	if (s->n > 1)
-		qsort(s->r, (size_t) s->n, sizeof(cprange), CmpRange);
-	for (int32_t i = 0; i < s->n; i++)
-	{
-		if (n > 0 && s->r[i].lo <= s->r[n - 1].hi + 1)
-		{
-			if (s->r[i].hi > s->r[n - 1].hi)
-				s->r[n - 1].hi = s->r[i].hi;
-		}
-		else
-			s->r[n++] = s->r[i];
-	}
-	s->n = n;
-}
-
-/* ------------------------------------------------- Python's Unicode sets */
-
-/* Python's \d \w \s for str patterns, built once (PythonSet). */
-enum
-{
-	PY_DIGIT, PY_WORD, PY_SPACE, N_PY_SETS
-};
-
-static rangeset py_sets[N_PY_SETS];	/* each sorted, disjoint, without surrogates */
-static bool py_sets_ok;			/* false: building them ran out of memory */
-static pthread_once_t py_sets_once = PTHREAD_ONCE_INIT;
-
-/*
- * Whether cp is in Python's \d (set PY_DIGIT: category Nd), \w (PY_WORD:
- * str.isalnum(), letters and numbers, or '_') or \s (PY_SPACE:
- * str.isspace(), separators, U+0009..U+000D, U+001C..U+001F, U+0085), given
- * its category cat.
- */
-static bool
-PyMember(int set, uint32_t cp, utf8proc_category_t cat)
-{
-	switch (set)
-	{
-		case PY_DIGIT:
-			return cat == UTF8PROC_CATEGORY_ND;
-		case PY_WORD:
-			return cp == '_' || (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
-				(cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO);
-		default:
-			return (cat >= UTF8PROC_CATEGORY_ZS && cat <= UTF8PROC_CATEGORY_ZP) ||
-				(cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F) || cp == 0x85;
-	}
-}
-
-/* Build py_sets in one pass over the scalar values, extending each set's last range or opening one. */
-static void
-BuildPySets(void)
-{
-	bool		ok = true;
-
-	for (uint32_t cp = 0; cp <= CP_MAX && ok; cp = cp == 0xD7FF ? 0xE000 : cp + 1)
-	{
-		utf8proc_category_t cat = utf8proc_category((utf8proc_int32_t) cp);
-
-		for (int k = 0; k < N_PY_SETS && ok; k++)
-		{
-			rangeset   *s = &py_sets[k];
-
-			if (!PyMember(k, cp, cat))
-				continue;
-			if (s->n > 0 && s->r[s->n - 1].hi + 1 == cp)
-				s->r[s->n - 1].hi = cp;
-			else if ((ok = GROW(s->r, s->cap, s->n + 1)))
-				s->r[s->n++] = (cprange) {cp, cp};
-		}
-	}
-	py_sets_ok = ok;
-}
-
-/* Python's Unicode set of \d (letter 'd' or 'D'), \w or \s; NULL when out of memory. */
-static const rangeset *
-PythonSet(uint8_t letter)
-{
-	uint8_t		c = letter | 0x20;
-
-	pthread_once(&py_sets_once, BuildPySets);
-	if (!py_sets_ok)
-		return NULL;
-	return &py_sets[c == 'd' ? PY_DIGIT : c == 'w' ? PY_WORD : PY_SPACE];
 }
 
 /* ---------------------------------------------------------------- parse */
@@ -320,50 +122,16 @@ ClassNode(parser *p, bool negate, int32_t *out)
 	int32_t		first = a->ranges.n;
 	bool		ok = true;
 
-	RangeNormalise(&a->tmp);
+	regex_range_normalise(&a->tmp);
 	if (negate)
-		ok = RangeAddComplement(&a->ranges, a->tmp.r, a->tmp.n);
+		ok = regex_range_add_complement(&a->ranges, a->tmp.r, a->tmp.n);
 	else
 		for (int32_t i = 0; i < a->tmp.n && ok; i++)
-			ok = RangeAdd(&a->ranges, a->tmp.r[i].lo, a->tmp.r[i].hi);
+			ok = regex_range_add(&a->ranges, a->tmp.r[i].lo, a->tmp.r[i].hi);
 	a->tmp.n = 0;
 	if (!ok)
 		return regex_nomem(p->err);
 	return NewNode(p, N_CLASS, first, a->ranges.n - first, -1, out);
-}
-
-/*
- * Add the members of \d \w \s (or, upper case, their complements) to
- * a->tmp; in_negated: the set is a member of a [^...].  A set that adds to
- * what matches is ASCII (\d \w \s, and \D \W \S in a [^...]), one that
- * takes away is Python's whole Unicode set (\D \W \S, and \d \w \s in a
- * [^...]): either way nothing matches that Python's re would refuse.
- */
-static bool
-AddNamedSet(ast *a, uint8_t letter, bool in_negated)
-{
-	static const cprange d[] = {{'0', '9'}};
-	static const cprange w[] = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
-	static const cprange s[] = {{'\t', '\r'}, {' ', ' '}};
-	const cprange *r = letter == 'd' || letter == 'D' ? d : letter == 'w' || letter == 'W' ? w : s;
-	int32_t		n = r == d ? 1 : r == w ? 4 : 2;
-	bool		upper = letter >= 'A' && letter <= 'Z';
-
-	if (upper != in_negated)	/* it takes away: Python's set */
-	{
-		const rangeset *py = PythonSet(letter);
-
-		if (py == NULL)
-			return false;
-		r = py->r;
-		n = py->n;
-	}
-	if (upper)
-		return RangeAddComplement(&a->tmp, r, n);
-	for (int32_t i = 0; i < n; i++)
-		if (!RangeAdd(&a->tmp, r[i].lo, r[i].hi))
-			return false;
-	return true;
 }
 
 /* The value of hex digit c, or -1. */
@@ -456,7 +224,7 @@ ParseEscape(parser *p, bool in_class, uint32_t *cp)
 		return EscapeUnsupported(p, at);
 	else
 	{
-		k = Utf8Decode(p->s + at + 1, p->len - at - 1, cp);
+		k = utf8_decode((const char *) p->s + at + 1, p->len - at - 1, cp);
 		end = at + 1 + (size_t) k;
 	}
 	p->pos = end;
@@ -479,7 +247,7 @@ ParseClassItem(parser *p, uint32_t *cp, uint8_t *set)
 			*set = (uint8_t) *cp;
 		return CBLLM_OK;
 	}
-	k = Utf8Decode(p->s + p->pos, p->len - p->pos, cp);
+	k = utf8_decode((const char *) p->s + p->pos, p->len - p->pos, cp);
 	p->pos += (size_t) k;
 	return CBLLM_OK;
 }
@@ -488,7 +256,7 @@ ParseClassItem(parser *p, uint32_t *cp, uint8_t *set)
 static int
 AddItem(parser *p, uint32_t cp, uint8_t set, bool negate)
 {
-	if (!(set ? AddNamedSet(p->a, set, negate) : RangeAdd(&p->a->tmp, cp, cp)))
+	if (!(set ? regex_add_named_set(p->a, set, negate) : regex_range_add(&p->a->tmp, cp, cp)))
 		return regex_nomem(p->err);
 	return CBLLM_OK;
 }
@@ -531,7 +299,7 @@ ParseClass(parser *p, int32_t *out)
 		else if (set1 || set2 || lo > hi)
 			return cbllm_fail(p->err, CBLLM_ERR_INVALID, "regex: bad character range %.*s at offset %zu",
 							  (int) (p->pos - from), (const char *) p->s + from, from);
-		else if (!RangeAdd(&p->a->tmp, lo, hi))
+		else if (!regex_range_add(&p->a->tmp, lo, hi))
 			rc = CBLLM_ERR_NOMEM;
 		if (rc < 0)
 			return regex_nomem(p->err);
@@ -660,18 +428,18 @@ ParseAtom(parser *p, bool first, int32_t *out)
 	if (c == '.')
 	{
 		p->pos++;
-		return RangeAdd(&p->a->tmp, '\n', '\n') ? ClassNode(p, true, out) : regex_nomem(p->err);
+		return regex_range_add(&p->a->tmp, '\n', '\n') ? ClassNode(p, true, out) : regex_nomem(p->err);
 	}
 	if (c != '\\')
 	{
-		p->pos += (size_t) Utf8Decode(p->s + at, p->len - at, &cp);
-		return RangeAdd(&p->a->tmp, cp, cp) ? ClassNode(p, false, out) : regex_nomem(p->err);
+		p->pos += (size_t) utf8_decode((const char *) p->s + at, p->len - at, &cp);
+		return regex_range_add(&p->a->tmp, cp, cp) ? ClassNode(p, false, out) : regex_nomem(p->err);
 	}
 	if ((k = ParseEscape(p, false, &cp)) < 0)
 		return k;
 	if (k == ESC_START || k == ESC_END)
 		return Anchor(p, at, 2, k == ESC_START, first, out);
-	if (!(k == ESC_SET ? AddNamedSet(p->a, (uint8_t) cp, false) : RangeAdd(&p->a->tmp, cp, cp)))
+	if (!(k == ESC_SET ? regex_add_named_set(p->a, (uint8_t) cp, false) : regex_range_add(&p->a->tmp, cp, cp)))
 		return regex_nomem(p->err);
 	return ClassNode(p, false, out);
 }
@@ -849,212 +617,11 @@ regex_parse(const char *pattern, size_t len, ast *a, cbllm_err *err)
 	if (len > REGEX_MAX_PATTERN)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "regex: the pattern is longer than %d bytes",
 						  REGEX_MAX_PATTERN);
-	if ((bad = Utf8Check(p.s, len)) < len)
+	if ((bad = utf8_valid_prefix(pattern, len)) < len)
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "regex: invalid UTF-8 at offset %zu", bad);
 	if ((rc = ParseAlt(&p, &a->root)) < 0)
 		return rc;
 	if (p.pos < len)
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "regex: unbalanced ) at offset %zu", p.pos);
 	return CBLLM_OK;
-}
-
-/* ------------------------------------------------------------- writing */
-
-/* Append code point cp as a pattern character, escaped where it could mean something else. */
-static int
-PutChar(cbllm_buf *out, uint32_t cp)
-{
-	uint8_t		b[12];
-	int			n;
-
-	if (cp < 0x20 || cp == 0x7F)
-		n = snprintf((char *) b, sizeof(b), "\\x{%X}", (unsigned) cp);
-	else if (cp < 0x80 && !((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z') && !(cp >= '0' && cp <= '9'))
-		n = 2, b[0] = '\\', b[1] = (uint8_t) cp;
-	else
-		n = Utf8Encode(cp, b);
-	return cbllm_buf_append(out, b, (size_t) n);
-}
-
-/*
- * Escape each metacharacter with a backslash and each control byte as \xHH;
- * other bytes pass as they are.  CBLLM_ERR_INVALID (no message: there is no
- * err) for s that is not UTF-8, which no pattern can spell.
- */
-int
-regex_escape(const char *s, size_t n, cbllm_buf *out)
-{
-	const uint8_t *u = (const uint8_t *) s;
-	int			rc = CBLLM_OK;
-
-	if (Utf8Check(u, n) < n)
-		return CBLLM_ERR_INVALID;
-	for (size_t i = 0; i < n && rc == CBLLM_OK; i++)
-	{
-		char		x[5];
-
-		if (u[i] < 0x20 || u[i] == 0x7F)
-			rc = cbllm_buf_append(out, x, (size_t) snprintf(x, sizeof(x), "\\x%02X", u[i]));
-		else if (strchr("\\.^$|?*+()[]{}", u[i]) != NULL)
-			rc = cbllm_buf_append(out, (char[2]) {'\\', (char) u[i]}, 2);
-		else
-			rc = cbllm_buf_append(out, s + i, 1);
-	}
-	return rc;
-}
-
-/* Append the class of ranges r[0..n) (sorted, disjoint, not empty) in the form that is shorter. */
-static int
-PutClass(cbllm_buf *out, const cprange *r, int32_t n)
-{
-	rangeset	c = {0};
-	int			rc = CBLLM_OK;
-
-	if (n == 1 && r[0].lo == r[0].hi)
-		return PutChar(out, r[0].lo);
-	if (r[n - 1].hi == CP_MAX)	/* write [^...] of the complement */
-	{
-		if (!RangeAddComplement(&c, r, n))
-			return CBLLM_ERR_NOMEM;
-		if (c.n > 0)
-			r = c.r, n = c.n;
-	}
-	rc = cbllm_buf_append(out, c.n > 0 ? "[^" : "[", c.n > 0 ? 2 : 1);
-	for (int32_t i = 0; i < n && rc == CBLLM_OK; i++)
-	{
-		rc = PutChar(out, r[i].lo);
-		if (rc == CBLLM_OK && r[i].hi > r[i].lo)
-			rc = cbllm_buf_append(out, "-", 1) < 0 ? CBLLM_ERR_NOMEM : PutChar(out, r[i].hi);
-	}
-	free(c.r);
-	return rc < 0 ? rc : cbllm_buf_append(out, "]", 1);
-}
-
-/* Append node of a (possible[] says which nodes match some string) as a pattern. */
-static int
-PutNode(cbllm_buf *out, const ast *a, const bool *possible, int32_t node)
-{
-	const rnode *t = &a->nodes[node];
-	bool		first = true;
-	int			rc = CBLLM_OK;
-	char		q[32];
-
-	switch (t->kind)
-	{
-		case N_EMPTY:
-			return CBLLM_OK;
-		case N_CLASS:
-			return PutClass(out, a->ranges.r + t->a, t->b);
-		case N_CAT:
-		case N_ALT:
-			for (int32_t i = 0; i < t->b && rc == CBLLM_OK; i++)
-			{
-				int32_t		kid = a->kids[t->a + i];
-				bool		wrap = t->kind == N_CAT && a->nodes[kid].kind == N_ALT;
-
-				if (t->kind == N_ALT && !possible[kid])
-					continue;
-				if (t->kind == N_ALT && !first)
-					rc = cbllm_buf_append(out, "|", 1);
-				first = false;
-				if (rc == CBLLM_OK && wrap)
-					rc = cbllm_buf_append(out, "(?:", 3);
-				if (rc == CBLLM_OK)
-					rc = PutNode(out, a, possible, kid);
-				if (rc == CBLLM_OK && wrap)
-					rc = cbllm_buf_append(out, ")", 1);
-			}
-			return rc;
-		case N_REPEAT:
-			if (!possible[t->child])
-				return CBLLM_OK;	/* min is 0: only the empty string is left */
-			if (a->nodes[t->child].kind == N_CLASS)
-				rc = PutNode(out, a, possible, t->child);
-			else if ((rc = cbllm_buf_append(out, "(?:", 3)) == CBLLM_OK &&
-					 (rc = PutNode(out, a, possible, t->child)) == CBLLM_OK)
-				rc = cbllm_buf_append(out, ")", 1);
-			if (t->b == INF_REPEAT && t->a <= 1)
-				snprintf(q, sizeof(q), "%s", t->a == 0 ? "*" : "+");
-			else if (t->b == INF_REPEAT)
-				snprintf(q, sizeof(q), "{%d,}", (int) t->a);
-			else if (t->a == 0 && t->b == 1)
-				snprintf(q, sizeof(q), "?");
-			else if (t->a == t->b)
-				snprintf(q, sizeof(q), "{%d}", (int) t->a);
-			else
-				snprintf(q, sizeof(q), "{%d,%d}", (int) t->a, (int) t->b);
-			return rc < 0 ? rc : cbllm_buf_append(out, q, strlen(q));
-	}
-	return CBLLM_ERR_INTERNAL;
-}
-
-/* Remove from every class of a the characters a JSON string must escape. */
-static bool
-JsonFilter(ast *a)
-{
-	static const cprange allowed[] = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, CP_MAX}};
-
-	for (int32_t i = 0; i < a->n_nodes; i++)
-	{
-		rnode	   *t = &a->nodes[i];
-		int32_t		first = a->ranges.n;
-
-		if (t->kind != N_CLASS)
-			continue;
-		for (int32_t j = 0; j < t->b; j++)
-		{
-			cprange		r = a->ranges.r[t->a + j];
-
-			for (int k = 0; k < 3; k++)
-				if (!RangeAdd(&a->ranges, r.lo > allowed[k].lo ? r.lo : allowed[k].lo,
-							  r.hi < allowed[k].hi ? r.hi : allowed[k].hi))
-					return false;
-		}
-		t->a = first;
-		t->b = a->ranges.n - first;
-	}
-	return true;
-}
-
-/*
- * Parse, drop the characters JSON must escape from every class, find which
- * nodes still match something (children come before parents, so one pass
- * does it), and write the possible part of the tree back out.
- */
-int
-regex_json_string_body(const char *pattern, size_t len, cbllm_buf *out, cbllm_err *err)
-{
-	ast			a;
-	bool	   *possible = NULL;
-	int			rc = regex_parse(pattern, len, &a, err);
-
-	if (rc == CBLLM_OK && (!JsonFilter(&a) || (possible = malloc(a.n_nodes + 1)) == NULL))
-		rc = regex_nomem(err);
-	for (int32_t i = 0; rc == CBLLM_OK && i < a.n_nodes; i++)	/* children come first */
-	{
-		const rnode *t = &a.nodes[i];
-
-		possible[i] = t->kind != N_ALT;
-		if (t->kind == N_CLASS)
-			possible[i] = t->b > 0;
-		else if (t->kind == N_REPEAT)
-			possible[i] = t->a == 0 || possible[t->child];
-		for (int32_t j = 0; (t->kind == N_CAT || t->kind == N_ALT) && j < t->b; j++)
-			possible[i] = t->kind == N_CAT ? possible[i] && possible[a.kids[t->a + j]] :
-				possible[i] || possible[a.kids[t->a + j]];
-	}
-	if (rc == CBLLM_OK && !possible[a.root])
-	{
-		size_t		n = len > 64 ? 64 : len;	/* quoted up to a character's start */
-
-		while (n < len && n > 0 && (pattern[n] & 0xC0) == 0x80)
-			n--;
-		rc = cbllm_fail(err, CBLLM_ERR_INVALID, "regex: the pattern %.*s%s matches no string a JSON "
-						"string can hold without escapes", (int) n, pattern, n < len ? "..." : "");
-	}
-	else if (rc == CBLLM_OK && (rc = PutNode(out, &a, possible, a.root)) < 0)
-		rc = regex_nomem(err);
-	free(possible);
-	regex_ast_free(&a);
-	return rc;
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "api/request_params.h"
+#include "base/utf8.h"
 #include "engine/engine_internal.h"
 #include "sample/logits_process.h"
 /* Check the sampling parameters a caller gave, by the rules of every request (request_params.h). */
@@ -257,7 +258,7 @@ AdvanceReady(cbllm_request *r)
 	if (r->eng->finish == CBLLM_FINISH_NONE && r->eng->max_stop_len > 1)
 	{
 		ready = r->eng->text.len > r->eng->max_stop_len - 1 ? r->eng->text.len - (r->eng->max_stop_len - 1) : 0;
-		while (ready > 0 && ready < r->eng->text.len && ((unsigned char) r->eng->text.data[ready] & 0xC0) == 0x80)
+		while (ready > 0 && ready < r->eng->text.len && utf8_is_cont((uint8_t) r->eng->text.data[ready]))
 			ready--;
 	}
 	if (ready > r->eng->text_ready)

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "api/request_params.h"
+#include "base/utf8.h"
 #include "sample/logprobs_json.h"
 #include "tokenizer/tokenizer.h"
 
@@ -408,7 +409,7 @@ Chunk(const server_req *q, size_t room)
 	{
 		const unsigned char *p = (const unsigned char *) q->out.data + q->out_posted;
 
-		while (n > 0 && (p[n] & 0xC0) == 0x80)
+		while (n > 0 && utf8_is_cont(p[n]))
 			n--;				/* do not cut a UTF-8 character */
 	}
 	else

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
+
 /* A small appender that remembers the first failure. */
 typedef struct jw
 {
@@ -27,32 +29,6 @@ PutS(jw *w, const char *s)
 	Put(w, s, strlen(s));
 }
 
-/* Length of the valid UTF-8 character at s[0..n) (shortest form, no surrogates), or 0. */
-static int
-Utf8Char(const unsigned char *s, size_t n)
-{
-	int			len;
-	uint32_t	cp;
-
-	if (s[0] < 0x80)
-		return 1;
-	len = s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : s[0] >= 0xE0 ? (s[0] < 0xF0 ? 3 : 0) :
-		s[0] >= 0xC2 ? 2 : 0;
-	if (len == 0 || (size_t) len > n)
-		return 0;
-	cp = s[0] & (0x7F >> len);
-	for (int i = 1; i < len; i++)
-	{
-		if ((s[i] & 0xC0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3F);
-	}
-	if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-		(len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-		return 0;
-	return len;
-}
-
 /* Write s[0..n) as a JSON string; returns whether every byte was whole UTF-8 (NUL aside). */
 static bool
 PutString(jw *w, const char *s, size_t n)
@@ -64,7 +40,7 @@ PutString(jw *w, const char *s, size_t n)
 	Put(w, "\"", 1);
 	for (size_t i = 0; i < n;)
 	{
-		int			len = Utf8Char(u + i, n - i);
+		int			len = utf8_len(s + i, n - i);
 
 		if (len == 0 || u[i] == 0)
 		{

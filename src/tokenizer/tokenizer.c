@@ -48,8 +48,8 @@
 int
 tok_space_len(const char *s, size_t n)
 {
-	int			len = utf8_len(s, n);
-	uint32_t	c = len > 0 ? utf8_cp(s, len) : 0;
+	uint32_t	c = 0;
+	int			len = utf8_decode(s, n, &c);
 
 	return len > 0 && ((c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 ||
 					   c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
@@ -354,6 +354,7 @@ static bool
 word_char(const char *s, size_t n, bool backward)
 {
 	int			l = 0;
+	uint32_t	c = 0;
 
 	if (n == 0)
 		return false;
@@ -361,10 +362,10 @@ word_char(const char *s, size_t n, bool backward)
 		for (l = 1; l < 4 && (size_t) l < n && utf8_len(s + n - l, l) != l; l++)
 			;
 	s = backward ? s + n - l : s;
-	l = utf8_len(s, backward ? (size_t) l : n);
+	l = utf8_decode(s, backward ? (size_t) l : n, &c);
 	if (l == 0)
 		return false;
-	switch (utf8proc_category((utf8proc_int32_t) utf8_cp(s, l)))
+	switch (utf8proc_category((utf8proc_int32_t) c))
 	{
 		case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
 		case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_ND:

@@ -139,8 +139,9 @@ load_steps(cbllm_tokenizer *tok, void *ctx, const cJSON *d, int depth, const cha
 static int
 byte_of(const int16_t *rev, const char *s, int len)
 {
-	uint32_t	c = utf8_cp(s, len);
+	uint32_t	c = 0;
 
+	utf8_decode(s, (size_t) len, &c);
 	return c < 0x144 ? rev[c] : -1;
 }
 
@@ -210,7 +211,12 @@ decode_entries(cbllm_tokenizer *tok, const dec_chain *c, const char *path, cbllm
 
 	memset(rev, 0xFF, sizeof(rev));
 	for (int b = 0; b < 256; b++)
-		rev[utf8_cp(tok->bl_char[b], tok->bl_len[b])] = (int16_t) b;
+	{
+		uint32_t	c = 0;
+
+		utf8_decode(tok->bl_char[b], (size_t) tok->bl_len[b], &c);
+		rev[c] = (int16_t) b;
+	}
 	for (int id = 0; id < tok->n_ids && rc == CBLLM_OK; id++)
 	{
 		tok_entry  *e = &tok->ent[id];

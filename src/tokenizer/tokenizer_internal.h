@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/utf8.h"
 #include "tokenizer/tokenizer.h"
 
 #define TOK_MAX_NORM	16			/* normalizer steps */
@@ -154,43 +155,6 @@ struct cbllm_tokenizer
 
 /* ---------------------------------------------------------------- utils */
 
-/* Total length of the character if p[0..n) is a valid UTF-8 prefix of one, else 0. */
-static inline int
-utf8_prefix(const uint8_t *p, int n)
-{
-	int			need = p[0] < 0x80 ? 1 : p[0] < 0xC2 ? 0 : p[0] < 0xE0 ? 2 :
-		p[0] < 0xF0 ? 3 : p[0] < 0xF5 ? 4 : 0;
-
-	if (need == 0 || n > need)
-		return 0;
-	for (int i = 1; i < n; i++)
-	{
-		uint8_t		lo = 0x80, hi = 0xBF;
-
-		if (i == 1 && p[0] == 0xE0)
-			lo = 0xA0;			/* no overlong forms */
-		else if (i == 1 && p[0] == 0xED)
-			hi = 0x9F;			/* no surrogates */
-		else if (i == 1 && p[0] == 0xF0)
-			lo = 0x90;
-		else if (i == 1 && p[0] == 0xF4)
-			hi = 0x8F;			/* nothing above U+10FFFF */
-		if (p[i] < lo || p[i] > hi)
-			return 0;
-	}
-	return need;
-}
-
-/* Length of the valid UTF-8 character at s (n bytes left), or 0 if invalid. */
-static inline int
-utf8_len(const char *s, size_t n)
-{
-	const uint8_t *p = (const uint8_t *) s;
-	int			need = utf8_prefix(p, 1);
-
-	return need > 0 && (size_t) need <= n && utf8_prefix(p, need) == need ? need : 0;
-}
-
 /* FNV-1a hash h of some bytes continued over s[0..n). */
 static inline uint32_t
 hash_more(uint32_t h, const char *s, size_t n)
@@ -239,18 +203,6 @@ merge_slot(const cbllm_tokenizer *tok, int32_t a, int32_t b)
 	while (tok->merges[i].key != UINT64_MAX && tok->merges[i].key != key)
 		i = (i + 1) & tok->merge_mask;
 	return &tok->merges[i];
-}
-
-/* Code point of the valid UTF-8 character of len bytes at s. */
-static inline uint32_t
-utf8_cp(const char *s, int len)
-{
-	const uint8_t *p = (const uint8_t *) s;
-	uint32_t	c = len == 1 ? p[0] : p[0] & (0x7F >> len);
-
-	for (int i = 1; i < len; i++)
-		c = (c << 6) | (p[i] & 0x3F);
-	return c;
 }
 
 /* ------------------------------------------------- shared by the loaders */

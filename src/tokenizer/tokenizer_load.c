@@ -50,16 +50,6 @@ tok_arena_dup(cbllm_tokenizer *tok, const char *s, size_t n)
 	return b->data + b->used - n - 1;
 }
 
-/* Whether s[0..n) is entirely valid UTF-8. */
-static bool
-utf8_valid(const char *s, size_t n)
-{
-	for (size_t i = 0, l; i < n; i += l)
-		if ((l = utf8_len(s + i, n - i)) == 0)
-			return false;
-	return true;
-}
-
 /* Mask of a power-of-two table size at least twice n. */
 static uint32_t
 table_mask(size_t n)

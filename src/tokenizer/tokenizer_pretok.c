@@ -53,14 +53,7 @@ byte_level_table(cbllm_tokenizer *tok)
 		bool		self = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
 		uint32_t	c = self ? (uint32_t) b : next++;
 
-		if (c < 0x80)
-			tok->bl_char[b][0] = (char) c, tok->bl_len[b] = 1;
-		else
-		{
-			tok->bl_char[b][0] = (char) (0xC0 | c >> 6);
-			tok->bl_char[b][1] = (char) (0x80 | (c & 0x3F));
-			tok->bl_len[b] = 2;
-		}
+		tok->bl_len[b] = (uint8_t) utf8_encode(c, tok->bl_char[b]);
 	}
 }
 

@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "fuzz.h"
+#include "base/utf8.h"
 #include "constrain/json_schema.h"
 #include "constrain/regex.h"
 
@@ -20,18 +21,14 @@
 
 /* Whether s[0..n) is UTF-8 without control characters. */
 static int
-CleanUtf8(const unsigned char *s, size_t n)
+CleanUtf8(const char *s, size_t n)
 {
 	for (size_t i = 0; i < n;)
 	{
-		int			len = s[i] < 0x20 ? 0 : s[i] < 0x80 ? 1 : s[i] >= 0xc2 && s[i] < 0xe0 ? 2 :
-			s[i] >= 0xe0 && s[i] < 0xf0 ? 3 : s[i] >= 0xf0 && s[i] < 0xf5 ? 4 : 0;
+		int			len = (unsigned char) s[i] < 0x20 ? 0 : utf8_len(s + i, n - i);
 
-		if (len == 0 || i + (size_t) len > n)
+		if (len == 0)
 			return 0;
-		for (int k = 1; k < len; k++)
-			if ((s[i + k] & 0xc0) != 0x80)
-				return 0;
 		i += (size_t) len;
 	}
 	return 1;
@@ -44,7 +41,7 @@ MessageOk(const cbllm_err *err, const char *prefix)
 	size_t		n = strnlen(err->msg, sizeof(err->msg));
 
 	return n > strlen(prefix) && n < sizeof(err->msg) && strncmp(err->msg, prefix, strlen(prefix)) == 0 &&
-		CleanUtf8((const unsigned char *) err->msg, n);
+		CleanUtf8(err->msg, n);
 }
 
 /*

@@ -298,6 +298,43 @@ TestErrorCases(void)
 	}
 }
 
+/*
+ * Bytes that are not UTF-8 each stand for themselves, as one character
+ * (base/utf8.h decides what is UTF-8): an overlong form, a surrogate or a
+ * code point past U+10FFFF is never read as the character it spells.
+ */
+static void
+TestIllFormedUtf8(void)
+{
+	static const struct
+	{
+		const char *what;
+		const char *tmpl;
+		const char *expect;
+	}			cases[] = {
+		{"(the control) well-formed characters count one each", "{{ 'a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80'|length }}", "4"},
+		{"an overlong '/' (C0 AF) is two characters", "{{ 'a\xC0\xAF" "b'|length }}", "4"},
+		{"a surrogate (ED A0 80) is three characters", "{{ 'x\xED\xA0\x80y'|length }}", "5"},
+		{"F4 90 80 80 (past U+10FFFF) is four characters", "{{ '\xF4\x90\x80\x80'|length }}", "4"},
+		{"a cut-short character is its bytes", "{{ 'a\xE2\x82'|length }}", "3"},
+		{"tojson does not read an overlong '\"' (C0 A2) as a quote", "{{ '\xC0\xA2'|tojson }}", "\"\xC0\xA2\""},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+	{
+		cbllm_buf	out = {0};
+		cbllm_err	err = {{0}};
+		int			rc = RenderText(cases[i].tmpl, "{}", &out, &err);
+		bool		same = rc == CBLLM_OK && out.len == strlen(cases[i].expect) &&
+			memcmp(out.data, cases[i].expect, out.len) == 0;
+
+		if (rc != CBLLM_OK)
+			TAP_DIAG("%s", err.msg);
+		TAP_OK(same, "ill-formed UTF-8: %s", cases[i].what);
+		cbllm_buf_free(&out);
+	}
+}
+
 /* chat_render_fn over a loaded template: no template variables. */
 static int
 RenderWith(void *arg, const char *messages, size_t len, bool add_generation_prompt, cbllm_buf *out,
@@ -530,6 +567,7 @@ TestAll(void)
 	TestVectors(tokenizers_root, "gemma3");
 	TestRenderCases();
 	TestErrorCases();
+	TestIllFormedUtf8();
 	TestValidation();
 	TestSources();
 	TestThreads(tokenizers_root);

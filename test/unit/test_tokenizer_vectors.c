@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "tap.h"
 #include "tokenizer/tokenizer.h"
 
@@ -113,26 +114,6 @@ text_match(const cJSON *want, const char *buf, size_t len)
 	return s != NULL && strlen(s) == len && memcmp(s, buf, len) == 0;
 }
 
-/* Whether s[0..n) is valid UTF-8 (for the stream's chunks). */
-static bool
-valid_utf8(const char *s, size_t n)
-{
-	const uint8_t *p = (const uint8_t *) s;
-
-	for (size_t i = 0; i < n;)
-	{
-		int			need = p[i] < 0x80 ? 1 : p[i] < 0xC2 ? 0 : p[i] < 0xE0 ? 2 : p[i] < 0xF0 ? 3 : p[i] < 0xF5 ? 4 : 0;
-
-		if (need == 0 || n - i < (size_t) need)
-			return false;
-		for (int k = 1; k < need; k++)
-			if ((p[i + k] & 0xC0) != 0x80)
-				return false;
-		i += need;
-	}
-	return true;
-}
-
 /* Report the first few mismatches of a column. */
 static void
 diag_miss(const char *model, int line, const char *what, const cJSON *rec, int *shown)
@@ -160,7 +141,7 @@ stream_matches(const cbllm_tokenizer *tok, const int32_t *ids, int n, const cJSO
 		size_t		before = out.len;
 
 		ok = tokenizer_stream_push(tok, &s, ids[i], &out) == CBLLM_OK &&
-			valid_utf8(out.data + before, out.len - before);
+			utf8_valid(out.data + before, out.len - before);
 	}
 	ok = ok && tokenizer_stream_flush(&s, &out) == CBLLM_OK && text_match(want, out.data, out.len);
 	cbllm_buf_free(&out);
