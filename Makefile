@@ -39,10 +39,13 @@ AVX512_FLAGS  = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
 # The engine's folders, each a subsystem (src/README.md says what each may
 # use; test/check_includes.py holds the tree to it).  Every .c file of a
 # folder is part of the engine, but for src/backend/cuda, which the CUDA
-# build adds below.
+# build adds below; of that folder every build has the backend's table of
+# weight types (cuda_dtype_traits.c, plain data), so that what the CUDA
+# backend runs can be asked and tested in a build without it.
 ENGINE_DIRS = base api dtype formats model tokenizer chat constrain sample kv backend backend/cpu \
               sched engine ipc
-ENGINE_SRCS = $(foreach d,$(ENGINE_DIRS),$(sort $(wildcard src/$(d)/*.c)))
+ENGINE_SRCS = $(foreach d,$(ENGINE_DIRS),$(sort $(wildcard src/$(d)/*.c))) \
+              src/backend/cuda/cuda_dtype_traits.c
 
 ENGINE_OBJS = $(patsubst src/%.c,build/%.o,$(ENGINE_SRCS))
 ENGINE_LIB  = build/libcbllm_engine.a
