@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model/model.h"
+#include "dtype/weight.h"
 
 /* Queries (tokens of one prompt, heads of one KV head) that share one pass over the keys */
 #define CPU_ATTN_GROUP 4
