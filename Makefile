@@ -92,7 +92,8 @@ UNIT_TESTS = \
 	build/test/test_vocab_padding \
 	build/test/test_generation_config \
 	build/test/test_chat_template \
-	build/test/test_rope
+	build/test/test_rope \
+	build/test/test_join_names
 
 CLI = bin/cbllm-cli
 # the engine process the PostgreSQL supervisor starts (tools/cbllm-engine.c)
@@ -280,9 +281,10 @@ FUZZ_BINS     = $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 fuzz: $(FUZZ_BINS)
 
 # the engine sources (compiled for fuzzing) that each target needs
-FUZZ_DTYPE_OBJS = $(patsubst %,build/fuzz/obj/%.o,dtype dtype_quant dtype_kquant quantize util)
+FUZZ_DTYPE_OBJS = $(patsubst %,build/fuzz/obj/%.o,dtype dtype_quant dtype_kquant quantize util join_names)
 build/fuzz/fuzz_config:            build/fuzz/obj/model_config.o build/fuzz/obj/model_config_rope.o \
-                                   build/fuzz/obj/rope.o build/fuzz/obj/arch.o build/fuzz/obj/util.o
+                                   build/fuzz/obj/rope.o build/fuzz/obj/arch.o build/fuzz/obj/util.o \
+                                   build/fuzz/obj/join_names.o
 build/fuzz/fuzz_safetensors:       build/fuzz/obj/safetensors.o $(FUZZ_DTYPE_OBJS)
 build/fuzz/fuzz_safetensors_index: build/fuzz/obj/safetensors.o $(FUZZ_DTYPE_OBJS)
 FUZZ_TOK_OBJS = $(patsubst %,build/fuzz/obj/%.o,tokenizer_load tokenizer tokenizer_norm tokenizer_pretok \

@@ -5,9 +5,9 @@
  */
 #include "dtype/dtype.h"
 
-#include <stdio.h>
 #include <string.h>
 
+#include "base/join_names.h"
 #include "base/numeric.h"
 #include "dtype/dtype_quant.h"
 #include "dtype/quantize.h"
@@ -143,29 +143,13 @@ cbllm_dtype_by_ggml(int ggml_type, cbllm_dtype *dt)
 void
 cbllm_dtype_names(char *buf, size_t len)
 {
-	size_t		used = 0;
-	int			total = 0,
-				k = 0;
+	const char *names[CBLLM_DTYPE_COUNT];
+	int			n = 0;
 
-	if (len == 0)
-		return;
-	buf[0] = '\0';
 	for (int i = 0; i < CBLLM_DTYPE_COUNT; i++)
-		total += dtype_table[i].safetensors;
-	for (int i = 0; i < CBLLM_DTYPE_COUNT && used < len; i++)
-	{
-		const char *sep;
-		int			w;
-
-		if (!dtype_table[i].safetensors)
-			continue;
-		sep = k == 0 ? "" : k == total - 1 ? " and " : ", ";
-		k++;
-		w = snprintf(buf + used, len - used, "%s%s", sep, dtype_table[i].name);
-		if (w < 0)
-			return;
-		used += (size_t) w;
-	}
+		if (dtype_table[i].safetensors)
+			names[n++] = dtype_table[i].name;
+	cbllm_join_names(buf, len, names, n, "and", "");
 }
 
 /* Whole blocks times the bytes of one. */

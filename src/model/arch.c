@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/join_names.h"
 #include "model/model.h"
 
 #define ARCH_MAX_EXTRA 8		/* architectures arch_register may add */
@@ -185,17 +186,12 @@ arch_find_gguf(const char *name, size_t len)
 void
 arch_list_names(char *buf, size_t size)
 {
+	const char *names[N_BUILTIN + ARCH_MAX_EXTRA];
 	int			n = N_BUILTIN + n_extra;
-	size_t		len = 0;
 
-	buf[0] = '\0';
-	for (int i = 0; i < n && len < size; i++)
-	{
-		int			w = snprintf(buf + len, size - len, "%s%s",
-								 i == 0 ? "" : i == n - 1 ? " and " : ", ", ArchAt(i)->hf_name);
-
-		len += w > 0 ? (size_t) w : 0;
-	}
+	for (int i = 0; i < n; i++)
+		names[i] = ArchAt(i)->hf_name;
+	cbllm_join_names(buf, size, names, n, "and", "");
 }
 
 /* Add an architecture to the table. */
