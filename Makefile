@@ -39,10 +39,13 @@ AVX512_FLAGS  = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
 # The engine's folders, each a subsystem (src/README.md says what each may
 # use; test/check_includes.py holds the tree to it).  Every .c file of a
 # folder is part of the engine, but for src/backend/cuda, which the CUDA
-# build adds below.
+# build adds below; of that folder every build has the backend's table of
+# weight types (cuda_dtype_traits.c, plain data), so that what the CUDA
+# backend runs can be asked and tested in a build without it.
 ENGINE_DIRS = base api dtype formats model tokenizer chat constrain sample kv backend backend/cpu \
               sched engine ipc
-ENGINE_SRCS = $(foreach d,$(ENGINE_DIRS),$(sort $(wildcard src/$(d)/*.c)))
+ENGINE_SRCS = $(foreach d,$(ENGINE_DIRS),$(sort $(wildcard src/$(d)/*.c))) \
+              src/backend/cuda/cuda_dtype_traits.c
 
 ENGINE_OBJS = $(patsubst src/%.c,build/%.o,$(ENGINE_SRCS))
 ENGINE_LIB  = build/libcbllm_engine.a
@@ -90,7 +93,8 @@ UNIT_TESTS = \
 	build/test/test_vocab_padding \
 	build/test/test_generation_config \
 	build/test/test_chat_template \
-	build/test/test_rope
+	build/test/test_rope \
+	build/test/test_join_names
 
 CLI = bin/cbllm-cli
 # the engine process the PostgreSQL supervisor starts (tools/cbllm-engine.c)
@@ -278,9 +282,10 @@ FUZZ_BINS     = $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 fuzz: $(FUZZ_BINS)
 
 # the engine sources (compiled for fuzzing) that each target needs
-FUZZ_DTYPE_OBJS = $(patsubst %,build/fuzz/obj/%.o,dtype dtype_quant dtype_kquant quantize util)
+FUZZ_DTYPE_OBJS = $(patsubst %,build/fuzz/obj/%.o,dtype dtype_quant dtype_kquant quantize util join_names)
 build/fuzz/fuzz_config:            build/fuzz/obj/model_config.o build/fuzz/obj/model_config_rope.o \
-                                   build/fuzz/obj/rope.o build/fuzz/obj/arch.o build/fuzz/obj/util.o
+                                   build/fuzz/obj/rope.o build/fuzz/obj/arch.o build/fuzz/obj/util.o \
+                                   build/fuzz/obj/join_names.o
 build/fuzz/fuzz_safetensors:       build/fuzz/obj/safetensors.o $(FUZZ_DTYPE_OBJS)
 build/fuzz/fuzz_safetensors_index: build/fuzz/obj/safetensors.o $(FUZZ_DTYPE_OBJS)
 FUZZ_TOK_OBJS = $(patsubst %,build/fuzz/obj/%.o,tokenizer_load tokenizer tokenizer_norm tokenizer_pretok \

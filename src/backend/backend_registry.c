@@ -10,8 +10,9 @@
  */
 #include "backend/backend_registry.h"
 
-#include <stdio.h>
 #include <string.h>
+
+#include "base/join_names.h"
 
 #ifdef CBLLM_WITH_CUDA
 #define CUDA_ENTRY (&cuda_backend_reg)
@@ -44,7 +45,6 @@ void
 backend_registry_names(char *buf, size_t len, const char *quote)
 {
 	const char *names[BACKEND_REGISTRY_MAX + 1];
-	size_t		used = 0;
 
 	/* insertion sort of a handful of names */
 	for (int i = 0; i < n_entries; i++)
@@ -56,16 +56,7 @@ backend_registry_names(char *buf, size_t len, const char *quote)
 		names[j] = entries[i]->name;
 	}
 	names[n_entries] = "auto";
-	if (len > 0)
-		buf[0] = '\0';
-	for (int i = 0; i <= n_entries && used < len; i++)
-	{
-		int			w = snprintf(buf + used, len - used, "%s%s%s%s",
-								 i == 0 ? "" : i == n_entries ? " or " : ", ", quote, names[i],
-								 quote);
-
-		used += w > 0 ? (size_t) w : 0;
-	}
+	cbllm_join_names(buf, len, names, n_entries + 1, "or", quote);
 }
 
 /* The entry for a device name; "auto" takes the first built entry whose device is present. */

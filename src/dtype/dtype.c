@@ -1,11 +1,13 @@
 /*
- * dtype.c: the table of weight types (dtype.h says what a row must give).
+ * dtype.c: the table of weight types, what is true of each everywhere
+ * (dtype.h says what a row must give; each backend's own table says what it
+ * does with the type).
  */
 #include "dtype/dtype.h"
 
-#include <stdio.h>
 #include <string.h>
 
+#include "base/join_names.h"
 #include "base/numeric.h"
 #include "dtype/dtype_quant.h"
 #include "dtype/quantize.h"
@@ -37,61 +39,65 @@ Bf16ToF32(const void *src, float *dst, int64_t n)
 static const cbllm_dtype_traits dtype_table[CBLLM_DTYPE_COUNT] = {
 	[CBLLM_F32] = {
 		.name = "F32", .safetensors = true, .ggml_type = 0, .block_elems = 1, .block_bytes = 4,
-		.to_f32 = F32ToF32, .cpu = true, .cuda = CBLLM_CUDA_AS_BF16,
+		.to_f32 = F32ToF32,
 	},
 	[CBLLM_F16] = {
 		.name = "F16", .safetensors = true, .ggml_type = 1, .block_elems = 1, .block_bytes = 2,
-		.to_f32 = F16ToF32, .cpu = true, .cuda = CBLLM_CUDA_GEMM,
+		.to_f32 = F16ToF32,
 	},
 	[CBLLM_BF16] = {
 		.name = "BF16", .safetensors = true, .ggml_type = 30, .block_elems = 1, .block_bytes = 2,
-		.to_f32 = Bf16ToF32, .cpu = true, .cuda = CBLLM_CUDA_GEMM,
+		.to_f32 = Bf16ToF32,
 	},
-	/* GGUF only: no kernels read them yet, so every backend refuses them */
+	/*
+	 * GGUF only (safetensors has no name for them): the block-quantized
+	 * types, decoded in dtype_quant.c and dtype_kquant.c, quantized in
+	 * quantize.c
+	 */
 	[CBLLM_Q8_0] = {
 		.name = "Q8_0", .ggml_type = 8, .block_elems = CBLLM_QK, .block_bytes = CBLLM_Q8_0_BYTES,
-		.to_f32 = cbllm_q8_0_to_f32, .from_f32 = cbllm_q8_0_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
+		.to_f32 = cbllm_q8_0_to_f32, .from_f32 = cbllm_q8_0_from_f32,
 	},
 	[CBLLM_Q4_0] = {
 		.name = "Q4_0", .ggml_type = 2, .block_elems = CBLLM_QK, .block_bytes = CBLLM_Q4_0_BYTES,
-		.to_f32 = cbllm_q4_0_to_f32, .from_f32 = cbllm_q4_0_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
+		.to_f32 = cbllm_q4_0_to_f32, .from_f32 = cbllm_q4_0_from_f32,
 	},
 	[CBLLM_Q4_1] = {
 		.name = "Q4_1", .ggml_type = 3, .block_elems = CBLLM_QK, .block_bytes = CBLLM_Q4_1_BYTES,
-		.to_f32 = cbllm_q4_1_to_f32, .from_f32 = cbllm_q4_1_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
+		.to_f32 = cbllm_q4_1_to_f32, .from_f32 = cbllm_q4_1_from_f32,
 	},
 	[CBLLM_Q5_0] = {
 		.name = "Q5_0", .ggml_type = 6, .block_elems = CBLLM_QK, .block_bytes = CBLLM_Q5_0_BYTES,
-		.to_f32 = cbllm_q5_0_to_f32, .from_f32 = cbllm_q5_0_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
+		.to_f32 = cbllm_q5_0_to_f32, .from_f32 = cbllm_q5_0_from_f32,
 	},
 	[CBLLM_Q5_1] = {
 		.name = "Q5_1", .ggml_type = 7, .block_elems = CBLLM_QK, .block_bytes = CBLLM_Q5_1_BYTES,
-		.to_f32 = cbllm_q5_1_to_f32, .from_f32 = cbllm_q5_1_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
+		.to_f32 = cbllm_q5_1_to_f32, .from_f32 = cbllm_q5_1_from_f32,
 	},
 	[CBLLM_Q2_K] = {
 		.name = "Q2_K", .ggml_type = 10, .block_elems = CBLLM_QK_K, .block_bytes = CBLLM_Q2_K_BYTES,
-		.to_f32 = cbllm_q2_k_to_f32, .from_f32 = cbllm_q2_k_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
+		.to_f32 = cbllm_q2_k_to_f32, .from_f32 = cbllm_q2_k_from_f32,
 	},
 	[CBLLM_Q3_K] = {
 		.name = "Q3_K", .ggml_type = 11, .block_elems = CBLLM_QK_K, .block_bytes = CBLLM_Q3_K_BYTES,
-		.to_f32 = cbllm_q3_k_to_f32, .from_f32 = cbllm_q3_k_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
+		.to_f32 = cbllm_q3_k_to_f32, .from_f32 = cbllm_q3_k_from_f32,
 	},
 	[CBLLM_Q4_K] = {
 		.name = "Q4_K", .ggml_type = 12, .block_elems = CBLLM_QK_K, .block_bytes = CBLLM_Q4_K_BYTES,
-		.to_f32 = cbllm_q4_k_to_f32, .from_f32 = cbllm_q4_k_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
+		.to_f32 = cbllm_q4_k_to_f32, .from_f32 = cbllm_q4_k_from_f32,
 	},
 	[CBLLM_Q5_K] = {
 		.name = "Q5_K", .ggml_type = 13, .block_elems = CBLLM_QK_K, .block_bytes = CBLLM_Q5_K_BYTES,
-		.to_f32 = cbllm_q5_k_to_f32, .from_f32 = cbllm_q5_k_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
+		.to_f32 = cbllm_q5_k_to_f32, .from_f32 = cbllm_q5_k_from_f32,
 	},
 	[CBLLM_Q6_K] = {
 		.name = "Q6_K", .ggml_type = 14, .block_elems = CBLLM_QK_K, .block_bytes = CBLLM_Q6_K_BYTES,
-		.to_f32 = cbllm_q6_k_to_f32, .from_f32 = cbllm_q6_k_from_f32, .cpu = true, .cuda = CBLLM_CUDA_QUANT,
+		.to_f32 = cbllm_q6_k_to_f32, .from_f32 = cbllm_q6_k_from_f32,
 	},
 };
 
 /* What a value that is no type answers with. */
-static const cbllm_dtype_traits dtype_unknown = {.name = "?", .ggml_type = -1, .cuda = CBLLM_CUDA_NONE};
+static const cbllm_dtype_traits dtype_unknown = {.name = "?", .ggml_type = -1};
 
 /* The row of dt, or the unknown row. */
 const cbllm_dtype_traits *
@@ -137,29 +143,13 @@ cbllm_dtype_by_ggml(int ggml_type, cbllm_dtype *dt)
 void
 cbllm_dtype_names(char *buf, size_t len)
 {
-	size_t		used = 0;
-	int			total = 0,
-				k = 0;
+	const char *names[CBLLM_DTYPE_COUNT];
+	int			n = 0;
 
-	if (len == 0)
-		return;
-	buf[0] = '\0';
 	for (int i = 0; i < CBLLM_DTYPE_COUNT; i++)
-		total += dtype_table[i].safetensors;
-	for (int i = 0; i < CBLLM_DTYPE_COUNT && used < len; i++)
-	{
-		const char *sep;
-		int			w;
-
-		if (!dtype_table[i].safetensors)
-			continue;
-		sep = k == 0 ? "" : k == total - 1 ? " and " : ", ";
-		k++;
-		w = snprintf(buf + used, len - used, "%s%s", sep, dtype_table[i].name);
-		if (w < 0)
-			return;
-		used += (size_t) w;
-	}
+		if (dtype_table[i].safetensors)
+			names[n++] = dtype_table[i].name;
+	cbllm_join_names(buf, len, names, n, "and", "");
 }
 
 /* Whole blocks times the bytes of one. */

@@ -1,11 +1,15 @@
 /*
- * dtype.h: the weight types, one row of traits each (dtype.c).
+ * dtype.h: the weight types, one row of traits each (dtype.c): what is true
+ * of a type everywhere, whichever backend runs it.
  *
  * Whatever depends on how a weight type is stored asks its row: the name a
  * file spells it with, the bytes of a row of n elements, a reference
- * conversion to f32, and how each backend consumes it, rather than
- * switching on the type.  Plain C11 with no PostgreSQL, usable from C++: the
- * CUDA kernels include it.
+ * conversion to f32 and its quantizer, rather than switching on the type.
+ * What a backend does with a type is that backend's own table, asked by type
+ * in the same way: backend/cpu/cpu_dtype_traits.h for the CPU kernels,
+ * backend/cuda/cuda_dtype_traits.h for the CUDA backend.  So a new backend
+ * brings its table and never edits this one.  Plain C11 with no PostgreSQL,
+ * usable from C++: the CUDA kernels include it.
  *
  * Types are stored in blocks: block_elems elements in block_bytes bytes
  * (one element per block for the float types; a block-quantized type packs
@@ -24,18 +28,9 @@
  *   block_bytes  bytes per block, scales included (34 for Q8_0)
  *   to_f32       the reference conversion of whole blocks to f32
  *   from_f32     its block quantizer (quantize.c), or NULL
- *   cpu          whether the CPU kernels read it; when true, kernels_simd.inc
- *                gives it an entry in weight_tiles_by_dtype (the tiles that
- *                read its rows and its widening to f32, for every instruction
- *                set; a blocked type needs tiles that walk blocks)
- *   cuda         how the CUDA backend runs it; CBLLM_CUDA_GEMM needs an entry
- *                in cuda_gemm.cu's gemm_types, CBLLM_CUDA_QUANT one in
- *                cuda_quant.cu's quant_types, and the type its embedding
- *                table has on the device one in cuda_ops.cu's embed_types
- * A row whose cpu is false and cuda is CBLLM_CUDA_NONE is loaded and then
- * refused by every backend, naming the type.  The CUDA backend's upload
- * and its count of device bytes follow the cuda path (CBLLM_CUDA_AS_BF16
- * goes through to_f32).
+ * and then a row in each backend's table that runs it (each table's header
+ * says what its row needs).  A type that no backend's table runs is loaded
+ * and then refused by every backend, naming the type.
  */
 #ifndef CBLLM_DTYPE_H
 #define CBLLM_DTYPE_H
@@ -67,17 +62,6 @@ typedef enum cbllm_dtype
 	CBLLM_DTYPE_COUNT			/* not a type: the number of types */
 } cbllm_dtype;
 
-/* How the CUDA backend runs the matrices of a type. */
-typedef enum cbllm_cuda_path
-{
-	CBLLM_CUDA_NONE = 0,		/* it does not */
-	CBLLM_CUDA_GEMM,			/* stored as is; activations converted to the type, cuBLAS GEMM
-								 * accumulating in f32 */
-	CBLLM_CUDA_AS_BF16,			/* uploaded converted to bf16, then run as BF16 */
-	CBLLM_CUDA_QUANT			/* stored as is in its blocks: fused dequantize-and-dot for
-								 * decode, bf16 tiles for cuBLAS above (cuda_quant.cu) */
-} cbllm_cuda_path;
-
 /* One weight type. */
 typedef struct cbllm_dtype_traits
 {
@@ -94,11 +78,9 @@ typedef struct cbllm_dtype_traits
 	 * the type has no quantizer (quantize.h; cbllm_quantize_row checks).
 	 */
 	bool		(*from_f32) (const float *src, void *dst);
-	bool		cpu;			/* the CPU kernels read it (kernels_simd.inc) */
-	cbllm_cuda_path cuda;		/* how the CUDA backend runs it */
 } cbllm_dtype_traits;
 
-/* The row of dt; for a value that is no type, a row named "?" that no backend runs and that has no size. */
+/* The row of dt; for a value that is no type, a row named "?" that has no size and no ggml id. */
 const cbllm_dtype_traits *cbllm_dtype_traits_of(cbllm_dtype dt);
 
 /* The name of dt ("F32", "BF16", "Q4_0"); "?" for a value that is no type. */

@@ -38,21 +38,21 @@
 
 /* the ggml types GGUF files use: elements and bytes per block */
 static const gguf_type_info TYPES[] = {
-	{0, "F32", 1, 4},
-	{1, "F16", 1, 2},
-	{2, "Q4_0", 32, 18},
-	{3, "Q4_1", 32, 20},
-	{6, "Q5_0", 32, 22},
-	{7, "Q5_1", 32, 24},
-	{8, "Q8_0", 32, 34},
-	{9, "Q8_1", 32, 36},
-	{10, "Q2_K", 256, 84},
-	{11, "Q3_K", 256, 110},
-	{12, "Q4_K", 256, 144},
-	{13, "Q5_K", 256, 176},
-	{14, "Q6_K", 256, 210},
-	{15, "Q8_K", 256, 292},
-	{30, "BF16", 1, 2},
+	{.id = 0, .name = "F32", .block_size = 1, .type_size = 4},
+	{.id = 1, .name = "F16", .block_size = 1, .type_size = 2},
+	{.id = 2, .name = "Q4_0", .block_size = 32, .type_size = 18},
+	{.id = 3, .name = "Q4_1", .block_size = 32, .type_size = 20},
+	{.id = 6, .name = "Q5_0", .block_size = 32, .type_size = 22},
+	{.id = 7, .name = "Q5_1", .block_size = 32, .type_size = 24},
+	{.id = 8, .name = "Q8_0", .block_size = 32, .type_size = 34},
+	{.id = 9, .name = "Q8_1", .block_size = 32, .type_size = 36},
+	{.id = 10, .name = "Q2_K", .block_size = 256, .type_size = 84},
+	{.id = 11, .name = "Q3_K", .block_size = 256, .type_size = 110},
+	{.id = 12, .name = "Q4_K", .block_size = 256, .type_size = 144},
+	{.id = 13, .name = "Q5_K", .block_size = 256, .type_size = 176},
+	{.id = 14, .name = "Q6_K", .block_size = 256, .type_size = 210},
+	{.id = 15, .name = "Q8_K", .block_size = 256, .type_size = 292},
+	{.id = 30, .name = "BF16", .block_size = 1, .type_size = 2},
 };
 
 static const char *const VTYPE_NAMES[GGUF_N_VTYPES] = {

@@ -8,20 +8,26 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/join_names.h"
 #include "model/model.h"
 
 #define ARCH_MAX_EXTRA 8		/* architectures arch_register may add */
 
 /* The architectures cbllm runs. */
 static const cbllm_arch BuiltinArchs[] = {
-	{"LlamaForCausalLM", "llama", "llama", ARCH_GGUF_PERMUTED_QK, ARCH_ACT_SILU},
-	{"MistralForCausalLM", "mistral", "llama", ARCH_GGUF_PERMUTED_QK, ARCH_ACT_SILU},
-	{"Qwen2ForCausalLM", "qwen2", "qwen2", ARCH_QKV_BIAS, ARCH_ACT_SILU},
-	{"Qwen3ForCausalLM", "qwen3", "qwen3", ARCH_QK_NORM, ARCH_ACT_SILU},
-	{"Gemma3ForCausalLM", "gemma3_text", "gemma3",
-	ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_SANDWICH_NORM | ARCH_EMBED_SCALE | ARCH_TIED_DEFAULT,
-	ARCH_ACT_GELU_TANH},
-	{"Phi3ForCausalLM", "phi3", "phi3", ARCH_FUSED_QKV | ARCH_FUSED_GATE_UP, ARCH_ACT_SILU},
+	{.hf_name = "LlamaForCausalLM", .model_type = "llama", .gguf_name = "llama",
+		.features = ARCH_GGUF_PERMUTED_QK, .activation = ARCH_ACT_SILU},
+	{.hf_name = "MistralForCausalLM", .model_type = "mistral", .gguf_name = "llama",
+		.features = ARCH_GGUF_PERMUTED_QK, .activation = ARCH_ACT_SILU},
+	{.hf_name = "Qwen2ForCausalLM", .model_type = "qwen2", .gguf_name = "qwen2",
+		.features = ARCH_QKV_BIAS, .activation = ARCH_ACT_SILU},
+	{.hf_name = "Qwen3ForCausalLM", .model_type = "qwen3", .gguf_name = "qwen3",
+		.features = ARCH_QK_NORM, .activation = ARCH_ACT_SILU},
+	{.hf_name = "Gemma3ForCausalLM", .model_type = "gemma3_text", .gguf_name = "gemma3",
+		.features = ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_SANDWICH_NORM | ARCH_EMBED_SCALE |
+		ARCH_TIED_DEFAULT, .activation = ARCH_ACT_GELU_TANH},
+	{.hf_name = "Phi3ForCausalLM", .model_type = "phi3", .gguf_name = "phi3",
+		.features = ARCH_FUSED_QKV | ARCH_FUSED_GATE_UP, .activation = ARCH_ACT_SILU},
 };
 
 #define N_BUILTIN ((int) (sizeof(BuiltinArchs) / sizeof(BuiltinArchs[0])))
@@ -31,88 +37,113 @@ static int	n_extra;
 
 #define MODEL_FIELD(f) offsetof(cbllm_model, f)
 #define LAYER_FIELD(f) offsetof(cbllm_layer, f)
-#define L_NAME(hf, gguf) "model.layers.%d." hf, "blk.%d." gguf
+#define L_HF(name) "model.layers.%d." name	/* a layer tensor's safetensors name */
+#define L_GGUF(name) "blk.%d." name	/* and its GGUF name */
 
 /*
- * Every tensor role, in load order.  Columns: role, HF name, GGUF name,
- * kind, scope, rows, cols, needs, tied, per_step, field, unless.  Gemma's
- * post_attention_layernorm norms the attention's output, not the MLP's
- * input as Llama's does: two rows bind the MLP's input norm, one per
+ * Every tensor role, in load order (arch_tensor says what each field means;
+ * a field left out is 0: no needs, no unless, not tied, not read per step).
+ * Gemma's post_attention_layernorm norms the attention's output, not the
+ * MLP's input as Llama's does: two rows bind the MLP's input norm, one per
  * naming, told apart by ARCH_SANDWICH_NORM.  Phi-3's fused projections bind
  * wq, wk, wv and w_gate, w_up as row blocks of one stored tensor each
  * (FusedTensors below).
  */
 static const arch_tensor Tensors[] = {
-	{"the embeddings", "model.embed_tokens.weight", "token_embd.weight",
-	ARCH_MATRIX, ARCH_BEFORE_LAYERS, DIM_VOCAB, DIM_HIDDEN, 0, false, false, MODEL_FIELD(embed), 0},
-	{"attn_norm", L_NAME("input_layernorm.weight", "attn_norm.weight"),
-	ARCH_NORM, ARCH_LAYER, DIM_HIDDEN, DIM_ONE, 0, false, false, LAYER_FIELD(attn_norm), 0},
-	{"wq", L_NAME("self_attn.q_proj.weight", "attn_q.weight"),
-	ARCH_MATRIX, ARCH_LAYER, DIM_Q, DIM_HIDDEN, 0, false, true, LAYER_FIELD(wq), ARCH_FUSED_QKV},
-	{"bq", L_NAME("self_attn.q_proj.bias", "attn_q.bias"),
-	ARCH_BIAS, ARCH_LAYER, DIM_Q, DIM_ONE, ARCH_QKV_BIAS, false, false, LAYER_FIELD(bq), 0},
-	{"wk", L_NAME("self_attn.k_proj.weight", "attn_k.weight"),
-	ARCH_MATRIX, ARCH_LAYER, DIM_KV, DIM_HIDDEN, 0, false, true, LAYER_FIELD(wk), ARCH_FUSED_QKV},
-	{"bk", L_NAME("self_attn.k_proj.bias", "attn_k.bias"),
-	ARCH_BIAS, ARCH_LAYER, DIM_KV, DIM_ONE, ARCH_QKV_BIAS, false, false, LAYER_FIELD(bk), 0},
-	{"wv", L_NAME("self_attn.v_proj.weight", "attn_v.weight"),
-	ARCH_MATRIX, ARCH_LAYER, DIM_KV, DIM_HIDDEN, 0, false, true, LAYER_FIELD(wv), ARCH_FUSED_QKV},
-	{"bv", L_NAME("self_attn.v_proj.bias", "attn_v.bias"),
-	ARCH_BIAS, ARCH_LAYER, DIM_KV, DIM_ONE, ARCH_QKV_BIAS, false, false, LAYER_FIELD(bv), 0},
-	{"wq", L_NAME("self_attn.qkv_proj.weight", "attn_qkv.weight"),
-	ARCH_MATRIX, ARCH_LAYER, DIM_Q, DIM_HIDDEN, ARCH_FUSED_QKV, false, true, LAYER_FIELD(wq), 0},
-	{"wk", L_NAME("self_attn.qkv_proj.weight", "attn_qkv.weight"),
-	ARCH_MATRIX, ARCH_LAYER, DIM_KV, DIM_HIDDEN, ARCH_FUSED_QKV, false, true, LAYER_FIELD(wk), 0},
-	{"wv", L_NAME("self_attn.qkv_proj.weight", "attn_qkv.weight"),
-	ARCH_MATRIX, ARCH_LAYER, DIM_KV, DIM_HIDDEN, ARCH_FUSED_QKV, false, true, LAYER_FIELD(wv), 0},
-	{"q_norm", L_NAME("self_attn.q_norm.weight", "attn_q_norm.weight"),
-	ARCH_NORM, ARCH_LAYER, DIM_HEAD, DIM_ONE, ARCH_QK_NORM, false, false, LAYER_FIELD(q_norm), 0},
-	{"k_norm", L_NAME("self_attn.k_norm.weight", "attn_k_norm.weight"),
-	ARCH_NORM, ARCH_LAYER, DIM_HEAD, DIM_ONE, ARCH_QK_NORM, false, false, LAYER_FIELD(k_norm), 0},
-	{"wo", L_NAME("self_attn.o_proj.weight", "attn_output.weight"),
-	ARCH_MATRIX, ARCH_LAYER, DIM_HIDDEN, DIM_Q, 0, false, true, LAYER_FIELD(wo), 0},
-	{"bo", L_NAME("self_attn.o_proj.bias", "attn_output.bias"),
-	ARCH_BIAS, ARCH_LAYER, DIM_HIDDEN, DIM_ONE, ARCH_O_BIAS, false, false, LAYER_FIELD(bo), 0},
-	{"mlp_norm", L_NAME("post_attention_layernorm.weight", "ffn_norm.weight"),
-	ARCH_NORM, ARCH_LAYER, DIM_HIDDEN, DIM_ONE, 0, false, false, LAYER_FIELD(mlp_norm),
-	ARCH_SANDWICH_NORM},
-	{"attn_out_norm", L_NAME("post_attention_layernorm.weight", "post_attention_norm.weight"),
-	ARCH_NORM, ARCH_LAYER, DIM_HIDDEN, DIM_ONE, ARCH_SANDWICH_NORM, false, false,
-	LAYER_FIELD(attn_out_norm), 0},
-	{"mlp_norm", L_NAME("pre_feedforward_layernorm.weight", "ffn_norm.weight"),
-	ARCH_NORM, ARCH_LAYER, DIM_HIDDEN, DIM_ONE, ARCH_SANDWICH_NORM, false, false,
-	LAYER_FIELD(mlp_norm), 0},
-	{"w_gate", L_NAME("mlp.gate_proj.weight", "ffn_gate.weight"),
-	ARCH_MATRIX, ARCH_LAYER, DIM_INTERMEDIATE, DIM_HIDDEN, 0, false, true, LAYER_FIELD(w_gate),
-	ARCH_FUSED_GATE_UP},
-	{"w_up", L_NAME("mlp.up_proj.weight", "ffn_up.weight"),
-	ARCH_MATRIX, ARCH_LAYER, DIM_INTERMEDIATE, DIM_HIDDEN, 0, false, true, LAYER_FIELD(w_up),
-	ARCH_FUSED_GATE_UP},
-	{"w_gate", L_NAME("mlp.gate_up_proj.weight", "ffn_up.weight"),
-	ARCH_MATRIX, ARCH_LAYER, DIM_INTERMEDIATE, DIM_HIDDEN, ARCH_FUSED_GATE_UP, false, true,
-	LAYER_FIELD(w_gate), 0},
-	{"w_up", L_NAME("mlp.gate_up_proj.weight", "ffn_up.weight"),
-	ARCH_MATRIX, ARCH_LAYER, DIM_INTERMEDIATE, DIM_HIDDEN, ARCH_FUSED_GATE_UP, false, true,
-	LAYER_FIELD(w_up), 0},
-	{"w_down", L_NAME("mlp.down_proj.weight", "ffn_down.weight"),
-	ARCH_MATRIX, ARCH_LAYER, DIM_HIDDEN, DIM_INTERMEDIATE, 0, false, true, LAYER_FIELD(w_down), 0},
-	{"mlp_out_norm", L_NAME("post_feedforward_layernorm.weight", "post_ffw_norm.weight"),
-	ARCH_NORM, ARCH_LAYER, DIM_HIDDEN, DIM_ONE, ARCH_SANDWICH_NORM, false, false,
-	LAYER_FIELD(mlp_out_norm), 0},
-	{"the final norm", "model.norm.weight", "output_norm.weight",
-	ARCH_NORM, ARCH_AFTER_LAYERS, DIM_HIDDEN, DIM_ONE, 0, false, false, MODEL_FIELD(final_norm), 0},
-	{"lm_head", "lm_head.weight", "output.weight",
-	ARCH_MATRIX, ARCH_AFTER_LAYERS, DIM_VOCAB, DIM_HIDDEN, 0, true, true, MODEL_FIELD(lm_head), 0},
+	{.role = "the embeddings", .hf = "model.embed_tokens.weight", .gguf = "token_embd.weight",
+		.kind = ARCH_MATRIX, .scope = ARCH_BEFORE_LAYERS, .rows = DIM_VOCAB, .cols = DIM_HIDDEN,
+		.offset = MODEL_FIELD(embed)},
+	{.role = "attn_norm", .hf = L_HF("input_layernorm.weight"), .gguf = L_GGUF("attn_norm.weight"),
+		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
+		.offset = LAYER_FIELD(attn_norm)},
+	{.role = "wq", .hf = L_HF("self_attn.q_proj.weight"), .gguf = L_GGUF("attn_q.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_Q, .cols = DIM_HIDDEN,
+		.unless = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wq)},
+	{.role = "bq", .hf = L_HF("self_attn.q_proj.bias"), .gguf = L_GGUF("attn_q.bias"),
+		.kind = ARCH_BIAS, .scope = ARCH_LAYER, .rows = DIM_Q, .cols = DIM_ONE,
+		.needs = ARCH_QKV_BIAS, .offset = LAYER_FIELD(bq)},
+	{.role = "wk", .hf = L_HF("self_attn.k_proj.weight"), .gguf = L_GGUF("attn_k.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_KV, .cols = DIM_HIDDEN,
+		.unless = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wk)},
+	{.role = "bk", .hf = L_HF("self_attn.k_proj.bias"), .gguf = L_GGUF("attn_k.bias"),
+		.kind = ARCH_BIAS, .scope = ARCH_LAYER, .rows = DIM_KV, .cols = DIM_ONE,
+		.needs = ARCH_QKV_BIAS, .offset = LAYER_FIELD(bk)},
+	{.role = "wv", .hf = L_HF("self_attn.v_proj.weight"), .gguf = L_GGUF("attn_v.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_KV, .cols = DIM_HIDDEN,
+		.unless = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wv)},
+	{.role = "bv", .hf = L_HF("self_attn.v_proj.bias"), .gguf = L_GGUF("attn_v.bias"),
+		.kind = ARCH_BIAS, .scope = ARCH_LAYER, .rows = DIM_KV, .cols = DIM_ONE,
+		.needs = ARCH_QKV_BIAS, .offset = LAYER_FIELD(bv)},
+	{.role = "wq", .hf = L_HF("self_attn.qkv_proj.weight"), .gguf = L_GGUF("attn_qkv.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_Q, .cols = DIM_HIDDEN,
+		.needs = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wq)},
+	{.role = "wk", .hf = L_HF("self_attn.qkv_proj.weight"), .gguf = L_GGUF("attn_qkv.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_KV, .cols = DIM_HIDDEN,
+		.needs = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wk)},
+	{.role = "wv", .hf = L_HF("self_attn.qkv_proj.weight"), .gguf = L_GGUF("attn_qkv.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_KV, .cols = DIM_HIDDEN,
+		.needs = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wv)},
+	{.role = "q_norm", .hf = L_HF("self_attn.q_norm.weight"), .gguf = L_GGUF("attn_q_norm.weight"),
+		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HEAD, .cols = DIM_ONE,
+		.needs = ARCH_QK_NORM, .offset = LAYER_FIELD(q_norm)},
+	{.role = "k_norm", .hf = L_HF("self_attn.k_norm.weight"), .gguf = L_GGUF("attn_k_norm.weight"),
+		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HEAD, .cols = DIM_ONE,
+		.needs = ARCH_QK_NORM, .offset = LAYER_FIELD(k_norm)},
+	{.role = "wo", .hf = L_HF("self_attn.o_proj.weight"), .gguf = L_GGUF("attn_output.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_Q,
+		.per_step = true, .offset = LAYER_FIELD(wo)},
+	{.role = "bo", .hf = L_HF("self_attn.o_proj.bias"), .gguf = L_GGUF("attn_output.bias"),
+		.kind = ARCH_BIAS, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
+		.needs = ARCH_O_BIAS, .offset = LAYER_FIELD(bo)},
+	{.role = "mlp_norm",
+		.hf = L_HF("post_attention_layernorm.weight"), .gguf = L_GGUF("ffn_norm.weight"),
+		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
+		.unless = ARCH_SANDWICH_NORM, .offset = LAYER_FIELD(mlp_norm)},
+	{.role = "attn_out_norm",
+		.hf = L_HF("post_attention_layernorm.weight"), .gguf = L_GGUF("post_attention_norm.weight"),
+		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
+		.needs = ARCH_SANDWICH_NORM, .offset = LAYER_FIELD(attn_out_norm)},
+	{.role = "mlp_norm",
+		.hf = L_HF("pre_feedforward_layernorm.weight"), .gguf = L_GGUF("ffn_norm.weight"),
+		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
+		.needs = ARCH_SANDWICH_NORM, .offset = LAYER_FIELD(mlp_norm)},
+	{.role = "w_gate", .hf = L_HF("mlp.gate_proj.weight"), .gguf = L_GGUF("ffn_gate.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_INTERMEDIATE, .cols = DIM_HIDDEN,
+		.unless = ARCH_FUSED_GATE_UP, .per_step = true, .offset = LAYER_FIELD(w_gate)},
+	{.role = "w_up", .hf = L_HF("mlp.up_proj.weight"), .gguf = L_GGUF("ffn_up.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_INTERMEDIATE, .cols = DIM_HIDDEN,
+		.unless = ARCH_FUSED_GATE_UP, .per_step = true, .offset = LAYER_FIELD(w_up)},
+	{.role = "w_gate", .hf = L_HF("mlp.gate_up_proj.weight"), .gguf = L_GGUF("ffn_up.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_INTERMEDIATE, .cols = DIM_HIDDEN,
+		.needs = ARCH_FUSED_GATE_UP, .per_step = true, .offset = LAYER_FIELD(w_gate)},
+	{.role = "w_up", .hf = L_HF("mlp.gate_up_proj.weight"), .gguf = L_GGUF("ffn_up.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_INTERMEDIATE, .cols = DIM_HIDDEN,
+		.needs = ARCH_FUSED_GATE_UP, .per_step = true, .offset = LAYER_FIELD(w_up)},
+	{.role = "w_down", .hf = L_HF("mlp.down_proj.weight"), .gguf = L_GGUF("ffn_down.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_INTERMEDIATE,
+		.per_step = true, .offset = LAYER_FIELD(w_down)},
+	{.role = "mlp_out_norm",
+		.hf = L_HF("post_feedforward_layernorm.weight"), .gguf = L_GGUF("post_ffw_norm.weight"),
+		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
+		.needs = ARCH_SANDWICH_NORM, .offset = LAYER_FIELD(mlp_out_norm)},
+	{.role = "the final norm", .hf = "model.norm.weight", .gguf = "output_norm.weight",
+		.kind = ARCH_NORM, .scope = ARCH_AFTER_LAYERS, .rows = DIM_HIDDEN, .cols = DIM_ONE,
+		.offset = MODEL_FIELD(final_norm)},
+	{.role = "lm_head", .hf = "lm_head.weight", .gguf = "output.weight",
+		.kind = ARCH_MATRIX, .scope = ARCH_AFTER_LAYERS, .rows = DIM_VOCAB, .cols = DIM_HIDDEN,
+		.tied = true, .per_step = true, .offset = MODEL_FIELD(lm_head)},
 };
 
 #define N_TENSORS ((int) (sizeof(Tensors) / sizeof(Tensors[0])))
 
 /* The fused tensors: Phi-3's q, k, v projection (rows q, then k, then v) and gate, up. */
 static const arch_fused FusedTensors[] = {
-	{"model.layers.%d.self_attn.qkv_proj.weight", 3, {DIM_Q, DIM_KV, DIM_KV},
-	{LAYER_FIELD(wq), LAYER_FIELD(wk), LAYER_FIELD(wv)}},
-	{"model.layers.%d.mlp.gate_up_proj.weight", 2, {DIM_INTERMEDIATE, DIM_INTERMEDIATE},
-	{LAYER_FIELD(w_gate), LAYER_FIELD(w_up)}},
+	{.hf = "model.layers.%d.self_attn.qkv_proj.weight", .n_parts = 3,
+		.rows = {DIM_Q, DIM_KV, DIM_KV},
+		.field = {LAYER_FIELD(wq), LAYER_FIELD(wk), LAYER_FIELD(wv)}},
+	{.hf = "model.layers.%d.mlp.gate_up_proj.weight", .n_parts = 2,
+		.rows = {DIM_INTERMEDIATE, DIM_INTERMEDIATE},
+		.field = {LAYER_FIELD(w_gate), LAYER_FIELD(w_up)}},
 };
 
 #define N_FUSED ((int) (sizeof(FusedTensors) / sizeof(FusedTensors[0])))
@@ -155,17 +186,12 @@ arch_find_gguf(const char *name, size_t len)
 void
 arch_list_names(char *buf, size_t size)
 {
+	const char *names[N_BUILTIN + ARCH_MAX_EXTRA];
 	int			n = N_BUILTIN + n_extra;
-	size_t		len = 0;
 
-	buf[0] = '\0';
-	for (int i = 0; i < n && len < size; i++)
-	{
-		int			w = snprintf(buf + len, size - len, "%s%s",
-								 i == 0 ? "" : i == n - 1 ? " and " : ", ", ArchAt(i)->hf_name);
-
-		len += w > 0 ? (size_t) w : 0;
-	}
+	for (int i = 0; i < n; i++)
+		names[i] = ArchAt(i)->hf_name;
+	cbllm_join_names(buf, size, names, n, "and", "");
 }
 
 /* Add an architecture to the table. */

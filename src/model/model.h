@@ -2,7 +2,8 @@
  * model.h: a checkpoint of one of arch.c's architectures (Llama and the
  * families that differ from it by arch.h's flags): its configuration
  * (config.json) and its weights, which stay in their stored dtype inside the
- * safetensors mapping.
+ * safetensors mapping.  Each matrix is a cbllm_weight (dtype/weight.h),
+ * the type the compute kernels read without knowing the model.
  *
  * Norm vectors are f32 multipliers as the forward pass applies them: with
  * ARCH_NORM_PLUS_ONE (Gemma's RMSNorm scales by 1 + w) the checkpoint loader
@@ -10,11 +11,9 @@
  *
  * The "dummy" load format (model_dummy.c) reads config.json alone and gives
  * every matrix deterministic pseudo-random bf16 values, for benchmarks of a
- * model's geometry without its weight files.  Element i of a dummy matrix is
- * cbllm_dummy_value(dummy_seed, i) (rng.h) * dummy_scale, multiplied in f32 and rounded to
- * bf16 (nearest even); a device backend may generate it from those two fields
- * when data is NULL.  Its norm vectors are ones, as multipliers (the +1
- * already in), and its biases zeros.
+ * model's geometry without its weight files (dtype/weight.h says how each
+ * element of a dummy matrix is made).  Its norm vectors are ones, as
+ * multipliers (the +1 already in), and its biases zeros.
  */
 #ifndef CBLLM_MODEL_H
 #define CBLLM_MODEL_H
@@ -24,6 +23,7 @@
 
 #include "base/rng.h"
 #include "base/util.h"
+#include "dtype/weight.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "model/arch.h"
@@ -69,24 +69,6 @@ typedef struct cbllm_model_config
 	int32_t		bos_id;			/* -1 when absent */
 	int32_t		eos_id;			/* -1 when absent */
 } cbllm_model_config;
-
-/* A weight matrix in its stored dtype, row-major (rows, cols). */
-typedef struct cbllm_weight
-{
-	cbllm_dtype dtype;
-	int64_t		rows;
-	int64_t		cols;
-	const void *data;			/* (rows, cols); NULL for a dummy not filled on the host */
-	uint64_t	dummy_seed;		/* nonzero: a dummy tensor whose values are
-								 * cbllm_dummy_value(dummy_seed, i) * dummy_scale */
-	float		dummy_scale;	/* 1 / sqrt(cols) for a dummy tensor, 0 otherwise */
-	bool		owned;			/* data is the model's malloc'd buffer (dummy weights on the
-								 * host, load-time quantization, rows packed at load); else
-								 * the mapping's */
-	int64_t		packed_rows;	/* rows [0, packed_rows) (whole groups of 16) are in the CPU's
-								 * interleaved layout (weight_pack.h), packed at load by the
-								 * CPU backend; the rest as stored.  0: all as stored */
-} cbllm_weight;
 
 typedef struct cbllm_layer
 {

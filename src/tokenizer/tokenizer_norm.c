@@ -25,10 +25,12 @@ static const struct
 	utf8proc_option_t opts;
 	double		growth;
 }			norm_forms[] = {
-	{"NFC", NORM_NFC, UTF8PROC_STABLE | UTF8PROC_COMPOSE, 3},
-	{"NFD", NORM_NFD, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE, 3},
-	{"NFKC", NORM_NFKC, UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT, 18},
-	{"NFKD", NORM_NFKD, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, 18},
+	{.name = "NFC", .kind = NORM_NFC, .opts = UTF8PROC_STABLE | UTF8PROC_COMPOSE, .growth = 3},
+	{.name = "NFD", .kind = NORM_NFD, .opts = UTF8PROC_STABLE | UTF8PROC_DECOMPOSE, .growth = 3},
+	{.name = "NFKC", .kind = NORM_NFKC, .opts = UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT,
+		.growth = 18},
+	{.name = "NFKD", .kind = NORM_NFKD, .opts = UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT,
+		.growth = 18},
 };
 
 #define N_FORMS	(sizeof(norm_forms) / sizeof(norm_forms[0]))

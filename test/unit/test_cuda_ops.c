@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_dtype_traits.h"
 #include "api/cbllm.h"
 #include "backend/backend.h"
 #include "base/numeric.h"
@@ -468,8 +469,8 @@ TestWeightTypes(void)
 		void	   *h;
 		void	   *dw;
 
-		if (cbllm_dtype_traits_of(dt)->cuda == CBLLM_CUDA_NONE ||
-			cbllm_dtype_traits_of(dt)->cuda == CBLLM_CUDA_QUANT)
+		if (cuda_dtype_traits_of(dt)->path == CBLLM_CUDA_NONE ||
+			cuda_dtype_traits_of(dt)->path == CBLLM_CUDA_QUANT)
 			continue;			/* the block types are test_cuda_quant's */
 		h = malloc(row_bytes * ROWS);
 		for (int i = 0; i < ROWS * COLS; i++)
@@ -494,7 +495,7 @@ TestWeightTypes(void)
 		TAP_OK(rc == CBLLM_OK && memcmp(got, emb_ref, sizeof(emb_ref)) == 0,
 			   "embed of a %s table gives exactly the widened rows", cbllm_dtype_name(dt));
 		free(got);
-		if (cbllm_dtype_traits_of(dt)->cuda == CBLLM_CUDA_GEMM)
+		if (cuda_dtype_traits_of(dt)->path == CBLLM_CUDA_GEMM)
 		{
 			rc = cuda_matmul(blas, dw, dt, ROWS, COLS, dx, T, dxh, dy, NULL, &err);
 			if (rc == CBLLM_OK)

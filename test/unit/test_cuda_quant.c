@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_dtype_traits.h"
 #include "base/numeric.h"
 #include "dtype/dtype.h"
 #include "quant_rows.h"
@@ -298,7 +299,7 @@ main(void)
 		return tap_done();
 	}
 	for (int d = 0; d < CBLLM_DTYPE_COUNT; d++)
-		if (cbllm_dtype_traits_of((cbllm_dtype) d)->cuda == CBLLM_CUDA_QUANT)
+		if (cuda_dtype_traits_of((cbllm_dtype) d)->path == CBLLM_CUDA_QUANT)
 		{
 			TestType((cbllm_dtype) d, true, blas, &r);
 			TestType((cbllm_dtype) d, false, blas, &r);

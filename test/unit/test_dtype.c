@@ -2,7 +2,9 @@
  * test_dtype.c: the weight-type table (src/dtype/dtype.h): the sizes, names and
  * reference conversions of its rows against the safetensors format and
  * known bit patterns, the block arithmetic a quantized row will rely on,
- * and that what a row says a backend runs is what that backend runs.
+ * and that what a backend's own table of types says it runs
+ * (backend/cpu/cpu_dtype_traits.h, backend/cuda/cuda_dtype_traits.h) is what
+ * that backend runs.
  */
 #include <math.h>
 #include <stdint.h>
@@ -10,6 +12,8 @@
 #include <string.h>
 
 #include "backend/backend_registry.h"
+#include "backend/cpu/cpu_dtype_traits.h"
+#include "backend/cuda/cuda_dtype_traits.h"
 #include "dtype/dtype.h"
 #include "dtype_values.h"
 #include "backend/cpu/kernels.h"
@@ -125,7 +129,7 @@ TestNamesAndSizes(void)
 	TAP_OK(strcmp(names, "F32, ") == 0, "the prose is cut to the buffer, terminated: \"%s\"", names);
 	dt = (cbllm_dtype) CBLLM_DTYPE_COUNT;
 	TAP_OK(strcmp(cbllm_dtype_name(dt), "?") == 0 && cbllm_dtype_row_bytes(dt, 4) == SIZE_MAX &&
-		   !cbllm_dtype_traits_of(dt)->cpu && cbllm_dtype_traits_of(dt)->cuda == CBLLM_CUDA_NONE,
+		   cpu_dtype_traits_of(dt)->path == CBLLM_CPU_NONE && cuda_dtype_traits_of(dt)->path == CBLLM_CUDA_NONE,
 		   "a value that is no type is named \"?\", has no size and runs nowhere");
 }
 
@@ -276,7 +280,7 @@ TestCpuKernels(const cpu_kernels *ks)
 		void	   *data;
 
 		/* the block-quantized types have test_quant_kernels */
-		if (!cbllm_dtype_traits_of(dt)->cpu || cbllm_dtype_traits_of(dt)->block_elems > 1)
+		if (cpu_dtype_traits_of(dt)->path == CBLLM_CPU_NONE || cbllm_dtype_traits_of(dt)->block_elems > 1)
 			continue;
 		data = malloc(cbllm_dtype_row_bytes(dt, ROWS * COLS));
 		for (int i = 0; i < ROWS * COLS; i++)
@@ -309,12 +313,13 @@ TestBackendsAsk(void)
 
 	for (int d = 0; d <= CBLLM_DTYPE_COUNT; d++)
 	{
-		const cbllm_dtype_traits *t = cbllm_dtype_traits_of((cbllm_dtype) d);
+		const cpu_dtype_traits *tc = cpu_dtype_traits_of((cbllm_dtype) d);
+		const cuda_dtype_traits *tg = cuda_dtype_traits_of((cbllm_dtype) d);
 
-		cpu_ok = cpu_ok && cpu_backend_reg.supports_weight((cbllm_dtype) d) == t->cpu;
+		cpu_ok = cpu_ok && cpu_backend_reg.supports_weight((cbllm_dtype) d) == (tc->path != CBLLM_CPU_NONE);
 		if (cuda != NULL && cuda->missing == NULL)
 			cuda_ok = cuda_ok &&
-				cuda->supports_weight((cbllm_dtype) d) == (t->cuda != CBLLM_CUDA_NONE);
+				cuda->supports_weight((cbllm_dtype) d) == (tg->path != CBLLM_CUDA_NONE);
 	}
 	TAP_OK(cpu_ok, "the cpu backend runs exactly the types whose row says cpu");
 	TAP_OK(cpu_backend_reg.supports_weight(CBLLM_F32) && cpu_backend_reg.supports_weight(CBLLM_F16) &&
@@ -327,9 +332,9 @@ TestBackendsAsk(void)
 	}
 	else
 		TAP_DIAG("the cuda backend is not in this build: its entry is not asked");
-	TAP_OK(cbllm_dtype_traits_of(CBLLM_F32)->cuda == CBLLM_CUDA_AS_BF16 &&
-		   cbllm_dtype_traits_of(CBLLM_F16)->cuda == CBLLM_CUDA_GEMM &&
-		   cbllm_dtype_traits_of(CBLLM_BF16)->cuda == CBLLM_CUDA_GEMM,
+	TAP_OK(cuda_dtype_traits_of(CBLLM_F32)->path == CBLLM_CUDA_AS_BF16 &&
+		   cuda_dtype_traits_of(CBLLM_F16)->path == CBLLM_CUDA_GEMM &&
+		   cuda_dtype_traits_of(CBLLM_BF16)->path == CBLLM_CUDA_GEMM,
 		   "on CUDA, F16 and BF16 run as stored and F32 is uploaded as BF16");
 }
 

@@ -19,6 +19,8 @@
 #include <string.h>
 
 #include "backend/backend_registry.h"
+#include "backend/cpu/cpu_dtype_traits.h"
+#include "backend/cuda/cuda_dtype_traits.h"
 #include "dtype/dtype.h"
 #include "tap.h"
 
@@ -91,7 +93,8 @@ TestRows(void)
 			   cbllm_dtype_row_bytes(quant_rows[i].dt, -k) == SIZE_MAX,
 			   "%s: a partial block (%d, %d, 1 elements) or a negative count has no size", quant_rows[i].name,
 			   k + k / 2, k - 1);
-		TAP_OK(t->cpu && t->cuda == CBLLM_CUDA_QUANT &&
+		TAP_OK(cpu_dtype_traits_of(quant_rows[i].dt)->path != CBLLM_CPU_NONE &&
+			   cuda_dtype_traits_of(quant_rows[i].dt)->path == CBLLM_CUDA_QUANT &&
 			   cpu_backend_reg.supports_weight(quant_rows[i].dt),
 			   "%s: the cpu backend runs it (test_quant_kernels), the cuda backend as stored (test_cuda_quant)",
 			   quant_rows[i].name);

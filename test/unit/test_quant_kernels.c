@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/cpu_dtype_traits.h"
 #include "base/numeric.h"
 #include "base/rng.h"
 #include "dtype/dtype.h"
@@ -213,7 +214,7 @@ TestVnniAgrees(const cpu_kernels *a, const cpu_kernels *b)
 		float	   *scratch;
 		cpu_qx		qx;
 
-		if (!t->cpu || t->block_elems == 1)
+		if (cpu_dtype_traits_of(dt)->path == CBLLM_CPU_NONE || t->block_elems == 1)
 			continue;
 		qx = quant_rows_qx_alloc(ld, 8, 32);
 		scratch = malloc(sizeof(float) * KERNEL_ROWS_PER_TASK * ld);
@@ -310,7 +311,7 @@ main(void)
 			cbllm_dtype dt = (cbllm_dtype) d;
 			const cbllm_dtype_traits *t = cbllm_dtype_traits_of(dt);
 
-			if (!t->cpu || t->block_elems == 1)
+			if (cpu_dtype_traits_of(dt)->path == CBLLM_CPU_NONE || t->block_elems == 1)
 				continue;
 			n_types++;
 			if (t->block_elems == 32)

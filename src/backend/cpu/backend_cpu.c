@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "backend/backend_registry.h"
 #include "backend/cpu/cpu_attention.h"
+#include "backend/cpu/cpu_dtype_traits.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/weight_pack.h"
 #include "base/activation.h"
@@ -140,7 +141,7 @@ typedef struct matmul_job
 static inline bool
 IsBlocked(cbllm_dtype dt)
 {
-	return cbllm_dtype_traits_of(dt)->block_elems > 1;
+	return cpu_dtype_traits_of(dt)->path == CBLLM_CPU_QUANT;
 }
 
 /* One task: a block of KERNEL_ROWS_PER_TASK output rows of one of the matrices. */
@@ -805,11 +806,11 @@ CpuCreate(const backend_params *p, cbllm_backend **out, cbllm_err *err)
 	return cpu_backend_create(&cp, out, err);
 }
 
-/* The types whose row says the CPU kernels read them. */
+/* The types whose row of the CPU's table gives a path through the kernels. */
 static bool
 CpuSupportsWeight(cbllm_dtype dt)
 {
-	return cbllm_dtype_traits_of(dt)->cpu;
+	return cpu_dtype_traits_of(dt)->path != CBLLM_CPU_NONE;
 }
 
 /* qsort order of doubles. */

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model/model.h"
+#include "dtype/weight.h"
 
 /* Queries (tokens of one prompt, heads of one KV head) that share one pass over the keys */
 #define CPU_ATTN_GROUP 4
@@ -84,8 +84,9 @@ typedef struct cpu_kernels
 	/*
 	 * y[t * w->rows + r] = dot(x^ of token t, W[r, :]) for the qx->T tokens
 	 * and r in [r0, r1), r1 - r0 <= KERNEL_ROWS_PER_TASK, W block-quantized
-	 * (its row's cpu true) and qx quantized from (T, w->cols) activations;
-	 * scratch: (KERNEL_ROWS_PER_TASK, KERNEL_QLD(w->cols)) floats.
+	 * (its row of cpu_dtype_traits.c says CBLLM_CPU_QUANT) and qx quantized
+	 * from (T, w->cols) activations; scratch: (KERNEL_ROWS_PER_TASK,
+	 * KERNEL_QLD(w->cols)) floats.
 	 */
 	void		(*qmatmul_rows) (const cbllm_weight *w, const cpu_qx *qx, float *y, int64_t r0,
 								 int64_t r1, float *scratch);

@@ -44,7 +44,7 @@
 #include <stdint.h>
 
 #include "dtype/dtype.h"
-#include "model/model.h"
+#include "dtype/weight.h"
 
 #define WEIGHT_PACK_ROWS 16		/* rows of a group */
 

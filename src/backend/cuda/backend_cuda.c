@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_ctx.h"
+#include "backend/cuda/cuda_dtype_traits.h"
 #include "backend/cuda/cuda_ops.h"
 #include "base/numeric.h"
 #include "kv/kv_cache.h"
@@ -277,7 +278,7 @@ CudaMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *
 			Note(c, cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "a weight is not on the GPU"));
 			return;
 		}
-		bool		quant = cbllm_dtype_traits_of(d->dtype)->cuda == CBLLM_CUDA_QUANT;
+		bool		quant = cuda_dtype_traits_of(d->dtype)->path == CBLLM_CUDA_QUANT;
 		cbllm_dtype half = quant ? CBLLM_BF16 : d->dtype;	/* what cuBLAS multiplies */
 
 		if (quant && T <= CUDA_QMATVEC_MAX_T)
@@ -815,7 +816,7 @@ CudaCreate(const backend_params *p, cbllm_backend **out, cbllm_err *err)
 static bool
 CudaSupportsWeight(cbllm_dtype dt)
 {
-	return cbllm_dtype_traits_of(dt)->cuda != CBLLM_CUDA_NONE;
+	return cuda_dtype_traits_of(dt)->path != CBLLM_CUDA_NONE;
 }
 
 /* Device-to-device copy bandwidth, read + write, the median of timed copies. */

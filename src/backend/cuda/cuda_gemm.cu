@@ -35,7 +35,7 @@ ToHalfKernel(const float *x, void *out, int64_t n)
 		StoreFloat((T *) out + i, x[i]);
 }
 
-/* A weight type that cuBLAS multiplies as stored (CBLLM_CUDA_GEMM in dtype.c). */
+/* A weight type that cuBLAS multiplies as stored (CBLLM_CUDA_GEMM in cuda_dtype_traits.c). */
 typedef struct gemm_type
 {
 	cbllm_dtype dt;

@@ -206,8 +206,8 @@ int			cuda_blas_create(void **handle, cbllm_err *err);
 void		cuda_blas_destroy(void *handle);
 
 /*
- * d_xh (n elements of dtype, a CBLLM_CUDA_GEMM type of dtype.h) = d_x (n
- * floats), rounded to nearest even.
+ * d_xh (n elements of dtype, a CBLLM_CUDA_GEMM type of cuda_dtype_traits.c) =
+ * d_x (n floats), rounded to nearest even.
  */
 int			cuda_to_half(const float *d_x, int64_t n, cbllm_dtype dtype, void *d_xh, cuda_stream s,
 						 cbllm_err *err);
@@ -233,10 +233,10 @@ int			cuda_matmul(void *handle, const void *d_w, cbllm_dtype dtype, int rows, in
 /* ------------------------------------------------------------ cuda_quant.cu */
 
 /*
- * The GGUF block types (CBLLM_CUDA_QUANT rows of dtype.h), kept on the device
- * as stored: a matrix (rows, cols) is rows rows of cols / block_elems blocks.
- * Every call refuses a type without a row in cuda_quant.cu's quant_types and
- * a length that is not whole blocks.
+ * The GGUF block types (CBLLM_CUDA_QUANT rows of cuda_dtype_traits.c), kept
+ * on the device as stored: a matrix (rows, cols) is rows rows of cols /
+ * block_elems blocks.  Every call refuses a type without a row in
+ * cuda_quant.cu's quant_types and a length that is not whole blocks.
  */
 
 /* The most tokens cuda_qmatvec takes: decode-sized batches. */

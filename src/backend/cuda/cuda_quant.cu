@@ -1,7 +1,7 @@
 /*
  * cuda_quant.cu: the linear layers over GGUF block-quantized weights
- * (CBLLM_CUDA_QUANT in dtype.c), kept on the device as their file stores
- * them.  y (T, rows) = x (T, cols) @ W^T with W (rows, cols) in blocks.
+ * (CBLLM_CUDA_QUANT in cuda_dtype_traits.c), kept on the device as their
+ * file stores them.  y (T, rows) = x (T, cols) @ W^T with W (rows, cols) in blocks.
  *
  * Two paths, by the number of tokens:
  *   - up to CUDA_QMATVEC_MAX_T (decode): one fused kernel.  A warp owns a

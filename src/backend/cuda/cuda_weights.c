@@ -1,13 +1,15 @@
 /*
  * cuda_weights.c: the model's weights on the device.  Every tensor the
  * architecture's roles name (model_visit) is uploaded once in the type its
- * weight-type row says the device runs it in; dummy matrices are generated
+ * row of the backend's weight-type table (cuda_dtype_traits.c) says the
+ * device runs it in; dummy matrices are generated
  * on the device from their seeds.  A host pointer (or a dummy seed) finds
  * its device copy.
  */
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_ctx.h"
+#include "backend/cuda/cuda_dtype_traits.h"
 #include "base/numeric.h"
 
 /* The device copy of a host tensor or of a dummy tensor. */
@@ -29,7 +31,7 @@ cuda_weight_find_matrix(const cuda_ctx *c, const cbllm_weight *w)
 
 /*
  * The type a tensor of stored type dt has on the device: vectors F32, dummy
- * matrices BF16, matrices as their row of the weight-type table says (the
+ * matrices BF16, matrices as their row of cuda_dtype_traits.c says (the
  * block types as stored).
  */
 static cbllm_dtype
@@ -37,7 +39,7 @@ DeviceType(cbllm_dtype dt, bool is_vector, bool is_dummy)
 {
 	if (is_vector)
 		return CBLLM_F32;
-	if (is_dummy || cbllm_dtype_traits_of(dt)->cuda == CBLLM_CUDA_AS_BF16)
+	if (is_dummy || cuda_dtype_traits_of(dt)->path == CBLLM_CUDA_AS_BF16)
 		return CBLLM_BF16;
 	return dt;
 }
@@ -103,7 +105,7 @@ Upload(cuda_ctx *c, const void *host, uint64_t seed, float scale, cbllm_dtype dt
 	}
 	c->w[c->n_w++] = d;
 	c->weight_bytes += bytes;
-	if (cbllm_dtype_traits_of(d.dtype)->cuda == CBLLM_CUDA_QUANT && (int64_t) n > c->max_quant_elems)
+	if (cuda_dtype_traits_of(d.dtype)->path == CBLLM_CUDA_QUANT && (int64_t) n > c->max_quant_elems)
 		c->max_quant_elems = (int64_t) n;
 	return CBLLM_OK;
 }
