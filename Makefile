@@ -74,6 +74,7 @@ UNIT_TESTS = \
 	build/test/test_scheduler \
 	build/test/test_scheduler_plan \
 	build/test/test_scheduler_fair \
+	build/test/test_scheduler_aging \
 	build/test/test_engine_ipc \
 	build/test/test_request_check \
 	build/test/test_backend_registry \
@@ -103,7 +104,7 @@ ENGINE_PROG = bin/cbllm-engine
 # CUDA.  The real-CUDA build is optional: built when nvcc is found (or
 # CUDA=1), skipped with CUDA=0; it needs no GPU to build.  The kernels form
 # build/libcbllm_cuda.a, linked into cbllm.so, bin/cbllm-cli and the GPU
-# tests (build/test/test_cuda_ops, test_engine_cuda).
+# tests (build/test/test_cuda_ops, test_cuda_sample, test_engine_cuda).
 #
 # The emulated device is always built, nvcc or not: the same kernels compiled
 # by g++ against a CPU emulator of CUDA (test/cuda_emu) form
@@ -124,19 +125,20 @@ CUDA_KERNELS = cuda_runtime_ops cuda_ops cuda_gemm cuda_quant cuda_attention cud
 CUDA_HOST    = backend_cuda cuda_weights cuda_swap
 CUDA_LIB     = build/libcbllm_cuda.a
 CUDA_EMU_LIB = build/emu/libcbllm_cuda_emu.a
-EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_cuda_quant_emu build/test/test_engine_cuda_emu build/test/test_arch_emu \
+EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_cuda_sample_emu build/test/test_cuda_quant_emu build/test/test_engine_cuda_emu build/test/test_arch_emu \
                build/test/test_vocab_padding_emu build/test/test_families_emu \
                build/test/test_longrope_emu build/test/test_model_gguf_emu build/emu/cbllm-engine
-EMU_LIBS     = $(CUDA_EMU_LIB) -lcjson $(TOK_LIBS) -lm -pthread -lstdc++
+# the engine again after the kernels: they report errors through its base (cbllm_fail)
+EMU_LIBS     = $(CUDA_EMU_LIB) $(EMU_ENGINE_LIB) -lcjson $(TOK_LIBS) -lm -pthread -lstdc++
 UNIT_TESTS  += $(EMU_TESTS)
 ifeq ($(CUDA),1)
 ifeq ($(NVCC),)
 $(error CUDA=1 needs nvcc and there is none in $(CUDA_HOME)/bin: set NVCC or CUDA_HOME, or build with CUDA=0)
 endif
-UNIT_TESTS    += build/test/test_cuda_ops build/test/test_cuda_quant build/test/test_engine_cuda
+UNIT_TESTS    += build/test/test_cuda_ops build/test/test_cuda_sample build/test/test_cuda_quant build/test/test_engine_cuda
 ENGINE_CFLAGS += -DCBLLM_WITH_CUDA
 ENGINE_OBJS   += $(patsubst %,build/backend/cuda/%.o,$(CUDA_HOST))
-ENGINE_LIBS   := $(CUDA_LIB) $(ENGINE_LIBS) $(CUDA_LIBS)
+ENGINE_LIBS   := $(CUDA_LIB) $(ENGINE_LIB) $(ENGINE_LIBS) $(CUDA_LIBS)
 EMU_ENGINE_LIB = $(ENGINE_LIB)
 else
 EMU_ENGINE_LIB = build/emu/libcbllm_engine_emu.a
@@ -196,7 +198,7 @@ build/test/%: test/unit/%.c $(TEST_FIXTURE) test/unit/*.h $(ENGINE_LIB) $(if $(f
 	$(ENGINE_CC) $(ENGINE_CFLAGS) -Itest/unit $< $(TEST_FIXTURE) $(ENGINE_LIB) $(ENGINE_LIBS) -o $@
 
 # the same test programs on the emulated device
-build/test/test_cuda_ops_emu build/test/test_cuda_quant_emu: build/test/%_emu: test/unit/%.c test/unit/*.h \
+build/test/test_cuda_ops_emu build/test/test_cuda_sample_emu build/test/test_cuda_quant_emu: build/test/%_emu: test/unit/%.c test/unit/*.h \
 		$(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -Itest/unit $< $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 

@@ -3,8 +3,9 @@
 # finishes in under 8 minutes on one H200:
 #
 #   1. build with CUDA (sm_90 only, to save time; CUDA_ARCH overrides);
-#   2. every CUDA kernel against the CPU on random inputs, device sampling,
-#      graphs, dummy weights (build/test/test_cuda_ops); the quantized kernels
+#   2. every CUDA kernel against the CPU on random inputs, graphs, dummy
+#      weights (build/test/test_cuda_ops), device sampling
+#      (build/test/test_cuda_sample); the quantized kernels
 #      of every GGUF block type against the reference dequantizer
 #      (build/test/test_cuda_quant), and a small llama in five of the types
 #      against the float64 reference (build/test/test_model_gguf);
@@ -71,14 +72,14 @@ if [ "$emulated" = 1 ]; then
 	make -s -j"$(nproc)" all build/emu/cbllm-cli || fail "build"
 	cli=build/emu/cbllm-cli
 	engine_prog=build/emu/cbllm-engine
-	device_tests=(build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu \
+	device_tests=(build/test/test_cuda_ops_emu build/test/test_cuda_sample_emu build/test/test_engine_cuda_emu \
 		build/test/test_families_emu build/test/test_cuda_quant_emu build/test/test_model_gguf_emu \
 		build/test/test_longrope_emu)
 else
 	make -s -j"$(nproc)" CUDA=1 CUDA_ARCH="${CUDA_ARCH:--gencode arch=compute_90,code=sm_90}" all || fail "build"
 	cli=bin/cbllm-cli
 	engine_prog=bin/cbllm-engine
-	device_tests=(build/test/test_cuda_ops build/test/test_engine_cuda build/test/test_families \
+	device_tests=(build/test/test_cuda_ops build/test/test_cuda_sample build/test/test_engine_cuda build/test/test_families \
 		build/test/test_cuda_quant build/test/test_model_gguf build/test/test_longrope)
 fi
 
