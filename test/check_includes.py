@@ -8,12 +8,17 @@ tools/, and prints TAP lines:
     that exists;
   - no file includes a folder its row (or an exception) does not allow;
   - the folders' include graph has no circle;
+  - every static function of a .c or .cu file (src/, bgworker/, tools/, test/) is named in
+    CamelCase (functions a header declares or defines take their module's snake_case prefix);
+  - no C or CUDA source file (src/, bgworker/, tools/, test/) is over 1,000 lines;
 and, as figures, the folders, the files of each, the includes that run upward
 (against the rule) and the largest file.
 
 usage: test/check_includes.py [--root DIR]     check the tree at DIR (default: this one)
        test/check_includes.py --self-test      also prove that the check fails on a
-                                               planted wrong include and a planted circle
+                                               planted wrong include, a planted circle, a
+                                               planted snake_case static function and a
+                                               planted file of 1,001 lines
 """
 import argparse
 import os
@@ -25,6 +30,12 @@ import tempfile
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 SOURCE = re.compile(r"\.(c|h|inc|cu|cuh)$")
+C_SOURCE = re.compile(r"\.(c|h|inc|cu|cuh|cc)$")
+# a static function's definition, PostgreSQL's layout: the type on one line, the name at the
+# start of the next
+STATIC_DEF = re.compile(r"^static\s+(?:inline\s+)?(?:const\s+)?[\w\s*]+?\n(\w+)\(", re.M)
+CAMEL = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+MAX_LINES = 1000
 
 
 def read_tables(readme):
@@ -103,6 +114,17 @@ def circles(graph):
     return comps
 
 
+def c_files(root):
+    """(path relative to root, text) of every C and CUDA source of src/, bgworker/, tools/, test/."""
+    for top in ("src", "bgworker", "tools", "test"):
+        for dp, _, fn in os.walk(os.path.join(root, top)):
+            for f in sorted(fn):
+                if C_SOURCE.search(f):
+                    path = os.path.join(dp, f)
+                    with open(path, encoding="utf-8", errors="replace") as fh:
+                        yield os.path.relpath(path, root), fh.read()
+
+
 def check(root, tap):
     """Run every check on the tree at root; returns the number of failures."""
     allowed, exceptions = read_tables(os.path.join(root, "src", "README.md"))
@@ -142,6 +164,13 @@ def check(root, tap):
             with open(os.path.join(dp, f), encoding="utf-8", errors="replace") as fh:
                 sizes.append((sum(1 for _ in fh), os.path.join("src", d, f)))
     unknown = sorted(set(counts) - set(folders))
+    snake, long_files = [], []
+    for rel, text in c_files(root):
+        if rel.endswith((".c", ".cu")):
+            snake += [f"{rel}: {n}" for n in STATIC_DEF.findall(text) if not CAMEL.match(n)]
+        n_lines = text.count("\n")
+        if n_lines > MAX_LINES:
+            long_files.append(f"{rel}: {n_lines} lines")
     results = [
         (not bad_names, "every include of src/ names its folder and an existing file",
          bad_names),
@@ -150,6 +179,10 @@ def check(root, tap):
          % len(upward), upward),
         (not comps, "the folders' includes have no circle (%d circles)" % len(comps),
          [" -> ".join(c) for c in comps]),
+        (not snake, "every static function of a .c or .cu file is named in CamelCase (%d are not)"
+         % len(snake), snake),
+        (not long_files, "no C or CUDA source file is over %d lines (%d are)" % (MAX_LINES, len(long_files)),
+         long_files),
     ]
     fails = 0
     for ok, name, detail in results:
@@ -175,6 +208,12 @@ class Tap:
         print("%s %d - %s" % ("ok" if ok else "not ok", self.n, name))
 
 
+def sources_only(folder, names):
+    """copytree's ignore: every file but the C sources and the READMEs (the tables)."""
+    return [n for n in names if os.path.isfile(os.path.join(folder, n))
+            and not (C_SOURCE.search(n) or n == "README.md")]
+
+
 def self_test(root, tap):
     """Plant a wrong include, then a circle the table allows, in copies of the tree: each must fail
     the check for that reason alone."""
@@ -182,12 +221,14 @@ def self_test(root, tap):
             ("a wrong include (chat uses kv)", "src/chat/jinja.c", '#include "kv/block_manager.h"\n',
              "upward includes"),
             ("a circle (kv, allowed sched by the table, uses it; sched uses kv)", "src/kv/kv_cache.c",
-             '#include "sched/scheduler.h"\n', "circles")):
+             '#include "sched/scheduler.h"\n', "circles"),
+            ("a static function named in snake_case", "src/kv/kv_cache.c",
+             "static int\nplanted_helper(void)\n{\n\treturn 0;\n}\n", "CamelCase"),
+            ("a file of 1,001 lines", "tools/planted_long.c", "\n" * 1001, "lines")):
         tmp = tempfile.mkdtemp()
         try:
-            for top in ("src", "bgworker", "tools"):
-                shutil.copytree(os.path.join(root, top), os.path.join(tmp, top),
-                                ignore=shutil.ignore_patterns("*.o", "*.d"))
+            for top in ("src", "bgworker", "tools", "test"):
+                shutil.copytree(os.path.join(root, top), os.path.join(tmp, top), ignore=sources_only)
             with open(os.path.join(tmp, path), "a", encoding="utf-8") as f:
                 f.write(line)
             if expect == "circles":

@@ -46,7 +46,7 @@
 
 /* Print an error line and return the exit status 1. */
 static int
-fail(const char *what, const char *msg)
+Fail(const char *what, const char *msg)
 {
 	fprintf(stderr, "cbllm-cli: error: %s%s\n", what, msg);
 	return 1;
@@ -58,7 +58,7 @@ fail(const char *what, const char *msg)
  * the tokenizer, as the engine does); an error fills err.
  */
 static cbllm_tokenizer *
-load_gguf(const char *path, bool dir_given, bool *use_dir, cbllm_err *err)
+LoadGguf(const char *path, bool dir_given, bool *use_dir, cbllm_err *err)
 {
 	gguf_file  *g = NULL;
 	cbllm_tokenizer *tok = NULL;
@@ -78,7 +78,7 @@ load_gguf(const char *path, bool dir_given, bool *use_dir, cbllm_err *err)
 
 /* Load the tokenizer of o->model_dir (a GGUF file, or a directory); prints the error on failure. */
 static cbllm_tokenizer *
-load(const tokenize_opts *o)
+Load(const tokenize_opts *o)
 {
 	cbllm_tokenizer *tok = NULL;
 	cbllm_err	err = {{0}};
@@ -88,27 +88,27 @@ load(const tokenize_opts *o)
 
 	if (o->model_dir == NULL)
 	{
-		fail("", "tokenize needs -m DIR or -m FILE.gguf");
+		Fail("", "tokenize needs -m DIR or -m FILE.gguf");
 		return NULL;
 	}
 	if (model_gguf_path(o->model_dir, &gguf, &err) != CBLLM_OK)
 	{
-		fail("", err.msg);
+		Fail("", err.msg);
 		return NULL;
 	}
 	if (gguf != NULL)
-		tok = load_gguf(gguf, stat(o->model_dir, &st) == 0 && S_ISDIR(st.st_mode), &use_dir, &err);
+		tok = LoadGguf(gguf, stat(o->model_dir, &st) == 0 && S_ISDIR(st.st_mode), &use_dir, &err);
 	if (use_dir && tokenizer_load(o->model_dir, &tok, &err) != CBLLM_OK)
 		tok = NULL;
 	if (tok == NULL)
-		fail("", err.msg);
+		Fail("", err.msg);
 	free(gguf);
 	return tok;
 }
 
 /* Write s[0..n) as a JSON string: quotes, backslashes and control characters escaped. */
 static void
-put_json_string(const char *s, size_t n, FILE *f)
+PutJsonString(const char *s, size_t n, FILE *f)
 {
 	putc('"', f);
 	for (size_t i = 0; i < n; i++)
@@ -129,7 +129,7 @@ put_json_string(const char *s, size_t n, FILE *f)
 
 /* Print ids as a JSON array line, or space-separated. */
 static void
-put_ids(const int32_t *ids, int n, bool json)
+PutIds(const int32_t *ids, int n, bool json)
 {
 	fputs(json ? "[" : "", stdout);
 	for (int i = 0; i < n; i++)
@@ -139,7 +139,7 @@ put_ids(const int32_t *ids, int n, bool json)
 
 /* tokenize --jsonl: one JSON string per line in, one array of ids per line out. */
 static int
-tokenize_jsonl(const cbllm_tokenizer *tok, const tokenize_opts *o)
+TokenizeJsonl(const cbllm_tokenizer *tok, const tokenize_opts *o)
 {
 	tokenizer_encode_opts eo = {.add_bos = o->special, .parse_special = !o->no_parse_special};
 	char	   *line = NULL;
@@ -161,9 +161,9 @@ tokenize_jsonl(const cbllm_tokenizer *tok, const tokenize_opts *o)
 			status = 1;
 		}
 		else if (tokenizer_encode(tok, s, strlen(s), eo, &ids, &n, &err) != CBLLM_OK)
-			status = fail("", err.msg);
+			status = Fail("", err.msg);
 		else
-			put_ids(ids, n, true);
+			PutIds(ids, n, true);
 		free(ids);
 		cJSON_Delete(v);
 	}
@@ -173,7 +173,7 @@ tokenize_jsonl(const cbllm_tokenizer *tok, const tokenize_opts *o)
 
 /* Read all of f into b. */
 static int
-read_all(FILE *f, cbllm_buf *b)
+ReadAll(FILE *f, cbllm_buf *b)
 {
 	char		chunk[65536];
 	size_t		n;
@@ -186,7 +186,7 @@ read_all(FILE *f, cbllm_buf *b)
 
 /* Compare doubles for qsort. */
 static int
-cmp_double(const void *a, const void *b)
+CmpDouble(const void *a, const void *b)
 {
 	double		x = *(const double *) a, y = *(const double *) b;
 
@@ -195,7 +195,7 @@ cmp_double(const void *a, const void *b)
 
 /* tokenize --bench FILE: the load time, then the median speed of encoding FILE. */
 static int
-tokenize_bench(const tokenize_opts *o)
+TokenizeBench(const tokenize_opts *o)
 {
 	tokenizer_encode_opts eo = {.add_bos = false, .parse_special = true};
 	FILE	   *f = fopen(o->bench_file, "rb");
@@ -204,16 +204,16 @@ tokenize_bench(const tokenize_opts *o)
 	double		t0, load_s, mbps[BENCH_RUNS];
 	int			n = 0;
 
-	if (f == NULL || read_all(f, &text) != 0)
+	if (f == NULL || ReadAll(f, &text) != 0)
 	{
 		if (f)
 			fclose(f);
 		cbllm_buf_free(&text);
-		return fail("cannot read ", o->bench_file);
+		return Fail("cannot read ", o->bench_file);
 	}
 	fclose(f);
 	t0 = cbllm_now();
-	if ((tok = load(o)) == NULL)
+	if ((tok = Load(o)) == NULL)
 	{
 		cbllm_buf_free(&text);
 		return 1;
@@ -229,12 +229,12 @@ tokenize_bench(const tokenize_opts *o)
 		{
 			tokenizer_free(tok);
 			cbllm_buf_free(&text);
-			return fail("", err.msg);
+			return Fail("", err.msg);
 		}
 		mbps[r] = (double) text.len / 1e6 / (cbllm_now() - t0);
 		free(ids);
 	}
-	qsort(mbps, BENCH_RUNS, sizeof(double), cmp_double);
+	qsort(mbps, BENCH_RUNS, sizeof(double), CmpDouble);
 	printf("load_s %.3f\nbytes %zu\ntokens %d\nencode_MBps %.2f (runs %.2f %.2f %.2f)\n",
 		   load_s, text.len, n, mbps[BENCH_RUNS / 2], mbps[0], mbps[1], mbps[2]);
 	tokenizer_free(tok);
@@ -254,17 +254,17 @@ cli_tokenize_run(const tokenize_opts *o)
 	int			n_ids = 0, status = 0;
 
 	if (o->bench_file != NULL)
-		return tokenize_bench(o);
-	if ((tok = load(o)) == NULL)
+		return TokenizeBench(o);
+	if ((tok = Load(o)) == NULL)
 		return 1;
 	if (o->jsonl)
-		status = tokenize_jsonl(tok, o);
-	else if (read_all(stdin, &text) != 0)
-		status = fail("", "cannot read standard input");
+		status = TokenizeJsonl(tok, o);
+	else if (ReadAll(stdin, &text) != 0)
+		status = Fail("", "cannot read standard input");
 	else if (tokenizer_encode(tok, text.data ? text.data : "", text.len, eo, &ids, &n_ids, &err) != CBLLM_OK)
-		status = fail("", err.msg);
+		status = Fail("", err.msg);
 	else
-		put_ids(ids, n_ids, false);
+		PutIds(ids, n_ids, false);
 	free(ids);
 	tokenizer_free(tok);
 	cbllm_buf_free(&text);
@@ -273,7 +273,7 @@ cli_tokenize_run(const tokenize_opts *o)
 
 /* Read a JSON array of ids into a malloc'd array; -1 if it is not one. */
 static int
-parse_id_array(const cJSON *v, int32_t **ids, int *n)
+ParseIdArray(const cJSON *v, int32_t **ids, int *n)
 {
 	const cJSON *it;
 	int			k = 0;
@@ -307,8 +307,8 @@ cli_detokenize_run(const tokenize_opts *o)
 	int			status = 0;
 
 	if (!o->jsonl)
-		return fail("", "detokenize needs --jsonl");
-	if ((tok = load(o)) == NULL)
+		return Fail("", "detokenize needs --jsonl");
+	if ((tok = Load(o)) == NULL)
 		return 1;
 	for (long no = 1; status == 0 && (len = getline(&line, &cap, stdin)) >= 0; no++)
 	{
@@ -318,16 +318,16 @@ cli_detokenize_run(const tokenize_opts *o)
 		cbllm_buf	out = {0};
 		cbllm_err	err = {{0}};
 
-		if (parse_id_array(v, &ids, &n) != 0)
+		if (ParseIdArray(v, &ids, &n) != 0)
 		{
 			fprintf(stderr, "cbllm-cli: error: standard input line %ld is not a JSON array of ids\n", no);
 			status = 1;
 		}
 		else if (tokenizer_decode_with(tok, ids, n, dopts, &out, &err) != CBLLM_OK)
-			status = fail("", err.msg);
+			status = Fail("", err.msg);
 		else
 		{
-			put_json_string(out.data, out.len, stdout);
+			PutJsonString(out.data, out.len, stdout);
 			putchar('\n');
 		}
 		cbllm_buf_free(&out);

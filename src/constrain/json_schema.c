@@ -75,7 +75,7 @@
 
 /* Append the values of type t (one bit) the schema admits. */
 static int
-gen_type(js_ctx *c, const cJSON *s, int t, cbllm_buf *out)
+GenType(js_ctx *c, const cJSON *s, int t, cbllm_buf *out)
 {
 	switch (t)
 	{
@@ -101,7 +101,7 @@ gen_type(js_ctx *c, const cJSON *s, int t, cbllm_buf *out)
  * nothing admitted when n is 0.
  */
 static int
-emit_alternatives(js_ctx *c, const cbllm_buf *alts, int n, cbllm_buf *out)
+EmitAlternatives(js_ctx *c, const cbllm_buf *alts, int n, cbllm_buf *out)
 {
 	int			rc;
 
@@ -116,7 +116,7 @@ emit_alternatives(js_ctx *c, const cbllm_buf *alts, int n, cbllm_buf *out)
 
 /* Add pattern p to the alternatives alts (n of them so far). */
 static int
-add_alternative(js_ctx *c, cbllm_buf *alts, int *n, const cbllm_buf *p)
+AddAlternative(js_ctx *c, cbllm_buf *alts, int *n, const cbllm_buf *p)
 {
 	int			rc = *n > 0 ? js_emits(c, alts, "|") : CBLLM_OK;
 
@@ -128,7 +128,7 @@ add_alternative(js_ctx *c, cbllm_buf *alts, int *n, const cbllm_buf *p)
 
 /* Append the values of the types in types that the schema admits. */
 static int
-gen_types(js_ctx *c, const cJSON *s, int types, cbllm_buf *out)
+GenTypes(js_ctx *c, const cJSON *s, int types, cbllm_buf *out)
 {
 	cbllm_buf	alts = {0};
 	int			n = 0,
@@ -142,22 +142,22 @@ gen_types(js_ctx *c, const cJSON *s, int types, cbllm_buf *out)
 
 		if (!(types & (1 << i)))
 			continue;
-		rc = gen_type(c, s, 1 << i, &one);
+		rc = GenType(c, s, 1 << i, &one);
 		if (rc == CBLLM_OK)
-			rc = add_alternative(c, &alts, &n, &one);
+			rc = AddAlternative(c, &alts, &n, &one);
 		else if (rc == JS_IMPOSSIBLE)
 			rc = CBLLM_OK;
 		cbllm_buf_free(&one);
 	}
 	if (rc == CBLLM_OK)
-		rc = emit_alternatives(c, &alts, n, out);
+		rc = EmitAlternatives(c, &alts, n, out);
 	cbllm_buf_free(&alts);
 	return rc;
 }
 
 /* Append the values of enum or const that have a type in types. */
 static int
-gen_enum(js_ctx *c, const cJSON *s, int types, cbllm_buf *out)
+GenEnum(js_ctx *c, const cJSON *s, int types, cbllm_buf *out)
 {
 	static const char *const allowed[] = {"type", NULL};
 	const cJSON *en = js_get(s, "enum"),
@@ -176,14 +176,14 @@ gen_enum(js_ctx *c, const cJSON *s, int types, cbllm_buf *out)
 		if (!(js_value_types(e) & types))
 			continue;
 		if ((rc = js_ser_value(c, e, &lit)) == CBLLM_OK && (rc = js_emit_literal(c, &pat, &lit)) == CBLLM_OK)
-			rc = add_alternative(c, &alts, &n, &pat);
+			rc = AddAlternative(c, &alts, &n, &pat);
 		cbllm_buf_free(&lit);
 		cbllm_buf_free(&pat);
 	}
 	if (rc == CBLLM_OK && n == 0)
 		rc = js_impossible(c, "no value of %s has the type asked", en != NULL ? "enum" : "const");
 	if (rc == CBLLM_OK)
-		rc = emit_alternatives(c, &alts, n, out);
+		rc = EmitAlternatives(c, &alts, n, out);
 	cbllm_buf_free(&alts);
 	return rc;
 }
@@ -195,7 +195,7 @@ gen_enum(js_ctx *c, const cJSON *s, int types, cbllm_buf *out)
  * in *target; unsupported otherwise.
  */
 static int
-resolve_ref(js_ctx *c, const char *r, const cJSON **target)
+ResolveRef(js_ctx *c, const char *r, const cJSON **target)
 {
 	const char *name;
 	const cJSON *defs;
@@ -245,11 +245,11 @@ resolve_ref(js_ctx *c, const char *r, const cJSON **target)
  * reference without its "#"), kept after the caller's in the same buffer.
  */
 static int
-gen_ref(js_ctx *c, const char *r, cbllm_buf *out)
+GenRef(js_ctx *c, const char *r, cbllm_buf *out)
 {
 	const cJSON *target;
 	int			on_path = 0,
-				rc = resolve_ref(c, r, &target);
+				rc = ResolveRef(c, r, &target);
 	size_t		saved = c->path.len,
 				base = c->path_base;
 
@@ -271,7 +271,7 @@ gen_ref(js_ctx *c, const char *r, cbllm_buf *out)
 
 /* Append the alternatives of anyOf (those that admit nothing dropped). */
 static int
-gen_anyof(js_ctx *c, const cJSON *list, cbllm_buf *out)
+GenAnyof(js_ctx *c, const cJSON *list, cbllm_buf *out)
 {
 	cbllm_buf	alts = {0};
 	const cJSON *e;
@@ -288,7 +288,7 @@ gen_anyof(js_ctx *c, const cJSON *list, cbllm_buf *out)
 			rc = js_gen_schema(c, e, &one);
 		js_path_pop(c, saved);
 		if (rc == CBLLM_OK)
-			rc = add_alternative(c, &alts, &n, &one);
+			rc = AddAlternative(c, &alts, &n, &one);
 		else if (rc == JS_IMPOSSIBLE)
 			rc = CBLLM_OK;
 		cbllm_buf_free(&one);
@@ -296,14 +296,14 @@ gen_anyof(js_ctx *c, const cJSON *list, cbllm_buf *out)
 			break;
 	}
 	if (rc == CBLLM_OK)
-		rc = emit_alternatives(c, &alts, n, out);
+		rc = EmitAlternatives(c, &alts, n, out);
 	cbllm_buf_free(&alts);
 	return rc;
 }
 
 /* Append the one schema of allOf. */
 static int
-gen_allof(js_ctx *c, const cJSON *list, cbllm_buf *out)
+GenAllof(js_ctx *c, const cJSON *list, cbllm_buf *out)
 {
 	size_t		saved = c->path.len;
 	int			rc;
@@ -321,7 +321,7 @@ gen_allof(js_ctx *c, const cJSON *list, cbllm_buf *out)
 
 /* Append the documents the schema object s admits (its keywords checked). */
 static int
-gen_object_schema(js_ctx *c, const cJSON *s, int implied, cbllm_buf *out)
+GenObjectSchema(js_ctx *c, const cJSON *s, int implied, cbllm_buf *out)
 {
 	static const char *const none[] = {NULL};
 	static const char *const combinators[] = {"$ref", "anyOf", "allOf"};
@@ -337,15 +337,15 @@ gen_object_schema(js_ctx *c, const cJSON *s, int implied, cbllm_buf *out)
 			continue;
 		if ((rc = js_check_alone(c, s, combinators[i], none)) != CBLLM_OK)
 			return rc;
-		return i == 0 ? gen_ref(c, v->valuestring, out) : i == 1 ? gen_anyof(c, v, out) : gen_allof(c, v, out);
+		return i == 0 ? GenRef(c, v->valuestring, out) : i == 1 ? GenAnyof(c, v, out) : GenAllof(c, v, out);
 	}
 	if (type != NULL && (rc = js_check_type(c, type, &types)) != CBLLM_OK)
 		return rc;
 	if (js_get(s, "enum") != NULL || js_get(s, "const") != NULL)
-		return gen_enum(c, s, types, out);
+		return GenEnum(c, s, types, out);
 	if (type == NULL && implied == 0)
 		return js_emit_any(c, out, JSON_SCHEMA_ANY_DEPTH);
-	return gen_types(c, s, type != NULL ? types : implied, out);
+	return GenTypes(c, s, type != NULL ? types : implied, out);
 }
 
 /* Append the documents schema s admits; s's pointer is c->path. */
@@ -366,7 +366,7 @@ js_gen_schema(js_ctx *c, const cJSON *s, cbllm_buf *out)
 	if ((rc = js_check_keywords(c, s, &implied)) != CBLLM_OK)
 		return rc;
 	c->stack[c->depth++] = s;
-	rc = gen_object_schema(c, s, implied, out);
+	rc = GenObjectSchema(c, s, implied, out);
 	c->depth--;
 	return rc;
 }
@@ -379,7 +379,7 @@ js_gen_schema(js_ctx *c, const cJSON *s, cbllm_buf *out)
  * which cJSON reads as the end of the string.
  */
 static int
-check_strings(const char *s, size_t len, cbllm_err *err)
+CheckStrings(const char *s, size_t len, cbllm_err *err)
 {
 	bool		in = false;
 
@@ -408,7 +408,7 @@ check_strings(const char *s, size_t len, cbllm_err *err)
 
 /* Order two member names (for qsort). */
 static int
-cmp_names(const void *a, const void *b)
+CmpNames(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *) a, *(const char *const *) b);
 }
@@ -418,7 +418,7 @@ cmp_names(const void *a, const void *b)
  * other readers the last.
  */
 static int
-check_duplicates(const cJSON *v, cbllm_err *err)
+CheckDuplicates(const cJSON *v, cbllm_err *err)
 {
 	int			n = cJSON_GetArraySize(v),
 				rc = CBLLM_OK;
@@ -433,7 +433,7 @@ check_duplicates(const cJSON *v, cbllm_err *err)
 			return cbllm_fail(err, CBLLM_ERR_NOMEM, "json_schema: out of memory");
 		cJSON_ArrayForEach(e, v)
 			names[i++] = e->string;
-		qsort(names, (size_t) n, sizeof(char *), cmp_names);
+		qsort(names, (size_t) n, sizeof(char *), CmpNames);
 		for (i = 1; i < n && rc == CBLLM_OK; i++)
 			if (strcmp(names[i - 1], names[i]) == 0)
 			{
@@ -449,13 +449,13 @@ check_duplicates(const cJSON *v, cbllm_err *err)
 	}
 	cJSON_ArrayForEach(e, v)
 		if (rc == CBLLM_OK)
-		rc = check_duplicates(e, err);
+		rc = CheckDuplicates(e, err);
 	return rc;
 }
 
 /* Parse the schema text: one JSON value, nothing after it but spaces. */
 static int
-parse_schema(const char *schema, size_t len, cJSON **root, cbllm_err *err)
+ParseSchema(const char *schema, size_t len, cJSON **root, cbllm_err *err)
 {
 	const char *end = NULL;
 	int			rc;
@@ -475,8 +475,8 @@ parse_schema(const char *schema, size_t len, cJSON **root, cbllm_err *err)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT,
 							  "json_schema: the schema is not valid JSON (text after it at byte %zu)", i);
 		}
-	if ((rc = check_strings(schema, (size_t) (end - schema), err)) != CBLLM_OK ||
-		(rc = check_duplicates(*root, err)) != CBLLM_OK)
+	if ((rc = CheckStrings(schema, (size_t) (end - schema), err)) != CBLLM_OK ||
+		(rc = CheckDuplicates(*root, err)) != CBLLM_OK)
 	{
 		cJSON_Delete(*root);
 		*root = NULL;
@@ -494,7 +494,7 @@ json_schema_to_regex(const char *schema, size_t len, cbllm_buf *out, cbllm_err *
 	js_ctx		c;
 	cJSON	   *root;
 	cbllm_buf	re = {0};
-	int			rc = parse_schema(schema, len, &root, err);
+	int			rc = ParseSchema(schema, len, &root, err);
 
 	if (rc != CBLLM_OK)
 		return rc;

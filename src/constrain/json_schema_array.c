@@ -23,7 +23,7 @@ typedef struct js_array
 
 /* Make the patterns of the prefixItems of s, stopping at one that admits nothing. */
 static int
-gen_prefix(js_ctx *c, const cJSON *s, js_array *a)
+GenPrefix(js_ctx *c, const cJSON *s, js_array *a)
 {
 	const cJSON *pre = js_get(s, "prefixItems"),
 			   *e;
@@ -58,7 +58,7 @@ gen_prefix(js_ctx *c, const cJSON *s, js_array *a)
 
 /* Make the pattern of the items after the prefix, and bound the length. */
 static int
-gen_rest(js_ctx *c, const cJSON *s, js_array *a)
+GenRest(js_ctx *c, const cJSON *s, js_array *a)
 {
 	const cJSON *items = js_get(s, "items"),
 			   *pre = js_get(s, "prefixItems");
@@ -101,7 +101,7 @@ gen_rest(js_ctx *c, const cJSON *s, js_array *a)
 
 /* Append the array of the shape a. */
 static int
-emit_array(js_ctx *c, const js_array *a, cbllm_buf *out)
+EmitArray(js_ctx *c, const js_array *a, cbllm_buf *out)
 {
 	int			k = a->n_prefix,
 				opens = 0,
@@ -142,7 +142,7 @@ emit_array(js_ctx *c, const js_array *a, cbllm_buf *out)
 
 /* Check the length bounds of an array shape against the repetition limit. */
 static int
-check_array_counts(js_ctx *c, const js_array *a)
+CheckArrayCounts(js_ctx *c, const js_array *a)
 {
 	if (a->min > REGEX_MAX_REPEAT)
 		return js_fail(c, CBLLM_ERR_UNSUPPORTED, "minItems %lld exceeds %d", (long long) a->min,
@@ -163,8 +163,8 @@ js_gen_array(js_ctx *c, const cJSON *s, cbllm_buf *out)
 	if (a.max >= 0 && a.min > a.max)
 		return js_impossible(c, "minItems %lld exceeds maxItems %lld", (long long) a.min,
 							 (long long) a.max);
-	if ((rc = check_array_counts(c, &a)) == CBLLM_OK && (rc = gen_prefix(c, s, &a)) == CBLLM_OK &&
-		(rc = gen_rest(c, s, &a)) == CBLLM_OK)
+	if ((rc = CheckArrayCounts(c, &a)) == CBLLM_OK && (rc = GenPrefix(c, s, &a)) == CBLLM_OK &&
+		(rc = GenRest(c, s, &a)) == CBLLM_OK)
 	{
 		if (!a.has_rest && (a.max < 0 || a.max > a.n_prefix))
 			a.max = a.n_prefix;
@@ -172,7 +172,7 @@ js_gen_array(js_ctx *c, const cJSON *s, cbllm_buf *out)
 			rc = a.dropped ? JS_IMPOSSIBLE :
 				js_impossible(c, "minItems %lld asks more items than the schema allows", (long long) a.min);
 		else
-			rc = emit_array(c, &a, out);
+			rc = EmitArray(c, &a, out);
 	}
 	for (int i = 0; a.prefix != NULL && i < a.n_prefix; i++)
 		cbllm_buf_free(&a.prefix[i]);

@@ -17,7 +17,7 @@
 
 /* The JSON pointer of the subschema being compiled ("/" for the root). */
 static const char *
-path_str(const js_ctx *c)
+PathStr(const js_ctx *c)
 {
 	return c->path.len > c->path_base ? c->path.data + c->path_base : "/";
 }
@@ -57,13 +57,13 @@ js_clean_message(char *dst, size_t size, const char *src)
 
 /* Format "json_schema: <message> at <pointer>" into dst (CBLLM_ERR_MSG_LEN bytes). */
 static void
-js_vformat(const js_ctx *c, char *dst, const char *fmt, va_list ap)
+JsVformat(const js_ctx *c, char *dst, const char *fmt, va_list ap)
 {
 	char		msg[CBLLM_ERR_MSG_LEN],
 				line[CBLLM_ERR_MSG_LEN];
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	snprintf(line, sizeof(line), "json_schema: %.400s at %s", msg, path_str(c));
+	snprintf(line, sizeof(line), "json_schema: %.400s at %s", msg, PathStr(c));
 	js_clean_message(dst, CBLLM_ERR_MSG_LEN, line);
 }
 
@@ -75,7 +75,7 @@ js_fail(js_ctx *c, int code, const char *fmt,...)
 	va_list		ap;
 
 	va_start(ap, fmt);
-	js_vformat(c, msg, fmt, ap);
+	JsVformat(c, msg, fmt, ap);
 	va_end(ap);
 	return cbllm_fail(c->err, code, "%s", msg);
 }
@@ -87,7 +87,7 @@ js_impossible(js_ctx *c, const char *fmt,...)
 	va_list		ap;
 
 	va_start(ap, fmt);
-	js_vformat(c, c->why, fmt, ap);
+	JsVformat(c, c->why, fmt, ap);
 	va_end(ap);
 	return JS_IMPOSSIBLE;
 }

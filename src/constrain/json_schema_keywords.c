@@ -90,7 +90,7 @@ static const js_keyword keywords[] = {
 
 /* The keyword named name, or NULL. */
 static const js_keyword *
-keyword(const char *name)
+Keyword(const char *name)
 {
 	for (size_t i = 0; i < N_KEYWORDS; i++)
 		if (strcmp(keywords[i].name, name) == 0)
@@ -100,7 +100,7 @@ keyword(const char *name)
 
 /* The type bit of a type name, or 0. */
 static int
-type_bit(const char *name)
+TypeBit(const char *name)
 {
 	for (int i = 0; i < N_TYPES; i++)
 		if (strcmp(type_names[i], name) == 0)
@@ -117,14 +117,14 @@ js_check_type(js_ctx *c, const cJSON *v, int *types)
 	*types = 0;
 	if (cJSON_IsString(v))
 	{
-		*types = type_bit(v->valuestring);
+		*types = TypeBit(v->valuestring);
 		return *types ? CBLLM_OK : js_fail(c, CBLLM_ERR_INVALID, "unknown type \"%s\"", v->valuestring);
 	}
 	if (!cJSON_IsArray(v) || v->child == NULL)
 		return js_fail(c, CBLLM_ERR_INVALID, "\"type\" must be a type name or a non-empty array of them");
 	cJSON_ArrayForEach(e, v)
 	{
-		int			bit = cJSON_IsString(e) ? type_bit(e->valuestring) : 0;
+		int			bit = cJSON_IsString(e) ? TypeBit(e->valuestring) : 0;
 
 		if (bit == 0)
 			return cJSON_IsString(e) ?
@@ -139,7 +139,7 @@ js_check_type(js_ctx *c, const cJSON *v, int *types)
 
 /* Check that keyword k's value v has the kind k takes. */
 static int
-check_value(js_ctx *c, const js_keyword *k, const cJSON *v)
+CheckValue(js_ctx *c, const js_keyword *k, const cJSON *v)
 {
 	const cJSON *e;
 	int			types;
@@ -204,12 +204,12 @@ js_check_keywords(js_ctx *c, const cJSON *s, int *implied)
 	*implied = 0;
 	cJSON_ArrayForEach(e, s)
 	{
-		const js_keyword *k = keyword(e->string);
+		const js_keyword *k = Keyword(e->string);
 		int			rc;
 
 		if (k == NULL || (strcmp(e->string, "$id") == 0 && s != c->root))
 			return js_fail(c, CBLLM_ERR_UNSUPPORTED, "unsupported keyword \"%s\"", e->string);
-		if ((rc = check_value(c, k, e)) != CBLLM_OK)
+		if ((rc = CheckValue(c, k, e)) != CBLLM_OK)
 			return rc;
 		if (k->role == R_TYPED)
 			*implied |= k->types;
@@ -228,7 +228,7 @@ js_check_alone(js_ctx *c, const cJSON *s, const char *key, const char *const *al
 
 	cJSON_ArrayForEach(e, s)
 	{
-		bool		ok = strcmp(e->string, key) == 0 || keyword(e->string)->role == R_ANNOTATION;
+		bool		ok = strcmp(e->string, key) == 0 || Keyword(e->string)->role == R_ANNOTATION;
 
 		for (const char *const *a = allowed; !ok && *a; a++)
 			ok = strcmp(e->string, *a) == 0;

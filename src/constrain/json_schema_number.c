@@ -16,7 +16,7 @@ static const char nines[] = "99999999999999999999";
 
 /* Whether the n chars at s are all ch. */
 static bool
-all_are(const char *s, int n, char ch)
+AllAre(const char *s, int n, char ch)
 {
 	for (int i = 0; i < n; i++)
 		if (s[i] != ch)
@@ -26,7 +26,7 @@ all_are(const char *s, int n, char ch)
 
 /* Append the digits from..to as a class (one digit alone). */
 static int
-emit_digit_class(js_ctx *c, cbllm_buf *out, char from, char to)
+EmitDigitClass(js_ctx *c, cbllm_buf *out, char from, char to)
 {
 	return from == to ? js_emit(c, out, &from, 1) : js_emitf(c, out, "[%c-%c]", from, to);
 }
@@ -37,7 +37,7 @@ emit_digit_class(js_ctx *c, cbllm_buf *out, char from, char to)
  * differs, each alternative starting with its own digits.
  */
 static int
-emit_digit_range(js_ctx *c, cbllm_buf *out, const char *lo, const char *hi, int n)
+EmitDigitRange(js_ctx *c, cbllm_buf *out, const char *lo, const char *hi, int n)
 {
 	bool		lo_min,
 				hi_max,
@@ -51,8 +51,8 @@ emit_digit_range(js_ctx *c, cbllm_buf *out, const char *lo, const char *hi, int 
 			return rc;
 	if (n == 0)
 		return CBLLM_OK;
-	lo_min = all_are(lo + 1, n - 1, '0');
-	hi_max = all_are(hi + 1, n - 1, '9');
+	lo_min = AllAre(lo + 1, n - 1, '0');
+	hi_max = AllAre(hi + 1, n - 1, '9');
 	from = lo_min ? lo[0] : (char) (lo[0] + 1);
 	to = hi_max ? hi[0] : (char) (hi[0] - 1);
 	if ((rc = js_emits(c, out, "(?:")) != CBLLM_OK)
@@ -60,14 +60,14 @@ emit_digit_range(js_ctx *c, cbllm_buf *out, const char *lo, const char *hi, int 
 	if (!lo_min)
 	{
 		if ((rc = js_emit(c, out, lo, 1)) != CBLLM_OK ||
-			(rc = emit_digit_range(c, out, lo + 1, nines, n - 1)) != CBLLM_OK)
+			(rc = EmitDigitRange(c, out, lo + 1, nines, n - 1)) != CBLLM_OK)
 			return rc;
 		sep = true;
 	}
 	if (from <= to)
 	{
 		if ((sep && (rc = js_emits(c, out, "|")) != CBLLM_OK) ||
-			(rc = emit_digit_class(c, out, from, to)) != CBLLM_OK)
+			(rc = EmitDigitClass(c, out, from, to)) != CBLLM_OK)
 			return rc;
 		if (n > 1 && (rc = js_emits(c, out, "[0-9]")) == CBLLM_OK)
 			rc = js_emit_quant(c, out, n - 1, n - 1);
@@ -78,7 +78,7 @@ emit_digit_range(js_ctx *c, cbllm_buf *out, const char *lo, const char *hi, int 
 	if (!hi_max)
 	{
 		if ((sep && (rc = js_emits(c, out, "|")) != CBLLM_OK) || (rc = js_emit(c, out, hi, 1)) != CBLLM_OK ||
-			(rc = emit_digit_range(c, out, zeros, hi + 1, n - 1)) != CBLLM_OK)
+			(rc = EmitDigitRange(c, out, zeros, hi + 1, n - 1)) != CBLLM_OK)
 			return rc;
 	}
 	return js_emits(c, out, ")");
@@ -89,7 +89,7 @@ emit_digit_range(js_ctx *c, cbllm_buf *out, const char *lo, const char *hi, int 
  * zero (0 <= a, a <= b unless bounded is false: then a and above).
  */
 static int
-emit_nonneg_range(js_ctx *c, cbllm_buf *out, int64_t a, int64_t b, bool bounded)
+EmitNonnegRange(js_ctx *c, cbllm_buf *out, int64_t a, int64_t b, bool bounded)
 {
 	char		sa[24],
 				sb[24],
@@ -108,7 +108,7 @@ emit_nonneg_range(js_ctx *c, cbllm_buf *out, int64_t a, int64_t b, bool bounded)
 		if (len > la)
 			rc = js_emits(c, out, "|");
 		if (rc == CBLLM_OK)
-			rc = emit_digit_range(c, out, lo, hi, len);
+			rc = EmitDigitRange(c, out, lo, hi, len);
 	}
 	if (rc == CBLLM_OK && !bounded)
 		rc = js_emitf(c, out, "|[1-9][0-9]{%d,}", la);
@@ -120,7 +120,7 @@ emit_nonneg_range(js_ctx *c, cbllm_buf *out, int64_t a, int64_t b, bool bounded)
  * non-integral and exclusive ones rounded inward.
  */
 static int
-integer_bounds(js_ctx *c, const cJSON *s, int64_t *lo, bool *has_lo, int64_t *hi, bool *has_hi)
+IntegerBounds(js_ctx *c, const cJSON *s, int64_t *lo, bool *has_lo, int64_t *hi, bool *has_hi)
 {
 	static const char *const names[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
 
@@ -157,7 +157,7 @@ js_gen_integer(js_ctx *c, const cJSON *s, cbllm_buf *out)
 				has_hi,
 				neg,
 				pos;
-	int			rc = integer_bounds(c, s, &lo, &has_lo, &hi, &has_hi);
+	int			rc = IntegerBounds(c, s, &lo, &has_lo, &hi, &has_hi);
 
 	if (rc != CBLLM_OK)
 		return rc;
@@ -175,13 +175,13 @@ js_gen_integer(js_ctx *c, const cJSON *s, cbllm_buf *out)
 		int64_t		top = has_hi && hi < 0 ? -hi : 1;	/* the smallest magnitude */
 
 		if ((rc = js_emits(c, out, "-")) != CBLLM_OK ||
-			(rc = emit_nonneg_range(c, out, top, has_lo ? -lo : 0, has_lo)) != CBLLM_OK)
+			(rc = EmitNonnegRange(c, out, top, has_lo ? -lo : 0, has_lo)) != CBLLM_OK)
 			return rc;
 	}
 	if (pos)
 	{
 		if ((neg && (rc = js_emits(c, out, "|")) != CBLLM_OK) ||
-			(rc = emit_nonneg_range(c, out, has_lo && lo > 0 ? lo : 0, hi, has_hi)) != CBLLM_OK)
+			(rc = EmitNonnegRange(c, out, has_lo && lo > 0 ? lo : 0, hi, has_hi)) != CBLLM_OK)
 			return rc;
 	}
 	return js_emits(c, out, ")");

@@ -1,7 +1,7 @@
 /*
  * json_schema_object.c: "object" of a JSON Schema as a pattern: declared
  * properties in the schema's order, required ones always there, optional
- * ones present or absent (emit_some keeps that pattern near linear in
+ * ones present or absent (EmitSome keeps that pattern near linear in
  * their number); required keys not declared after them; an object with
  * neither "properties" nor "required" a map of string keys.
  */
@@ -21,7 +21,7 @@ typedef struct js_prop
 
 /* Whether array a holds the string name. */
 static bool
-holds_string(const cJSON *a, const char *name)
+HoldsString(const cJSON *a, const char *name)
 {
 	const cJSON *e;
 
@@ -36,7 +36,7 @@ holds_string(const cJSON *a, const char *name)
  * (NULL: any value) at the pointer tokens key, name (name NULL: key alone).
  */
 static int
-gen_property(js_ctx *c, const char *name, const cJSON *v, const char *tok1, const char *tok2,
+GenProperty(js_ctx *c, const char *name, const cJSON *v, const char *tok1, const char *tok2,
 			 cbllm_buf *pat)
 {
 	cbllm_buf	key = {0};
@@ -60,7 +60,7 @@ gen_property(js_ctx *c, const char *name, const cJSON *v, const char *tok1, cons
  * impossible.
  */
 static int
-add_property(js_ctx *c, js_prop *props, int *n, const char *name, const cJSON *v, bool required,
+AddProperty(js_ctx *c, js_prop *props, int *n, const char *name, const cJSON *v, bool required,
 			 const char *tok1, const char *tok2)
 {
 	js_prop    *p = &props[*n];
@@ -68,7 +68,7 @@ add_property(js_ctx *c, js_prop *props, int *n, const char *name, const cJSON *v
 
 	memset(p, 0, sizeof(*p));
 	p->required = required;
-	rc = gen_property(c, name, v, tok1, tok2, &p->pat);
+	rc = GenProperty(c, name, v, tok1, tok2, &p->pat);
 	if (rc == CBLLM_OK)
 		(*n)++;
 	else
@@ -86,7 +86,7 @@ add_property(js_ctx *c, js_prop *props, int *n, const char *name, const cJSON *v
  * square of m only past JS_BLOCK, by m^2 / (2 JS_BLOCK).
  */
 static int
-emit_some(js_ctx *c, const js_prop *p, int m, cbllm_buf *out)
+EmitSome(js_ctx *c, const js_prop *p, int m, cbllm_buf *out)
 {
 	int			n_blocks = (m + JS_BLOCK - 1) / JS_BLOCK,
 				rc = n_blocks > 1 ? js_emits(c, out, "(?:") : CBLLM_OK;
@@ -119,11 +119,11 @@ emit_some(js_ctx *c, const js_prop *p, int m, cbllm_buf *out)
 /*
  * Append the object of properties props[0..n), in order, required ones
  * always there: the optional ones before the first required one as
- * emit_some makes them, then the first required one (with a comma when
+ * EmitSome makes them, then the first required one (with a comma when
  * one came before), then the rest, each with its comma.
  */
 static int
-emit_properties(js_ctx *c, const js_prop *props, int n, cbllm_buf *out)
+EmitProperties(js_ctx *c, const js_prop *props, int n, cbllm_buf *out)
 {
 	int			f = 0,
 				rc = js_emits(c, out, "\\{");
@@ -131,7 +131,7 @@ emit_properties(js_ctx *c, const js_prop *props, int n, cbllm_buf *out)
 	while (f < n && !props[f].required)
 		f++;
 	if (rc == CBLLM_OK && f > 0 && (rc = js_emits(c, out, "(?:")) == CBLLM_OK)
-		rc = emit_some(c, props, f, out);
+		rc = EmitSome(c, props, f, out);
 	if (rc == CBLLM_OK && f > 0 && f == n)
 		rc = js_emits(c, out, ")?");
 	if (rc == CBLLM_OK && f > 0 && f < n)
@@ -157,7 +157,7 @@ emit_properties(js_ctx *c, const js_prop *props, int n, cbllm_buf *out)
  * all), counting them in *n.
  */
 static int
-collect_properties(js_ctx *c, const cJSON *s, js_prop *props, int *n)
+CollectProperties(js_ctx *c, const cJSON *s, js_prop *props, int *n)
 {
 	const cJSON *decl = js_get(s, "properties"),
 			   *req = js_get(s, "required"),
@@ -176,7 +176,7 @@ collect_properties(js_ctx *c, const cJSON *s, js_prop *props, int *n)
 			js_path_pop(c, saved);
 			return rc;
 		}
-		if ((rc = add_property(c, props, n, e->string, e, req != NULL && holds_string(req, e->string),
+		if ((rc = AddProperty(c, props, n, e->string, e, req != NULL && HoldsString(req, e->string),
 							   "properties", e->string)) != CBLLM_OK)
 			return rc;
 	}
@@ -192,7 +192,7 @@ collect_properties(js_ctx *c, const cJSON *s, js_prop *props, int *n)
 		if (cJSON_IsFalse(ap))
 			return js_impossible(c, "required property \"%.60s\" is not declared and additionalProperties is false",
 								 e->valuestring);
-		if ((rc = add_property(c, props, n, e->valuestring, cJSON_IsObject(ap) ? ap : NULL, true,
+		if ((rc = AddProperty(c, props, n, e->valuestring, cJSON_IsObject(ap) ? ap : NULL, true,
 							   "additionalProperties", NULL)) != CBLLM_OK)
 			return rc;
 	}
@@ -201,7 +201,7 @@ collect_properties(js_ctx *c, const cJSON *s, js_prop *props, int *n)
 
 /* Append an object with properties (declared or required). */
 static int
-gen_object_properties(js_ctx *c, const cJSON *s, cbllm_buf *out)
+GenObjectProperties(js_ctx *c, const cJSON *s, cbllm_buf *out)
 {
 	int			room = cJSON_GetArraySize(js_get(s, "properties")) + cJSON_GetArraySize(js_get(s, "required"));
 	js_prop    *props = calloc((size_t) room + 1, sizeof(js_prop));
@@ -210,9 +210,9 @@ gen_object_properties(js_ctx *c, const cJSON *s, cbllm_buf *out)
 
 	if (props == NULL)
 		return js_fail(c, CBLLM_ERR_NOMEM, "out of memory");
-	rc = collect_properties(c, s, props, &n);
+	rc = CollectProperties(c, s, props, &n);
 	if (rc == CBLLM_OK)
-		rc = emit_properties(c, props, n, out);
+		rc = EmitProperties(c, props, n, out);
 	for (int i = 0; i < n; i++)
 		cbllm_buf_free(&props[i].pat);
 	free(props);
@@ -221,7 +221,7 @@ gen_object_properties(js_ctx *c, const cJSON *s, cbllm_buf *out)
 
 /* Append a map: string keys, values under additionalProperties. */
 static int
-gen_map(js_ctx *c, const cJSON *s, cbllm_buf *out)
+GenMap(js_ctx *c, const cJSON *s, cbllm_buf *out)
 {
 	const cJSON *ap = js_get(s, "additionalProperties");
 	cbllm_buf	val = {0};
@@ -254,6 +254,6 @@ js_gen_object(js_ctx *c, const cJSON *s, cbllm_buf *out)
 	const cJSON *req = js_get(s, "required");
 
 	if (js_get(s, "properties") != NULL || (req != NULL && req->child != NULL))
-		return gen_object_properties(c, s, out);
-	return gen_map(c, s, out);
+		return GenObjectProperties(c, s, out);
+	return GenMap(c, s, out);
 }

@@ -16,7 +16,7 @@
  * outside groups, classes and escapes (n when none).
  */
 static size_t
-alternative_len(const char *p, size_t n)
+AlternativeLen(const char *p, size_t n)
 {
 	int			depth = 0;
 	bool		in_class = false;
@@ -50,7 +50,7 @@ alternative_len(const char *p, size_t n)
  * side that no anchor ('^' first, an unescaped '$' last) holds.
  */
 static int
-emit_search_alternative(js_ctx *c, cbllm_buf *full, const char *p, size_t n)
+EmitSearchAlternative(js_ctx *c, cbllm_buf *full, const char *p, size_t n)
 {
 	bool		head = n > 0 && p[0] == '^',
 				tail;
@@ -76,7 +76,7 @@ emit_search_alternative(js_ctx *c, cbllm_buf *full, const char *p, size_t n)
  * characters that need an escape taken out (regex_json_string_body).
  */
 static int
-gen_pattern(js_ctx *c, const char *p, cbllm_buf *out)
+GenPattern(js_ctx *c, const char *p, cbllm_buf *out)
 {
 	cbllm_buf	full = {0},
 				body = {0};
@@ -87,12 +87,12 @@ gen_pattern(js_ctx *c, const char *p, cbllm_buf *out)
 
 	do
 	{
-		size_t		len = alternative_len(p + i, n - i);
+		size_t		len = AlternativeLen(p + i, n - i);
 
 		if (i > 0)
 			rc = js_emits(c, &full, "|");
 		if (rc == CBLLM_OK)
-			rc = emit_search_alternative(c, &full, p + i, len);
+			rc = EmitSearchAlternative(c, &full, p + i, len);
 		i += len + 1;
 	} while (rc == CBLLM_OK && i <= n);
 	if (rc == CBLLM_OK && (rc = regex_json_string_body(full.data, full.len, &body, &e)) != CBLLM_OK)
@@ -107,7 +107,7 @@ gen_pattern(js_ctx *c, const char *p, cbllm_buf *out)
 
 /* Refuse keyword a beside keyword b of s, when both are there. */
 static int
-check_not_both(js_ctx *c, const cJSON *s, const char *a, const char *b)
+CheckNotBoth(js_ctx *c, const cJSON *s, const char *a, const char *b)
 {
 	if (js_get(s, a) != NULL && js_get(s, b) != NULL)
 		return js_fail(c, CBLLM_ERR_UNSUPPORTED, "unsupported combination of %s and %s", a, b);
@@ -124,16 +124,16 @@ js_gen_string(js_ctx *c, const cJSON *s, cbllm_buf *out)
 				hi = js_count_of(s, "maxLength", -1);
 	int			rc;
 
-	if ((rc = check_not_both(c, s, "format", "pattern")) != CBLLM_OK ||
-		(rc = check_not_both(c, s, "format", "minLength")) != CBLLM_OK ||
-		(rc = check_not_both(c, s, "format", "maxLength")) != CBLLM_OK ||
-		(rc = check_not_both(c, s, "pattern", "minLength")) != CBLLM_OK ||
-		(rc = check_not_both(c, s, "pattern", "maxLength")) != CBLLM_OK)
+	if ((rc = CheckNotBoth(c, s, "format", "pattern")) != CBLLM_OK ||
+		(rc = CheckNotBoth(c, s, "format", "minLength")) != CBLLM_OK ||
+		(rc = CheckNotBoth(c, s, "format", "maxLength")) != CBLLM_OK ||
+		(rc = CheckNotBoth(c, s, "pattern", "minLength")) != CBLLM_OK ||
+		(rc = CheckNotBoth(c, s, "pattern", "maxLength")) != CBLLM_OK)
 		return rc;
 	if (fmt != NULL)
 		return js_gen_format(c, fmt->valuestring, out);
 	if (pat != NULL)
-		return gen_pattern(c, pat->valuestring, out);
+		return GenPattern(c, pat->valuestring, out);
 	if (hi >= 0 && lo > hi)
 		return js_impossible(c, "minLength %lld exceeds maxLength %lld", (long long) lo, (long long) hi);
 	if (lo > REGEX_MAX_REPEAT || hi > REGEX_MAX_REPEAT)

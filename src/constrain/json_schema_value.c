@@ -105,7 +105,7 @@ js_ser_string(js_ctx *c, const char *s, cbllm_buf *out)
 
 /* Append number v as JSON: shortest text that reads back as the same double. */
 static int
-ser_number(js_ctx *c, double v, cbllm_buf *out)
+SerNumber(js_ctx *c, double v, cbllm_buf *out)
 {
 	char		s[40];
 
@@ -139,7 +139,7 @@ js_ser_value(js_ctx *c, const cJSON *v, cbllm_buf *out)
 	if (cJSON_IsBool(v))
 		return js_emits(c, out, cJSON_IsTrue(v) ? "true" : "false");
 	if (cJSON_IsNumber(v))
-		return ser_number(c, v->valuedouble, out);
+		return SerNumber(c, v->valuedouble, out);
 	if (cJSON_IsString(v))
 		return js_ser_string(c, v->valuestring, out);
 	rc = js_emits(c, out, cJSON_IsArray(v) ? "[" : "{");
@@ -180,7 +180,7 @@ js_emit_literal(js_ctx *c, cbllm_buf *out, const cbllm_buf *lit)
  * and for d > 0 arrays and maps of values nesting d - 1 deep.
  */
 static int
-build_any(js_ctx *c, int d, cbllm_buf *out)
+BuildAny(js_ctx *c, int d, cbllm_buf *out)
 {
 	const cbllm_buf *a = d > 0 ? &c->any[d - 1] : NULL;
 	int			rc = js_emits(c, out, "(?:null|true|false|" RE_NUMBER "|" RE_STRING);
@@ -206,7 +206,7 @@ js_emit_any(js_ctx *c, cbllm_buf *out, int d)
 	{
 		int			rc;
 
-		if (c->any[i].len == 0 && (rc = build_any(c, i, &c->any[i])) != CBLLM_OK)
+		if (c->any[i].len == 0 && (rc = BuildAny(c, i, &c->any[i])) != CBLLM_OK)
 			return rc;
 	}
 	return js_emitb(c, out, &c->any[d]);

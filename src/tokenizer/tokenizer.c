@@ -95,7 +95,7 @@ struct tok_word_cache			/* the words one encode call has already run BPE on */
 
 /* Append one id to the output. */
 static int
-enc_push(tok_enc *e, int32_t id)
+EncPush(tok_enc *e, int32_t id)
 {
 	if (e->n == e->cap)
 	{
@@ -113,14 +113,14 @@ enc_push(tok_enc *e, int32_t id)
 
 /* Whether candidate x merges before y: lower rank, then leftmost. */
 static bool
-cand_less(const bpe_cand *x, const bpe_cand *y)
+CandLess(const bpe_cand *x, const bpe_cand *y)
 {
 	return x->rank < y->rank || (x->rank == y->rank && x->pos < y->pos);
 }
 
 /* Queue the merge of symbol pos with its right neighbour, if the merges have one. */
 static int
-bpe_queue(const cbllm_tokenizer *tok, const bpe_sym *sym, int32_t pos, bpe_heap *h)
+BpeQueue(const cbllm_tokenizer *tok, const bpe_sym *sym, int32_t pos, bpe_heap *h)
 {
 	const tok_merge *m;
 	int			i;
@@ -142,7 +142,7 @@ bpe_queue(const cbllm_tokenizer *tok, const bpe_sym *sym, int32_t pos, bpe_heap 
 		h->owned = true;
 	}
 	h->a[i = h->n++] = (bpe_cand) {m->rank, pos, sym[pos].id, sym[sym[pos].next].id, m->new_id};
-	for (; i > 0 && cand_less(&h->a[i], &h->a[(i - 1) / 2]); i = (i - 1) / 2)
+	for (; i > 0 && CandLess(&h->a[i], &h->a[(i - 1) / 2]); i = (i - 1) / 2)
 	{
 		bpe_cand	t = h->a[i];
 
@@ -154,7 +154,7 @@ bpe_queue(const cbllm_tokenizer *tok, const bpe_sym *sym, int32_t pos, bpe_heap 
 
 /* Remove and return the best candidate of a non-empty heap. */
 static bpe_cand
-bpe_pop(bpe_heap *h)
+BpePop(bpe_heap *h)
 {
 	bpe_cand	top = h->a[0], t;
 
@@ -163,9 +163,9 @@ bpe_pop(bpe_heap *h)
 	{
 		int			l = 2 * i + 1;
 
-		if (l < h->n && cand_less(&h->a[l], &h->a[m]))
+		if (l < h->n && CandLess(&h->a[l], &h->a[m]))
 			m = l;
-		if (l + 1 < h->n && cand_less(&h->a[l + 1], &h->a[m]))
+		if (l + 1 < h->n && CandLess(&h->a[l + 1], &h->a[m]))
 			m = l + 1;
 		if (m == i)
 			return top;
@@ -175,7 +175,7 @@ bpe_pop(bpe_heap *h)
 
 /* Split a word into initial symbols: characters, else their bytes, else unk. */
 static int
-bpe_symbols(tok_enc *e, const char *w, size_t n, bpe_sym *sym, int32_t *ns)
+BpeSymbols(tok_enc *e, const char *w, size_t n, bpe_sym *sym, int32_t *ns)
 {
 	const cbllm_tokenizer *tok = e->tok;
 	bool		prev_unk = false;
@@ -225,7 +225,7 @@ bpe_symbols(tok_enc *e, const char *w, size_t n, bpe_sym *sym, int32_t *ns)
 
 /* Run BPE on a word (no ignore_merges) and append its ids. */
 static int
-bpe_run(tok_enc *e, const char *w, size_t n)
+BpeRun(tok_enc *e, const char *w, size_t n)
 {
 	const cbllm_tokenizer *tok = e->tok;
 	bpe_sym		local_sym[BPE_LOCAL],
@@ -237,14 +237,14 @@ bpe_run(tok_enc *e, const char *w, size_t n)
 
 	if (n + 1 > BPE_LOCAL && (sym = malloc((n + 1) * sizeof(bpe_sym))) == NULL)
 		return cbllm_fail(e->err, CBLLM_ERR_NOMEM, "tokenizer_encode: out of memory");
-	rc = bpe_symbols(e, w, n, sym, &ns);
+	rc = BpeSymbols(e, w, n, sym, &ns);
 	for (i = 0; i < ns; i++)
 		sym[i].prev = i - 1, sym[i].next = i + 1 < ns ? i + 1 : -1;
 	for (i = 0; i < ns && rc == CBLLM_OK; i++)
-		rc = bpe_queue(tok, sym, i, &h);
+		rc = BpeQueue(tok, sym, i, &h);
 	while (rc == CBLLM_OK && h.n > 0)
 	{
-		bpe_cand	c = bpe_pop(&h);
+		bpe_cand	c = BpePop(&h);
 		int32_t		r = sym[c.pos].next;
 
 		if (sym[c.pos].id != c.left || r < 0 || sym[r].id != c.right)
@@ -254,13 +254,13 @@ bpe_run(tok_enc *e, const char *w, size_t n)
 		if (sym[r].next >= 0)
 			sym[sym[r].next].prev = c.pos;
 		sym[r].id = -1;
-		if ((rc = bpe_queue(tok, sym, sym[c.pos].prev, &h)) == CBLLM_OK)
-			rc = bpe_queue(tok, sym, c.pos, &h);
+		if ((rc = BpeQueue(tok, sym, sym[c.pos].prev, &h)) == CBLLM_OK)
+			rc = BpeQueue(tok, sym, c.pos, &h);
 	}
 	if (rc == CBLLM_ERR_NOMEM)
 		rc = cbllm_fail(e->err, rc, "tokenizer_encode: out of memory");
 	for (i = 0; ns > 0 && i >= 0 && rc == CBLLM_OK; i = sym[i].next)
-		rc = enc_push(e, sym[i].id);	/* symbol 0 always heads the list */
+		rc = EncPush(e, sym[i].id);	/* symbol 0 always heads the list */
 	if (h.owned)
 		free(h.a);
 	if (sym != local_sym)
@@ -270,14 +270,14 @@ bpe_run(tok_enc *e, const char *w, size_t n)
 
 /* Run BPE on a word through the call's word cache, when it has one. */
 static int
-bpe_cached(tok_enc *e, const char *w, size_t n)
+BpeCached(tok_enc *e, const char *w, size_t n)
 {
 	struct tok_word_cache *c = e->cache;
 	uint32_t	h = hash_bytes(w, n), i = h & (CACHE_SLOTS - 1);
 	int			first = e->n, rc;
 
 	if (c == NULL || n > CACHE_MAX_WORD)
-		return bpe_run(e, w, n);
+		return BpeRun(e, w, n);
 	for (; c->slot[i].len; i = (i + 1) & (CACHE_SLOTS - 1))
 	{
 		const cache_slot *sl = &c->slot[i];
@@ -285,12 +285,12 @@ bpe_cached(tok_enc *e, const char *w, size_t n)
 		if (sl->hash == h && sl->len == n && memcmp(c->words.data + sl->word, w, n) == 0)
 		{
 			for (uint32_t k = 0, rc2 = CBLLM_OK; k < sl->n_ids && rc2 == CBLLM_OK; k++)
-				if ((rc2 = (uint32_t) enc_push(e, ((const int32_t *) (const void *) c->ids.data)[sl->ids + k])) != CBLLM_OK)
+				if ((rc2 = (uint32_t) EncPush(e, ((const int32_t *) (const void *) c->ids.data)[sl->ids + k])) != CBLLM_OK)
 					return (int) rc2;
 			return CBLLM_OK;
 		}
 	}
-	if ((rc = bpe_run(e, w, n)) != CBLLM_OK || c->used >= CACHE_SLOTS / 2)
+	if ((rc = BpeRun(e, w, n)) != CBLLM_OK || c->used >= CACHE_SLOTS / 2)
 		return rc;
 	c->slot[i] = (cache_slot) {h, (uint32_t) c->words.len, (uint32_t) n,
 		(uint32_t) (c->ids.len / sizeof(int32_t)), (uint32_t) (e->n - first)};
@@ -306,7 +306,7 @@ bpe_cached(tok_enc *e, const char *w, size_t n)
 
 /* Whether a long word may be cut before the "▁" at w[i] (see meta_cut). */
 static bool
-meta_cut_at(const cbllm_tokenizer *tok, const char *w, size_t i)
+MetaCutAt(const cbllm_tokenizer *tok, const char *w, size_t i)
 {
 	int			l = 1;
 
@@ -337,21 +337,21 @@ tok_bpe_word(tok_enc *e, const char *w, size_t n)
 	int			rc = CBLLM_OK;
 
 	if (tok->ignore_merges && (id = vocab_find(tok, w, n)) >= 0)
-		return enc_push(e, id);
+		return EncPush(e, id);
 	if (!tok->meta_cut || n <= CACHE_MAX_WORD)
-		return bpe_cached(e, w, n);
+		return BpeCached(e, w, n);
 	for (size_t i = 1; i + 3 <= n && rc == CBLLM_OK; i++)
-		if (memcmp(w + i, TOK_META, 3) == 0 && meta_cut_at(tok, w, i))
+		if (memcmp(w + i, TOK_META, 3) == 0 && MetaCutAt(tok, w, i))
 		{
-			rc = bpe_cached(e, w + start, i - start);
+			rc = BpeCached(e, w + start, i - start);
 			start = i;
 		}
-	return rc == CBLLM_OK ? bpe_cached(e, w + start, n - start) : rc;
+	return rc == CBLLM_OK ? BpeCached(e, w + start, n - start) : rc;
 }
 
 /* Whether the character ending at s[0..end) (or starting at s, forward) is a letter or digit. */
 static bool
-word_char(const char *s, size_t n, bool backward)
+WordChar(const char *s, size_t n, bool backward)
 {
 	int			l = 0;
 	uint32_t	c = 0;
@@ -378,7 +378,7 @@ word_char(const char *s, size_t n, bool backward)
 
 /* The added token whose text is s[0..len) and that this pass may match, or NULL. */
 static const tok_added *
-added_lookup(const cbllm_tokenizer *tok, const char *s, size_t len, bool normalized)
+AddedLookup(const cbllm_tokenizer *tok, const char *s, size_t len, bool normalized)
 {
 	for (uint32_t i = hash_bytes(s, len) & tok->added_mask; tok->added_hash[i] >= 0; i = (i + 1) & tok->added_mask)
 	{
@@ -396,7 +396,7 @@ added_lookup(const cbllm_tokenizer *tok, const char *s, size_t len, bool normali
  * next to a letter or digit is passed over, and the search goes on after it.
  */
 static const tok_added *
-find_added(const cbllm_tokenizer *tok, const char *s, size_t n, size_t from, bool normalized, bool special,
+FindAdded(const cbllm_tokenizer *tok, const char *s, size_t n, size_t from, bool normalized, bool special,
 		   size_t *at)
 {
 	for (size_t i = from; i < n && tok->n_added > 0; i++)
@@ -408,11 +408,11 @@ find_added(const cbllm_tokenizer *tok, const char *s, size_t n, size_t from, boo
 			size_t		len = tok->added_lens[k];
 			uint8_t		last = len <= n - i ? (uint8_t) s[i + len - 1] : 0;
 			const tok_added *a = len <= n - i && (tok->added_last[c][last >> 3] >> (last & 7) & 1) ?
-				added_lookup(tok, s + i, len, normalized) : NULL;
+				AddedLookup(tok, s + i, len, normalized) : NULL;
 
 			if (a == NULL || (a->special && !special))
 				continue;
-			if (a->single_word && (word_char(s, i, true) || word_char(s + i + len, n - i - len, false)))
+			if (a->single_word && (WordChar(s, i, true) || WordChar(s + i + len, n - i - len, false)))
 			{
 				i += len - 1;
 				break;
@@ -424,7 +424,7 @@ find_added(const cbllm_tokenizer *tok, const char *s, size_t n, size_t from, boo
 	return NULL;
 }
 
-static int	encode_normalized(tok_enc *e, const char *s, size_t n, bool at_start);
+static int	EncodeNormalized(tok_enc *e, const char *s, size_t n, bool at_start);
 
 /*
  * Split s on added tokens (the normalized ones, or the others) and encode
@@ -432,12 +432,12 @@ static int	encode_normalized(tok_enc *e, const char *s, size_t n, bool at_start)
  * pre-tokenized and merged.
  */
 static int
-encode_split(tok_enc *e, const char *s, size_t n, bool normalized, bool at_start)
+EncodeSplit(tok_enc *e, const char *s, size_t n, bool normalized, bool at_start)
 {
 	for (size_t seg = 0;;)
 	{
 		size_t		ms = n, me = n, l;
-		const tok_added *a = find_added(e->tok, s, n, seg, normalized, e->parse_special, &ms);
+		const tok_added *a = FindAdded(e->tok, s, n, seg, normalized, e->parse_special, &ms);
 		int			rc = CBLLM_OK;
 
 		if (a != NULL)
@@ -456,9 +456,9 @@ encode_split(tok_enc *e, const char *s, size_t n, bool normalized, bool at_start
 		}
 		if (ms > seg)
 			rc = normalized ? tok_pretokenize(e, 0, s + seg, ms - seg, at_start && seg == 0)
-				: encode_normalized(e, s + seg, ms - seg, seg == 0);
+				: EncodeNormalized(e, s + seg, ms - seg, seg == 0);
 		if (rc == CBLLM_OK && a != NULL)
-			rc = enc_push(e, a->id);
+			rc = EncPush(e, a->id);
 		if (rc != CBLLM_OK || a == NULL)
 			return rc;
 		seg = me;
@@ -467,7 +467,7 @@ encode_split(tok_enc *e, const char *s, size_t n, bool normalized, bool at_start
 
 /* Normalize a raw piece, then split it on normalized added tokens. */
 static int
-encode_normalized(tok_enc *e, const char *s, size_t n, bool at_start)
+EncodeNormalized(tok_enc *e, const char *s, size_t n, bool at_start)
 {
 	cbllm_buf	b = {0};
 	int			rc = tok_normalize(e->tok, s, n, &b);
@@ -475,7 +475,7 @@ encode_normalized(tok_enc *e, const char *s, size_t n, bool at_start)
 	if (rc != CBLLM_OK)
 		rc = cbllm_fail(e->err, rc, "tokenizer_encode: out of memory");
 	else if (b.len > 0)
-		rc = encode_split(e, b.data, b.len, true, at_start);
+		rc = EncodeSplit(e, b.data, b.len, true, at_start);
 	cbllm_buf_free(&b);
 	return rc;
 }
@@ -496,15 +496,15 @@ tokenizer_encode(const cbllm_tokenizer *tok, const char *text, size_t len,
 	if (len > (size_t) INT32_MAX / 4)
 		return cbllm_fail(err, CBLLM_ERR_TOO_LONG, "tokenizer_encode: text of %zu bytes is too long", len);
 	for (int i = 0; opts.add_bos && i < tok->n_prefix && rc == CBLLM_OK; i++)
-		rc = enc_push(&e, tok->prefix[i]);
-	if (rc == CBLLM_OK && (rc = enc_push(&e, -1)) == CBLLM_OK)	/* a non-empty array even for no ids */
+		rc = EncPush(&e, tok->prefix[i]);
+	if (rc == CBLLM_OK && (rc = EncPush(&e, -1)) == CBLLM_OK)	/* a non-empty array even for no ids */
 		e.n--;
 	if (rc == CBLLM_OK && len >= CACHE_MIN_TEXT)
 		e.cache = calloc(1, sizeof(*e.cache));	/* without one, every word runs BPE */
 	if (rc == CBLLM_OK)
-		rc = encode_split(&e, text, len, false, true);
+		rc = EncodeSplit(&e, text, len, false, true);
 	for (int i = 0; opts.add_bos && i < tok->n_suffix && rc == CBLLM_OK; i++)
-		rc = enc_push(&e, tok->suffix[i]);
+		rc = EncPush(&e, tok->suffix[i]);
 	tok_enc_done(&e);
 	if (e.cache)
 	{

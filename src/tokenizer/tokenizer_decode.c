@@ -56,7 +56,7 @@ typedef struct dec_chain
 
 /* Read a Strip step; after Fuse only dropping one leading space is supported. */
 static int
-load_strip(cbllm_tokenizer *tok, dec_chain *c, const cJSON *d, const char *path, cbllm_err *err)
+LoadStrip(cbllm_tokenizer *tok, dec_chain *c, const cJSON *d, const char *path, cbllm_err *err)
 {
 	const char *content = JSTR(d, "content");
 	const cJSON *start = JGET(d, "start"), *stop = JGET(d, "stop");
@@ -81,7 +81,7 @@ load_strip(cbllm_tokenizer *tok, dec_chain *c, const cJSON *d, const char *path,
 
 /* Append the steps of a decoder (recursing into Sequence). */
 static int
-load_steps(cbllm_tokenizer *tok, void *ctx, const cJSON *d, int depth, const char *path, cbllm_err *err)
+LoadSteps(cbllm_tokenizer *tok, void *ctx, const cJSON *d, int depth, const char *path, cbllm_err *err)
 {
 	const char *t = JSTR(d, "type");
 	dec_chain  *c = ctx;
@@ -90,7 +90,7 @@ load_steps(cbllm_tokenizer *tok, void *ctx, const cJSON *d, int depth, const cha
 	if (!cJSON_IsObject(d) || t == NULL)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: decoder must be null or an object with a \"type\"", path);
 	if (strcmp(t, "Sequence") == 0)
-		return tok_load_sequence(tok, c, d, "decoders", depth, load_steps, "decoder", path, err);
+		return tok_load_sequence(tok, c, d, "decoders", depth, LoadSteps, "decoder", path, err);
 	if (c->n == TOK_MAX_DEC)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: too many decoder steps", path);
 	if (strcmp(t, "Fuse") == 0)
@@ -103,7 +103,7 @@ load_steps(cbllm_tokenizer *tok, void *ctx, const cJSON *d, int depth, const cha
 		c->st[c->n++] = (dec_step) {.kind = DEC_BYTELEVEL};
 	}
 	else if (strcmp(t, "Strip") == 0)
-		rc = load_strip(tok, c, d, path, err);
+		rc = LoadStrip(tok, c, d, path, err);
 	else if (strcmp(t, "Replace") == 0)
 	{
 		const char *a = JSTR(JGET(d, "pattern"), "String"), *b = JSTR(d, "content");
@@ -137,7 +137,7 @@ load_steps(cbllm_tokenizer *tok, void *ctx, const cJSON *d, int depth, const cha
 
 /* Byte that a ByteLevel character stands for, from the encoding table; -1 if none. */
 static int
-byte_of(const int16_t *rev, const char *s, int len)
+ByteOf(const int16_t *rev, const char *s, int len)
 {
 	uint32_t	c = 0;
 
@@ -147,7 +147,7 @@ byte_of(const int16_t *rev, const char *s, int len)
 
 /* Run one per-token step over in[0..n) into out (replacing its contents). */
 static int
-run_step(const dec_step *st, const int16_t *rev, bool added,
+RunStep(const dec_step *st, const int16_t *rev, bool added,
 		 const char *in, size_t n, cbllm_buf *out)
 {
 	int			rc = CBLLM_OK;
@@ -157,7 +157,7 @@ run_step(const dec_step *st, const int16_t *rev, bool added,
 	{
 		for (size_t i = 0, l; i < n && rc == CBLLM_OK; i += l)
 		{
-			int			b = (l = utf8_len(in + i, n - i)) > 0 ? byte_of(rev, in + i, (int) l) : -1;
+			int			b = (l = utf8_len(in + i, n - i)) > 0 ? ByteOf(rev, in + i, (int) l) : -1;
 			uint8_t		c = (uint8_t) b;
 
 			if (b < 0)			/* not all characters map: the token keeps its bytes */
@@ -203,7 +203,7 @@ run_step(const dec_step *st, const int16_t *rev, bool added,
 
 /* Give every token its decoded bytes under the per-token steps of chain c. */
 static int
-decode_entries(cbllm_tokenizer *tok, const dec_chain *c, const char *path, cbllm_err *err)
+DecodeEntries(cbllm_tokenizer *tok, const dec_chain *c, const char *path, cbllm_err *err)
 {
 	int16_t		rev[0x144];
 	cbllm_buf	x = {0}, y = {0}, t;
@@ -231,7 +231,7 @@ decode_entries(cbllm_tokenizer *tok, const dec_chain *c, const char *path, cbllm
 		rc = cbllm_buf_append(&x, e->piece, e->len);
 		for (int k = 0; k < c->n && rc == CBLLM_OK; k++)
 		{
-			rc = run_step(&c->st[k], rev, e->added, x.data, x.len, &y);
+			rc = RunStep(&c->st[k], rev, e->added, x.data, x.len, &y);
 			t = x, x = y, y = t;
 		}
 		if (rc == CBLLM_OK && (x.len != e->len || (x.len > 0 && memcmp(x.data, e->piece, e->len) != 0)))
@@ -258,11 +258,11 @@ tok_load_decoder(cbllm_tokenizer *tok, const cJSON *d, const char *path, cbllm_e
 		c.st[c.n++] = (dec_step) {DEC_REPLACE, TOK_META, " ", 3, 1, 0, 0};
 		tok->dec_byte_fallback = tok->dec_strip = true;
 		tok->dec_strip_char = ' ';
-		return decode_entries(tok, &c, path, err);
+		return DecodeEntries(tok, &c, path, err);
 	}
-	if ((rc = load_steps(tok, &c, d, 0, path, err)) != CBLLM_OK)
+	if ((rc = LoadSteps(tok, &c, d, 0, path, err)) != CBLLM_OK)
 		return rc;
-	return decode_entries(tok, &c, path, err);
+	return DecodeEntries(tok, &c, path, err);
 }
 
 /* ------------------------------------------------------------ decoding */
@@ -278,7 +278,7 @@ tokenizer_stream_init(tokenizer_stream *s, bool strip_leading_space, bool skip_s
 
 /* Append complete text to out, dropping the stream's one leading space. */
 static int
-emit(tokenizer_stream *s, cbllm_buf *out, const char *p, size_t n)
+Emit(tokenizer_stream *s, cbllm_buf *out, const char *p, size_t n)
 {
 	if (n == 0)
 		return CBLLM_OK;
@@ -293,19 +293,19 @@ emit(tokenizer_stream *s, cbllm_buf *out, const char *p, size_t n)
 
 /* Replace the held bytes of an unfinished character with U+FFFD (one, or one each). */
 static int
-flush_pending(tokenizer_stream *s, cbllm_buf *out)
+FlushPending(tokenizer_stream *s, cbllm_buf *out)
 {
 	int			n = s->one_fffd && s->n_pending > 0 ? 1 : s->n_pending, rc = CBLLM_OK;
 
 	s->n_pending = 0;
 	for (int i = 0; i < n && rc == CBLLM_OK; i++)
-		rc = emit(s, out, TOK_FFFD, 3);
+		rc = Emit(s, out, TOK_FFFD, 3);
 	return rc;
 }
 
 /* Feed one byte through the UTF-8 assembler. */
 static int
-stream_byte(tokenizer_stream *s, uint8_t b, cbllm_buf *out)
+StreamByte(tokenizer_stream *s, uint8_t b, cbllm_buf *out)
 {
 	int			need, rc;
 
@@ -314,7 +314,7 @@ stream_byte(tokenizer_stream *s, uint8_t b, cbllm_buf *out)
 	if (need == 0 && s->n_pending > 1)
 	{
 		s->n_pending--;			/* b does not continue the held character */
-		if ((rc = flush_pending(s, out)) != CBLLM_OK)
+		if ((rc = FlushPending(s, out)) != CBLLM_OK)
 			return rc;
 		s->pending[s->n_pending++] = b;
 		need = utf8_prefix(s->pending, 1);
@@ -322,19 +322,19 @@ stream_byte(tokenizer_stream *s, uint8_t b, cbllm_buf *out)
 	if (need == 0)
 	{
 		s->n_pending = 0;
-		return emit(s, out, TOK_FFFD, 3);
+		return Emit(s, out, TOK_FFFD, 3);
 	}
 	if (need == s->n_pending)
 	{
 		s->n_pending = 0;
-		return emit(s, out, (const char *) s->pending, need);
+		return Emit(s, out, (const char *) s->pending, need);
 	}
 	return CBLLM_OK;
 }
 
 /* Feed p[0..n) through the assembler, whole characters at once when nothing is held. */
 static int
-stream_bytes(tokenizer_stream *s, const char *p, size_t n, cbllm_buf *out)
+StreamBytes(tokenizer_stream *s, const char *p, size_t n, cbllm_buf *out)
 {
 	int			rc = CBLLM_OK;
 
@@ -343,9 +343,9 @@ stream_bytes(tokenizer_stream *s, const char *p, size_t n, cbllm_buf *out)
 		for (j = i; s->n_pending == 0 && j < n && (l = utf8_len(p + j, n - j)) > 0; j += l)
 			;
 		if (j > i)
-			rc = emit(s, out, p + i, j - i), i = j;
+			rc = Emit(s, out, p + i, j - i), i = j;
 		else
-			rc = stream_byte(s, (uint8_t) p[i++], out);
+			rc = StreamByte(s, (uint8_t) p[i++], out);
 	}
 	return rc;
 }
@@ -367,13 +367,13 @@ tokenizer_stream_push(const cbllm_tokenizer *tok, tokenizer_stream *s,
 	s->strip_space &= tok->dec_strip;
 	s->one_fffd = tok->dec_byte_level;
 	if (t->byte >= 0)
-		return stream_byte(s, (uint8_t) t->byte, out);
+		return StreamByte(s, (uint8_t) t->byte, out);
 	if (!tok->dec_byte_level || t->added)	/* a whole text: what is held is unfinished */
 	{
-		if ((rc = flush_pending(s, out)) != CBLLM_OK)
+		if ((rc = FlushPending(s, out)) != CBLLM_OK)
 			return rc;
 	}
-	return stream_bytes(s, t->dec, t->dec_len, out);
+	return StreamBytes(s, t->dec, t->dec_len, out);
 }
 
 /* The bytes token id adds to a generated text. */
@@ -402,7 +402,7 @@ tokenizer_stream_flush(tokenizer_stream *s, cbllm_buf *out)
 {
 	if (s == NULL || out == NULL || s->n_pending < 0 || s->n_pending > 3)
 		return CBLLM_ERR_INVALID;
-	return flush_pending(s, out);
+	return FlushPending(s, out);
 }
 
 /* The clean-up of transformers' clean_up_tokenization_spaces, in its order. */
@@ -413,7 +413,7 @@ static const char *const clean_up_pairs[][2] = {
 
 /* Apply the clean-up replacements, each over the whole text, to out[from..). */
 static void
-clean_up(cbllm_buf *out, size_t from)
+CleanUp(cbllm_buf *out, size_t from)
 {
 	for (size_t k = 0; k < sizeof(clean_up_pairs) / sizeof(clean_up_pairs[0]); k++)
 	{
@@ -454,7 +454,7 @@ tokenizer_decode_with(const cbllm_tokenizer *tok, const int32_t *ids, int n,
 	if (rc != CBLLM_OK)
 		return cbllm_fail(err, rc, "tokenizer_decode: out of memory");
 	if (tok->clean_up && !opts.raw)
-		clean_up(out, from);
+		CleanUp(out, from);
 	return CBLLM_OK;
 }
 

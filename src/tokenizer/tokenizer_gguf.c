@@ -2,7 +2,7 @@
  * tokenizer_gguf.c: a tokenizer from a GGUF file's tokenizer.ggml.* metadata.
  *
  * GGUF files made by llama.cpp's converter carry the vocabulary as parallel
- * arrays (tokens, token_type, and scores or merges) plus a model name
+ * arrays (tokens, TokenType, and scores or merges) plus a model name
  * ("llama": SentencePiece BPE with byte fallback; "gpt2": byte-level BPE;
  * "gemma4": SentencePiece pieces with listed merges) and
  * a pre-tokenizer name (tokenizer.ggml.pre).  This file validates every key
@@ -56,7 +56,7 @@
 #define GG_MAX_PIECE	4096	/* longest token text, in bytes */
 #define GG_EMPTY_NAME	24		/* room for "[EMPTY_<id>]" and its NUL */
 
-/* tokenizer.ggml.token_type values, numbered as llama.cpp writes them */
+/* tokenizer.ggml.TokenType values, numbered as llama.cpp writes them */
 enum
 {
 	TT_UNDEFINED, TT_NORMAL, TT_UNKNOWN, TT_CONTROL, TT_USER_DEFINED, TT_UNUSED, TT_BYTE, TT_COUNT
@@ -85,7 +85,7 @@ typedef struct gg_vocab
 
 /* Token type of id. */
 static int
-token_type(const gg_vocab *v, int id)
+TokenType(const gg_vocab *v, int id)
 {
 	int32_t		t;
 
@@ -97,7 +97,7 @@ token_type(const gg_vocab *v, int id)
 
 /* Score of id (spm). */
 static float
-token_score(const gg_vocab *v, int id)
+TokenScore(const gg_vocab *v, int id)
 {
 	float		s;
 
@@ -107,7 +107,7 @@ token_score(const gg_vocab *v, int id)
 
 /* Id of the piece a[0..alen) followed by b[0..blen), or -1. */
 static int32_t
-gg_find_pair(const gg_vocab *v, const char *a, size_t alen, const char *b, size_t blen)
+GgFindPair(const gg_vocab *v, const char *a, size_t alen, const char *b, size_t blen)
 {
 	for (uint32_t i = hash_more(hash_bytes(a, alen), b, blen) & v->mask; v->hash[i] >= 0; i = (i + 1) & v->mask)
 	{
@@ -121,14 +121,14 @@ gg_find_pair(const gg_vocab *v, const char *a, size_t alen, const char *b, size_
 
 /* Id of the piece s[0..n), or -1. */
 static int32_t
-gg_find(const gg_vocab *v, const char *s, size_t n)
+GgFind(const gg_vocab *v, const char *s, size_t n)
 {
-	return gg_find_pair(v, s, n, "", 0);
+	return GgFindPair(v, s, n, "", 0);
 }
 
 /* Find an array key with elements of type et; absent is fine when !required. */
 static int
-get_array(const gguf_file *g, const char *key, gguf_vtype et, bool required, const gguf_value **out,
+GetArray(const gguf_file *g, const char *key, gguf_vtype et, bool required, const gguf_value **out,
 		  cbllm_err *err)
 {
 	const gguf_value *a = gguf_find_key(g, key);
@@ -185,7 +185,7 @@ tokenizer_gguf_id(const gguf_file *g, const char *key, int n, int32_t *id, cbllm
 
 /* Read an optional boolean key into *out. */
 static int
-get_flag(const gguf_file *g, const char *key, bool *out, cbllm_err *err)
+GetFlag(const gguf_file *g, const char *key, bool *out, cbllm_err *err)
 {
 	int			rc = gguf_get_bool(g, key, out, err);
 
@@ -194,7 +194,7 @@ get_flag(const gguf_file *g, const char *key, bool *out, cbllm_err *err)
 
 /* Check the model and pre-tokenizer names. */
 static int
-read_names(const gguf_file *g, gg_vocab *v, cbllm_err *err)
+ReadNames(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 {
 	gguf_str	model, pre = {"default", 7};
 	int			rc;
@@ -222,7 +222,7 @@ read_names(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 
 /* Take the token texts as pieces, naming each empty one "[EMPTY_<id>]". */
 static int
-name_pieces(gg_vocab *v, cbllm_err *err)
+NamePieces(gg_vocab *v, cbllm_err *err)
 {
 	size_t		n_empty = 0, used = 0;
 
@@ -245,15 +245,15 @@ name_pieces(gg_vocab *v, cbllm_err *err)
 
 /* Check the arrays (types, counts, texts, token types, scores) and hash the pieces. */
 static int
-read_arrays(const gguf_file *g, gg_vocab *v, cbllm_err *err)
+ReadArrays(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 {
 	const gguf_value *types, *scores;
 	int			rc;
 
-	if ((rc = get_array(g, "tokenizer.ggml.tokens", GGUF_STRING, true, &v->tokens, err)) != CBLLM_OK ||
-		(rc = get_array(g, "tokenizer.ggml.token_type", GGUF_INT32, false, &types, err)) != CBLLM_OK ||
-		(rc = get_array(g, "tokenizer.ggml.scores", GGUF_FLOAT32, v->spm && !v->gemma4, &scores, err)) != CBLLM_OK ||
-		(rc = get_array(g, "tokenizer.ggml.merges", GGUF_STRING, !v->spm || v->gemma4, &v->merges, err)) != CBLLM_OK)
+	if ((rc = GetArray(g, "tokenizer.ggml.tokens", GGUF_STRING, true, &v->tokens, err)) != CBLLM_OK ||
+		(rc = GetArray(g, "tokenizer.ggml.token_type", GGUF_INT32, false, &types, err)) != CBLLM_OK ||
+		(rc = GetArray(g, "tokenizer.ggml.scores", GGUF_FLOAT32, v->spm && !v->gemma4, &scores, err)) != CBLLM_OK ||
+		(rc = GetArray(g, "tokenizer.ggml.merges", GGUF_STRING, !v->spm || v->gemma4, &v->merges, err)) != CBLLM_OK)
 		return rc;
 	if (v->tokens->n == 0 || v->tokens->n >= TOK_MAX_ID)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.tokens has %llu tokens (1 to %d allowed)",
@@ -273,7 +273,7 @@ read_arrays(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 	if ((v->hash = malloc((size_t) (v->mask + 1) * sizeof(int32_t))) == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "GGUF tokenizer: out of memory");
 	memset(v->hash, 0xFF, (size_t) (v->mask + 1) * sizeof(int32_t));
-	if ((rc = name_pieces(v, err)) != CBLLM_OK)
+	if ((rc = NamePieces(v, err)) != CBLLM_OK)
 		return rc;
 	for (int id = 0; id < v->n; id++)
 	{
@@ -289,12 +289,12 @@ read_arrays(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 		for (size_t i = 0, l; i < p->len; i += l)
 			if ((l = utf8_len(p->ptr + i, p->len - i)) == 0)
 				return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.tokens[%d] is not valid UTF-8", id);
-		if (token_type(v, id) < 0 || token_type(v, id) >= TT_COUNT)
+		if (TokenType(v, id) < 0 || TokenType(v, id) >= TT_COUNT)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.token_type[%d] = %d is not a token type",
-							  id, token_type(v, id));
-		if (v->scores != NULL && !isfinite(token_score(v, id)))
+							  id, TokenType(v, id));
+		if (v->scores != NULL && !isfinite(TokenScore(v, id)))
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.scores[%d] is not a finite number", id);
-		if ((dup = gg_find(v, p->ptr, p->len)) >= 0)
+		if ((dup = GgFind(v, p->ptr, p->len)) >= 0)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.tokens[%d] repeats tokens[%d] \"%.*s\"",
 							  id, dup, (int) (p->len < 64 ? p->len : 64), p->ptr);
 		for (h = hash_bytes(p->ptr, p->len) & v->mask; v->hash[h] >= 0; h = (h + 1) & v->mask)
@@ -306,7 +306,7 @@ read_arrays(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 
 /* Check every merge "a b": one space, both sides and their concatenation known pieces. */
 static int
-check_merges(const gg_vocab *v, cbllm_err *err)
+CheckMerges(const gg_vocab *v, cbllm_err *err)
 {
 	for (uint64_t i = 0; v->merges != NULL && i < v->merges->n; i++)
 	{
@@ -318,10 +318,10 @@ check_merges(const gg_vocab *v, cbllm_err *err)
 		if (sp == NULL || alen == 0 || blen == 0 || memchr(sp + 1, ' ', blen) != NULL)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.merges[%llu] is not two pieces joined by one space",
 							  (unsigned long long) i);
-		if (gg_find(v, m->ptr, alen) < 0 || gg_find(v, sp + 1, blen) < 0)
+		if (GgFind(v, m->ptr, alen) < 0 || GgFind(v, sp + 1, blen) < 0)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.merges[%llu] names a piece that is not a token: \"%.*s\"",
 							  (unsigned long long) i, (int) (m->len < 128 ? m->len : 128), m->ptr);
-		if (gg_find_pair(v, m->ptr, alen, sp + 1, blen) < 0)
+		if (GgFindPair(v, m->ptr, alen, sp + 1, blen) < 0)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "GGUF: tokenizer.ggml.merges[%llu]: the merged piece is not a token: \"%.*s\"",
 							  (unsigned long long) i, (int) (m->len < 128 ? m->len : 128), m->ptr);
 	}
@@ -330,7 +330,7 @@ check_merges(const gg_vocab *v, cbllm_err *err)
 
 /* Read the special ids and flags, with llama.cpp's defaults. */
 static int
-read_specials(const gguf_file *g, gg_vocab *v, cbllm_err *err)
+ReadSpecials(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 {
 	int			rc;
 
@@ -338,16 +338,16 @@ read_specials(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 	v->add_bos = v->spm || v->pre->add_bos;
 	v->add_space_prefix = v->spm;
 	for (int id = 0; id < v->n && v->spm; id++)
-		if (token_type(v, id) == TT_UNKNOWN && v->unk < 0)
+		if (TokenType(v, id) == TT_UNKNOWN && v->unk < 0)
 			v->unk = id;
 	if ((rc = tokenizer_gguf_id(g, "tokenizer.ggml.bos_token_id", v->n, &v->bos, err)) == CBLLM_OK &&
 		(rc = tokenizer_gguf_id(g, "tokenizer.ggml.eos_token_id", v->n, &v->eos, err)) == CBLLM_OK &&
 		(rc = tokenizer_gguf_id(g, "tokenizer.ggml.unknown_token_id", v->n, &v->unk, err)) == CBLLM_OK &&
 		(rc = tokenizer_gguf_id(g, "tokenizer.ggml.padding_token_id", v->n, &v->pad, err)) == CBLLM_OK &&
-		(rc = get_flag(g, "tokenizer.ggml.add_bos_token", &v->add_bos, err)) == CBLLM_OK &&
-		(rc = get_flag(g, "tokenizer.ggml.add_eos_token", &v->add_eos, err)) == CBLLM_OK &&
-		(rc = get_flag(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err)) == CBLLM_OK)
-		rc = get_flag(g, "tokenizer.ggml.remove_extra_whitespaces", &v->remove_extra_ws, err);
+		(rc = GetFlag(g, "tokenizer.ggml.add_bos_token", &v->add_bos, err)) == CBLLM_OK &&
+		(rc = GetFlag(g, "tokenizer.ggml.add_eos_token", &v->add_eos, err)) == CBLLM_OK &&
+		(rc = GetFlag(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err)) == CBLLM_OK)
+		rc = GetFlag(g, "tokenizer.ggml.remove_extra_whitespaces", &v->remove_extra_ws, err);
 	if (v->gemma4)
 	{
 		/* as llama.cpp: never a space before the text, always a BOS (whatever the keys say) */
@@ -361,7 +361,7 @@ read_specials(const gguf_file *g, gg_vocab *v, cbllm_err *err)
 
 /* A cJSON string of the GGUF string s (checked: no NUL, at most GG_MAX_PIECE bytes). */
 static cJSON *
-jstr(const gguf_str *s)
+Jstr(const gguf_str *s)
 {
 	char		buf[GG_MAX_PIECE + 1];
 
@@ -372,14 +372,14 @@ jstr(const gguf_str *s)
 
 /* Parse a fixed JSON text (a section the tables here describe). */
 static cJSON *
-jparse(const char *text)
+Jparse(const char *text)
 {
 	return cJSON_Parse(text);
 }
 
 /* The model vocabulary: every token by its piece. */
 static bool
-add_vocab(const gg_vocab *v, cJSON *model)
+AddVocab(const gg_vocab *v, cJSON *model)
 {
 	cJSON	   *vocab = cJSON_AddObjectToObject(model, "vocab");
 	char		buf[GG_MAX_PIECE + 1];
@@ -398,17 +398,17 @@ add_vocab(const gg_vocab *v, cJSON *model)
 
 /* gpt2: the merges as they are. */
 static bool
-add_merges(const gg_vocab *v, cJSON *merges)
+AddMerges(const gg_vocab *v, cJSON *merges)
 {
 	for (uint64_t i = 0; i < v->merges->n; i++)
-		if (!cJSON_AddItemToArray(merges, jstr(&v->merges->items[i].str)))
+		if (!cJSON_AddItemToArray(merges, Jstr(&v->merges->items[i].str)))
 			return false;
 	return true;
 }
 
 /* spm: every split of a piece into two pieces is a merge (ranked later by score). */
 static bool
-derive_merges(const gg_vocab *v, cJSON *merges)
+DeriveMerges(const gg_vocab *v, cJSON *merges)
 {
 	for (int id = 0; id < v->n; id++)
 	{
@@ -416,15 +416,15 @@ derive_merges(const gg_vocab *v, cJSON *merges)
 
 		for (size_t i = (size_t) utf8_len(p->ptr, p->len); i < p->len; i += (size_t) utf8_len(p->ptr + i, p->len - i))
 		{
-			int32_t		a = gg_find(v, p->ptr, i),
-						b = gg_find(v, p->ptr + i, p->len - i);
+			int32_t		a = GgFind(v, p->ptr, i),
+						b = GgFind(v, p->ptr + i, p->len - i);
 			cJSON	   *pair;
 
 			if (a < 0 || b < 0)
 				continue;
 			if ((pair = cJSON_CreateArray()) == NULL || !cJSON_AddItemToArray(merges, pair) ||
-				!cJSON_AddItemToArray(pair, jstr(&v->pieces[a])) ||
-				!cJSON_AddItemToArray(pair, jstr(&v->pieces[b])))
+				!cJSON_AddItemToArray(pair, Jstr(&v->pieces[a])) ||
+				!cJSON_AddItemToArray(pair, Jstr(&v->pieces[b])))
 				return false;
 		}
 	}
@@ -457,35 +457,35 @@ tokenizer_gguf_ends_generation(const char *text, size_t len)
 
 /* Whether token id is a control token for llama.cpp though stored as user-defined. */
 static bool
-made_control(const gg_vocab *v, int id)
+MadeControl(const gg_vocab *v, int id)
 {
 	const gguf_str *p = &v->pieces[id];
 
 	if (p->len == 4 && memcmp(p->ptr, "</s>", 4) == 0)
 		for (size_t i = 0; i < sizeof(plain_end_of_sentence_markers) / sizeof(char *); i++)
-			if (gg_find(v, plain_end_of_sentence_markers[i], strlen(plain_end_of_sentence_markers[i])) >= 0)
+			if (GgFind(v, plain_end_of_sentence_markers[i], strlen(plain_end_of_sentence_markers[i])) >= 0)
 				return false;
 	return tokenizer_gguf_ends_generation(p->ptr, p->len);
 }
 
 /* Control and unknown tokens as special added tokens, user-defined ones as plain ones. */
 static bool
-add_added(const gg_vocab *v, cJSON *root)
+AddAdded(const gg_vocab *v, cJSON *root)
 {
 	cJSON	   *list = cJSON_AddArrayToObject(root, "added_tokens");
 
 	for (int id = 0; list != NULL && id < v->n; id++)
 	{
-		int			t = token_type(v, id);
+		int			t = TokenType(v, id);
 		cJSON	   *a;
 
 		if (t != TT_CONTROL && t != TT_USER_DEFINED && t != TT_UNKNOWN)
 			continue;
-		if (t == TT_USER_DEFINED && made_control(v, id))
+		if (t == TT_USER_DEFINED && MadeControl(v, id))
 			t = TT_CONTROL;
 		if ((a = cJSON_CreateObject()) == NULL || !cJSON_AddItemToArray(list, a) ||
 			cJSON_AddNumberToObject(a, "id", id) == NULL ||
-			!cJSON_AddItemToObject(a, "content", jstr(&v->pieces[id])) ||
+			!cJSON_AddItemToObject(a, "content", Jstr(&v->pieces[id])) ||
 			cJSON_AddBoolToObject(a, "special", t != TT_USER_DEFINED) == NULL ||
 			cJSON_AddFalseToObject(a, "normalized") == NULL)
 			return false;
@@ -495,17 +495,17 @@ add_added(const gg_vocab *v, cJSON *root)
 
 /* The normalizer, pre-tokenizer and decoder sections of the model's kind. */
 static bool
-add_sections(const gg_vocab *v, cJSON *root)
+AddSections(const gg_vocab *v, cJSON *root)
 {
 	cJSON	   *norm, *pre = NULL, *dec;
 
 	if (v->spm)
 	{
-		norm = jparse(v->add_space_prefix ?
+		norm = Jparse(v->add_space_prefix ?
 					  "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"" TOK_META "\"},"
 					  "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"" TOK_META "\"}]}" :
 					  "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"" TOK_META "\"}");
-		dec = jparse(v->add_space_prefix ?
+		dec = Jparse(v->add_space_prefix ?
 					 "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"" TOK_META "\"},"
 					 "\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},"
 					 "{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]}" :
@@ -513,8 +513,8 @@ add_sections(const gg_vocab *v, cJSON *root)
 					 "\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"}]}");
 		return cJSON_AddItemToObject(root, "normalizer", norm) && cJSON_AddItemToObject(root, "decoder", dec);
 	}
-	norm = v->pre->nfc ? jparse("{\"type\":\"NFC\"}") : cJSON_CreateNull();
-	dec = jparse("{\"type\":\"ByteLevel\"}");
+	norm = v->pre->nfc ? Jparse("{\"type\":\"NFC\"}") : cJSON_CreateNull();
+	dec = Jparse("{\"type\":\"ByteLevel\"}");
 	if (!cJSON_AddItemToObject(root, "normalizer", norm) || !cJSON_AddItemToObject(root, "decoder", dec) ||
 		(pre = cJSON_AddObjectToObject(root, "pre_tokenizer")) == NULL ||
 		cJSON_AddStringToObject(pre, "type", "Sequence") == NULL)
@@ -530,14 +530,14 @@ add_sections(const gg_vocab *v, cJSON *root)
 			cJSON_AddStringToObject(st, "behavior", "Isolated") == NULL)
 			return false;
 	}
-	return cJSON_AddItemToArray(pre, jparse(v->pre->regex == NULL ?
+	return cJSON_AddItemToArray(pre, Jparse(v->pre->regex == NULL ?
 											"{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}" :
 											"{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}"));
 }
 
 /* The tokenizer.json tree of the validated vocabulary, or NULL when out of memory. */
 static cJSON *
-describe_tokenizer(const gg_vocab *v)
+DescribeTokenizer(const gg_vocab *v)
 {
 	cJSON	   *root = cJSON_CreateObject(), *model, *merges;
 
@@ -546,10 +546,10 @@ describe_tokenizer(const gg_vocab *v)
 		cJSON_AddBoolToObject(model, "byte_fallback", v->spm) == NULL ||
 		cJSON_AddBoolToObject(model, "fuse_unk", v->spm) == NULL ||
 		cJSON_AddBoolToObject(model, "ignore_merges", !v->spm && v->pre->ignore_merges) == NULL ||
-		!cJSON_AddItemToObject(model, "unk_token", v->unk >= 0 ? jstr(&v->pieces[v->unk]) : cJSON_CreateNull()) ||
-		!add_vocab(v, model) || (merges = cJSON_AddArrayToObject(model, "merges")) == NULL ||
-		!(v->spm && !v->gemma4 ? derive_merges(v, merges) : add_merges(v, merges)) ||
-		!add_added(v, root) || !add_sections(v, root))
+		!cJSON_AddItemToObject(model, "unk_token", v->unk >= 0 ? Jstr(&v->pieces[v->unk]) : cJSON_CreateNull()) ||
+		!AddVocab(v, model) || (merges = cJSON_AddArrayToObject(model, "merges")) == NULL ||
+		!(v->spm && !v->gemma4 ? DeriveMerges(v, merges) : AddMerges(v, merges)) ||
+		!AddAdded(v, root) || !AddSections(v, root))
 	{
 		cJSON_Delete(root);
 		return NULL;
@@ -559,13 +559,13 @@ describe_tokenizer(const gg_vocab *v)
 
 /* The tokenizer_config.json tree: BOS, EOS, whether to add them, the clean-up. */
 static cJSON *
-describe_config(const gg_vocab *v)
+DescribeConfig(const gg_vocab *v)
 {
 	cJSON	   *c = cJSON_CreateObject();
 
 	if (c == NULL ||
-		!cJSON_AddItemToObject(c, "bos_token", v->bos >= 0 ? jstr(&v->pieces[v->bos]) : cJSON_CreateNull()) ||
-		!cJSON_AddItemToObject(c, "eos_token", v->eos >= 0 ? jstr(&v->pieces[v->eos]) : cJSON_CreateNull()) ||
+		!cJSON_AddItemToObject(c, "bos_token", v->bos >= 0 ? Jstr(&v->pieces[v->bos]) : cJSON_CreateNull()) ||
+		!cJSON_AddItemToObject(c, "eos_token", v->eos >= 0 ? Jstr(&v->pieces[v->eos]) : cJSON_CreateNull()) ||
 		cJSON_AddBoolToObject(c, "add_bos_token", v->add_bos) == NULL ||
 		cJSON_AddBoolToObject(c, "add_eos_token", v->add_eos) == NULL ||
 		cJSON_AddBoolToObject(c, "clean_up_tokenization_spaces", !v->spm && v->pre->clean_up) == NULL)
@@ -578,7 +578,7 @@ describe_config(const gg_vocab *v)
 
 /* Order floats from highest to lowest. */
 static int
-score_desc(const void *x, const void *y)
+ScoreDesc(const void *x, const void *y)
 {
 	float		a = *(const float *) x, b = *(const float *) y;
 
@@ -587,7 +587,7 @@ score_desc(const void *x, const void *y)
 
 /* spm: rank each merge by its merged piece's score, highest first, equal scores equal ranks. */
 static int
-rank_by_score(cbllm_tokenizer *tok, const gg_vocab *v, cbllm_err *err)
+RankByScore(cbllm_tokenizer *tok, const gg_vocab *v, cbllm_err *err)
 {
 	float	   *s = malloc((size_t) v->n * sizeof(float));
 	int			n = 0;
@@ -595,8 +595,8 @@ rank_by_score(cbllm_tokenizer *tok, const gg_vocab *v, cbllm_err *err)
 	if (s == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "GGUF tokenizer: out of memory");
 	for (int id = 0; id < v->n; id++)
-		s[id] = token_score(v, id);
-	qsort(s, (size_t) v->n, sizeof(float), score_desc);
+		s[id] = TokenScore(v, id);
+	qsort(s, (size_t) v->n, sizeof(float), ScoreDesc);
 	for (int i = 0; i < v->n; i++)
 		if (n == 0 || s[n - 1] != s[i])
 			s[n++] = s[i];
@@ -608,8 +608,8 @@ rank_by_score(cbllm_tokenizer *tok, const gg_vocab *v, cbllm_err *err)
 
 		if (m->key == UINT64_MAX)
 			continue;
-		key = token_score(v, m->new_id);
-		at = bsearch(&key, s, (size_t) n, sizeof(float), score_desc);
+		key = TokenScore(v, m->new_id);
+		at = bsearch(&key, s, (size_t) n, sizeof(float), ScoreDesc);
 		m->rank = (int32_t) (at - s);	/* every score is in s */
 	}
 	free(s);
@@ -628,17 +628,17 @@ tokenizer_load_gguf(const gguf_file *g, cbllm_tokenizer **out, cbllm_err *err)
 	*out = NULL;
 	if (g == NULL)
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "tokenizer_load_gguf: no file");
-	if ((rc = read_names(g, &v, err)) == CBLLM_OK && (rc = read_arrays(g, &v, err)) == CBLLM_OK &&
-		(rc = check_merges(&v, err)) == CBLLM_OK)
-		rc = read_specials(g, &v, err);
+	if ((rc = ReadNames(g, &v, err)) == CBLLM_OK && (rc = ReadArrays(g, &v, err)) == CBLLM_OK &&
+		(rc = CheckMerges(&v, err)) == CBLLM_OK)
+		rc = ReadSpecials(g, &v, err);
 	if (rc == CBLLM_OK &&
-		((root = describe_tokenizer(&v)) == NULL || (config = describe_config(&v)) == NULL ||
+		((root = DescribeTokenizer(&v)) == NULL || (config = DescribeConfig(&v)) == NULL ||
 		 (tok = calloc(1, sizeof(*tok))) == NULL || (tok->path = strdup(GG_PATH)) == NULL))
 		rc = cbllm_fail(err, CBLLM_ERR_NOMEM, "GGUF tokenizer: out of memory");
 	if (rc == CBLLM_OK)
 		rc = tok_build_from_json(tok, root, config, GG_PATH, err);
 	if (rc == CBLLM_OK && v.spm && !v.gemma4)
-		rc = rank_by_score(tok, &v, err);
+		rc = RankByScore(tok, &v, err);
 	cJSON_Delete(root);
 	cJSON_Delete(config);
 	free(v.hash);

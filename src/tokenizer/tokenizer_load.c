@@ -52,7 +52,7 @@ tok_arena_dup(cbllm_tokenizer *tok, const char *s, size_t n)
 
 /* Mask of a power-of-two table size at least twice n. */
 static uint32_t
-table_mask(size_t n)
+TableMask(size_t n)
 {
 	uint32_t	size = 16;
 
@@ -65,7 +65,7 @@ table_mask(size_t n)
 
 /* Parse len bytes of JSON text (text[len] readable) into an object; messages name path. */
 static int
-parse_json(const char *text, size_t len, const char *path, cJSON **out, cbllm_err *err)
+ParseJson(const char *text, size_t len, const char *path, cJSON **out, cbllm_err *err)
 {
 	const char *end = NULL;
 
@@ -119,7 +119,7 @@ tok_load_sequence(cbllm_tokenizer *tok, void *ctx, const cJSON *seq, const char 
 
 /* Whether v is an integer in [0, limit); stores it in *id. */
 static bool
-get_id(const cJSON *v, int64_t limit, int32_t *id)
+GetId(const cJSON *v, int64_t limit, int32_t *id)
 {
 	double		d = cJSON_IsNumber(v) ? v->valuedouble : -1;
 
@@ -131,7 +131,7 @@ get_id(const cJSON *v, int64_t limit, int32_t *id)
 
 /* Validate the ids of the vocabulary and the added tokens, then allocate the entries. */
 static int
-size_tables(cbllm_tokenizer *tok, const cJSON *vocab, const cJSON *added, const char *path, cbllm_err *err)
+SizeTables(cbllm_tokenizer *tok, const cJSON *vocab, const cJSON *added, const char *path, cbllm_err *err)
 {
 	const cJSON *it;
 	int32_t		id, max = -1;
@@ -140,7 +140,7 @@ size_tables(cbllm_tokenizer *tok, const cJSON *vocab, const cJSON *added, const 
 
 	cJSON_ArrayForEach(it, vocab)
 	{
-		if (!get_id(it, TOK_MAX_ID, &id))
+		if (!GetId(it, TOK_MAX_ID, &id))
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.vocab: id of \"%.64s\" is not an integer in [0, %d)",
 							  path, it->string, TOK_MAX_ID);
 		max = id > max ? id : max;
@@ -154,7 +154,7 @@ size_tables(cbllm_tokenizer *tok, const cJSON *vocab, const cJSON *added, const 
 	{
 		const char *content = JSTR(it, "content");
 
-		if (!get_id(JGET(it, "id"), limit, &id))
+		if (!GetId(JGET(it, "id"), limit, &id))
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: added_tokens[%d]: id is not an integer in [0, %lld)",
 							  path, k, (long long) limit);
 		if (content == NULL || *content == '\0')
@@ -172,11 +172,11 @@ size_tables(cbllm_tokenizer *tok, const cJSON *vocab, const cJSON *added, const 
 
 /* Fill the entries and the hash of the model vocabulary (ids already validated). */
 static int
-load_vocab(cbllm_tokenizer *tok, const cJSON *vocab, const char *path, cbllm_err *err)
+LoadVocab(cbllm_tokenizer *tok, const cJSON *vocab, const char *path, cbllm_err *err)
 {
 	const cJSON *it;
 
-	tok->vocab_mask = table_mask(cJSON_GetArraySize(vocab));
+	tok->vocab_mask = TableMask(cJSON_GetArraySize(vocab));
 	if ((tok->vocab = calloc(tok->vocab_mask + 1, sizeof(tok_slot))) == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "%s: out of memory", path);
 	cJSON_ArrayForEach(it, vocab)
@@ -208,7 +208,7 @@ load_vocab(cbllm_tokenizer *tok, const cJSON *vocab, const char *path, cbllm_err
  * "▁" itself); with more than TOK_MAX_KEEP of them, no cutting.
  */
 static void
-find_meta_cuts(cbllm_tokenizer *tok)
+FindMetaCuts(cbllm_tokenizer *tok)
 {
 	tok->meta_cut = vocab_find(tok, TOK_META, 3) >= 0;
 	for (int id = 0; id < tok->n_ids && tok->meta_cut; id++)
@@ -244,14 +244,14 @@ find_meta_cuts(cbllm_tokenizer *tok)
 
 /* Read the merges ("a b" or ["a", "b"]; rank = index) into their hash. */
 static int
-load_merges(cbllm_tokenizer *tok, const cJSON *merges, const char *path, cbllm_err *err)
+LoadMerges(cbllm_tokenizer *tok, const cJSON *merges, const char *path, cbllm_err *err)
 {
 	const cJSON *it;
 	int			rank = 0;
 
 	if (merges != NULL && !cJSON_IsNull(merges) && !cJSON_IsArray(merges))
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model.merges must be an array", path);
-	tok->merge_mask = table_mask(cJSON_GetArraySize(merges));
+	tok->merge_mask = TableMask(cJSON_GetArraySize(merges));
 	if ((tok->merges = malloc((size_t) (tok->merge_mask + 1) * sizeof(tok_merge))) == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "%s: out of memory", path);
 	memset(tok->merges, 0xFF, (size_t) (tok->merge_mask + 1) * sizeof(tok_merge));
@@ -288,7 +288,7 @@ load_merges(cbllm_tokenizer *tok, const cJSON *merges, const char *path, cbllm_e
 
 /* Order added tokens by first byte, then longest first. */
 static int
-added_cmp(const void *x, const void *y)
+AddedCmp(const void *x, const void *y)
 {
 	const tok_added *a = x, *b = y;
 
@@ -305,11 +305,11 @@ added_cmp(const void *x, const void *y)
  * that pass looks for, longest first.
  */
 static int
-index_added(cbllm_tokenizer *tok, const char *path, cbllm_err *err)
+IndexAdded(cbllm_tokenizer *tok, const char *path, cbllm_err *err)
 {
 	int			n_lens = 0;
 
-	tok->added_mask = table_mask(tok->n_added);
+	tok->added_mask = TableMask(tok->n_added);
 	if ((tok->added_hash = malloc((size_t) (tok->added_mask + 1) * sizeof(int32_t))) == NULL ||
 		(tok->added_lens = malloc((size_t) (tok->n_added + 1) * sizeof(uint32_t))) == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "%s: out of memory", path);
@@ -344,9 +344,9 @@ index_added(cbllm_tokenizer *tok, const char *path, cbllm_err *err)
 	return CBLLM_OK;
 }
 
-/* Fill the added tokens (validated by size_tables) into the entries and the match table. */
+/* Fill the added tokens (validated by SizeTables) into the entries and the match table. */
 static int
-load_added(cbllm_tokenizer *tok, const cJSON *list, const char *path, cbllm_err *err)
+LoadAdded(cbllm_tokenizer *tok, const cJSON *list, const char *path, cbllm_err *err)
 {
 	const cJSON *it;
 	cbllm_buf	nb = {0};
@@ -402,13 +402,13 @@ load_added(cbllm_tokenizer *tok, const cJSON *list, const char *path, cbllm_err 
 	cbllm_buf_free(&nb);
 	if (rc != CBLLM_OK)
 		return rc;
-	qsort(tok->added, tok->n_added, sizeof(tok_added), added_cmp);
-	return index_added(tok, path, err);
+	qsort(tok->added, tok->n_added, sizeof(tok_added), AddedCmp);
+	return IndexAdded(tok, path, err);
 }
 
 /* Id of a token by its text: an added token first, then the vocabulary; or -1. */
 static int32_t
-find_token(const cbllm_tokenizer *tok, const char *s)
+FindToken(const cbllm_tokenizer *tok, const char *s)
 {
 	size_t		n = strlen(s);
 
@@ -424,7 +424,7 @@ find_token(const cbllm_tokenizer *tok, const char *s)
 
 /* Resolve a config token member (string, {"content": ...} or null) to an id. */
 static int
-config_token(const cbllm_tokenizer *tok, const cJSON *root, const char *key, int32_t *id,
+ConfigToken(const cbllm_tokenizer *tok, const cJSON *root, const char *key, int32_t *id,
 			 const char *path, cbllm_err *err)
 {
 	const cJSON *v = JGET(root, key);
@@ -437,14 +437,14 @@ config_token(const cbllm_tokenizer *tok, const cJSON *root, const char *key, int
 	}
 	if (s == NULL)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: \"%s\" must be a string or an object with a \"content\" string", path, key);
-	if ((*id = find_token(tok, s)) < 0)
+	if ((*id = FindToken(tok, s)) < 0)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: %s \"%.64s\" is not in the vocabulary", path, key, s);
 	return CBLLM_OK;
 }
 
 /* Put id first in list (or take it out, when !on), as add_bos_token asks. */
 static void
-set_edge(int32_t *list, int *n, int32_t id, bool on, bool at_end)
+SetEdge(int32_t *list, int *n, int32_t id, bool on, bool at_end)
 {
 	int			k = at_end ? *n - 1 : 0;
 
@@ -470,46 +470,46 @@ set_edge(int32_t *list, int *n, int32_t id, bool on, bool at_end)
  * whether to add them, and the decode clean-up.  Messages name path.
  */
 static int
-apply_config(cbllm_tokenizer *tok, const cJSON *root, const char *path, cbllm_err *err)
+ApplyConfig(cbllm_tokenizer *tok, const cJSON *root, const char *path, cbllm_err *err)
 {
 	const cJSON *ab, *ae;
 	int			rc;
 	bool		add_bos = true, add_eos = false;
 
-	tok->bos_id = find_token(tok, "<s>");	/* defaults when the config is silent */
-	tok->eos_id = find_token(tok, "</s>");
-	if ((rc = config_token(tok, root, "bos_token", &tok->bos_id, path, err)) == CBLLM_OK)
-		rc = config_token(tok, root, "eos_token", &tok->eos_id, path, err);
+	tok->bos_id = FindToken(tok, "<s>");	/* defaults when the config is silent */
+	tok->eos_id = FindToken(tok, "</s>");
+	if ((rc = ConfigToken(tok, root, "bos_token", &tok->bos_id, path, err)) == CBLLM_OK)
+		rc = ConfigToken(tok, root, "eos_token", &tok->eos_id, path, err);
 	if (rc == CBLLM_OK && (rc = tok_get_bool(root, "add_bos_token", &add_bos, path, "", err)) == CBLLM_OK &&
 		(rc = tok_get_bool(root, "add_eos_token", &add_eos, path, "", err)) == CBLLM_OK)
 		rc = tok_get_bool(root, "clean_up_tokenization_spaces", &tok->clean_up, path, "", err);
 	ab = JGET(root, "add_bos_token");
 	ae = JGET(root, "add_eos_token");
 	if (rc == CBLLM_OK && (!tok->has_post || cJSON_IsBool(ab)))
-		set_edge(tok->prefix, &tok->n_prefix, tok->bos_id, add_bos, false);
+		SetEdge(tok->prefix, &tok->n_prefix, tok->bos_id, add_bos, false);
 	if (rc == CBLLM_OK && (!tok->has_post || cJSON_IsBool(ae)))
-		set_edge(tok->suffix, &tok->n_suffix, tok->eos_id, add_eos, true);
+		SetEdge(tok->suffix, &tok->n_suffix, tok->eos_id, add_eos, true);
 	return rc;
 }
 
 /* Apply tokenizer_config.json's text (len bytes; NULL when there is none). */
 static int
-parse_config(cbllm_tokenizer *tok, const char *text, size_t len, const char *path, cbllm_err *err)
+ParseConfig(cbllm_tokenizer *tok, const char *text, size_t len, const char *path, cbllm_err *err)
 {
 	cJSON	   *root = NULL;
 	int			rc = CBLLM_OK;
 
 	if (text != NULL)
-		rc = parse_json(text, len, path, &root, err);
+		rc = ParseJson(text, len, path, &root, err);
 	if (rc == CBLLM_OK)
-		rc = apply_config(tok, root, path, err);
+		rc = ApplyConfig(tok, root, path, err);
 	cJSON_Delete(root);
 	return rc;
 }
 
 /* Read dir/tokenizer_config.json if present and apply it. */
 static int
-load_config(cbllm_tokenizer *tok, const char *dir, cbllm_err *err)
+LoadConfig(cbllm_tokenizer *tok, const char *dir, cbllm_err *err)
 {
 	char	   *path = cbllm_path_join(dir, "tokenizer_config.json");
 	char	   *text = NULL;
@@ -520,7 +520,7 @@ load_config(cbllm_tokenizer *tok, const char *dir, cbllm_err *err)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 	rc = cbllm_read_file_if_exists(path, &text, &len, err);
 	if (rc == CBLLM_OK)
-		rc = parse_config(tok, text, len, path, err);
+		rc = ParseConfig(tok, text, len, path, err);
 	free(text);
 	free(path);
 	return rc;
@@ -528,7 +528,7 @@ load_config(cbllm_tokenizer *tok, const char *dir, cbllm_err *err)
 
 /* Read the BPE model section (options, vocabulary, merges) and the added tokens' ids. */
 static int
-load_model(cbllm_tokenizer *tok, const cJSON *root, const cJSON *model, const char *path, cbllm_err *err)
+LoadModel(cbllm_tokenizer *tok, const cJSON *root, const cJSON *model, const char *path, cbllm_err *err)
 {
 	const cJSON *vocab = JGET(model, "vocab"),
 			   *unk = JGET(model, "unk_token"),
@@ -554,9 +554,9 @@ load_model(cbllm_tokenizer *tok, const cJSON *root, const cJSON *model, const ch
 	if ((rc = tok_get_bool(model, "byte_fallback", &tok->byte_fallback, path, "model: ", err)) != CBLLM_OK ||
 		(rc = tok_get_bool(model, "fuse_unk", &tok->fuse_unk, path, "model: ", err)) != CBLLM_OK ||
 		(rc = tok_get_bool(model, "ignore_merges", &tok->ignore_merges, path, "model: ", err)) != CBLLM_OK ||
-		(rc = size_tables(tok, vocab, JGET(root, "added_tokens"), path, err)) != CBLLM_OK ||
-		(rc = load_vocab(tok, vocab, path, err)) != CBLLM_OK ||
-		(rc = load_merges(tok, JGET(model, "merges"), path, err)) != CBLLM_OK)
+		(rc = SizeTables(tok, vocab, JGET(root, "added_tokens"), path, err)) != CBLLM_OK ||
+		(rc = LoadVocab(tok, vocab, path, err)) != CBLLM_OK ||
+		(rc = LoadMerges(tok, JGET(model, "merges"), path, err)) != CBLLM_OK)
 		return rc;
 	tok->unk_id = cJSON_IsString(unk) ? vocab_find(tok, unk->valuestring, strlen(unk->valuestring)) : -1;
 	for (int b = 0; b < 256; b++)
@@ -573,13 +573,13 @@ load_model(cbllm_tokenizer *tok, const cJSON *root, const cJSON *model, const ch
 
 		tok->ascii_id[c] = vocab_find(tok, &ch, 1);
 	}
-	find_meta_cuts(tok);
+	FindMetaCuts(tok);
 	return CBLLM_OK;
 }
 
 /* Append the ids of a TemplateProcessing "single" template around its sequence A. */
 static int
-load_template(cbllm_tokenizer *tok, const cJSON *p, const char *path, cbllm_err *err)
+LoadTemplate(cbllm_tokenizer *tok, const cJSON *p, const char *path, cbllm_err *err)
 {
 	const cJSON *it, *specials = JGET(p, "special_tokens");
 	bool		after = false;
@@ -603,7 +603,7 @@ load_template(cbllm_tokenizer *tok, const cJSON *p, const char *path, cbllm_err 
 			int32_t		id;
 			int		   *n = after ? &tok->n_suffix : &tok->n_prefix;
 
-			if (!get_id(v, tok->n_ids, &id) || tok->ent[id].piece == NULL)
+			if (!GetId(v, tok->n_ids, &id) || tok->ent[id].piece == NULL)
 				return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: TemplateProcessing token %.64s has a bad id", path, name);
 			if (*n == TOK_MAX_POST)
 				return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: TemplateProcessing adds too many tokens", path);
@@ -615,17 +615,17 @@ load_template(cbllm_tokenizer *tok, const cJSON *p, const char *path, cbllm_err 
 
 /* Id of a Roberta/Bert processor's ["token", id] member, or -1 if it is bad. */
 static int32_t
-pair_id(const cbllm_tokenizer *tok, const cJSON *pair)
+PairId(const cbllm_tokenizer *tok, const cJSON *pair)
 {
 	int32_t		id;
 
-	return cJSON_IsArray(pair) && cJSON_GetArraySize(pair) == 2 && get_id(cJSON_GetArrayItem(pair, 1), tok->n_ids, &id) &&
+	return cJSON_IsArray(pair) && cJSON_GetArraySize(pair) == 2 && GetId(cJSON_GetArrayItem(pair, 1), tok->n_ids, &id) &&
 		tok->ent[id].piece != NULL ? id : -1;
 }
 
 /* Read the post-processor: what add_special_tokens puts around a text. */
 static int
-load_post(cbllm_tokenizer *tok, void *ctx, const cJSON *p, int depth, const char *path, cbllm_err *err)
+LoadPost(cbllm_tokenizer *tok, void *ctx, const cJSON *p, int depth, const char *path, cbllm_err *err)
 {
 	const char *t = JSTR(p, "type");
 
@@ -635,14 +635,14 @@ load_post(cbllm_tokenizer *tok, void *ctx, const cJSON *p, int depth, const char
 	if (t == NULL)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: post_processor must be null or an object with a \"type\"", path);
 	if (strcmp(t, "Sequence") == 0)
-		return tok_load_sequence(tok, ctx, p, "processors", depth, load_post, "post_processor", path, err);
+		return tok_load_sequence(tok, ctx, p, "processors", depth, LoadPost, "post_processor", path, err);
 	if (strcmp(t, "ByteLevel") == 0)
 		return CBLLM_OK;		/* offsets only */
 	if (strcmp(t, "TemplateProcessing") == 0)
-		return load_template(tok, p, path, err);
+		return LoadTemplate(tok, p, path, err);
 	if (strcmp(t, "RobertaProcessing") == 0 || strcmp(t, "BertProcessing") == 0)
 	{
-		int32_t		cls = pair_id(tok, JGET(p, "cls")), sep = pair_id(tok, JGET(p, "sep"));
+		int32_t		cls = PairId(tok, JGET(p, "cls")), sep = PairId(tok, JGET(p, "sep"));
 
 		if (cls < 0 || sep < 0)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: %s needs \"cls\" and \"sep\" as [token, id]", path, t);
@@ -657,28 +657,28 @@ load_post(cbllm_tokenizer *tok, void *ctx, const cJSON *p, int depth, const char
 
 /* Build tok's tables from a parsed tokenizer.json; messages name tok->path. */
 static int
-build_tables(cbllm_tokenizer *tok, const cJSON *root, cbllm_err *err)
+BuildTables(cbllm_tokenizer *tok, const cJSON *root, cbllm_err *err)
 {
 	int			rc;
 
-	if ((rc = load_model(tok, root, JGET(root, "model"), tok->path, err)) == CBLLM_OK &&
+	if ((rc = LoadModel(tok, root, JGET(root, "model"), tok->path, err)) == CBLLM_OK &&
 		(rc = tok_load_normalizer(tok, JGET(root, "normalizer"), tok->path, err)) == CBLLM_OK &&
 		(rc = tok_load_pretokenizer(tok, JGET(root, "pre_tokenizer"), tok->path, err)) == CBLLM_OK &&
-		(rc = load_added(tok, JGET(root, "added_tokens"), tok->path, err)) == CBLLM_OK &&
+		(rc = LoadAdded(tok, JGET(root, "added_tokens"), tok->path, err)) == CBLLM_OK &&
 		(rc = tok_load_decoder(tok, JGET(root, "decoder"), tok->path, err)) == CBLLM_OK)
-		rc = load_post(tok, NULL, JGET(root, "post_processor"), 0, tok->path, err);
+		rc = LoadPost(tok, NULL, JGET(root, "post_processor"), 0, tok->path, err);
 	return rc;
 }
 
 /* Build tok's tables from tokenizer.json's text (len bytes); messages name tok->path. */
 static int
-parse_tokenizer(cbllm_tokenizer *tok, const char *text, size_t len, cbllm_err *err)
+ParseTokenizer(cbllm_tokenizer *tok, const char *text, size_t len, cbllm_err *err)
 {
 	cJSON	   *root = NULL;
 	int			rc;
 
-	if ((rc = parse_json(text, len, tok->path, &root, err)) == CBLLM_OK)
-		rc = build_tables(tok, root, err);
+	if ((rc = ParseJson(text, len, tok->path, &root, err)) == CBLLM_OK)
+		rc = BuildTables(tok, root, err);
 	cJSON_Delete(root);
 	return rc;
 }
@@ -688,9 +688,9 @@ int
 tok_build_from_json(cbllm_tokenizer *tok, const cJSON *root, const cJSON *config,
 					const char *config_path, cbllm_err *err)
 {
-	int			rc = build_tables(tok, root, err);
+	int			rc = BuildTables(tok, root, err);
 
-	return rc == CBLLM_OK ? apply_config(tok, config, config_path, err) : rc;
+	return rc == CBLLM_OK ? ApplyConfig(tok, config, config_path, err) : rc;
 }
 
 /* Load dir/tokenizer.json and dir/tokenizer_config.json. */
@@ -712,11 +712,11 @@ tokenizer_load(const char *dir, cbllm_tokenizer **out, cbllm_err *err)
 	}
 	if ((rc = cbllm_read_file(tok->path, &text, &len, err)) == CBLLM_OK)
 	{
-		rc = parse_tokenizer(tok, text, len, err);
+		rc = ParseTokenizer(tok, text, len, err);
 		free(text);
 	}
 	if (rc == CBLLM_OK)
-		rc = load_config(tok, dir, err);
+		rc = LoadConfig(tok, dir, err);
 	if (rc != CBLLM_OK)
 	{
 		tokenizer_free(tok);
@@ -742,8 +742,8 @@ tokenizer_load_from(const tokenizer_source *src, cbllm_tokenizer **out, cbllm_er
 		free(tok);
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "tokenizer_load_from: out of memory");
 	}
-	if ((rc = parse_tokenizer(tok, src->json, src->json_len, err)) == CBLLM_OK)
-		rc = parse_config(tok, src->config, src->config_len,
+	if ((rc = ParseTokenizer(tok, src->json, src->json_len, err)) == CBLLM_OK)
+		rc = ParseConfig(tok, src->config, src->config_len,
 						  src->config_name ? src->config_name : "tokenizer_config.json", err);
 	if (rc != CBLLM_OK)
 	{

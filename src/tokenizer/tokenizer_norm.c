@@ -37,7 +37,7 @@ static const struct
 
 /* Append the steps of a normalizer (recursing into Sequence). */
 static int
-load_steps(cbllm_tokenizer *tok, void *ctx, const cJSON *n, int depth, const char *path, cbllm_err *err)
+LoadSteps(cbllm_tokenizer *tok, void *ctx, const cJSON *n, int depth, const char *path, cbllm_err *err)
 {
 	const char *t = JSTR(n, "type");
 	tok_norm   *st = &tok->norm[tok->n_norm];
@@ -47,7 +47,7 @@ load_steps(cbllm_tokenizer *tok, void *ctx, const cJSON *n, int depth, const cha
 	if (!cJSON_IsObject(n) || t == NULL)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: normalizer must be null or an object with a \"type\"", path);
 	if (strcmp(t, "Sequence") == 0)
-		return tok_load_sequence(tok, ctx, n, "normalizers", depth, load_steps, "normalizer", path, err);
+		return tok_load_sequence(tok, ctx, n, "normalizers", depth, LoadSteps, "normalizer", path, err);
 	if (tok->n_norm == TOK_MAX_NORM)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: too many normalizer steps", path);
 	for (size_t f = 0; f < N_FORMS; f++)
@@ -87,7 +87,7 @@ int
 tok_load_normalizer(cbllm_tokenizer *tok, const cJSON *n, const char *path, cbllm_err *err)
 {
 	double		growth = 1;
-	int			rc = load_steps(tok, NULL, n, 0, path, err);
+	int			rc = LoadSteps(tok, NULL, n, 0, path, err);
 
 	for (int k = 0; k < tok->n_norm && rc == CBLLM_OK; k++)
 	{
@@ -113,7 +113,7 @@ tok_load_normalizer(cbllm_tokenizer *tok, const cJSON *n, const char *path, cbll
  * byte passes through.
  */
 static int
-normal_form(int kind, const char *s, size_t n, cbllm_buf *out)
+NormalForm(int kind, const char *s, size_t n, cbllm_buf *out)
 {
 	utf8proc_option_t opts = 0;
 	int			rc = CBLLM_OK;
@@ -169,7 +169,7 @@ tok_normalize(const cbllm_tokenizer *tok, const char *s, size_t n, cbllm_buf *ou
 		next.len = 0;
 		if (st->kind != NORM_PREPEND && st->kind != NORM_REPLACE)
 		{
-			rc = normal_form(st->kind, cur.data, cur.len, &next);
+			rc = NormalForm(st->kind, cur.data, cur.len, &next);
 			t = cur, cur = next, next = t;
 			continue;
 		}

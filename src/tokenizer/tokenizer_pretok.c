@@ -44,7 +44,7 @@ static const char *const split_names[] = {
 
 /* Fill the ByteLevel table: the character that stands for each byte. */
 static void
-byte_level_table(cbllm_tokenizer *tok)
+ByteLevelTable(cbllm_tokenizer *tok)
 {
 	uint32_t	next = 256;
 
@@ -59,7 +59,7 @@ byte_level_table(cbllm_tokenizer *tok)
 
 /* Compile a pattern for a step; a bad one fails with PCRE2's message. */
 static int
-compile_regex(tok_pretok *st, const char *pat, size_t len, const char *path, cbllm_err *err)
+CompileRegex(tok_pretok *st, const char *pat, size_t len, const char *path, cbllm_err *err)
 {
 	int			code;
 	PCRE2_SIZE	off;
@@ -80,7 +80,7 @@ compile_regex(tok_pretok *st, const char *pat, size_t len, const char *path, cbl
 
 /* Read a Split step: its pattern, behaviour and invert flag. */
 static int
-load_split(cbllm_tokenizer *tok, tok_pretok *st, const cJSON *p, const char *path, cbllm_err *err)
+LoadSplit(cbllm_tokenizer *tok, tok_pretok *st, const cJSON *p, const char *path, cbllm_err *err)
 {
 	const cJSON *pat = JGET(p, "pattern");
 	const char *re = JSTR(pat, "Regex"),
@@ -96,7 +96,7 @@ load_split(cbllm_tokenizer *tok, tok_pretok *st, const cJSON *p, const char *pat
 	if ((rc = tok_get_bool(p, "invert", &st->invert, path, "Split: ", err)) != CBLLM_OK)
 		return rc;
 	if (re != NULL)
-		return compile_regex(st, re, strlen(re), path, err);
+		return CompileRegex(st, re, strlen(re), path, err);
 	if (str == NULL || *str == '\0')
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: Split needs a non-empty String or a Regex pattern", path);
 	st->slen = strlen(str);
@@ -107,7 +107,7 @@ load_split(cbllm_tokenizer *tok, tok_pretok *st, const cJSON *p, const char *pat
 
 /* Read a Metaspace step (replacement "▁", prepend_scheme or add_prefix_space, split). */
 static int
-load_metaspace(cbllm_tokenizer *tok, const cJSON *p, const char *path, cbllm_err *err)
+LoadMetaspace(cbllm_tokenizer *tok, const cJSON *p, const char *path, cbllm_err *err)
 {
 	const char *rep = JSTR(p, "replacement"),
 			   *scheme = JSTR(p, "prepend_scheme");
@@ -130,7 +130,7 @@ load_metaspace(cbllm_tokenizer *tok, const cJSON *p, const char *path, cbllm_err
 
 /* Append the steps of a pre-tokenizer (recursing into Sequence). */
 static int
-load_steps(cbllm_tokenizer *tok, void *ctx, const cJSON *p, int depth, const char *path, cbllm_err *err)
+LoadSteps(cbllm_tokenizer *tok, void *ctx, const cJSON *p, int depth, const char *path, cbllm_err *err)
 {
 	const char *t = JSTR(p, "type");
 	tok_pretok *st = &tok->pretok[tok->n_pretok];
@@ -139,12 +139,12 @@ load_steps(cbllm_tokenizer *tok, void *ctx, const cJSON *p, int depth, const cha
 	if (p == NULL || cJSON_IsNull(p))
 		return CBLLM_OK;
 	if (t != NULL && strcmp(t, "Sequence") == 0)
-		return tok_load_sequence(tok, ctx, p, "pretokenizers", depth, load_steps, "pre_tokenizer", path, err);
+		return tok_load_sequence(tok, ctx, p, "pretokenizers", depth, LoadSteps, "pre_tokenizer", path, err);
 	if (tok->n_pretok == TOK_MAX_PRETOK)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: too many pre_tokenizer steps", path);
 	*st = (tok_pretok) {0};
 	if (t != NULL && strcmp(t, "Split") == 0)
-		st->kind = PRE_SPLIT, rc = load_split(tok, st, p, path, err);
+		st->kind = PRE_SPLIT, rc = LoadSplit(tok, st, p, path, err);
 	else if (t != NULL && strcmp(t, "ByteLevel") == 0)
 	{
 		bool		use_regex = true;
@@ -154,10 +154,10 @@ load_steps(cbllm_tokenizer *tok, void *ctx, const cJSON *p, int depth, const cha
 		st->add_prefix_space = true;
 		if ((rc = tok_get_bool(p, "add_prefix_space", &st->add_prefix_space, path, "ByteLevel: ", err)) == CBLLM_OK &&
 			(rc = tok_get_bool(p, "use_regex", &use_regex, path, "ByteLevel: ", err)) == CBLLM_OK && use_regex)
-			rc = compile_regex(st, TOK_GPT2_REGEX, strlen(TOK_GPT2_REGEX), path, err);
+			rc = CompileRegex(st, TOK_GPT2_REGEX, strlen(TOK_GPT2_REGEX), path, err);
 	}
 	else if (t != NULL && strcmp(t, "Metaspace") == 0)
-		st->kind = PRE_METASPACE, rc = load_metaspace(tok, p, path, err);
+		st->kind = PRE_METASPACE, rc = LoadMetaspace(tok, p, path, err);
 	else
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: unsupported pre_tokenizer type %.64s", path, t ? t : "(none)");
 	tok->n_pretok++;			/* counted even on failure, so its pattern is freed */
@@ -168,8 +168,8 @@ load_steps(cbllm_tokenizer *tok, void *ctx, const cJSON *p, int depth, const cha
 int
 tok_load_pretokenizer(cbllm_tokenizer *tok, const cJSON *p, const char *path, cbllm_err *err)
 {
-	byte_level_table(tok);
-	return load_steps(tok, NULL, p, 0, path, err);
+	ByteLevelTable(tok);
+	return LoadSteps(tok, NULL, p, 0, path, err);
 }
 
 /* Release the compiled patterns of the pre-tokenizer steps. */
@@ -204,7 +204,7 @@ typedef struct seg_list
 
 /* Append a non-empty stretch to a list. */
 static int
-seg_push(seg_list *l, size_t start, size_t end, bool match)
+SegPush(seg_list *l, size_t start, size_t end, bool match)
 {
 	if (end <= start)
 		return CBLLM_OK;
@@ -224,7 +224,7 @@ seg_push(seg_list *l, size_t start, size_t end, bool match)
 
 /* Cut s[0..n) into matches of the step's pattern and the gaps between them. */
 static int
-find_matches(tok_enc *e, const tok_pretok *st, const char *s, size_t n, seg_list *out)
+FindMatches(tok_enc *e, const tok_pretok *st, const char *s, size_t n, seg_list *out)
 {
 	size_t		prev = 0, off = 0;
 	int			rc = CBLLM_OK;
@@ -235,8 +235,8 @@ find_matches(tok_enc *e, const tok_pretok *st, const char *s, size_t n, seg_list
 		{
 			size_t		a = (size_t) (m - s);
 
-			if ((rc = seg_push(out, prev, a, false)) == CBLLM_OK)
-				rc = seg_push(out, a, a + st->slen, true);
+			if ((rc = SegPush(out, prev, a, false)) == CBLLM_OK)
+				rc = SegPush(out, a, a + st->slen, true);
 			prev = off = a + st->slen;
 		}
 	}
@@ -255,20 +255,20 @@ find_matches(tok_enc *e, const tok_pretok *st, const char *s, size_t n, seg_list
 		if (m < 0)
 			return cbllm_fail(e->err, CBLLM_ERR_UNSUPPORTED, "%s: pre_tokenizer regex failed (PCRE2 error %d)",
 							  e->tok->path, m);
-		if ((rc = seg_push(out, prev, ov[0], false)) == CBLLM_OK)
-			rc = seg_push(out, ov[0], ov[1], true);
+		if ((rc = SegPush(out, prev, ov[0], false)) == CBLLM_OK)
+			rc = SegPush(out, ov[0], ov[1], true);
 		prev = ov[1];
 		l = ov[1] < n ? (size_t) utf8_len(s + ov[1], n - ov[1]) : 1;
 		off = ov[1] > ov[0] ? ov[1] : ov[1] + (l ? l : 1);	/* past an empty match */
 	}
 	if (rc == CBLLM_OK)
-		rc = seg_push(out, prev, n, false);
+		rc = SegPush(out, prev, n, false);
 	return rc == CBLLM_ERR_NOMEM ? cbllm_fail(e->err, rc, "tokenizer_encode: out of memory") : rc;
 }
 
 /* Merge the stretches into the pieces the behaviour makes, in place. */
 static void
-apply_behavior(int behavior, bool invert, seg_list *l)
+ApplyBehavior(int behavior, bool invert, seg_list *l)
 {
 	size_t		k = 0;
 	bool		prev_match = false;
@@ -310,7 +310,7 @@ apply_behavior(int behavior, bool invert, seg_list *l)
 
 /* Hand a piece to step k + 1; a ByteLevel step first turns its bytes into their characters. */
 static int
-next_step(tok_enc *e, int k, const char *s, size_t n, bool at_start)
+NextStep(tok_enc *e, int k, const char *s, size_t n, bool at_start)
 {
 	const cbllm_tokenizer *tok = e->tok;
 	char		local[512],
@@ -338,23 +338,23 @@ next_step(tok_enc *e, int k, const char *s, size_t n, bool at_start)
 
 /* Split by the step's pattern and hand each piece on. */
 static int
-split_step(tok_enc *e, int k, const char *s, size_t n, bool at_start)
+SplitStep(tok_enc *e, int k, const char *s, size_t n, bool at_start)
 {
 	const tok_pretok *st = &e->tok->pretok[k];
 	seg_list	l = {0};
-	int			rc = find_matches(e, st, s, n, &l);
+	int			rc = FindMatches(e, st, s, n, &l);
 
 	if (rc == CBLLM_OK)
-		apply_behavior(st->behavior, st->invert, &l);
+		ApplyBehavior(st->behavior, st->invert, &l);
 	for (size_t i = 0; i < l.n && rc == CBLLM_OK; i++)
-		rc = next_step(e, k, s + l.a[i].start, l.a[i].end - l.a[i].start, at_start && l.a[i].start == 0);
+		rc = NextStep(e, k, s + l.a[i].start, l.a[i].end - l.a[i].start, at_start && l.a[i].start == 0);
 	free(l.a);
 	return rc;
 }
 
 /* ByteLevel: an optional leading space, the GPT-2 split if configured, then the byte characters. */
 static int
-byte_level_step(tok_enc *e, int k, const char *s, size_t n, bool at_start)
+ByteLevelStep(tok_enc *e, int k, const char *s, size_t n, bool at_start)
 {
 	const tok_pretok *st = &e->tok->pretok[k];
 	cbllm_buf	b = {0};
@@ -369,14 +369,14 @@ byte_level_step(tok_enc *e, int k, const char *s, size_t n, bool at_start)
 		}
 		s = b.data, n = b.len;
 	}
-	rc = st->re ? split_step(e, k, s, n, at_start) : next_step(e, k, s, n, at_start);
+	rc = st->re ? SplitStep(e, k, s, n, at_start) : NextStep(e, k, s, n, at_start);
 	cbllm_buf_free(&b);
 	return rc;
 }
 
 /* Metaspace: spaces become "▁", a prefix "▁" as the scheme says, and each "▁" starts a word. */
 static int
-metaspace_step(tok_enc *e, int k, const char *s, size_t n, bool at_start)
+MetaspaceStep(tok_enc *e, int k, const char *s, size_t n, bool at_start)
 {
 	const cbllm_tokenizer *tok = e->tok;
 	cbllm_buf	b = {0};
@@ -413,10 +413,10 @@ tok_pretokenize(tok_enc *e, int k, const char *s, size_t n, bool at_start)
 	switch (e->tok->pretok[k].kind)
 	{
 		case PRE_SPLIT:
-			return split_step(e, k, s, n, at_start);
+			return SplitStep(e, k, s, n, at_start);
 		case PRE_BYTELEVEL:
-			return byte_level_step(e, k, s, n, at_start);
+			return ByteLevelStep(e, k, s, n, at_start);
 		default:
-			return metaspace_step(e, k, s, n, at_start);
+			return MetaspaceStep(e, k, s, n, at_start);
 	}
 }

@@ -17,7 +17,7 @@ typedef struct seen_names
 
 /* Record one shard name (an st_shard_fn); fail after a few to test the early stop. */
 static int
-note_shard(void *arg, const char *file, cbllm_err *err)
+NoteShard(void *arg, const char *file, cbllm_err *err)
 {
 	seen_names *s = arg;
 
@@ -40,7 +40,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cbllm_err	err;
 
 	if (text != NULL && s != NULL)
-		(void) st_parse_index(text, "model.safetensors.index.json", note_shard, s, &err);
+		(void) st_parse_index(text, "model.safetensors.index.json", NoteShard, s, &err);
 	for (int i = 0; s != NULL && i < s->n; i++)
 		free(s->name[i]);
 	free(s);

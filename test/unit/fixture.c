@@ -51,7 +51,7 @@ fixture_case_dir(const char *label)
 
 /* nftw callback: remove one fixture file or directory. */
 static int
-remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+RemoveEntry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
 	return remove(path);
 }
@@ -60,7 +60,7 @@ remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 bool
 fixture_remove_tree(const char *dir)
 {
-	return nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0 && access(dir, F_OK) != 0;
+	return nftw(dir, RemoveEntry, 16, FTW_DEPTH | FTW_PHYS) == 0 && access(dir, F_OK) != 0;
 }
 
 /* Remove the fixture root and everything in it; whether it is gone. */
@@ -103,7 +103,7 @@ fixture_value(int seed, int64_t i)
 
 /* IEEE half bits of v, which must be zero or a normal half with a short mantissa. */
 static uint16_t
-f16_bits(float v)
+F16Bits(float v)
 {
 	uint16_t	sign = v < 0 ? 0x8000 : 0;
 	int			e;
@@ -117,7 +117,7 @@ f16_bits(float v)
 
 /* bfloat16 bits of v: the upper half of its f32 bits (exact for short mantissas). */
 static uint16_t
-bf16_bits(float v)
+Bf16Bits(float v)
 {
 	uint32_t	u;
 
@@ -173,7 +173,7 @@ fixture_add_tensor(fixture_tensors *s, const char *name, const char *dtype, int6
 		}
 		else
 		{
-			h = strcmp(dtype, "F16") == 0 ? f16_bits(v) : bf16_bits(v);
+			h = strcmp(dtype, "F16") == 0 ? F16Bits(v) : Bf16Bits(v);
 			memcpy(t->data + 2 * i, &h, 2);
 		}
 	}
@@ -254,7 +254,7 @@ fixture_build_llama(fixture_tensors *s, const fixture_geom *g)
 
 /* Append printf-formatted text to a buffer. */
 static void
-bprintf(cbllm_buf *b, const char *fmt,...)
+Bprintf(cbllm_buf *b, const char *fmt,...)
 {
 	char		tmp[4096];
 	va_list		ap;
@@ -278,22 +278,22 @@ fixture_write_safetensors(const char *dir, const char *name, const fixture_tenso
 	uint64_t	hlen;
 	bool		ok;
 
-	bprintf(&hdr, "{\"__metadata__\": {\"format\": \"pt\"}");
+	Bprintf(&hdr, "{\"__metadata__\": {\"format\": \"pt\"}");
 	for (int i = 0; i < s->n; i++)
 	{
 		const fixture_tensor *t = &s->t[i];
 
 		if (shard >= 0 && t->shard != shard)
 			continue;
-		bprintf(&hdr, ", \"%s\": {\"dtype\": \"%s\", \"shape\": [", t->name, t->dtype);
+		Bprintf(&hdr, ", \"%s\": {\"dtype\": \"%s\", \"shape\": [", t->name, t->dtype);
 		for (int d = 0; d < t->ndim; d++)
-			bprintf(&hdr, "%s%lld", d ? ", " : "", (long long) t->shape[d]);
-		bprintf(&hdr, "], \"data_offsets\": [%zu, %zu]}", off, off + t->nbytes);
+			Bprintf(&hdr, "%s%lld", d ? ", " : "", (long long) t->shape[d]);
+		Bprintf(&hdr, "], \"data_offsets\": [%zu, %zu]}", off, off + t->nbytes);
 		off += t->nbytes;
 	}
-	bprintf(&hdr, "}");
+	Bprintf(&hdr, "}");
 	while (hdr.len % 8 != 0)
-		bprintf(&hdr, " ");
+		Bprintf(&hdr, " ");
 	hlen = hdr.len;
 	for (int i = 0; i < 8; i++)
 		len8[i] = (unsigned char) (hlen >> (8 * i));
@@ -318,11 +318,11 @@ fixture_write_index(const char *dir, const fixture_tensors *s)
 
 	for (int i = 0; i < s->n; i++)
 		total += s->t[i].nbytes;
-	bprintf(&b, "{\n  \"metadata\": {\n    \"total_size\": %zu\n  },\n  \"weight_map\": {", total);
+	Bprintf(&b, "{\n  \"metadata\": {\n    \"total_size\": %zu\n  },\n  \"weight_map\": {", total);
 	for (int i = 0; i < s->n; i++)
-		bprintf(&b, "%s\n    \"%s\": \"%s\"", i ? "," : "", s->t[i].name,
+		Bprintf(&b, "%s\n    \"%s\": \"%s\"", i ? "," : "", s->t[i].name,
 				fixture_shard_names[s->t[i].shard]);
-	bprintf(&b, "\n  }\n}\n");
+	Bprintf(&b, "\n  }\n}\n");
 	ok = fixture_write_text(dir, "model.safetensors.index.json", b.data);
 	cbllm_buf_free(&b);
 	return ok;
@@ -334,16 +334,16 @@ fixture_config_json(const fixture_geom *g, const char *arch, const char *act, co
 {
 	cbllm_buf	b = {0};
 
-	bprintf(&b, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"llama\",\n", arch);
+	Bprintf(&b, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"llama\",\n", arch);
 	if (act != NULL)
-		bprintf(&b, "  \"hidden_act\": \"%s\",\n", act);
-	bprintf(&b, "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
+		Bprintf(&b, "  \"hidden_act\": \"%s\",\n", act);
+	Bprintf(&b, "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
 			"  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n"
 			"  \"num_key_value_heads\": %d,\n  \"vocab_size\": %d,\n",
 			g->hidden, g->inter, g->heads, g->layers, g->kv_heads, g->vocab);
 	if (g->head_dim)
-		bprintf(&b, "  \"head_dim\": %d,\n", g->head_dim);
-	bprintf(&b, "  \"max_position_embeddings\": 64,\n  \"rms_norm_eps\": 1e-06,\n"
+		Bprintf(&b, "  \"head_dim\": %d,\n", g->head_dim);
+	Bprintf(&b, "  \"max_position_embeddings\": 64,\n  \"rms_norm_eps\": 1e-06,\n"
 			"  \"rope_theta\": 500000.0,\n  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n"
 			"  \"torch_dtype\": \"bfloat16\",\n  \"tie_word_embeddings\": %s%s\n}\n",
 			g->tie ? "true" : "false", extra ? extra : "");

@@ -42,7 +42,7 @@ static const cbllm_arch ToyArch = {
 
 /* Before registration the toy architecture is refused, and its name is in the message. */
 static void
-test_unregistered_refused(void)
+TestUnregisteredRefused(void)
 {
 	cbllm_model *m = NULL;
 	cbllm_err	err;
@@ -56,7 +56,7 @@ test_unregistered_refused(void)
 
 /* Registering adds one entry; a second registration of the name is refused. */
 static void
-test_register(void)
+TestRegister(void)
 {
 	cbllm_err	err;
 	char		names[256];
@@ -78,7 +78,7 @@ test_register(void)
 
 /* The toy model loads: its bias roles are bound, and the walk shows every tensor once. */
 static void
-test_toy_loads_biases(void)
+TestToyLoadsBiases(void)
 {
 	cbllm_model *m = NULL;
 	cbllm_err	err;
@@ -106,7 +106,7 @@ test_toy_loads_biases(void)
 
 /* A plain Llama model has no bias roles: the flags decide which tensors exist. */
 static void
-test_plain_has_no_biases(void)
+TestPlainHasNoBiases(void)
 {
 	cbllm_model *m = NULL;
 	cbllm_err	err;
@@ -139,7 +139,7 @@ LinkInto(const char *dir, const char *from, const char *name)
 
 /* A checkpoint without the biases the architecture needs fails naming the first missing one. */
 static void
-test_missing_bias_named(void)
+TestMissingBiasNamed(void)
 {
 	char		dir[] = "/tmp/cbllm_arch_XXXXXX";
 	char		dst[4096];
@@ -169,7 +169,7 @@ test_missing_bias_named(void)
 
 /* The dummy format walks the same table: zero biases, and the same seeds as for Llama. */
 static void
-test_dummy_walks_table(void)
+TestDummyWalksTable(void)
 {
 	model_load_params toy = {.dir = toy_dir, .format = "dummy", .dummy_on_host = true};
 	model_load_params plain = {.dir = plain_dir, .format = "dummy", .dummy_on_host = false};
@@ -198,7 +198,7 @@ test_dummy_walks_table(void)
 
 /* The toy model's logits match the float64 reference, and a device's match the CPU's. */
 static void
-test_toy_logits(const char *device)
+TestToyLogits(const char *device)
 {
 	int			vocab = 0;
 	float	   *got = ref_engine_logits(toy_dir, NULL, PROMPT, N_PROMPT, &vocab);
@@ -225,12 +225,12 @@ main(int argc, char **argv)
 	toy_dir = argv[1];
 	plain_dir = argv[2];
 	ref_path = argv[3];
-	test_unregistered_refused();
-	test_register();
-	test_toy_loads_biases();
-	test_plain_has_no_biases();
-	test_missing_bias_named();
-	test_dummy_walks_table();
-	test_toy_logits(argc > 4 ? argv[4] : NULL);
+	TestUnregisteredRefused();
+	TestRegister();
+	TestToyLoadsBiases();
+	TestPlainHasNoBiases();
+	TestMissingBiasNamed();
+	TestDummyWalksTable();
+	TestToyLogits(argc > 4 ? argv[4] : NULL);
 	return tap_done();
 }

@@ -17,7 +17,7 @@
 
 /* A manager of n_blocks blocks of block_size (and p's other fields); NULL (a failed check) when creation fails. */
 static block_manager *
-new_bm_with(bm_params p)
+NewBmWith(bm_params p)
 {
 	block_manager *bm = NULL;
 	cbllm_err	err = {{0}};
@@ -32,14 +32,14 @@ new_bm_with(bm_params p)
 
 /* A manager of n_blocks blocks of block_size, no swap area, no window, prefix caching on. */
 static block_manager *
-new_bm(int n_blocks, int block_size)
+NewBm(int n_blocks, int block_size)
 {
-	return new_bm_with((bm_params) {n_blocks, block_size, 0, 0, false});
+	return NewBmWith((bm_params) {n_blocks, block_size, 0, 0, false});
 }
 
 /* Invalid parameters fail as CBLLM_ERR_INVALID with a message, creating nothing. */
 static void
-test_invalid_params(void)
+TestInvalidParams(void)
 {
 	struct
 	{
@@ -70,9 +70,9 @@ test_invalid_params(void)
 
 /* A new manager: every block free with reference count 0, the swap area all free. */
 static void
-test_create(void)
+TestCreate(void)
 {
-	block_manager *bm = new_bm_with((bm_params) {5, 16, 3, 0, false});
+	block_manager *bm = NewBmWith((bm_params) {5, 16, 3, 0, false});
 	bool		zero = true;
 
 	if (bm == NULL)
@@ -88,7 +88,7 @@ test_create(void)
 
 /* Whether ids[0..n) are distinct and all in [0, n_blocks). */
 static bool
-distinct_ids(const int32_t *ids, int n, int n_blocks)
+DistinctIds(const int32_t *ids, int n, int n_blocks)
 {
 	bool	   *seen = calloc(n_blocks, sizeof(bool));
 	bool		ok = true;
@@ -106,10 +106,10 @@ distinct_ids(const int32_t *ids, int n, int n_blocks)
 
 /* Allocation: distinct ids until empty, then -1; release returns blocks. */
 static void
-test_alloc_release(void)
+TestAllocRelease(void)
 {
 	const int	nb = 8;
-	block_manager *bm = new_bm(nb, 4);
+	block_manager *bm = NewBm(nb, 4);
 	int32_t		ids[8];
 	int32_t		again;
 	bool		counts = true;
@@ -121,7 +121,7 @@ test_alloc_release(void)
 		ids[i] = bm_alloc(bm);
 		counts = counts && bm->n_free == nb - 1 - i && ids[i] >= 0 && bm->refcount[ids[i]] == 1;
 	}
-	TAP_OK(distinct_ids(ids, nb, nb), "8 allocations return 8 distinct ids in [0, 8)");
+	TAP_OK(DistinctIds(ids, nb, nb), "8 allocations return 8 distinct ids in [0, 8)");
 	TAP_OK(counts, "each allocation takes one free block and gives it reference count 1");
 	TAP_OK(bm_alloc(bm) == -1 && bm_alloc(bm) == -1 && bm->n_free == 0,
 		   "the empty pool returns -1, repeatedly, without going negative");
@@ -136,16 +136,16 @@ test_alloc_release(void)
 	TAP_OK(bm->n_free == nb, "releasing every block frees the whole pool");
 	for (int i = 0; i < nb; i++)
 		ids[i] = bm_alloc(bm);
-	TAP_OK(distinct_ids(ids, nb, nb) && bm_alloc(bm) == -1,
+	TAP_OK(DistinctIds(ids, nb, nb) && bm_alloc(bm) == -1,
 		   "after a full release the pool hands out 8 distinct ids again");
 	bm_free(bm);
 }
 
 /* Reference counts: a shared block is free only after every owner releases it. */
 static void
-test_refcount(void)
+TestRefcount(void)
 {
-	block_manager *bm = new_bm(2, 4);
+	block_manager *bm = NewBm(2, 4);
 	int32_t		a,
 				b;
 
@@ -173,10 +173,10 @@ test_refcount(void)
 
 /* A double release (or a bogus id) does not corrupt the free list. */
 static void
-test_double_release(void)
+TestDoubleRelease(void)
 {
 	const int	nb = 6;
-	block_manager *bm = new_bm(nb, 4);
+	block_manager *bm = NewBm(nb, 4);
 	int32_t		ids[7];
 	int32_t		a;
 	int			n = 0;
@@ -197,7 +197,7 @@ test_double_release(void)
 		   bm->n_free);
 	while (n < 7 && (ids[n] = bm_alloc(bm)) >= 0)
 		n++;
-	TAP_OK(n == nb && distinct_ids(ids, n, nb),
+	TAP_OK(n == nb && DistinctIds(ids, n, nb),
 		   "after the double release the pool hands out %d distinct ids, then -1 (got %d)", nb, n);
 
 	/* a double release of a block while the others are in use */
@@ -215,7 +215,7 @@ test_double_release(void)
 
 /* The key of tokens after the cached block (parent_hash, parent serial; 0: a first block) in salt. */
 static bm_block_key
-key_for(const block_manager *bm, const int32_t *tokens, uint64_t parent_hash, uint64_t parent,
+KeyFor(const block_manager *bm, const int32_t *tokens, uint64_t parent_hash, uint64_t parent,
 		uint64_t salt)
 {
 	bm_block_key k = {0};
@@ -229,7 +229,7 @@ key_for(const block_manager *bm, const int32_t *tokens, uint64_t parent_hash, ui
 
 /* Look key up and give the reference back at once; the block found or -1. */
 static int32_t
-probe(block_manager *bm, const bm_block_key *key)
+Probe(block_manager *bm, const bm_block_key *key)
 {
 	int32_t		b = bm_lookup(bm, key);
 
@@ -243,14 +243,14 @@ probe(block_manager *bm, const bm_block_key *key)
  * is named by its registration, so a reused block id adopts no old children.
  */
 static void
-test_prefix_forced_collisions(void)
+TestPrefixForcedCollisions(void)
 {
 	static const int32_t X[PBS] = {1, 2, 3, 4},
 				Y[PBS] = {5, 6, 7, 8},
 				X2[PBS] = {1, 2, 3, 9},
 				Z[PBS] = {10, 11, 12, 13},
 				Q[PBS] = {20, 21, 22, 23};
-	block_manager *bm = new_bm(6, PBS);
+	block_manager *bm = NewBm(6, PBS);
 	int32_t		a0,
 				a1,
 				b0,
@@ -278,33 +278,33 @@ test_prefix_forced_collisions(void)
 	a1 = bm_alloc(bm);
 	b0 = bm_alloc(bm);
 	b1 = bm_alloc(bm);
-	ka0 = key_for(bm, X, 0, 0, 0);
+	ka0 = KeyFor(bm, X, 0, 0, 0);
 	sa0 = bm_register(bm, a0, &ka0);
-	ka1 = key_for(bm, Y, ka0.hash, sa0, 0);
+	ka1 = KeyFor(bm, Y, ka0.hash, sa0, 0);
 	sa1 = bm_register(bm, a1, &ka1);
-	kb0 = key_for(bm, X2, 0, 0, 0);
+	kb0 = KeyFor(bm, X2, 0, 0, 0);
 	sb0 = bm_register(bm, b0, &kb0);
-	kb1 = key_for(bm, Z, kb0.hash, sb0, 0);
+	kb1 = KeyFor(bm, Z, kb0.hash, sb0, 0);
 	sb1 = bm_register(bm, b1, &kb1);
 	TAP_OK(sa0 != 0 && sa1 != 0 && sb0 != 0 && sb1 != 0 && sa0 != sa1 && sa0 != sb0 &&
 		   sa0 != sb1 && sa1 != sb0 && sa1 != sb1 && sb0 != sb1,
 		   "four blocks of one hash are all registered, with four distinct serials");
-	TAP_OK(probe(bm, &ka0) == a0 && probe(bm, &ka1) == a1 && probe(bm, &kb0) == b0 &&
-		   probe(bm, &kb1) == b1,
+	TAP_OK(Probe(bm, &ka0) == a0 && Probe(bm, &ka1) == a1 && Probe(bm, &kb0) == b0 &&
+		   Probe(bm, &kb1) == b1,
 		   "identical prefixes still hit: each key finds its own block among the colliding ones");
-	k = key_for(bm, (const int32_t[PBS]) {1, 2, 3, 5}, 0, 0, 0);
-	TAP_OK(probe(bm, &k) == -1, "a first block that differs in its last token misses");
-	k = key_for(bm, Y, kb0.hash, sb0, 0);
-	TAP_OK(probe(bm, &k) == -1,
+	k = KeyFor(bm, (const int32_t[PBS]) {1, 2, 3, 5}, 0, 0, 0);
+	TAP_OK(Probe(bm, &k) == -1, "a first block that differs in its last token misses");
+	k = KeyFor(bm, Y, kb0.hash, sb0, 0);
+	TAP_OK(Probe(bm, &k) == -1,
 		   "A's second-block tokens after B's first block miss: the registered parent must match too");
-	k = key_for(bm, Z, ka0.hash, sa0, 0);
-	TAP_OK(probe(bm, &k) == -1, "B's second-block tokens after A's first block miss");
-	k = key_for(bm, Y, 0, 0, 0);
-	TAP_OK(probe(bm, &k) == -1, "a second block's tokens looked up as a first block miss");
-	k = key_for(bm, X, 0, 0, 7);
-	TAP_OK(probe(bm, &k) == -1, "A's first block looked up under another salt misses");
-	k = key_for(bm, Q, 0, 0, 0);
-	TAP_OK(probe(bm, &k) == -1, "tokens never registered miss");
+	k = KeyFor(bm, Z, ka0.hash, sa0, 0);
+	TAP_OK(Probe(bm, &k) == -1, "B's second-block tokens after A's first block miss");
+	k = KeyFor(bm, Y, 0, 0, 0);
+	TAP_OK(Probe(bm, &k) == -1, "a second block's tokens looked up as a first block miss");
+	k = KeyFor(bm, X, 0, 0, 7);
+	TAP_OK(Probe(bm, &k) == -1, "A's first block looked up under another salt misses");
+	k = KeyFor(bm, Q, 0, 0, 0);
+	TAP_OK(Probe(bm, &k) == -1, "tokens never registered miss");
 	TAP_OK(bm->prefix_queries == 10 && bm->prefix_hits == 4,
 		   "the counters saw 10 lookups and 4 hits (%lld, %lld)", (long long) bm->prefix_queries,
 		   (long long) bm->prefix_hits);
@@ -323,19 +323,19 @@ test_prefix_forced_collisions(void)
 	bm_alloc(bm);
 	bm_alloc(bm);			/* the two free blocks */
 	reused = bm_alloc(bm);	/* the least recently released cached block: a0 */
-	TAP_OK(reused == a0 && bm_serial(bm, a0) == 0 && probe(bm, &ka0) == -1,
+	TAP_OK(reused == a0 && bm_serial(bm, a0) == 0 && Probe(bm, &ka0) == -1,
 		   "allocation evicts the least recently released cached block, which then misses");
-	k = key_for(bm, Q, 0, 0, 0);
+	k = KeyFor(bm, Q, 0, 0, 0);
 	sq = bm_register(bm, reused, &k);
 	TAP_OK(sq != 0 && sq != sa0, "the reused block id gets a new serial (%llu, was %llu)",
 		   (unsigned long long) sq, (unsigned long long) sa0);
-	k = key_for(bm, Y, k.hash, sq, 0);
-	TAP_OK(probe(bm, &k) == -1,
+	k = KeyFor(bm, Y, k.hash, sq, 0);
+	TAP_OK(Probe(bm, &k) == -1,
 		   "A's second block does not match after the new tokens in its old parent's block id");
-	TAP_OK(probe(bm, &kb0) == b0 && probe(bm, &kb1) == b1,
+	TAP_OK(Probe(bm, &kb0) == b0 && Probe(bm, &kb1) == b1,
 		   "B's blocks are still found after a colliding registration was deleted");
 	bm_reset_prefix(bm);
-	TAP_OK(probe(bm, &kb0) == -1 && probe(bm, &ka1) == -1 && bm->n_evictable == 0 &&
+	TAP_OK(Probe(bm, &kb0) == -1 && Probe(bm, &ka1) == -1 && bm->n_evictable == 0 &&
 		   bm_serial(bm, b0) == 0, "reset_prefix forgets every registration");
 	bm_free(bm);
 }
@@ -346,13 +346,13 @@ test_prefix_forced_collisions(void)
  * registration.
  */
 static void
-test_prefix_churn(void)
+TestPrefixChurn(void)
 {
 	const int	nb = 8;
 
 	for (int forced = 0; forced < 2; forced++)
 	{
-		block_manager *bm = new_bm(nb, PBS);
+		block_manager *bm = NewBm(nb, PBS);
 		int32_t		tok[2][8][PBS];
 		int32_t		blk[8];
 		bool		own = true,
@@ -373,20 +373,20 @@ test_prefix_churn(void)
 				for (int t = 0; t < PBS; t++)
 					cur[i][t] = round * 1000 + i * 10 + t;
 				blk[i] = bm_alloc(bm);	/* evicts the previous round's blocks */
-				k = key_for(bm, cur[i], 0, 0, (uint64_t) i);
+				k = KeyFor(bm, cur[i], 0, 0, (uint64_t) i);
 				bm_register(bm, blk[i], &k);
 			}
 			for (int i = 0; i < nb; i++)
 				bm_release(bm, blk[i]);
 			for (int i = 0; i < nb; i++)
 			{
-				bm_block_key k = key_for(bm, cur[i], 0, 0, (uint64_t) i);
+				bm_block_key k = KeyFor(bm, cur[i], 0, 0, (uint64_t) i);
 
-				own = own && probe(bm, &k) == blk[i];
+				own = own && Probe(bm, &k) == blk[i];
 				if (round > 0)
 				{
-					k = key_for(bm, prev[i], 0, 0, (uint64_t) i);
-					old_gone = old_gone && probe(bm, &k) == -1;
+					k = KeyFor(bm, prev[i], 0, 0, (uint64_t) i);
+					old_gone = old_gone && Probe(bm, &k) == -1;
 				}
 			}
 		}
@@ -402,32 +402,32 @@ test_prefix_churn(void)
 
 /* The salt seeds the hash chain and is checked on a hit: equal tokens never cross salts. */
 static void
-test_prefix_salt(void)
+TestPrefixSalt(void)
 {
 	static const int32_t X[PBS] = {1, 2, 3, 4};
-	block_manager *bm = new_bm(2, PBS);
+	block_manager *bm = NewBm(2, PBS);
 	bm_block_key k1,
 				k2;
 	int32_t		b;
 
 	if (bm == NULL)
 		return;
-	k1 = key_for(bm, X, 0, 0, 1);
-	k2 = key_for(bm, X, 0, 0, 2);
+	k1 = KeyFor(bm, X, 0, 0, 1);
+	k2 = KeyFor(bm, X, 0, 0, 2);
 	TAP_OK(k1.hash != k2.hash, "the same first block hashes differently under salts 1 and 2");
 	b = bm_alloc(bm);
 	bm_register(bm, b, &k1);
 	bm_release(bm, b);
-	TAP_OK(probe(bm, &k2) == -1 && probe(bm, &k1) == b,
+	TAP_OK(Probe(bm, &k2) == -1 && Probe(bm, &k1) == b,
 		   "a block cached under salt 1 misses under salt 2 and hits under salt 1");
 	k2.hash = k1.hash;			/* a salt-2 key whose hash collides with salt 1's */
-	TAP_OK(probe(bm, &k2) == -1, "even with a colliding hash, the salt-2 lookup misses");
+	TAP_OK(Probe(bm, &k2) == -1, "even with a colliding hash, the salt-2 lookup misses");
 	bm_free(bm);
 }
 
 /* Tokens 100 + i * 7 + seed, i in [0, n): a deterministic prompt. */
 static void
-fill_tokens(int32_t *tok, int n, int seed)
+FillTokens(int32_t *tok, int n, int seed)
 {
 	for (int i = 0; i < n; i++)
 		tok[i] = 100 + i * 7 + seed;
@@ -435,15 +435,15 @@ fill_tokens(int32_t *tok, int n, int seed)
 
 /* A table grows to cover the positions asked for, or not at all when the pool cannot. */
 static void
-test_table_allocate_all_or_nothing(void)
+TestTableAllocateAllOrNothing(void)
 {
-	block_manager *bm = new_bm(4, 4);
+	block_manager *bm = NewBm(4, 4);
 	block_table t = {0};
 
 	if (bm == NULL)
 		return;
 	TAP_OK(bm_allocate(bm, &t, 10) == CBLLM_OK && t.n == 3 && bm_available(bm) == 1 &&
-		   distinct_ids(t.ids, t.n, 4),
+		   DistinctIds(t.ids, t.n, 4),
 		   "10 positions in blocks of 4 take 3 distinct blocks");
 	TAP_OK(bm_allocate(bm, &t, 12) == CBLLM_OK && t.n == 3 && bm_available(bm) == 1,
 		   "growing to 12 positions takes nothing more: the 3 blocks hold them");
@@ -464,7 +464,7 @@ test_table_allocate_all_or_nothing(void)
  * covered.
  */
 static int
-run_sequence(block_manager *bm, const int32_t *tok, int n, bm_scope scope)
+RunSequence(block_manager *bm, const int32_t *tok, int n, bm_scope scope)
 {
 	block_table t = {0};
 	int			hit = bm_match_prefix(bm, &t, tok, n, scope);
@@ -483,31 +483,31 @@ run_sequence(block_manager *bm, const int32_t *tok, int n, bm_scope scope)
  * salts, RoPE factor sets and the switch are honoured.
  */
 static void
-test_table_prefix_match(void)
+TestTablePrefixMatch(void)
 {
-	block_manager *bm = new_bm(16, 4);
-	block_manager *off = new_bm_with((bm_params) {16, 4, 0, 0, true});
+	block_manager *bm = NewBm(16, 4);
+	block_manager *off = NewBmWith((bm_params) {16, 4, 0, 0, true});
 	int32_t		tok[9],
 				other[9];
 
 	if (bm == NULL || off == NULL)
 		return;
-	fill_tokens(tok, 9, 0);
-	fill_tokens(other, 9, 0);
+	FillTokens(tok, 9, 0);
+	FillTokens(other, 9, 0);
 	other[5] = 1;				/* differs in the second block */
-	TAP_OK(run_sequence(bm, tok, 9, (bm_scope) {0, 0}) == 0, "a first 9-token run finds nothing cached");
+	TAP_OK(RunSequence(bm, tok, 9, (bm_scope) {0, 0}) == 0, "a first 9-token run finds nothing cached");
 	TAP_OK(bm->n_evictable == 2, "its 2 full blocks stay cached after release, the partial third does not (%d)",
 		   bm->n_evictable);
-	TAP_OK(run_sequence(bm, tok, 9, (bm_scope) {0, 0}) == 8, "the same 9 tokens again reuse both full blocks: 8 positions");
-	TAP_OK(run_sequence(bm, tok, 8, (bm_scope) {0, 0}) == 4,
+	TAP_OK(RunSequence(bm, tok, 9, (bm_scope) {0, 0}) == 8, "the same 9 tokens again reuse both full blocks: 8 positions");
+	TAP_OK(RunSequence(bm, tok, 8, (bm_scope) {0, 0}) == 4,
 		   "an 8-token prompt reuses only its first block: its last token is always computed");
-	TAP_OK(run_sequence(bm, other, 9, (bm_scope) {0, 0}) == 4,
+	TAP_OK(RunSequence(bm, other, 9, (bm_scope) {0, 0}) == 4,
 		   "a prompt that differs in its second block reuses only the first");
-	TAP_OK(run_sequence(bm, tok, 9, (bm_scope) {5, 0}) == 0, "the same tokens under another salt reuse nothing");
-	TAP_OK(run_sequence(bm, tok, 9, (bm_scope) {0, 1}) == 0 &&
-		   run_sequence(bm, tok, 9, (bm_scope) {0, 1}) == 8 && run_sequence(bm, tok, 9, (bm_scope) {0, 0}) == 8,
+	TAP_OK(RunSequence(bm, tok, 9, (bm_scope) {5, 0}) == 0, "the same tokens under another salt reuse nothing");
+	TAP_OK(RunSequence(bm, tok, 9, (bm_scope) {0, 1}) == 0 &&
+		   RunSequence(bm, tok, 9, (bm_scope) {0, 1}) == 8 && RunSequence(bm, tok, 9, (bm_scope) {0, 0}) == 8,
 		   "the same tokens and salt computed with the other RoPE factor set reuse nothing, and each set reuses its own");
-	TAP_OK(run_sequence(off, tok, 9, (bm_scope) {0, 0}) == 0 && run_sequence(off, tok, 9, (bm_scope) {0, 0}) == 0 &&
+	TAP_OK(RunSequence(off, tok, 9, (bm_scope) {0, 0}) == 0 && RunSequence(off, tok, 9, (bm_scope) {0, 0}) == 0 &&
 		   off->n_evictable == 0 && off->prefix_queries == 0,
 		   "with prefix caching off nothing is registered or looked up");
 	TAP_OK(bm_available(bm) == 16 && bm_available(off) == 16, "no block is held after the runs");
@@ -517,15 +517,15 @@ test_table_prefix_match(void)
 
 /* Only blocks whose every position is computed are offered; a block after an unoffered one is not. */
 static void
-test_table_cache_blocks(void)
+TestTableCacheBlocks(void)
 {
-	block_manager *bm = new_bm_with((bm_params) {8, 4, 0, 4, false});
+	block_manager *bm = NewBmWith((bm_params) {8, 4, 0, 4, false});
 	block_table t = {0};
 	int32_t		tok[12];
 
 	if (bm == NULL)
 		return;
-	fill_tokens(tok, 12, 3);
+	FillTokens(tok, 12, 3);
 	bm_allocate(bm, &t, 12);
 	bm_cache_blocks(bm, &t, tok, (bm_scope) {0}, 7);
 	TAP_OK(t.n_hashed == 1 && bm_serial(bm, t.ids[0]) != 0 && bm_serial(bm, t.ids[1]) == 0,
@@ -552,10 +552,10 @@ test_table_cache_blocks(void)
 
 /* Sliding window: the blocks wholly before the window of the next token are given back. */
 static void
-test_table_drop_window(void)
+TestTableDropWindow(void)
 {
-	block_manager *bm = new_bm_with((bm_params) {8, 4, 0, 8, false});
-	block_manager *full = new_bm(8, 4);
+	block_manager *bm = NewBmWith((bm_params) {8, 4, 0, 8, false});
+	block_manager *full = NewBm(8, 4);
 	block_table t = {0},
 				u = {0};
 
@@ -588,9 +588,9 @@ test_table_drop_window(void)
 
 /* Swap out lists each block's swap block and frees the pool's; swap in lists them back. */
 static void
-test_table_swap(void)
+TestTableSwap(void)
 {
-	block_manager *bm = new_bm_with((bm_params) {6, 4, 4, 0, false});
+	block_manager *bm = NewBmWith((bm_params) {6, 4, 4, 0, false});
 	block_table a = {0},
 				b = {0};
 	int32_t		blocks[8],
@@ -607,7 +607,7 @@ test_table_swap(void)
 	memcpy(held, a.ids, sizeof(held));
 	TAP_OK(bm_swap_out(bm, &a, blocks, ids) == CBLLM_OK && a.swapped && a.n == 0 && a.n_swap == 3,
 		   "a 3-block table swaps out: it holds 3 swap blocks and no pool block");
-	TAP_OK(memcmp(blocks, held, sizeof(held)) == 0 && distinct_ids(ids, 3, 4) &&
+	TAP_OK(memcmp(blocks, held, sizeof(held)) == 0 && DistinctIds(ids, 3, 4) &&
 		   memcmp(ids, a.swap_ids, sizeof(int32_t) * 3) == 0,
 		   "the copies to make are its 3 blocks, in table order, to 3 distinct swap blocks");
 	TAP_OK(bm_available(bm) == 4 && bm->n_swap_free == 1, "its pool blocks are free again, 1 swap block is left");
@@ -648,18 +648,18 @@ test_table_swap(void)
 int
 main(void)
 {
-	test_invalid_params();
-	test_create();
-	test_alloc_release();
-	test_refcount();
-	test_double_release();
-	test_prefix_forced_collisions();
-	test_prefix_churn();
-	test_prefix_salt();
-	test_table_allocate_all_or_nothing();
-	test_table_prefix_match();
-	test_table_cache_blocks();
-	test_table_drop_window();
-	test_table_swap();
+	TestInvalidParams();
+	TestCreate();
+	TestAllocRelease();
+	TestRefcount();
+	TestDoubleRelease();
+	TestPrefixForcedCollisions();
+	TestPrefixChurn();
+	TestPrefixSalt();
+	TestTableAllocateAllOrNothing();
+	TestTablePrefixMatch();
+	TestTableCacheBlocks();
+	TestTableDropWindow();
+	TestTableSwap();
 	return tap_done();
 }

@@ -174,7 +174,7 @@ RowsAfter(const cbllm_weight *part, const cbllm_weight *start, int64_t rows)
 
 /* Each layer's RoPE and window as the family's table row says; Phi-3's fused blocks in place. */
 static void
-test_positions(const cbllm_model *m)
+TestPositions(const cbllm_model *m)
 {
 	const cbllm_model_config *c = &m->cfg;
 	const char *p = fam->layers;
@@ -207,7 +207,7 @@ test_positions(const cbllm_model *m)
 
 /* The checkpoint loads as the family's architecture with the family's tensors bound. */
 static void
-test_loads(void)
+TestLoads(void)
 {
 	cbllm_model *m = NULL;
 	cbllm_err	err;
@@ -231,7 +231,7 @@ test_loads(void)
 		   "%s: %s lm_head, %d matrices, %d norms and %d biases (%d vectors a layer)",
 		   fam->name, fam->untied ? "untied" : "tied", c.matrices, c.norms, c.biases,
 		   fam->layer_vectors);
-	test_positions(m);
+	TestPositions(m);
 	if (fam->features & ARCH_QKV_BIAS)
 		TAP_OK(m->layers[0].bq != NULL && m->layers[L - 1].bv != NULL && m->layers[0].bo == NULL,
 			   "%s: q, k and v have biases and o has none", fam->name);
@@ -270,7 +270,7 @@ test_loads(void)
 
 /* The dummy format gives the family's vectors multipliers of one (no +1 on top) and bf16 scales. */
 static void
-test_dummy(void)
+TestDummy(void)
 {
 	model_load_params p = {.dir = model_dir, .format = "dummy", .dummy_on_host = true};
 	cbllm_model *m = NULL;
@@ -318,7 +318,7 @@ MaxAbsDiff(const float *a, const float *b, size_t n)
 
 /* The CPU's logits and greedy tokens match the reference; a device's logits match the CPU's. */
 static void
-test_numerics(const char *ref_logits, const char *ref_greedy, const char *device)
+TestNumerics(const char *ref_logits, const char *ref_greedy, const char *device)
 {
 	int			vocab = 0,
 				n = -1,
@@ -395,8 +395,8 @@ main(int argc, char **argv)
 		return 2;
 	}
 	model_dir = argv[2];
-	test_loads();
-	test_dummy();
-	test_numerics(argv[3], argv[4], argc > 5 ? argv[5] : NULL);
+	TestLoads();
+	TestDummy();
+	TestNumerics(argv[3], argv[4], argc > 5 ? argv[5] : NULL);
 	return tap_done();
 }

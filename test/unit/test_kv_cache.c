@@ -15,7 +15,7 @@
 
 /* Create a cache; NULL (with a failed check) when creation fails. */
 static kv_cache *
-new_cache(int n_blocks, int block_size, int n_layers, int n_kv_heads, int head_dim)
+NewCache(int n_blocks, int block_size, int n_layers, int n_kv_heads, int head_dim)
 {
 	kv_cache_params p = {n_blocks, block_size, n_layers, n_kv_heads, head_dim, false, CBLLM_F32};
 	kv_cache   *kv = NULL;
@@ -32,7 +32,7 @@ new_cache(int n_blocks, int block_size, int n_layers, int n_kv_heads, int head_d
 
 /* Invalid parameters fail as CBLLM_ERR_INVALID with a message, creating nothing. */
 static void
-test_invalid_params(void)
+TestInvalidParams(void)
 {
 	struct
 	{
@@ -68,9 +68,9 @@ test_invalid_params(void)
 
 /* A new pool: fields, block_bytes; with no_data only the geometry. */
 static void
-test_create(void)
+TestCreate(void)
 {
-	kv_cache   *kv = new_cache(5, 16, 3, 2, 8);
+	kv_cache   *kv = NewCache(5, 16, 3, 2, 8);
 	kv_cache   *geometry = NULL;
 	kv_cache_params p = {5, 16, 3, 2, 8, true, CBLLM_F32};
 
@@ -101,7 +101,7 @@ typedef struct span
 
 /* qsort order of spans by address. */
 static int
-span_cmp(const void *a, const void *b)
+SpanCmp(const void *a, const void *b)
 {
 	const span *x = a,
 			   *y = b;
@@ -111,7 +111,7 @@ span_cmp(const void *a, const void *b)
 
 /* The value stored in element e of (layer, block, slot) of K (kind 0) or V (kind 1). */
 static float
-cell_value(int kind, int layer, int block, int slot, int e)
+CellValue(int kind, int layer, int block, int slot, int e)
 {
 	return (float) (((((kind * 7 + layer) * 11 + block) * 13 + slot) * 17 + e) + 1) *
 		(kind ? -1.0f : 1.0f);
@@ -119,7 +119,7 @@ cell_value(int kind, int layer, int block, int slot, int e)
 
 /* K and V of distinct (layer, block, slot) never overlap, and hold what was written. */
 static void
-test_layout(void)
+TestLayout(void)
 {
 	const int	nb = 3,
 				bs = 4,
@@ -128,7 +128,7 @@ test_layout(void)
 				hd = 3;
 	const int	row = nh * hd;
 	const int64_t per = (int64_t) nl * nb * bs * row;	/* floats of K (or V) */
-	kv_cache   *kv = new_cache(nb, bs, nl, nh, hd);
+	kv_cache   *kv = NewCache(nb, bs, nl, nh, hd);
 	span	   *sp = malloc(sizeof(span) * 2 * nl * nb * bs);
 	int			n = 0;
 	bool		inside = true,
@@ -154,7 +154,7 @@ test_layout(void)
 				}
 	TAP_OK(inside, "every K and V row of (layer, block, slot) lies inside its %lld-float array",
 		   (long long) per);
-	qsort(sp, n, sizeof(span), span_cmp);
+	qsort(sp, n, sizeof(span), SpanCmp);
 	for (int i = 0; i + 1 < n; i++)
 		if (sp[i].p + sp[i].n > sp[i + 1].p)
 			disjoint = false;
@@ -169,7 +169,7 @@ test_layout(void)
 					float	   *p = kind ? kv_cache_v(kv, l, b, s) : kv_cache_k(kv, l, b, s);
 
 					for (int e = 0; e < row; e++)
-						p[e] = cell_value(kind, l, b, s, e);
+						p[e] = CellValue(kind, l, b, s, e);
 				}
 	for (int kind = 0; kind < 2; kind++)
 		for (int l = 0; l < nl; l++)
@@ -179,7 +179,7 @@ test_layout(void)
 					const float *p = kind ? kv_cache_v(kv, l, b, s) : kv_cache_k(kv, l, b, s);
 
 					for (int e = 0; e < row; e++)
-						if (p[e] != cell_value(kind, l, b, s, e))
+						if (p[e] != CellValue(kind, l, b, s, e))
 							intact = false;
 				}
 	TAP_OK(intact, "distinct values written to every element of K and V read back intact");
@@ -198,8 +198,8 @@ test_layout(void)
 		bm_release(bm, b);
 		bm_release(bm, a);
 		bm_free(bm);
-		TAP_OK(((float *) kv_cache_k(kv, 1, 2, 3))[5] == cell_value(0, 1, 2, 3, 5) &&
-			   ((float *) kv_cache_v(kv, 0, 0, 0))[0] == cell_value(1, 0, 0, 0, 0),
+		TAP_OK(((float *) kv_cache_k(kv, 1, 2, 3))[5] == CellValue(0, 1, 2, 3, 5) &&
+			   ((float *) kv_cache_v(kv, 0, 0, 0))[0] == CellValue(1, 0, 0, 0, 0),
 			   "alloc and release leave the stored K and V alone");
 	}
 	free(sp);
@@ -212,7 +212,7 @@ test_layout(void)
  * are refused; names parse in any case, auto to the caller's default.
  */
 static void
-test_half(void)
+TestHalf(void)
 {
 	const cbllm_dtype types[2] = {CBLLM_F16, CBLLM_BF16};
 	cbllm_dtype dt = CBLLM_Q8_0;
@@ -269,9 +269,9 @@ test_half(void)
 int
 main(void)
 {
-	test_invalid_params();
-	test_create();
-	test_layout();
-	test_half();
+	TestInvalidParams();
+	TestCreate();
+	TestLayout();
+	TestHalf();
 	return tap_done();
 }

@@ -22,7 +22,7 @@
 
 /* The config.json of the tiny checkpoint: arch, sizes, derived head_dim and defaults as written. */
 static void
-test_tiny_config(void)
+TestTinyConfig(void)
 {
 	char	   *dir = fixture_case_dir("tiny");
 	char	   *text = fixture_config_json(&fixture_tiny, "LlamaForCausalLM", "silu", NULL);
@@ -50,7 +50,7 @@ test_tiny_config(void)
 
 /* Write a tiny model whose config.json is text, then check model_config_load fails. */
 static void
-config_case(const char *label, const char *text, const char *n1, const char *n2)
+ConfigCase(const char *label, const char *text, const char *n1, const char *n2)
 {
 	char	   *dir = fixture_case_dir(label);
 	char	   *path = cbllm_path_join(dir, "config.json");
@@ -71,72 +71,72 @@ config_case(const char *label, const char *text, const char *n1, const char *n2)
 
 /* Malformed or unsupported config.json files: each error names the file and the problem. */
 static void
-test_bad_configs(void)
+TestBadConfigs(void)
 {
 	fixture_geom g = fixture_tiny;
 	char	   *t;
 
-	config_case("missing config.json", NULL, "cannot open", NULL);
-	config_case("config.json not JSON", "{\"hidden_size\": 16,,}", "invalid JSON", NULL);
-	config_case("config.json a JSON array", "[1, 2, 3]", "JSON", NULL);
+	ConfigCase("missing config.json", NULL, "cannot open", NULL);
+	ConfigCase("config.json not JSON", "{\"hidden_size\": 16,,}", "invalid JSON", NULL);
+	ConfigCase("config.json a JSON array", "[1, 2, 3]", "JSON", NULL);
 	t = fixture_config_json(&g, "GPT2LMHeadModel", "gelu_new", NULL);
-	config_case("architecture GPT2LMHeadModel", t, "unsupported architecture", "GPT2LMHeadModel");
+	ConfigCase("architecture GPT2LMHeadModel", t, "unsupported architecture", "GPT2LMHeadModel");
 	free(t);
 	t = fixture_config_json(&g, "LlamaForCausalLM", "gelu", NULL);
-	config_case("hidden_act gelu", t, "hidden_act", "unsupported");
+	ConfigCase("hidden_act gelu", t, "hidden_act", "unsupported");
 	free(t);
 	g.hidden = 18;
 	t = fixture_config_json(&g, "LlamaForCausalLM", "silu", NULL);
-	config_case("hidden_size 18 with 4 heads", t, "hidden_size 18",
+	ConfigCase("hidden_size 18 with 4 heads", t, "hidden_size 18",
 				"num_attention_heads 4");
 	free(t);
 	g = fixture_tiny;
 	g.kv_heads = 3;
 	t = fixture_config_json(&g, "LlamaForCausalLM", "silu", NULL);
-	config_case("4 heads with 3 KV heads", t, "num_key_value_heads 3", "multiple");
+	ConfigCase("4 heads with 3 KV heads", t, "num_key_value_heads 3", "multiple");
 	free(t);
 	g = fixture_tiny;
 	g.head_dim = 5;
 	t = fixture_config_json(&g, "LlamaForCausalLM", "silu", NULL);
-	config_case("odd head_dim 5", t, "head_dim 5", NULL);
+	ConfigCase("odd head_dim 5", t, "head_dim 5", NULL);
 	free(t);
-	config_case("no vocab_size",
+	ConfigCase("no vocab_size",
 				"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 16,"
 				" \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 24}",
 				"\"vocab_size\"", "missing");
-	config_case("hidden_size a string",
+	ConfigCase("hidden_size a string",
 				"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": \"16\","
 				" \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 24,"
 				" \"vocab_size\": 32}", "\"hidden_size\"", "integer");
 	/* found by fuzzing: a size beyond long long's range was cast before the range check */
-	config_case("hidden_size 1e30 (beyond any integer type)",
+	ConfigCase("hidden_size 1e30 (beyond any integer type)",
 				"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 1e30,"
 				" \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 24,"
 				" \"vocab_size\": 32}", "\"hidden_size\"", "integer");
 	/* found by fuzzing: positive numbers that are 0 or infinite as floats */
-	config_case("rms_norm_eps 1e-85 (0 as a float)",
+	ConfigCase("rms_norm_eps 1e-85 (0 as a float)",
 				"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 16,"
 				" \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 24,"
 				" \"vocab_size\": 32, \"rms_norm_eps\": 1e-85}", "\"rms_norm_eps\"", "float range");
-	config_case("rope_theta 1e39 (infinite as a float)",
+	ConfigCase("rope_theta 1e39 (infinite as a float)",
 				"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 16,"
 				" \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 24,"
 				" \"vocab_size\": 32, \"rope_theta\": 1e39}", "\"rope_theta\"", "float range");
-	config_case("num_hidden_layers 0",
+	ConfigCase("num_hidden_layers 0",
 				"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 16,"
 				" \"num_hidden_layers\": 0, \"num_attention_heads\": 4, \"intermediate_size\": 24,"
 				" \"vocab_size\": 32}", "\"num_hidden_layers\"", NULL);
-	config_case("no architectures or model_type",
+	ConfigCase("no architectures or model_type",
 				"{\"hidden_size\": 16, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
 				" \"intermediate_size\": 24, \"vocab_size\": 32}", "architecture", NULL);
 	t = fixture_config_json(&fixture_tiny, "LlamaForCausalLM", "silu", ", \"attention_bias\": true");
-	config_case("attention_bias true", t, "bias", NULL);
+	ConfigCase("attention_bias true", t, "bias", NULL);
 	free(t);
 }
 
 /* rope_scaling: each type HF defines loads with its fields; unknown types and bad fields are refused by name. */
 static void
-test_rope_scaling(void)
+TestRopeScaling(void)
 {
 	struct
 	{
@@ -206,7 +206,7 @@ test_rope_scaling(void)
 
 /* Parse a config text through model_config_load; returns the status. */
 static int
-load_config_text(const char *label, const char *text, cbllm_model_config *cfg, cbllm_err *err)
+LoadConfigText(const char *label, const char *text, cbllm_model_config *cfg, cbllm_err *err)
 {
 	char	   *dir = fixture_case_dir(label);
 	int			rc;
@@ -238,7 +238,7 @@ typedef struct real_config
 
 /* The shipped configs of three real models parse with the right fields. */
 static void
-test_real_configs(void)
+TestRealConfigs(void)
 {
 	const real_config real[] = {
 		{"llama2", fixture_llama2_7b_chat, "Llama-2-7b-chat-hf",
@@ -262,7 +262,7 @@ test_real_configs(void)
 	{
 		const real_config *r = &real[i];
 
-		rc = load_config_text(r->label, r->text, &c, &err);
+		rc = LoadConfigText(r->label, r->text, &c, &err);
 		TAP_OK(rc == CBLLM_OK, "%s config.json loads %s", r->name, err.msg);
 		TAP_OK(rc == CBLLM_OK && strcmp(c.arch, r->arch) == 0 && c.hidden == r->hidden &&
 			   c.n_layers == r->layers && c.n_heads == r->heads && c.n_kv_heads == r->kv_heads &&
@@ -275,7 +275,7 @@ test_real_configs(void)
 	}
 
 	/* an eos_token_id list (Llama-3 style) takes its first element */
-	rc = load_config_text("eos-list",
+	rc = LoadConfigText("eos-list",
 						  "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 16,"
 						  " \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
 						  " \"intermediate_size\": 24, \"vocab_size\": 32,"
@@ -283,7 +283,7 @@ test_real_configs(void)
 	TAP_OK(rc == CBLLM_OK && c.bos_id == 7 && c.eos_id == 9 && c.n_kv_heads == 4 &&
 		   c.max_pos == 2048 && c.rope[0].theta == 10000.0,
 		   "eos_token_id list gives its first id; absent num_key_value_heads is num_attention_heads");
-	rc = load_config_text("model-type-only",
+	rc = LoadConfigText("model-type-only",
 						  "{\"model_type\": \"mistral\", \"hidden_size\": 16,"
 						  " \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
 						  " \"intermediate_size\": 24, \"vocab_size\": 32}", &c, &err);
@@ -353,7 +353,7 @@ GemmaWith(const char *from, const char *to)
  * the field.
  */
 static void
-test_family_configs(void)
+TestFamilyConfigs(void)
 {
 	/* gemma-3-1b-it with one field changed, and what the refusal must say */
 	static const struct
@@ -386,7 +386,7 @@ test_family_configs(void)
 	char	   *t;
 	int			rc;
 
-	rc = load_config_text("qwen2.5", Qwen25_05b, &c, &err);
+	rc = LoadConfigText("qwen2.5", Qwen25_05b, &c, &err);
 	TAP_OK(rc == CBLLM_OK && strcmp(c.arch, "Qwen2ForCausalLM") == 0 &&
 		   c.features == ARCH_QKV_BIAS && c.head_dim == 64 && c.n_kv_heads == 2 &&
 		   c.tie_embeddings && c.rope[0].theta == 1e6 && c.layer_window[0] == 0 && c.bos_id == 151643 && c.eos_id == 151645 &&
@@ -396,13 +396,13 @@ test_family_configs(void)
 	TAP_OK(rc == CBLLM_OK && c.sliding_window == 0 && c.layer_window[0] == 0 &&
 		   c.layer_window[c.n_layers - 1] == 0 && model_kv_drop_window(&c) == 0 && c.n_rope == 1,
 		   "Qwen2.5-0.5B-Instruct: sliding_window 32768 with use_sliding_window false is no window at any layer");
-	rc = load_config_text("qwen3", Qwen3_06b, &c, &err);
+	rc = LoadConfigText("qwen3", Qwen3_06b, &c, &err);
 	TAP_OK(rc == CBLLM_OK && strcmp(c.arch, "Qwen3ForCausalLM") == 0 &&
 		   c.features == ARCH_QK_NORM && c.head_dim == 128 && c.hidden == 1024 &&
 		   c.n_heads == 16 && c.tie_embeddings && c.q_scale == 1.0f,
 		   "Qwen3-0.6B: per-head q/k norms, explicit head_dim 128 (16 heads over hidden 1024), tied %s",
 		   err.msg);
-	rc = load_config_text("gemma3", Gemma3_1b, &c, &err);
+	rc = LoadConfigText("gemma3", Gemma3_1b, &c, &err);
 	TAP_OK(rc == CBLLM_OK && strcmp(c.arch, "Gemma3ForCausalLM") == 0 &&
 		   (c.features & (ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_SANDWICH_NORM | ARCH_EMBED_SCALE)) ==
 		   (ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_SANDWICH_NORM | ARCH_EMBED_SCALE) &&
@@ -426,31 +426,31 @@ test_family_configs(void)
 			   "gemma-3-1b-it: layers 5, 11, 17, 23 global (rope_theta 1e6, no window), the others local (window 512, rope_local_base_freq 10000); KV blocks kept");
 	}
 	t = GemmaWith("\"rope_scaling\": null", "\"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"linear\"}");
-	rc = load_config_text("gemma3-4b-rope", t, &c, &err);
+	rc = LoadConfigText("gemma3-4b-rope", t, &c, &err);
 	TAP_OK(rc == CBLLM_OK && c.rope[0].type == ROPE_LINEAR && c.rope[0].factor == 8 &&
 		   c.rope[1].type == ROPE_DEFAULT && c.layer_rope[0] == 1 && c.layer_rope[5] == 0,
 		   "Gemma-3 4B's rope_scaling linear 8 scales the global layers' RoPE only %s", err.msg);
 	free(t);
 	t = GemmaWith("\"use_cache\": true", "\"tie_word_embeddings\": false");
-	rc = load_config_text("gemma3-untied", t, &c, &err);
+	rc = LoadConfigText("gemma3-untied", t, &c, &err);
 	TAP_OK(rc == CBLLM_OK && !c.tie_embeddings,
 		   "a Gemma-3 config that says tie_word_embeddings false is untied %s", err.msg);
 	free(t);
 	t = GemmaWith("\"hidden_activation\": \"gelu_pytorch_tanh\"",
 				  "\"hidden_activation\": null, \"hidden_act\": \"gelu_pytorch_tanh\"");
-	rc = load_config_text("gemma3-hidden-act", t, &c, &err);
+	rc = LoadConfigText("gemma3-hidden-act", t, &c, &err);
 	TAP_OK(rc == CBLLM_OK && c.activation == ARCH_ACT_GELU_TANH,
 		   "hidden_activation null leaves the activation to hidden_act %s", err.msg);
 	free(t);
 	t = GemmaWith("\"query_pre_attn_scalar\": 256", "\"query_pre_attn_scalar\": 144");
-	rc = load_config_text("gemma3-qpas", t, &c, &err);
+	rc = LoadConfigText("gemma3-qpas", t, &c, &err);
 	TAP_OK(rc == CBLLM_OK && fabsf(c.q_scale - 4.0f / 3.0f) < 1e-6f,
 		   "query_pre_attn_scalar 144 with head_dim 256: q scaled by sqrt(256 / 144) = %g", c.q_scale);
 	free(t);
 	for (int i = 0; i < (int) (sizeof(refused) / sizeof(refused[0])); i++)
 	{
 		t = GemmaWith(refused[i].from, refused[i].to);
-		config_case(refused[i].label, t, refused[i].n1, refused[i].n2);
+		ConfigCase(refused[i].label, t, refused[i].n1, refused[i].n2);
 		free(t);
 	}
 }
@@ -459,11 +459,11 @@ int
 main(void)
 {
 	void		(*const tests[]) (void) = {
-		test_tiny_config,
-		test_bad_configs,
-		test_rope_scaling,
-		test_real_configs,
-		test_family_configs
+		TestTinyConfig,
+		TestBadConfigs,
+		TestRopeScaling,
+		TestRealConfigs,
+		TestFamilyConfigs
 	};
 
 	return run_in_fixture_root("config", tests, (int) (sizeof(tests) / sizeof(tests[0])));

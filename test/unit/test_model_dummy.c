@@ -22,7 +22,7 @@
 
 /* bf16 bits nearest to v, ties to even, by comparing the dropped half (not numeric.h's trick). */
 static uint16_t
-bf16_nearest(float v)
+Bf16Nearest(float v)
 {
 	uint32_t	u;
 	uint32_t	low;
@@ -38,7 +38,7 @@ bf16_nearest(float v)
 
 /* The dummy matrices of a model in seed order: embed, each layer's seven, lm_head. */
 static int
-dummy_matrices(const cbllm_model *m, const cbllm_weight **ws)
+DummyMatrices(const cbllm_model *m, const cbllm_weight **ws)
 {
 	int			n = 0;
 
@@ -61,7 +61,7 @@ dummy_matrices(const cbllm_model *m, const cbllm_weight **ws)
 
 /* Whether the norms of a model are all ones. */
 static bool
-norms_are_ones(const cbllm_model *m)
+NormsAreOnes(const cbllm_model *m)
 {
 	for (int l = 0; l < m->cfg.n_layers; l++)
 		for (int i = 0; i < m->cfg.hidden; i++)
@@ -75,9 +75,9 @@ norms_are_ones(const cbllm_model *m)
 
 /* Whether element i of a filled dummy matrix is cbllm_dummy_value * scale rounded to bf16. */
 static bool
-dummy_elem_ok(const cbllm_weight *w, int64_t i)
+DummyElemOk(const cbllm_weight *w, int64_t i)
 {
-	uint16_t	want = bf16_nearest(cbllm_dummy_value(w->dummy_seed, (uint64_t) i) * w->dummy_scale);
+	uint16_t	want = Bf16Nearest(cbllm_dummy_value(w->dummy_seed, (uint64_t) i) * w->dummy_scale);
 	uint16_t	got = ((const uint16_t *) w->data)[i];
 
 	if (got != want)
@@ -88,7 +88,7 @@ dummy_elem_ok(const cbllm_weight *w, int64_t i)
 
 /* Load dir with format, dummy weights on the host or not. */
 static int
-load_format(const char *dir, const char *format, bool on_host, cbllm_model **m, cbllm_err *err)
+LoadFormat(const char *dir, const char *format, bool on_host, cbllm_model **m, cbllm_err *err)
 {
 	model_load_params p = {.dir = dir, .format = format, .dummy_on_host = on_host};
 
@@ -97,7 +97,7 @@ load_format(const char *dir, const char *format, bool on_host, cbllm_model **m, 
 
 /* cbllm_dummy_value: pinned values, exact multiples of 2^-23 in [-1, 1) with mean near 0. */
 static void
-test_dummy_value(void)
+TestDummyValue(void)
 {
 	double		sum = 0;
 	bool		in_range = true,
@@ -132,7 +132,7 @@ test_dummy_value(void)
 
 /* A dummy load of config.json alone: shapes and counts of the checkpoint, generated values. */
 static void
-test_dummy_load(void)
+TestDummyLoad(void)
 {
 	char	   *dir = fixture_case_dir("dummy");
 	char	   *ckpt = fixture_case_dir("dummy-checkpoint");
@@ -154,7 +154,7 @@ test_dummy_load(void)
 
 	TAP_OK(fixture_write_text(dir, "config.json", cfgtext),
 		   "write a model directory with config.json only");
-	rc = load_format(dir, "dummy", true, &m, &err);
+	rc = LoadFormat(dir, "dummy", true, &m, &err);
 	TAP_OK(rc == CBLLM_OK && m != NULL, "dummy load of a directory without weights succeeds %s",
 		   err.msg);
 	if (rc != CBLLM_OK)
@@ -169,8 +169,8 @@ test_dummy_load(void)
 	TAP_OK(rc == CBLLM_OK, "the tiny checkpoint loads for comparison %s", err.msg);
 	if (rc != CBLLM_OK)
 		goto done;
-	n = dummy_matrices(m, ws);
-	dummy_matrices(ref, wr);
+	n = DummyMatrices(m, ws);
+	DummyMatrices(ref, wr);
 	ok = n == 16;
 	for (int k = 0; ok && k < n; k++)
 		ok = ws[k]->dtype == CBLLM_BF16 && ws[k]->rows == wr[k]->rows &&
@@ -191,7 +191,7 @@ test_dummy_load(void)
 	TAP_OK(m->weight_bytes == 2 * (size_t) elems && elems == 9728 / 2,
 		   "dummy: weight_bytes %zu counts every matrix, embedding and lm_head, in bf16",
 		   m->weight_bytes);
-	TAP_OK(norms_are_ones(m), "dummy: every norm weight is 1");
+	TAP_OK(NormsAreOnes(m), "dummy: every norm weight is 1");
 
 	ok = true;
 	for (int k = 0; k < n; k++)
@@ -199,8 +199,8 @@ test_dummy_load(void)
 		int64_t		ne = ws[k]->rows * ws[k]->cols;
 
 		for (int64_t i = 0; i < ne; i += 1 + i % 13)
-			ok = ok && dummy_elem_ok(ws[k], i);
-		ok = ok && dummy_elem_ok(ws[k], ne - 1);
+			ok = ok && DummyElemOk(ws[k], i);
+		ok = ok && DummyElemOk(ws[k], ne - 1);
 	}
 	TAP_OK(ok, "dummy on host: sampled elements are bf16(cbllm_dummy_value(seed, i) * scale)");
 
@@ -213,11 +213,11 @@ test_dummy_load(void)
 		   memcmp(m->layers[0].wq.data, m->layers[1].wq.data, 16 * 16 * 2) != 0,
 		   "dummy: the 16 seeds are nonzero and distinct; same-shape matrices differ");
 
-	rc = load_format(dir, "dummy", true, &m2, &err);
+	rc = LoadFormat(dir, "dummy", true, &m2, &err);
 	TAP_OK(rc == CBLLM_OK, "a second dummy load succeeds %s", err.msg);
 	if (rc == CBLLM_OK)
 	{
-		dummy_matrices(m2, ws2);
+		DummyMatrices(m2, ws2);
 		ok = true;
 		for (int k = 0; k < n; k++)
 			ok = ok && ws2[k]->dummy_seed == ws[k]->dummy_seed && ws2[k]->data != ws[k]->data &&
@@ -226,18 +226,18 @@ test_dummy_load(void)
 		model_free(m2);
 	}
 
-	rc = load_format(dir, "dummy", false, &dev, &err);
+	rc = LoadFormat(dir, "dummy", false, &dev, &err);
 	TAP_OK(rc == CBLLM_OK, "dummy load for a device backend succeeds %s", err.msg);
 	if (rc == CBLLM_OK)
 	{
-		dummy_matrices(dev, wd);
+		DummyMatrices(dev, wd);
 		ok = true;
 		for (int k = 0; k < n; k++)
 			ok = ok && wd[k]->data == NULL && wd[k]->dummy_seed == ws[k]->dummy_seed &&
 				wd[k]->dummy_scale == ws[k]->dummy_scale && wd[k]->dtype == CBLLM_BF16 &&
 				wd[k]->rows == ws[k]->rows && wd[k]->cols == ws[k]->cols;
 		TAP_OK(ok, "dummy not on host: data NULL, seeds, scales and shapes as on the host");
-		TAP_OK(norms_are_ones(dev) && dev->weight_bytes == m->weight_bytes &&
+		TAP_OK(NormsAreOnes(dev) && dev->weight_bytes == m->weight_bytes &&
 			   dev->step_weight_bytes == m->step_weight_bytes &&
 			   dev->matmul_params == m->matmul_params,
 			   "dummy not on host: unit norms and the same byte counts");
@@ -254,7 +254,7 @@ done:
 
 /* Dummy loads: tied embeddings, a 7B geometry, bad formats and bad directories. */
 static void
-test_dummy_cases(void)
+TestDummyCases(void)
 {
 	fixture_geom g = fixture_tiny;
 	char	   *dir = fixture_case_dir("dummy-tied");
@@ -271,7 +271,7 @@ test_dummy_cases(void)
 	free(text);
 	for (int on_host = 0; on_host < 2; on_host++)
 	{
-		rc = load_format(dir, "dummy", on_host, &m, &err);
+		rc = LoadFormat(dir, "dummy", on_host, &m, &err);
 		TAP_OK(rc == CBLLM_OK && m->lm_head.data == m->embed.data &&
 			   m->lm_head.dummy_seed == m->embed.dummy_seed && m->lm_head.rows == 32 &&
 			   m->weight_bytes == 2 * (size_t) (32 * 16 + 2 * 1920) &&
@@ -286,7 +286,7 @@ test_dummy_cases(void)
 
 	dir = fixture_case_dir("dummy-llama2-7b");
 	fixture_write_text(dir, "config.json", fixture_llama2_7b_chat);
-	rc = load_format(dir, "dummy", false, &m, &err);
+	rc = LoadFormat(dir, "dummy", false, &m, &err);
 	TAP_OK(rc == CBLLM_OK && m->weight_bytes == 13476298752ULL &&
 		   m->matmul_params == 6607077376LL && m->step_weight_bytes == 13214154752ULL &&
 		   m->layers[31].w_down.rows == 4096 && m->layers[31].w_down.cols == 11008 &&
@@ -297,22 +297,22 @@ test_dummy_cases(void)
 		model_free(m);
 	m = NULL;
 
-	rc = load_format(dir, "gguf", true, &m, &err);
+	rc = LoadFormat(dir, "gguf", true, &m, &err);
 	expect_fail("load format \"gguf\"", rc, &err, "\"gguf\"", "\"dummy\"", "\"safetensors\"");
 	TAP_OK(m == NULL, "an unknown format leaves the output untouched");
-	rc = load_format(dir, "auto", false, &m, &err);
+	rc = LoadFormat(dir, "auto", false, &m, &err);
 	expect_fail("format auto on a directory without weights", rc, &err, dir, NULL, NULL);
 	free(dir);
 
 	dir = fixture_case_dir("dummy-no-config");
-	rc = load_format(dir, "dummy", true, &m, &err);
+	rc = LoadFormat(dir, "dummy", true, &m, &err);
 	rc2 = model_load(dir, &m, &err2);
 	expect_fail("dummy load without config.json", rc, &err, "config.json", NULL, NULL);
 	TAP_OK(rc == rc2 && strcmp(err.msg, err2.msg) == 0 && m == NULL,
 		   "dummy and checkpoint loads fail alike without config.json");
 	fixture_write_text(dir, "config.json",
 					   "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_act\": \"gelu\"}");
-	rc = load_format(dir, "dummy", false, &m, &err);
+	rc = LoadFormat(dir, "dummy", false, &m, &err);
 	expect_fail("dummy load of a config with hidden_act gelu", rc, &err, "gelu", NULL, NULL);
 	free(dir);
 
@@ -322,10 +322,10 @@ test_dummy_cases(void)
 					   "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 16777216,"
 					   " \"num_hidden_layers\": 1, \"num_attention_heads\": 4096, \"intermediate_size\": 2,"
 					   " \"vocab_size\": 16777216}");
-	rc = load_format(dir, "dummy", true, &m, &err);
+	rc = LoadFormat(dir, "dummy", true, &m, &err);
 	expect_fail("dummy on host of a 512 TiB embedding", rc, &err,
 				"out of memory for the dummy weights of the embeddings", NULL, NULL);
-	rc = load_format(dir, "dummy", false, &m, &err2);
+	rc = LoadFormat(dir, "dummy", false, &m, &err2);
 	TAP_OK(rc == CBLLM_OK && m->embed.data == NULL && m->weight_bytes > ((size_t) 1 << 50),
 		   "the same model not on host allocates nothing and counts its bytes %s", err2.msg);
 	if (rc == CBLLM_OK)
@@ -337,9 +337,9 @@ int
 main(void)
 {
 	void		(*const tests[]) (void) = {
-		test_dummy_value,
-		test_dummy_load,
-		test_dummy_cases
+		TestDummyValue,
+		TestDummyLoad,
+		TestDummyCases
 	};
 
 	return run_in_fixture_root("dummy", tests, (int) (sizeof(tests) / sizeof(tests[0])));

@@ -224,7 +224,7 @@ CompareTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 
 /* What the loader binds equals the checkpoint's model. */
 static void
-test_binds(const char *hf_dir, const char *gguf_dir, cbllm_dtype want)
+TestBinds(const char *hf_dir, const char *gguf_dir, cbllm_dtype want)
 {
 	cbllm_model *hf = NULL,
 			   *gg = NULL;
@@ -290,7 +290,7 @@ test_binds(const char *hf_dir, const char *gguf_dir, cbllm_dtype want)
 
 /* The GGUF model's logits are the checkpoint's on the CPU, and on device within bf16's tolerance. */
 static void
-test_logits(const char *hf_dir, const char *gguf_dir, const char *device)
+TestLogits(const char *hf_dir, const char *gguf_dir, const char *device)
 {
 	int			vocab = 0,
 				gvocab = 0;
@@ -348,7 +348,7 @@ test_logits(const char *hf_dir, const char *gguf_dir, const char *device)
 #define QUANT_LOGITS_TOL_DEVICE 2e-2
 
 static void
-test_quant_logits(const char *gguf_dir, const char *logits, cbllm_dtype dt, const char *device)
+TestQuantLogits(const char *gguf_dir, const char *logits, cbllm_dtype dt, const char *device)
 {
 	static const struct
 	{
@@ -422,7 +422,7 @@ Touch(const char *dir, const char *name)
 
 /* Every broken file and directory is refused with an error naming what is wrong. */
 static void
-test_errors(const char *bad_dir)
+TestErrors(const char *bad_dir)
 {
 	static const struct
 	{
@@ -488,7 +488,7 @@ main(int argc, char **argv)
 	if (argc == 3 && strcmp(argv[1], "--errors") == 0)
 	{
 		family = "llama";
-		test_errors(argv[2]);
+		TestErrors(argv[2]);
 		return tap_done();
 	}
 	/* --type T: a conversion to T, whose values and binding are checked; with LOGITS also run */
@@ -496,9 +496,9 @@ main(int argc, char **argv)
 	{
 		family = argv[3];
 		if (argc < 8)
-			test_binds(argv[4], argv[5], want);
+			TestBinds(argv[4], argv[5], want);
 		if (argc >= 7)
-			test_quant_logits(argv[5], argv[6], want, argc == 8 ? argv[7] : NULL);
+			TestQuantLogits(argv[5], argv[6], want, argc == 8 ? argv[7] : NULL);
 		return tap_done();
 	}
 	if (argc < 4)
@@ -510,7 +510,7 @@ main(int argc, char **argv)
 	}
 	family = argv[1];
 	if (argc == 4 || strcmp(argv[4], "cpu") == 0)
-		test_binds(argv[2], argv[3], CBLLM_F32);
-	test_logits(argv[2], argv[3], argc > 4 && strcmp(argv[4], "cpu") != 0 ? argv[4] : NULL);
+		TestBinds(argv[2], argv[3], CBLLM_F32);
+	TestLogits(argv[2], argv[3], argc > 4 && strcmp(argv[4], "cpu") != 0 ? argv[4] : NULL);
 	return tap_done();
 }

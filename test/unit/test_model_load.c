@@ -22,7 +22,7 @@
 
 /* Whether a bound weight is the given tensor spec: dtype, shape and bytes. */
 static bool
-weight_is(const cbllm_weight *w, const fixture_tensor *t)
+WeightIs(const cbllm_weight *w, const fixture_tensor *t)
 {
 	const char *dt = cbllm_dtype_name(w->dtype);
 
@@ -33,7 +33,7 @@ weight_is(const cbllm_weight *w, const fixture_tensor *t)
 
 /* Whether a converted norm holds the values written for the tensor spec. */
 static bool
-norm_is(const float *v, const fixture_tensor *t)
+NormIs(const float *v, const fixture_tensor *t)
 {
 	if (v == NULL || t == NULL)
 		return false;
@@ -45,7 +45,7 @@ norm_is(const float *v, const fixture_tensor *t)
 
 /* Check every layer's bound weights and norms against the specs. */
 static bool
-layers_match(const cbllm_model *m, fixture_tensors *s)
+LayersMatch(const cbllm_model *m, fixture_tensors *s)
 {
 	for (int l = 0; l < m->cfg.n_layers; l++)
 	{
@@ -58,17 +58,17 @@ layers_match(const cbllm_model *m, fixture_tensors *s)
 		for (int k = 0; k < 7; k++)
 		{
 			snprintf(n, sizeof(n), "model.layers.%d.%s.weight", l, wn[k]);
-			if (!weight_is(ws[k], fixture_find_tensor(s, n)))
+			if (!WeightIs(ws[k], fixture_find_tensor(s, n)))
 			{
 				TAP_DIAG("layer %d: %s is not bound to its tensor", l, n);
 				return false;
 			}
 		}
 		snprintf(n, sizeof(n), "model.layers.%d.input_layernorm.weight", l);
-		if (!norm_is(L->attn_norm, fixture_find_tensor(s, n)))
+		if (!NormIs(L->attn_norm, fixture_find_tensor(s, n)))
 			return false;
 		snprintf(n, sizeof(n), "model.layers.%d.post_attention_layernorm.weight", l);
-		if (!norm_is(L->mlp_norm, fixture_find_tensor(s, n)))
+		if (!NormIs(L->mlp_norm, fixture_find_tensor(s, n)))
 			return false;
 	}
 	return true;
@@ -76,7 +76,7 @@ layers_match(const cbllm_model *m, fixture_tensors *s)
 
 /* Bytes and elements of the layer matrices (and lm_head) as written. */
 static void
-count_specs(const fixture_tensors *s, size_t *layer_bytes, int64_t *layer_elems)
+CountSpecs(const fixture_tensors *s, size_t *layer_bytes, int64_t *layer_elems)
 {
 	*layer_bytes = 0;
 	*layer_elems = 0;
@@ -90,7 +90,7 @@ count_specs(const fixture_tensors *s, size_t *layer_bytes, int64_t *layer_elems)
 
 /* The tiny untied GQA checkpoint loads with every field and tensor bound. */
 static void
-test_valid_model(void)
+TestValidModel(void)
 {
 	char	   *dir = fixture_case_dir("valid");
 	fixture_tensors s = {0};
@@ -109,10 +109,10 @@ test_valid_model(void)
 	{
 		TAP_OK(m->cfg.hidden == 16 && m->cfg.n_kv_heads == 2 && m->cfg.head_dim == 4,
 			   "model_load fills the config");
-		TAP_OK(weight_is(&m->embed, fixture_find_tensor(&s, "model.embed_tokens.weight")) &&
+		TAP_OK(WeightIs(&m->embed, fixture_find_tensor(&s, "model.embed_tokens.weight")) &&
 			   m->embed.dtype == CBLLM_BF16 && m->embed.rows == 32 && m->embed.cols == 16,
 			   "embed is the BF16 (vocab 32, hidden 16) model.embed_tokens.weight");
-		TAP_OK(weight_is(&m->lm_head, fixture_find_tensor(&s, "lm_head.weight")) &&
+		TAP_OK(WeightIs(&m->lm_head, fixture_find_tensor(&s, "lm_head.weight")) &&
 			   m->lm_head.dtype == CBLLM_F32 && m->lm_head.data != m->embed.data,
 			   "untied: lm_head is the F32 lm_head.weight, not the embedding");
 		TAP_OK(m->layers[1].wq.rows == 16 && m->layers[1].wq.cols == 16 &&
@@ -124,11 +124,11 @@ test_valid_model(void)
 			   m->layers[0].w_up.rows == 24 && m->layers[0].w_down.rows == 16 &&
 			   m->layers[0].w_down.cols == 24,
 			   "MLP shapes: gate and up (24, 16), down (16, 24)");
-		TAP_OK(layers_match(m, &s),
+		TAP_OK(LayersMatch(m, &s),
 			   "every layer matrix is bound to its tensor's bytes; F16/BF16 norms convert exactly");
-		TAP_OK(norm_is(m->final_norm, fixture_find_tensor(&s, "model.norm.weight")),
+		TAP_OK(NormIs(m->final_norm, fixture_find_tensor(&s, "model.norm.weight")),
 			   "the F32 final norm holds the written values");
-		count_specs(&s, &lb, &le);
+		CountSpecs(&s, &lb, &le);
 		TAP_OK(m->weight_bytes == lb + 32 * 16 * 2 + 32 * 16 * 4,
 			   "weight_bytes counts layer matrices, embedding and lm_head (%zu)", m->weight_bytes);
 		TAP_OK(m->step_weight_bytes == lb + 32 * 16 * 4 && m->matmul_params == le + 32 * 16,
@@ -141,7 +141,7 @@ test_valid_model(void)
 
 /* Tied embeddings: without lm_head.weight the embedding serves; untied it is required. */
 static void
-test_tied(void)
+TestTied(void)
 {
 	fixture_geom g = fixture_tiny;
 	char	   *dir = fixture_case_dir("tied");
@@ -160,7 +160,7 @@ test_tied(void)
 	TAP_OK(rc == CBLLM_OK, "tied model without lm_head.weight loads %s", err.msg);
 	if (rc == CBLLM_OK)
 	{
-		count_specs(&s, &lb, &le);
+		CountSpecs(&s, &lb, &le);
 		TAP_OK(m->cfg.tie_embeddings && m->lm_head.data == m->embed.data &&
 			   m->lm_head.dtype == m->embed.dtype && m->lm_head.rows == 32 &&
 			   m->lm_head.cols == 16, "tied: lm_head is the embedding matrix");
@@ -188,7 +188,7 @@ test_tied(void)
 
 /* An explicit head_dim with q width unlike hidden, and a single KV head (MQA). */
 static void
-test_head_dim(void)
+TestHeadDim(void)
 {
 	fixture_geom g = {16, 1, 4, 1, 6, 20, 24, false, true};
 	char	   *dir = fixture_case_dir("head-dim");
@@ -209,7 +209,7 @@ test_head_dim(void)
 			   m->layers[0].wk.rows == 6 && m->layers[0].wv.rows == 6 &&
 			   m->layers[0].wo.rows == 16 && m->layers[0].wo.cols == 24,
 			   "q (24, 16), k and v (6, 16), o (16, 24)");
-		TAP_OK(layers_match(m, &s), "every tensor of the head_dim model is bound");
+		TAP_OK(LayersMatch(m, &s), "every tensor of the head_dim model is bound");
 		model_free(m);
 	}
 	fixture_free_tensors(&s);
@@ -230,7 +230,7 @@ test_head_dim(void)
 
 /* A two-shard checkpoint with an index binds the same bytes as the single file. */
 static void
-test_sharded(void)
+TestSharded(void)
 {
 	fixture_pair p;
 	cbllm_model *m1 = NULL,
@@ -249,7 +249,7 @@ test_sharded(void)
 			   memcmp(m1->lm_head.data, m2->lm_head.data, 32 * 16 * 4) == 0 &&
 			   memcmp(m1->layers[1].w_down.data, m2->layers[1].w_down.data, 16 * 24 * 2) == 0 &&
 			   memcmp(m1->final_norm, m2->final_norm, 16 * 4) == 0 &&
-			   m1->weight_bytes == m2->weight_bytes && layers_match(m2, &p.s),
+			   m1->weight_bytes == m2->weight_bytes && LayersMatch(m2, &p.s),
 			   "sharded and single-file models bind the same bytes");
 	}
 	model_free(m1);
@@ -259,7 +259,7 @@ test_sharded(void)
 
 /* model_load without config.json or without weights fails naming what is missing. */
 static void
-test_missing_files(void)
+TestMissingFiles(void)
 {
 	char	   *dir;
 	char	   *cfg;
@@ -287,7 +287,7 @@ test_missing_files(void)
 
 /* Write the tiny model, let mangle change the specs, and expect model_load to fail. */
 static void
-weights_case(const char *label, void (*mangle) (fixture_tensors *s), size_t drop_tail,
+WeightsCase(const char *label, void (*mangle) (fixture_tensors *s), size_t drop_tail,
 			 const char *n1, const char *n2, bool name_file)
 {
 	char	   *dir = fixture_case_dir(label);
@@ -316,14 +316,14 @@ weights_case(const char *label, void (*mangle) (fixture_tensors *s), size_t drop
 
 /* Shorten the data of the last layer's down_proj by one element. */
 static void
-mangle_short_bytes(fixture_tensors *s)
+MangleShortBytes(fixture_tensors *s)
 {
 	fixture_find_tensor(s, "model.layers.1.mlp.down_proj.weight")->nbytes -= 2;
 }
 
 /* Declare the first layer's gate_proj as I64 (with 8-byte elements). */
 static void
-mangle_i64(fixture_tensors *s)
+MangleI64(fixture_tensors *s)
 {
 	fixture_tensor *t = fixture_find_tensor(s, "model.layers.0.mlp.gate_proj.weight");
 
@@ -335,14 +335,14 @@ mangle_i64(fixture_tensors *s)
 
 /* Remove the first layer's up_proj. */
 static void
-mangle_missing(fixture_tensors *s)
+MangleMissing(fixture_tensors *s)
 {
 	fixture_remove_tensor(s, "model.layers.0.mlp.up_proj.weight");
 }
 
 /* Store the second layer's k_proj as (16, 8) instead of (8, 16). */
 static void
-mangle_shape(fixture_tensors *s)
+MangleShape(fixture_tensors *s)
 {
 	fixture_tensor *t = fixture_find_tensor(s, "model.layers.1.self_attn.k_proj.weight");
 
@@ -352,7 +352,7 @@ mangle_shape(fixture_tensors *s)
 
 /* Store the final norm as a (1, 16) matrix. */
 static void
-mangle_norm_2d(fixture_tensors *s)
+MangleNorm2d(fixture_tensors *s)
 {
 	fixture_tensor *t = fixture_find_tensor(s, "model.norm.weight");
 
@@ -363,14 +363,14 @@ mangle_norm_2d(fixture_tensors *s)
 
 /* Remove the second layer's input norm. */
 static void
-mangle_missing_norm(fixture_tensors *s)
+MangleMissingNorm(fixture_tensors *s)
 {
 	fixture_remove_tensor(s, "model.layers.1.input_layernorm.weight");
 }
 
 /* Add an unused tensor whose shape overflows 64 bits to almost no bytes. */
 static void
-mangle_overflow(fixture_tensors *s)
+MangleOverflow(fixture_tensors *s)
 {
 	fixture_tensor *t = fixture_add_tensor(s, "model.huge", "F32", 1, 1, 0);
 
@@ -381,22 +381,22 @@ mangle_overflow(fixture_tensors *s)
 
 /* Checkpoints that do not match config.json, or whose safetensors data is damaged. */
 static void
-test_bad_weights(void)
+TestBadWeights(void)
 {
-	weights_case("truncated data (last tensor short by 10 bytes)", NULL, 10, "truncated",
+	WeightsCase("truncated data (last tensor short by 10 bytes)", NULL, 10, "truncated",
 				 "lm_head.weight", true);
-	weights_case("byte count unlike shape x dtype", mangle_short_bytes, 0,
+	WeightsCase("byte count unlike shape x dtype", MangleShortBytes, 0,
 				 "model.layers.1.mlp.down_proj.weight", "bytes", true);
-	weights_case("dtype I64", mangle_i64, 0, "model.layers.0.mlp.gate_proj.weight", "I64", true);
-	weights_case("missing tensor", mangle_missing, 0, "model.layers.0.mlp.up_proj.weight",
+	WeightsCase("dtype I64", MangleI64, 0, "model.layers.0.mlp.gate_proj.weight", "I64", true);
+	WeightsCase("missing tensor", MangleMissing, 0, "model.layers.0.mlp.up_proj.weight",
 				 "missing", false);
-	weights_case("missing norm", mangle_missing_norm, 0,
+	WeightsCase("missing norm", MangleMissingNorm, 0,
 				 "model.layers.1.input_layernorm.weight", "missing", false);
-	weights_case("k_proj of wrong shape", mangle_shape, 0, "wrong shape",
+	WeightsCase("k_proj of wrong shape", MangleShape, 0, "wrong shape",
 				 "model.layers.1.self_attn.k_proj.weight", true);
-	weights_case("final norm stored 2-D", mangle_norm_2d, 0, "wrong shape",
+	WeightsCase("final norm stored 2-D", MangleNorm2d, 0, "wrong shape",
 				 "model.norm.weight", true);
-	weights_case("shape whose element count overflows", mangle_overflow, 0, "model.huge",
+	WeightsCase("shape whose element count overflows", MangleOverflow, 0, "model.huge",
 				 NULL, true);
 }
 
@@ -404,12 +404,12 @@ int
 main(void)
 {
 	void		(*const tests[]) (void) = {
-		test_valid_model,
-		test_tied,
-		test_head_dim,
-		test_sharded,
-		test_missing_files,
-		test_bad_weights
+		TestValidModel,
+		TestTied,
+		TestHeadDim,
+		TestSharded,
+		TestMissingFiles,
+		TestBadWeights
 	};
 
 	return run_in_fixture_root("model_load", tests, (int) (sizeof(tests) / sizeof(tests[0])));

@@ -19,7 +19,7 @@
 
 /* Whether every tensor spec is in the archive with its dtype, shape and bytes. */
 static bool
-archive_matches(const st_archive *ar, const fixture_tensors *s)
+ArchiveMatches(const st_archive *ar, const fixture_tensors *s)
 {
 	if (ar->n_tensors != s->n)
 	{
@@ -47,7 +47,7 @@ archive_matches(const st_archive *ar, const fixture_tensors *s)
 
 /* The tiny checkpoint's model.safetensors opens with every F32, F16 and BF16 tensor as written. */
 static void
-test_single_file(void)
+TestSingleFile(void)
 {
 	char	   *dir = fixture_case_dir("valid");
 	fixture_tensors s = {0};
@@ -61,7 +61,7 @@ test_single_file(void)
 	TAP_OK(rc == CBLLM_OK && ar->n_files == 1, "st_open_dir opens model.safetensors %s", err.msg);
 	if (rc == CBLLM_OK)
 	{
-		TAP_OK(archive_matches(ar, &s),
+		TAP_OK(ArchiveMatches(ar, &s),
 			   "st_open_dir: all %d F32/F16/BF16 tensors have the written dtype, shape and bytes", s.n);
 		TAP_OK(st_find(ar, "model.layers.2.mlp.up_proj.weight") == NULL &&
 			   st_find(ar, "model.embed_tokens") == NULL,
@@ -74,7 +74,7 @@ test_single_file(void)
 
 /* A two-shard checkpoint with an index opens with each tensor from its shard, as the single file. */
 static void
-test_sharded(void)
+TestSharded(void)
 {
 	fixture_pair p;
 	const fixture_tensors *s = &p.s;
@@ -91,7 +91,7 @@ test_sharded(void)
 		   err.msg);
 	if (rc != CBLLM_OK)
 		goto done;
-	TAP_OK(archive_matches(a2, s), "sharded: every tensor has the written dtype, shape and bytes");
+	TAP_OK(ArchiveMatches(a2, s), "sharded: every tensor has the written dtype, shape and bytes");
 	for (int i = 0; i < s->n; i++)
 	{
 		const st_tensor *t = st_find(a2, s->t[i].name);
@@ -124,7 +124,7 @@ done:
 
 /* Write a raw model.safetensors (with a valid config.json) and expect st_open_dir to fail. */
 static void
-raw_case(const char *label, const void *bytes, size_t n, const char *n1, const char *n2)
+RawCase(const char *label, const void *bytes, size_t n, const char *n1, const char *n2)
 {
 	char	   *dir = fixture_case_dir(label);
 	char	   *path = cbllm_path_join(dir, "model.safetensors");
@@ -142,7 +142,7 @@ raw_case(const char *label, const void *bytes, size_t n, const char *n1, const c
 
 /* Write a model.safetensors whose 120-byte header is json padded with spaces; expect failure. */
 static void
-raw_json_case(const char *label, const char *json, const char *n1, const char *n2)
+RawJsonCase(const char *label, const char *json, const char *n1, const char *n2)
 {
 	unsigned char buf[128];
 
@@ -150,43 +150,43 @@ raw_json_case(const char *label, const char *json, const char *n1, const char *n
 	memset(buf, 0, 8);
 	buf[0] = 120;
 	memcpy(buf + 8, json, strlen(json));
-	raw_case(label, buf, sizeof(buf), n1, n2);
+	RawCase(label, buf, sizeof(buf), n1, n2);
 }
 
 /* Malformed safetensors files: short, bad header lengths, bad header JSON, bad entries. */
 static void
-test_malformed_files(void)
+TestMalformedFiles(void)
 {
 	unsigned char buf[64];
 
-	raw_case("safetensors of 5 bytes", "\x10\0\0\0\0", 5, "too short", NULL);
+	RawCase("safetensors of 5 bytes", "\x10\0\0\0\0", 5, "too short", NULL);
 	memset(buf, ' ', sizeof(buf));
 	memcpy(buf, "\0\x10\0\0\0\0\0\0{}", 10);	/* header length 4096 in a 64-byte file */
-	raw_case("header length 4096 in a 64-byte file", buf, 64, "header length 4096", "exceeds");
+	RawCase("header length 4096 in a 64-byte file", buf, 64, "header length 4096", "exceeds");
 	memcpy(buf, "\xff\xff\xff\xff\xff\xff\xff\xff", 8);
-	raw_case("header length 2^64 - 1", buf, 64, "header length", "exceeds");
-	raw_json_case("header not JSON", "not json", "not a JSON object", NULL);
-	raw_json_case("header a JSON array", "[1, 2]", "not a JSON object", NULL);
-	raw_json_case("header entry without data_offsets",
+	RawCase("header length 2^64 - 1", buf, 64, "header length", "exceeds");
+	RawJsonCase("header not JSON", "not json", "not a JSON object", NULL);
+	RawJsonCase("header a JSON array", "[1, 2]", "not a JSON object", NULL);
+	RawJsonCase("header entry without data_offsets",
 				  "{\"w\": {\"dtype\": \"F32\", \"shape\": [2]}}", "\"w\"", "malformed");
-	raw_json_case("data_offsets ending before they begin",
+	RawJsonCase("data_offsets ending before they begin",
 				  "{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 0]}}",
 				  "\"w\"", "data_offsets");
-	raw_json_case("data_offsets not numbers",
+	RawJsonCase("data_offsets not numbers",
 				  "{\"w\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [\"0\", \"0\"]}}",
 				  "\"w\"", "data_offsets");
 	/* found by fuzzing: an end offset beyond size_t's range was cast before the size check */
-	raw_json_case("data_offsets ending at byte 1e30",
+	RawJsonCase("data_offsets ending at byte 1e30",
 				  "{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 1e30]}}",
 				  "\"w\"", "truncated");
-	raw_json_case("negative dimension",
+	RawJsonCase("negative dimension",
 				  "{\"w\": {\"dtype\": \"F32\", \"shape\": [-1], \"data_offsets\": [0, 0]}}",
 				  "\"w\"", "shape");
 }
 
 /* Sharded checkpoints with a bad index. */
 static void
-test_bad_index(void)
+TestBadIndex(void)
 {
 	fixture_tensors s = {0};
 	char	   *dir;
@@ -250,10 +250,10 @@ int
 main(void)
 {
 	void		(*const tests[]) (void) = {
-		test_single_file,
-		test_sharded,
-		test_malformed_files,
-		test_bad_index
+		TestSingleFile,
+		TestSharded,
+		TestMalformedFiles,
+		TestBadIndex
 	};
 
 	return run_in_fixture_root("safetensors", tests, (int) (sizeof(tests) / sizeof(tests[0])));

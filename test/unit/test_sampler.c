@@ -16,21 +16,21 @@
 
 /* A test-side splitmix64 stream, a stream apart from the sampler's generator. */
 static uint64_t
-mix_next(uint64_t *x)
+MixNext(uint64_t *x)
 {
 	return cbllm_splitmix64_next(x);
 }
 
 /* A test-side uniform double in [0, 1). */
 static double
-mix_uniform(uint64_t *x)
+MixUniform(uint64_t *x)
 {
-	return (double) (mix_next(x) >> 11) / 9007199254740992.0;
+	return (double) (MixNext(x) >> 11) / 9007199254740992.0;
 }
 
 /* A sampler for vocab tokens; NULL (and a failed check) when creation fails. */
 static cbllm_sampler *
-new_sampler(int vocab)
+NewSampler(int vocab)
 {
 	cbllm_sampler *s = NULL;
 	cbllm_err	err = {{0}};
@@ -52,7 +52,7 @@ typedef struct ranked
 
 /* qsort order for ranked: larger p first, then smaller id. */
 static int
-ranked_cmp(const void *a, const void *b)
+RankedCmp(const void *a, const void *b)
 {
 	const ranked *x = a,
 			   *y = b;
@@ -70,7 +70,7 @@ ranked_cmp(const void *a, const void *b)
  * given a tiny probability so that it counts as allowed.
  */
 static void
-reference(const float *logits, int n, double t, int k, double p, double *q, bool *ambiguous)
+Reference(const float *logits, int n, double t, int k, double p, double *q, bool *ambiguous)
 {
 	ranked	   *r = malloc(sizeof(ranked) * n);
 	double		mx = -INFINITY,
@@ -86,7 +86,7 @@ reference(const float *logits, int n, double t, int k, double p, double *q, bool
 		r[i].p = isnan(logits[i]) ? -INFINITY : logits[i];
 		r[i].id = i;
 	}
-	qsort(r, n, sizeof(ranked), ranked_cmp);
+	qsort(r, n, sizeof(ranked), RankedCmp);
 	if (k > 0 && k < n)
 		m = k;
 	mx = r[0].p;
@@ -111,7 +111,7 @@ reference(const float *logits, int n, double t, int k, double p, double *q, bool
 
 /* The naive argmax: the first index of the largest non-NaN value (0 if all NaN). */
 static int
-naive_argmax(const float *v, int n)
+NaiveArgmax(const float *v, int n)
 {
 	int			best = -1;
 
@@ -123,7 +123,7 @@ naive_argmax(const float *v, int n)
 
 /* sampler_argmax: first of equal maxima, NaN never wins, infinities order. */
 static void
-test_argmax(void)
+TestArgmax(void)
 {
 	const float nan = NAN;
 	const float inf = INFINITY;
@@ -147,19 +147,19 @@ test_argmax(void)
 	for (int trial = 0; trial < 500 && ok; trial++)
 	{
 		float		v[64];
-		int			n = 1 + (int) (mix_next(&x) % 64);
+		int			n = 1 + (int) (MixNext(&x) % 64);
 
 		/* few distinct values so that ties are common, and some NaNs */
 		for (int i = 0; i < n; i++)
-			v[i] = mix_next(&x) % 9 == 0 ? nan : (float) (mix_next(&x) % 6);
-		ok = sampler_argmax(v, n) == naive_argmax(v, n);
+			v[i] = MixNext(&x) % 9 == 0 ? nan : (float) (MixNext(&x) % 6);
+		ok = sampler_argmax(v, n) == NaiveArgmax(v, n);
 	}
 	TAP_OK(ok, "argmax equals a naive first-max scan on 500 random vectors with ties and NaNs");
 }
 
 /* rng: the xoshiro256** step, splitmix64 seeding, and rng_uniform in [0, 1). */
 static void
-test_rng(void)
+TestRng(void)
 {
 	cbllm_rng	r,
 				r2;
@@ -243,17 +243,17 @@ test_rng(void)
 
 /* Fill logits with uniform values in [lo, hi) from a test-side seed. */
 static void
-random_logits(float *v, int n, uint64_t seed, double lo, double hi)
+RandomLogits(float *v, int n, uint64_t seed, double lo, double hi)
 {
 	for (int i = 0; i < n; i++)
-		v[i] = (float) (lo + (hi - lo) * mix_uniform(&seed));
+		v[i] = (float) (lo + (hi - lo) * MixUniform(&seed));
 }
 
 /* Greedy (temperature 0) and top_k 1 are argmax; seeded sampling is reproducible. */
 static void
-test_greedy_and_seeds(void)
+TestGreedyAndSeeds(void)
 {
-	cbllm_sampler *s = new_sampler(100);
+	cbllm_sampler *s = NewSampler(100);
 	float		v[100];
 	cbllm_rng	r,
 				r2;
@@ -274,17 +274,17 @@ test_greedy_and_seeds(void)
 	rng_seed(&r, 1);
 	for (int trial = 0; trial < 200; trial++)
 	{
-		random_logits(v, 100, 1000 + trial, -3, 3);
+		RandomLogits(v, 100, 1000 + trial, -3, 3);
 		if (trial % 7 == 0)
 			v[trial % 100] = v[(trial + 1) % 100];	/* a tie somewhere */
-		ok = ok && sampler_sample(s, v, &greedy, &r) == naive_argmax(v, 100);
-		ok_k = ok_k && sampler_sample(s, v, &k1, &r) == naive_argmax(v, 100) &&
-			sampler_sample(s, v, &k1p, &r) == naive_argmax(v, 100);
+		ok = ok && sampler_sample(s, v, &greedy, &r) == NaiveArgmax(v, 100);
+		ok_k = ok_k && sampler_sample(s, v, &k1, &r) == NaiveArgmax(v, 100) &&
+			sampler_sample(s, v, &k1p, &r) == NaiveArgmax(v, 100);
 	}
 	TAP_OK(ok, "temperature 0 returns the argmax on 200 random vocabularies");
 	TAP_OK(ok_k, "top_k 1 returns the argmax whatever the temperature and top_p");
 
-	random_logits(v, 100, 77, -1, 1);
+	RandomLogits(v, 100, 77, -1, 1);
 	rng_seed(&r, 42);
 	for (int i = 0; i < 200; i++)
 		a[i] = sampler_sample(s, v, &mixed, &r);
@@ -312,7 +312,7 @@ test_greedy_and_seeds(void)
 	{
 		float		w[100];
 
-		random_logits(w, 100, 5000 + i, -8, 8);
+		RandomLogits(w, 100, 5000 + i, -8, 8);
 		(void) sampler_sample(s, w, &mixed, &r2);
 		ok = ok && sampler_sample(s, v, &mixed, &r) == a[i];
 	}
@@ -325,10 +325,10 @@ test_greedy_and_seeds(void)
  * count within 5 standard errors, and no token of probability 0 ever drawn.
  */
 static void
-check_frequencies(const char *label, const float *logits, int vocab, sampler_params p,
+CheckFrequencies(const char *label, const float *logits, int vocab, sampler_params p,
 				  int n, uint64_t seed)
 {
-	cbllm_sampler *s = new_sampler(vocab);
+	cbllm_sampler *s = NewSampler(vocab);
 	double	   *q = malloc(sizeof(double) * vocab);
 	int		   *count = calloc(vocab, sizeof(int));
 	cbllm_rng	r;
@@ -338,7 +338,7 @@ check_frequencies(const char *label, const float *logits, int vocab, sampler_par
 
 	if (s == NULL)
 		return;
-	reference(logits, vocab, p.temperature, p.top_k, p.top_p, q, &amb);
+	Reference(logits, vocab, p.temperature, p.top_k, p.top_p, q, &amb);
 	rng_seed(&r, seed);
 	for (int i = 0; i < n; i++)
 	{
@@ -378,31 +378,31 @@ check_frequencies(const char *label, const float *logits, int vocab, sampler_par
 
 /* Empirical frequencies match softmax(logits / T), after top-k and top-p. */
 static void
-test_frequencies(void)
+TestFrequencies(void)
 {
 	const float l5[5] = {1.0f, 2.0f, 0.5f, -1.0f, 1.5f};
 	float		l7[7] = {0.3f, -0.2f, 1.1f, 0.9f, -2.0f, 0.0f, 1.0f};
 	sampler_params p;
 
 	p = (sampler_params) {1.0f, 1.0f, 0};
-	check_frequencies("T 1, vocab 5", l5, 5, p, 20000, 1);
+	CheckFrequencies("T 1, vocab 5", l5, 5, p, 20000, 1);
 	p = (sampler_params) {0.5f, 1.0f, 0};
-	check_frequencies("T 0.5, vocab 5", l5, 5, p, 20000, 2);
+	CheckFrequencies("T 0.5, vocab 5", l5, 5, p, 20000, 2);
 	p = (sampler_params) {2.0f, 1.0f, 0};
-	check_frequencies("T 2, vocab 5", l5, 5, p, 20000, 3);
+	CheckFrequencies("T 2, vocab 5", l5, 5, p, 20000, 3);
 	p = (sampler_params) {1.5f, 1.0f, 3};
-	check_frequencies("T 1.5, top_k 3, vocab 5", l5, 5, p, 20000, 4);
+	CheckFrequencies("T 1.5, top_k 3, vocab 5", l5, 5, p, 20000, 4);
 	p = (sampler_params) {1.0f, 0.8f, 0};
-	check_frequencies("T 1, top_p 0.8, vocab 7", l7, 7, p, 20000, 5);
+	CheckFrequencies("T 1, top_p 0.8, vocab 7", l7, 7, p, 20000, 5);
 	p = (sampler_params) {0.7f, 0.8f, 4};
-	check_frequencies("T 0.7, top_k 4, top_p 0.8, vocab 7", l7, 7, p, 20000, 6);
+	CheckFrequencies("T 0.7, top_k 4, top_p 0.8, vocab 7", l7, 7, p, 20000, 6);
 	p = (sampler_params) {1.0f, 1.0f, 100};
-	check_frequencies("top_k larger than the vocabulary", l7, 7, p, 20000, 7);
+	CheckFrequencies("top_k larger than the vocabulary", l7, 7, p, 20000, 7);
 }
 
 /* Draw n tokens; count how many fall outside allowed[] and how often each token came. */
 static int
-draw_outside(cbllm_sampler *s, const float *logits, sampler_params p, const bool *allowed,
+DrawOutside(cbllm_sampler *s, const float *logits, sampler_params p, const bool *allowed,
 			 int n, uint64_t seed, int *count)
 {
 	cbllm_rng	r;
@@ -423,10 +423,10 @@ draw_outside(cbllm_sampler *s, const float *logits, sampler_params p, const bool
 
 /* Top-p on hand-made distributions. */
 static void
-test_top_p_small(void)
+TestTopPSmall(void)
 {
-	cbllm_sampler *s4 = new_sampler(4);
-	cbllm_sampler *s5 = new_sampler(5);
+	cbllm_sampler *s4 = NewSampler(4);
+	cbllm_sampler *s5 = NewSampler(5);
 	float		one[4],
 				hand[5];
 	bool		allowed[5];
@@ -448,11 +448,11 @@ test_top_p_small(void)
 	memset(allowed, 0, sizeof(allowed));
 	allowed[1] = true;
 	p = (sampler_params) {1.0f, 0.5f, 0};
-	bad = draw_outside(s4, one, p, allowed, 5000, 10, NULL);
+	bad = DrawOutside(s4, one, p, allowed, 5000, 10, NULL);
 	TAP_OK(bad == 0, "top_p 0.5 with one token of mass 0.9: only that token is drawn (%d others)", bad);
 	p = (sampler_params) {1.0f, 0.92f, 0};
 	allowed[0] = allowed[2] = allowed[3] = true;
-	draw_outside(s4, one, p, allowed, 5000, 11, count);
+	DrawOutside(s4, one, p, allowed, 5000, 11, count);
 	TAP_OK(count[2] > 0 && count[0] == 0 && count[3] == 0,
 		   "top_p 0.92 over masses 0.9, 0.05, 0.03, 0.02: the 0.05 token joins, no other (%d, %d, %d)",
 		   count[2], count[3], count[0]);
@@ -461,7 +461,7 @@ test_top_p_small(void)
 	for (int i = 0; i < 5; i++)
 		allowed[i] = i != 2;
 	p = (sampler_params) {1.0f, 0.95f, 0};
-	bad = draw_outside(s5, hand, p, allowed, 20000, 12, count);
+	bad = DrawOutside(s5, hand, p, allowed, 20000, 12, count);
 	TAP_OK(bad == 0 && count[2] == 0,
 		   "top_p 0.95: token 2 (mass 0.04, outside the nucleus) never appears in 20000 draws");
 	TAP_OK(count[0] > 0 && count[1] > count[4] && count[4] > count[3] && count[3] > count[0],
@@ -473,10 +473,10 @@ test_top_p_small(void)
 
 /* Temperature: 0.1 sharpens to the max, 1000 flattens; NaN and -inf are never drawn. */
 static void
-test_temperature_and_nan(void)
+TestTemperatureAndNan(void)
 {
-	cbllm_sampler *s4 = new_sampler(4);
-	cbllm_sampler *s5 = new_sampler(5);
+	cbllm_sampler *s4 = NewSampler(4);
+	cbllm_sampler *s5 = NewSampler(5);
 	float		l[4] = {1.0f, 2.0f, 0.5f, 0.0f};
 	int			c01[4] = {0},
 				c1[4] = {0},
@@ -493,11 +493,11 @@ test_temperature_and_nan(void)
 	if (s4 == NULL || s5 == NULL)
 		return;
 	p = (sampler_params) {0.1f, 1.0f, 0};
-	draw_outside(s4, l, p, all, 5000, 13, c01);
+	DrawOutside(s4, l, p, all, 5000, 13, c01);
 	p = (sampler_params) {1.0f, 1.0f, 0};
-	draw_outside(s4, l, p, all, 5000, 14, c1);
+	DrawOutside(s4, l, p, all, 5000, 14, c1);
 	p = (sampler_params) {1000.0f, 1.0f, 0};
-	draw_outside(s4, l, p, all, 8000, 15, c1000);
+	DrawOutside(s4, l, p, all, 8000, 15, c1000);
 	TAP_OK(c01[1] >= 4990, "T 0.1 picks the max logit in %d of 5000 draws", c01[1]);
 	TAP_OK(c1[1] < 3500 && c1[0] > 500, "T 1 picks it in only %d of 5000 draws", c1[1]);
 	TAP_OK(c1000[0] > 1800 && c1000[1] > 1800 && c1000[2] > 1800 && c1000[3] > 1800,
@@ -505,9 +505,9 @@ test_temperature_and_nan(void)
 		   c1000[2], c1000[3]);
 
 	p = (sampler_params) {1.0f, 1.0f, 0};
-	bad = draw_outside(s5, ln, p, finite, 5000, 16, NULL);
+	bad = DrawOutside(s5, ln, p, finite, 5000, 16, NULL);
 	p = (sampler_params) {2.0f, 0.99f, 3};
-	bad += draw_outside(s5, ln, p, finite, 5000, 17, NULL);
+	bad += DrawOutside(s5, ln, p, finite, 5000, 17, NULL);
 	TAP_OK(bad == 0, "NaN and -inf logits are never drawn, with or without top-k/top-p (%d times)",
 		   bad);
 	rng_seed(&r, 1);
@@ -520,10 +520,10 @@ test_temperature_and_nan(void)
 
 /* Random logits, top-k: draws come only from the k largest, and all k occur. */
 static void
-test_top_k_random(void)
+TestTopKRandom(void)
 {
 	const int	n = 1000;
-	cbllm_sampler *s = new_sampler(n);
+	cbllm_sampler *s = NewSampler(n);
 	float	   *v = malloc(sizeof(float) * n);
 	bool	   *allowed = calloc(n, sizeof(bool));
 	int		   *count = calloc(n, sizeof(int));
@@ -541,7 +541,7 @@ test_top_k_random(void)
 		perm[i] = i;
 	for (int i = n - 1; i > 0; i--)
 	{
-		int			j = (int) (mix_next(&x) % (uint64_t) (i + 1)),
+		int			j = (int) (MixNext(&x) % (uint64_t) (i + 1)),
 					t = perm[i];
 
 		perm[i] = perm[j];
@@ -553,7 +553,7 @@ test_top_k_random(void)
 		allowed[i] = perm[i] >= n - 10;
 	}
 	p = (sampler_params) {3.0f, 1.0f, 10};
-	bad = draw_outside(s, v, p, allowed, 5000, 21, count);
+	bad = DrawOutside(s, v, p, allowed, 5000, 21, count);
 	for (int i = 0; i < n; i++)
 		hit += allowed[i] && count[i] > 0;
 	TAP_OK(bad == 0, "top_k 10 of 1000 distinct logits: no draw outside the 10 largest (%d)", bad);
@@ -561,7 +561,7 @@ test_top_k_random(void)
 
 	/* many ties: integer logits 0..99, about 10 each; the 50th largest falls inside a tie */
 	for (int i = 0; i < n; i++)
-		v[i] = (float) (mix_next(&x) % 100);
+		v[i] = (float) (MixNext(&x) % 100);
 	{
 		int			hist[100] = {0},
 					above = 0,
@@ -575,7 +575,7 @@ test_top_k_random(void)
 			allowed[i] = v[i] >= kth;
 		memset(count, 0, sizeof(int) * n);
 		p = (sampler_params) {3.0f, 1.0f, 50};
-		bad = draw_outside(s, v, p, allowed, 5000, 22, count);
+		bad = DrawOutside(s, v, p, allowed, 5000, 22, count);
 		TAP_OK(bad == 0, "top_k 50 over tied logits: every draw has logit >= %d (the 50th largest)",
 			   kth);
 		hit = 0;
@@ -602,9 +602,9 @@ test_top_k_random(void)
  * and the draws must reach its least likely tokens.
  */
 static void
-check_large(const char *label, const float *v, int n, sampler_params p, int draws, uint64_t seed)
+CheckLarge(const char *label, const float *v, int n, sampler_params p, int draws, uint64_t seed)
 {
-	cbllm_sampler *s = new_sampler(n);
+	cbllm_sampler *s = NewSampler(n);
 	double	   *q = malloc(sizeof(double) * n);
 	bool	   *allowed = malloc(sizeof(bool) * n);
 	ranked	   *r = malloc(sizeof(ranked) * n);
@@ -621,7 +621,7 @@ check_large(const char *label, const float *v, int n, sampler_params p, int draw
 
 	if (s == NULL)
 		return;
-	reference(v, n, p.temperature, p.top_k, p.top_p, q, &amb);
+	Reference(v, n, p.temperature, p.top_k, p.top_p, q, &amb);
 	if (amb)
 		TAP_DIAG("%s: the nucleus boundary is within rounding of top_p", label);
 	for (int i = 0; i < n; i++)
@@ -632,7 +632,7 @@ check_large(const char *label, const float *v, int n, sampler_params p, int draw
 		r[i].id = i;
 	}
 	/* tokens >= (1 - p) * total / m may be in the nucleus: check more than 512 are, too many to sort */
-	qsort(r, n, sizeof(ranked), ranked_cmp);
+	qsort(r, n, sizeof(ranked), RankedCmp);
 	mx = r[0].p;
 	for (int i = 0; i < m; i++)
 		total += exp((r[i].p - mx) / p.temperature);
@@ -643,7 +643,7 @@ check_large(const char *label, const float *v, int n, sampler_params p, int draw
 	TAP_OK(above_floor > 512 && size > 100 && size < m,
 		   "%s: %d candidates above the floor (> 512: not a sort), nucleus of %d",
 		   label, above_floor, size);
-	bad = draw_outside(s, v, p, allowed, draws, seed, count);
+	bad = DrawOutside(s, v, p, allowed, draws, seed, count);
 	for (int i = 0; i < n; i++)
 		if (count[i] > 0 && rank[i] > deepest)
 			deepest = rank[i];
@@ -681,28 +681,28 @@ check_large(const char *label, const float *v, int n, sampler_params p, int draw
 
 /* Large vocabularies: top-p alone and after a top-k above 512. */
 static void
-test_large_vocab(void)
+TestLargeVocab(void)
 {
 	const int	n = 32000;
 	float	   *v = malloc(sizeof(float) * n);
 	uint64_t	x = 31337;
 	sampler_params p;
 
-	random_logits(v, n, 4242, 0, 6);
+	RandomLogits(v, n, 4242, 0, 6);
 	p = (sampler_params) {1.0f, 0.9f, 0};
-	check_large("vocab 32000, uniform logits, top_p 0.9", v, n, p, 3000, 31);
+	CheckLarge("vocab 32000, uniform logits, top_p 0.9", v, n, p, 3000, 31);
 
 	/* roughly normal logits (sum of 4 uniforms), sharper temperature, top-k 4000 first */
 	for (int i = 0; i < n; i++)
-		v[i] = (float) (mix_uniform(&x) + mix_uniform(&x) + mix_uniform(&x) + mix_uniform(&x)) * 3.0f;
+		v[i] = (float) (MixUniform(&x) + MixUniform(&x) + MixUniform(&x) + MixUniform(&x)) * 3.0f;
 	p = (sampler_params) {0.7f, 0.8f, 4000};
-	check_large("vocab 32000, bell logits, T 0.7, top_k 4000, top_p 0.8", v, n, p, 3000, 32);
+	CheckLarge("vocab 32000, bell logits, T 0.7, top_k 4000, top_p 0.8", v, n, p, 3000, 32);
 	free(v);
 }
 
 /* The sampler's exponential against libm's double exp over [-87, 0], and its ends. */
 static void
-test_exp(void)
+TestExp(void)
 {
 	double		worst = 0;
 	float		at_worst = 0;
@@ -740,7 +740,7 @@ test_exp(void)
  * (the nucleus holds most of the vocabulary), and after a top-k above 512.
  */
 static void
-test_qwen_vocab(void)
+TestQwenVocab(void)
 {
 	const int	n = 151936;
 	float	   *v = malloc(sizeof(float) * n);
@@ -748,16 +748,16 @@ test_qwen_vocab(void)
 	sampler_params p;
 
 	for (int i = 0; i < n; i++)
-		v[i] = (float) (mix_uniform(&x) + mix_uniform(&x) + mix_uniform(&x) + mix_uniform(&x)) * 3.0f;
+		v[i] = (float) (MixUniform(&x) + MixUniform(&x) + MixUniform(&x) + MixUniform(&x)) * 3.0f;
 	p = (sampler_params) {0.7f, 0.95f, 0};
-	check_large("vocab 151936, bell logits, T 0.7, top_p 0.95", v, n, p, 3000, 41);
-	random_logits(v, n, 99, 0, 0.5);
+	CheckLarge("vocab 151936, bell logits, T 0.7, top_p 0.95", v, n, p, 3000, 41);
+	RandomLogits(v, n, 99, 0, 0.5);
 	p = (sampler_params) {1.0f, 0.9f, 0};
-	check_large("vocab 151936, nearly flat logits, top_p 0.9", v, n, p, 3000, 42);
+	CheckLarge("vocab 151936, nearly flat logits, top_p 0.9", v, n, p, 3000, 42);
 	for (int i = 0; i < n; i++)
-		v[i] = (float) (mix_uniform(&x) + mix_uniform(&x) + mix_uniform(&x) + mix_uniform(&x)) * 3.0f;
+		v[i] = (float) (MixUniform(&x) + MixUniform(&x) + MixUniform(&x) + MixUniform(&x)) * 3.0f;
 	p = (sampler_params) {0.8f, 0.9f, 3000};
-	check_large("vocab 151936, bell logits, T 0.8, top_k 3000, top_p 0.9", v, n, p, 3000, 43);
+	CheckLarge("vocab 151936, bell logits, T 0.8, top_k 3000, top_p 0.9", v, n, p, 3000, 43);
 	free(v);
 }
 
@@ -767,10 +767,10 @@ test_qwen_vocab(void)
  * (the rest -inf or NaN), and many ties at the k-th value.
  */
 static void
-test_top_k_large(void)
+TestTopKLarge(void)
 {
 	const int	n = 151936;
-	cbllm_sampler *s = new_sampler(n);
+	cbllm_sampler *s = NewSampler(n);
 	float	   *v = malloc(sizeof(float) * n);
 	bool	   *allowed = calloc(n, sizeof(bool));
 	int		   *count = calloc(n, sizeof(int));
@@ -784,10 +784,10 @@ test_top_k_large(void)
 	if (s == NULL)
 		return;
 	for (int i = 0; i < n; i++)
-		v[i] = (float) (mix_uniform(&x) + mix_uniform(&x) + mix_uniform(&x) + mix_uniform(&x)) * 3.0f;
+		v[i] = (float) (MixUniform(&x) + MixUniform(&x) + MixUniform(&x) + MixUniform(&x)) * 3.0f;
 	for (int i = 0; i < n; i++)
 		r[i] = (ranked) {v[i], i};
-	qsort(r, n, sizeof(ranked), ranked_cmp);
+	qsort(r, n, sizeof(ranked), RankedCmp);
 	for (int t = 0; t < 2; t++)
 	{
 		memset(allowed, 0, sizeof(bool) * n);
@@ -795,7 +795,7 @@ test_top_k_large(void)
 		for (int i = 0; i < ks[t]; i++)
 			allowed[r[i].id] = true;
 		p = (sampler_params) {5.0f, 1.0f, ks[t]};
-		bad = draw_outside(s, v, p, allowed, 4000, 50 + t, count);
+		bad = DrawOutside(s, v, p, allowed, 4000, 50 + t, count);
 		hit = 0;
 		for (int i = 0; i < n; i++)
 			hit += allowed[i] && count[i] > 0;
@@ -811,14 +811,14 @@ test_top_k_large(void)
 	}
 	for (int i = 0; i < 30; i++)
 	{
-		int			at = (int) (mix_next(&x) % (uint64_t) n);
+		int			at = (int) (MixNext(&x) % (uint64_t) n);
 
 		v[at] = (float) i * 0.01f;
 		allowed[at] = true;
 	}
 	memset(count, 0, sizeof(int) * n);
 	p = (sampler_params) {1.0f, 1.0f, 50};
-	bad = draw_outside(s, v, p, allowed, 4000, 60, count);
+	bad = DrawOutside(s, v, p, allowed, 4000, 60, count);
 	hit = 0;
 	for (int i = 0; i < n; i++)
 		hit += allowed[i] && count[i] > 0;
@@ -827,12 +827,12 @@ test_top_k_large(void)
 
 	/* integer logits 0..9: the 40th largest lies in a tie of about 15000 */
 	for (int i = 0; i < n; i++)
-		v[i] = (float) (mix_next(&x) % 10);
+		v[i] = (float) (MixNext(&x) % 10);
 	memset(count, 0, sizeof(int) * n);
 	for (int i = 0; i < n; i++)
 		allowed[i] = v[i] == 9.0f;
 	p = (sampler_params) {2.0f, 1.0f, 40};
-	bad = draw_outside(s, v, p, allowed, 4000, 61, count);
+	bad = DrawOutside(s, v, p, allowed, 4000, 61, count);
 	{
 		int			distinct = 0,
 					first_ids = 0,
@@ -859,16 +859,16 @@ test_top_k_large(void)
 int
 main(void)
 {
-	test_argmax();
-	test_rng();
-	test_greedy_and_seeds();
-	test_frequencies();
-	test_top_p_small();
-	test_temperature_and_nan();
-	test_top_k_random();
-	test_large_vocab();
-	test_exp();
-	test_qwen_vocab();
-	test_top_k_large();
+	TestArgmax();
+	TestRng();
+	TestGreedyAndSeeds();
+	TestFrequencies();
+	TestTopPSmall();
+	TestTemperatureAndNan();
+	TestTopKRandom();
+	TestLargeVocab();
+	TestExp();
+	TestQwenVocab();
+	TestTopKLarge();
 	return tap_done();
 }

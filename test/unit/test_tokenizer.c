@@ -29,7 +29,7 @@ static cbllm_tokenizer *tok;
 
 /* Encode text with the given options; returns ids (caller frees) or NULL. */
 static int32_t *
-enc(const cbllm_tokenizer *t, const char *text, size_t len, bool add_bos,
+Enc(const cbllm_tokenizer *t, const char *text, size_t len, bool add_bos,
 	bool parse_special, int *n)
 {
 	tokenizer_encode_opts opts = {add_bos, parse_special};
@@ -47,14 +47,14 @@ enc(const cbllm_tokenizer *t, const char *text, size_t len, bool add_bos,
 
 /* Whether ids[0..n) equals want[0..nw). */
 static bool
-ids_eq(const int32_t *ids, int n, const int32_t *want, int nw)
+IdsEq(const int32_t *ids, int n, const int32_t *want, int nw)
 {
 	return ids != NULL && n == nw && (n == 0 || memcmp(ids, want, n * sizeof(int32_t)) == 0);
 }
 
 /* Print ids as a diagnostic line. */
 static void
-diag_ids(const char *label, const int32_t *ids, int n)
+DiagIds(const char *label, const int32_t *ids, int n)
 {
 	char		line[4096];
 	size_t		o = 0;
@@ -67,7 +67,7 @@ diag_ids(const char *label, const int32_t *ids, int n)
 
 /* Whether s[0..n) is valid UTF-8 (an independent check of decoder output). */
 static bool
-valid_utf8(const char *s, size_t n)
+ValidUtf8(const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *) s;
 
@@ -96,7 +96,7 @@ valid_utf8(const char *s, size_t n)
 
 /* Decode ids into a malloc'd NUL-terminated string (length in *len), or NULL. */
 static char *
-dec(const cbllm_tokenizer *t, const int32_t *ids, int n, bool skip_special, size_t *len)
+Dec(const cbllm_tokenizer *t, const int32_t *ids, int n, bool skip_special, size_t *len)
 {
 	cbllm_buf	out = {0};
 	cbllm_err	err = {{0}};
@@ -114,7 +114,7 @@ dec(const cbllm_tokenizer *t, const int32_t *ids, int n, bool skip_special, size
 
 /* A printable, shortened rendering of a text for check names. */
 static const char *
-show(const char *s, size_t n)
+Show(const char *s, size_t n)
 {
 	static char buf[64];
 	size_t		o = 0;
@@ -137,19 +137,19 @@ show(const char *s, size_t n)
 
 /* Whether decode(encode(text)) gives back the exact text (also with BOS). */
 static bool
-round_trips(const char *text, size_t len, bool verbose)
+RoundTrips(const char *text, size_t len, bool verbose)
 {
 	int			n;
-	int32_t    *ids = enc(tok, text, len, true, false, &n);
+	int32_t    *ids = Enc(tok, text, len, true, false, &n);
 	size_t		dlen = 0,
 				blen = 0;
-	char	   *d = ids ? dec(tok, ids + 1, n - 1, false, &dlen) : NULL;
-	char	   *b = ids ? dec(tok, ids, n, true, &blen) : NULL;
+	char	   *d = ids ? Dec(tok, ids + 1, n - 1, false, &dlen) : NULL;
+	char	   *b = ids ? Dec(tok, ids, n, true, &blen) : NULL;
 	bool		ok = d && b && n >= 1 && ids[0] == 1 && dlen == len && memcmp(d, text, len) == 0 &&
 		blen == len && memcmp(b, text, len) == 0;
 
 	if (!ok && verbose)
-		TAP_DIAG("text %s decoded as %s", show(text, len), d ? show(d, dlen) : "(error)");
+		TAP_DIAG("text %s decoded as %s", Show(text, len), d ? Show(d, dlen) : "(error)");
 	free(ids);
 	free(d);
 	free(b);
@@ -158,7 +158,7 @@ round_trips(const char *text, size_t len, bool verbose)
 
 /* The llama.cpp conformance vectors: exact ids for each text. */
 static void
-test_vectors(const char *dir)
+TestVectors(const char *dir)
 {
 	static const char sep[] = "\n__ggml_vocab_test__\n";
 	char	   *ipath = cbllm_path_join(dir, "vectors.inp"),
@@ -212,16 +212,16 @@ test_vectors(const char *dir)
 
 		for (long v; nw < 1024 && (v = strtol(p, &e, 10), e != p); p = e)
 			want[nw++] = (int32_t) v;
-		ids = enc(tok, texts[i], tlens[i], false, false, &n);
-		TAP_OK(ids_eq(ids, n, want, nw), "vector %d \"%s\" encodes to its %d ids", i + 1,
-			   show(texts[i], tlens[i]), nw);
-		if (!ids_eq(ids, n, want, nw))
+		ids = Enc(tok, texts[i], tlens[i], false, false, &n);
+		TAP_OK(IdsEq(ids, n, want, nw), "vector %d \"%s\" encodes to its %d ids", i + 1,
+			   Show(texts[i], tlens[i]), nw);
+		if (!IdsEq(ids, n, want, nw))
 		{
-			diag_ids("expected", want, nw);
-			diag_ids("got     ", ids, n);
+			DiagIds("expected", want, nw);
+			DiagIds("got     ", ids, n);
 		}
 		free(ids);
-		nrt += round_trips(texts[i], tlens[i], true);
+		nrt += RoundTrips(texts[i], tlens[i], true);
 	}
 	TAP_OK(nrt == nt, "all %d conformance texts round trip through decode (%d did)", nt, nrt);
 done:
@@ -235,7 +235,7 @@ static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
 
 /* xorshift64: a fixed-seed pseudo-random number. */
 static uint32_t
-rnd(void)
+Rnd(void)
 {
 	rng_state ^= rng_state << 13;
 	rng_state ^= rng_state >> 7;
@@ -245,7 +245,7 @@ rnd(void)
 
 /* Write code point c as UTF-8; returns its length. */
 static int
-put_cp(char *o, uint32_t c)
+PutCp(char *o, uint32_t c)
 {
 	if (c < 0x80)
 		return o[0] = (char) c, 1;
@@ -260,37 +260,37 @@ put_cp(char *o, uint32_t c)
 
 /* A random code point from a mix of scripts; never a surrogate or U+2581. */
 static uint32_t
-random_cp(void)
+RandomCp(void)
 {
 	static const uint32_t ws[] = {' ', ' ', '\t', '\n', '\r', 0x3000, 0xA0};
 	uint32_t	c;
 
-	switch (rnd() % 10)
+	switch (Rnd() % 10)
 	{
 		case 0:
 		case 1:
 		case 2:
 		case 3:
-			return 0x20 + rnd() % 95;
+			return 0x20 + Rnd() % 95;
 		case 4:
-			return ws[rnd() % 7];
+			return ws[Rnd() % 7];
 		case 5:
-			return rnd() % 0x80;	/* controls and NUL too */
+			return Rnd() % 0x80;	/* controls and NUL too */
 		case 6:
-			return 0xA0 + rnd() % (0x250 - 0xA0);
+			return 0xA0 + Rnd() % (0x250 - 0xA0);
 		case 7:
-			return 0x4E00 + rnd() % 0x5200;
+			return 0x4E00 + Rnd() % 0x5200;
 		case 8:
-			c = 0x800 + rnd() % (0x10000 - 0x800);
+			c = 0x800 + Rnd() % (0x10000 - 0x800);
 			return (c >= 0xD800 && c <= 0xDFFF) || c == 0x2581 ? 0x3042 : c;
 		default:
-			return rnd() % 2 ? 0x1F300 + rnd() % 0x300 : 0x10000 + rnd() % 0x100000;
+			return Rnd() % 2 ? 0x1F300 + Rnd() % 0x300 : 0x10000 + Rnd() % 0x100000;
 	}
 }
 
 /* decode(encode(text)) == text for chosen and pseudo-random strings. */
 static void
-test_round_trips(void)
+TestRoundTrips(void)
 {
 	static const char *texts[] = {
 		"Hello world", " Hello", "  two leading spaces", "   three", "\tTab first",
@@ -310,22 +310,22 @@ test_round_trips(void)
 	tokenizer_stream s;
 
 	for (int i = 0; i < nt; i++)
-		TAP_OK(round_trips(texts[i], strlen(texts[i]), true), "round trip \"%s\"", show(texts[i], strlen(texts[i])));
-	TAP_OK(round_trips("a\0b", 3, true), "round trip of a text holding NUL");
+		TAP_OK(RoundTrips(texts[i], strlen(texts[i]), true), "round trip \"%s\"", Show(texts[i], strlen(texts[i])));
+	TAP_OK(RoundTrips("a\0b", 3, true), "round trip of a text holding NUL");
 	for (int i = 0; i < 3000; i++)
 	{
 		size_t		len = 0,
-					nc = 1 + rnd() % 40;
+					nc = 1 + Rnd() % 40;
 
 		for (size_t k = 0; k < nc; k++)
-			len += put_cp(buf + len, random_cp());
-		if (round_trips(buf, len, ok == i))
+			len += PutCp(buf + len, RandomCp());
+		if (RoundTrips(buf, len, ok == i))
 			ok++;
 	}
 	TAP_OK(ok == 3000, "3000 pseudo-random UTF-8 strings round trip (%d did)", ok);
 
 	/* a continuation (no strip) keeps the space that Prepend added */
-	ids = enc(tok, "Hello", 5, false, false, &n);
+	ids = Enc(tok, "Hello", 5, false, false, &n);
 	tokenizer_stream_init(&s, false, false);
 	for (int i = 0; i < n; i++)
 		tokenizer_stream_push(tok, &s, ids[i], &out);
@@ -336,7 +336,7 @@ test_round_trips(void)
 
 /* BOS/EOS, parse_special and skip_special. */
 static void
-test_special(void)
+TestSpecial(void)
 {
 	static const int32_t hello[] = {15043},
 				bos_hello[] = {1, 15043},
@@ -357,41 +357,41 @@ test_special(void)
 		   tokenizer_piece(tok, 32000) == NULL && tokenizer_piece(tok, -1) == NULL,
 		   "tokenizer_piece returns stored pieces and NULL for bad ids");
 
-	ids = enc(tok, "Hello", 5, false, false, &n);
-	TAP_OK(ids_eq(ids, n, hello, 1), "\"Hello\" is [15043]");
+	ids = Enc(tok, "Hello", 5, false, false, &n);
+	TAP_OK(IdsEq(ids, n, hello, 1), "\"Hello\" is [15043]");
 	free(ids);
-	ids = enc(tok, "Hello", 5, true, false, &n);
-	TAP_OK(ids_eq(ids, n, bos_hello, 2), "add_bos prepends BOS");
+	ids = Enc(tok, "Hello", 5, true, false, &n);
+	TAP_OK(IdsEq(ids, n, bos_hello, 2), "add_bos prepends BOS");
 	free(ids);
-	ids = enc(tok, "<s>Hello", 8, false, true, &n);
-	TAP_OK(ids_eq(ids, n, bos_hello, 2), "parse_special: \"<s>Hello\" is [1, 15043]");
+	ids = Enc(tok, "<s>Hello", 8, false, true, &n);
+	TAP_OK(IdsEq(ids, n, bos_hello, 2), "parse_special: \"<s>Hello\" is [1, 15043]");
 	free(ids);
-	ids = enc(tok, "<s>Hello", 8, true, true, &n);
-	TAP_OK(ids_eq(ids, n, bos_bos_hello, 3), "parse_special + add_bos: the text's <s> and the added BOS (as HuggingFace)");
+	ids = Enc(tok, "<s>Hello", 8, true, true, &n);
+	TAP_OK(IdsEq(ids, n, bos_bos_hello, 3), "parse_special + add_bos: the text's <s> and the added BOS (as HuggingFace)");
 	free(ids);
-	ids = enc(tok, "Hello</s>", 9, false, true, &n);
-	TAP_OK(ids_eq(ids, n, hello_eos, 2), "parse_special: \"Hello</s>\" ends with EOS 2");
+	ids = Enc(tok, "Hello</s>", 9, false, true, &n);
+	TAP_OK(IdsEq(ids, n, hello_eos, 2), "parse_special: \"Hello</s>\" ends with EOS 2");
 	free(ids);
-	ids = enc(tok, "<s>", 3, false, false, &n);
+	ids = Enc(tok, "<s>", 3, false, false, &n);
 	for (int i = 0; i < n; i++)
 		has_bos |= ids[i] == 1;
 	TAP_OK(ids && n > 1 && !has_bos, "without parse_special \"<s>\" is plain pieces (%d ids)", n);
 	free(ids);
-	ids = enc(tok, "<s>", 3, true, false, &n);
+	ids = Enc(tok, "<s>", 3, true, false, &n);
 	TAP_OK(ids && n > 1 && ids[0] == 1 && ids[1] != 1, "without parse_special add_bos still adds a BOS before \"<s>\" text");
 	free(ids);
-	ids = enc(tok, "", 0, false, true, &n);
+	ids = Enc(tok, "", 0, false, true, &n);
 	TAP_OK(ids != NULL && n == 0, "empty text without BOS gives no ids");
 	free(ids);
-	ids = enc(tok, "", 0, true, true, &n);
-	TAP_OK(ids_eq(ids, n, bos_only, 1), "empty text with add_bos gives [BOS]");
+	ids = Enc(tok, "", 0, true, true, &n);
+	TAP_OK(IdsEq(ids, n, bos_only, 1), "empty text with add_bos gives [BOS]");
 	free(ids);
 
-	ids = enc(tok, "<s>Hello</s>", 12, false, true, &n);
-	d = dec(tok, ids, n, true, &len);
+	ids = Enc(tok, "<s>Hello</s>", 12, false, true, &n);
+	d = Dec(tok, ids, n, true, &len);
 	TAP_OK(d && strcmp(d, "Hello") == 0, "skip_special decode of [1, 15043, 2] is \"Hello\"");
 	free(d);
-	d = dec(tok, ids, n, false, &len);
+	d = Dec(tok, ids, n, false, &len);
 	TAP_OK(d && strcmp(d, "<s> Hello</s>") == 0, "decode without skip_special is \"<s> Hello</s>\" (HF)");
 	free(d);
 	free(ids);
@@ -415,18 +415,18 @@ test_special(void)
 
 /* Streaming decode never splits a character; flush replaces a dangling one. */
 static void
-test_stream(void)
+TestStream(void)
 {
 	const char *text = "C\xE1\xBB\xAD" "a Vi\xE1\xBB\x87t \xF0\x9F\xA6\x99 \xE1\x9E\x80\xE1\x9E\xB6 ok";
 	int			n,
 				held = 0;
-	int32_t    *ids = enc(tok, text, strlen(text), false, false, &n);
+	int32_t    *ids = Enc(tok, text, strlen(text), false, false, &n);
 	cbllm_buf	all = {0},
 				chunk = {0};
 	tokenizer_stream s;
 	bool		valid = true;
 	size_t		len;
-	char	   *d = dec(tok, ids, n, false, &len);
+	char	   *d = Dec(tok, ids, n, false, &len);
 
 	tokenizer_stream_init(&s, true, false);
 	for (int i = 0; i < n; i++)
@@ -434,7 +434,7 @@ test_stream(void)
 		chunk.len = 0;
 		if (tokenizer_stream_push(tok, &s, ids[i], &chunk) != CBLLM_OK)
 			valid = false;
-		valid &= valid_utf8(chunk.data, chunk.len);
+		valid &= ValidUtf8(chunk.data, chunk.len);
 		held += chunk.len == 0;
 		cbllm_buf_append(&all, chunk.data, chunk.len);
 	}
@@ -475,7 +475,7 @@ test_stream(void)
 				size_t		before = out.len;
 
 				ok &= tokenizer_stream_push(tok, &s, cases[c].ids[i], &out) == CBLLM_OK;
-				ok &= valid_utf8(out.data + before, out.len - before);
+				ok &= ValidUtf8(out.data + before, out.len - before);
 			}
 			ok &= tokenizer_stream_flush(&s, &out) == CBLLM_OK;
 			ok &= out.len == strlen(cases[c].want) && memcmp(out.data, cases[c].want, out.len) == 0;
@@ -490,15 +490,15 @@ test_stream(void)
 
 /* Invalid UTF-8 input is encoded byte by byte; long texts encode fast. */
 static void
-test_hostile_text(void)
+TestHostileText(void)
 {
 	const char *bad = "\xFF\xFE abc \xC3(\xE2\x82";
 	int			n,
 				nb = 0;
-	int32_t    *ids = enc(tok, bad, strlen(bad), false, false, &n);
+	int32_t    *ids = Enc(tok, bad, strlen(bad), false, false, &n);
 	size_t		len,
 				big = 100 * 1024;
-	char	   *d = ids ? dec(tok, ids, n, false, &len) : NULL;
+	char	   *d = ids ? Dec(tok, ids, n, false, &len) : NULL;
 	char	   *text = malloc(big);
 	double		t0,
 				t1,
@@ -515,7 +515,7 @@ test_hostile_text(void)
 	for (size_t o = 0; o < big;)
 	{
 		char		c[4];
-		int			l = put_cp(c, random_cp());
+		int			l = PutCp(c, RandomCp());
 
 		if (o + l > big)
 			break;
@@ -524,24 +524,24 @@ test_hostile_text(void)
 		len = o;
 	}
 	t0 = cbllm_now();
-	ids = enc(tok, text, len, true, true, &n);
+	ids = Enc(tok, text, len, true, true, &n);
 	t1 = cbllm_now();
 	TAP_OK(ids && t1 - t0 < limit, "100 KB mixed text: %d ids in %.3f s", n, t1 - t0);
 	free(ids);
-	TAP_OK(round_trips(text, len, true), "100 KB mixed text round trips");
+	TAP_OK(RoundTrips(text, len, true), "100 KB mixed text round trips");
 	memset(text, 'a', big);
 	t0 = cbllm_now();
-	ids = enc(tok, text, big, false, false, &n);
+	ids = Enc(tok, text, big, false, false, &n);
 	t1 = cbllm_now();
 	TAP_OK(ids && t1 - t0 < limit, "100 KB of one letter: %d ids in %.3f s", n, t1 - t0);
 	free(ids);
 	for (size_t i = 0; i < big; i++)
-		text[i] = (char) (rnd() & 0xFF);
+		text[i] = (char) (Rnd() & 0xFF);
 	t0 = cbllm_now();
-	ids = enc(tok, text, big, false, true, &n);
+	ids = Enc(tok, text, big, false, true, &n);
 	t1 = cbllm_now();
-	d = ids ? dec(tok, ids, n, false, &len) : NULL;
-	TAP_OK(ids && d && valid_utf8(d, len) && t1 - t0 < limit,
+	d = ids ? Dec(tok, ids, n, false, &len) : NULL;
+	TAP_OK(ids && d && ValidUtf8(d, len) && t1 - t0 < limit,
 		   "100 KB of random bytes encodes in %.3f s and decodes to valid UTF-8", t1 - t0);
 	free(ids);
 	free(d);
@@ -550,7 +550,7 @@ test_hostile_text(void)
 
 /* Load a tokenizer from a temporary directory holding the given files (NULL: no such file). */
 static int
-load_temp(const char *json, const char *config, cbllm_tokenizer **t, cbllm_err *err)
+LoadTemp(const char *json, const char *config, cbllm_tokenizer **t, cbllm_err *err)
 {
 	char		dir[] = "/tmp/cbllm_tok_XXXXXX";
 	int			rc;
@@ -576,7 +576,7 @@ load_temp(const char *json, const char *config, cbllm_tokenizer **t, cbllm_err *
 
 /* A small synthetic tokenizer: no byte fallback, fused unk, added tokens with lstrip/rstrip. */
 static void
-test_synthetic(void)
+TestSynthetic(void)
 {
 	const char *json = "{\"model\": {\"type\": \"BPE\", " SMALL_VOCAB ", \"merges\": [[\"a\", \"b\"], [\"\\u2581\", \"a\"]],"
 		" \"unk_token\": \"<unk>\", \"fuse_unk\": true, \"byte_fallback\": false},"
@@ -598,7 +598,7 @@ test_synthetic(void)
 				w8[] = {6, 0, 8};
 	cbllm_tokenizer *t = NULL;
 	cbllm_err	err = {{0}};
-	int			rc = load_temp(json, NULL, &t, &err),
+	int			rc = LoadTemp(json, NULL, &t, &err),
 				n;
 	int32_t    *ids;
 	size_t		len;
@@ -609,58 +609,58 @@ test_synthetic(void)
 		return;
 	TAP_OK(tokenizer_vocab_size(t) == 10 && tokenizer_bos_id(t) == 1 && tokenizer_eos_id(t) == 2,
 		   "synthetic: vocabulary size 10, BOS/EOS default to <s>/</s>");
-	ids = enc(t, "ab", 2, false, false, &n);
-	TAP_OK(ids_eq(ids, n, w1, 2), "synthetic: lowest-rank merge first (\"ab\" -> [6, 5])");
+	ids = Enc(t, "ab", 2, false, false, &n);
+	TAP_OK(IdsEq(ids, n, w1, 2), "synthetic: lowest-rank merge first (\"ab\" -> [6, 5])");
 	free(ids);
-	ids = enc(t, "a <sep> b", 9, false, true, &n);
-	TAP_OK(ids_eq(ids, n, w2, 4), "synthetic: non-special added token with lstrip/rstrip eats the spaces");
-	if (!ids_eq(ids, n, w2, 4))
-		diag_ids("got", ids, n);
-	d = ids ? dec(t, ids, n, false, &len) : NULL;
+	ids = Enc(t, "a <sep> b", 9, false, true, &n);
+	TAP_OK(IdsEq(ids, n, w2, 4), "synthetic: non-special added token with lstrip/rstrip eats the spaces");
+	if (!IdsEq(ids, n, w2, 4))
+		DiagIds("got", ids, n);
+	d = ids ? Dec(t, ids, n, false, &len) : NULL;
 	TAP_OK(d && strcmp(d, "a<sep> b") == 0, "synthetic: decode gives \"a<sep> b\"");
 	free(d);
 	free(ids);
-	ids = enc(t, "a <sep> b", 9, false, false, &n);
-	TAP_OK(ids_eq(ids, n, w2, 4), "synthetic: without parse_special a non-special added token is still found "
+	ids = Enc(t, "a <sep> b", 9, false, false, &n);
+	TAP_OK(IdsEq(ids, n, w2, 4), "synthetic: without parse_special a non-special added token is still found "
 		   "(HuggingFace's split_special_tokens, llama.cpp's user-defined tokens)");
-	if (!ids_eq(ids, n, w2, 4))
-		diag_ids("got", ids, n);
+	if (!IdsEq(ids, n, w2, 4))
+		DiagIds("got", ids, n);
 	free(ids);
-	ids = enc(t, "a hey", 5, false, false, &n);
-	TAP_OK(ids_eq(ids, n, w4, 2), "synthetic: without parse_special a normalized non-special added token is still found");
+	ids = Enc(t, "a hey", 5, false, false, &n);
+	TAP_OK(IdsEq(ids, n, w4, 2), "synthetic: without parse_special a normalized non-special added token is still found");
 	free(ids);
-	ids = enc(t, "<s>a", 4, false, false, &n);
+	ids = Enc(t, "<s>a", 4, false, false, &n);
 	TAP_OK(ids != NULL && n > 1 && ids[0] != 1, "synthetic: without parse_special a special added token is plain text");
 	free(ids);
-	ids = enc(t, "a\xE3\x80\x80<sep>\xC3\xA9", 12, false, true, &n);
-	TAP_OK(ids_eq(ids, n, w7, 4), "synthetic: lstrip eats a Unicode space (U+3000) before the added token");
+	ids = Enc(t, "a\xE3\x80\x80<sep>\xC3\xA9", 12, false, true, &n);
+	TAP_OK(IdsEq(ids, n, w7, 4), "synthetic: lstrip eats a Unicode space (U+3000) before the added token");
 	free(ids);
-	ids = enc(t, "\xC3\xA9<sep>", 7, false, true, &n);
-	TAP_OK(ids_eq(ids, n, w8, 3), "synthetic: lstrip stops at a non-space multi-byte character");
+	ids = Enc(t, "\xC3\xA9<sep>", 7, false, true, &n);
+	TAP_OK(IdsEq(ids, n, w8, 3), "synthetic: lstrip stops at a non-space multi-byte character");
 	free(ids);
-	ids = enc(t, "xyz", 3, true, false, &n);
-	TAP_OK(ids_eq(ids, n, w3, 3), "synthetic: unknown characters fuse into one unk, BOS added by default");
+	ids = Enc(t, "xyz", 3, true, false, &n);
+	TAP_OK(IdsEq(ids, n, w3, 3), "synthetic: unknown characters fuse into one unk, BOS added by default");
 	free(ids);
-	ids = enc(t, "a hey", 5, false, true, &n);
-	TAP_OK(ids_eq(ids, n, w4, 2), "synthetic: normalized added token matches the normalized text");
+	ids = Enc(t, "a hey", 5, false, true, &n);
+	TAP_OK(IdsEq(ids, n, w4, 2), "synthetic: normalized added token matches the normalized text");
 	free(ids);
-	ids = enc(t, "ahey", 4, false, true, &n);
-	TAP_OK(ids_eq(ids, n, w5, 2), "synthetic: normalized added token needs its \"\\u2581\" prefix");
+	ids = Enc(t, "ahey", 4, false, true, &n);
+	TAP_OK(IdsEq(ids, n, w5, 2), "synthetic: normalized added token needs its \"\\u2581\" prefix");
 	free(ids);
 	tokenizer_free(t);
 
-	rc = load_temp(meta, "{\"add_bos_token\": false, \"bos_token\": {\"content\": \"<s>\"}, \"eos_token\": null}", &t, &err);
+	rc = LoadTemp(meta, "{\"add_bos_token\": false, \"bos_token\": {\"content\": \"<s>\"}, \"eos_token\": null}", &t, &err);
 	TAP_OK(rc == CBLLM_OK && tokenizer_eos_id(t) == -1, "Metaspace tokenizer with object/null config tokens loads%s%s",
 		   rc ? ": " : "", rc ? err.msg : "");
 	if (rc == CBLLM_OK)
 	{
-		ids = enc(t, "a ab", 4, true, false, &n);
-		TAP_OK(ids_eq(ids, n, w6, 3), "Metaspace: \"a ab\" -> [7, 6, 5], no BOS when add_bos_token is false");
+		ids = Enc(t, "a ab", 4, true, false, &n);
+		TAP_OK(IdsEq(ids, n, w6, 3), "Metaspace: \"a ab\" -> [7, 6, 5], no BOS when add_bos_token is false");
 		free(ids);
 		tokenizer_free(t);
 	}
 
-	rc = load_temp(nounk, NULL, &t, &err);
+	rc = LoadTemp(nounk, NULL, &t, &err);
 	TAP_OK(rc == CBLLM_OK, "tokenizer without unk token loads");
 	if (rc == CBLLM_OK)
 	{
@@ -674,7 +674,7 @@ test_synthetic(void)
 
 /* Malformed tokenizer files give a negative status naming the file. */
 static void
-test_malformed(void)
+TestMalformed(void)
 {
 #define MODEL(extra) "{\"model\": {\"type\": \"BPE\", " SMALL_VOCAB ", \"merges\": [\"a b\"]" extra "}"
 	static const struct
@@ -727,7 +727,7 @@ test_malformed(void)
 		cbllm_tokenizer *t = NULL;
 		cbllm_err	err = {{0}};
 		const char *file = cases[i].file;
-		int			rc = load_temp(cases[i].json, cases[i].config, &t, &err);
+		int			rc = LoadTemp(cases[i].json, cases[i].config, &t, &err);
 
 		TAP_OK(rc < 0 && t == NULL && strstr(err.msg, file) != NULL, "malformed: %s is rejected naming %s",
 			   cases[i].name, file);
@@ -737,7 +737,7 @@ test_malformed(void)
 	{
 		cbllm_tokenizer *t = NULL;
 		cbllm_err	err = {{0}};
-		int			rc = load_temp("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", NULL, &t, &err);
+		int			rc = LoadTemp("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", NULL, &t, &err);
 
 		TAP_OK(rc == CBLLM_ERR_UNSUPPORTED && strstr(err.msg, "tokenizer.json: unsupported tokenizer model type WordPiece"),
 			   "WordPiece gives the unsupported-model-type message");
@@ -754,7 +754,7 @@ test_malformed(void)
  * so the ids show the pre-tokens.
  */
 static void
-test_split_behaviors(void)
+TestSplitBehaviors(void)
 {
 	static const char *const pieces[] = {
 		"t", "h", "e", "-", "f", "i", "n", "a", "l", "c", "o", "u", "d", "w",
@@ -791,7 +791,7 @@ test_split_behaviors(void)
 					  c % 2 ? "Regex" : "String", cases[c].behavior, cases[c].invert ? "true" : "false");
 		src.json_len = o;
 		if (tokenizer_load_from(&src, &t, &err) == CBLLM_OK)
-			ids = enc(t, "the-final--countdown", 20, false, false, &n);
+			ids = Enc(t, "the-final--countdown", 20, false, false, &n);
 		for (int i = 0; ids && i < n; i++)
 			snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", i ? "|" : "", tokenizer_piece(t, ids[i]));
 		TAP_OK(strcmp(got, cases[c].want) == 0, "Split on a %s \"-\", %s%s: %s (got %s%s)",
@@ -808,7 +808,7 @@ test_split_behaviors(void)
  * 1024 bytes (Command R's vocabulary has merges of over 512 bytes).
  */
 static void
-test_long_merge(void)
+TestLongMerge(void)
 {
 	char	   *json = NULL;
 	size_t		json_len = 0;
@@ -838,7 +838,7 @@ test_long_merge(void)
 	TAP_OK(rc == CBLLM_OK, "a merge of two 512-byte pieces (1025 bytes) loads%s%s", rc ? ": " : "", rc ? err.msg : "");
 	if (rc == CBLLM_OK)
 	{
-		ids = enc(t, run, 1024, false, false, &n);
+		ids = Enc(t, run, 1024, false, false, &n);
 		TAP_OK(ids != NULL && n == 1 && ids[0] == id,
 			   "512 \"a\"s and 512 \"b\"s merge into the 1024-byte piece (%d ids)", n);
 	}
@@ -860,16 +860,16 @@ main(int argc, char **argv)
 	TAP_OK(rc == CBLLM_OK, "load the Llama-2 tokenizer from %s%s%s", dir, rc ? ": " : "", rc ? err.msg : "");
 	if (rc == CBLLM_OK)
 	{
-		test_vectors(dir);
-		test_round_trips();
-		test_special();
-		test_stream();
-		test_hostile_text();
+		TestVectors(dir);
+		TestRoundTrips();
+		TestSpecial();
+		TestStream();
+		TestHostileText();
 	}
-	test_synthetic();
-	test_split_behaviors();
-	test_long_merge();
-	test_malformed();
+	TestSynthetic();
+	TestSplitBehaviors();
+	TestLongMerge();
+	TestMalformed();
 	tokenizer_free(tok);
 	return tap_done();
 }

@@ -29,7 +29,7 @@ static const char *const models[] = {"llama3_1", "qwen3", "gemma3", "llama2", "m
 
 /* Run the vocabulary tool with args; whether it succeeded. */
 static bool
-run_tool(const char *tool, const char *args)
+RunTool(const char *tool, const char *args)
 {
 	char	   *cmd;
 	bool		ok;
@@ -43,7 +43,7 @@ run_tool(const char *tool, const char *args)
 
 /* Open path and build its tokenizer; the status, with *tok set on success. */
 static int
-load_gguf(const char *path, cbllm_tokenizer **tok, cbllm_err *err)
+LoadGguf(const char *path, cbllm_tokenizer **tok, cbllm_err *err)
 {
 	gguf_file  *g = NULL;
 	int			rc = gguf_open(path, &g, err);
@@ -57,7 +57,7 @@ load_gguf(const char *path, cbllm_tokenizer **tok, cbllm_err *err)
 
 /* Whether both tokenizers encode text alike with opts; on a difference, say so once. */
 static bool
-same_encode(const cbllm_tokenizer *a, const cbllm_tokenizer *b, const char *text, size_t len,
+SameEncode(const cbllm_tokenizer *a, const cbllm_tokenizer *b, const char *text, size_t len,
 			tokenizer_encode_opts opts, int *reported)
 {
 	int32_t    *ia = NULL, *ib = NULL;
@@ -82,7 +82,7 @@ same_encode(const cbllm_tokenizer *a, const cbllm_tokenizer *b, const char *text
  * two then rightly differ, each as its own source says.
  */
 static bool
-specials_disagree(const cbllm_tokenizer *a, const cbllm_tokenizer *b, const char *text, size_t len)
+SpecialsDisagree(const cbllm_tokenizer *a, const cbllm_tokenizer *b, const char *text, size_t len)
 {
 	int32_t    *ids = NULL;
 	int			n = 0;
@@ -98,7 +98,7 @@ specials_disagree(const cbllm_tokenizer *a, const cbllm_tokenizer *b, const char
 
 /* Decode ids with tok into out (cleared first); the status. */
 static int
-decode_all(const cbllm_tokenizer *tok, const int32_t *ids, int n, cbllm_buf *out)
+DecodeAll(const cbllm_tokenizer *tok, const int32_t *ids, int n, cbllm_buf *out)
 {
 	cbllm_err	err = {{0}};
 
@@ -133,14 +133,14 @@ CheckTexts(const char *name, const char *dir, const cbllm_tokenizer *js, const c
 		int32_t    *ids = NULL;
 		int			nids = 0;
 		bool		ok = t != NULL;
-		bool		literal = !(t && specials_disagree(js, gg, t, strlen(t)));
+		bool		literal = !(t && SpecialsDisagree(js, gg, t, strlen(t)));
 
 		literal_skipped += !literal;
 		for (int mode = literal ? 0 : 2; ok && mode < 4; mode++)
-			ok = same_encode(js, gg, t, strlen(t), (tokenizer_encode_opts) {mode & 1, mode >> 1}, &reported);
+			ok = SameEncode(js, gg, t, strlen(t), (tokenizer_encode_opts) {mode & 1, mode >> 1}, &reported);
 		bad_ids += !ok;
 		if (t && tokenizer_encode(js, t, strlen(t), (tokenizer_encode_opts) {true, true}, &ids, &nids, &err) == CBLLM_OK)
-			bad_dec += decode_all(js, ids, nids, &da) != CBLLM_OK || decode_all(gg, ids, nids, &db) != CBLLM_OK ||
+			bad_dec += DecodeAll(js, ids, nids, &da) != CBLLM_OK || DecodeAll(gg, ids, nids, &db) != CBLLM_OK ||
 				da.len != db.len || memcmp(da.data, db.data, da.len) != 0;
 		free(ids);
 		cJSON_Delete(rec);
@@ -168,8 +168,8 @@ CheckPieces(const char *name, const cbllm_tokenizer *js, const cbllm_tokenizer *
 		if (tokenizer_piece(js, id) == NULL)
 			continue;
 		special += tokenizer_is_special(js, id) && !tokenizer_is_special(gg, id);
-		if (decode_all(js, &id, 1, &d) != CBLLM_OK ||
-			!same_encode(js, gg, d.data ? d.data : "", d.len, (tokenizer_encode_opts) {false, true}, &reported))
+		if (DecodeAll(js, &id, 1, &d) != CBLLM_OK ||
+			!SameEncode(js, gg, d.data ? d.data : "", d.len, (tokenizer_encode_opts) {false, true}, &reported))
 			bad++;
 	}
 	TAP_OK(bad == 0, "%s: the decoded text of each of the %d pieces encodes as tokenizer.json's (%d differ)",
@@ -189,9 +189,9 @@ CheckModel(const char *data, const char *tool, const char *work, const char *nam
 
 	if (asprintf(&gguf, "%s/%s.gguf", work, name) < 0 || asprintf(&args, "'%s' '%s'", dir, gguf) < 0)
 		return;
-	TAP_OK(run_tool(tool, args), "%s: gguf_vocab.py writes its tokenizer metadata", name);
+	TAP_OK(RunTool(tool, args), "%s: gguf_vocab.py writes its tokenizer metadata", name);
 	TAP_OK(tokenizer_load(dir, &js, &err) == CBLLM_OK, "%s: tokenizer.json loads", name);
-	TAP_OK(load_gguf(gguf, &gg, &err) == CBLLM_OK, "%s: the GGUF tokenizer loads (%s)", name, gg ? "" : err.msg);
+	TAP_OK(LoadGguf(gguf, &gg, &err) == CBLLM_OK, "%s: the GGUF tokenizer loads (%s)", name, gg ? "" : err.msg);
 	if (js && gg)
 	{
 		TAP_OK(tokenizer_vocab_size(js) == tokenizer_vocab_size(gg) && tokenizer_bos_id(js) == tokenizer_bos_id(gg) &&
@@ -211,7 +211,7 @@ CheckModel(const char *data, const char *tool, const char *work, const char *nam
 
 /* Whether tok encodes text (parsing special tokens, BOS as add_bos) to the n ids of want. */
 static bool
-encodes_to(const cbllm_tokenizer *tok, const char *text, bool add_bos, const int32_t *want, int n)
+EncodesTo(const cbllm_tokenizer *tok, const char *text, bool add_bos, const int32_t *want, int n)
 {
 	int32_t    *ids = NULL;
 	int			got = 0;
@@ -233,12 +233,12 @@ CheckTinyGemma4(const char *bad)
 	cbllm_err	err = {{0}};
 	cbllm_buf	out = {0};
 
-	TAP_OK(path && load_gguf(path, &t, &err) == CBLLM_OK, "tiny gemma4 vocabulary loads (%s)", t ? "ok" : err.msg);
-	TAP_OK(encodes_to(t, " ab", false, (int32_t[]) {7, 6}, 2),
+	TAP_OK(path && LoadGguf(path, &t, &err) == CBLLM_OK, "tiny gemma4 vocabulary loads (%s)", t ? "ok" : err.msg);
+	TAP_OK(EncodesTo(t, " ab", false, (int32_t[]) {7, 6}, 2),
 		   "gemma4 merges in the listed order, not by score: \" ab\" is \u2581a b, not \u2581 ab");
-	TAP_OK(encodes_to(t, "ab", true, (int32_t[]) {2, 8}, 2),
+	TAP_OK(EncodesTo(t, "ab", true, (int32_t[]) {2, 8}, 2),
 		   "gemma4: a BOS though add_bos_token says false, no \u2581 before the text though add_space_prefix says true");
-	TAP_OK(encodes_to(t, "az", false, (int32_t[]) {5, 9}, 2), "gemma4: a character without a piece is its <0xXX> byte");
+	TAP_OK(EncodesTo(t, "az", false, (int32_t[]) {5, 9}, 2), "gemma4: a character without a piece is its <0xXX> byte");
 	TAP_OK(t && tokenizer_decode(t, (int32_t[]) {2, 7, 6, 9}, 4, true, &out, &err) == CBLLM_OK &&
 		   out.len == 4 && memcmp(out.data, " abz", 4) == 0,
 		   "gemma4 decodes <bos> \u2581a b <0x7A> to \" abz\": the leading space kept, the byte as itself");
@@ -249,7 +249,7 @@ CheckTinyGemma4(const char *bad)
 
 /* Whether tok's ids for text, with special-token parsing off and no BOS, hold id. */
 static bool
-literal_holds(const cbllm_tokenizer *tok, const char *text, int32_t id)
+LiteralHolds(const cbllm_tokenizer *tok, const char *text, int32_t id)
 {
 	int32_t    *ids = NULL;
 	int			n = 0;
@@ -273,10 +273,10 @@ CheckUserDefined(const char *bad)
 	cbllm_tokenizer *t = NULL;
 	cbllm_err	err = {{0}};
 
-	TAP_OK(path && load_gguf(path, &t, &err) == CBLLM_OK, "a vocabulary with user-defined <s> and </s> loads");
-	TAP_OK(literal_holds(t, "a<s>", 1) && !tokenizer_is_special(t, 1),
+	TAP_OK(path && LoadGguf(path, &t, &err) == CBLLM_OK, "a vocabulary with user-defined <s> and </s> loads");
+	TAP_OK(LiteralHolds(t, "a<s>", 1) && !tokenizer_is_special(t, 1),
 		   "without special-token parsing the user-defined <s> is still found, as llama.cpp finds it");
-	TAP_OK(t && !literal_holds(t, "a</s>", 2) && tokenizer_is_special(t, 2),
+	TAP_OK(t && !LiteralHolds(t, "a</s>", 2) && tokenizer_is_special(t, 2),
 		   "but the user-defined </s> is a control token, as llama.cpp makes it: its text stays text");
 	tokenizer_free(t);
 	free(path);
@@ -290,30 +290,30 @@ CheckTiny(const char *bad)
 	cbllm_tokenizer *s = NULL, *b = NULL;
 	cbllm_err	err = {{0}};
 
-	TAP_OK(spm && load_gguf(spm, &s, &err) == CBLLM_OK, "tiny SentencePiece vocabulary loads");
-	TAP_OK(encodes_to(s, "ab", false, (int32_t[]) {3, 7}, 2),
+	TAP_OK(spm && LoadGguf(spm, &s, &err) == CBLLM_OK, "tiny SentencePiece vocabulary loads");
+	TAP_OK(EncodesTo(s, "ab", false, (int32_t[]) {3, 7}, 2),
 		   "SentencePiece merges the pair whose piece scores highest (\"ab\" -1 before \"\u2581a\" -5): \u2581 ab");
-	TAP_OK(encodes_to(s, "a", true, (int32_t[]) {1, 6}, 2),
+	TAP_OK(EncodesTo(s, "a", true, (int32_t[]) {1, 6}, 2),
 		   "SentencePiece: add_bos_token defaults to true, the text gets its \u2581 prefix: <s> \u2581a");
-	TAP_OK(encodes_to(s, "<s>a", false, (int32_t[]) {1, 6}, 2), "SentencePiece: control token <s> is matched as special");
+	TAP_OK(EncodesTo(s, "<s>a", false, (int32_t[]) {1, 6}, 2), "SentencePiece: control token <s> is matched as special");
 	TAP_OK(s && tokenizer_piece(s, 0) && tokenizer_is_special(s, 0) && tokenizer_bos_id(s) == 1,
 		   "SentencePiece: the unknown token is special and bos_token_id is read");
-	TAP_OK(bpe && load_gguf(bpe, &b, &err) == CBLLM_OK, "tiny byte-level vocabulary loads");
-	TAP_OK(encodes_to(b, "ab", false, (int32_t[]) {2}, 1) && encodes_to(b, "ba", false, (int32_t[]) {1, 0}, 2),
+	TAP_OK(bpe && LoadGguf(bpe, &b, &err) == CBLLM_OK, "tiny byte-level vocabulary loads");
+	TAP_OK(EncodesTo(b, "ab", false, (int32_t[]) {2}, 1) && EncodesTo(b, "ba", false, (int32_t[]) {1, 0}, 2),
 		   "byte-level: \"a b\" merges, \"b a\" is no merge");
-	TAP_OK(encodes_to(b, "ab<|end|>", true, (int32_t[]) {2, 3}, 2) && tokenizer_eos_id(b) == 3,
+	TAP_OK(EncodesTo(b, "ab<|end|>", true, (int32_t[]) {2, 3}, 2) && tokenizer_eos_id(b) == 3,
 		   "byte-level: gpt-2 adds no BOS by default; control token <|end|> is special and the EOS");
 	tokenizer_free(b);
 	b = NULL;
 	free(bpe);
 	bpe = cbllm_path_join(bad, "tiny_bpe_eos_none.gguf");
-	TAP_OK(bpe && load_gguf(bpe, &b, &err) == CBLLM_OK && tokenizer_eos_id(b) == -1,
+	TAP_OK(bpe && LoadGguf(bpe, &b, &err) == CBLLM_OK && tokenizer_eos_id(b) == -1,
 		   "eos_token_id 0xFFFFFFFF (-1 written as uint32) means no EOS");
 	tokenizer_free(b);
 	b = NULL;
 	free(bpe);
 	bpe = cbllm_path_join(bad, "tiny_bpe_empty.gguf");
-	TAP_OK(bpe && load_gguf(bpe, &b, &err) == CBLLM_OK && tokenizer_piece(b, 3) &&
+	TAP_OK(bpe && LoadGguf(bpe, &b, &err) == CBLLM_OK && tokenizer_piece(b, 3) &&
 		   strcmp(tokenizer_piece(b, 3), "[EMPTY_3]") == 0 && tokenizer_is_special(b, 3),
 		   "an empty token text becomes \"[EMPTY_3]\", as llama.cpp names it");
 	tokenizer_free(s);
@@ -343,7 +343,7 @@ CheckBad(const char *bad)
 	{
 		char	   *file = cbllm_path_join(bad, e->string);
 		cbllm_tokenizer *tok = NULL;
-		int			rc = file ? load_gguf(file, &tok, &err) : CBLLM_ERR_NOMEM;
+		int			rc = file ? LoadGguf(file, &tok, &err) : CBLLM_ERR_NOMEM;
 
 		TAP_OK(rc != CBLLM_OK && tok == NULL && strstr(err.msg, e->valuestring) != NULL,
 			   "%s is refused: \"%s\" (got \"%s\")", e->string, e->valuestring, rc == CBLLM_OK ? "success" : err.msg);
@@ -354,9 +354,9 @@ CheckBad(const char *bad)
 	{
 		char	   *file = cbllm_path_join(bad, e->valuestring);
 		cbllm_tokenizer *tok = NULL;
-		int			rc = file ? load_gguf(file, &tok, &err) : CBLLM_ERR_NOMEM;
+		int			rc = file ? LoadGguf(file, &tok, &err) : CBLLM_ERR_NOMEM;
 
-		TAP_OK(rc == CBLLM_OK && encodes_to(tok, "ab ba<|end|>ab", false, (int32_t[]) {2, 5, 0, 3, 2}, 5),
+		TAP_OK(rc == CBLLM_OK && EncodesTo(tok, "ab ba<|end|>ab", false, (int32_t[]) {2, 5, 0, 3, 2}, 5),
 			   "%s: the pre-tokenizer loads, its regexes compile and split \"ab ba\" as ab \u0120b a (%s)", e->valuestring,
 			   rc == CBLLM_OK ? "ok" : err.msg);
 		tokenizer_free(tok);
@@ -387,7 +387,7 @@ main(int argc, char **argv)
 		TAP_OK(false, "make the fixture directories");
 		return tap_done();
 	}
-	TAP_OK(run_tool(argv[2], args), "gguf_vocab.py --bad writes the malformed and tiny files");
+	TAP_OK(RunTool(argv[2], args), "gguf_vocab.py --bad writes the malformed and tiny files");
 	CheckTiny(bad);
 	CheckTinyGemma4(bad);
 	CheckUserDefined(bad);

@@ -68,9 +68,9 @@ typedef struct vectors
 	const char **ids;			/* n lines of ids (NUL-terminated in out) */
 } vectors;
 
-/* Free what read_vectors made. */
+/* Free what ReadVectors made. */
 static void
-free_vectors(vectors *v)
+FreeVectors(vectors *v)
 {
 	free(v->inp);
 	free(v->out);
@@ -82,7 +82,7 @@ free_vectors(vectors *v)
 
 /* Read base.inp and base.out into v; false (with a diagnostic) when they do not pair up. */
 static bool
-read_vectors(const char *base, vectors *v)
+ReadVectors(const char *base, vectors *v)
 {
 	char		path[4200];
 	size_t		inp_len, out_len;
@@ -135,7 +135,7 @@ read_vectors(const char *base, vectors *v)
 
 /* Parse a line of space-separated ids into want (cap entries); the count, or -1. */
 static int
-parse_ids(const char *line, int32_t *want, int cap)
+ParseIds(const char *line, int32_t *want, int cap)
 {
 	int			n = 0;
 
@@ -159,7 +159,7 @@ parse_ids(const char *line, int32_t *want, int cap)
 
 /* Print text (up to 60 bytes), ids and the expected ids of one difference. */
 static void
-show_difference(const char *text, size_t len, const int32_t *got, int n_got, const char *want)
+ShowDifference(const char *text, size_t len, const int32_t *got, int n_got, const char *want)
 {
 	char		buf[1024];
 	int			k = 0;
@@ -174,7 +174,7 @@ show_difference(const char *text, size_t len, const int32_t *got, int n_got, con
 
 /* Encode every text of v as test-tokenizer-0 does; how many gave the expected ids. */
 static int
-count_matches(const cbllm_tokenizer *tok, const char *name, const vectors *v)
+CountMatches(const cbllm_tokenizer *tok, const char *name, const vectors *v)
 {
 	tokenizer_encode_opts opts = {.add_bos = false, .parse_special = false};
 	int			matched = 0, shown = 0;
@@ -184,7 +184,7 @@ count_matches(const cbllm_tokenizer *tok, const char *name, const vectors *v)
 		int32_t    *got = NULL,
 					want[4096];
 		int			n_got = 0,
-					n_want = parse_ids(v->ids[i], want, 4096);
+					n_want = ParseIds(v->ids[i], want, 4096);
 		cbllm_err	err = {{0}};
 
 		if (n_want < 0)
@@ -194,7 +194,7 @@ count_matches(const cbllm_tokenizer *tok, const char *name, const vectors *v)
 		else if (n_got == n_want && memcmp(got, want, (size_t) n_got * sizeof(int32_t)) == 0)
 			matched++;
 		else if (shown++ < MAX_SHOWN)
-			show_difference(v->text[i], v->len[i], got, n_got, v->ids[i]);
+			ShowDifference(v->text[i], v->len[i], got, n_got, v->ids[i]);
 		free(got);
 	}
 	return matched;
@@ -202,7 +202,7 @@ count_matches(const cbllm_tokenizer *tok, const char *name, const vectors *v)
 
 /* Whether encoding with add_bos puts c->bos before the ids of "Hello world", or nothing when it is -1. */
 static bool
-adds_bos(const cbllm_tokenizer *tok, const vocab_case *c)
+AddsBos(const cbllm_tokenizer *tok, const vocab_case *c)
 {
 	int32_t    *plain = NULL, *with = NULL;
 	int			n_plain = 0, n_with = 0, extra = c->bos >= 0;
@@ -221,7 +221,7 @@ adds_bos(const cbllm_tokenizer *tok, const vocab_case *c)
 
 /* Open a GGUF file and build its tokenizer; the status. */
 static int
-load_vocab(const char *path, cbllm_tokenizer **tok, cbllm_err *err)
+LoadVocab(const char *path, cbllm_tokenizer **tok, cbllm_err *err)
 {
 	gguf_file  *g = NULL;
 	int			rc = gguf_open(path, &g, err);
@@ -235,7 +235,7 @@ load_vocab(const char *path, cbllm_tokenizer **tok, cbllm_err *err)
 
 /* One vocabulary: it loads and matches every text, or (todo) it is refused and skipped. */
 static void
-run_case(const char *dir, const vocab_case *c)
+RunCase(const char *dir, const vocab_case *c)
 {
 	char		base[4096];
 	vectors		v;
@@ -244,7 +244,7 @@ run_case(const char *dir, const vocab_case *c)
 	int			rc;
 
 	snprintf(base, sizeof(base), "%s/ggml-vocab-%s.gguf", dir, c->name);
-	rc = load_vocab(base, &tok, &err);
+	rc = LoadVocab(base, &tok, &err);
 	if (c->todo != NULL)
 	{
 		TAP_OK(rc != CBLLM_OK && strstr(err.msg, c->refusal) != NULL,
@@ -258,27 +258,27 @@ run_case(const char *dir, const vocab_case *c)
 	TAP_OK(rc == CBLLM_OK, "%s: the vocab-only GGUF file loads", c->name);
 	if (rc != CBLLM_OK)
 		TAP_DIAG("%s", err.msg);
-	if (!read_vectors(base, &v))
+	if (!ReadVectors(base, &v))
 		TAP_OK(false, "%s: its .inp and .out files can be read and pair up", c->name);
 	else if (tok == NULL)
 		TAP_OK(false, "%s: all %d texts give llama.cpp's ids (not loaded)", c->name, v.n);
 	else
 	{
-		int			matched = count_matches(tok, c->name, &v);
+		int			matched = CountMatches(tok, c->name, &v);
 
 		TAP_OK(matched == v.n, "%s: %d/%d texts give llama.cpp's ids", c->name, matched, v.n);
 		if (c->bos >= 0)
-			TAP_OK(adds_bos(tok, c), "%s: adding special tokens puts BOS %d first", c->name, c->bos);
+			TAP_OK(AddsBos(tok, c), "%s: adding special tokens puts BOS %d first", c->name, c->bos);
 		else
-			TAP_OK(adds_bos(tok, c), "%s: adding special tokens adds no BOS, as in llama.cpp", c->name);
+			TAP_OK(AddsBos(tok, c), "%s: adding special tokens adds no BOS, as in llama.cpp", c->name);
 	}
-	free_vectors(&v);
+	FreeVectors(&v);
 	tokenizer_free(tok);
 }
 
 /* Whether every ggml-vocab-*.gguf.inp of dir names a listed case; false lists the others. */
 static bool
-all_listed(const char *dir, int *n_files)
+AllListed(const char *dir, int *n_files)
 {
 	DIR		   *d = opendir(dir);
 	struct dirent *e;
@@ -313,9 +313,9 @@ main(int argc, char **argv)
 	const char *dir = argc > 1 ? argv[1] : "test/data/llama-cpp-vocab";
 	int			n_files;
 
-	TAP_OK(all_listed(dir, &n_files) && n_files == (int) N_CASES,
+	TAP_OK(AllListed(dir, &n_files) && n_files == (int) N_CASES,
 		   "the %d vocabularies with vectors in %s are the %d this test runs", n_files, dir, (int) N_CASES);
 	for (size_t i = 0; i < N_CASES; i++)
-		run_case(dir, &cases[i]);
+		RunCase(dir, &cases[i]);
 	return tap_done();
 }

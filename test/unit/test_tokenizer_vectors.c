@@ -48,7 +48,7 @@ typedef struct joined			/* the texts joined by a special token, and their refere
 
 /* Append a record's text and reference ids, then the joining token, to j. */
 static void
-join_record(const cbllm_tokenizer *tok, joined *j, const cJSON *rec)
+JoinRecord(const cbllm_tokenizer *tok, joined *j, const cJSON *rec)
 {
 	const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(rec, "text")),
 			   *sep = tokenizer_piece(tok, j->sep);
@@ -71,7 +71,7 @@ join_record(const cbllm_tokenizer *tok, joined *j, const cJSON *rec)
 
 /* Encode the joined text; whether it gives the joined reference ids. */
 static bool
-joined_matches(const cbllm_tokenizer *tok, const joined *j)
+JoinedMatches(const cbllm_tokenizer *tok, const joined *j)
 {
 	tokenizer_encode_opts plain = {.add_bos = false, .parse_special = true};
 	int32_t    *ids = NULL;
@@ -92,7 +92,7 @@ joined_matches(const cbllm_tokenizer *tok, const joined *j)
 
 /* Whether a JSON array holds exactly ids[0..n). */
 static bool
-ids_match(const cJSON *want, const int32_t *ids, int n)
+IdsMatch(const cJSON *want, const int32_t *ids, int n)
 {
 	const cJSON *v;
 	int			k = 0;
@@ -107,7 +107,7 @@ ids_match(const cJSON *want, const int32_t *ids, int n)
 
 /* Whether a JSON string equals buf[0..len). */
 static bool
-text_match(const cJSON *want, const char *buf, size_t len)
+TextMatch(const cJSON *want, const char *buf, size_t len)
 {
 	const char *s = cJSON_GetStringValue(want);
 
@@ -116,7 +116,7 @@ text_match(const cJSON *want, const char *buf, size_t len)
 
 /* Report the first few mismatches of a column. */
 static void
-diag_miss(const char *model, int line, const char *what, const cJSON *rec, int *shown)
+DiagMiss(const char *model, int line, const char *what, const cJSON *rec, int *shown)
 {
 	char	   *t;
 
@@ -129,7 +129,7 @@ diag_miss(const char *model, int line, const char *what, const cJSON *rec, int *
 
 /* Decode ids token by token through one stream; whether it gives want and valid chunks. */
 static bool
-stream_matches(const cbllm_tokenizer *tok, const int32_t *ids, int n, const cJSON *want)
+StreamMatches(const cbllm_tokenizer *tok, const int32_t *ids, int n, const cJSON *want)
 {
 	tokenizer_stream s;
 	cbllm_buf	out = {0};
@@ -143,14 +143,14 @@ stream_matches(const cbllm_tokenizer *tok, const int32_t *ids, int n, const cJSO
 		ok = tokenizer_stream_push(tok, &s, ids[i], &out) == CBLLM_OK &&
 			utf8_valid(out.data + before, out.len - before);
 	}
-	ok = ok && tokenizer_stream_flush(&s, &out) == CBLLM_OK && text_match(want, out.data, out.len);
+	ok = ok && tokenizer_stream_flush(&s, &out) == CBLLM_OK && TextMatch(want, out.data, out.len);
 	cbllm_buf_free(&out);
 	return ok;
 }
 
 /* Check one record; adds to c. */
 static void
-check_record(const cbllm_tokenizer *tok, const char *model, int line, const cJSON *rec, counts *c, int *shown)
+CheckRecord(const cbllm_tokenizer *tok, const char *model, int line, const cJSON *rec, counts *c, int *shown)
 {
 	const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(rec, "text"));
 	size_t		len = text ? strlen(text) : 0;
@@ -171,14 +171,14 @@ check_record(const cbllm_tokenizer *tok, const char *model, int line, const cJSO
 		free(ids);
 		return;
 	}
-	if (ids_match(cJSON_GetObjectItem(rec, "ids"), ids, n))
+	if (IdsMatch(cJSON_GetObjectItem(rec, "ids"), ids, n))
 		c->ids++;
 	else
-		diag_miss(model, line, "ids", rec, shown);
-	if (ids_match(cJSON_GetObjectItem(rec, "ids_special"), ids2, n2))
+		DiagMiss(model, line, "ids", rec, shown);
+	if (IdsMatch(cJSON_GetObjectItem(rec, "ids_special"), ids2, n2))
 		c->ids_special++;
 	else
-		diag_miss(model, line, "ids_special", rec, shown);
+		DiagMiss(model, line, "ids_special", rec, shown);
 	/* decode the reference ids, so a decoding check does not hang on the encoder */
 	free(ids);
 	n = cJSON_GetArraySize(cJSON_GetObjectItem(rec, "ids"));
@@ -186,19 +186,19 @@ check_record(const cbllm_tokenizer *tok, const char *model, int line, const cJSO
 	for (int i = 0; ids && i < n; i++)
 		ids[i] = (int32_t) cJSON_GetArrayItem(cJSON_GetObjectItem(rec, "ids"), i)->valuedouble;
 	if (ids && tokenizer_decode_with(tok, ids, n, cooked, &d, &err) == CBLLM_OK &&
-		text_match(cJSON_GetObjectItem(rec, "decoded"), d.data, d.len))
+		TextMatch(cJSON_GetObjectItem(rec, "decoded"), d.data, d.len))
 		c->decoded++;
 	else
-		diag_miss(model, line, "decoded", rec, shown);
+		DiagMiss(model, line, "decoded", rec, shown);
 	if (ids && tokenizer_decode_with(tok, ids, n, raw, &r, &err) == CBLLM_OK &&
-		text_match(cJSON_GetObjectItem(rec, "decoded_raw"), r.data, r.len))
+		TextMatch(cJSON_GetObjectItem(rec, "decoded_raw"), r.data, r.len))
 		c->decoded_raw++;
 	else
-		diag_miss(model, line, "decoded_raw", rec, shown);
-	if (ids && stream_matches(tok, ids, n, cJSON_GetObjectItem(rec, "decoded_raw")))
+		DiagMiss(model, line, "decoded_raw", rec, shown);
+	if (ids && StreamMatches(tok, ids, n, cJSON_GetObjectItem(rec, "decoded_raw")))
 		c->stream++;
 	else
-		diag_miss(model, line, "stream", rec, shown);
+		DiagMiss(model, line, "stream", rec, shown);
 	cbllm_buf_free(&d);
 	cbllm_buf_free(&r);
 	free(ids);
@@ -214,18 +214,18 @@ typedef struct thread_job		/* one thread's share of the shared-tokenizer check *
 
 /* Encode the joined text a few times; count the rounds that match. */
 static void *
-thread_encode(void *arg)
+ThreadEncode(void *arg)
 {
 	thread_job *t = arg;
 
 	for (int r = 0; r < 3; r++)
-		t->ok += joined_matches(t->tok, t->j);
+		t->ok += JoinedMatches(t->tok, t->j);
 	return NULL;
 }
 
 /* Whether four threads sharing tok all encode the joined text to its reference ids. */
 static bool
-threads_match(const cbllm_tokenizer *tok, const joined *j)
+ThreadsMatch(const cbllm_tokenizer *tok, const joined *j)
 {
 	pthread_t	th[4];
 	thread_job	jobs[4];
@@ -234,7 +234,7 @@ threads_match(const cbllm_tokenizer *tok, const joined *j)
 	for (int i = 0; i < 4; i++)
 	{
 		jobs[i] = (thread_job) {tok, j, 0};
-		started += pthread_create(&th[i], NULL, thread_encode, &jobs[i]) == 0;
+		started += pthread_create(&th[i], NULL, ThreadEncode, &jobs[i]) == 0;
 	}
 	for (int i = 0; i < started; i++)
 	{
@@ -246,7 +246,7 @@ threads_match(const cbllm_tokenizer *tok, const joined *j)
 
 /* Encode each chat.jsonl rendering, if the model has the file; adds matches to *ok of *n. */
 static void
-check_chat(const cbllm_tokenizer *tok, const char *dir, const char *model, int *ok, int *n)
+CheckChat(const cbllm_tokenizer *tok, const char *dir, const char *model, int *ok, int *n)
 {
 	char		path[4096];
 	char	   *text = NULL;
@@ -271,7 +271,7 @@ check_chat(const cbllm_tokenizer *tok, const char *dir, const char *model, int *
 		(*n)++;
 		r = cJSON_GetStringValue(cJSON_GetObjectItem(rec, "rendered"));
 		if (r && tokenizer_encode(tok, r, strlen(r), plain, &ids, &k, &err) == CBLLM_OK &&
-			ids_match(cJSON_GetObjectItem(rec, "ids"), ids, k))
+			IdsMatch(cJSON_GetObjectItem(rec, "ids"), ids, k))
 			(*ok)++;
 		else if (*n - *ok <= 3)
 			TAP_DIAG("%s chat record %d: ids differ", model, *n);
@@ -283,7 +283,7 @@ check_chat(const cbllm_tokenizer *tok, const char *dir, const char *model, int *
 
 /* Load one model's tokenizer and check all of its encode.jsonl. */
 static void
-check_model(const char *dir, const char *model)
+CheckModel(const char *dir, const char *model)
 {
 	char		path[4096];
 	char	   *text = NULL;
@@ -323,8 +323,8 @@ check_model(const char *dir, const char *model)
 			c.n++;
 			continue;
 		}
-		check_record(tok, model, line, rec, &c, &shown);
-		join_record(tok, &j, rec);
+		CheckRecord(tok, model, line, rec, &c, &shown);
+		JoinRecord(tok, &j, rec);
 		cJSON_Delete(rec);
 	}
 	TAP_OK(c.n == 159, "%s: encode.jsonl has the 159 reference texts (%d)", model, c.n);
@@ -334,17 +334,17 @@ check_model(const char *dir, const char *model)
 	TAP_OK(c.decoded_raw == c.n, "%s: %d/%d decoded_raw (decoder chain alone) match", model, c.decoded_raw, c.n);
 	TAP_OK(c.stream == c.n, "%s: %d/%d streamed token by token equal decoded_raw in valid UTF-8 chunks",
 		   model, c.stream, c.n);
-	TAP_OK(j.text.len > 8192 && joined_matches(tok, &j),
+	TAP_OK(j.text.len > 8192 && JoinedMatches(tok, &j),
 		   "%s: the texts joined by %s in one text of %zu bytes give the joined reference ids",
 		   model, tokenizer_piece(tok, j.sep), j.text.len);
-	TAP_OK(threads_match(tok, &j), "%s: four threads sharing the tokenizer each encode the joined text to the reference",
+	TAP_OK(ThreadsMatch(tok, &j), "%s: four threads sharing the tokenizer each encode the joined text to the reference",
 		   model);
 	cbllm_buf_free(&j.text);
 	free(j.ids);
 	{
 		int			chat_ok = 0, chat_n = 0;
 
-		check_chat(tok, dir, model, &chat_ok, &chat_n);
+		CheckChat(tok, dir, model, &chat_ok, &chat_n);
 		if (chat_n > 0)
 			TAP_OK(chat_ok == chat_n, "%s: %d/%d chat.jsonl renderings encode to the reference ids",
 				   model, chat_ok, chat_n);
@@ -359,6 +359,6 @@ main(int argc, char **argv)
 	const char *dir = argc > 1 ? argv[1] : "test/data/tokenizers";
 
 	for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++)
-		check_model(dir, models[m]);
+		CheckModel(dir, models[m]);
 	return tap_done();
 }
