@@ -7,9 +7,11 @@
                  [--shards 1] [--tokenizer-from DIR] [--arch llama|mistral]
                  [--sliding-window N] [--attn-bias] [--arch-name NAME] [--pad-vocab N]
                  [--tokens-beyond N] [--no-weights] [--head-dim N] [--query-pre-attn-scalar N]
-                 [--family qwen2|qwen3|gemma3|llama3|llama3.1|phi3|phi3-128k]
+                 [--family qwen2|qwen3|qwen3_moe|mixtral|gemma3|llama3|llama3.1|phi3|phi3-128k]
                  [--sliding-window-pattern N] [--rope-scaling JSON]
                  [--max-window-layers M] [--untied]
+                 [--experts 8] [--experts-used 2] [--moe-intermediate 32] [--no-norm-topk]
+                 [--decoder-sparse-step 1] [--mlp-only-layers "0,3"]
 
 OUT_DIR receives config.json, tokenizer.json, tokenizer_config.json and the weights,
 either model.safetensors or (with --shards N > 1) model.safetensors.index.json plus
@@ -41,6 +43,24 @@ embeddings, as the small sizes do, unless --untied (Qwen2.5-7B's layout: an lm_h
 Gemma stores its norms as w in (1 + w): they
 are drawn ~ N(0, 0.1).
 
+Two mixture-of-experts families, untied as their large checkpoints are:
+--family qwen3_moe is Qwen3-30B-A3B's (Qwen3MoeForCausalLM: qwen3's attention, its
+head_dim and q_norm and k_norm; config.json's num_experts, num_experts_per_tok,
+moe_intermediate_size, norm_topk_prob, decoder_sparse_step, mlp_only_layers,
+output_router_logits and router_aux_loss_coef).  Layer i's MLP is sparse when i is not
+in mlp_only_layers and (i + 1) % decoder_sparse_step == 0, as HF's Qwen3MoeDecoderLayer
+decides: a router mlp.gate [experts, hidden] and experts mlp.experts.E.{gate,up,down}_proj
+of width --moe-intermediate; the other layers keep the dense mlp.{gate,up,down}_proj of
+width --intermediate.  --experts N (default 8) and --experts-used K (default 2) set
+num_experts and num_experts_per_tok, --no-norm-topk norm_topk_prob false (default true:
+the chosen experts' probabilities renormalised to sum 1), --decoder-sparse-step N
+(default 1) and --mlp-only-layers "0,3" (default none) the dense layers.
+--family mixtral is Mixtral-8x7B-v0.1's (MixtralForCausalLM: Llama's attention, every
+layer sparse, num_local_experts --experts, num_experts_per_tok --experts-used, each
+expert block_sparse_moe.experts.E.{w1,w2,w3} (gate, down, up) of width --intermediate
+and the router block_sparse_moe.gate; rope_theta 1e6, sliding_window null unless
+--sliding-window N).
+
 --family llama3 is Llama-3.2-1B-Instruct's (tied, bos 1, an eos_token_id list, rope_scaling
 llama3 with factor 32, low 1, high 4 and original_max_position_embeddings 8192 shrunk
 to 64, max_position_embeddings 131072 to 1024, so that head_dim 16 has dimensions in
@@ -58,7 +78,15 @@ Weights are random (numpy default_rng(seed)), drawn tensor by tensor in file ord
 written as soon as drawn, so a 130M-parameter model takes seconds and little memory:
   embeddings ~ N(0, 1) (N(0, 1/sqrt(hidden)) when tied, as they are the lm_head too),
   linear weights ~ N(0, 1/sqrt(in_features)), norm weights ~ 1 + N(0, 0.1),
-  biases ~ N(0, 0.5).
+  biases ~ N(0, 0.5), a mixture-of-experts router ~ N(0, ROUTER_SCALE / sqrt(hidden)).
+With ROUTER_SCALE 2 the router's logits on an RMSNormed hidden state spread with a
+standard deviation of about 2 rather than 1: for 8 experts and 2 used, the 2nd and 3rd
+routing probabilities then differ by less than 1e-3 at about 1.3% of a layer's tokens
+(2.2% at scale 1; a larger scale spreads the logits further but makes both probabilities
+small, so their difference shrinks again: 6% at scale 4), and their logits by less than
+1e-3 at 0.1%.  reference.py --router-margins states the smallest gaps of a run, for a
+test to choose a seed or prompt where no choice hangs on a near tie.  Experts are drawn in order, each one's matrices in
+its checkpoint order.
 The draw order does not depend on --shards or --dtype, so a sharded model holds the same
 values as an unsharded one, and an f16/bf16 model is the f32 one rounded to nearest-even.
 
@@ -158,6 +186,18 @@ def parse_args(argv):
     p.add_argument("--query-pre-attn-scalar", type=float, help="gemma3's attention scale^-2")
     p.add_argument("--sliding-window-pattern", type=int, help="gemma3: every Nth layer global")
     p.add_argument("--untied", action="store_true", help="a family's model with an lm_head")
+    p.add_argument("--experts", type=int, metavar="N",
+                   help="qwen3_moe, mixtral: experts per sparse layer (default 8)")
+    p.add_argument("--experts-used", type=int, metavar="K",
+                   help="qwen3_moe, mixtral: experts chosen per token (default 2)")
+    p.add_argument("--moe-intermediate", type=int, metavar="N",
+                   help="qwen3_moe: an expert's width (default 32)")
+    p.add_argument("--no-norm-topk", action="store_true",
+                   help="qwen3_moe: norm_topk_prob false (the chosen weights not renormalised)")
+    p.add_argument("--decoder-sparse-step", type=int, metavar="N",
+                   help="qwen3_moe: layer i sparse when (i + 1) %% N == 0 (default 1)")
+    p.add_argument("--mlp-only-layers", type=layer_list, metavar="LIST",
+                   help='qwen3_moe: comma-separated dense layers, e.g. "0,3" (default none)')
     a = p.parse_args(argv)
     if a.dtype is None:
         a.dtype = "bf16" if a.no_weights else "f32"
@@ -165,13 +205,14 @@ def parse_args(argv):
     for name in ("hidden", "layers", "heads", "kv_heads", "intermediate", "max_pos", "shards"):
         if getattr(a, name) < 1:
             p.error("--%s must be at least 1" % name.replace("_", "-"))
+    check_moe_args(p, a)
     if a.family is None and (a.head_dim or a.query_pre_attn_scalar or a.sliding_window_pattern):
         p.error("--head-dim, --query-pre-attn-scalar and --sliding-window-pattern need --family")
     if a.head_dim is None:
         a.head_dim = a.hidden // a.heads
-    elif a.family == "qwen2":
-        p.error("--head-dim: Qwen2 configs have none")
-    if a.hidden % a.heads and a.family not in ("qwen3", "gemma3"):
+    elif a.family in ("qwen2", "mixtral"):
+        p.error("--head-dim: %s configs have none" % a.family)
+    if a.hidden % a.heads and a.family not in ("qwen3", "qwen3_moe", "gemma3"):
         p.error("--hidden (%d) must be a multiple of --heads (%d)" % (a.hidden, a.heads))
     if a.heads % a.kv_heads:
         p.error("--heads (%d) must be a multiple of --kv-heads (%d)" % (a.heads, a.kv_heads))
@@ -183,7 +224,7 @@ def parse_args(argv):
         a.tie = FAMILY_TIED.get(a.family, True) and not a.untied
     if a.max_window_layers is not None and (a.family != "qwen2" or a.sliding_window is None):
         p.error("--max-window-layers needs --family qwen2 and --sliding-window")
-    if a.sliding_window is not None and a.family not in ("gemma3", "qwen2", "phi3"):
+    if a.sliding_window is not None and a.family not in ("gemma3", "qwen2", "phi3", "mixtral"):
         if a.arch != "mistral":
             p.error("--sliding-window needs --arch mistral")
         if a.sliding_window < 1:
@@ -196,6 +237,55 @@ def parse_args(argv):
     if a.shards > n_tensors:
         p.error("--shards %d is more than the %d tensors" % (a.shards, n_tensors))
     return a
+
+
+def layer_list(text):
+    """--mlp-only-layers' value: comma-separated layer indices, in any order."""
+    try:
+        return sorted({int(t) for t in text.split(",") if t.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a comma-separated list of layers: %r" % text)
+
+
+MOE_DEFAULTS = {"experts": 8, "experts_used": 2, "moe_intermediate": 32,
+                "decoder_sparse_step": 1, "mlp_only_layers": []}
+QWEN3_MOE_ONLY = ("moe_intermediate", "decoder_sparse_step", "mlp_only_layers")
+
+
+def check_moe_args(p, a):
+    """Validate the mixture-of-experts options and fill in their defaults."""
+    moe = a.family in MOE_FAMILIES
+    for name in MOE_DEFAULTS:
+        flag = "--" + name.replace("_", "-")
+        given = getattr(a, name) is not None
+        if given and not moe:
+            p.error("%s needs --family qwen3_moe or mixtral" % flag)
+        if given and name in QWEN3_MOE_ONLY and a.family != "qwen3_moe":
+            p.error("%s needs --family qwen3_moe" % flag)
+        if not given:
+            setattr(a, name, MOE_DEFAULTS[name])
+    if a.no_norm_topk and a.family != "qwen3_moe":
+        p.error("--no-norm-topk needs --family qwen3_moe")
+    if not moe:
+        return
+    for name in ("experts", "experts_used", "moe_intermediate", "decoder_sparse_step"):
+        if getattr(a, name) < 1:
+            p.error("--%s must be at least 1" % name.replace("_", "-"))
+    if a.experts_used > a.experts:
+        p.error("--experts-used (%d) is more than --experts (%d)" % (a.experts_used, a.experts))
+    if any(i < 0 or i >= a.layers for i in a.mlp_only_layers):
+        p.error("--mlp-only-layers: layers lie in 0..%d" % (a.layers - 1))
+
+
+def sparse_layer(a, i):
+    """Whether layer i's MLP is a mixture of experts (HF Qwen3MoeDecoderLayer's rule;
+    every Mixtral layer is)."""
+    if a.family == "mixtral":
+        return True
+    if a.family != "qwen3_moe":
+        return False
+    return (i not in a.mlp_only_layers and a.experts > 0
+            and (i + 1) % a.decoder_sparse_step == 0)
 
 
 # --------------------------------------------------------------------------- tokenizer
@@ -490,6 +580,38 @@ def qwen3_config(a, vocab_size):
     }
 
 
+def qwen3_moe_config(a, vocab_size):
+    """Qwen3-30B-A3B's config.json, shrunk: qwen3's fields and the experts' (untied, as the
+    30B is)."""
+    cfg = qwen3_config(a, vocab_size)
+    cfg.update({
+        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+        "decoder_sparse_step": a.decoder_sparse_step, "mlp_only_layers": a.mlp_only_layers,
+        "moe_intermediate_size": a.moe_intermediate, "norm_topk_prob": not a.no_norm_topk,
+        "num_experts": a.experts, "num_experts_per_tok": a.experts_used,
+        "output_router_logits": False, "rope_theta": 1000000.0,
+        "router_aux_loss_coef": 0.001,
+    })
+    return cfg
+
+
+def mixtral_config(a, vocab_size):
+    """Mixtral-8x7B-v0.1's config.json, shrunk: intermediate_size is an expert's width."""
+    return {
+        "architectures": ["MixtralForCausalLM"], "attention_dropout": 0.0,
+        "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+        "hidden_size": a.hidden, "initializer_range": 0.02,
+        "intermediate_size": a.intermediate, "max_position_embeddings": a.max_pos,
+        "model_type": "mixtral", "num_attention_heads": a.heads,
+        "num_experts_per_tok": a.experts_used, "num_hidden_layers": a.layers,
+        "num_key_value_heads": a.kv_heads, "num_local_experts": a.experts,
+        "output_router_logits": False, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0,
+        "router_aux_loss_coef": 0.02, "sliding_window": a.sliding_window,
+        "tie_word_embeddings": False, "torch_dtype": TORCH_DTYPE[a.dtype],
+        "transformers_version": "4.36.0.dev0", "use_cache": True, "vocab_size": vocab_size,
+    }
+
+
 def gemma3_config(a, vocab_size):
     """gemma-3-1b-it's config.json, shrunk: no tie_word_embeddings field (tied is
     Gemma's default), an eos_token_id list, soft-capping null."""
@@ -513,10 +635,14 @@ def gemma3_config(a, vocab_size):
     }
 
 
-FAMILIES = {"qwen2": qwen2_config, "qwen3": qwen3_config, "gemma3": gemma3_config,
+FAMILIES = {"qwen2": qwen2_config, "qwen3": qwen3_config, "qwen3_moe": qwen3_moe_config,
+            "mixtral": mixtral_config, "gemma3": gemma3_config,
             "llama3": llama3_config, "llama3.1": llama31_config, "phi3": phi3_config,
             "phi3-128k": phi3_128k_config}
-FAMILY_TIED = {"llama3.1": False, "phi3": False, "phi3-128k": False}  # the others: tied
+FAMILY_TIED = {"llama3.1": False, "phi3": False, "phi3-128k": False,  # the others: tied
+               "qwen3_moe": False, "mixtral": False}
+MOE_FAMILIES = ("qwen3_moe", "mixtral")
+ROUTER_SCALE = 2.0  # a router's weights ~ N(0, ROUTER_SCALE / sqrt(hidden)): see above
 FUSED_FAMILIES = ("phi3", "phi3-128k")  # qkv_proj and gate_up_proj are one tensor each
 
 
@@ -532,11 +658,12 @@ def write_json(path, obj, compact=False):
 # --------------------------------------------------------------------------- weights
 
 def tensor_specs(a, vocab):
-    """(name, shape, kind) of every tensor in HF order; kind is embed, linear, norm or bias."""
+    """(name, shape, kind) of every tensor in HF order; kind is embed, linear, router, norm
+    or bias."""
     hd = a.head_dim
     fused = a.family in FUSED_FAMILIES
     qkv_bias = a.attn_bias or a.family == "qwen2"
-    qk_norm = a.family in ("qwen3", "gemma3")
+    qk_norm = a.family in ("qwen3", "qwen3_moe", "gemma3")
     gemma = a.family == "gemma3"
     norm = "norm0" if gemma else "norm"  # Gemma's norms are w in (1 + w)
     # Tied, the embeddings are the lm_head too: scaled like a linear weight they no longer
@@ -571,15 +698,18 @@ def tensor_specs(a, vocab):
         specs.append((p + "post_attention_layernorm.weight", (a.hidden,), norm))
         if gemma:
             specs.append((p + "pre_feedforward_layernorm.weight", (a.hidden,), norm))
-        if fused:  # rows: gate, then up
+        if sparse_layer(a, i):
+            specs += moe_specs(a, p)
+        elif fused:  # rows: gate, then up
             specs.append((p + "mlp.gate_up_proj.weight", (2 * a.intermediate, a.hidden),
                           "linear"))
+            specs.append((p + "mlp.down_proj.weight", (a.hidden, a.intermediate), "linear"))
         else:
             specs += [
                 (p + "mlp.gate_proj.weight", (a.intermediate, a.hidden), "linear"),
                 (p + "mlp.up_proj.weight", (a.intermediate, a.hidden), "linear"),
+                (p + "mlp.down_proj.weight", (a.hidden, a.intermediate), "linear"),
             ]
-        specs.append((p + "mlp.down_proj.weight", (a.hidden, a.intermediate), "linear"))
         if gemma:
             specs.append((p + "post_feedforward_layernorm.weight", (a.hidden,), norm))
     specs.append(("model.norm.weight", (a.hidden,), norm))
@@ -588,11 +718,31 @@ def tensor_specs(a, vocab):
     return specs
 
 
+def moe_specs(a, p):
+    """A sparse layer's router and experts, after the layer prefix p: Qwen3-MoE's
+    mlp.gate and mlp.experts.E.{gate,up,down}_proj, or Mixtral's block_sparse_moe.gate and
+    block_sparse_moe.experts.E.{w1,w2,w3} (gate, down, up)."""
+    if a.family == "mixtral":
+        block, width = p + "block_sparse_moe.", a.intermediate
+        names = (("w1", "in"), ("w2", "out"), ("w3", "in"))
+    else:
+        block, width = p + "mlp.", a.moe_intermediate
+        names = (("gate_proj", "in"), ("up_proj", "in"), ("down_proj", "out"))
+    specs = [(block + "gate.weight", (a.experts, a.hidden), "router")]
+    for e in range(a.experts):
+        for name, side in names:
+            shape = (width, a.hidden) if side == "in" else (a.hidden, width)
+            specs.append((block + "experts.%d.%s.weight" % (e, name), shape, "linear"))
+    return specs
+
+
 def draw_tensor(rng, shape, kind):
     """Draw one float32 tensor with the scale its kind needs to keep activations O(1)."""
     x = rng.standard_normal(shape, dtype=np.float32)
     if kind == "linear":
         x *= np.float32(1.0 / np.sqrt(shape[1]))
+    elif kind == "router":
+        x *= np.float32(ROUTER_SCALE / np.sqrt(shape[1]))
     elif kind == "norm":
         x *= np.float32(0.1)
         x += np.float32(1.0)
