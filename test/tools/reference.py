@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Independent float64 numpy forward of a HuggingFace Llama, Mistral, Qwen2, Qwen3, Gemma-3 or Phi-3 checkpoint.
+"""Independent float64 numpy forward of a HuggingFace Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Gemma-3 or Phi-3 checkpoint.
 
-    reference.py MODEL_DIR --prompt-ids "1 5 9" [--logits] [--greedy N]
+    reference.py MODEL_DIR --prompt-ids "1 5 9" [--logits] [--greedy N] [--router-margins]
 
 The correctness oracle for cbllm: it shares no code with the C engine.  It reads
 config.json and the safetensors weights (single file or sharded with an index), decodes
@@ -28,10 +28,30 @@ The families' differences, from their HF definitions (config.json's model_type):
                  output by post_feedforward_layernorm before its add; GELU-tanh; softmax
                  scale query_pre_attn_scalar^-0.5; tied embeddings unless config.json says
                  otherwise.  Soft-capping must be null.
+    qwen3_moe    as qwen3, and layer i's MLP a mixture of experts (below) when i is not in
+                 mlp_only_layers and (i + 1) % decoder_sparse_step == 0 (HF's
+                 Qwen3MoeDecoderLayer), the dense MLP otherwise; the chosen experts'
+                 weights renormalised when norm_topk_prob (HF's default: false)
+    mixtral      Llama's attention, every layer's MLP a mixture of experts, its weights
+                 always renormalised (w1 the gate, w3 the up, w2 the down projection)
+
+A mixture-of-experts MLP (HF's Qwen3MoeSparseMoeBlock and MixtralSparseMoeBlock), per token h:
+    p = softmax(h router^T) over all experts; the k (num_experts_per_tok) largest p chosen,
+    the lower expert index first among equal ones; w = their p (divided by their sum when
+    renormalised);  out = sum over chosen e of w_e * (silu(h Wg_e^T) * h Wu_e^T) Wd_e^T
 
 --logits prints one line per prompt position: vocab_size numbers in "%.17g".
 --greedy N appends N argmax tokens (never stopping at EOS) and prints the generated ids
 on one line.  Greedy decoding keeps a KV cache; each step runs only the new token.
+--router-margins (a model with experts) writes to stderr, for every sparse layer and every
+position the run computed, "router layer L pos P margin M logit-gap G experts E1 E2 ...":
+M is the k-th largest routing probability minus the (k+1)-th, G the difference of their
+router logits (log of their ratio), the experts the chosen ones in order; then the
+summaries "router min margin M layer L pos P" and "router min logit-gap G layer L pos P".
+A margin under about 1e-3 means a float32 engine could rightly choose other experts there;
+G is the stricter measure (float32 router logits err by about 1e-6 of their size, and
+two small probabilities can be close in M yet far apart in G).  With k equal to the
+number of experts there is no (k+1)-th: M and G are inf.
 
 Longrope (Phi-3 128k) chooses its factor set per sequence as transformers does: a forward
 over a sequence longer than original_max_position_embeddings rotates every position with
@@ -117,13 +137,14 @@ class Model:
         # the projections with biases
         self.biases = {"q_proj", "k_proj", "v_proj"} if family == "qwen2" else (
             {"q_proj", "k_proj", "v_proj", "o_proj"} if cfg.get("attention_bias") else set())
-        self.qk_norm = family in ("qwen3", "gemma3_text")
+        self.qk_norm = family in ("qwen3", "qwen3_moe", "gemma3_text")
         self.norm_offset = 1.0 if gemma else 0.0   # Gemma's RMSNorm scales by (1 + w)
         self.sandwich = gemma                      # norms on the attention and MLP outputs
         self.act = cfg.get("hidden_activation") or cfg.get("hidden_act", "silu")
         self.scale = cfg.get("query_pre_attn_scalar", self.head_dim) ** -0.5
         self.w = load_weights(model_dir)
         self.split_fused(cfg)
+        self.experts = moe_layers(cfg, self.w)
         self.embed_scale = 1.0
         if gemma:
             self.embed_scale = np.sqrt(cfg["hidden_size"])
@@ -170,6 +191,40 @@ class Model:
         return self.norm(x, "model.layers.%d.%s.weight" % (i, name))
 
 
+class Experts:
+    """One sparse layer's router [n, hidden] and its n experts' gate, up and down matrices."""
+
+    def __init__(self, router, gate, up, down, k, renorm):
+        self.router, self.gate, self.up, self.down = router, gate, up, down
+        self.k, self.renorm = k, renorm
+
+
+def moe_layers(cfg, w):
+    """Per layer: its Experts, or None for a dense MLP (config.json's model_type decides)."""
+    family = cfg.get("model_type")
+    n_layers = cfg["num_hidden_layers"]
+    if family == "mixtral":
+        n, block, renorm = cfg["num_local_experts"], "block_sparse_moe", True
+        names = ("w1", "w3", "w2")  # gate, up, down
+        sparse = [True] * n_layers
+    elif family == "qwen3_moe":
+        n, block, renorm = cfg["num_experts"], "mlp", bool(cfg.get("norm_topk_prob", False))
+        names = ("gate_proj", "up_proj", "down_proj")
+        step, dense = cfg.get("decoder_sparse_step", 1), cfg.get("mlp_only_layers") or []
+        sparse = [i not in dense and n > 0 and (i + 1) % step == 0 for i in range(n_layers)]
+    else:
+        return [None] * n_layers
+    out = []
+    for i in range(n_layers):
+        if not sparse[i]:
+            out.append(None)
+            continue
+        p = "model.layers.%d.%s." % (i, block)
+        mats = [[w["%sexperts.%d.%s.weight" % (p, e, m)] for e in range(n)] for m in names]
+        out.append(Experts(w[p + "gate.weight"], *mats, cfg["num_experts_per_tok"], renorm))
+    return out
+
+
 # --------------------------------------------------------------------------- forward
 
 def rmsnorm(x, w, eps):
@@ -194,6 +249,45 @@ def gelu_tanh(x):
 
 
 ACTIVATIONS = {"silu": silu, "gelu_pytorch_tanh": gelu_tanh}
+
+
+ROUTER_LOG = []  # (layer, position, margin, logit gap, chosen experts) of every routed token
+
+
+def route(ex, h):
+    """The experts chosen for each row of h [T, hidden] and their weights: (chosen [T, k],
+    weights [T, k], margins [T], logit gaps [T]); the margin is the k-th probability minus
+    the (k+1)-th, the gap the difference of their logits."""
+    logits = h @ ex.router.T
+    prob = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    prob /= prob.sum(axis=-1, keepdims=True)
+    # a stable sort of -p: the larger probability first, the lower index among equal ones
+    order = np.argsort(-prob, axis=-1, kind="stable")
+    chosen = order[:, :ex.k]
+    weights = np.take_along_axis(prob, chosen, axis=-1)
+    if ex.renorm:
+        weights = weights / weights.sum(axis=-1, keepdims=True)
+    margins = gaps = np.full(h.shape[0], np.inf)
+    if ex.k < prob.shape[-1]:
+        pair = order[:, ex.k - 1:ex.k + 1]
+        ranked = np.take_along_axis(prob, pair, axis=-1)
+        margins = ranked[:, 0] - ranked[:, 1]
+        ranked = np.take_along_axis(logits, pair, axis=-1)
+        gaps = ranked[:, 0] - ranked[:, 1]
+    return chosen, weights, margins, gaps
+
+
+def moe_mlp(ex, h, act, layer, pos):
+    """The mixture-of-experts MLP of rows h at positions pos (logged in ROUTER_LOG)."""
+    chosen, weights, margins, gaps = route(ex, h)
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        ROUTER_LOG.append((layer, int(pos[t]), margins[t], gaps[t],
+                           [int(e) for e in chosen[t]]))
+        for e, wt in zip(chosen[t], weights[t]):
+            y = act(ex.gate[e] @ h[t]) * (ex.up[e] @ h[t])
+            out[t] += wt * (ex.down[e] @ y)
+    return out
 
 
 def attention(m, i, h, pos, cache, long_):
@@ -249,8 +343,11 @@ def forward(m, ids, cache, long_=None):
         x = x + a
         h = m.layer_norm(i, "pre_feedforward_layernorm" if m.sandwich else
                          "post_attention_layernorm", x)
-        mlp = act(h @ m.layer(i, "mlp.gate_proj").T) * (h @ m.layer(i, "mlp.up_proj").T)
-        mlp = mlp @ m.layer(i, "mlp.down_proj").T
+        if m.experts[i] is not None:
+            mlp = moe_mlp(m.experts[i], h, act, i, pos)
+        else:
+            mlp = act(h @ m.layer(i, "mlp.gate_proj").T) * (h @ m.layer(i, "mlp.up_proj").T)
+            mlp = mlp @ m.layer(i, "mlp.down_proj").T
         if m.sandwich:
             mlp = m.layer_norm(i, "post_feedforward_layernorm", mlp)
         x = x + mlp
@@ -292,6 +389,8 @@ def main(argv=None):
     p.add_argument("--logits", action="store_true",
                    help="print the logits of every prompt position")
     p.add_argument("--greedy", type=int, metavar="N", help="print N greedily generated ids")
+    p.add_argument("--router-margins", action="store_true",
+                   help="write every routed token's top-k margin, and the smallest, to stderr")
     a = p.parse_args(argv)
     ids = [int(t) for t in a.prompt_ids.split()]
     if not ids:
@@ -300,6 +399,8 @@ def main(argv=None):
         p.error("nothing to do: give --logits and/or --greedy N")
 
     m = Model(a.model_dir)
+    if a.router_margins and all(ex is None for ex in m.experts):
+        p.error("--router-margins: the model has no mixture-of-experts layer")
     vocab = m.w["model.embed_tokens.weight"].shape[0]
     if any(t < 0 or t >= vocab for t in ids):
         p.error("prompt ids must lie in 0..%d" % (vocab - 1))
@@ -309,6 +410,18 @@ def main(argv=None):
             out.write(" ".join("%.17g" % v for v in row) + "\n")
     if a.greedy is not None:
         out.write(" ".join(str(t) for t in greedy(m, ids, a.greedy)) + "\n")
+    if a.router_margins:
+        write_margins(sys.stderr)
+
+
+def write_margins(f):
+    """ROUTER_LOG's lines, then the smallest margin's and the smallest logit gap's."""
+    for layer, pos, margin, gap, chosen in ROUTER_LOG:
+        f.write("router layer %d pos %d margin %.6g logit-gap %.6g experts %s\n"
+                % (layer, pos, margin, gap, " ".join(str(e) for e in chosen)))
+    for what, col in (("margin", 2), ("logit-gap", 3)):
+        r = min(ROUTER_LOG, key=lambda r: r[col])
+        f.write("router min %s %.6g layer %d pos %d\n" % (what, r[col], r[0], r[1]))
 
 
 if __name__ == "__main__":
