@@ -82,11 +82,11 @@ written as soon as drawn, so a 130M-parameter model takes seconds and little mem
 With ROUTER_SCALE 2 the router's logits on an RMSNormed hidden state spread with a
 standard deviation of about 2 rather than 1: for 8 experts and 2 used, the 2nd and 3rd
 routing probabilities then differ by less than 1e-3 at about 1.3% of a layer's tokens
-(2.2% at scale 1; a larger scale spreads the logits further but makes both probabilities
+(1.5% at scale 1; a larger scale spreads the logits further but makes both probabilities
 small, so their difference shrinks again: 6% at scale 4), and their logits by less than
-1e-3 at 0.1%.  reference.py --router-margins states the smallest gaps of a run, for a
-test to choose a seed or prompt where no choice hangs on a near tie.  Experts are drawn in order, each one's matrices in
-its checkpoint order.
+1e-3 at 0.1% (0.2% at scale 1).  reference.py --router-margins states the smallest gaps of a run, for a
+test to choose a seed or prompt where no choice hangs on a near tie.  Experts are drawn in
+order, each one's matrices in its checkpoint order.
 The draw order does not depend on --shards or --dtype, so a sharded model holds the same
 values as an unsharded one, and an f16/bf16 model is the f32 one rounded to nearest-even.
 
