@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Convert a small HF checkpoint (as gen_model.py makes them) to one GGUF file.
 
-    hf_to_gguf.py MODEL_DIR OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1] [--eot-id ID]
+    hf_to_gguf.py MODEL_DIR OUT.gguf [--eot-id ID]
+                  [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k]
 
 Written from llama.cpp's conventions (its key names and what its converter does to each
 family), sharing no code with it:
@@ -19,8 +20,24 @@ family), sharing no code with it:
     rope.scaling.original_context_length;
   - gemma3: every norm stored with the 1 of (1 + w) added; rope.freq_base_swa (the local
     base) and attention.sliding_window_pattern;
-  - tied embeddings: no output.weight.
-Matrices are stored in --type (the embeddings too); norms, biases and factors stay F32.
+  - tied embeddings: no output.weight;
+  - mixtures of experts, as llama.cpp's converter stacks them: a sparse layer's router is
+    blk.N.ffn_gate_inp.weight (ne [hidden, experts]) and its experts' gate, up and down
+    projections are blk.N.ffn_gate_exps, ffn_up_exps and ffn_down_exps.weight, the experts
+    along a new outermost dimension (numpy [experts, rows, cols], GGUF ne [cols, rows,
+    experts]); <arch>.expert_count and <arch>.expert_used_count;
+  - qwen3_moe (general.architecture "qwen3moe"): qwen3's keys and tensors (no q/k
+    permutation), qwen3moe.expert_feed_forward_length (moe_intermediate_size) and
+    feed_forward_length (intermediate_size).  Two things llama.cpp's qwen3moe does not
+    have are written so the file still says them: a dense layer (mlp_only_layers,
+    decoder_sparse_step) keeps ffn_gate, ffn_up and ffn_down, and norm_topk_prob false is
+    qwen3moe.expert_weights_norm = false (the key llama.cpp's other MoE architectures read;
+    llama.cpp's qwen3moe always renormalises);
+  - mixtral (general.architecture "llama", q and k permuted as llama's): w1, w3 and w2 are
+    the gate, up and down experts, feed_forward_length the experts' width.
+Matrices are stored in --type (the embeddings and the experts too: every row of every
+expert quantized alone, rows along the innermost dimension); norms, biases, factors and the
+routers stay F32, as llama.cpp keeps ffn_gate_inp.
 The tokenizer's metadata is gguf_vocab.py's tokenizer_kvs(model_dir); config.json's bos and eos
 ids fill in what it lacks.
 
@@ -52,7 +69,8 @@ TYPES = {"f32": 0, "f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "q5_0"
          "q2_k": 10, "q3_k": 11, "q4_k": 12, "q5_k": 13, "q6_k": 14}
 
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-             "gemma3_text": "gemma3", "phi3": "phi3"}
+             "gemma3_text": "gemma3", "phi3": "phi3", "qwen3_moe": "qwen3moe",
+             "mixtral": "llama"}
 
 # HF tensor name (after "model.layers.N.") -> GGUF name (after "blk.N."); Gemma's two
 # sandwich norms differ, below
@@ -70,7 +88,13 @@ LAYER_NAMES = {
     "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
     "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.gate_up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+    "mlp.gate.weight": "ffn_gate_inp.weight",
+    "block_sparse_moe.gate.weight": "ffn_gate_inp.weight",
 }
+# an expert's projection (after "experts.E.") -> its stacked GGUF tensor (after "blk.N.")
+EXPERT_NAMES = {"gate_proj.weight": "ffn_gate_exps.weight", "up_proj.weight": "ffn_up_exps.weight",
+                "down_proj.weight": "ffn_down_exps.weight", "w1.weight": "ffn_gate_exps.weight",
+                "w3.weight": "ffn_up_exps.weight", "w2.weight": "ffn_down_exps.weight"}
 GEMMA_LAYER_NAMES = {"post_attention_layernorm.weight": "post_attention_norm.weight"}
 MODEL_NAMES = {"model.embed_tokens.weight": "token_embd.weight",
                "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
@@ -90,6 +114,39 @@ def gguf_name(hf, gemma):
     return "blk.%s.%s" % (parts[2], name)
 
 
+def expert_of(hf):
+    """(layer, expert, stacked GGUF name) of an expert's tensor name, or None."""
+    parts = hf.split(".")  # model layers N (mlp|block_sparse_moe) experts E proj weight
+    if len(parts) != 8 or parts[:2] != ["model", "layers"] or parts[4] != "experts":
+        return None
+    name = EXPERT_NAMES.get(".".join(parts[6:]))
+    if name is None:
+        raise SystemExit("hf_to_gguf.py: unknown tensor %s" % hf)
+    return int(parts[2]), int(parts[5]), "blk.%s.%s" % (parts[2], name)
+
+
+def stack_experts(weights, n_experts):
+    """The tensors in file order with each sparse layer's experts stacked: (HF name or None,
+    GGUF name, array); a stack [experts, rows, cols] takes the place of its last expert."""
+    pending, out = {}, []
+    for hf, t in weights.items():
+        ex = expert_of(hf)
+        if ex is None:
+            out.append((hf, None, t))
+            continue
+        _, e, name = ex
+        mats = pending.setdefault(name, {})
+        if e in mats or not 0 <= e < n_experts:
+            raise SystemExit("hf_to_gguf.py: tensor %s: expert %d of %d" % (hf, e, n_experts))
+        mats[e] = t
+        if len(mats) == n_experts:
+            out.append((None, name, np.stack([mats[i] for i in range(n_experts)])))
+            del pending[name]
+    if pending:
+        raise SystemExit("hf_to_gguf.py: %s lacks experts" % sorted(pending)[0])
+    return out
+
+
 def permute_rows(w, n_head):
     """llama.cpp's q/k layout: within each head, rows (i, i + d/2) become rows (2i, 2i+1)."""
     rows = w.shape[0]
@@ -98,7 +155,8 @@ def permute_rows(w, n_head):
 
 
 def encode_matrix(w, type_name):
-    """(ggml type id, bytes) of a 2-d float64 array in the requested type."""
+    """(ggml type id, bytes) of a 2-d (or stacked 3-d) float64 array in the requested type;
+    the innermost dimension is the rows' length."""
     type_id = TYPES[type_name]
     x = np.ascontiguousarray(w, dtype=np.float32)
     if type_name == "f32":
@@ -140,6 +198,14 @@ def add_hparams(w, cfg, arch, head_dim):
     w.add(key("embedding_length"), "uint32", cfg["hidden_size"])
     w.add(key("block_count"), "uint32", cfg["num_hidden_layers"])
     w.add(key("feed_forward_length"), "uint32", cfg["intermediate_size"])
+    n_experts = cfg.get("num_local_experts", cfg.get("num_experts"))
+    if n_experts:
+        w.add(key("expert_count"), "uint32", n_experts)
+        w.add(key("expert_used_count"), "uint32", cfg["num_experts_per_tok"])
+    if n_experts and cfg.get("moe_intermediate_size") is not None:
+        w.add(key("expert_feed_forward_length"), "uint32", cfg["moe_intermediate_size"])
+    if n_experts and arch == "qwen3moe" and not cfg.get("norm_topk_prob", False):
+        w.add(key("expert_weights_norm"), "bool", False)
     w.add(key("attention.head_count"), "uint32", n_heads)
     w.add(key("attention.head_count_kv"), "uint32", cfg.get("num_key_value_heads") or n_heads)
     if cfg.get("head_dim") is not None:
@@ -261,7 +327,12 @@ def convert(model_dir, out_path, type_name, breaking=None, eot_id=None):
     if eot_id is not None:
         w.add("tokenizer.ggml.eot_token_id", "uint32", eot_id)
     weights = load_weights(model_dir)
-    for hf, t in weights.items():
+    n_experts = cfg.get("num_local_experts", cfg.get("num_experts")) or 0
+    for hf, name, t in stack_experts(weights, n_experts):
+        if name is not None:  # a stack of experts
+            type_id, data = encode_matrix(t, type_name)
+            w.add_tensor(name, type_id, list(reversed(t.shape)), data)
+            continue
         name = gguf_name(hf, gemma)
         if arch == "llama" and ".self_attn.q_proj." in hf:
             t = permute_rows(t, n_heads)
@@ -269,8 +340,8 @@ def convert(model_dir, out_path, type_name, breaking=None, eot_id=None):
             t = permute_rows(t, n_kv)
         if gemma and hf.endswith("norm.weight"):
             t = (t.astype(np.float32) + np.float32(1)).astype(np.float64)
-        if t.ndim == 1:
-            w.add_tensor(name, 0, [t.shape[0]], t.astype("<f4"))
+        if t.ndim == 1 or name.endswith("ffn_gate_inp.weight"):
+            w.add_tensor(name, 0, list(reversed(t.shape)), t.astype("<f4"))
         else:
             type_id, data = encode_matrix(t, type_name)
             w.add_tensor(name, type_id, [t.shape[1], t.shape[0]], data)
@@ -285,7 +356,7 @@ def main(argv=None):
     p.add_argument("model_dir")
     p.add_argument("out")
     p.add_argument("--type", choices=sorted(TYPES), default="f32",
-                   help="the matrices' type (norms and biases stay F32)")
+                   help="the matrices' type (norms, biases and routers stay F32)")
     p.add_argument("--eot-id", type=int, metavar="ID",
                    help="write tokenizer.ggml.eot_token_id (a chat model's end of turn, as "
                         "llama.cpp's converter writes it where it differs from eos)")
