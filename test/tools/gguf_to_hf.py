@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A GGUF file of a Llama-architecture model as a HuggingFace f32 checkpoint, for the reference.
+"""A GGUF file of a Llama, Mixtral, Qwen3 or Qwen3-MoE model as a HuggingFace f32 checkpoint, for the reference.
 
     gguf_to_hf.py FILE.gguf OUT_DIR
 
@@ -11,10 +11,19 @@ rotates, interleaved, instead of HF's two halves), and writes OUT_DIR/config.jso
 OUT_DIR/model.safetensors (F32), which reference.py runs in float64.  So the reference sees
 exactly the weights the file holds, whatever made it (cbllm's converter or llama-quantize).
 
-Only what a plain Llama (and Mistral, TinyLlama) file holds is converted: general.architecture
-"llama", llama.* hyper-parameters, the tensors token_embd, blk.N.{attn_norm, attn_q, attn_k,
-attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}, output_norm and output (absent:
-tied).  Anything else is an error naming it.
+Converted: general.architecture "llama" (Llama, Mistral, TinyLlama; Mixtral when
+llama.expert_count is there), "qwen3" and "qwen3moe", their <arch>.* hyper-parameters
+(head_dim from attention.key_length, sliding_window from attention.sliding_window when
+present), and the tensors token_embd, blk.N.{attn_norm, attn_q, attn_k, attn_v,
+attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}, the qwen's blk.N.attn_q_norm and
+attn_k_norm, output_norm and output (absent: tied).  A mixture of experts' router
+blk.N.ffn_gate_inp becomes mlp.gate (Qwen3-MoE) or block_sparse_moe.gate (Mixtral), and
+each stacked blk.N.ffn_{gate,up,down}_exps (ne [cols, rows, experts]) one tensor per expert:
+mlp.experts.E.{gate,up,down}_proj or block_sparse_moe.experts.E.{w1,w3,w2}.  A Mixtral
+file must have experts in every layer; a qwen3moe file's layers without ffn_gate_inp are
+config.json's mlp_only_layers (decoder_sparse_step 1), its norm_topk_prob
+qwen3moe.expert_weights_norm (true when absent, as llama.cpp's qwen3moe always
+renormalises).  Anything else is an error naming it.
 """
 
 import json
@@ -119,26 +128,89 @@ LAYER = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj",
          "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
          "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
          "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
+QWEN3_LAYER = {"attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm"}
+# a sparse layer's tensors: (Qwen3-MoE's HF name, Mixtral's) after "model.layers.N."; the
+# stacked experts' HF names take "experts.E." before their last part
+MOE_LAYER = {"ffn_gate_inp": ("mlp.gate", "block_sparse_moe.gate"),
+             "ffn_gate_exps": ("mlp.gate_proj", "block_sparse_moe.w1"),
+             "ffn_up_exps": ("mlp.up_proj", "block_sparse_moe.w3"),
+             "ffn_down_exps": ("mlp.down_proj", "block_sparse_moe.w2")}
 TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
        "output.weight": "lm_head.weight"}
+ARCHS = ("llama", "qwen3", "qwen3moe")
 
 
-def hf_config(meta, n_vocab, tied):
-    """config.json of the file's llama.* hyper-parameters."""
-    if meta.get("general.architecture") != "llama":
-        raise SystemExit("gguf_to_hf.py: only general.architecture llama, not %r"
-                         % meta.get("general.architecture"))
-    g = lambda k, d=None: meta.get("llama." + k, d)  # noqa: E731
-    heads = g("attention.head_count")
-    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
-            "hidden_size": g("embedding_length"), "num_hidden_layers": g("block_count"),
-            "num_attention_heads": heads,
-            "num_key_value_heads": g("attention.head_count_kv", heads),
-            "intermediate_size": g("feed_forward_length"), "vocab_size": n_vocab,
-            "max_position_embeddings": g("context_length"),
-            "rms_norm_eps": g("attention.layer_norm_rms_epsilon"),
-            "rope_theta": g("rope.freq_base", 10000.0), "tie_word_embeddings": tied,
-            "torch_dtype": "float32"}
+def hf_config(meta, n_vocab, tied, sparse):
+    """config.json of the file's <arch>.* hyper-parameters; sparse: the layers that hold
+    experts (ffn_gate_inp)."""
+    arch = meta.get("general.architecture")
+    if arch not in ARCHS:
+        raise SystemExit("gguf_to_hf.py: only general.architecture %s, not %r"
+                         % (", ".join(ARCHS), arch))
+    g = lambda k, d=None: meta.get(arch + "." + k, d)  # noqa: E731
+    heads, layers = g("attention.head_count"), g("block_count")
+    n_experts = g("expert_count", 0)
+    if sparse and not n_experts:
+        raise SystemExit("gguf_to_hf.py: layer %d has experts but the file has no "
+                         "%s.expert_count" % (sparse[0], arch))
+    if arch == "llama" and n_experts and len(sparse) != layers:
+        raise SystemExit("gguf_to_hf.py: a llama file's experts must be in every layer (Mixtral)")
+    if arch == "qwen3moe" and not n_experts:
+        raise SystemExit("gguf_to_hf.py: qwen3moe without qwen3moe.expert_count")
+    model = {"llama": ("LlamaForCausalLM", "llama"), "qwen3": ("Qwen3ForCausalLM", "qwen3"),
+             "qwen3moe": ("Qwen3MoeForCausalLM", "qwen3_moe")}[arch]
+    if arch == "llama" and n_experts:
+        model = ("MixtralForCausalLM", "mixtral")
+    cfg = {"architectures": [model[0]], "model_type": model[1],
+           "hidden_size": g("embedding_length"), "num_hidden_layers": layers,
+           "num_attention_heads": heads,
+           "num_key_value_heads": g("attention.head_count_kv", heads),
+           "intermediate_size": g("feed_forward_length"), "vocab_size": n_vocab,
+           "max_position_embeddings": g("context_length"),
+           "rms_norm_eps": g("attention.layer_norm_rms_epsilon"),
+           "rope_theta": g("rope.freq_base", 10000.0), "tie_word_embeddings": tied,
+           "torch_dtype": "float32"}
+    if g("attention.key_length") is not None:
+        cfg["head_dim"] = g("attention.key_length")
+    if g("attention.sliding_window") is not None:
+        cfg["sliding_window"] = g("attention.sliding_window")
+    if model[1] == "mixtral":
+        cfg.update({"num_local_experts": n_experts,
+                    "num_experts_per_tok": g("expert_used_count")})
+    if model[1] == "qwen3_moe":
+        cfg.update({"num_experts": n_experts, "num_experts_per_tok": g("expert_used_count"),
+                    "moe_intermediate_size": g("expert_feed_forward_length"),
+                    "norm_topk_prob": bool(g("expert_weights_norm", True)),
+                    "decoder_sparse_step": 1,
+                    "mlp_only_layers": [i for i in range(layers) if i not in sparse]})
+    return cfg
+
+
+def hf_tensors(name, w, cfg):
+    """(HF name, array) pairs of GGUF tensor name holding w (dequantized): one per expert
+    for a stack of experts, with llama's q/k rows back in HF's order."""
+    if name in TOP:
+        return [(TOP[name], w)]
+    parts = name.split(".")
+    layer_names = dict(LAYER, **QWEN3_LAYER) if cfg["model_type"].startswith("qwen3") else LAYER
+    moe = cfg["model_type"] in ("qwen3_moe", "mixtral")
+    if parts[0] != "blk" or len(parts) != 4 or parts[3] != "weight" or not (
+            parts[2] in layer_names or moe and parts[2] in MOE_LAYER):
+        raise SystemExit("gguf_to_hf.py: tensor %s is not one of a %s model"
+                         % (name, cfg["model_type"]))
+    p = "model.layers.%s." % parts[1]
+    if parts[2] in MOE_LAYER:
+        hf = MOE_LAYER[parts[2]][cfg["model_type"] == "mixtral"]
+        if parts[2] == "ffn_gate_inp":
+            return [(p + hf + ".weight", w)]
+        block, proj = hf.rsplit(".", 1)
+        return [("%s%s.experts.%d.%s.weight" % (p, block, e, proj), w[e])
+                for e in range(w.shape[0])]
+    if cfg["model_type"] in ("llama", "mixtral") and parts[2] == "attn_q":
+        w = unpermute(w, cfg["num_attention_heads"])
+    elif cfg["model_type"] in ("llama", "mixtral") and parts[2] == "attn_k":
+        w = unpermute(w, cfg["num_key_value_heads"])
+    return [(p + layer_names[parts[2]] + ".weight", w)]
 
 
 def convert(path, out_dir):
@@ -146,22 +218,13 @@ def convert(path, out_dir):
     meta, tensors = read_gguf(path)
     tied = "output.weight" not in tensors
     n_vocab = tensors["token_embd.weight"][1][1]
-    cfg = hf_config(meta, n_vocab, tied)
+    sparse = sorted(int(n.split(".")[1]) for n in tensors
+                    if n.startswith("blk.") and n.endswith(".ffn_gate_inp.weight"))
+    cfg = hf_config(meta, n_vocab, tied, sparse)
     out = {}
     for name, (type_id, dims, raw) in tensors.items():
-        parts = name.split(".")
-        if name in TOP:
-            hf = TOP[name]
-        elif parts[0] == "blk" and len(parts) == 4 and parts[2] in LAYER and parts[3] == "weight":
-            hf = "model.layers.%s.%s.weight" % (parts[1], LAYER[parts[2]])
-        else:
-            raise SystemExit("gguf_to_hf.py: tensor %s is not one of a llama model" % name)
-        w = dequantize(type_id, dims, raw)
-        if parts[-2] == "attn_q":
-            w = unpermute(w, cfg["num_attention_heads"])
-        elif parts[-2] == "attn_k":
-            w = unpermute(w, cfg["num_key_value_heads"])
-        out[hf] = np.ascontiguousarray(w, dtype="<f4")
+        for hf, w in hf_tensors(name, dequantize(type_id, dims, raw), cfg):
+            out[hf] = np.ascontiguousarray(w, dtype="<f4")
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
