@@ -208,7 +208,9 @@ def moe_layers(cfg, w):
         names = ("w1", "w3", "w2")  # gate, up, down
         sparse = [True] * n_layers
     elif family == "qwen3_moe":
-        n, block, renorm = cfg["num_experts"], "mlp", bool(cfg.get("norm_topk_prob", False))
+        # transformers 5 may write the count under Mixtral's name (its attribute_map)
+        n = cfg.get("num_experts", cfg.get("num_local_experts"))
+        block, renorm = "mlp", bool(cfg.get("norm_topk_prob", False))
         names = ("gate_proj", "up_proj", "down_proj")
         step, dense = cfg.get("decoder_sparse_step", 1), cfg.get("mlp_only_layers") or []
         sparse = [i not in dense and n > 0 and (i + 1) % step == 0 for i in range(n_layers)]
