@@ -80,6 +80,7 @@ UNIT_TESTS = \
 	build/test/test_backend_registry \
 	build/test/test_arch \
 	build/test/test_families \
+	build/test/test_moe \
 	build/test/test_longrope \
 	build/test/test_model_gguf \
 	build/test/test_engine_gguf \

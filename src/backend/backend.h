@@ -152,6 +152,17 @@ struct cbllm_backend
 	/* Optional: x += y, then out (T, dim) = rmsnorm(x) * w */
 	void		(*add_rmsnorm) (cbllm_backend *be, float *x, const float *y, const float *w, int T,
 								int dim, float eps, float *out);
+	/*
+	 * Optional, needed by a model with experts: out (T, hidden) = the
+	 * mixture of experts of layer w on x (T, hidden), the tokens routed by
+	 * logits (T, cfg.n_experts), the router's output, as moe.h says: each
+	 * token's sum of its chosen experts' MLPs, act(x Wgate) * x Wup) Wdown,
+	 * weighted.  Each expert's matrices are read once for all the tokens
+	 * that chose it; a token's result does not depend on the others.  out
+	 * is not x.
+	 */
+	void		(*moe) (cbllm_backend *be, const cbllm_layer *w, const float *x,
+						const float *logits, int T, float *out);
 	/* out (n, dim) = rows of x (., dim) */
 	void		(*gather_rows) (cbllm_backend *be, const float *x, const int32_t *rows, int n,
 								int dim, float *out);

@@ -11,6 +11,7 @@
  *       a = attention(q, cache) Wo (+ bo)  (a = rmsnorm(a))
  *       x += a
  *       h = rmsnorm(x);  m = (act(h Wgate) * h Wup) Wdown  (m = rmsnorm(m))
+ *           or, in a layer with experts, m = moe(h, h Wrouter)
  *       x += m
  *   logits = rmsnorm(x[rows asked]) Wlm_head
  *
@@ -25,7 +26,9 @@
  * into the model's own scale.  Gemma's (1 + w) norms need nothing here: the
  * loader folds the 1 into the vectors (model.h).  Positions are per layer:
  * layer l rotates with RoPE cfg.rope[cfg.layer_rope[l]] and attends within
- * cfg.layer_window[l] (model.h; Gemma-3's local and global layers).
+ * cfg.layer_window[l] (model.h; Gemma-3's local and global layers).  A
+ * layer with experts (cfg.layer_moe) computes its router's logits, and the
+ * backend's moe runs the experts they choose (moe.h, backend.h).
  *
  * Every linear layer is one matmul over all T tokens of the step.  Where
  * the backend fuses the residual add with the next norm, each "x += ...;
@@ -59,6 +62,10 @@ struct cbllm_forward
 	float	   *att;			/* (max_tokens, n_heads * head_dim) */
 	float	   *gate;			/* (max_tokens, intermediate) */
 	float	   *up;				/* (max_tokens, intermediate) */
+	float	   *router;			/* (max_tokens, n_experts) a layer's router logits; NULL
+								 * without experts */
+	float	   *moe_out;		/* (max_tokens, hidden) a layer's experts' output; NULL
+								 * without experts */
 	float	   *logits_dev;		/* (max_rows, vocab) */
 	/* host batch description */
 	int32_t    *tokens;			/* (max_tokens) */
@@ -85,6 +92,13 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 
 	if (f == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	if (c->n_experts > 0 && be->moe == NULL)
+	{
+		free(f);
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "the %s backend does not run mixture-of-experts models yet (%s has %d experts per layer); use device 'cpu'",
+						  be->name, c->arch, c->n_experts);
+	}
 	f->model = p->model;
 	f->be = be;
 	f->kv = p->kv;
@@ -100,6 +114,11 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 	f->gate = be->alloc(be, sizeof(float) * T * c->intermediate);
 	f->up = be->alloc(be, sizeof(float) * T * c->intermediate);
 	f->logits_dev = be->alloc(be, sizeof(float) * f->max_rows * c->vocab_size);
+	if (c->n_experts > 0)
+	{
+		f->router = be->alloc(be, sizeof(float) * T * c->n_experts);
+		f->moe_out = be->alloc(be, sizeof(float) * T * c->hidden);
+	}
 	f->tokens = malloc(sizeof(int32_t) * T);
 	f->pos = malloc(sizeof(int32_t) * T);
 	f->seq = malloc(sizeof(int32_t) * T);
@@ -109,7 +128,7 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 	f->tables = malloc(sizeof(int32_t *) * p->max_seqs);
 	f->logits = malloc(sizeof(float) * f->max_rows * c->vocab_size);
 	if (!f->x || !f->h || !f->q || !f->k || !f->v || !f->att || !f->gate || !f->up ||
-		!f->logits_dev || !f->tokens || !f->pos || !f->seq || !f->rope_set || !f->slot || !f->rows ||
+		!f->logits_dev || (c->n_experts > 0 && (!f->router || !f->moe_out)) || !f->tokens || !f->pos || !f->seq || !f->rope_set || !f->slot || !f->rows ||
 		!f->tables || !f->logits)
 	{
 		forward_free(f);
@@ -276,6 +295,28 @@ QueryKey(cbllm_forward *f, int l, const cbllm_layer *w, const fwd_batch *b)
 }
 
 /*
+ * The MLP of layer l on f->h (T, hidden), normed: the dense one, or the
+ * experts its router chooses.  Returns where the output (T, hidden) is.
+ */
+static float *
+Mlp(cbllm_forward *f, int l, const cbllm_layer *w, int T)
+{
+	cbllm_backend *be = f->be;
+
+	if (f->model->cfg.layer_moe[l])
+	{
+		be->matmul(be, 1, (const cbllm_weight *[]) {&w->router}, f->h, T, (float *[]) {f->router});
+		be->moe(be, w, f->h, f->router, T, f->moe_out);
+		return f->moe_out;
+	}
+	be->matmul(be, 2, (const cbllm_weight *[]) {&w->w_gate, &w->w_up}, f->h, T,
+			   (float *[]) {f->gate, f->up});
+	ActivateMul(f, T);
+	be->matmul(be, 1, (const cbllm_weight *[]) {&w->w_down}, f->gate, T, (float *[]) {f->h});
+	return f->h;
+}
+
+/*
  * One decoder layer over the batch, updating the residual stream f->x.  On
  * entry f->h holds rmsnorm(x) for this layer's attention; on exit it holds
  * the norm for next_norm (the next layer's), or x is complete when NULL.
@@ -288,6 +329,7 @@ Layer(cbllm_forward *f, int l, const fwd_batch *b, const float *next_norm)
 	cbllm_backend *be = f->be;
 	int			T = b->n_tokens;
 	bool		sandwich = (c->features & ARCH_SANDWICH_NORM) != 0;
+	float	   *mlp;
 
 	QueryKey(f, l, w, b);
 	be->kv_store(be, f->kv, l, f->k, f->v, b);
@@ -299,16 +341,13 @@ Layer(cbllm_forward *f, int l, const fwd_batch *b, const float *next_norm)
 		be->rmsnorm(be, f->h, w->attn_out_norm, T, c->hidden, c->rms_eps, f->h);
 	AddNorm(f, f->x, f->h, w->mlp_norm, T, f->h);
 
-	be->matmul(be, 2, (const cbllm_weight *[]) {&w->w_gate, &w->w_up}, f->h, T,
-			   (float *[]) {f->gate, f->up});
-	ActivateMul(f, T);
-	be->matmul(be, 1, (const cbllm_weight *[]) {&w->w_down}, f->gate, T, (float *[]) {f->h});
+	mlp = Mlp(f, l, w, T);
 	if (sandwich)
-		be->rmsnorm(be, f->h, w->mlp_out_norm, T, c->hidden, c->rms_eps, f->h);
+		be->rmsnorm(be, mlp, w->mlp_out_norm, T, c->hidden, c->rms_eps, mlp);
 	if (next_norm != NULL)
-		AddNorm(f, f->x, f->h, next_norm, T, f->h);
+		AddNorm(f, f->x, mlp, next_norm, T, f->h);
 	else
-		be->add(be, f->x, f->h, (int64_t) T * c->hidden);
+		be->add(be, f->x, mlp, (int64_t) T * c->hidden);
 }
 
 /* The whole pass over a built batch, leaving the logits in f->logits_dev. */
@@ -421,6 +460,10 @@ forward_free(cbllm_forward *f)
 	be->free(be, f->gate);
 	be->free(be, f->up);
 	be->free(be, f->logits_dev);
+	if (f->router != NULL)
+		be->free(be, f->router);
+	if (f->moe_out != NULL)
+		be->free(be, f->moe_out);
 	free(f->tokens);
 	free(f->pos);
 	free(f->seq);

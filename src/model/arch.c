@@ -28,6 +28,11 @@ static const cbllm_arch BuiltinArchs[] = {
 		ARCH_TIED_DEFAULT, .activation = ARCH_ACT_GELU_TANH},
 	{.hf_name = "Phi3ForCausalLM", .model_type = "phi3", .gguf_name = "phi3",
 		.features = ARCH_FUSED_QKV | ARCH_FUSED_GATE_UP, .activation = ARCH_ACT_SILU},
+	{.hf_name = "Qwen3MoeForCausalLM", .model_type = "qwen3_moe", .gguf_name = "qwen3moe",
+		.features = ARCH_QK_NORM, .activation = ARCH_ACT_SILU},
+	/* llama.cpp writes Mixtral as "llama" with experts: the llama row above is found first */
+	{.hf_name = "MixtralForCausalLM", .model_type = "mixtral", .gguf_name = "llama",
+		.features = ARCH_GGUF_PERMUTED_QK | ARCH_MOE_BLOCK_SPARSE, .activation = ARCH_ACT_SILU},
 };
 
 #define N_BUILTIN ((int) (sizeof(BuiltinArchs) / sizeof(BuiltinArchs[0])))
@@ -39,6 +44,9 @@ static int	n_extra;
 #define LAYER_FIELD(f) offsetof(cbllm_layer, f)
 #define L_HF(name) "model.layers.%d." name	/* a layer tensor's safetensors name */
 #define L_GGUF(name) "blk.%d." name	/* and its GGUF name */
+#define E_HF(name) "model.layers.%d.mlp.experts.%d." name	/* an expert's safetensors name */
+#define E_MIXTRAL(name) "model.layers.%d.block_sparse_moe.experts.%d." name	/* Mixtral's */
+#define EXPERT_FIELD(f) offsetof(cbllm_expert, f)
 
 /*
  * Every tensor role, in load order (arch_tensor says what each field means;
@@ -47,7 +55,9 @@ static int	n_extra;
  * MLP's input as Llama's does: two rows bind the MLP's input norm, one per
  * naming, told apart by ARCH_SANDWICH_NORM.  Phi-3's fused projections bind
  * wq, wk, wv and w_gate, w_up as row blocks of one stored tensor each
- * (FusedTensors below).
+ * (FusedTensors below).  A layer with experts (cfg.layer_moe) has a router
+ * and each expert's three matrices instead of the dense MLP; Mixtral names
+ * them its own way (ARCH_MOE_BLOCK_SPARSE).
  */
 static const arch_tensor Tensors[] = {
 	{.role = "the embeddings", .hf = "model.embed_tokens.weight", .gguf = "token_embd.weight",
@@ -109,19 +119,49 @@ static const arch_tensor Tensors[] = {
 		.needs = ARCH_SANDWICH_NORM, .offset = LAYER_FIELD(mlp_norm)},
 	{.role = "w_gate", .hf = L_HF("mlp.gate_proj.weight"), .gguf = L_GGUF("ffn_gate.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_INTERMEDIATE, .cols = DIM_HIDDEN,
-		.unless = ARCH_FUSED_GATE_UP, .per_step = true, .offset = LAYER_FIELD(w_gate)},
+		.unless = ARCH_FUSED_GATE_UP, .per_step = true,
+		.offset = LAYER_FIELD(w_gate), .layers = ARCH_DENSE_LAYERS},
 	{.role = "w_up", .hf = L_HF("mlp.up_proj.weight"), .gguf = L_GGUF("ffn_up.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_INTERMEDIATE, .cols = DIM_HIDDEN,
-		.unless = ARCH_FUSED_GATE_UP, .per_step = true, .offset = LAYER_FIELD(w_up)},
+		.unless = ARCH_FUSED_GATE_UP, .per_step = true,
+		.offset = LAYER_FIELD(w_up), .layers = ARCH_DENSE_LAYERS},
 	{.role = "w_gate", .hf = L_HF("mlp.gate_up_proj.weight"), .gguf = L_GGUF("ffn_up.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_INTERMEDIATE, .cols = DIM_HIDDEN,
-		.needs = ARCH_FUSED_GATE_UP, .per_step = true, .offset = LAYER_FIELD(w_gate)},
+		.needs = ARCH_FUSED_GATE_UP, .per_step = true,
+		.offset = LAYER_FIELD(w_gate), .layers = ARCH_DENSE_LAYERS},
 	{.role = "w_up", .hf = L_HF("mlp.gate_up_proj.weight"), .gguf = L_GGUF("ffn_up.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_INTERMEDIATE, .cols = DIM_HIDDEN,
-		.needs = ARCH_FUSED_GATE_UP, .per_step = true, .offset = LAYER_FIELD(w_up)},
+		.needs = ARCH_FUSED_GATE_UP, .per_step = true,
+		.offset = LAYER_FIELD(w_up), .layers = ARCH_DENSE_LAYERS},
 	{.role = "w_down", .hf = L_HF("mlp.down_proj.weight"), .gguf = L_GGUF("ffn_down.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_INTERMEDIATE,
-		.per_step = true, .offset = LAYER_FIELD(w_down)},
+		.per_step = true, .offset = LAYER_FIELD(w_down), .layers = ARCH_DENSE_LAYERS},
+	{.role = "router", .hf = L_HF("mlp.gate.weight"), .gguf = L_GGUF("ffn_gate_inp.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_EXPERTS, .cols = DIM_HIDDEN,
+		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE, .per_step = true,
+		.offset = LAYER_FIELD(router), .layers = ARCH_MOE_LAYERS},
+	{.role = "router", .hf = L_HF("block_sparse_moe.gate.weight"),
+		.gguf = L_GGUF("ffn_gate_inp.weight"), .kind = ARCH_MATRIX, .scope = ARCH_LAYER,
+		.rows = DIM_EXPERTS, .cols = DIM_HIDDEN, .needs = ARCH_MOE | ARCH_MOE_BLOCK_SPARSE,
+		.per_step = true, .offset = LAYER_FIELD(router), .layers = ARCH_MOE_LAYERS},
+	{.role = "expert w_gate", .hf = E_HF("gate_proj.weight"), .gguf = L_GGUF("ffn_gate_exps.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
+		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE, .offset = EXPERT_FIELD(w_gate)},
+	{.role = "expert w_up", .hf = E_HF("up_proj.weight"), .gguf = L_GGUF("ffn_up_exps.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
+		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE, .offset = EXPERT_FIELD(w_up)},
+	{.role = "expert w_down", .hf = E_HF("down_proj.weight"), .gguf = L_GGUF("ffn_down_exps.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_HIDDEN, .cols = DIM_EXPERT_FF,
+		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE, .offset = EXPERT_FIELD(w_down)},
+	{.role = "expert w_gate", .hf = E_MIXTRAL("w1.weight"), .gguf = L_GGUF("ffn_gate_exps.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
+		.needs = ARCH_MOE | ARCH_MOE_BLOCK_SPARSE, .offset = EXPERT_FIELD(w_gate)},
+	{.role = "expert w_up", .hf = E_MIXTRAL("w3.weight"), .gguf = L_GGUF("ffn_up_exps.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
+		.needs = ARCH_MOE | ARCH_MOE_BLOCK_SPARSE, .offset = EXPERT_FIELD(w_up)},
+	{.role = "expert w_down", .hf = E_MIXTRAL("w2.weight"), .gguf = L_GGUF("ffn_down_exps.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_HIDDEN, .cols = DIM_EXPERT_FF,
+		.needs = ARCH_MOE | ARCH_MOE_BLOCK_SPARSE, .offset = EXPERT_FIELD(w_down)},
 	{.role = "mlp_out_norm",
 		.hf = L_HF("post_feedforward_layernorm.weight"), .gguf = L_GGUF("post_ffw_norm.weight"),
 		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
@@ -248,6 +288,10 @@ arch_dim_size(const cbllm_model_config *cfg, arch_dim d)
 			return cfg->intermediate;
 		case DIM_VOCAB:
 			return cfg->vocab_size;
+		case DIM_EXPERTS:
+			return cfg->n_experts;
+		case DIM_EXPERT_FF:
+			return cfg->expert_intermediate;
 	}
 	return 0;
 }
@@ -281,28 +325,32 @@ arch_stored_rows(const arch_tensor *t, const cbllm_model_config *cfg, int64_t *s
 	}
 }
 
-/* Tensor t's name in safetensors (gguf false) or GGUF files, for layer or -1. */
+/* Tensor t's name in safetensors (gguf false) or GGUF files, for layer or -1 and an expert's role's expert. */
 void
-arch_tensor_name(const arch_tensor *t, int layer, bool gguf, char *buf, size_t size)
+arch_tensor_name(const arch_tensor *t, int layer, int expert, bool gguf, char *buf, size_t size)
 {
 	const char *pattern = gguf ? t->gguf : t->hf;
 
-	if (t->scope == ARCH_LAYER)
+	if (t->scope == ARCH_EXPERT && !gguf)
+		snprintf(buf, size, pattern, layer, expert);
+	else if (t->scope == ARCH_LAYER || t->scope == ARCH_EXPERT)
 		snprintf(buf, size, pattern, layer);
 	else
 		snprintf(buf, size, "%s", pattern);
 }
 
-/* Describe role t of layer (or -1) of m in mt, numbering its matrix with *index. */
+/* Describe role t of layer (or -1) and expert (or -1) of m in mt, numbering its matrix with *index. */
 static void
-DescribeTensor(const cbllm_model *m, const arch_tensor *t, int layer, uint64_t *index,
-			   model_tensor *mt)
+DescribeTensor(const cbllm_model *m, const arch_tensor *t, int layer, int expert,
+			   uint64_t *index, model_tensor *mt)
 {
-	char	   *base = layer >= 0 ? (char *) &m->layers[layer] : (char *) m;
+	char	   *base = expert >= 0 ? (char *) &m->layers[layer].experts[expert] :
+		layer >= 0 ? (char *) &m->layers[layer] : (char *) m;
 
 	memset(mt, 0, sizeof(*mt));
 	mt->t = t;
 	mt->layer = layer;
+	mt->expert = expert;
 	mt->rows = arch_dim_size(&m->cfg, t->rows);
 	mt->cols = arch_dim_size(&m->cfg, t->cols);
 	arch_stored_rows(t, &m->cfg, &mt->stored_rows, &mt->first_row);
@@ -317,24 +365,59 @@ DescribeTensor(const cbllm_model *m, const arch_tensor *t, int layer, uint64_t *
 		mt->vector = (float **) (base + t->offset);
 }
 
-/* Call fn for the roles of one scope (each layer's for ARCH_LAYER). */
+/* Whether layer tensor t exists in layer l of a model of configuration cfg. */
+static bool
+InLayer(const arch_tensor *t, const cbllm_model_config *cfg, int l)
+{
+	switch (t->layers)
+	{
+		case ARCH_EVERY_LAYER:
+			return true;
+		case ARCH_DENSE_LAYERS:
+			return !cfg->layer_moe[l];
+		case ARCH_MOE_LAYERS:
+			return cfg->layer_moe[l];
+	}
+	return false;
+}
+
+/* Call fn for the roles of scope in layer (-1 outside the layers) and expert (-1 for none). */
+static int
+VisitRoles(const cbllm_model *m, arch_scope scope, int layer, int expert, uint64_t *index,
+		   model_visit_fn fn, void *arg, cbllm_err *err)
+{
+	model_tensor mt;
+	int			rc;
+
+	for (int i = 0; i < N_TENSORS; i++)
+	{
+		if (Tensors[i].scope != scope || !arch_has_tensor(&Tensors[i], m->cfg.features) ||
+			(scope == ARCH_LAYER && !InLayer(&Tensors[i], &m->cfg, layer)))
+			continue;
+		DescribeTensor(m, &Tensors[i], layer, expert, index, &mt);
+		if ((rc = fn(arg, &mt, err)) != 0)
+			return rc;
+	}
+	return CBLLM_OK;
+}
+
+/* Call fn for the roles of one scope: each layer's, then its experts', for ARCH_LAYER. */
 static int
 VisitScope(const cbllm_model *m, arch_scope scope, uint64_t *index, model_visit_fn fn,
 		   void *arg, cbllm_err *err)
 {
-	int			n_layers = scope == ARCH_LAYER ? m->cfg.n_layers : 1;
-	model_tensor mt;
 	int			rc;
 
-	for (int l = 0; l < n_layers; l++)
-		for (int i = 0; i < N_TENSORS; i++)
-		{
-			if (Tensors[i].scope != scope || !arch_has_tensor(&Tensors[i], m->cfg.features))
-				continue;
-			DescribeTensor(m, &Tensors[i], scope == ARCH_LAYER ? l : -1, index, &mt);
-			if ((rc = fn(arg, &mt, err)) != 0)
+	if (scope != ARCH_LAYER)
+		return VisitRoles(m, scope, -1, -1, index, fn, arg, err);
+	for (int l = 0; l < m->cfg.n_layers; l++)
+	{
+		if ((rc = VisitRoles(m, ARCH_LAYER, l, -1, index, fn, arg, err)))
+			return rc;
+		for (int e = 0; m->cfg.layer_moe[l] && e < m->cfg.n_experts; e++)
+			if ((rc = VisitRoles(m, ARCH_EXPERT, l, e, index, fn, arg, err)))
 				return rc;
-		}
+	}
 	return CBLLM_OK;
 }
 

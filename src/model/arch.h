@@ -40,6 +40,11 @@
 #define ARCH_FUSED_GATE_UP (1u << 8)	/* w_gate, w_up are row blocks of one stored tensor (Phi-3) */
 #define ARCH_GGUF_PERMUTED_QK (1u << 9) /* GGUF files store wq, wk permuted for interleaved
 										 * RoPE (llama.cpp's converter does it for llama) */
+#define ARCH_MOE		(1u << 10)	/* some layers' MLP is a mixture of experts: set by the
+									 * config loaders when the model has experts
+									 * (cfg.n_experts > 0), not by an architecture's row */
+#define ARCH_MOE_BLOCK_SPARSE (1u << 11)	/* the experts are named as Mixtral's
+											 * block_sparse_moe (w1, w2, w3) */
 
 /* The MLP's activation, as config.json's hidden_activation or hidden_act names it. */
 typedef enum arch_activation
@@ -75,7 +80,9 @@ typedef enum arch_dim
 	DIM_Q,						/* num_attention_heads * head_dim */
 	DIM_KV,						/* num_key_value_heads * head_dim */
 	DIM_INTERMEDIATE,			/* intermediate_size */
-	DIM_VOCAB					/* vocab_size */
+	DIM_VOCAB,					/* vocab_size */
+	DIM_EXPERTS,				/* n_experts: the router's rows */
+	DIM_EXPERT_FF				/* expert_intermediate: one expert's MLP width */
 } arch_dim;
 
 /* Where a tensor lives. */
@@ -83,8 +90,21 @@ typedef enum arch_scope
 {
 	ARCH_BEFORE_LAYERS,			/* a model tensor that comes before the layers (embeddings) */
 	ARCH_LAYER,					/* one per layer: "%d" in its names is the layer */
+	ARCH_EXPERT,				/* one per expert of a mixture-of-experts layer: its HF name
+								 * has "%d" for the layer, then "%d" for the expert; its GGUF
+								 * name only the layer's, the experts stacked in one tensor
+								 * (n_experts, rows, cols); its offset is in cbllm_expert */
 	ARCH_AFTER_LAYERS			/* a model tensor after the layers (final norm, lm_head) */
 } arch_scope;
+
+/* Which layers of a model with experts (cfg.layer_moe) a layer tensor belongs to. */
+typedef enum arch_layers
+{
+	ARCH_EVERY_LAYER,			/* all of them (the default) */
+	ARCH_DENSE_LAYERS,			/* those whose MLP is one dense MLP: every layer of a model
+								 * without experts */
+	ARCH_MOE_LAYERS				/* those whose MLP is the experts */
+} arch_layers;
 
 /* One tensor role. */
 typedef struct arch_tensor
@@ -101,6 +121,7 @@ typedef struct arch_tensor
 	bool		per_step;		/* read by every forward step (not the embeddings) */
 	size_t		offset;			/* of its field in cbllm_model (scope BEFORE/AFTER) or cbllm_layer */
 	uint32_t	unless;			/* ARCH_* flags under any of which it does not exist; 0: none */
+	arch_layers layers;			/* scope ARCH_LAYER: the layers that have it */
 } arch_tensor;
 
 #define ARCH_MAX_PARTS 3
@@ -160,7 +181,11 @@ void		arch_stored_rows(const arch_tensor *t, const struct cbllm_model_config *cf
 /* The length of dimension d of a model of configuration cfg. */
 int64_t		arch_dim_size(const struct cbllm_model_config *cfg, arch_dim d);
 
-/* Into buf, tensor t's safetensors name (gguf false) or GGUF name, for layer (or -1). */
-void		arch_tensor_name(const arch_tensor *t, int layer, bool gguf, char *buf, size_t size);
+/*
+ * Into buf, tensor t's safetensors name (gguf false) or GGUF name, for layer
+ * (or -1) and, for an ARCH_EXPERT role, expert (else ignored).
+ */
+void		arch_tensor_name(const arch_tensor *t, int layer, int expert, bool gguf, char *buf,
+							 size_t size);
 
 #endif

@@ -57,7 +57,7 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 		*mt->matrix = m->embed;
 		return CBLLM_OK;
 	}
-	arch_tensor_name(mt->t, mt->layer, false, name, sizeof(name));
+	arch_tensor_name(mt->t, mt->layer, mt->expert, false, name, sizeof(name));
 	t = st_find(m->st, name);
 	if (t == NULL)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model weights: missing tensor \"%s\"",
@@ -91,7 +91,7 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 	return CBLLM_OK;
 }
 
-/* Count a matrix that every forward step reads. */
+/* Count a matrix that every forward step reads (a token's share of the experts). */
 static int
 AddStepWeight(void *arg, const model_tensor *mt, cbllm_err *err)
 {
@@ -100,6 +100,12 @@ AddStepWeight(void *arg, const model_tensor *mt, cbllm_err *err)
 
 	if (mt->matrix != NULL && mt->t->per_step)
 	{
+		m->matmul_params += w->rows * w->cols;
+		m->step_weight_bytes += cbllm_dtype_row_bytes(w->dtype, w->rows * w->cols);
+	}
+	else if (mt->matrix != NULL && mt->expert >= 0 && mt->expert < m->cfg.n_experts_used)
+	{
+		/* a token reads n_experts_used experts of each such layer: count as many */
 		m->matmul_params += w->rows * w->cols;
 		m->step_weight_bytes += cbllm_dtype_row_bytes(w->dtype, w->rows * w->cols);
 	}
@@ -113,13 +119,10 @@ BindCheckpoint(cbllm_model *m, cbllm_err *err)
 	char		tied_name[128];
 	int			rc;
 
-	if ((rc = st_open_dir(m->dir, &m->st, err)))
+	if ((rc = st_open_dir(m->dir, &m->st, err)) || (rc = model_alloc_layers(m, err)))
 		return rc;
-	m->layers = calloc(m->cfg.n_layers, sizeof(cbllm_layer));
-	if (m->layers == NULL)
-		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 	/* tie_word_embeddings with an lm_head tensor of its own: the tensor wins */
-	arch_tensor_name(arch_tied_tensor(), -1, false, tied_name, sizeof(tied_name));
+	arch_tensor_name(arch_tied_tensor(), -1, -1, false, tied_name, sizeof(tied_name));
 	m->lm_head_tied = m->cfg.tie_embeddings && st_find(m->st, tied_name) == NULL;
 	return model_visit(m, BindTensor, m, err);
 }
@@ -238,6 +241,20 @@ model_weight_types(const cbllm_model *m, char *buf, size_t size)
 		}
 }
 
+/* Allocate m's layers and the experts of those that have them. */
+int
+model_alloc_layers(cbllm_model *m, cbllm_err *err)
+{
+	m->layers = calloc(m->cfg.n_layers, sizeof(cbllm_layer));
+	if (m->layers == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory for %d layers", m->cfg.n_layers);
+	for (int l = 0; l < m->cfg.n_layers; l++)
+		if (m->cfg.layer_moe[l] &&
+			(m->layers[l].experts = calloc(m->cfg.n_experts, sizeof(cbllm_expert))) == NULL)
+			return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory for the experts of layer %d", l);
+	return CBLLM_OK;
+}
+
 /* Free one tensor's converted vector, or its matrix when the buffer is the model's own. */
 static int
 FreeTensor(void *arg, const model_tensor *mt, cbllm_err *err)
@@ -256,7 +273,11 @@ model_free(cbllm_model *m)
 	if (m == NULL)
 		return;
 	if (m->layers)
+	{
 		model_visit(m, FreeTensor, NULL, NULL);
+		for (int l = 0; l < m->cfg.n_layers; l++)
+			free(m->layers[l].experts);
+	}
 	free(m->layers);
 	st_close(m->st);
 	gguf_free(m->gguf);

@@ -31,6 +31,7 @@
 
 #define CBLLM_MAX_LAYERS 1024		/* num_hidden_layers a config may give */
 #define CBLLM_MAX_ROPE 2		/* RoPE configurations of one model (global, local) */
+#define CBLLM_MAX_EXPERTS 512	/* experts of one layer a model may have */
 
 /*
  * Positions: rope[0] is the RoPE of rope_theta and rope_scaling; rope[1],
@@ -51,7 +52,7 @@ typedef struct cbllm_model_config
 	int			n_heads;		/* num_attention_heads */
 	int			n_kv_heads;		/* num_key_value_heads (GQA when < n_heads) */
 	int			head_dim;		/* head_dim, or hidden / n_heads */
-	int			intermediate;	/* intermediate_size */
+	int			intermediate;	/* intermediate_size: the dense MLP's width */
 	int			vocab_size;
 	int			max_pos;		/* max_position_embeddings */
 	int			sliding_window; /* the windowed layers' window; 0: no layer has one */
@@ -66,9 +67,23 @@ typedef struct cbllm_model_config
 								 * q_scale / sqrt(head_dim): sqrt(head_dim /
 								 * query_pre_attn_scalar) when config.json has it, else 1 */
 	bool		tie_embeddings;
+	/* mixture of experts (ARCH_MOE; moe.h routes a token) */
+	int			n_experts;		/* experts of a sparse layer; 0: no layer has experts */
+	int			n_experts_used; /* experts each token goes to (num_experts_per_tok) */
+	int			expert_intermediate;	/* one expert's MLP width */
+	bool		moe_norm_topk;	/* the chosen experts' weights renormalised to sum 1 */
+	uint8_t		layer_moe[CBLLM_MAX_LAYERS];	/* (n_layers) 1: the layer's MLP is the experts */
 	int32_t		bos_id;			/* -1 when absent */
 	int32_t		eos_id;			/* -1 when absent */
 } cbllm_model_config;
+
+/* One expert of a mixture-of-experts layer: an MLP of its own. */
+typedef struct cbllm_expert
+{
+	cbllm_weight w_gate;		/* (expert_intermediate, hidden) */
+	cbllm_weight w_up;			/* (expert_intermediate, hidden) */
+	cbllm_weight w_down;		/* (hidden, expert_intermediate) */
+} cbllm_expert;
 
 typedef struct cbllm_layer
 {
@@ -85,9 +100,12 @@ typedef struct cbllm_layer
 	float	   *bo;				/* (hidden) with ARCH_O_BIAS */
 	float	   *attn_out_norm;	/* (hidden) with ARCH_SANDWICH_NORM: norms the attention's output */
 	float	   *mlp_norm;		/* (hidden), converted to f32: norms the MLP's input */
-	cbllm_weight w_gate;		/* (intermediate, hidden) */
-	cbllm_weight w_up;			/* (intermediate, hidden) */
-	cbllm_weight w_down;		/* (hidden, intermediate) */
+	cbllm_weight w_gate;		/* (intermediate, hidden) on a dense layer */
+	cbllm_weight w_up;			/* (intermediate, hidden) on a dense layer */
+	cbllm_weight w_down;		/* (hidden, intermediate) on a dense layer */
+	cbllm_weight router;		/* (n_experts, hidden) on a layer with experts: its logits
+								 * choose each token's experts */
+	cbllm_expert *experts;		/* (n_experts) on a layer with experts, else NULL */
 	float	   *mlp_out_norm;	/* (hidden) with ARCH_SANDWICH_NORM: norms the MLP's output */
 } cbllm_layer;
 
@@ -186,6 +204,12 @@ int			model_weight_format(const char *name, bool *quantize, model_weight_mix *mi
  */
 int			model_quantize(cbllm_model *m, model_weight_mix mix, int n_threads, cbllm_err *err);
 
+/*
+ * m->layers for m->cfg, and the experts of each layer with them
+ * (cfg.layer_moe), zeroed; the loaders call it once the config is read.
+ */
+int			model_alloc_layers(cbllm_model *m, cbllm_err *err);
+
 /* Release a loaded or partly loaded model (NULL is allowed). */
 void		model_free(cbllm_model *m);
 
@@ -198,6 +222,7 @@ typedef struct model_tensor
 {
 	const arch_tensor *t;
 	int			layer;
+	int			expert;			/* of an ARCH_EXPERT role; -1 otherwise */
 	int64_t		rows;
 	int64_t		cols;			/* 1 for a vector */
 	int64_t		stored_rows;	/* rows of the stored tensor: more than rows for a fused one */

@@ -214,6 +214,67 @@ GetScales(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_er
 	return CBLLM_OK;
 }
 
+/*
+ * The mixture of experts, when config.json gives experts (num_experts, or
+ * Mixtral's num_local_experts): how many, how many a token takes, their
+ * width, whether the chosen weights are renormalised, and which layers have
+ * them.  Qwen3-MoE's layer l has experts when l is not in mlp_only_layers
+ * and (l + 1) is a multiple of decoder_sparse_step, its experts are
+ * moe_intermediate_size wide, and norm_topk_prob renormalises (false when
+ * absent, as HF's Qwen3MoeConfig has it); Mixtral's layers all have them,
+ * intermediate_size wide, always renormalised.
+ */
+static int
+ParseExperts(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_err *err)
+{
+	bool		mixtral = (cfg->features & ARCH_MOE_BLOCK_SPARSE) != 0;
+	const char *count_key = mixtral ? "num_local_experts" : "num_experts";
+	const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "norm_topk_prob");
+	const cJSON *only = cJSON_GetObjectItemCaseSensitive(root, "mlp_only_layers");
+	const cJSON *shared = cJSON_GetObjectItemCaseSensitive(root, "shared_expert_intermediate_size");
+	int			step,
+				rc;
+
+	if ((rc = GetInt(root, count_key, mixtral ? 8 : 0, 0, CBLLM_MAX_EXPERTS, &cfg->n_experts,
+					 path, err)))
+		return rc;
+	if (cfg->n_experts == 0)
+		return CBLLM_OK;
+	if ((rc = GetInt(root, "num_experts_per_tok", mixtral ? 2 : -1, 1, cfg->n_experts,
+					 &cfg->n_experts_used, path, err)) ||
+		(rc = GetInt(root, "moe_intermediate_size", mixtral ? cfg->intermediate : -1, 1,
+					 1 << 24, &cfg->expert_intermediate, path, err)) ||
+		(rc = GetInt(root, "decoder_sparse_step", 1, 1, CBLLM_MAX_LAYERS, &step, path, err)))
+		return rc;
+	if (mixtral)
+		cfg->expert_intermediate = cfg->intermediate;
+	if (shared != NULL && !cJSON_IsNull(shared) &&
+		!(cJSON_IsNumber(shared) && shared->valuedouble == 0))
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "%s: shared experts (shared_expert_intermediate_size) are not supported for %s",
+						  path, cfg->arch);
+	if (norm != NULL && !cJSON_IsBool(norm) && !cJSON_IsNull(norm))
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: \"norm_topk_prob\" must be true or false",
+						  path);
+	cfg->moe_norm_topk = mixtral || cJSON_IsTrue(norm);
+	cfg->features |= ARCH_MOE;
+	for (int l = 0; l < cfg->n_layers; l++)
+		cfg->layer_moe[l] = (l + 1) % step == 0;
+	if (only != NULL && !cJSON_IsNull(only) && !cJSON_IsArray(only))
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: \"mlp_only_layers\" must be a list of layers",
+						  path);
+	for (const cJSON *v = only != NULL && cJSON_IsArray(only) ? only->child : NULL; v; v = v->next)
+	{
+		if (!cJSON_IsNumber(v) || v->valuedouble != (double) (int) v->valuedouble ||
+			v->valuedouble < 0 || v->valuedouble >= cfg->n_layers)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT,
+							  "%s: \"mlp_only_layers\" must list layers in [0, %d)", path,
+							  cfg->n_layers);
+		cfg->layer_moe[(int) v->valuedouble] = 0;
+	}
+	return CBLLM_OK;
+}
+
 /* Fill cfg from the parsed JSON. */
 static int
 ParseConfig(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_err *err)
@@ -252,7 +313,8 @@ ParseConfig(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_
 		return cbllm_fail(err, CBLLM_ERR_FORMAT,
 						  "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
 						  path, cfg->n_heads, cfg->n_kv_heads);
-	if ((rc = model_config_positions(root, cfg, path, err)))
+	if ((rc = model_config_positions(root, cfg, path, err)) ||
+		(rc = ParseExperts(root, cfg, path, err)))
 		return rc;
 	cfg->tie_embeddings = tie == NULL || cJSON_IsNull(tie) ?
 		(cfg->features & ARCH_TIED_DEFAULT) != 0 : cJSON_IsTrue(tie);

@@ -107,10 +107,10 @@ int
 model_load_dummy(cbllm_model *m, bool on_host, cbllm_err *err)
 {
 	dummy_walk	walk = {m, on_host};
+	int			rc;
 
 	m->lm_head_tied = m->cfg.tie_embeddings;
-	m->layers = calloc(m->cfg.n_layers, sizeof(cbllm_layer));
-	if (m->layers == NULL)
-		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory for the dummy layers");
+	if ((rc = model_alloc_layers(m, err)))
+		return rc;
 	return model_visit(m, DummyTensor, &walk, err);
 }

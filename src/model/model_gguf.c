@@ -19,7 +19,14 @@
  *     absent, Gemma-3's local base) and every attention.sliding_window_pattern
  *     -th layer (6 when absent) is global; q is scaled by 1 / sqrt(head_dim)
  *     except for the 62-layer (27B) geometry, 1 / sqrt(hidden / heads);
- *   - no output.weight: the embeddings are the lm_head.
+ *   - no output.weight: the embeddings are the lm_head;
+ *   - experts: <arch>.expert_count and expert_used_count, their width
+ *     expert_feed_forward_length (Mixtral, written as llama: its
+ *     feed_forward_length); a layer has them when blk.N.ffn_gate_inp.weight
+ *     (the router) is there, and each of their matrices is one tensor of
+ *     (n_experts, rows, cols), every expert's rows bound in place; the
+ *     chosen weights are renormalised unless expert_weights_norm is false
+ *     (llama.cpp renormalises Qwen3-MoE's and Mixtral's whatever the key).
  * Every key error names the key, every tensor error the tensor.
  */
 #include "model/model.h"
@@ -398,7 +405,7 @@ GetArchitecture(gguf_load *L, cbllm_err *err)
 	a = arch_find_gguf(name.ptr, name.len);
 	if (a == NULL)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "%s: gguf: general.architecture \"%.*s\" is not supported (llama, qwen2, qwen3, gemma3 and phi3 are)",
+						  "%s: gguf: general.architecture \"%.*s\" is not supported (llama, qwen2, qwen3, qwen3moe, gemma3 and phi3 are)",
 						  L->path, (int) (name.len > 40 ? 40 : name.len), name.ptr);
 	snprintf(L->arch, sizeof(L->arch), "%s", a->gguf_name);
 	snprintf(cfg->arch, sizeof(cfg->arch), "%s", a->hf_name);
@@ -419,6 +426,41 @@ GetVocab(gguf_load *L, cbllm_err *err)
 						  "%s: gguf: tensor \"token_embd.weight\": %s", L->path,
 						  t == NULL ? "missing" : "must be 2-d (hidden, vocab)");
 	return GetArchInt(L, "vocab_size", false, rows, 1, BIG_INT, &L->m->cfg.vocab_size, err);
+}
+
+/* The experts: their keys, and which layers have a router tensor. */
+static int
+GetExperts(gguf_load *L, cbllm_err *err)
+{
+	cbllm_model_config *cfg = &L->m->cfg;
+	char		key[96];
+	bool		norm = true;
+	int			rc;
+
+	if ((rc = GetArchInt(L, "expert_count", false, 0, 0, CBLLM_MAX_EXPERTS, &cfg->n_experts,
+						 err)))
+		return rc;
+	if (cfg->n_experts == 0)
+		return CBLLM_OK;
+	ArchKey(L, "expert_weights_norm", key, sizeof(key));
+	if ((rc = GetArchInt(L, "expert_used_count", true, 0, 1, cfg->n_experts,
+						 &cfg->n_experts_used, err)) ||
+		(rc = GetArchInt(L, "expert_feed_forward_length", strcmp(L->arch, "llama") != 0,
+						 cfg->intermediate, 1, BIG_INT, &cfg->expert_intermediate, err)) ||
+		(gguf_find_key(L->g, key) != NULL && (rc = gguf_get_bool(L->g, key, &norm, err))))
+		return rc;
+	cfg->moe_norm_topk = norm;
+	cfg->features |= ARCH_MOE;
+	if (strcmp(L->arch, "llama") == 0)
+		snprintf(cfg->arch, sizeof(cfg->arch), "MixtralForCausalLM");
+	for (int l = 0; l < cfg->n_layers; l++)
+	{
+		char		name[64];
+
+		snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.weight", l);
+		cfg->layer_moe[l] = gguf_find_tensor(L->g, name) != NULL;
+	}
+	return CBLLM_OK;
 }
 
 /* Fill m->cfg from the file's keys. */
@@ -461,7 +503,7 @@ ReadConfig(gguf_load *L, cbllm_err *err)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "%s: gguf: %s.attention.key_length %d must be even and equal value_length (%d) and rope.dimension_count (%d)",
 						  L->path, L->arch, cfg->head_dim, v_len, rope_dims);
-	if ((rc = GetPositions(L, err)))
+	if ((rc = GetPositions(L, err)) || (rc = GetExperts(L, err)))
 		return rc;
 	cfg->tie_embeddings = gguf_find_tensor(L->g, "output.weight") == NULL;
 	cfg->embed_scale = (cfg->features & ARCH_EMBED_SCALE) ? sqrtf((float) cfg->hidden) : 1.0f;
@@ -503,7 +545,7 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 		*mt->matrix = m->embed;
 		return CBLLM_OK;
 	}
-	arch_tensor_name(mt->t, mt->layer, true, name, sizeof(name));
+	arch_tensor_name(mt->t, mt->layer, mt->expert, true, name, sizeof(name));
 	if ((t = gguf_find_tensor(L->g, name)) == NULL)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: gguf: missing tensor \"%s\"", L->path, name);
 	if (!cbllm_dtype_by_ggml((int) t->type, &dt))
@@ -512,8 +554,17 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 						  L->path, name, t->type);
 	tr = cbllm_dtype_traits_of(dt);
 	DimsText(t, found, sizeof(found));
-	if (t->n_dims != (vector ? 1u : 2u) || t->ne[0] != (vector ? rows : mt->cols) ||
-		(!vector && t->ne[1] != rows))
+	if (mt->expert >= 0)
+	{
+		if (t->n_dims != 3 || t->ne[0] != mt->cols || t->ne[1] != rows ||
+			t->ne[2] != m->cfg.n_experts)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT,
+							  "%s: gguf: tensor \"%s\" has the wrong shape: expected [%d, %lld, %lld] from the %s.* keys, found %s",
+							  L->path, name, m->cfg.n_experts, (long long) rows,
+							  (long long) mt->cols, L->arch, found);
+	}
+	else if (t->n_dims != (vector ? 1u : 2u) || t->ne[0] != (vector ? rows : mt->cols) ||
+			 (!vector && t->ne[1] != rows))
 	{
 		if (vector)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT,
@@ -532,8 +583,10 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 	mt->matrix->dtype = dt;
 	mt->matrix->rows = mt->rows;
 	mt->matrix->cols = mt->cols;
-	/* a block of a fused tensor is its rows, a pointer into the mapping */
-	mt->matrix->data = (const char *) t->data + mt->first_row * cbllm_dtype_row_bytes(dt, mt->cols);
+	/* a block of a fused tensor is its rows, an expert its matrix of the stack: a pointer into the mapping */
+	mt->matrix->data = (const char *) t->data +
+		((mt->expert >= 0 ? (int64_t) mt->expert * rows : 0) + mt->first_row) *
+		cbllm_dtype_row_bytes(dt, mt->cols);
 	m->weight_bytes += cbllm_dtype_row_bytes(dt, mt->cols) * mt->rows;
 	return CBLLM_OK;
 }
@@ -551,9 +604,8 @@ model_load_gguf(cbllm_model *m, const char *path, cbllm_err *err)
 	memset(&m->cfg, 0, sizeof(m->cfg));
 	if ((rc = ReadConfig(&L, err)))
 		return rc;
-	m->layers = calloc(m->cfg.n_layers, sizeof(cbllm_layer));
-	if (m->layers == NULL)
-		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	if ((rc = model_alloc_layers(m, err)))
+		return rc;
 	m->lm_head_tied = m->cfg.tie_embeddings;
 	return model_visit(m, BindTensor, &L, err);
 }

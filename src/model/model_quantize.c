@@ -10,7 +10,9 @@
  * tied one) Q6_K when the format is a K-quant of fewer bits, as llama.cpp's
  * _M mixes do, since the head's errors reach every logit; Q8_0 for a matrix
  * whose rows are not whole 256-element blocks; the stored type when they are
- * not whole 32-element ones either.  Matrices already quantized (a GGUF
+ * not whole 32-element ones either.  A mixture of experts' router stays as
+ * stored, as llama.cpp keeps it; its experts' down projections get the _M
+ * mixes' extra bits as the dense ones do.  Matrices already quantized (a GGUF
  * file's) stay as they are.  Each converted matrix is the model's own
  * (cbllm_weight.owned), freed with it; the checkpoint's mapping stays open
  * for what still points into it.
@@ -104,8 +106,12 @@ static cbllm_dtype
 TargetType(const model_tensor *mt, cbllm_dtype stored, bool head, model_weight_mix mix, int n_layers)
 {
 	bool		more = mt->layer >= 0 && MoreBits(mt->layer, n_layers) &&
-		(strcmp(mt->t->role, "wv") == 0 || strcmp(mt->t->role, "w_down") == 0);
+		(strcmp(mt->t->role, "wv") == 0 || strcmp(mt->t->role, "w_down") == 0 ||
+		 strcmp(mt->t->role, "expert w_down") == 0);
 	cbllm_dtype dt = head && IsSmallK(mix.base) ? CBLLM_Q6_K : more ? mix.more : mix.base;
+
+	if (strcmp(mt->t->role, "router") == 0)
+		return stored;			/* small, and its errors choose the wrong experts */
 
 	if (mt->cols % cbllm_dtype_traits_of(dt)->block_elems != 0)
 		dt = CBLLM_Q8_0;
@@ -241,7 +247,7 @@ QuantizeTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 	to = TargetType(mt, w->dtype, head, q->mix, q->m->cfg.n_layers);
 	if (to == w->dtype)
 		return CBLLM_OK;
-	arch_tensor_name(mt->t, mt->layer, false, name, sizeof(name));
+	arch_tensor_name(mt->t, mt->layer, mt->expert, false, name, sizeof(name));
 	before = cbllm_dtype_row_bytes(w->dtype, w->cols) * (size_t) w->rows;
 	if ((rc = ConvertMatrix(w, to, q->n_threads, name, err)) != CBLLM_OK)
 		return rc;

@@ -56,6 +56,8 @@ typedef struct ref_engine_size
 	const char *kv_dtype;		/* cbllm_engine_params.kv_cache_dtype; NULL: on the CPU f32, the
 								 * exact one the float64 comparisons hold (its auto is f16), on
 								 * a device its own (auto) */
+	cbllm_preempt preempt;		/* when the pool runs out (0: auto) */
+	int			swap_blocks;	/* host swap area in blocks (0: the engine's default) */
 } ref_engine_size;
 
 /* An engine over dir on device (NULL: the CPU) of two threads and size sz, or NULL. */
@@ -76,6 +78,8 @@ ref_engine_sized(const char *dir, const char *device, ref_engine_size sz)
 	p.max_model_len = sz.max_len;
 	p.kv_cache_dtype = sz.kv_dtype != NULL ? sz.kv_dtype :
 		device == NULL || strcmp(device, "cpu") == 0 ? "f32" : NULL;
+	p.preempt_mode = sz.preempt;
+	p.num_swap_blocks = sz.swap_blocks;
 	if (cbllm_engine_create(&p, &e, &err) != CBLLM_OK)
 	{
 		TAP_DIAG("engine_create (%s): %s", device ? device : "cpu", err.msg);
@@ -88,7 +92,7 @@ ref_engine_sized(const char *dir, const char *device, ref_engine_size sz)
 static inline cbllm_engine *
 ref_engine(const char *dir, const char *device)
 {
-	return ref_engine_sized(dir, device, (ref_engine_size) {4, 64, 32, 64, NULL});
+	return ref_engine_sized(dir, device, (ref_engine_size) {4, 64, 32, 64, NULL, 0, 0});
 }
 
 /*
@@ -99,7 +103,7 @@ static inline float *
 ref_engine_logits_kv(const char *dir, const char *device, const char *kv_dtype,
 					 const int32_t *prompt, int n, int *vocab)
 {
-	cbllm_engine *e = ref_engine_sized(dir, device, (ref_engine_size) {4, 64, 32, 64, kv_dtype});
+	cbllm_engine *e = ref_engine_sized(dir, device, (ref_engine_size) {4, 64, 32, 64, kv_dtype, 0, 0});
 	cbllm_engine_info info;
 	cbllm_err	err;
 	float	   *out;

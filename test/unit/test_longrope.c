@@ -119,7 +119,7 @@ Same(const run_req *r, const int32_t *want, int n, int *same)
 static cbllm_engine *
 NewEngine(const char *device, int max_tokens)
 {
-	return ref_engine_sized(model_dir, device, (ref_engine_size) {4, max_tokens, 64, 64, NULL});
+	return ref_engine_sized(model_dir, device, (ref_engine_size) {4, max_tokens, 64, 64, NULL, 0, 0});
 }
 
 /* The prefix-cache lookups that hit so far. */

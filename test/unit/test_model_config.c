@@ -455,6 +455,90 @@ TestFamilyConfigs(void)
 	}
 }
 
+/*
+ * Mixtures of experts: a Qwen3-MoE config's experts, width, renormalisation
+ * and the layers that have them (decoder_sparse_step, mlp_only_layers);
+ * Mixtral's defaults; and each malformed or unsupported field refused by
+ * name.
+ */
+static void
+TestExpertConfigs(void)
+{
+	fixture_geom g = fixture_tiny;
+	char	   *dir = fixture_case_dir("experts");
+	char	   *t;
+	cbllm_model_config cfg;
+	cbllm_err	err = {{0}};
+	int			rc;
+	struct
+	{
+		const char *label;
+		const char *extra;
+		const char *n1;
+		const char *n2;
+	}			bad[] = {
+		{"num_experts_per_tok above num_experts", ", \"num_experts\": 4, \"num_experts_per_tok\": 5,"
+		" \"moe_intermediate_size\": 8", "\"num_experts_per_tok\"", "[1, 4]"},
+		{"no num_experts_per_tok", ", \"num_experts\": 4, \"moe_intermediate_size\": 8",
+		"\"num_experts_per_tok\"", "missing"},
+		{"no moe_intermediate_size", ", \"num_experts\": 4, \"num_experts_per_tok\": 2",
+		"\"moe_intermediate_size\"", "missing"},
+		{"num_experts beyond the limit", ", \"num_experts\": 100000, \"num_experts_per_tok\": 2,"
+		" \"moe_intermediate_size\": 8", "\"num_experts\"", NULL},
+		{"mlp_only_layers naming layer 2 of 2", ", \"num_experts\": 4, \"num_experts_per_tok\": 2,"
+		" \"moe_intermediate_size\": 8, \"mlp_only_layers\": [2]", "\"mlp_only_layers\"", "[0, 2)"},
+		{"norm_topk_prob a number", ", \"num_experts\": 4, \"num_experts_per_tok\": 2,"
+		" \"moe_intermediate_size\": 8, \"norm_topk_prob\": 1", "\"norm_topk_prob\"", NULL},
+		{"shared experts", ", \"num_experts\": 4, \"num_experts_per_tok\": 2,"
+		" \"moe_intermediate_size\": 8, \"shared_expert_intermediate_size\": 16",
+		"shared experts", "not supported"},
+	};
+
+	g.head_dim = 4;
+	t = fixture_config_json(&g, "Qwen3MoeForCausalLM", "silu",
+							", \"num_experts\": 6, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 8,"
+							" \"norm_topk_prob\": true, \"decoder_sparse_step\": 1, \"mlp_only_layers\": [0]");
+	fixture_write_text(dir, "config.json", t);
+	rc = model_config_load(dir, &cfg, &err);
+	TAP_OK(rc == CBLLM_OK && cfg.n_experts == 6 && cfg.n_experts_used == 2 &&
+		   cfg.expert_intermediate == 8 && cfg.moe_norm_topk && (cfg.features & ARCH_MOE) &&
+		   !cfg.layer_moe[0] && cfg.layer_moe[1],
+		   "Qwen3-MoE config: 6 experts, 2 per token, 8 wide, renormalised, layer 0 dense (mlp_only_layers) %s",
+		   err.msg);
+	free(t);
+	t = fixture_config_json(&g, "Qwen3MoeForCausalLM", "silu",
+							", \"num_experts\": 6, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 8,"
+							" \"decoder_sparse_step\": 2");
+	fixture_write_text(dir, "config.json", t);
+	rc = model_config_load(dir, &cfg, &err);
+	TAP_OK(rc == CBLLM_OK && !cfg.moe_norm_topk && !cfg.layer_moe[0] && cfg.layer_moe[1],
+		   "Qwen3-MoE config: norm_topk_prob absent is false (HF's default); decoder_sparse_step 2 puts experts in layer 1 only %s",
+		   err.msg);
+	free(t);
+	t = fixture_config_json(&g, "MixtralForCausalLM", "silu", NULL);
+	fixture_write_text(dir, "config.json", t);
+	rc = model_config_load(dir, &cfg, &err);
+	TAP_OK(rc == CBLLM_OK && cfg.n_experts == 8 && cfg.n_experts_used == 2 &&
+		   cfg.expert_intermediate == cfg.intermediate && cfg.moe_norm_topk &&
+		   cfg.layer_moe[0] && cfg.layer_moe[1] && (cfg.features & ARCH_MOE_BLOCK_SPARSE),
+		   "Mixtral config: HF's defaults, 8 experts, 2 per token, intermediate_size wide, renormalised, every layer %s",
+		   err.msg);
+	free(t);
+	t = fixture_config_json(&g, "Qwen3MoeForCausalLM", "silu", ", \"num_experts\": 0");
+	fixture_write_text(dir, "config.json", t);
+	rc = model_config_load(dir, &cfg, &err);
+	TAP_OK(rc == CBLLM_OK && cfg.n_experts == 0 && !(cfg.features & ARCH_MOE) && !cfg.layer_moe[0],
+		   "Qwen3-MoE config with num_experts 0: a dense model %s", err.msg);
+	free(t);
+	for (int i = 0; i < (int) (sizeof(bad) / sizeof(bad[0])); i++)
+	{
+		t = fixture_config_json(&g, "Qwen3MoeForCausalLM", "silu", bad[i].extra);
+		ConfigCase(bad[i].label, t, bad[i].n1, bad[i].n2);
+		free(t);
+	}
+	free(dir);
+}
+
 int
 main(void)
 {
@@ -463,7 +547,8 @@ main(void)
 		TestBadConfigs,
 		TestRopeScaling,
 		TestRealConfigs,
-		TestFamilyConfigs
+		TestFamilyConfigs,
+		TestExpertConfigs
 	};
 
 	return run_in_fixture_root("config", tests, (int) (sizeof(tests) / sizeof(tests[0])));

@@ -218,7 +218,7 @@ CompareTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 	if (same)
 		w->same_values++;
 	else if (w->first_bad[0] == '\0')
-		arch_tensor_name(mt->t, mt->layer, true, w->first_bad, sizeof(w->first_bad));
+		arch_tensor_name(mt->t, mt->layer, mt->expert, true, w->first_bad, sizeof(w->first_bad));
 	return CBLLM_OK;
 }
 
@@ -361,7 +361,7 @@ TestQuantLogits(const char *gguf_dir, const char *logits, cbllm_dtype dt, const 
 	{
 		int			vocab = 0;
 		cbllm_engine *e = ref_engine_sized(gguf_dir, device != NULL ? device : "cpu",
-										   (ref_engine_size) {runs[i].step, 64, 32, 64, NULL});
+										   (ref_engine_size) {runs[i].step, 64, 32, 64, NULL, 0, 0});
 		cbllm_engine_info info;
 		cbllm_err	err;
 		float	   *got = NULL,

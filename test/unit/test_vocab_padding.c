@@ -46,7 +46,7 @@ typedef struct vocab_case
 static cbllm_engine *
 NewEngine(const vocab_case *c, const char *device)
 {
-	return ref_engine_sized(c->dir, device, (ref_engine_size) {8, 128, 256, 128, NULL});
+	return ref_engine_sized(c->dir, device, (ref_engine_size) {8, 128, 256, 128, NULL, 0, 0});
 }
 
 /* What RunAll counts. */

@@ -13,8 +13,8 @@
 
 #include "backend/backend.h"
 #include "backend/backend_registry.h"
-#include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/cpu_dtype_traits.h"
+#include "backend/cpu/cpu_internal.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/weight_pack.h"
 #include "base/activation.h"
@@ -24,30 +24,6 @@
 #define CPU_KV_CAP_BYTES ((size_t) 4 << 30)	/* the pool sized by default: at most 4 GiB */
 #define CPU_COPY_REPS 7			/* timed copies of copy_bandwidth; their median is reported */
 
-typedef struct cpu_ctx
-{
-	cbllm_model_config cfg;
-	cbllm_threadpool *pool;
-	const cpu_kernels *k;
-	int			max_tokens;
-	int			max_ctx;
-	float	   *scratch;		/* (n_threads, KERNEL_ROWS_PER_TASK, KERNEL_QLD(max_k)) packing blocks */
-	int64_t		scratch_stride; /* floats per thread in scratch */
-	cpu_attention attn;			/* the attention's workspace */
-	float	   *rope_cos;		/* (n_rope, max_tokens, head_dim / 2) for the current step */
-	float	   *rope_sin;		/* (n_rope, max_tokens, head_dim / 2) */
-	rope_freqs *freqs;			/* (n_rope) of cfg.rope */
-	cpu_qx		qx;				/* a matmul's activations quantized, sized (max_tokens,
-								 * KERNEL_QLD(max_k)); NULL buffers when no weight is
-								 * block-quantized */
-	uint8_t    *embed_row;		/* one embedding row as stored, unpacked from a packed
-								 * embedding (a tied lm_head's); NULL otherwise */
-	float	   *xpanel;			/* (max_tokens, max_k) a matmul's activations as
-								 * cpu_kernels.panel_x arranges them; NULL until a float
-								 * matrix is packed */
-	int64_t		max_k;			/* the widest activations a matmul takes */
-	cbllm_dtype kv_dtype;		/* the KV cache's elements (f32, f16, bf16) */
-} cpu_ctx;
 
 /* Host memory, 64-byte aligned. */
 static void *
@@ -211,9 +187,9 @@ WantedBlock(const cpu_ctx *c, const cbllm_weight *w)
  * Matrices that want activations per 256 and per 32 run as two groups, so
  * each gets the block its products take (packed rows take only 256).
  */
-static void
-CpuMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x, int T,
-		  float *const *y)
+void
+cpu_matmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x, int T,
+		   float *const *y)
 {
 	cpu_ctx    *c = be->ctx;
 	matmul_job	j = {c, n, w, x, NULL, T, y, {0}, 0};
@@ -244,8 +220,8 @@ CpuMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x
 					w256[n256] = w[k];
 					y256[n256++] = y[k];
 				}
-			CpuMatmul(be, n256, w256, x, T, y256);
-			CpuMatmul(be, n32, w32, x, T, y32);
+			cpu_matmul(be, n256, w256, x, T, y256);
+			cpu_matmul(be, n32, w32, x, T, y32);
 			return;
 		}
 		blk = want != 0 ? want : blk;
@@ -512,8 +488,8 @@ GateMulTask(void *arg, int task, int thread)
 }
 
 /* gate = act(gate) * up over the pool (elementwise: the same values on any number of threads). */
-static void
-GateMul(cbllm_backend *be, float *gate, const float *up, int64_t n, arch_activation act)
+void
+cpu_gate_mul(cbllm_backend *be, float *gate, const float *up, int64_t n, arch_activation act)
 {
 	cpu_ctx    *c = be->ctx;
 	gate_job	j = {gate, up, n, act};
@@ -525,14 +501,14 @@ GateMul(cbllm_backend *be, float *gate, const float *up, int64_t n, arch_activat
 static void
 CpuSiluMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
 {
-	GateMul(be, gate, up, n, ARCH_ACT_SILU);
+	cpu_gate_mul(be, gate, up, n, ARCH_ACT_SILU);
 }
 
 /* gate = gelu_tanh(gate) * up (activation.h). */
 static void
 CpuGeluTanhMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
 {
-	GateMul(be, gate, up, n, ARCH_ACT_GELU_TANH);
+	cpu_gate_mul(be, gate, up, n, ARCH_ACT_GELU_TANH);
 }
 
 /* x *= s. */
@@ -678,6 +654,7 @@ CpuDestroy(cbllm_backend *be)
 		free(c->qx.isum16);
 		free(c->qx.d);
 		free(c->embed_row);
+		cpu_moe_free(&c->moe);
 		free(c);
 	}
 	free(be);
@@ -716,6 +693,8 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	}
 	if (cfg->intermediate > max_k)
 		max_k = cfg->intermediate;
+	if (cfg->n_experts > 0 && cfg->expert_intermediate > max_k)
+		max_k = cfg->expert_intermediate;
 	if ((int64_t) cfg->n_heads * cfg->head_dim > max_k)
 		max_k = (int64_t) cfg->n_heads * cfg->head_dim;
 	c->max_k = max_k;
@@ -742,7 +721,8 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 		}
 	}
 	if (!c->scratch || !c->rope_cos || !c->rope_sin || !c->freqs ||
-		!cpu_attention_init(&c->attn, &c->cfg, c->k, p->pool, p->max_tokens, p->max_ctx))
+		!cpu_attention_init(&c->attn, &c->cfg, c->k, p->pool, p->max_tokens, p->max_ctx) ||
+		!cpu_moe_init(&c->moe, &c->cfg))
 	{
 		CpuDestroy(be);
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory for the CPU workspace");
@@ -763,7 +743,7 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	be->embed = CpuEmbed;
 	be->pack_weights = CpuPackWeights;
 	be->rmsnorm = CpuRmsnorm;
-	be->matmul = CpuMatmul;
+	be->matmul = cpu_matmul;
 	be->rope = CpuRope;
 	be->kv_store = CpuKvStore;
 	be->attention = CpuAttention;
@@ -773,6 +753,7 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	be->add = CpuAdd;
 	be->add_bias = CpuAddBias;
 	be->gather_rows = CpuGatherRows;
+	be->moe = cfg->n_experts > 0 ? cpu_moe : NULL;
 	be->swap_out = CpuSwapOut;
 	be->swap_in = CpuSwapIn;
 	be->download = CpuDownload;

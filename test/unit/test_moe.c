@@ -1,0 +1,427 @@
+/*
+ * test_moe.c: mixture-of-experts models (Qwen3-MoE, Mixtral) on a small
+ * random checkpoint of the family's real config.json layout (gen_model.py
+ * --family qwen3_moe or mixtral), held to the float64 reference
+ * (reference.py, written from HF's modeling code, sharing nothing with the
+ * engine):
+ *
+ *   - routing (moe.h): the k largest probabilities in order, the lower
+ *     expert first on ties, NaN never before a number, weights the softmax's
+ *     or renormalised to sum 1;
+ *   - the loader: the config's experts, their count and width, which layers
+ *     have them (decoder_sparse_step, mlp_only_layers), a router and every
+ *     expert bound on those and the dense MLP on the others, each expert's
+ *     matrices pointing into the checkpoint's mapping (nothing copied); a
+ *     GGUF file's stacked expert tensors bound expert by expert in place;
+ *   - the prompt's logits within 1e-4 of the reference and its 16 greedy
+ *     tokens equal, on the CPU (a GGUF file of the model too: its logits
+ *     against the reference on the weights the file holds);
+ *   - what continuous batching does around the experts changes no token:
+ *     the prompt beside three others in one batch (each expert then reads
+ *     rows of several sequences at once), its prompt split over steps
+ *     (chunked prefill), preempted by recompute and by swap in a KV pool too
+ *     small for all four, and served again from the prefix cache.
+ *
+ * usage: test_moe FAMILY DIR REF_LOGITS REF_GREEDY [GGUF GGUF_REF_LOGITS TOLERANCE]
+ *   FAMILY            a row of the table below
+ *   DIR               gen_model.py --family ... (f32)
+ *   REF_LOGITS        reference.py DIR --logits --prompt-ids "<PROMPT below>"
+ *   REF_GREEDY        reference.py DIR --greedy 16 --prompt-ids "<PROMPT below>"
+ *   GGUF              the model as a GGUF file (hf_to_gguf.py) ...
+ *   GGUF_REF_LOGITS   ... reference.py's logits on the weights it holds (gguf_to_hf.py)
+ *   TOLERANCE         ... the largest relative error of a logit row allowed
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/cbllm.h"
+#include "engine_run.h"
+#include "model/model.h"
+#include "model/moe.h"
+#include "ref_check.h"
+#include "tap.h"
+
+static const int32_t PROMPT[] = {1, 15, 267, 42, 300, 7, 99, 180, 3, 250, 61, 128};
+
+#define N_PROMPT ((int) (sizeof(PROMPT) / sizeof(PROMPT[0])))
+#define N_GREEDY 16
+#define N_BATCH 4				/* the prompt and three others */
+
+/* One family's checkpoint as test/run-tests makes it. */
+typedef struct moe_family
+{
+	const char *name;
+	const char *arch;			/* what the loader names it */
+	int			n_experts;
+	int			n_used;
+	bool		norm;			/* renormalised weights */
+	const char *layers;			/* per layer: 1 with experts, 0 dense */
+} moe_family;
+
+static const moe_family Families[] = {
+	{.name = "qwen3_moe", .arch = "Qwen3MoeForCausalLM", .n_experts = 8, .n_used = 2,
+	.norm = true, .layers = "1 1"},
+	{.name = "qwen3_moe-sparse", .arch = "Qwen3MoeForCausalLM", .n_experts = 8, .n_used = 3,
+	.norm = false, .layers = "0 1 0 0"},
+	{.name = "mixtral", .arch = "MixtralForCausalLM", .n_experts = 4, .n_used = 2, .norm = true,
+	.layers = "1 1"},
+};
+
+/* ------------------------------------------------------------------ routing */
+
+/* moe_route's rule on hand-made logits. */
+static void
+TestRoute(void)
+{
+	const float tie[5] = {0.5f, 2.0f, 1.0f, 2.0f, 1.0f};
+	const float with_nan[4] = {NAN, -3.0f, NAN, -4.0f};
+	int32_t		ids[5];
+	float		w[5];
+	double		p[5],
+				total = 0;
+
+	moe_route(tie, 5, 3, false, ids, w);
+	TAP_OK(ids[0] == 1 && ids[1] == 3 && ids[2] == 2,
+		   "routing: the k largest logits in order, the lower expert first on a tie (got %d %d %d)",
+		   ids[0], ids[1], ids[2]);
+	for (int e = 0; e < 5; e++)
+		total += p[e] = exp(tie[e]);
+	TAP_OK(fabs(w[0] - p[1] / total) < 1e-6 && fabs(w[2] - p[2] / total) < 1e-6,
+		   "routing: without renormalisation a weight is the expert's softmax probability over all");
+	moe_route(tie, 5, 3, true, ids, w);
+	TAP_OK(fabs(w[0] + w[1] + w[2] - 1.0) < 1e-6 &&
+		   fabs(w[0] - p[1] / (p[1] + p[3] + p[2])) < 1e-6,
+		   "routing: renormalised, the chosen weights are their share of the chosen probabilities");
+	moe_route(with_nan, 4, 2, true, ids, w);
+	TAP_OK(ids[0] == 1 && ids[1] == 3 && w[0] > w[1] && fabs(w[0] + w[1] - 1.0) < 1e-6,
+		   "routing: a NaN logit is never chosen before a number (got %d %d)", ids[0], ids[1]);
+	moe_route(tie, 5, 5, true, ids, w);
+	TAP_OK(ids[0] == 1 && ids[1] == 3 && ids[2] == 2 && ids[3] == 4 && ids[4] == 0,
+		   "routing: k = every expert orders them all");
+}
+
+/* ------------------------------------------------------------------ loading */
+
+/* Whether every layer of m has what f's layer string says: a router and experts, or the dense MLP. */
+static bool
+LayersMatch(const cbllm_model *m, const moe_family *f)
+{
+	if ((int) strlen(f->layers) != 2 * m->cfg.n_layers - 1)
+		return false;
+	for (int l = 0; l < m->cfg.n_layers; l++)
+	{
+		bool		moe = f->layers[2 * l] == '1';
+		const cbllm_layer *L = &m->layers[l];
+
+		if (m->cfg.layer_moe[l] != moe)
+			return false;
+		if (moe && (L->router.data == NULL || L->experts == NULL || L->w_gate.data != NULL ||
+					L->router.rows != m->cfg.n_experts))
+			return false;
+		for (int e = 0; moe && e < m->cfg.n_experts; e++)
+			if (L->experts[e].w_gate.data == NULL || L->experts[e].w_up.data == NULL ||
+				L->experts[e].w_down.data == NULL ||
+				L->experts[e].w_down.rows != m->cfg.hidden ||
+				L->experts[e].w_down.cols != m->cfg.expert_intermediate)
+				return false;
+		if (!moe && (L->experts != NULL || L->w_gate.data == NULL || L->w_down.data == NULL))
+			return false;
+	}
+	return true;
+}
+
+/* Each expert matrix points at the start of its own tensor in the checkpoint's mapping. */
+static bool
+ExpertsInPlace(const cbllm_model *m)
+{
+	int			n;
+	const arch_tensor *t = arch_tensors(&n);
+
+	for (int l = 0; l < m->cfg.n_layers; l++)
+		for (int e = 0; m->cfg.layer_moe[l] && e < m->cfg.n_experts; e++)
+			for (int i = 0; i < n; i++)
+			{
+				char		name[160];
+				const st_tensor *st;
+				const cbllm_weight *w;
+
+				if (t[i].scope != ARCH_EXPERT || !arch_has_tensor(&t[i], m->cfg.features))
+					continue;
+				arch_tensor_name(&t[i], l, e, false, name, sizeof(name));
+				st = st_find(m->st, name);
+				w = (const cbllm_weight *) ((const char *) &m->layers[l].experts[e] + t[i].offset);
+				if (st == NULL || w->data != st->data || w->owned)
+				{
+					TAP_DIAG("layer %d expert %d: %s not bound in place", l, e, name);
+					return false;
+				}
+			}
+	return true;
+}
+
+/* GGUF: expert e's matrices are e whole matrices into the stacked tensor of its layer. */
+static bool
+StackedInPlace(const cbllm_model *m)
+{
+	static const char *const names[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+
+	for (int l = 0; l < m->cfg.n_layers; l++)
+		for (int k = 0; m->cfg.layer_moe[l] && k < 3; k++)
+		{
+			char		name[64];
+			const gguf_tensor *t;
+
+			snprintf(name, sizeof(name), "blk.%d.%s.weight", l, names[k]);
+			if ((t = gguf_find_tensor(m->gguf, name)) == NULL)
+				return false;
+			for (int e = 0; e < m->cfg.n_experts; e++)
+			{
+				const cbllm_expert *x = &m->layers[l].experts[e];
+				const cbllm_weight *w = k == 0 ? &x->w_gate : k == 1 ? &x->w_up : &x->w_down;
+				size_t		bytes = cbllm_dtype_row_bytes(w->dtype, w->cols) * w->rows;
+
+				if (w->data != (const char *) t->data + bytes * e || w->owned)
+				{
+					TAP_DIAG("%s expert %d is not its matrix of the stack", name, e);
+					return false;
+				}
+			}
+		}
+	return true;
+}
+
+/* What the loader makes of the checkpoint (gguf: a GGUF file of it). */
+static void
+TestLoad(const moe_family *f, const char *path, bool gguf)
+{
+	cbllm_model *m = NULL;
+	cbllm_err	err;
+	const char *what = gguf ? "GGUF" : "checkpoint";
+
+	if (model_load(path, &m, &err) != CBLLM_OK)
+	{
+		TAP_OK(false, "%s: the %s loads (%s)", f->name, what, err.msg);
+		return;
+	}
+	TAP_OK(strcmp(m->cfg.arch, f->arch) == 0 && m->cfg.n_experts == f->n_experts &&
+		   m->cfg.n_experts_used == f->n_used && m->cfg.moe_norm_topk == (f->norm || gguf) &&
+		   (m->cfg.features & ARCH_MOE),
+		   "%s %s: %s, %d experts, %d per token, %s (got %s, %d, %d, %s)", f->name, what, f->arch,
+		   f->n_experts, f->n_used, f->norm || gguf ? "renormalised" : "softmax weights",
+		   m->cfg.arch, m->cfg.n_experts, m->cfg.n_experts_used,
+		   m->cfg.moe_norm_topk ? "renormalised" : "softmax weights");
+	TAP_OK(LayersMatch(m, f), "%s %s: layers with experts \"%s\" bound a router and %d experts, the others a dense MLP",
+		   f->name, what, f->layers, f->n_experts);
+	if (gguf)
+		TAP_OK(StackedInPlace(m), "%s GGUF: each expert is its matrix of the stacked tensor, in the mapping",
+			   f->name);
+	else
+		TAP_OK(ExpertsInPlace(m), "%s checkpoint: each expert's matrices point into the mapping (nothing copied)",
+			   f->name);
+	model_free(m);
+}
+
+/* --------------------------------------------------------------- the numbers */
+
+/* The prompt's logits against ref_path within tol (relative, per row). */
+static void
+TestLogits(const char *name, const char *path, const char *ref_path, double tol, const char *what)
+{
+	int			vocab = 0;
+	float	   *got = ref_engine_logits(path, NULL, PROMPT, N_PROMPT, &vocab);
+	float	   *ref = got != NULL ? ref_read_numbers(ref_path, (size_t) N_PROMPT * vocab) : NULL;
+	double		worst = ref != NULL ? ref_worst_row(got, ref, N_PROMPT, vocab) : INFINITY;
+
+	TAP_OK(worst < tol, "%s %s: the prompt's logits match the float64 reference (worst row rel err %.2g < %.0e)",
+		   name, what, worst, tol);
+	free(got);
+	free(ref);
+}
+
+/* Where each of several requests' tokens go. */
+typedef struct batch_tokens
+{
+	int32_t		ids[N_BATCH][N_GREEDY];
+	int			n[N_BATCH];
+	bool		error;
+} batch_tokens;
+
+/* Append request i's new tokens. */
+static bool
+CollectBatch(void *arg, int i, const cbllm_output *o)
+{
+	batch_tokens *b = arg;
+
+	for (int k = 0; k < o->n_tokens && b->n[i] < N_GREEDY; k++)
+		b->ids[i][b->n[i]++] = o->tokens[k];
+	b->error |= o->finish == CBLLM_FINISH_ERROR;
+	return o->finish != CBLLM_FINISH_ERROR;
+}
+
+/* Prompt i of the batch: the test's prompt first, then three of other lengths and ids. */
+static int
+BatchPrompt(int i, int32_t *ids)
+{
+	int			n = i == 0 ? N_PROMPT : 5 + 6 * i;
+
+	for (int t = 0; t < n; t++)
+		ids[t] = i == 0 ? PROMPT[t] : t == 0 ? 1 : 3 + (int32_t) ((i * 7919u + t * 104729u) % 390u);
+	return n;
+}
+
+/* Run the N_BATCH prompts at once on an engine of size sz; false on an error. */
+static bool
+RunBatch(const char *path, ref_engine_size sz, batch_tokens *out, cbllm_stats *st)
+{
+	cbllm_engine *e = ref_engine_sized(path, NULL, sz);
+	cbllm_sampling sp = cbllm_sampling_default();
+	int64_t		id[N_BATCH];
+	cbllm_err	err;
+	bool		ok = e != NULL;
+
+	memset(out, 0, sizeof(*out));
+	sp.max_tokens = N_GREEDY;
+	sp.ignore_eos = true;
+	for (int i = 0; i < N_BATCH && ok; i++)
+	{
+		int32_t		ids[64];
+		cbllm_request_input in = {.ids = ids, .n_ids = BatchPrompt(i, ids)};
+
+		ok = cbllm_engine_submit(e, &in, &sp, &id[i], &err) == CBLLM_OK;
+	}
+	ok = ok && engine_run_to_end(e, id, N_BATCH, 10000, CollectBatch, out) >= 0 && !out->error;
+	if (e != NULL)
+	{
+		cbllm_engine_stats(e, st);
+		cbllm_engine_destroy(e);
+	}
+	return ok;
+}
+
+/* Whether every request of a made the tokens of b. */
+static bool
+SameBatch(const batch_tokens *a, const batch_tokens *b)
+{
+	for (int i = 0; i < N_BATCH; i++)
+		if (a->n[i] != N_GREEDY || b->n[i] != N_GREEDY ||
+			memcmp(a->ids[i], b->ids[i], sizeof(a->ids[i])) != 0)
+			return false;
+	return true;
+}
+
+/*
+ * The greedy tokens alone against the reference, then in a batch (each
+ * request's tokens as alone), with chunked prefill, under preemption by
+ * recompute and by swap, and from the prefix cache.
+ */
+static void
+TestGreedyAndBatching(const moe_family *f, const char *path, const char *ref_greedy)
+{
+	int32_t		got[N_GREEDY];
+	float	   *ref = ref_read_numbers(ref_greedy, N_GREEDY);
+	int			n = ref != NULL ? ref_engine_greedy(path, NULL, PROMPT, N_PROMPT, N_GREEDY, got) : -1;
+	bool		same = n == N_GREEDY;
+	batch_tokens alone,
+				b;
+	cbllm_stats st;
+
+	for (int i = 0; same && i < N_GREEDY; i++)
+		same = got[i] == (int32_t) ref[i];
+	TAP_OK(same, "%s: %d greedy tokens equal the float64 reference's", f->name, N_GREEDY);
+	free(ref);
+
+	/* each prompt alone: an engine of one sequence */
+	memset(&alone, 0, sizeof(alone));
+	for (int i = 0; i < N_BATCH; i++)
+	{
+		int32_t		ids[64];
+		int			len = BatchPrompt(i, ids);
+
+		if (ref_engine_greedy(path, NULL, ids, len, N_GREEDY, alone.ids[i]) == N_GREEDY)
+			alone.n[i] = N_GREEDY;
+	}
+	TAP_OK(alone.n[0] == N_GREEDY && memcmp(alone.ids[0], got, sizeof(got)) == 0,
+		   "%s: the prompts run alone", f->name);
+	TAP_OK(RunBatch(path, (ref_engine_size) {N_BATCH, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   SameBatch(&alone, &b),
+		   "%s: four prompts in one batch each make their tokens alone (experts read rows of several sequences)",
+		   f->name);
+	TAP_OK(RunBatch(path, (ref_engine_size) {N_BATCH, 5, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   SameBatch(&alone, &b),
+		   "%s: with prompts split over steps of 5 tokens (chunked prefill) the tokens are the same",
+		   f->name);
+	TAP_OK(RunBatch(path, (ref_engine_size) {N_BATCH, 256, 14, 64, NULL, CBLLM_PREEMPT_RECOMPUTE, 0},
+					&b, &st) && SameBatch(&alone, &b) && st.preemptions_recompute > 0,
+		   "%s: preempted by recompute in a pool of 14 blocks, the tokens are the same (%lld preemptions)",
+		   f->name, (long long) st.preemptions_recompute);
+	TAP_OK(RunBatch(path, (ref_engine_size) {N_BATCH, 256, 14, 64, NULL, CBLLM_PREEMPT_SWAP, 64}, &b,
+					&st) && SameBatch(&alone, &b) && st.preemptions_swap > 0,
+		   "%s: preempted by swap in a pool of 14 blocks, the tokens are the same (%lld preemptions)",
+		   f->name, (long long) st.preemptions_swap);
+}
+
+/* The prompt twice on one engine: the second run hits the prefix cache and makes the same tokens. */
+static void
+TestPrefixHit(const moe_family *f, const char *path)
+{
+	cbllm_engine *e = ref_engine(path, NULL);
+	cbllm_sampling sp = cbllm_sampling_default();
+	cbllm_request_input in = {.ids = PROMPT, .n_ids = N_PROMPT};
+	int32_t		tok[2][N_GREEDY];
+	cbllm_stats st = {0};
+	bool		ok = e != NULL;
+
+	sp.max_tokens = N_GREEDY;
+	sp.ignore_eos = true;
+	for (int r = 0; r < 2 && ok; r++)
+	{
+		ref_tokens	t = {tok[r], 0, N_GREEDY};
+		int64_t		id;
+		cbllm_err	err;
+
+		ok = cbllm_engine_submit(e, &in, &sp, &id, &err) == CBLLM_OK &&
+			engine_run_to_end(e, &id, 1, INT_MAX, ref_collect, &t) >= 0 && t.n == N_GREEDY;
+	}
+	if (e != NULL)
+	{
+		cbllm_engine_stats(e, &st);
+		cbllm_engine_destroy(e);
+	}
+	TAP_OK(ok && st.prefix_hits > 0 && memcmp(tok[0], tok[1], sizeof(tok[0])) == 0,
+		   "%s: served again from the prefix cache (%lld blocks hit), the tokens are the same",
+		   f->name, (long long) st.prefix_hits);
+}
+
+int
+main(int argc, char **argv)
+{
+	const moe_family *f = NULL;
+
+	if (argc != 5 && argc != 8)
+	{
+		fprintf(stderr, "usage: test_moe FAMILY DIR REF_LOGITS REF_GREEDY [GGUF GGUF_REF_LOGITS TOLERANCE]\n");
+		return 2;
+	}
+	for (int i = 0; i < (int) (sizeof(Families) / sizeof(Families[0])); i++)
+		if (strcmp(Families[i].name, argv[1]) == 0)
+			f = &Families[i];
+	if (f == NULL)
+	{
+		fprintf(stderr, "test_moe: unknown family \"%s\"\n", argv[1]);
+		return 2;
+	}
+	TestRoute();
+	TestLoad(f, argv[2], false);
+	TestLogits(f->name, argv[2], argv[3], 1e-4, "checkpoint");
+	TestGreedyAndBatching(f, argv[2], argv[4]);
+	TestPrefixHit(f, argv[2]);
+	if (argc == 8)
+	{
+		TestLoad(f, argv[5], true);
+		TestLogits(f->name, argv[5], argv[6], atof(argv[7]), "GGUF");
+	}
+	return tap_done();
+}
