@@ -121,14 +121,15 @@ CUDA      ?= $(if $(NVCC),1,0)
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart_static -ldl -lrt -lpthread -lstdc++ \
              -Wl,-rpath,$(CUDA_HOME)/lib64
-CUDA_KERNELS = cuda_runtime_ops cuda_ops cuda_gemm cuda_quant cuda_attention cuda_sample
+CUDA_KERNELS = cuda_runtime_ops cuda_ops cuda_gemm cuda_quant cuda_attention cuda_sample cuda_moe
 # the backend's plain-C files, compiled into the engine built with CUDA support
-CUDA_HOST    = backend_cuda cuda_weights cuda_swap
+CUDA_HOST    = backend_cuda cuda_weights cuda_swap cuda_experts
 CUDA_LIB     = build/libcbllm_cuda.a
 CUDA_EMU_LIB = build/emu/libcbllm_cuda_emu.a
 EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_cuda_sample_emu build/test/test_cuda_quant_emu build/test/test_engine_cuda_emu build/test/test_arch_emu \
                build/test/test_vocab_padding_emu build/test/test_families_emu \
-               build/test/test_longrope_emu build/test/test_model_gguf_emu build/emu/cbllm-engine
+               build/test/test_longrope_emu build/test/test_model_gguf_emu build/test/test_moe_emu \
+               build/emu/cbllm-engine
 # the engine again after the kernels: they report errors through its base (cbllm_fail)
 EMU_LIBS     = $(CUDA_EMU_LIB) $(EMU_ENGINE_LIB) -lcjson $(TOK_LIBS) -lm -pthread -lstdc++
 UNIT_TESTS  += $(EMU_TESTS)
@@ -207,7 +208,8 @@ build/test/test_engine_cuda_emu: test/unit/test_engine_cuda.c test/unit/*.h $(EM
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -DCBLLM_CUDA_EMU -Itest/unit $< $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 
 build/test/test_arch_emu build/test/test_vocab_padding_emu build/test/test_families_emu \
-		build/test/test_longrope_emu build/test/test_model_gguf_emu: build/test/%_emu: test/unit/%.c test/unit/*.h \
+		build/test/test_longrope_emu build/test/test_model_gguf_emu build/test/test_moe_emu: \
+		build/test/%_emu: test/unit/%.c test/unit/*.h \
 		$(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -Itest/unit $< $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@
 

@@ -5,7 +5,8 @@
 #   1. build with CUDA (sm_90 only, to save time; CUDA_ARCH overrides);
 #   2. every CUDA kernel against the CPU on random inputs, graphs, dummy
 #      weights (build/test/test_cuda_ops), device sampling
-#      (build/test/test_cuda_sample); the quantized kernels
+#      (build/test/test_cuda_sample), mixtures of experts (build/test/test_moe
+#      --device cuda); the quantized kernels
 #      of every GGUF block type against the reference dequantizer
 #      (build/test/test_cuda_quant), and a small llama in five of the types
 #      against the float64 reference (build/test/test_model_gguf);
@@ -72,15 +73,16 @@ if [ "$emulated" = 1 ]; then
 	make -s -j"$(nproc)" all build/emu/cbllm-cli || fail "build"
 	cli=build/emu/cbllm-cli
 	engine_prog=build/emu/cbllm-engine
-	device_tests=(build/test/test_cuda_ops_emu build/test/test_cuda_sample_emu build/test/test_engine_cuda_emu \
+	device_tests=(build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu \
 		build/test/test_families_emu build/test/test_cuda_quant_emu build/test/test_model_gguf_emu \
-		build/test/test_longrope_emu)
+		build/test/test_longrope_emu build/test/test_cuda_sample_emu build/test/test_moe_emu)
 else
 	make -s -j"$(nproc)" CUDA=1 CUDA_ARCH="${CUDA_ARCH:--gencode arch=compute_90,code=sm_90}" all || fail "build"
 	cli=bin/cbllm-cli
 	engine_prog=bin/cbllm-engine
-	device_tests=(build/test/test_cuda_ops build/test/test_cuda_sample build/test/test_engine_cuda build/test/test_families \
-		build/test/test_cuda_quant build/test/test_model_gguf build/test/test_longrope)
+	device_tests=(build/test/test_cuda_ops build/test/test_engine_cuda build/test/test_families \
+		build/test/test_cuda_quant build/test/test_model_gguf build/test/test_longrope \
+		build/test/test_cuda_sample build/test/test_moe)
 fi
 
 models=$(mktemp -d)
@@ -92,6 +94,10 @@ $PY test/tools/gen_model.py "$models/tiny-dummy" --hidden 64 --layers 2 --heads 
 part "kernels against the CPU"
 "${device_tests[0]}" | tee "$out/kernels.tap"
 [ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/kernels.tap" || fail "kernel checks"
+
+part "device sampling against the distributions it must draw from"
+"${device_tests[6]}" | tee "$out/sampling.tap"
+[ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/sampling.tap" || fail "sampling checks"
 
 part "quantized kernels against the reference dequantizer"
 "${device_tests[3]}" | tee "$out/quant_kernels.tap"
@@ -144,6 +150,21 @@ for a in "${fam_args[@]}"; do
 	"${device_tests[2]}" "$f" "$models/$f" "$models/$f.logits" "$models/$f.greedy" cuda |
 		tee "$out/families_$f.tap"
 	[ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/families_$f.tap" || fail "$f checks"
+done
+
+part "mixtures of experts on the GPU: the CPU's logits, and each prompt's tokens batched, chunked and swapped"
+moe_args=("qwen3_moe --family qwen3_moe --hidden 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 16 --experts 8 --experts-used 2 --moe-intermediate 32 --intermediate 160 --seed 51"
+	"mixtral --family mixtral --hidden 64 --layers 2 --heads 4 --kv-heads 2 --experts 4 --experts-used 2 --intermediate 48 --seed 52")
+for a in "${moe_args[@]}"; do
+	f=${a%% *}
+	# shellcheck disable=SC2086
+	$PY test/tools/gen_model.py "$models/$f" ${a#* } --vocab 400 >/dev/null &&
+		$PY test/tools/reference.py "$models/$f" --logits --prompt-ids "$fam_ids" >"$models/$f.logits" &&
+		$PY test/tools/reference.py "$models/$f" --greedy 16 --prompt-ids "$fam_ids" >"$models/$f.greedy" ||
+		{ fail "$f model"; continue; }
+	"${device_tests[7]}" --device cuda "$f" "$models/$f" "$models/$f.logits" "$models/$f.greedy" |
+		tee "$out/moe_$f.tap"
+	[ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/moe_$f.tap" || fail "$f checks"
 done
 
 part "longrope's per-sequence factor set on the GPU: the float64 reference on the CPU, then the GPU against it"

@@ -24,7 +24,14 @@
  *     (chunked prefill), preempted by recompute and by swap in a KV pool too
  *     small for all four, and served again from the prefix cache.
  *
- * usage: test_moe FAMILY DIR REF_LOGITS REF_GREEDY [GGUF GGUF_REF_LOGITS TOLERANCE]
+ * With --device D (test_moe_emu: the emulated CUDA device), the same
+ * model on D: its logits against the CPU's within the bf16 path's
+ * tolerance, and its tokens in a batch of four, chunked, and preempted by
+ * swap, each equal to its own alone on D (a device computes in bf16, so
+ * its tokens are held to its own, not to the CPU's); given a GGUF file, its
+ * logits on D against the CPU's too.
+ *
+ * usage: test_moe [--device D] FAMILY DIR REF_LOGITS REF_GREEDY [GGUF GGUF_REF_LOGITS TOLERANCE]
  *   FAMILY            a row of the table below
  *   DIR               gen_model.py --family ... (f32)
  *   REF_LOGITS        reference.py DIR --logits --prompt-ids "<PROMPT below>"
@@ -279,9 +286,10 @@ BatchPrompt(int i, int32_t *ids)
 
 /* Run the N_BATCH prompts at once on an engine of size sz; false on an error. */
 static bool
-RunBatch(const char *path, ref_engine_size sz, batch_tokens *out, cbllm_stats *st)
+RunBatch(const char *path, const char *device, ref_engine_size sz, batch_tokens *out,
+		 cbllm_stats *st)
 {
-	cbllm_engine *e = ref_engine_sized(path, NULL, sz);
+	cbllm_engine *e = ref_engine_sized(path, device, sz);
 	cbllm_sampling sp = cbllm_sampling_default();
 	int64_t		id[N_BATCH];
 	cbllm_err	err;
@@ -350,22 +358,61 @@ TestGreedyAndBatching(const moe_family *f, const char *path, const char *ref_gre
 	}
 	TAP_OK(alone.n[0] == N_GREEDY && memcmp(alone.ids[0], got, sizeof(got)) == 0,
 		   "%s: the prompts run alone", f->name);
-	TAP_OK(RunBatch(path, (ref_engine_size) {N_BATCH, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
+	TAP_OK(RunBatch(path, NULL, (ref_engine_size) {N_BATCH, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
 		   SameBatch(&alone, &b),
 		   "%s: four prompts in one batch each make their tokens alone (experts read rows of several sequences)",
 		   f->name);
-	TAP_OK(RunBatch(path, (ref_engine_size) {N_BATCH, 5, 64, 64, NULL, 0, 0}, &b, &st) &&
+	TAP_OK(RunBatch(path, NULL, (ref_engine_size) {N_BATCH, 5, 64, 64, NULL, 0, 0}, &b, &st) &&
 		   SameBatch(&alone, &b),
 		   "%s: with prompts split over steps of 5 tokens (chunked prefill) the tokens are the same",
 		   f->name);
-	TAP_OK(RunBatch(path, (ref_engine_size) {N_BATCH, 256, 14, 64, NULL, CBLLM_PREEMPT_RECOMPUTE, 0},
+	TAP_OK(RunBatch(path, NULL, (ref_engine_size) {N_BATCH, 256, 14, 64, NULL, CBLLM_PREEMPT_RECOMPUTE, 0},
 					&b, &st) && SameBatch(&alone, &b) && st.preemptions_recompute > 0,
 		   "%s: preempted by recompute in a pool of 14 blocks, the tokens are the same (%lld preemptions)",
 		   f->name, (long long) st.preemptions_recompute);
-	TAP_OK(RunBatch(path, (ref_engine_size) {N_BATCH, 256, 14, 64, NULL, CBLLM_PREEMPT_SWAP, 64}, &b,
+	TAP_OK(RunBatch(path, NULL, (ref_engine_size) {N_BATCH, 256, 14, 64, NULL, CBLLM_PREEMPT_SWAP, 64}, &b,
 					&st) && SameBatch(&alone, &b) && st.preemptions_swap > 0,
 		   "%s: preempted by swap in a pool of 14 blocks, the tokens are the same (%lld preemptions)",
 		   f->name, (long long) st.preemptions_swap);
+}
+
+/*
+ * On a device: the prompt's logits against the CPU's, and each prompt's
+ * tokens in a batch, chunked and preempted by swap equal to its own alone
+ * on the device.
+ */
+static void
+TestDevice(const moe_family *f, const char *path, const char *device)
+{
+	int			vocab = 0;
+	float	   *cpu = ref_engine_logits(path, NULL, PROMPT, N_PROMPT, &vocab);
+	batch_tokens alone,
+				b;
+	cbllm_stats st;
+
+	ref_check_device(path, device, PROMPT, N_PROMPT, cpu, vocab, f->name);
+	free(cpu);
+	memset(&alone, 0, sizeof(alone));
+	for (int i = 0; i < N_BATCH; i++)
+	{
+		int32_t		ids[64];
+		int			len = BatchPrompt(i, ids);
+
+		if (ref_engine_greedy(path, device, ids, len, N_GREEDY, alone.ids[i]) == N_GREEDY)
+			alone.n[i] = N_GREEDY;
+	}
+	TAP_OK(RunBatch(path, device, (ref_engine_size) {N_BATCH, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   SameBatch(&alone, &b),
+		   "%s on %s: four prompts in one batch each make their tokens alone on %s", f->name,
+		   device, device);
+	TAP_OK(RunBatch(path, device, (ref_engine_size) {N_BATCH, 5, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   SameBatch(&alone, &b),
+		   "%s on %s: with chunked prefill (steps of 5 tokens) the tokens are the same", f->name,
+		   device);
+	TAP_OK(RunBatch(path, device, (ref_engine_size) {N_BATCH, 256, 14, 64, NULL, CBLLM_PREEMPT_SWAP, 64},
+					&b, &st) && SameBatch(&alone, &b) && st.preemptions_swap > 0,
+		   "%s on %s: preempted by swap in a pool of 14 blocks, the tokens are the same (%lld preemptions)",
+		   f->name, device, (long long) st.preemptions_swap);
 }
 
 /* The prompt twice on one engine: the second run hits the prefix cache and makes the same tokens. */
@@ -404,10 +451,17 @@ int
 main(int argc, char **argv)
 {
 	const moe_family *f = NULL;
+	const char *device = NULL;
 
+	if (argc > 2 && strcmp(argv[1], "--device") == 0)
+	{
+		device = argv[2];
+		argc -= 2;
+		argv += 2;
+	}
 	if (argc != 5 && argc != 8)
 	{
-		fprintf(stderr, "usage: test_moe FAMILY DIR REF_LOGITS REF_GREEDY [GGUF GGUF_REF_LOGITS TOLERANCE]\n");
+		fprintf(stderr, "usage: test_moe [--device D] FAMILY DIR REF_LOGITS REF_GREEDY [GGUF GGUF_REF_LOGITS TOLERANCE]\n");
 		return 2;
 	}
 	for (int i = 0; i < (int) (sizeof(Families) / sizeof(Families[0])); i++)
@@ -417,6 +471,20 @@ main(int argc, char **argv)
 	{
 		fprintf(stderr, "test_moe: unknown family \"%s\"\n", argv[1]);
 		return 2;
+	}
+	if (device != NULL)
+	{
+		TestDevice(f, argv[2], device);
+		if (argc == 8)
+		{
+			int			vocab = 0;
+			float	   *cpu = ref_engine_logits(argv[5], NULL, PROMPT, N_PROMPT, &vocab);
+
+			/* a quantized file's experts through the device's fused and tiled products */
+			ref_check_device(argv[5], device, PROMPT, N_PROMPT, cpu, vocab, "GGUF file's");
+			free(cpu);
+		}
+		return tap_done();
 	}
 	TestRoute();
 	TestLoad(f, argv[2], false);

@@ -38,8 +38,8 @@
 #define QUANT_TILE_ELEMS ((int64_t) 32 << 20)
 
 /* Remember the first failure of an operation (ops return void in the table). */
-static void
-Note(cuda_ctx *c, int rc)
+void
+cuda_backend_note(cuda_ctx *c, int rc)
 {
 	if (rc != CBLLM_OK && !c->failed)
 		c->failed = rc;
@@ -76,8 +76,8 @@ CudaGraphTokens(cbllm_backend *be, int T)
 {
 	cuda_ctx   *c = be->ctx;
 
-	if (c->no_graphs)
-		return 0;
+	if (c->no_graphs || c->cfg.n_experts > 0)
+		return 0;				/* experts are grouped on the host: a step waits for its routing */
 	for (int i = 0; i < c->n_sizes; i++)
 		if (c->sizes[i] >= T)
 			return c->sizes[i];
@@ -230,7 +230,7 @@ CudaEmbed(cbllm_backend *be, const cbllm_weight *emb, const fwd_batch *b, float 
 	const dev_weight *d = cuda_weight_find_matrix(c, emb);
 
 	if (LIVE(c))
-		Note(c, d ? cuda_embed(d->dev, d->dtype, (int) emb->cols, c->d_tokens, b->n_tokens, x,
+		cuda_backend_note(c, d ? cuda_embed(d->dev, d->dtype, (int) emb->cols, c->d_tokens, b->n_tokens, x,
 							   c->stream, &c->err) :
 			 cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "embedding not on the GPU"));
 }
@@ -243,7 +243,7 @@ CudaRmsnorm(cbllm_backend *be, const float *x, const float *w, int T, int dim, f
 	const dev_weight *d = cuda_weight_find(c, w, 0);
 
 	if (LIVE(c))
-		Note(c, d ? cuda_rmsnorm(x, d->dev, T, dim, eps, out, c->stream, &c->err) :
+		cuda_backend_note(c, d ? cuda_rmsnorm(x, d->dev, T, dim, eps, out, c->stream, &c->err) :
 			 cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "norm weights not on the GPU"));
 }
 
@@ -255,13 +255,13 @@ CudaAddRmsnorm(cbllm_backend *be, float *x, const float *y, const float *w, int 
 	const dev_weight *d = cuda_weight_find(c, w, 0);
 
 	if (LIVE(c))
-		Note(c, d ? cuda_add_rmsnorm(x, y, d->dev, T, dim, eps, out, c->stream, &c->err) :
+		cuda_backend_note(c, d ? cuda_add_rmsnorm(x, y, d->dev, T, dim, eps, out, c->stream, &c->err) :
 			 cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "norm weights not on the GPU"));
 }
 
-static void
-CudaMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x, int T,
-		   float *const *y)
+void
+cuda_backend_matmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x, int T,
+					float *const *y)
 {
 	cuda_ctx   *c = be->ctx;
 
@@ -275,7 +275,7 @@ CudaMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *
 
 		if (d == NULL)
 		{
-			Note(c, cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "a weight is not on the GPU"));
+			cuda_backend_note(c, cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "a weight is not on the GPU"));
 			return;
 		}
 		bool		quant = cuda_dtype_traits_of(d->dtype)->path == CBLLM_CUDA_QUANT;
@@ -284,22 +284,22 @@ CudaMatmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *
 		if (quant && T <= CUDA_QMATVEC_MAX_T)
 		{
 			/* decode: the fused kernel reads x as it is */
-			Note(c, cuda_qmatvec(d->dev, d->dtype, (int) w[i]->rows, (int) w[i]->cols, x, T, y[i],
+			cuda_backend_note(c, cuda_qmatvec(d->dev, d->dtype, (int) w[i]->rows, (int) w[i]->cols, x, T, y[i],
 								 c->stream, &c->err));
 			continue;
 		}
 		/* the group shares its input: convert it once */
 		if (converted != half)
 		{
-			Note(c, cuda_to_half(x, (int64_t) T * w[i]->cols, half, c->d_xh, c->stream, &c->err));
+			cuda_backend_note(c, cuda_to_half(x, (int64_t) T * w[i]->cols, half, c->d_xh, c->stream, &c->err));
 			converted = half;
 		}
 		if (quant)
-			Note(c, cuda_qmatmul_tiled(c->blas, d->dev, d->dtype, (int) w[i]->rows,
+			cuda_backend_note(c, cuda_qmatmul_tiled(c->blas, d->dev, d->dtype, (int) w[i]->rows,
 									   (int) w[i]->cols, c->d_xh, T, c->d_wtile, c->wtile_elems,
 									   y[i], c->stream, &c->err));
 		else
-			Note(c, cuda_gemm_half(c->blas, d->dev, d->dtype, (int) w[i]->rows, (int) w[i]->cols,
+			cuda_backend_note(c, cuda_gemm_half(c->blas, d->dev, d->dtype, (int) w[i]->rows, (int) w[i]->cols,
 								   c->d_xh, T, y[i], c->stream, &c->err));
 	}
 }
@@ -311,7 +311,7 @@ CudaRope(cbllm_backend *be, float *x, int T, int n_heads, int rope, const fwd_ba
 	size_t		at = (size_t) rope * c->rope_sets * c->max_ctx * (c->cfg.head_dim / 2);
 
 	if (LIVE(c))
-		Note(c, cuda_rope(x, c->d_cos + at, c->d_sin + at, c->d_rope_row, T, n_heads, c->cfg.head_dim,
+		cuda_backend_note(c, cuda_rope(x, c->d_cos + at, c->d_sin + at, c->d_rope_row, T, n_heads, c->cfg.head_dim,
 						  c->cfg.rope[rope].interleaved, c->stream, &c->err));
 }
 
@@ -323,7 +323,7 @@ CudaKvStore(cbllm_backend *be, kv_cache *kv, int layer, const float *k, const fl
 	int64_t		off = (int64_t) layer * (c->n_blocks + 1) * c->block_elems;
 
 	if (LIVE(c))
-		Note(c, cuda_kv_store(c->k_cache + off, c->v_cache + off, k, v, c->d_slots, b->n_tokens,
+		cuda_backend_note(c, cuda_kv_store(c->k_cache + off, c->v_cache + off, k, v, c->d_slots, b->n_tokens,
 							  (int64_t) c->cfg.n_kv_heads * c->cfg.head_dim, c->stream, &c->err));
 }
 
@@ -335,7 +335,7 @@ CudaAttention(cbllm_backend *be, const kv_cache *kv, int layer, const float *q,
 	int64_t		off = (int64_t) layer * (c->n_blocks + 1) * c->block_elems;
 
 	if (LIVE(c))
-		Note(c, cuda_attention(q, c->k_cache + off, c->v_cache + off, c->d_tables, c->max_blocks,
+		cuda_backend_note(c, cuda_attention(q, c->k_cache + off, c->v_cache + off, c->d_tables, c->max_blocks,
 							   c->d_pos, c->d_seq, b->n_tokens, c->cfg.n_heads, c->cfg.n_kv_heads,
 							   c->cfg.head_dim, c->block_size, c->cfg.layer_window[layer], c->max_ctx,
 							   out, c->stream, &c->err));
@@ -347,7 +347,7 @@ CudaSiluMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
 	cuda_ctx   *c = be->ctx;
 
 	if (LIVE(c))
-		Note(c, cuda_silu_mul(gate, up, n, c->stream, &c->err));
+		cuda_backend_note(c, cuda_silu_mul(gate, up, n, c->stream, &c->err));
 }
 
 /* gate = gelu_tanh(gate) * up, Gemma's gated MLP. */
@@ -357,7 +357,7 @@ CudaGeluTanhMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
 	cuda_ctx   *c = be->ctx;
 
 	if (LIVE(c))
-		Note(c, cuda_gelu_tanh_mul(gate, up, n, c->stream, &c->err));
+		cuda_backend_note(c, cuda_gelu_tanh_mul(gate, up, n, c->stream, &c->err));
 }
 
 /* x *= s: the embeddings' sqrt(hidden) and q's query_pre_attn_scalar factor. */
@@ -367,7 +367,7 @@ CudaScale(cbllm_backend *be, float *x, float s, int64_t n)
 	cuda_ctx   *c = be->ctx;
 
 	if (LIVE(c))
-		Note(c, cuda_scale(x, s, n, c->stream, &c->err));
+		cuda_backend_note(c, cuda_scale(x, s, n, c->stream, &c->err));
 }
 
 static void
@@ -376,7 +376,7 @@ CudaAdd(cbllm_backend *be, float *x, const float *y, int64_t n)
 	cuda_ctx   *c = be->ctx;
 
 	if (LIVE(c))
-		Note(c, cuda_add(x, y, n, c->stream, &c->err));
+		cuda_backend_note(c, cuda_add(x, y, n, c->stream, &c->err));
 }
 
 /* x (T, dim) += the bias's device copy on every row. */
@@ -387,7 +387,7 @@ CudaAddBias(cbllm_backend *be, float *x, const float *bias, int T, int dim)
 	const dev_weight *d = cuda_weight_find(c, bias, 0);
 
 	if (LIVE(c))
-		Note(c, d ? cuda_add_bias(x, d->dev, T, dim, c->stream, &c->err) :
+		cuda_backend_note(c, d ? cuda_add_bias(x, d->dev, T, dim, c->stream, &c->err) :
 			 cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "bias not on the GPU"));
 }
 
@@ -398,7 +398,7 @@ CudaGatherRows(cbllm_backend *be, const float *x, const int32_t *rows, int n, in
 	cuda_ctx   *c = be->ctx;
 
 	if (LIVE(c))
-		Note(c, cuda_gather_rows(x, c->d_rows, n, dim, out, c->stream, &c->err));
+		cuda_backend_note(c, cuda_gather_rows(x, c->d_rows, n, dim, out, c->stream, &c->err));
 }
 
 /* Upload the step's constraint masks (n_masks rows of words words), growing their buffer. */
@@ -499,8 +499,10 @@ CudaDestroy(cbllm_backend *be)
 		for (int i = 0; i < c->n_w; i++)
 			cuda_free(c->w[i].dev);
 		free(c->w);
+		free(c->w_slots);
 		cuda_free(c->k_cache);
 		cuda_free(c->v_cache);
+		cuda_moe_free(c);
 		cuda_free(c->d_tokens);
 		cuda_free(c->d_pos);
 		cuda_free(c->d_rope_row);
@@ -547,6 +549,10 @@ AllocStepBuffers(cuda_ctx *c, cbllm_err *err)
 
 	if ((int64_t) c->cfg.n_heads * c->cfg.head_dim > max_k)
 		max_k = (int64_t) c->cfg.n_heads * c->cfg.head_dim;
+	if (c->cfg.n_experts > 0 && c->cfg.expert_intermediate > max_k)
+		max_k = c->cfg.expert_intermediate;
+	if ((rc = cuda_moe_alloc(c, err)))
+		return rc;
 	if ((rc = cuda_alloc((void **) &c->d_tokens, sizeof(int32_t) * T, err)) ||
 		(rc = cuda_alloc((void **) &c->d_pos, sizeof(int32_t) * T, err)) ||
 		(rc = cuda_alloc((void **) &c->d_rope_row, sizeof(int32_t) * T, err)) ||
@@ -773,7 +779,7 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	be->end_step = CudaEndStep;
 	be->embed = CudaEmbed;
 	be->rmsnorm = CudaRmsnorm;
-	be->matmul = CudaMatmul;
+	be->matmul = cuda_backend_matmul;
 	be->rope = CudaRope;
 	be->kv_store = CudaKvStore;
 	be->attention = CudaAttention;
@@ -784,6 +790,7 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	be->add_bias = CudaAddBias;
 	be->add_rmsnorm = CudaAddRmsnorm;
 	be->gather_rows = CudaGatherRows;
+	be->moe = cfg->n_experts > 0 ? cuda_moe : NULL;
 	be->sample = CudaSample;
 	be->prepare_swap = cuda_swap_prepare;
 	be->swap_out = cuda_swap_out;

@@ -22,6 +22,28 @@ typedef struct dev_weight
 								 * CBLLM_CUDA_QUANT one as stored */
 } dev_weight;
 
+/*
+ * A mixture-of-experts layer's workspace for one chunk of a step's tokens:
+ * at most max_rows (token, chosen expert) pairs (cuda_experts.c).
+ */
+typedef struct cuda_moe_ws
+{
+	int			max_rows;		/* 0: the model has no experts */
+	int32_t    *d_ids;			/* (max_rows) each token's experts, token-major */
+	float	   *d_weights;		/* (max_rows) their weights */
+	int32_t    *d_slot;			/* (max_rows) each pair's grouped row */
+	int32_t    *d_token;		/* (max_rows) each grouped row's token */
+	float	   *d_xg;			/* (max_rows, hidden) the inputs grouped by expert */
+	float	   *d_gate;			/* (max_rows, expert_intermediate) */
+	float	   *d_up;			/* (max_rows, expert_intermediate) */
+	float	   *d_yg;			/* (max_rows, hidden) the experts' outputs, grouped */
+	int32_t    *h_ids;			/* (max_rows) pinned copies */
+	int32_t    *h_slot;
+	int32_t    *h_token;
+	int32_t    *start;			/* (n_experts + 1) host: each expert's first grouped row */
+	int32_t    *fill;			/* (n_experts) host: rows placed while grouping */
+} cuda_moe_ws;
+
 typedef enum step_mode
 {
 	STEP_EAGER,					/* operations launch as they are called */
@@ -36,6 +58,10 @@ typedef struct cuda_ctx
 	dev_weight *w;				/* (n_w) uploaded tensors */
 	int			n_w;
 	int			cap_w;
+	int32_t    *w_slots;		/* (cap_slots) an open-addressing index of w by (host, seed):
+								 * -1 for an empty slot; cap_slots is a power of two, at least
+								 * twice n_w */
+	int			cap_slots;
 	size_t		weight_bytes;	/* device bytes of the uploaded tensors */
 	int64_t		max_quant_elems;	/* elements of the largest block-quantized matrix; 0: none */
 	/* the KV pool: bf16, the engine's block layout, plus the pad block */
@@ -96,6 +122,7 @@ typedef struct cuda_ctx
 	int			graph_index;	/* of the step being recorded or replayed */
 	int			failed;			/* an operation failed since the last check */
 	cbllm_err	err;
+	cuda_moe_ws moe;			/* a model with experts' workspace; zeroed otherwise */
 } cuda_ctx;
 
 /* The device copy of a host tensor (seed 0) or of a dummy tensor, or NULL (cuda_weights.c). */
@@ -106,6 +133,21 @@ const dev_weight *cuda_weight_find_matrix(const cuda_ctx *c, const cbllm_weight 
 
 /* Upload every matrix and vector of m, after checking the device has room. */
 int			cuda_weights_upload(cuda_ctx *c, const cbllm_model *m, cbllm_err *err);
+
+/* Remember the first failure of an operation (rc not OK) until the step's end reports it. */
+void		cuda_backend_note(cuda_ctx *c, int rc);
+
+/* The backend table's matmul (backend_cuda.c), for the experts' blocks of rows too. */
+void		cuda_backend_matmul(cbllm_backend *be, int n, const cbllm_weight *const *w,
+								const float *x, int T, float *const *y);
+
+/* The mixture-of-experts workspace for c->cfg (nothing without experts), and its release (cuda_experts.c). */
+int			cuda_moe_alloc(cuda_ctx *c, cbllm_err *err);
+void		cuda_moe_free(cuda_ctx *c);
+
+/* The backend table's moe (cuda_experts.c). */
+void		cuda_moe(cbllm_backend *be, const cbllm_layer *w, const float *x, const float *logits,
+					 int T, float *out);
 
 /* The backend table's prepare_swap, swap_out and swap_in (cuda_swap.c). */
 int			cuda_swap_prepare(cbllm_backend *be, swap_space *sw, cbllm_err *err);

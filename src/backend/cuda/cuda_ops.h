@@ -133,6 +133,18 @@ int			cuda_rope(float *d_x, const float *d_cos, const float *d_sin, const int32_
 int			cuda_embed(const void *d_emb, cbllm_dtype dtype, int dim, const int32_t *d_tokens, int T,
 					   float *d_x, cuda_stream s, cbllm_err *err);
 
+/*
+ * Mixture of experts (cuda_moe.cu): d_ids (T, k) and d_weights (T, k), each
+ * token's experts and weights from its router logits d_logits (T, E), as
+ * src/model/moe.h routes.
+ */
+int			cuda_moe_route(const float *d_logits, int T, int E, int k, bool renormalise,
+						   int32_t *d_ids, float *d_weights, cuda_stream s, cbllm_err *err);
+
+/* d_out (T, H): token t's sum over j < k of d_weights[t k + j] * row d_slot[t k + j] of d_y, in j's order */
+int			cuda_moe_combine(const float *d_y, const int32_t *d_slot, const float *d_weights,
+							 int T, int k, int H, float *d_out, cuda_stream s, cbllm_err *err);
+
 /* d_out (n, dim) = rows d_rows[i] of d_x */
 int			cuda_gather_rows(const float *d_x, const int32_t *d_rows, int n, int dim,
 							 float *d_out, cuda_stream s, cbllm_err *err);

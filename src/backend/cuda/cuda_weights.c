@@ -11,15 +11,66 @@
 #include "backend/cuda/cuda_ctx.h"
 #include "backend/cuda/cuda_dtype_traits.h"
 #include "base/numeric.h"
+#include "base/rng.h"
 
-/* The device copy of a host tensor or of a dummy tensor. */
+/* The first slot of (host, seed) in an index of cap slots (a power of two). */
+static int
+SlotOf(const void *host, uint64_t seed, int cap)
+{
+	return (int) (cbllm_mix64((uint64_t) (uintptr_t) host ^ (seed * 0x9E3779B97F4A7C15ULL)) &
+				  (uint64_t) (cap - 1));
+}
+
+/* The device copy of a host tensor or of a dummy tensor: a probe of the index. */
 const dev_weight *
 cuda_weight_find(const cuda_ctx *c, const void *host, uint64_t seed)
 {
-	for (int i = 0; i < c->n_w; i++)
-		if (c->w[i].host == host && c->w[i].seed == seed)
-			return &c->w[i];
-	return NULL;
+	if (c->cap_slots == 0)
+		return NULL;
+	for (int i = SlotOf(host, seed, c->cap_slots);; i = (i + 1) & (c->cap_slots - 1))
+	{
+		int32_t		at = c->w_slots[i];
+
+		if (at < 0)
+			return NULL;
+		if (c->w[at].host == host && c->w[at].seed == seed)
+			return &c->w[at];
+	}
+}
+
+/* Index w[i] (growing the index to keep it at most half full); false when out of memory. */
+static bool
+IndexWeight(cuda_ctx *c, int i)
+{
+	if (2 * (i + 1) > c->cap_slots)
+	{
+		int			cap = c->cap_slots ? 2 * c->cap_slots : 256;
+		int32_t    *slots = malloc(sizeof(int32_t) * cap);
+
+		if (slots == NULL)
+			return false;
+		free(c->w_slots);
+		c->w_slots = slots;
+		c->cap_slots = cap;
+		for (int s = 0; s < cap; s++)
+			slots[s] = -1;
+		for (int j = 0; j < i; j++)
+		{
+			int			s = SlotOf(c->w[j].host, c->w[j].seed, cap);
+
+			while (slots[s] >= 0)
+				s = (s + 1) & (cap - 1);
+			slots[s] = j;
+		}
+	}
+	{
+		int			s = SlotOf(c->w[i].host, c->w[i].seed, c->cap_slots);
+
+		while (c->w_slots[s] >= 0)
+			s = (s + 1) & (c->cap_slots - 1);
+		c->w_slots[s] = i;
+	}
+	return true;
 }
 
 /* The device copy of a weight matrix. */
@@ -103,7 +154,13 @@ Upload(cuda_ctx *c, const void *host, uint64_t seed, float scale, cbllm_dtype dt
 		cuda_free(d.dev);
 		return rc;
 	}
-	c->w[c->n_w++] = d;
+	c->w[c->n_w] = d;
+	if (!IndexWeight(c, c->n_w))
+	{
+		cuda_free(d.dev);
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	}
+	c->n_w++;
 	c->weight_bytes += bytes;
 	if (cuda_dtype_traits_of(d.dtype)->path == CBLLM_CUDA_QUANT && (int64_t) n > c->max_quant_elems)
 		c->max_quant_elems = (int64_t) n;
