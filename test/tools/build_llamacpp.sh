@@ -8,9 +8,9 @@
 #   CBLLM_CACHE (default ~/.cache/cbllm) holds pip/ (the downloaded sdist) and
 #   llama.cpp-VERSION/ (src/, build/); a second run reuses both.
 #
-# Builds the shared libllama, llama-perplexity, llama-batched-bench and llama-tokenize, then
-# test/tools/llamacpp_record.c against the library.  Prints the folder holding the binaries on
-# its last line.  Takes 10-15 minutes on 2 cores the first time.
+# Builds the shared libllama, llama-perplexity, llama-batched-bench, llama-tokenize and
+# llama-quantize, then test/tools/llamacpp_record.c against the library.  Prints the folder
+# holding the binaries on its last line.  Takes 10-15 minutes on 2 cores the first time.
 # Exit status: 0 built; 3 the registry could not be reached; 1 anything else.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -52,7 +52,7 @@ done
 cmake -S "$dest/src" -B "$dest/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON "${isa[@]}" \
 	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_OPENMP=ON -DLLAMA_CURL=OFF \
 	-DLLAMA_BUILD_TESTS=OFF >"$dest/cmake.log" 2>&1 || { tail -20 "$dest/cmake.log" >&2; exit 1; }
-cmake --build "$dest/build" -j"$jobs" --target llama llama-perplexity llama-batched-bench llama-tokenize \
+cmake --build "$dest/build" -j"$jobs" --target llama llama-perplexity llama-batched-bench llama-tokenize llama-quantize \
 	>"$dest/build.log" 2>&1 || { tail -20 "$dest/build.log" >&2; exit 1; }
 bin=$dest/build/bin
 gcc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I"$dest/src/include" -I"$dest/src/ggml/include" \
