@@ -46,7 +46,8 @@ FillPrompt(int32_t *ids, int n, int vocab, unsigned seed)
  * (under the constraint and with the logprobs o gives); returns < 0 on error.
  */
 static double
-TimeDecode(cbllm_engine *e, int B, const bench_opts *o, int vocab, bool controlled)
+TimeDecode(cbllm_engine *e, int B, const bench_opts *o, int vocab, bool controlled,
+		   cbllm_stats *experts)
 {
 	int32_t    *ids = malloc(sizeof(int32_t) * o->context);
 	int64_t    *rid = malloc(sizeof(int64_t) * B);
@@ -97,6 +98,15 @@ TimeDecode(cbllm_engine *e, int B, const bench_opts *o, int vocab, bool controll
 		if (cbllm_engine_step(e, &active, &err) != CBLLM_OK)
 			goto fail;
 		t[n_t] = cbllm_now() - t0;
+	}
+	if (experts != NULL)
+	{
+		cbllm_stats after;
+
+		cbllm_engine_stats(e, &after);
+		experts->steps = after.steps - st.steps;
+		experts->expert_pairs = after.expert_pairs - st.expert_pairs;
+		experts->expert_runs = after.expert_runs - st.expert_runs;
 	}
 	qsort(t, n_t, sizeof(double), cli_cmp_double);
 	med = t[n_t / 2];
@@ -218,8 +228,16 @@ cli_bench_run(const cbllm_engine_params *ep_in, const bench_opts *oin)
 	for (char *s = strtok(list, ","); s; s = strtok(NULL, ","))
 	{
 		int			B = atoi(s);
-		double		t = B > 0 ? TimeDecode(e, B, &o, info.vocab_size, false) : -1;
-		double		tc = t > 0 && controlled ? TimeDecode(e, B, &o, info.vocab_size, true) : 1;
+		cbllm_stats ex = {0};
+		double		t = B > 0 ? TimeDecode(e, B, &o, info.vocab_size, false, &ex) : -1;
+		double		tc = t > 0 && controlled ?
+			TimeDecode(e, B, &o, info.vocab_size, true, NULL) : 1;
+
+		/* a mixture of experts: each step reads each chosen expert once, not once per token */
+		if (ex.expert_runs > 0 && ex.steps > 0)
+			printf("# batch %d: %.1f experts read per decode step, where each token reading its own would read %.1f (%.2fx the bytes)\n",
+				   B, (double) ex.expert_runs / ex.steps, (double) ex.expert_pairs / ex.steps,
+				   (double) ex.expert_pairs / ex.expert_runs);
 
 		if (t <= 0 || tc <= 0)
 		{

@@ -30,4 +30,6 @@ cbllm_stats_add(cbllm_stats *sum, const cbllm_stats *x)
 	sum->forward_seconds += x->forward_seconds;
 	sum->graph_steps += x->graph_steps;
 	sum->tokens_masked_device += x->tokens_masked_device;
+	sum->expert_pairs += x->expert_pairs;
+	sum->expert_runs += x->expert_runs;
 }

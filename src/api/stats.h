@@ -33,6 +33,10 @@ typedef struct cbllm_stats
 	int64_t		graph_steps;	/* steps replayed from CUDA graphs */
 	int64_t		tokens_masked_device;	/* constrained tokens drawn on the device, their
 										 * mask applied there */
+	int64_t		expert_pairs;	/* (token, expert) pairs the experts computed: a token's
+								 * experts in each layer with experts */
+	int64_t		expert_runs;	/* experts run over their tokens' rows: what was read, each
+								 * expert once per layer and step that chose it */
 } cbllm_stats;
 
 /* Add every counter of x to sum (the counters of several engines as one). */

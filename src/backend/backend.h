@@ -81,6 +81,8 @@ struct cbllm_backend
 	void	   *ctx;
 	int			pad_block;		/* a KV block id for padding tokens; -1 when graph_tokens is NULL */
 	int64_t		graph_replays;	/* steps replayed from a recorded graph (the backend counts) */
+	int64_t		expert_pairs;	/* (token, expert) pairs its moe computed (the backend counts) */
+	int64_t		expert_runs;	/* experts its moe ran, each over all the rows that chose it */
 	double		swap_bytes_per_sec; /* measured swap copy rate; 0: the engine times swaps itself */
 
 	void	   *(*alloc) (cbllm_backend *be, size_t bytes);

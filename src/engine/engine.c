@@ -667,6 +667,8 @@ cbllm_engine_stats(const cbllm_engine *e, cbllm_stats *st)
 	for (cbllm_request *r = e->waiting.head; r != NULL; r = r->next)
 		st->n_swapped += r->table.swapped;
 	st->graph_steps = e->be->graph_replays;
+	st->expert_pairs = e->be->expert_pairs;
+	st->expert_runs = e->be->expert_runs;
 }
 
 /* Model and configuration facts. */

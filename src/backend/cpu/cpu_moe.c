@@ -113,7 +113,9 @@ RunExperts(cbllm_backend *be, const cbllm_layer *w, int rows)
 		if (m > 0)
 			cpu_matmul(be, 2, (const cbllm_weight *[]) {&w->experts[e].w_gate, &w->experts[e].w_up},
 					   ws->xg + r0 * H, m, (float *[]) {ws->gate + r0 * F, ws->up + r0 * F});
+		be->expert_runs += m > 0;
 	}
+	be->expert_pairs += rows;
 	cpu_gate_mul(be, ws->gate, ws->up, rows * F, cfg->activation);
 	for (int e = 0; e < cfg->n_experts; e++)
 	{

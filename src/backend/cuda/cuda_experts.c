@@ -135,7 +135,9 @@ RunExperts(cbllm_backend *be, const cbllm_layer *w, int rows, cbllm_err *err)
 			cuda_backend_matmul(be, 2, (const cbllm_weight *[]) {&w->experts[e].w_gate,
 								&w->experts[e].w_up}, ws->d_xg + r0 * H, m,
 								(float *[]) {ws->d_gate + r0 * F, ws->d_up + r0 * F});
+		be->expert_runs += m > 0;
 	}
+	be->expert_pairs += rows;
 	if (c->cfg.activation == ARCH_ACT_GELU_TANH)
 		cuda_backend_note(c, cuda_gelu_tanh_mul(ws->d_gate, ws->d_up, rows * F, c->stream, &c->err));
 	else

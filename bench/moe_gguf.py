@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""Write a mixture-of-experts GGUF file of a large geometry, F16, tensor by tensor.
+
+    bench/moe_gguf.py CONFIG_DIR OUT.gguf [--seed S]
+
+CONFIG_DIR holds a qwen3_moe config.json and its tokenizer (test/tools/gen_model.py
+--family qwen3_moe ... --no-weights writes one); OUT.gguf gets llama.cpp's qwen3moe
+layout, as test/tools/hf_to_gguf.py writes it, with random F16 weights
+(N(0, 1/sqrt(in)), the routers twice that, norms ones), streamed to the file a tensor
+at a time, so that a file of several GB needs little memory.  llama-quantize then
+makes the benchmark's Q4_K_M file of it (bench/moe_bench.sh).
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "tools"))
+import gguf_vocab  # noqa: E402
+import gguf_writer  # noqa: E402
+import hf_to_gguf  # noqa: E402
+
+F16, F32 = 1, 0
+
+
+def tensors(cfg):
+    """(name, type, dims innermost first, kind) of every tensor, in file order."""
+    h, v = cfg["hidden_size"], cfg["vocab_size"]
+    hd = cfg["head_dim"]
+    q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+    e, f = cfg["num_experts"], cfg["moe_intermediate_size"]
+    out = [("token_embd.weight", F16, [h, v], "embed")]
+    for layer in range(cfg["num_hidden_layers"]):
+        b = "blk.%d." % layer
+        out += [(b + "attn_norm.weight", F32, [h], "norm"),
+                (b + "attn_q.weight", F16, [h, q], "linear"),
+                (b + "attn_k.weight", F16, [h, kv], "linear"),
+                (b + "attn_v.weight", F16, [h, kv], "linear"),
+                (b + "attn_q_norm.weight", F32, [hd], "norm"),
+                (b + "attn_k_norm.weight", F32, [hd], "norm"),
+                (b + "attn_output.weight", F16, [q, h], "linear"),
+                (b + "ffn_norm.weight", F32, [h], "norm"),
+                (b + "ffn_gate_inp.weight", F32, [h, e], "router"),
+                (b + "ffn_gate_exps.weight", F16, [h, f, e], "linear"),
+                (b + "ffn_up_exps.weight", F16, [h, f, e], "linear"),
+                (b + "ffn_down_exps.weight", F16, [f, h, e], "linear")]
+    out += [("output_norm.weight", F32, [h], "norm"), ("output.weight", F16, [h, v], "linear")]
+    return out
+
+
+def write_data(f, rng, ttype, dims, kind):
+    """Random values of the tensor, a 2-d slice at a time."""
+    rows = int(np.prod(dims[1:])) if len(dims) > 1 else 1
+    cols = dims[0]
+    scale = {"embed": 1.0, "linear": 1 / np.sqrt(cols), "router": 2 / np.sqrt(cols)}.get(kind)
+    per = max(1, (1 << 24) // cols)
+    for r0 in range(0, rows, per):
+        n = min(per, rows - r0)
+        if kind == "norm":
+            x = np.ones((n, cols), np.float32)
+        else:
+            x = rng.standard_normal((n, cols), np.float32) * np.float32(scale)
+        f.write(x.astype("<f2" if ttype == F16 else "<f4").tobytes())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("config_dir")
+    ap.add_argument("out")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    with open(os.path.join(a.config_dir, "config.json")) as fh:
+        cfg = json.load(fh)
+    if cfg.get("model_type") != "qwen3_moe":
+        raise SystemExit("moe_gguf.py: a qwen3_moe config is needed")
+    w = gguf_writer.GGUFWriter(version=3)
+    w.add("general.architecture", "string", "qwen3moe")
+    w.add("general.name", "string", os.path.basename(os.path.normpath(a.config_dir)))
+    hf_to_gguf.add_hparams(w, cfg, "qwen3moe", cfg["head_dim"])
+    for k, vtype, value in gguf_vocab.tokenizer_kvs(a.config_dir):
+        w.add(k, vtype, value)
+    specs = tensors(cfg)
+    offset = 0
+    for name, ttype, dims, _ in specs:
+        nbytes = gguf_writer.tensor_nbytes(ttype, dims)
+        w.add_tensor(name, ttype, dims, b"", offset=offset, place=False)
+        offset = (offset + nbytes + w.alignment - 1) // w.alignment * w.alignment
+    header = w.to_bytes()          # the header, padded to the data section; no data placed
+    rng = np.random.default_rng(a.seed)
+    with open(a.out, "wb") as f:
+        f.write(header)
+        start = f.tell()
+        for (name, ttype, dims, kind), t in zip(specs, w.tensors):
+            f.write(bytes(start + t["offset"] - f.tell()))
+            write_data(f, rng, ttype, dims, kind)
+    print("%s: %.2f GB, %d tensors" % (a.out, os.path.getsize(a.out) / 1e9, len(specs)))
+
+
+if __name__ == "__main__":
+    main()
