@@ -7,7 +7,8 @@
                  [--shards 1] [--tokenizer-from DIR] [--arch llama|mistral]
                  [--sliding-window N] [--attn-bias] [--arch-name NAME] [--pad-vocab N]
                  [--tokens-beyond N] [--no-weights] [--head-dim N] [--query-pre-attn-scalar N]
-                 [--family qwen2|qwen3|qwen3_moe|mixtral|gemma3|llama3|llama3.1|phi3|phi3-128k]
+                 [--family qwen2|qwen3|qwen3_moe|mixtral|gpt_oss|gemma3|llama3|llama3.1|phi3|
+                           phi3-128k]
                  [--sliding-window-pattern N] [--rope-scaling JSON]
                  [--max-window-layers M] [--untied]
                  [--experts 8] [--experts-used 2] [--moe-intermediate 32] [--no-norm-topk]
@@ -61,6 +62,32 @@ expert block_sparse_moe.experts.E.{w1,w2,w3} (gate, down, up) of width --interme
 and the router block_sparse_moe.gate; rope_theta 1e6, sliding_window null unless
 --sliding-window N).
 
+A third, --family gpt_oss, is gpt-oss-20b's (GptOssForCausalLM, model_type gpt_oss, as
+openai/gpt-oss-20b's config.json has it, in the dequantized layout transformers loads it into
+and BF16 conversions store, not MXFP4's blocks and scales): explicit head_dim (--head-dim,
+default hidden/heads), q, k, v and o biases (attention_bias true), per-head attention sinks
+self_attn.sinks [heads] ~ N(0, 1), layer_types alternating sliding_attention (layer 0) and
+full_attention with sliding_window 128 shrunk to 4 (--sliding-window N), rope_theta 150000,
+YaRN rope_scaling (factor 32, beta_fast 32, beta_slow 1, truncate false) with
+original_max_position_embeddings 4096 shrunk to 256 (initial_context_length likewise) and
+max_position_embeddings 131072 to 8192 = factor x 256, swiglu_limit 7, eos 2, pad 0,
+untied.  At 256, for head_dim 16 to 64, both ends of YaRN's ramp lie strictly between two
+dimensions, so truncate false matters, and above 0 as at 4096 (a smaller context puts the
+lower end below 0, where transformers clamps it and OpenAI's own formula does not), and the
+ramp's first dimensions turn fast enough to move a short prompt's scores.  Every layer is a
+mixture of --experts (num_local_experts) experts of which --experts-used
+(num_experts_per_tok and experts_per_token) are chosen, each of width --intermediate
+(intermediate_size): a router mlp.router.weight [experts, hidden] and mlp.router.bias
+[experts], and the experts stacked, stored [in, out] (transposed against nn.Linear):
+mlp.experts.gate_up_proj [experts, hidden, 2 x intermediate] (gate and up interleaved along
+the last axis: gate the even columns, up the odd), gate_up_proj_bias [experts,
+2 x intermediate], down_proj [experts, intermediate, hidden], down_proj_bias [experts,
+hidden].  gate_up_proj is drawn ~ N(0, SWIGLU_SCALE / sqrt(hidden)) with SWIGLU_SCALE 3, so
+that about 1% of the gate values pass the limit 7 and 2% of the up values pass +-7: the
+clamps act on a short prompt.  --rope-scaling JSON replaces the YaRN object;
+max_position_embeddings and initial_context_length then follow its factor and original
+context.
+
 --family llama3 is Llama-3.2-1B-Instruct's (tied, bos 1, an eos_token_id list, rope_scaling
 llama3 with factor 32, low 1, high 4 and original_max_position_embeddings 8192 shrunk
 to 64, max_position_embeddings 131072 to 1024, so that head_dim 16 has dimensions in
@@ -78,7 +105,9 @@ Weights are random (numpy default_rng(seed)), drawn tensor by tensor in file ord
 written as soon as drawn, so a 130M-parameter model takes seconds and little memory:
   embeddings ~ N(0, 1) (N(0, 1/sqrt(hidden)) when tied, as they are the lm_head too),
   linear weights ~ N(0, 1/sqrt(in_features)), norm weights ~ 1 + N(0, 0.1),
-  biases ~ N(0, 0.5), a mixture-of-experts router ~ N(0, ROUTER_SCALE / sqrt(hidden)).
+  biases ~ N(0, 0.5), a mixture-of-experts router ~ N(0, ROUTER_SCALE / sqrt(hidden)),
+  gpt-oss's attention sinks ~ N(0, 1) (a linear weight's in_features is axis 1 of gpt-oss's
+  stacked [experts, in, out] matrices too).
 With ROUTER_SCALE 2 the router's logits on an RMSNormed hidden state spread with a
 standard deviation of about 2 rather than 1: for 8 experts and 2 used, the 2nd and 3rd
 routing probabilities then differ by less than 1e-3 at about 1.3% of a layer's tokens
@@ -182,14 +211,14 @@ def parse_args(argv):
                    help="config.json's rope_scaling object")
     p.add_argument("--max-window-layers", type=int, metavar="M",
                    help="qwen2 with --sliding-window: layers from M on have the window")
-    p.add_argument("--head-dim", type=int, help="explicit head_dim (qwen3, gemma3)")
+    p.add_argument("--head-dim", type=int, help="explicit head_dim (qwen3, gemma3, gpt_oss)")
     p.add_argument("--query-pre-attn-scalar", type=float, help="gemma3's attention scale^-2")
     p.add_argument("--sliding-window-pattern", type=int, help="gemma3: every Nth layer global")
     p.add_argument("--untied", action="store_true", help="a family's model with an lm_head")
     p.add_argument("--experts", type=int, metavar="N",
-                   help="qwen3_moe, mixtral: experts per sparse layer (default 8)")
+                   help="qwen3_moe, mixtral, gpt_oss: experts per sparse layer (default 8)")
     p.add_argument("--experts-used", type=int, metavar="K",
-                   help="qwen3_moe, mixtral: experts chosen per token (default 2)")
+                   help="qwen3_moe, mixtral, gpt_oss: experts chosen per token (default 2)")
     p.add_argument("--moe-intermediate", type=int, metavar="N",
                    help="qwen3_moe: an expert's width (default 32)")
     p.add_argument("--no-norm-topk", action="store_true",
@@ -212,7 +241,7 @@ def parse_args(argv):
         a.head_dim = a.hidden // a.heads
     elif a.family in ("qwen2", "mixtral"):
         p.error("--head-dim: %s configs have none" % a.family)
-    if a.hidden % a.heads and a.family not in ("qwen3", "qwen3_moe", "gemma3"):
+    if a.hidden % a.heads and a.family not in ("qwen3", "qwen3_moe", "gemma3", "gpt_oss"):
         p.error("--hidden (%d) must be a multiple of --heads (%d)" % (a.hidden, a.heads))
     if a.heads % a.kv_heads:
         p.error("--heads (%d) must be a multiple of --kv-heads (%d)" % (a.heads, a.kv_heads))
@@ -224,11 +253,14 @@ def parse_args(argv):
         a.tie = FAMILY_TIED.get(a.family, True) and not a.untied
     if a.max_window_layers is not None and (a.family != "qwen2" or a.sliding_window is None):
         p.error("--max-window-layers needs --family qwen2 and --sliding-window")
-    if a.sliding_window is not None and a.family not in ("gemma3", "qwen2", "phi3", "mixtral"):
+    if a.sliding_window is not None and a.family not in ("gemma3", "qwen2", "phi3", "mixtral",
+                                                         "gpt_oss"):
         if a.arch != "mistral":
             p.error("--sliding-window needs --arch mistral")
         if a.sliding_window < 1:
             p.error("--sliding-window must be at least 1")
+    if a.family == "gpt_oss" and a.sliding_window is not None and a.sliding_window < 1:
+        p.error("--sliding-window must be at least 1")
     if a.tokens_beyond and (a.pad_vocab or a.tokenizer_from):
         p.error("--tokens-beyond goes with neither --pad-vocab nor --tokenizer-from")
     if a.no_weights and a.shards != 1:
@@ -259,7 +291,7 @@ def check_moe_args(p, a):
         flag = "--" + name.replace("_", "-")
         given = getattr(a, name) is not None
         if given and not moe:
-            p.error("%s needs --family qwen3_moe or mixtral" % flag)
+            p.error("%s needs --family qwen3_moe, mixtral or gpt_oss" % flag)
         if given and name in QWEN3_MOE_ONLY and a.family != "qwen3_moe":
             p.error("%s needs --family qwen3_moe" % flag)
         if not given:
@@ -279,8 +311,8 @@ def check_moe_args(p, a):
 
 def sparse_layer(a, i):
     """Whether layer i's MLP is a mixture of experts (HF Qwen3MoeDecoderLayer's rule;
-    every Mixtral layer is)."""
-    if a.family == "mixtral":
+    every Mixtral and gpt-oss layer is)."""
+    if a.family in ("mixtral", "gpt_oss"):
         return True
     if a.family != "qwen3_moe":
         return False
@@ -612,6 +644,39 @@ def mixtral_config(a, vocab_size):
     }
 
 
+GPT_OSS_YARN = {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                "original_max_position_embeddings": 256, "rope_type": "yarn", "truncate": False}
+
+
+def gpt_oss_config(a, vocab_size):
+    """openai/gpt-oss-20b's config.json, shrunk (without its MXFP4 quantization_config, as a
+    BF16 conversion stores it): eos 200002 and pad 199999 mapped to ids of the small vocab,
+    the original context 4096 to 256 and max_position_embeddings to factor x 256, the window
+    128 to 4."""
+    rs = a.rope_scaling or GPT_OSS_YARN
+    orig = rs.get("original_max_position_embeddings") or GPT_OSS_YARN[
+        "original_max_position_embeddings"]
+    max_pos = int(round((rs.get("factor") or 1.0) * orig))
+    kinds = ("sliding_attention", "full_attention")
+    return {
+        "architectures": ["GptOssForCausalLM"], "attention_bias": True,
+        "attention_dropout": 0.0, "eos_token_id": 2, "experts_per_token": a.experts_used,
+        "head_dim": a.head_dim, "hidden_act": "silu", "hidden_size": a.hidden,
+        "initial_context_length": orig, "initializer_range": 0.02,
+        "intermediate_size": a.intermediate,
+        "layer_types": [kinds[i % 2] for i in range(a.layers)],
+        "max_position_embeddings": max_pos, "model_type": "gpt_oss",
+        "num_attention_heads": a.heads, "num_experts_per_tok": a.experts_used,
+        "num_hidden_layers": a.layers, "num_key_value_heads": a.kv_heads,
+        "num_local_experts": a.experts, "output_router_logits": False, "pad_token_id": 0,
+        "rms_norm_eps": 1e-05, "rope_scaling": dict(GPT_OSS_YARN), "rope_theta": 150000,
+        "router_aux_loss_coef": 0.9, "sliding_window": a.sliding_window or 4,
+        "swiglu_limit": 7.0, "tie_word_embeddings": False,
+        "torch_dtype": TORCH_DTYPE[a.dtype], "transformers_version": "4.55.0.dev0",
+        "use_cache": True, "vocab_size": vocab_size,
+    }
+
+
 def gemma3_config(a, vocab_size):
     """gemma-3-1b-it's config.json, shrunk: no tie_word_embeddings field (tied is
     Gemma's default), an eos_token_id list, soft-capping null."""
@@ -636,13 +701,14 @@ def gemma3_config(a, vocab_size):
 
 
 FAMILIES = {"qwen2": qwen2_config, "qwen3": qwen3_config, "qwen3_moe": qwen3_moe_config,
-            "mixtral": mixtral_config, "gemma3": gemma3_config,
+            "mixtral": mixtral_config, "gpt_oss": gpt_oss_config, "gemma3": gemma3_config,
             "llama3": llama3_config, "llama3.1": llama31_config, "phi3": phi3_config,
             "phi3-128k": phi3_128k_config}
 FAMILY_TIED = {"llama3.1": False, "phi3": False, "phi3-128k": False,  # the others: tied
-               "qwen3_moe": False, "mixtral": False}
-MOE_FAMILIES = ("qwen3_moe", "mixtral")
+               "qwen3_moe": False, "mixtral": False, "gpt_oss": False}
+MOE_FAMILIES = ("qwen3_moe", "mixtral", "gpt_oss")
 ROUTER_SCALE = 2.0  # a router's weights ~ N(0, ROUTER_SCALE / sqrt(hidden)): see above
+SWIGLU_SCALE = 3.0  # gpt-oss's gate_up_proj ~ N(0, SWIGLU_SCALE / sqrt(hidden)): see above
 FUSED_FAMILIES = ("phi3", "phi3-128k")  # qkv_proj and gate_up_proj are one tensor each
 
 
@@ -658,11 +724,12 @@ def write_json(path, obj, compact=False):
 # --------------------------------------------------------------------------- weights
 
 def tensor_specs(a, vocab):
-    """(name, shape, kind) of every tensor in HF order; kind is embed, linear, router, norm
-    or bias."""
+    """(name, shape, kind) of every tensor in HF order; kind is embed, linear, router, norm,
+    norm0, bias, sink or swiglu."""
     hd = a.head_dim
     fused = a.family in FUSED_FAMILIES
-    qkv_bias = a.attn_bias or a.family == "qwen2"
+    gpt_oss = a.family == "gpt_oss"
+    qkv_bias = a.attn_bias or a.family in ("qwen2", "gpt_oss")
     qk_norm = a.family in ("qwen3", "qwen3_moe", "gemma3")
     gemma = a.family == "gemma3"
     norm = "norm0" if gemma else "norm"  # Gemma's norms are w in (1 + w)
@@ -688,8 +755,10 @@ def tensor_specs(a, vocab):
                 (p + "self_attn.k_proj.bias", (a.kv_heads * hd,), "bias"),
                 (p + "self_attn.v_proj.bias", (a.kv_heads * hd,), "bias"),
             ]
-        if a.attn_bias:
+        if a.attn_bias or gpt_oss:
             specs.append((p + "self_attn.o_proj.bias", (a.hidden,), "bias"))
+        if gpt_oss:  # one learnt logit per query head, joining its softmax
+            specs.append((p + "self_attn.sinks", (a.heads,), "sink"))
         if qk_norm:
             specs += [
                 (p + "self_attn.q_norm.weight", (hd,), norm),
@@ -720,8 +789,17 @@ def tensor_specs(a, vocab):
 
 def moe_specs(a, p):
     """A sparse layer's router and experts, after the layer prefix p: Qwen3-MoE's
-    mlp.gate and mlp.experts.E.{gate,up,down}_proj, or Mixtral's block_sparse_moe.gate and
-    block_sparse_moe.experts.E.{w1,w2,w3} (gate, down, up)."""
+    mlp.gate and mlp.experts.E.{gate,up,down}_proj, Mixtral's block_sparse_moe.gate and
+    block_sparse_moe.experts.E.{w1,w2,w3} (gate, down, up), or gpt-oss's biased router and
+    stacked [experts, in, out] matrices with their biases."""
+    if a.family == "gpt_oss":
+        e, h, i = a.experts, a.hidden, a.intermediate
+        return [(p + "mlp.router.weight", (e, h), "router"),
+                (p + "mlp.router.bias", (e,), "bias"),
+                (p + "mlp.experts.gate_up_proj", (e, h, 2 * i), "swiglu"),
+                (p + "mlp.experts.gate_up_proj_bias", (e, 2 * i), "bias"),
+                (p + "mlp.experts.down_proj", (e, i, h), "linear"),
+                (p + "mlp.experts.down_proj_bias", (e, h), "bias")]
     if a.family == "mixtral":
         block, width = p + "block_sparse_moe.", a.intermediate
         names = (("w1", "in"), ("w2", "out"), ("w3", "in"))
@@ -743,6 +821,8 @@ def draw_tensor(rng, shape, kind):
         x *= np.float32(1.0 / np.sqrt(shape[1]))
     elif kind == "router":
         x *= np.float32(ROUTER_SCALE / np.sqrt(shape[1]))
+    elif kind == "swiglu":
+        x *= np.float32(SWIGLU_SCALE / np.sqrt(shape[1]))
     elif kind == "norm":
         x *= np.float32(0.1)
         x += np.float32(1.0)
