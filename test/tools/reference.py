@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent float64 numpy forward of a HuggingFace Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Gemma-3 or Phi-3 checkpoint.
+"""Independent float64 numpy forward of a HuggingFace Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, gpt-oss, Gemma-3 or Phi-3 checkpoint.
 
     reference.py MODEL_DIR --prompt-ids "1 5 9" [--logits] [--greedy N] [--router-margins]
 
@@ -34,11 +34,32 @@ The families' differences, from their HF definitions (config.json's model_type):
                  weights renormalised when norm_topk_prob (HF's default: false)
     mixtral      Llama's attention, every layer's MLP a mixture of experts, its weights
                  always renormalised (w1 the gate, w3 the up, w2 the down projection)
+    gpt_oss      (HF's GptOssForCausalLM) explicit head_dim; q, k, v and o biases; per-layer
+                 windows from layer_types; YaRN (below); attention SINKS: each query head h
+                 has a learnt logit s_h (self_attn.sinks) that joins its softmax's
+                 denominator: the masked scores q k^T / sqrt(head_dim) of a row and s_h are
+                 softmaxed together and s_h's column dropped, so the row's weights sum to
+                 less than 1; every layer's MLP gpt-oss's mixture of experts (below)
 
 A mixture-of-experts MLP (HF's Qwen3MoeSparseMoeBlock and MixtralSparseMoeBlock), per token h:
     p = softmax(h router^T) over all experts; the k (num_experts_per_tok) largest p chosen,
     the lower expert index first among equal ones; w = their p (divided by their sum when
     renormalised);  out = sum over chosen e of w_e * (silu(h Wg_e^T) * h Wu_e^T) Wd_e^T
+
+gpt-oss's (HF's GptOssTopKRouter and GptOssExperts), per token h, with the experts' matrices
+stored [in, out] (gate_up_proj [n, hidden, 2 I], down_proj [n, I, hidden]):
+    l = h router^T + router_bias; the k largest l chosen (the lower index first among equal
+    ones); w = softmax over those k logits alone;
+    gu = h gate_up_proj[e] + gate_up_proj_bias[e];  gate = gu[0::2], up = gu[1::2]
+    (interleaved);  gate = min(gate, L);  up = clamp(up, -L, L)  (L = swiglu_limit, 7);
+    y = (up + 1) * gate * sigmoid(1.702 gate);  out = sum over chosen e of
+    w_e * (y down_proj[e] + down_proj_bias[e])
+
+YaRN's correction range [low, high] (the dimensions between interpolated and original
+frequencies) is floored and ceiled to whole dimensions, as transformers does unless
+rope_scaling's truncate is false; gpt-oss's is, and then the fractional bounds are used
+(yarn_rope here; rope_ref.py has the truncated form).  The attention factor multiplies cos
+and sin, so scores grow by its square.
 
 --logits prints one line per prompt position: vocab_size numbers in "%.17g".
 --greedy N appends N argmax tokens (never stopping at EOS) and prints the generated ids
@@ -48,6 +69,8 @@ position the run computed, "router layer L pos P margin M logit-gap G experts E1
 M is the k-th largest routing probability minus the (k+1)-th, G the difference of their
 router logits (log of their ratio), the experts the chosen ones in order; then the
 summaries "router min margin M layer L pos P" and "router min logit-gap G layer L pos P".
+gpt-oss chooses by logit and softmaxes only the chosen: its M is taken on the softmax over
+all experts, and G is what decides.
 A margin under about 1e-3 means a float32 engine could rightly choose other experts there;
 G is the stricter measure (float32 router logits err by about 1e-6 of their size, and
 two small probabilities can be close in M yet far apart in G).  With k equal to the
@@ -64,6 +87,7 @@ does at that length.
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -129,6 +153,9 @@ class Model:
         self.eps = cfg["rms_norm_eps"]
         # per layer: (RoPE index into self.ropes, window or None), from rope_ref.py
         self.ropes, self.positions = rope_ref.layer_positions(cfg, self.head_dim)
+        rs = cfg.get("rope_scaling") or {}
+        if rs and rope_ref.scaling_type(rs) == "yarn" and rs.get("truncate", True) is False:
+            self.ropes[0] = yarn_rope(cfg, self.head_dim)
         family = cfg.get("model_type", "llama")
         gemma = family == "gemma3_text"
         for cap in ("final_logit_softcapping", "attn_logit_softcapping"):
@@ -145,6 +172,8 @@ class Model:
         self.w = load_weights(model_dir)
         self.split_fused(cfg)
         self.experts = moe_layers(cfg, self.w)
+        self.sinks = [self.w["model.layers.%d.self_attn.sinks" % i] if family == "gpt_oss"
+                      else None for i in range(self.n_layers)]
         self.embed_scale = 1.0
         if gemma:
             self.embed_scale = np.sqrt(cfg["hidden_size"])
@@ -199,10 +228,26 @@ class Experts:
         self.k, self.renorm = k, renorm
 
 
+class GptOssExperts:
+    """One gpt-oss layer's router [n, hidden] and bias [n], and its n experts stacked as
+    stored: gate_up [n, hidden, 2 I] (gate and up interleaved), gate_up_bias [n, 2 I],
+    down [n, I, hidden], down_bias [n, hidden]; k chosen per token; the SwiGLU's limit and
+    sigmoid gain."""
+
+    def __init__(self, router, router_bias, gate_up, gate_up_bias, down, down_bias, k,
+                 limit=7.0, alpha=1.702):
+        self.router, self.router_bias = router, router_bias
+        self.gate_up, self.gate_up_bias = gate_up, gate_up_bias
+        self.down, self.down_bias = down, down_bias
+        self.k, self.limit, self.alpha = k, limit, alpha
+
+
 def moe_layers(cfg, w):
     """Per layer: its Experts, or None for a dense MLP (config.json's model_type decides)."""
     family = cfg.get("model_type")
     n_layers = cfg["num_hidden_layers"]
+    if family == "gpt_oss":
+        return gpt_oss_layers(cfg, w)
     if family == "mixtral":
         n, block, renorm = cfg["num_local_experts"], "block_sparse_moe", True
         names = ("w1", "w3", "w2")  # gate, up, down
@@ -225,6 +270,57 @@ def moe_layers(cfg, w):
         mats = [[w["%sexperts.%d.%s.weight" % (p, e, m)] for e in range(n)] for m in names]
         out.append(Experts(w[p + "gate.weight"], *mats, cfg["num_experts_per_tok"], renorm))
     return out
+
+
+def gpt_oss_layers(cfg, w):
+    """Every gpt-oss layer's GptOssExperts.  config.json names k twice (num_experts_per_tok,
+    and experts_per_token from OpenAI's own format): they must agree."""
+    k = cfg.get("num_experts_per_tok", cfg.get("experts_per_token"))
+    if cfg.get("experts_per_token", k) != k:
+        raise SystemExit("reference.py: num_experts_per_tok %s and experts_per_token %s differ"
+                         % (k, cfg["experts_per_token"]))
+    limit, alpha = cfg.get("swiglu_limit", 7.0), cfg.get("swiglu_alpha", 1.702)
+    out = []
+    for i in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d.mlp." % i
+        out.append(GptOssExperts(
+            w[p + "router.weight"], w[p + "router.bias"], w[p + "experts.gate_up_proj"],
+            w[p + "experts.gate_up_proj_bias"], w[p + "experts.down_proj"],
+            w[p + "experts.down_proj_bias"], k, limit, alpha))
+    return out
+
+
+def yarn_rope(cfg, d):
+    """YaRN as transformers' _compute_yarn_parameters computes it, truncate included: the
+    correction range's bounds are floored and ceiled only when rope_scaling's truncate is
+    true (its default).  A rope_ref.Rope."""
+    rs = cfg["rope_scaling"]
+    theta = cfg.get("rope_theta", 10000.0)
+    orig = rs.get("original_max_position_embeddings") or cfg["max_position_embeddings"]
+    factor = rs.get("factor") or cfg["max_position_embeddings"] / orig
+    beta_fast, beta_slow = rs.get("beta_fast") or 32, rs.get("beta_slow") or 1
+
+    def dim_of(rotations):  # the dimension whose wavelength fits `rotations` times in orig
+        return d * math.log(orig / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = dim_of(beta_fast), dim_of(beta_slow)
+    if rs.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, d - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(d // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
+    inv = rope_ref.base_inv(theta, d)
+    inv = (inv / factor) * ramp + inv * (1.0 - ramp)
+
+    def mscale(scale, m=1.0):
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    attn = rs.get("attention_factor")
+    if attn is None:
+        ms, ms_all = rs.get("mscale"), rs.get("mscale_all_dim")
+        attn = mscale(factor, ms) / mscale(factor, ms_all) if ms and ms_all else mscale(factor)
+    return rope_ref.Rope(inv, attn=attn)
 
 
 # --------------------------------------------------------------------------- forward
@@ -279,8 +375,50 @@ def route(ex, h):
     return chosen, weights, margins, gaps
 
 
+def route_gpt_oss(ex, h):
+    """route() for gpt-oss: the k largest of the biased router logits chosen (the lower
+    index first among equal ones), weighted by the softmax over those k logits; the margin
+    is taken on the softmax over all experts, the gap on the logits."""
+    logits = h @ ex.router.T + ex.router_bias
+    order = np.argsort(-logits, axis=-1, kind="stable")
+    chosen = order[:, :ex.k]
+    top = np.take_along_axis(logits, chosen, axis=-1)
+    weights = np.exp(top - top.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    margins = gaps = np.full(h.shape[0], np.inf)
+    if ex.k < logits.shape[-1]:
+        prob = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        prob /= prob.sum(axis=-1, keepdims=True)
+        pair = order[:, ex.k - 1:ex.k + 1]
+        ranked = np.take_along_axis(prob, pair, axis=-1)
+        margins = ranked[:, 0] - ranked[:, 1]
+        ranked = np.take_along_axis(logits, pair, axis=-1)
+        gaps = ranked[:, 0] - ranked[:, 1]
+    return chosen, weights, margins, gaps
+
+
+def gpt_oss_expert(ex, e, x):
+    """Expert e of gpt-oss on one row x [hidden]: the clamped SwiGLU of its interleaved
+    gate and up columns, then its down projection, biases included."""
+    gate_up = x @ ex.gate_up[e] + ex.gate_up_bias[e]
+    gate, up = gate_up[0::2], gate_up[1::2]
+    gate = np.minimum(gate, ex.limit)
+    up = np.clip(up, -ex.limit, ex.limit)
+    glu = gate / (1.0 + np.exp(-ex.alpha * gate))
+    return ((up + 1.0) * glu) @ ex.down[e] + ex.down_bias[e]
+
+
 def moe_mlp(ex, h, act, layer, pos):
     """The mixture-of-experts MLP of rows h at positions pos (logged in ROUTER_LOG)."""
+    if isinstance(ex, GptOssExperts):
+        chosen, weights, margins, gaps = route_gpt_oss(ex, h)
+        out = np.zeros_like(h)
+        for t in range(h.shape[0]):
+            ROUTER_LOG.append((layer, int(pos[t]), margins[t], gaps[t],
+                               [int(e) for e in chosen[t]]))
+            for e, wt in zip(chosen[t], weights[t]):
+                out[t] += wt * gpt_oss_expert(ex, e, h[t])
+        return out
     chosen, weights, margins, gaps = route(ex, h)
     out = np.zeros_like(h)
     for t in range(h.shape[0]):
@@ -310,17 +448,33 @@ def attention(m, i, h, pos, cache, long_):
     ks, vs, kpos = np.concatenate([ks, k], 1), np.concatenate([vs, v], 1), np.append(kpos, pos)
     cache[i] = (ks, vs, kpos)
 
-    group = m.n_heads // m.n_kv_heads
+    out = attend(q, ks, vs, pos, kpos, window, m.scale, m.sinks[i])
+    return m.linear(i, "self_attn.o_proj", out)
+
+
+def attend(q, ks, vs, pos, kpos, window, scale, sinks=None):
+    """Causal softmax attention of queries q [heads, T, d] at positions pos over keys and
+    values [kv_heads, S, d] at positions kpos (query head j reads kv head j // (heads /
+    kv_heads)), within the window when one is given; with sinks [heads], head j's logit
+    sinks[j] joins each of its rows' softmax as one more column, dropped afterwards.
+    Returns [T, heads * d]."""
+    group = q.shape[0] // ks.shape[0]
     ks, vs = np.repeat(ks, group, axis=0), np.repeat(vs, group, axis=0)  # head j -> kv j // group
-    scores = q @ ks.transpose(0, 2, 1) * m.scale                       # [heads, T, S]
+    scores = q @ ks.transpose(0, 2, 1) * scale                         # [heads, T, S]
     allowed = kpos[None, :] <= pos[:, None]
     if window is not None:
         allowed &= kpos[None, :] > pos[:, None] - window
     scores = np.where(allowed, scores, -np.inf)
-    p = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    p /= p.sum(axis=-1, keepdims=True)
-    out = (p @ vs).transpose(1, 0, 2).reshape(h.shape[0], m.n_heads * m.head_dim)
-    return m.linear(i, "self_attn.o_proj", out)
+    if sinks is None:
+        p = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+    else:
+        sink = np.broadcast_to(np.asarray(sinks, dtype=np.float64)[:, None, None],
+                               scores.shape[:2] + (1,))
+        both = np.concatenate([scores, sink], axis=-1)                 # [heads, T, S + 1]
+        p = np.exp(both - both.max(axis=-1, keepdims=True))
+        p = (p / p.sum(axis=-1, keepdims=True))[..., :-1]               # the sink's column dropped
+    return (p @ vs).transpose(1, 0, 2).reshape(q.shape[1], q.shape[0] * q.shape[2])
 
 
 def takes_long(m, seq_len):
