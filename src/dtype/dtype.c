@@ -94,6 +94,10 @@ static const cbllm_dtype_traits dtype_table[CBLLM_DTYPE_COUNT] = {
 		.name = "Q6_K", .ggml_type = 14, .block_elems = CBLLM_QK_K, .block_bytes = CBLLM_Q6_K_BYTES,
 		.to_f32 = cbllm_q6_k_to_f32, .from_f32 = cbllm_q6_k_from_f32,
 	},
+	[CBLLM_MXFP4] = {
+		.name = "MXFP4", .ggml_type = 39, .block_elems = CBLLM_QK, .block_bytes = CBLLM_MXFP4_BYTES,
+		.to_f32 = cbllm_mxfp4_to_f32, .from_f32 = cbllm_mxfp4_from_f32,
+	},
 };
 
 /* What a value that is no type answers with. */

@@ -14,7 +14,9 @@
  * Types are stored in blocks: block_elems elements in block_bytes bytes
  * (one element per block for the float types; a block-quantized type packs
  * 32 or 256 weights with their scales).  A row of a matrix is a whole number
- * of blocks.
+ * of blocks.  Block sizes are even but for MXFP4's 17 bytes, so a row or a
+ * block may start at any byte: whatever reads a block reads it byte by
+ * byte.
  *
  * Adding a type (a GGUF IQ4_XS, say) is one enum value before
  * CBLLM_DTYPE_COUNT and one row in dtype.c giving:
@@ -25,7 +27,7 @@
  *                GGUF-only type
  *   ggml_type    its id in the ggml/GGUF type enumeration, -1 if none
  *   block_elems  elements per block (32 for Q8_0, 256 for the K-quants)
- *   block_bytes  bytes per block, scales included (34 for Q8_0)
+ *   block_bytes  bytes per block, scales included (34 for Q8_0, 17 for MXFP4)
  *   to_f32       the reference conversion of whole blocks to f32
  *   from_f32     its block quantizer (quantize.c), or NULL
  * and then a row in each backend's table that runs it (each table's header
@@ -59,6 +61,8 @@ typedef enum cbllm_dtype
 	CBLLM_Q4_K = 10,
 	CBLLM_Q5_K = 11,
 	CBLLM_Q6_K = 12,
+	CBLLM_MXFP4 = 13,			/* 4-bit floats under a power of two a block of 32
+								 * (gpt-oss's experts): dtype_quant.c */
 	CBLLM_DTYPE_COUNT			/* not a type: the number of types */
 } cbllm_dtype;
 
@@ -74,8 +78,9 @@ typedef struct cbllm_dtype_traits
 	void		(*to_f32) (const void *src, float *dst, int64_t n);
 	/*
 	 * one block: dst (block_bytes) = the block_elems finite values at src
-	 * quantized; false when the block's scales would overflow f16.  NULL when
-	 * the type has no quantizer (quantize.h; cbllm_quantize_row checks).
+	 * quantized; false when the block's scales would overflow f16 (never for
+	 * MXFP4, whose exponent spans f32's range).  NULL when the type has no
+	 * quantizer (quantize.h; cbllm_quantize_row checks).
 	 */
 	bool		(*from_f32) (const float *src, void *dst);
 } cbllm_dtype_traits;

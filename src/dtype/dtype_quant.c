@@ -20,6 +20,19 @@
  * then exact too (at most 7 + 11 significant bits, and far from f32's
  * subnormals), so the only rounding is the sum with m in the _1 types, and
  * a compiler that fuses q * d + m into one multiply-add gives the same bits.
+ *
+ * MXFP4 (ggml's type 39; gpt-oss stores its experts so) has no f16 at all:
+ *
+ *   MXFP4 17     e:u8, qs:u8[16]                         K[q] * 2^(e - 128)
+ *
+ * e is an E8M0 exponent (a power of two, no sign, no mantissa) and each
+ * nibble q an E2M1 code, in the same two halves as Q4_0's.  K
+ * (cbllm_mxfp4_values) holds twice each code's value, so the block's factor
+ * is half of 2^(e - 127): cbllm_mxfp4_scale builds it exactly, subnormal for
+ * e < 2.  K[q] has at most two significant bits and the factor is a power
+ * of two at least 2^-128, so the product is exact too, subnormal or not; K
+ * is an integer, so codes 0 and 8 both give +0.
+ *
  * test/tools/quant.py computes the same values in numpy.
  */
 #include "dtype/dtype_quant.h"
@@ -121,4 +134,24 @@ void
 cbllm_q5_1_to_f32(const void *src, float *dst, int64_t n)
 {
 	NibblesToF32(src, dst, n, &q5_1_layout);
+}
+
+const int8_t cbllm_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* MXFP4: each nibble's doubled E2M1 value times half the block's power of two. */
+void
+cbllm_mxfp4_to_f32(const void *src, float *dst, int64_t n)
+{
+	const uint8_t *b = src;
+
+	for (int64_t i = 0; i < n / CBLLM_QK; i++, b += CBLLM_MXFP4_BYTES, dst += CBLLM_QK)
+	{
+		float		d = cbllm_mxfp4_scale(b[0]);
+
+		for (int j = 0; j < CBLLM_QK / 2; j++)
+		{
+			dst[j] = (float) cbllm_mxfp4_values[b[1 + j] & 0x0f] * d;
+			dst[j + 16] = (float) cbllm_mxfp4_values[b[1 + j] >> 4] * d;
+		}
+	}
 }

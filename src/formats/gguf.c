@@ -53,6 +53,7 @@ static const gguf_type_info TYPES[] = {
 	{.id = 14, .name = "Q6_K", .block_size = 256, .type_size = 210},
 	{.id = 15, .name = "Q8_K", .block_size = 256, .type_size = 292},
 	{.id = 30, .name = "BF16", .block_size = 1, .type_size = 2},
+	{.id = 39, .name = "MXFP4", .block_size = 32, .type_size = 17},
 };
 
 static const char *const VTYPE_NAMES[GGUF_N_VTYPES] = {

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""GGUF block quantization in numpy, from the format's definition: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K-Q6_K.
+"""GGUF block quantization in numpy, from the format's definition: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K-Q6_K, MXFP4.
 
     quant.py --out DIR [--seed N] [--blocks N]
     import quant; quant.quantize("Q4_K", x) -> bytes; quant.dequantize("Q4_K", raw) -> float32
@@ -45,6 +45,18 @@ largest scale code (the signed largest over the most negative code in Q3_K and Q
 rounded to f16, each sub-block's scale code is rint(scale / d) clipped to its range (the
 mins likewise with dmin), and each element takes the nearest code of its sub-block's
 final scale and offset.  Sums run element by element from the first.
+
+MXFP4 blocks (32 elements, 17 bytes: ggml's type 39, gpt-oss's experts):
+    e:u8 qs:u8[16]                             x = K[q] * 2^(e - 128)
+e is an exponent alone (E8M0); q is a 4-bit float (E2M1: sign, 2 exponent bits, 1 mantissa bit),
+nibbles placed as Q4_0's, and K[q] twice its value, so that K is integer: 0, 1, 2, 3, 4, 6, 8, 12
+for q = 0..7, the same negated for q = 8..15.  2^(e - 128) is exact for every e (subnormal for e < 2,
+and 2^127 for e = 255, no NaN), and so is each product.  Its quantizer (mx_quant) tries two exponents,
+k + 125 and k + 126 for 2^k <= amax < 2^(k + 1) (the first clips what lies beyond 12 times its
+factor, the second holds every value; k + 126 only up to 252, where 12 times the factor is still
+finite), gives each value its nearest code (ties to the smaller magnitude, zero magnitude as code 0)
+under each, and keeps the one of smaller sum of squared errors (the first on ties), those errors
+measured in units of the first factor; the exponent is at least 0, and 0 for an all-zero block.
 
 For the engine's quantizers (test_quantize) it also writes NAME.x, rows of 256 float32
 values (random ones of varied scale and shape, a zero row, constant rows, rows with one
@@ -172,6 +184,69 @@ def dequant(name, blk):
         q = unpack_nibbles(blk[8:24]) | unpack_high(blk[4:8])
     prod = q.astype(F32) * d  # rounded to f32 on its own
     return (prod + m).astype(F32)
+
+
+# MXFP4: twice the E2M1 value of each code, and the magnitudes halfway between consecutive codes 0..7
+MX_VALUES = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], dtype=np.int64)
+MX_MIDS = np.array([0.5, 1.5, 2.5, 3.5, 5.0, 7.0, 10.0], dtype=F32)
+MX_BYTES = 17
+
+
+def mx_factor(e):
+    """2^(e - 128) as float32, exactly, for exponent bytes e (any integer array)."""
+    return np.ldexp(np.ones(np.shape(e), dtype=np.float64), np.asarray(e, dtype=np.int64) - 128).astype(F32)
+
+
+def mx_dequant(blk):
+    """The float32 values (blocks, 32) of MXFP4 blocks blk (blocks, 17) uint8."""
+    q = np.concatenate([blk[:, 1:] & 0xF, blk[:, 1:] >> 4], axis=1).astype(np.int64)
+    return (MX_VALUES[q].astype(F32) * mx_factor(blk[:, 0])[:, None]).astype(F32)
+
+
+def mx_codes(w):
+    """The MXFP4 code nearest each float32 value w (in units of the factor): ties to the smaller magnitude."""
+    mag = np.searchsorted(MX_MIDS, np.abs(w), side="left")  # how many midpoints lie below |w|
+    return np.where((w < 0) & (mag > 0), mag | 8, mag).astype(np.int64)
+
+
+def mx_quant(x):
+    """MXFP4 blocks (blocks, 17) uint8 from float32 values x (blocks, 32)."""
+    amax = np.abs(x).max(axis=1)
+    _, k2 = np.frexp(amax)  # amax = m 2^k2, m in [0.5, 1)
+    e = np.where(amax > 0, np.maximum(k2.astype(np.int64) + 124, 0), 0)
+    v = (x / mx_factor(e)[:, None]).astype(F32)
+    qa, qb = mx_codes(v), mx_codes((v / F32(2)).astype(F32))
+    ra = (MX_VALUES[qa].astype(F32) - v).astype(F32)
+    rb = ((F32(2) * MX_VALUES[qb].astype(F32)) - v).astype(F32)
+    second = (e + 1 <= 252) & (osum(rb * rb) < osum(ra * ra))
+    q = np.where(second[:, None], qb, qa)
+    blk = np.zeros((x.shape[0], MX_BYTES), dtype=np.uint8)
+    blk[:, 0] = (e + second).astype(np.uint8)
+    blk[:, 1:] = pack_nibbles(q)
+    return blk
+
+
+def mx_data_rows(rng):
+    """k_data_rows' rows, then Gaussian rows of scales across f32's range (subnormal to 1e38, exactly max)."""
+    rows = [k_data_rows(64, rng, 3)]
+    for scale in (1e-44, 1e-41, 1e-39, 1e-30, 1e20, 1e37, 1e38):
+        rows.append((rng.standard_normal((2, QK_K)) * scale).astype(F32))
+    top = rng.standard_normal(QK_K).astype(F32)
+    top[::32] = np.finfo(F32).max
+    rows.append(top[None, :])
+    return np.concatenate(rows).astype(F32)
+
+
+def mx_edge_blocks(rng):
+    """Every exponent byte 0..255 with byte fills of the codes, then raw random blocks."""
+    out = []
+    for e in range(256):
+        for fill in (0x00, 0x88, 0xFF, 0x77, 0x0F, 0xF0, 0x19, 0x2A, 0x3B, 0x4C, 0x5D, 0x6E):
+            out.append(bytes([e]) + bytes([fill]) * 16)
+        out.append(bytes([e]) + rng.integers(0, 256, 16, dtype=np.uint8).tobytes())
+    for _ in range(2000):
+        out.append(rng.integers(0, 256, MX_BYTES, dtype=np.uint8).tobytes())
+    return out
 
 
 TYPES = {
@@ -489,6 +564,8 @@ def quantize(name, x):
     with np.errstate(over="ignore"):
         if name in KTYPES:
             raw = k_quant(name, x.reshape(-1, QK_K)).tobytes()
+        elif name == "MXFP4":
+            raw = mx_quant(x.reshape(-1, QK)).tobytes()
         else:
             raw = TYPES[name][1](x.reshape(-1, QK)).tobytes()
     if not np.all(np.isfinite(dequantize(name, raw))):
@@ -501,6 +578,8 @@ def dequantize(name, raw):
     blk = np.frombuffer(raw, dtype=np.uint8)
     if name in KTYPES:
         return k_dequant(name, blk.reshape(-1, KTYPES[name][0])).reshape(-1)
+    if name == "MXFP4":
+        return mx_dequant(blk.reshape(-1, MX_BYTES)).reshape(-1)
     nbytes = TYPES[name][0]
     return np.concatenate([dequant(name, blk[i:i + nbytes].tobytes()) for i in range(0, len(blk), nbytes)])
 
@@ -517,7 +596,7 @@ def check_rms(name, rng):
 # the relative RMS error each type may leave on Gaussian rows: test_quantize.c's quality_rows bounds,
 # about 10% above what it measures (its comment gives the figures)
 RMS_BOUND = {"Q8_0": 0.0053, "Q4_0": 0.089, "Q4_1": 0.0765, "Q5_0": 0.044, "Q5_1": 0.0367,
-             "Q2_K": 0.296, "Q3_K": 0.158, "Q4_K": 0.078, "Q5_K": 0.039, "Q6_K": 0.0186}
+             "Q2_K": 0.296, "Q3_K": 0.158, "Q4_K": 0.078, "Q5_K": 0.039, "Q6_K": 0.0186, "MXFP4": 0.123}
 
 
 def main():
@@ -554,6 +633,20 @@ def main():
             f.write(blocks.tobytes())
         with open(os.path.join(a.out, name + ".f32"), "wb") as f:
             f.write(k_dequant(name, blocks).astype("<f4").tobytes())
+    # MXFP4 last, so that the other types' data stay as they were
+    check_rms("MXFP4", rng)
+    blocks = np.concatenate([np.frombuffer(b"".join(mx_edge_blocks(rng)), dtype=np.uint8).reshape(-1, MX_BYTES),
+                             mx_quant(np.stack([random_values(i, QK, rng, 30) for i in range(a.blocks)]))])
+    with open(os.path.join(a.out, "MXFP4.blocks"), "wb") as f:
+        f.write(blocks.tobytes())
+    with np.errstate(over="ignore"):
+        with open(os.path.join(a.out, "MXFP4.f32"), "wb") as f:
+            f.write(mx_dequant(blocks).astype("<f4").tobytes())
+    x = mx_data_rows(rng)
+    with open(os.path.join(a.out, "MXFP4.x"), "wb") as f:
+        f.write(x.astype("<f4").tobytes())
+    with open(os.path.join(a.out, "MXFP4.xq"), "wb") as f:
+        f.write(quantize("MXFP4", x))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 /*
  * quant_rows.h: rows of the GGUF block types for the kernel tests: random
  * bytes (every code and scale pattern a block can hold) with finite f16
- * scales, or Gaussian rows through the engine's quantizers.
+ * scales (MXFP4: exponents of moderate factors), or Gaussian rows through
+ * the engine's quantizers.
  */
 #ifndef CBLLM_TEST_QUANT_ROWS_H
 #define CBLLM_TEST_QUANT_ROWS_H
@@ -30,7 +31,7 @@ quant_rows_gauss(cbllm_rng *r)
 	return sqrt(-2.0 * log(u > 1e-300 ? u : 1e-300)) * cos(6.283185307179586 * v);
 }
 
-/* The byte offsets of the f16 fields (scales, offsets) in a block of dt; the count. */
+/* The byte offsets of the f16 fields (scales, offsets) in a block of dt; the count (MXFP4: none). */
 static inline int
 quant_rows_f16_fields(cbllm_dtype dt, int off[2])
 {
@@ -44,7 +45,7 @@ quant_rows_f16_fields(cbllm_dtype dt, int off[2])
 	}
 	off[0] = 0;
 	off[1] = 2;
-	return dt == CBLLM_Q4_1 || dt == CBLLM_Q5_1 ? 2 : 1;
+	return dt == CBLLM_MXFP4 ? 0 : dt == CBLLM_Q4_1 || dt == CBLLM_Q5_1 ? 2 : 1;
 }
 
 /* rows x cols of dt (malloc'd): random bytes with finite f16 scales, or quantized Gaussian rows. */
@@ -75,6 +76,9 @@ quant_rows_make(cbllm_dtype dt, int rows, int64_t cols, bool random_bytes, cbllm
 
 					memcpy(wr + b * t->block_bytes + off[f], &h, 2);
 				}
+			/* MXFP4's exponent byte: factors 2^-12 .. 2^11, so that no product overflows or is subnormal */
+			for (int64_t b = 0; b < cols / t->block_elems && dt == CBLLM_MXFP4; b++)
+				wr[b * t->block_bytes] = (uint8_t) (116 + rng_next(r) % 24);
 			continue;
 		}
 		for (int64_t k = 0; k < cols; k++)

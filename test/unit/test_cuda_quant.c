@@ -305,7 +305,7 @@ main(void)
 			TestType((cbllm_dtype) d, false, blas, &r);
 			n_types++;
 		}
-	TAP_OK(n_types == 10, "the ten GGUF block types run on the GPU (%d have a CBLLM_CUDA_QUANT row)",
+	TAP_OK(n_types == 11, "the eleven GGUF block types run on the GPU (%d have a CBLLM_CUDA_QUANT row)",
 		   n_types);
 	TestRefusals(blas);
 	cuda_blas_destroy(blas);

@@ -2,7 +2,8 @@
  * test_dtype_quant.c: the GGUF block-quantized rows of the weight-type table
  * (src/dtype/dtype.h, src/dtype/dtype_quant.c).
  *
- * The 32-element types (dtype_quant.c) and the 256-element K-quants
+ * The 32-element types (dtype_quant.c; MXFP4's blocks carry an exponent
+ * byte instead of an f16 scale) and the 256-element K-quants
  * (dtype_kquant.c).  Their traits (sizes, ggml ids, names that safetensors never finds, no
  * backend running them), hand-built blocks whose values are worked out here
  * from the format, and then bit-exact agreement with an independent numpy
@@ -13,6 +14,7 @@
  *
  *   test_dtype_quant DIR     DIR as quant.py --out DIR wrote it
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include "backend/cpu/cpu_dtype_traits.h"
 #include "backend/cuda/cuda_dtype_traits.h"
 #include "dtype/dtype.h"
+#include "dtype/dtype_quant.h"
 #include "tap.h"
 
 /* What each quantized row must say, from the GGUF/ggml format. */
@@ -32,7 +35,7 @@ static const struct
 	int			elems;			/* elements per block */
 	size_t		bytes;
 	int			ggml;
-	int			d_off;			/* byte of the block's f16 scale d */
+	int			d_off;			/* byte of the block's f16 scale d; -1: an exponent byte at 0 (MXFP4) */
 	int			m_off;			/* byte of its f16 offset m (dmin in the K-quants); -1 if none */
 }			quant_rows[] = {
 	{CBLLM_Q8_0, "Q8_0", 32, 34, 8, 0, -1},
@@ -45,6 +48,7 @@ static const struct
 	{CBLLM_Q4_K, "Q4_K", 256, 144, 12, 0, 2},
 	{CBLLM_Q5_K, "Q5_K", 256, 176, 13, 0, 2},
 	{CBLLM_Q6_K, "Q6_K", 256, 210, 14, 208, -1},
+	{CBLLM_MXFP4, "MXFP4", 32, 17, 39, -1, -1},
 };
 
 #define N_QUANT ((int) (sizeof(quant_rows) / sizeof(quant_rows[0])))
@@ -66,8 +70,8 @@ TestRows(void)
 	const int	ggml_ids[][2] = {
 		{0, CBLLM_F32}, {1, CBLLM_F16}, {2, CBLLM_Q4_0}, {3, CBLLM_Q4_1}, {6, CBLLM_Q5_0},
 		{7, CBLLM_Q5_1}, {8, CBLLM_Q8_0}, {10, CBLLM_Q2_K}, {11, CBLLM_Q3_K}, {12, CBLLM_Q4_K},
-		{13, CBLLM_Q5_K}, {14, CBLLM_Q6_K}, {30, CBLLM_BF16}};
-	const int	no_ids[] = {-1, 4, 5, 9, 15, 16, 29, 31, 1000};
+		{13, CBLLM_Q5_K}, {14, CBLLM_Q6_K}, {30, CBLLM_BF16}, {39, CBLLM_MXFP4}};
+	const int	no_ids[] = {-1, 4, 5, 9, 15, 16, 29, 31, 38, 40, 1000};
 	const backend_reg *cuda = backend_registry_find("cuda");
 	cbllm_dtype dt;
 	bool		ok = true;
@@ -109,11 +113,12 @@ TestRows(void)
 		ok = ok && cbllm_dtype_by_ggml(ggml_ids[i][0], &dt) && dt == (cbllm_dtype) ggml_ids[i][1] &&
 			cbllm_dtype_traits_of(dt)->ggml_type == ggml_ids[i][0];
 	}
-	TAP_OK(ok, "by_ggml: F32 0, F16 1, Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q2_K 10 .. Q6_K 14, BF16 30");
+	TAP_OK(ok, "by_ggml: F32 0, F16 1, Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q2_K 10 .. Q6_K 14, BF16 30, "
+		   "MXFP4 39");
 	ok = true;
 	for (int i = 0; i < (int) (sizeof(no_ids) / sizeof(no_ids[0])); i++)
 		ok = ok && !cbllm_dtype_by_ggml(no_ids[i], &dt);
-	TAP_OK(ok, "by_ggml: ids of types not in the table (Q4_2, Q8_1, Q8_K, IQ2_XXS, -1, 31) give none");
+	TAP_OK(ok, "by_ggml: ids of types not in the table (Q4_2, Q8_1, Q8_K, IQ2_XXS, -1, 31, 38, 40) give none");
 	TAP_OK(cbllm_dtype_traits_of((cbllm_dtype) CBLLM_DTYPE_COUNT)->ggml_type == -1,
 		   "a value that is no type has no ggml id");
 }
@@ -150,6 +155,19 @@ static const hand_case hand_cases[] = {
 	{CBLLM_Q5_1, {0x00, 0x3c, 0x00, 0x3c, 0x00, 0x00, 0x01, 0x00, 0x21},
 	 {0, 16, 1, 17}, {0x40000000, 0x41980000, 0x3f800000, 0x3f800000},
 	 "Q5_1, d 1, m 1, qh bit 16: byte 0x21 gives element 0 1 + 1 = 2 and 16 (2|16) + 1 = 19"},
+	{CBLLM_MXFP4, {0x80, 0x7f, 0x98},
+	 {0, 16, 1, 17}, {0xc1400000, 0x41400000, 0x00000000, 0xbf800000},
+	 "MXFP4, e 128 (factor 1): byte 1 0x7f gives element 0 code 15 = -12 and 16 code 7 = 12; byte 2 0x98 "
+	 "gives 1 code 8 = +0 and 17 code 9 = -1"},
+	{CBLLM_MXFP4, {0x00, 0x31, [16] = 0xd5},
+	 {0, 16, 15, 31}, {0x00200000, 0x00600000, 0x00c00000, 0x80c00000},
+	 "MXFP4, e 0 (factor 2^-128, subnormal): codes 1, 3, 5, 13 give 2^-128, 3 2^-128, 6 2^-128, -6 2^-128"},
+	{CBLLM_MXFP4, {0x01, 0x17, 0x0a},
+	 {0, 16, 1, 17}, {0x01c00000, 0x00400000, 0x80800000, 0x00000000},
+	 "MXFP4, e 1 (factor 2^-127, subnormal): codes 7, 1, 10, 0 give 1.5 2^-124 (normal), 2^-127, -2^-126, 0"},
+	{CBLLM_MXFP4, {0xff, 0x21, 0xa9},
+	 {0, 16, 1, 17}, {0x7f000000, 0x7f800000, 0xff000000, 0xff800000},
+	 "MXFP4, e 255 (no NaN: factor 2^127): codes 1, 2, 9, 10 give 2^127, +inf, -2^127, -inf"},
 };
 
 /* The hand-built blocks' elements, worked out from the format rather than by quant.py. */
@@ -278,6 +296,43 @@ HalfOf(const uint8_t *blocks, size_t bytes, int64_t i, int off)
 	return (uint16_t) (p[0] | p[1] << 8);
 }
 
+/* The f32 whose bits are u. */
+static float
+FromBits(uint32_t u)
+{
+	float		f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/*
+ * An exponent-byte type's blocks (MXFP4) hold every exponent 0..255, and its
+ * factor cbllm_mxfp4_scale is 2^(e - 128) exactly for each, by ldexpf and by
+ * the bits it must have (subnormal below e = 2).
+ */
+static void
+TestExponents(const char *name, const uint8_t *blocks, size_t bytes, int64_t n_blocks)
+{
+	bool		seen[256] = {false},
+				all = true,
+				exact = true;
+
+	for (int64_t i = 0; i < n_blocks; i++)
+		seen[blocks[(size_t) i * bytes]] = true;
+	for (int e = 0; e < 256; e++)
+	{
+		uint32_t	want = e >= 2 ? (uint32_t) (e - 1) << 23 : (uint32_t) 1 << (21 + e);
+
+		all = all && seen[e];
+		exact = exact && Bits(cbllm_mxfp4_scale((uint8_t) e)) == want &&
+			cbllm_mxfp4_scale((uint8_t) e) == ldexpf(1.0f, e - 128) && FromBits(want) == ldexpf(1.0f, e - 128);
+	}
+	TAP_OK(all, "%s: the blocks include every exponent byte 0..255", name);
+	TAP_OK(exact, "%s: exponent e gives the factor 2^(e - 128) exactly, 2^-128 and 2^-127 subnormal, "
+		   "e = 255 2^127", name);
+}
+
 /* One type's blocks from quant.py against its expected floats, bit for bit. */
 static void
 TestAgainstNumpy(const char *dir, int r)
@@ -314,7 +369,9 @@ TestAgainstNumpy(const char *dir, int r)
 		free(want);
 		return;
 	}
-	for (int64_t i = 0; i < n_blocks; i++)
+	if (quant_rows[r].d_off < 0)
+		TestExponents(name, blocks, bytes, n_blocks);
+	for (int64_t i = 0; i < n_blocks && quant_rows[r].d_off >= 0; i++)
 	{
 		uint16_t	d = HalfOf(blocks, bytes, i, quant_rows[r].d_off);
 
@@ -328,9 +385,10 @@ TestAgainstNumpy(const char *dir, int r)
 			sub_m += (m & 0x7c00) == 0 && (m & 0x03ff) != 0;
 		}
 	}
-	TAP_OK(zero > 0 && neg > 0 && sub > 0 && (quant_rows[r].m_off < 0 || sub_m > 0),
-		   "%s: the blocks include zero scales (%d), negative scales (%d), subnormal f16 scales (%d)%s",
-		   name, zero, neg, sub, quant_rows[r].m_off >= 0 ? " and subnormal offsets" : "");
+	if (quant_rows[r].d_off >= 0)
+		TAP_OK(zero > 0 && neg > 0 && sub > 0 && (quant_rows[r].m_off < 0 || sub_m > 0),
+			   "%s: the blocks include zero scales (%d), negative scales (%d), subnormal f16 scales (%d)%s",
+			   name, zero, neg, sub, quant_rows[r].m_off >= 0 ? " and subnormal offsets" : "");
 	got = malloc(sizeof(float) * (size_t) n);
 	cbllm_to_f32(quant_rows[r].dt, blocks, got, n);
 	diff = FirstDiff(got, want, n);

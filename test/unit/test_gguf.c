@@ -311,6 +311,9 @@ CheckTypeTable(void)
 		   q4_k->type_size == 144 && q6_k && q6_k->type_size == 210 && bf16 && bf16->type_size == 2 &&
 		   strcmp(q4_k->name, "Q4_K") == 0,
 		   "gguf_type: F32, Q4_0, Q8_0, Q4_K, Q6_K and BF16 have ggml's block and byte sizes");
+	TAP_OK(gguf_type(39) && gguf_type(39)->block_size == 32 && gguf_type(39)->type_size == 17 &&
+		   strcmp(gguf_type(39)->name, "MXFP4") == 0,
+		   "gguf_type: MXFP4 (39) is blocks of 32 in 17 bytes, an exponent byte and 16 of nibbles");
 	TAP_OK(gguf_type(4) == NULL && gguf_type(5) == NULL && gguf_type(16) == NULL && gguf_type(99) == NULL,
 		   "gguf_type: removed (4, 5) and unlisted ids are unknown");
 }

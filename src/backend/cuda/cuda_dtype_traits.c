@@ -18,6 +18,7 @@ static const cuda_dtype_traits cuda_dtype_table[CBLLM_DTYPE_COUNT] = {
 	[CBLLM_Q4_K] = {.path = CBLLM_CUDA_QUANT},
 	[CBLLM_Q5_K] = {.path = CBLLM_CUDA_QUANT},
 	[CBLLM_Q6_K] = {.path = CBLLM_CUDA_QUANT},
+	[CBLLM_MXFP4] = {.path = CBLLM_CUDA_QUANT},
 };
 
 /* What a value that is no type answers with. */

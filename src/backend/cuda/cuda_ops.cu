@@ -253,6 +253,7 @@ static const embed_type embed_types[] = {
 	{CBLLM_Q4_K, 256, EmbedQuantKernel<QBlockQ4_K>},
 	{CBLLM_Q5_K, 256, EmbedQuantKernel<QBlockQ5_K>},
 	{CBLLM_Q6_K, 256, EmbedQuantKernel<QBlockQ6_K>},
+	{CBLLM_MXFP4, 32, EmbedQuantKernel<QBlockMXFP4>},
 };
 
 extern "C" int

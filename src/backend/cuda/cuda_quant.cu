@@ -130,6 +130,7 @@ static const quant_type quant_types[] = {
 	QUANT_ROW(CBLLM_Q4_K, QBlockQ4_K),
 	QUANT_ROW(CBLLM_Q5_K, QBlockQ5_K),
 	QUANT_ROW(CBLLM_Q6_K, QBlockQ6_K),
+	QUANT_ROW(CBLLM_MXFP4, QBlockMXFP4),
 };
 
 /* *q = the row of dt; an error when dt is no block type or cols is not whole blocks of it. */

@@ -10,8 +10,10 @@
  * __fsub_rn: nvcc would otherwise fuse them into one multiply-add).
  * test_cuda_quant compares every type with cbllm_to_f32.
  *
- * Blocks start at even bytes (every block size is even), so the f16 fields
- * are read as aligned halves; any wider field is read byte by byte.
+ * The types with f16 fields have even block sizes, so their blocks start at
+ * even bytes and those fields are read as aligned halves; any wider field is
+ * read byte by byte.  MXFP4's blocks are 17 bytes, so they start at any
+ * byte: it has no field wider than a byte.
  */
 #ifndef CBLLM_QUANT_DEVICE_CUH
 #define CBLLM_QUANT_DEVICE_CUH
@@ -85,6 +87,40 @@ typedef QBlockNibbles<18, false, false, 8> QBlockQ4_0;
 typedef QBlockNibbles<20, true, false, 0> QBlockQ4_1;
 typedef QBlockNibbles<22, false, true, 16> QBlockQ5_0;
 typedef QBlockNibbles<24, true, true, 0> QBlockQ5_1;
+
+/*
+ * MXFP4: an exponent byte e, then 16 bytes of 4-bit E2M1 codes in Q4_0's two
+ * halves; x = K[q] * 2^(e - 128), K[q] twice the code's value (dtype_quant.h,
+ * cbllm_mxfp4_values).  The factor is built from its bits as
+ * cbllm_mxfp4_scale builds it (subnormal for e < 2), and K[q] times it is
+ * exact, so the product is the reference's.
+ */
+struct QBlockMXFP4
+{
+	static constexpr int QK = 32;
+	static constexpr int BYTES = 17;
+
+	/* K[q]: the magnitudes 0, 1, 2, 3, 4, 6, 8, 12 of codes 0..7 a byte each, negated for codes 8..15 */
+	__device__ static inline int Value(int q)
+	{
+		int			m = (int) ((0x0c08060403020100ull >> (8 * (q & 7))) & 0xff);
+
+		return q & 8 ? -m : m;
+	}
+	__device__ static inline void Decode8(const uint8_t *b, int g, float *v)
+	{
+		unsigned	e = b[0];
+		float		d = __uint_as_float(e >= 2 ? (e - 1) << 23 : 0x00200000u << e);
+
+		for (int i = 0; i < 8; i++)
+		{
+			int			j = 8 * g + i,
+						q = j < 16 ? b[1 + j] & 15 : b[1 + j - 16] >> 4;
+
+			v[i] = __fmul_rn((float) Value(q), d);
+		}
+	}
+};
 
 /*
  * The K-quants: 256 elements; sub-block s = e / SUB has scale sc and (affine
