@@ -179,9 +179,10 @@ GetTypeFields(const cJSON *root, const cJSON *rs, cbllm_model_config *cfg, cbllm
 				(rc = GetCount(rs, p, "original_max_position_embeddings", false, cfg->max_pos,
 							   &r->orig_max_pos, path, err)))
 				return rc;
-			if (truncate != NULL && !cJSON_IsTrue(truncate))
-				return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-								  "%s: rope_scaling.truncate false is not supported", path);
+			if (truncate != NULL && !cJSON_IsBool(truncate))
+				return cbllm_fail(err, CBLLM_ERR_FORMAT,
+								  "%s: rope_scaling.truncate must be true or false", path);
+			r->yarn_exact_range = cJSON_IsFalse(truncate);
 			break;
 		case ROPE_LONGROPE:
 			rc = GetLongrope(root, rs, cfg, r, path, err);

@@ -103,8 +103,14 @@ static double
 YarnFreqs(const cbllm_rope *r, int d, double *inv)
 {
 	double		L = r->orig_max_pos > 0 ? r->orig_max_pos : r->max_pos;
-	double		lo = floor(YarnCorrectionDim(r->beta_fast, d, r->theta, L)),
-				hi = ceil(YarnCorrectionDim(r->beta_slow, d, r->theta, L));
+	double		lo = YarnCorrectionDim(r->beta_fast, d, r->theta, L),
+				hi = YarnCorrectionDim(r->beta_slow, d, r->theta, L);
+
+	if (!r->yarn_exact_range)
+	{
+		lo = floor(lo);
+		hi = ceil(hi);
+	}
 
 	lo = lo < 0 ? 0 : lo;
 	hi = hi > d - 1 ? d - 1 : hi;

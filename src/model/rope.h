@@ -29,7 +29,7 @@
  *             own (as HF and vLLM read it now; a few HF releases replaced it by
  *             max_position_embeddings / original_max_position_embeddings, which
  *             turns Qwen2.5's YaRN configs into no scaling).  truncate false
- *             is refused.
+ *             (gpt-oss) keeps lo and hi as they are, not floored and ceiled.
  *   dynamic   dynamic NTK.  HF rescales theta by the current sequence length
  *             once it passes max_position_embeddings; under a KV cache that
  *             would change the rotation of keys already stored, so cbllm
@@ -102,6 +102,8 @@ typedef struct cbllm_rope
 	double		mscale;			/* yarn, 0 when absent */
 	double		mscale_all_dim; /* yarn, 0 when absent */
 	double		attention_factor;	/* yarn, longrope: 0 when absent (derived) */
+	bool		yarn_exact_range;	/* yarn: rope_scaling.truncate false (gpt-oss): the
+									 * correction range's bounds are not rounded out */
 	int			n_factors;		/* longrope: head_dim / 2 */
 	double		short_factor[ROPE_MAX_FACTORS]; /* longrope, (n_factors) */
 	double		long_factor[ROPE_MAX_FACTORS];	/* longrope, (n_factors) */

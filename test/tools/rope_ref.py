@@ -91,8 +91,14 @@ def yarn(theta, d, rs, max_pos):
     def dim_of(rotations):
         return d * math.log(orig / (rotations * 2 * math.pi)) / (2 * math.log(theta))
 
-    low = max(math.floor(dim_of(beta_fast)), 0)
-    high = min(math.ceil(dim_of(beta_slow)), d - 1)
+    # truncate (true when absent) rounds the correction range out to whole dimensions;
+    # gpt-oss's configs set it false and keep the fractional bounds
+    if rs.get("truncate", True):
+        low = max(math.floor(dim_of(beta_fast)), 0)
+        high = min(math.ceil(dim_of(beta_slow)), d - 1)
+    else:
+        low = max(dim_of(beta_fast), 0)
+        high = min(dim_of(beta_slow), d - 1)
     if low == high:
         high += 0.001
     ramp = np.clip((np.arange(d // 2, dtype=np.float64) - low) / (high - low), 0, 1)
@@ -216,6 +222,12 @@ CASES = {
                                              "original_max_position_embeddings": 4096}),
     "yarn-attention-factor": base_config(rope_scaling={"rope_type": "yarn", "factor": 8.0,
                                                        "attention_factor": 1.25}),
+    # gpt-oss-20b's rope_scaling: the correction range's bounds kept fractional
+    "yarn-no-truncate": base_config(rope_theta=150000.0, max_position_embeddings=131072,
+                                    rope_scaling={"rope_type": "yarn", "factor": 32.0,
+                                                  "beta_fast": 32.0, "beta_slow": 1.0,
+                                                  "original_max_position_embeddings": 4096,
+                                                  "truncate": False}),
     "dynamic": base_config(max_position_embeddings=2048,
                            rope_scaling={"type": "dynamic", "factor": 2.0}),
     "phi3-128k": base_config(hidden_size=192, rope_theta=10000.0, max_position_embeddings=131072,

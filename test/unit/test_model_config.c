@@ -162,7 +162,8 @@ TestRopeScaling(void)
 		{"rope_scaling without a type", ", \"rope_scaling\": {\"factor\": 2}", -1, 0, "rope_scaling.rope_type"},
 		{"rope_scaling linear without factor", ", \"rope_scaling\": {\"type\": \"linear\"}", -1, 0, "rope_scaling.factor"},
 		{"rope_scaling linear factor 0.5", ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 0.5}", -1, 0, "rope_scaling.factor"},
-		{"rope_scaling yarn truncate false", ", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 2, \"truncate\": false}", -1, 0, "rope_scaling.truncate"},
+		{"rope_scaling yarn truncate false (gpt-oss)", ", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 2, \"truncate\": false}", ROPE_YARN, 2, NULL},
+		{"rope_scaling yarn truncate a string", ", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 2, \"truncate\": \"no\"}", -1, 0, "rope_scaling.truncate"},
 		{"longrope with a short_factor list of the wrong length", ", \"original_max_position_embeddings\": 16,"
 		" \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1], \"long_factor\": [1, 2]}", -1, 0, "rope_scaling.short_factor"},
 		{"longrope without long_factor", ", \"original_max_position_embeddings\": 16,"
