@@ -41,6 +41,7 @@ for _name, _nbytes in [(n, t[0]) for n, t in quant.TYPES.items()] + \
         [(n, t[0]) for n, t in quant.KTYPES.items()]:
     GGML[{"Q8_0": 8, "Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q2_K": 10, "Q3_K": 11,
           "Q4_K": 12, "Q5_K": 13, "Q6_K": 14}[_name]] = (_name, 256 if _name.endswith("_K") else 32, _nbytes)
+GGML[39] = ("MXFP4", quant.QK, quant.MX_BYTES)
 
 SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q",
           11: "<q", 12: "<d"}

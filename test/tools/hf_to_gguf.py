@@ -2,7 +2,7 @@
 """Convert a small HF checkpoint (as gen_model.py makes them) to one GGUF file.
 
     hf_to_gguf.py MODEL_DIR OUT.gguf [--eot-id ID]
-                  [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k]
+                  [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k|mxfp4]
 
 Written from llama.cpp's conventions (its key names and what its converter does to each
 family), sharing no code with it:
@@ -36,8 +36,9 @@ family), sharing no code with it:
   - mixtral (general.architecture "llama", q and k permuted as llama's): w1, w3 and w2 are
     the gate, up and down experts, feed_forward_length the experts' width.
 Matrices are stored in --type (the embeddings and the experts too: every row of every
-expert quantized alone, rows along the innermost dimension); norms, biases, factors and the
-routers stay F32, as llama.cpp keeps ffn_gate_inp.
+expert quantized alone, rows along the innermost dimension; mxfp4 is every matrix as
+gpt-oss's experts are, 32-element blocks of 4-bit floats under a shared power of two);
+norms, biases, factors and the routers stay F32, as llama.cpp keeps ffn_gate_inp.
 The tokenizer's metadata is gguf_vocab.py's tokenizer_kvs(model_dir); config.json's bos and eos
 ids fill in what it lacks.
 
@@ -66,7 +67,7 @@ from reference import load_weights  # noqa: E402
 # --type: (ggml type id, block quantizer or None)
 # --type -> ggml type id; the quantized ones are quant.py's (its name in upper case)
 TYPES = {"f32": 0, "f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7,
-         "q2_k": 10, "q3_k": 11, "q4_k": 12, "q5_k": 13, "q6_k": 14}
+         "q2_k": 10, "q3_k": 11, "q4_k": 12, "q5_k": 13, "q6_k": 14, "mxfp4": 39}
 
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
              "gemma3_text": "gemma3", "phi3": "phi3", "qwen3_moe": "qwen3moe",

@@ -166,6 +166,13 @@ Tolerance(cbllm_dtype dt)
 			return 0.1;			/* 0.049 */
 		case CBLLM_Q6_K:
 			return 0.04;		/* 0.019 */
+		/*
+		 * MXFP4: at most a quarter of its block's largest magnitude, under
+		 * either exponent its quantizer tries (the largest clipped from 16 to
+		 * 12 times the factor, or a value halfway between codes 8 and 12)
+		 */
+		case CBLLM_MXFP4:
+			return 0.26;
 		default:
 			return -1;
 	}
