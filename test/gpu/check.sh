@@ -106,7 +106,7 @@ part "quantized kernels against the reference dequantizer"
 part "quantized GGUF models on the GPU against the float64 reference on their dequantized weights"
 $PY test/tools/gen_model.py "$models/llama256" --hidden 256 --layers 2 --heads 4 --kv-heads 2 \
 	--intermediate 512 --vocab 400 --seed 41 >/dev/null || fail "llama256 model"
-for ty in q8_0 q4_0 q4_k q5_k q6_k; do
+for ty in q8_0 q4_0 q4_k q5_k q6_k mxfp4; do
 	mkdir -p "$models/llama256-$ty" &&
 		$PY test/tools/hf_to_gguf.py --type "$ty" "$models/llama256" "$models/llama256-$ty/model.gguf" &&
 		$PY test/tools/gguf_to_hf.py "$models/llama256-$ty/model.gguf" "$models/llama256-$ty.f32" &&
