@@ -137,10 +137,12 @@ struct cbllm_backend
 							 const float *v, const fwd_batch *b);
 	/*
 	 * out (T, n_heads, head_dim) = causal attention of q over each
-	 * sequence's cache, within the layer's cfg.layer_window
+	 * sequence's cache, within the layer's cfg.layer_window; sinks
+	 * (n_heads), a model vector, or NULL: each head's sink logit joins its
+	 * softmax's denominator (gpt-oss)
 	 */
 	void		(*attention) (cbllm_backend *be, const kv_cache *kv, int layer, const float *q,
-							  const fwd_batch *b, float *out);
+							  const float *sinks, const fwd_batch *b, float *out);
 	/* gate[i] = silu(gate[i]) * up[i] */
 	void		(*silu_mul) (cbllm_backend *be, float *gate, const float *up, int64_t n);
 	/* gate[i] = gelu_tanh(gate[i]) * up[i], GELU's tanh form (gelu_pytorch_tanh) */

@@ -13,4 +13,12 @@
  */
 void		softmax_inplace(float *s, int n);
 
+/*
+ * The same with one more logit, sink, in the denominator only (gpt-oss's
+ * attention sinks: a learned per-head logit that takes weight from every
+ * key): s[i] = exp(s[i] - m) / (sum + exp(sink - m)), m the larger of the
+ * largest score and sink.  A sink of -inf gives softmax_inplace's bits.
+ */
+void		softmax_sink_inplace(float *s, int n, float sink);
+
 #endif

@@ -333,7 +333,7 @@ Layer(cbllm_forward *f, int l, const fwd_batch *b, const float *next_norm)
 
 	QueryKey(f, l, w, b);
 	be->kv_store(be, f->kv, l, f->k, f->v, b);
-	be->attention(be, f->kv, l, f->q, b, f->att);
+	be->attention(be, f->kv, l, f->q, w->sinks, b, f->att);
 	be->matmul(be, 1, (const cbllm_weight *[]) {&w->wo}, f->att, T, (float *[]) {f->h});
 	if (c->features & ARCH_O_BIAS)
 		be->add_bias(be, f->h, w->bo, T, c->hidden);

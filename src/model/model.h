@@ -96,6 +96,7 @@ typedef struct cbllm_layer
 	float	   *bv;				/* (n_kv_heads * head_dim) with ARCH_QKV_BIAS */
 	float	   *q_norm;			/* (head_dim) with ARCH_QK_NORM, each q head's RMSNorm */
 	float	   *k_norm;			/* (head_dim) with ARCH_QK_NORM, each k head's RMSNorm */
+	float	   *sinks;			/* (n_heads) each head's attention sink logit; NULL without */
 	cbllm_weight wo;			/* (hidden, n_heads * head_dim) */
 	float	   *bo;				/* (hidden) with ARCH_O_BIAS */
 	float	   *attn_out_norm;	/* (hidden) with ARCH_SANDWICH_NORM: norms the attention's output */

@@ -20,6 +20,9 @@
  *   - softmax_inplace: within 1e-6 of the float64 softmax (relative to the
  *     largest weight), weights summing to 1 within 2e-6, -inf scores
  *     weighing exactly 0, the same bits for a row shifted in memory;
+ *     softmax_sink_inplace (gpt-oss's attention sinks): the same against the
+ *     float64 softmax with the sink in its denominator, and a sink of -inf
+ *     giving softmax_inplace's bits;
  *   - narrow_half, the rounding of keys and values into a half cache: bit
  *     for bit numeric.h's round to nearest even, through overflow,
  *     subnormals, signed zeros and infinities; NaN stays NaN.
@@ -311,6 +314,67 @@ TestSoftmax(cbllm_rng *r)
 	TAP_OK(shifted, "softmax gives the same bits for the same scores at another address");
 }
 
+/*
+ * softmax_sink_inplace: against the float64 softmax whose denominator holds
+ * one more logit, the sink below, inside and above the scores' range; a
+ * sink of -inf gives softmax_inplace's bits.
+ */
+static void
+TestSoftmaxSink(cbllm_rng *r)
+{
+	enum
+	{
+		MAXN = 300
+	};
+	static float s[MAXN],
+				x[MAXN],
+				plain[MAXN];
+	const int	lens[] = {1, 3, 16, 17, 100, MAXN};
+	const float sinks[] = {-20.0f, 0.0f, 1.5f, 40.0f};
+	bool		close = true,
+				below_one = true,
+				none_same = true;
+
+	for (int li = 0; li < (int) (sizeof(lens) / sizeof(lens[0])); li++)
+	{
+		int			n = lens[li];
+
+		for (int i = 0; i < n; i++)
+			x[i] = (float) (quant_rows_gauss(r) * 3);
+		for (int k = 0; k < (int) (sizeof(sinks) / sizeof(sinks[0])); k++)
+		{
+			double		mx = sinks[k],
+						sum,
+						total = 0;
+
+			for (int i = 0; i < n; i++)
+				mx = x[i] > mx ? x[i] : mx;
+			sum = exp((double) sinks[k] - mx);
+			for (int i = 0; i < n; i++)
+				sum += exp((double) x[i] - mx);
+			memcpy(s, x, sizeof(float) * n);
+			softmax_sink_inplace(s, n, sinks[k]);
+			for (int i = 0; i < n; i++)
+			{
+				double		want = exp((double) x[i] - mx) / sum;
+
+				close = close && fabs(s[i] - want) <= 1e-6 * (1.0 / sum) + 1e-30;
+				total += s[i];
+			}
+			below_one = below_one && total < 1 + 2e-6 &&
+				fabs(total - (1 - exp((double) sinks[k] - mx) / sum)) <= 2e-6;
+		}
+		memcpy(s, x, sizeof(float) * n);
+		memcpy(plain, x, sizeof(float) * n);
+		softmax_sink_inplace(s, n, -INFINITY);
+		softmax_inplace(plain, n);
+		none_same = none_same && memcmp(s, plain, sizeof(float) * n) == 0;
+	}
+	TAP_OK(close, "softmax with a sink logit is within 1e-6 of the float64 softmax with it in the denominator");
+	TAP_OK(below_one, "with a sink the weights sum to 1 less the sink's share");
+	TAP_OK(none_same, "a sink of -inf gives plain softmax's bits");
+}
+
 /* narrow_half against numeric.h's conversions, element by element. */
 static void
 TestNarrow(const cpu_kernels *ks, cbllm_rng *r)
@@ -374,6 +438,7 @@ main(void)
 
 		rng_seed(&r, 77);
 		TestSoftmax(&r);
+		TestSoftmaxSink(&r);
 	}
 	return tap_done();
 }

@@ -550,7 +550,7 @@ TestKvStore(void)
  * window) against the CPU backend, both reading the same bf16-valued cache.
  */
 static void
-TestAttention(int window, int hd)
+TestAttention(int window, int hd, bool with_sinks)
 {
 	cbllm_model_config cfg = {0};
 	cbllm_threadpool *pool = NULL;
@@ -576,6 +576,8 @@ TestAttention(int window, int hd)
 			   *got = NULL;
 	uint16_t   *k16 = malloc(sizeof(uint16_t) * ncache),
 			   *v16 = malloc(sizeof(uint16_t) * ncache);
+	float		sinks[4] = {3.0f * Rand(), 3.0f * Rand(), 2.5f, -INFINITY};	/* a large one, and none */
+	float	   *dsinks = with_sinks ? Up(sinks, 4) : NULL;
 	float	   *dq,
 			   *dout;
 	void	   *dk,
@@ -610,7 +612,7 @@ TestAttention(int window, int hd)
 		((float *) kv->k)[i] = cbllm_bf16_to_f32(k16[i]);
 		((float *) kv->v)[i] = cbllm_bf16_to_f32(v16[i]);
 	}
-	be->attention(be, kv, 0, q, &b, ref);
+	be->attention(be, kv, 0, q, with_sinks ? sinks : NULL, &b, ref);
 	memcpy(flat, table0, sizeof(table0));
 	memcpy(flat + 8, table1, sizeof(table1));
 	dq = Up(q, nq);
@@ -620,11 +622,13 @@ TestAttention(int window, int hd)
 	dtab = UpBytes(flat, sizeof(flat));
 	dpos = UpBytes(pos, sizeof(pos));
 	dseq = UpBytes(seq, sizeof(seq));
-	rc = cuda_attention(dq, dk, dv, dtab, 8, dpos, dseq, T, H, 2, hd, 4, window, 64, dout, NULL, &err);
+	rc = cuda_attention(dq, dk, dv, dtab, 8, dpos, dseq, T, H, 2, hd, 4, window, 64, dsinks, dout,
+						NULL, &err);
 	got = Down(dout, nq);
 	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, nq) < 1e-5,
-		   "paged attention (GQA, prefill chunk and decode token, window %d, head_dim %d) matches the CPU backend (rel err %.2g)",
-		   window, hd, RelErr(got, ref, nq));
+		   "paged attention (GQA, prefill chunk and decode token, window %d, head_dim %d%s) matches the CPU backend (rel err %.2g)",
+		   window, hd, with_sinks ? ", a sink logit per head" : "", RelErr(got, ref, nq));
+	cuda_free(dsinks);
 	free(q), free(ref), free(out0), free(got), free(k16), free(v16);
 	cuda_free(dq), cuda_free(dk), cuda_free(dv), cuda_free(dout);
 	cuda_free(dtab), cuda_free(dpos), cuda_free(dseq);
@@ -774,10 +778,11 @@ main(int argc, char **argv)
 	TestMatmul();
 	TestWeightTypes();
 	TestKvStore();
-	TestAttention(0, 32);
-	TestAttention(6, 32);
-	TestAttention(0, 80);
-	TestAttention(6, 256);		/* Gemma-3's head_dim, the kernel's largest, in a local layer's window */
+	TestAttention(0, 32, false);
+	TestAttention(6, 32, false);
+	TestAttention(0, 80, false);
+	TestAttention(6, 256, false);	/* Gemma-3's head_dim, the kernel's largest, in a local layer's window */
+	TestAttention(6, 64, true);		/* gpt-oss's head_dim and attention sinks, in a window */
 	TestFillDummy();
 	TestGraph();
 	TestOutOfMemory();

@@ -453,11 +453,11 @@ CpuKvStore(cbllm_backend *be, kv_cache *kv, int layer, const float *k, const flo
 /* Attention for every (token, head) of the step over the pool (cpu_attention.c). */
 static void
 CpuAttention(cbllm_backend *be, const kv_cache *kv, int layer, const float *q,
-			 const fwd_batch *b, float *out)
+			 const float *sinks, const fwd_batch *b, float *out)
 {
 	cpu_ctx    *c = be->ctx;
 
-	cpu_attention_run(&c->attn, kv, layer, q, b, out);
+	cpu_attention_run(&c->attn, kv, layer, q, sinks, b, out);
 }
 
 /* What a gated-MLP activation task works on. */

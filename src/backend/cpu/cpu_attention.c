@@ -10,7 +10,8 @@
  * Every query gets bit for bit what it would get alone: its scores are the
  * same per-key arithmetic (a group also scores the few keys past a query's
  * own position, which that query ignores); its softmax runs over its own
- * range; and its output sums its own keys in order, the group's keys being
+ * range (with its head's sink logit when the model has sinks); and its
+ * output sums its own keys in order, the group's keys being
  * cut into runs where the same queries are active (a query joins at
  * first_j and leaves after p_j).  So results do not depend on the batch.
  */
@@ -28,6 +29,7 @@ typedef struct attn_job
 	const kv_cache *kv;
 	int			layer;
 	const float *q;
+	const float *sinks;			/* (n_heads) or NULL */
 	const fwd_batch *b;
 	float	   *out;
 } attn_job;
@@ -97,7 +99,10 @@ AttentionTask(void *arg, int task, int thread)
 
 	for (int m = 0; m < g; m++)
 	{
-		softmax_inplace(s[m] + first[m], p[m] - first[m] + 1);
+		if (j->sinks != NULL)
+			softmax_sink_inplace(s[m] + first[m], p[m] - first[m] + 1, j->sinks[mem[m] % c->n_heads]);
+		else
+			softmax_inplace(s[m] + first[m], p[m] - first[m] + 1);
 		memset(out[m], 0, sizeof(float) * hd);
 	}
 
@@ -165,9 +170,9 @@ Plan(cpu_attention *c, const fwd_batch *b)
  */
 void
 cpu_attention_run(cpu_attention *c, const kv_cache *kv, int layer, const float *q,
-				  const fwd_batch *b, float *out)
+				  const float *sinks, const fwd_batch *b, float *out)
 {
-	attn_job	j = {c, kv, layer, q, b, out};
+	attn_job	j = {c, kv, layer, q, sinks, b, out};
 
 	Plan(c, b);
 	threadpool_run(c->pool, c->n_groups, AttentionTask, &j);

@@ -41,8 +41,12 @@ bool		cpu_attention_init(cpu_attention *a, const cbllm_model_config *cfg, const 
 							   cbllm_threadpool *pool, int max_tokens, int max_ctx);
 void		cpu_attention_free(cpu_attention *a);
 
-/* out (n_tokens, n_heads * head_dim) = attention of q (same shape) over layer's cache for the batch b. */
+/*
+ * out (n_tokens, n_heads * head_dim) = attention of q (same shape) over
+ * layer's cache for the batch b; sinks (n_heads), when not NULL, are each
+ * head's sink logit (softmax_sink_inplace).
+ */
 void		cpu_attention_run(cpu_attention *a, const kv_cache *kv, int layer, const float *q,
-							  const fwd_batch *b, float *out);
+							  const float *sinks, const fwd_batch *b, float *out);
 
 #endif

@@ -327,18 +327,27 @@ CudaKvStore(cbllm_backend *be, kv_cache *kv, int layer, const float *k, const fl
 							  (int64_t) c->cfg.n_kv_heads * c->cfg.head_dim, c->stream, &c->err));
 }
 
+/* The layer's attention; sinks, a model vector, through its device copy. */
 static void
 CudaAttention(cbllm_backend *be, const kv_cache *kv, int layer, const float *q,
-			  const fwd_batch *b, float *out)
+			  const float *sinks, const fwd_batch *b, float *out)
 {
 	cuda_ctx   *c = be->ctx;
 	int64_t		off = (int64_t) layer * (c->n_blocks + 1) * c->block_elems;
+	const dev_weight *ds = sinks != NULL ? cuda_weight_find(c, sinks, 0) : NULL;
 
-	if (LIVE(c))
-		cuda_backend_note(c, cuda_attention(q, c->k_cache + off, c->v_cache + off, c->d_tables, c->max_blocks,
-							   c->d_pos, c->d_seq, b->n_tokens, c->cfg.n_heads, c->cfg.n_kv_heads,
-							   c->cfg.head_dim, c->block_size, c->cfg.layer_window[layer], c->max_ctx,
-							   out, c->stream, &c->err));
+	if (!LIVE(c))
+		return;
+	if (sinks != NULL && ds == NULL)
+	{
+		cuda_backend_note(c, cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "attention sinks not on the GPU"));
+		return;
+	}
+	cuda_backend_note(c, cuda_attention(q, c->k_cache + off, c->v_cache + off, c->d_tables,
+										c->max_blocks, c->d_pos, c->d_seq, b->n_tokens,
+										c->cfg.n_heads, c->cfg.n_kv_heads, c->cfg.head_dim,
+										c->block_size, c->cfg.layer_window[layer], c->max_ctx,
+										ds != NULL ? ds->dev : NULL, out, c->stream, &c->err));
 }
 
 static void

@@ -41,7 +41,7 @@ __global__ static void
 AttentionKernel(const float *q, const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
 				const int32_t *tables, int max_blocks, const int32_t *pos, const int32_t *seq,
 				int n_heads, int n_kv_heads, int head_dim, int block_size, int window,
-				int score_cap, float scale, float *out)
+				int score_cap, float scale, const float *sinks, float *out)
 {
 	CBLLM_DYN_SHARED(float, smem);
 	float	   *scores = smem;	/* (score_cap) */
@@ -109,6 +109,8 @@ AttentionKernel(const float *q, const __nv_bfloat16 *k_cache, const __nv_bfloat1
 	for (int j = first + (int) threadIdx.x; j <= p; j += ATT_THREADS)
 		mx = fmaxf(mx, scores[j - first]);
 	mx = BlockReduce<ATT_THREADS, true>(mx);
+	if (sinks != NULL)
+		mx = fmaxf(mx, sinks[h]);	/* the sink's logit joins the maximum and the sum */
 	for (int j = first + (int) threadIdx.x; j <= p; j += ATT_THREADS)
 	{
 		float		e = expf(scores[j - first] - mx);
@@ -117,6 +119,8 @@ AttentionKernel(const float *q, const __nv_bfloat16 *k_cache, const __nv_bfloat1
 		sum += e;
 	}
 	sum = BlockReduce<ATT_THREADS, false>(sum);	/* its barrier publishes the exponentials */
+	if (sinks != NULL && sinks[h] > -INFINITY)
+		sum += expf(sinks[h] - mx);
 	/* 3. weighted values, each warp over its keys, ATT_UNROLL at a time */
 	for (int j0 = first + warp * ATT_UNROLL; j0 <= p; j0 += ATT_WARPS * ATT_UNROLL)
 	{
@@ -165,8 +169,8 @@ extern "C" int
 cuda_attention(const float *d_q, const uint16_t *d_k_cache, const uint16_t *d_v_cache,
 			   const int32_t *d_tables, int max_blocks, const int32_t *d_pos,
 			   const int32_t *d_seq, int T, int n_heads, int n_kv_heads, int head_dim,
-			   int block_size, int sliding_window, int max_ctx, float *d_out, cuda_stream s,
-			   cbllm_err *err)
+			   int block_size, int sliding_window, int max_ctx, const float *d_sinks, float *d_out,
+			   cuda_stream s, cbllm_err *err)
 {
 	int			cap = sliding_window > 0 && sliding_window < max_ctx ? sliding_window : max_ctx;
 	size_t		shared = sizeof(float) * ((size_t) cap + (size_t) ATT_WARPS * head_dim);
@@ -190,7 +194,7 @@ cuda_attention(const float *d_q, const uint16_t *d_k_cache, const uint16_t *d_v_
 	CBLLM_LAUNCH(AttentionKernel, T * n_heads, ATT_THREADS, shared, s, d_q,
 				 (const __nv_bfloat16 *) d_k_cache, (const __nv_bfloat16 *) d_v_cache, d_tables,
 				 max_blocks, d_pos, d_seq, n_heads, n_kv_heads, head_dim, block_size,
-				 sliding_window, cap, 1.0f / sqrtf((float) head_dim), d_out);
+				 sliding_window, cap, 1.0f / sqrtf((float) head_dim), d_sinks, d_out);
 	if ((e = cudaGetLastError()) != cudaSuccess)
 		return cbllm_fail(err, CBLLM_ERR_DEVICE, "CUDA attention failed: %s", cudaGetErrorString(e));
 	return CBLLM_OK;

@@ -174,13 +174,15 @@ int			cuda_fill_dummy(uint16_t *d_w, int64_t n, uint64_t seed, float scale,
  * position d_pos[t]) sees positions [0, pos] (the last sliding_window of them
  * when > 0: the layer's window) through row d_seq[t] of d_tables (n_seqs, max_blocks).  max_ctx
  * bounds every position + 1 and sizes the kernel's shared memory, so one
- * launch serves any batch of the same T (a CUDA graph replays it).
+ * launch serves any batch of the same T (a CUDA graph replays it).  d_sinks
+ * (n_heads) or NULL: each head's sink logit in its softmax's denominator.
  */
 int			cuda_attention(const float *d_q, const uint16_t *d_k_cache,
 						   const uint16_t *d_v_cache, const int32_t *d_tables, int max_blocks,
 						   const int32_t *d_pos, const int32_t *d_seq, int T, int n_heads,
 						   int n_kv_heads, int head_dim, int block_size, int sliding_window,
-						   int max_ctx, float *d_out, cuda_stream s, cbllm_err *err);
+						   int max_ctx, const float *d_sinks, float *d_out, cuda_stream s,
+						   cbllm_err *err);
 
 /* ----------------------------------------------------------- cuda_sample.cu */
 
