@@ -34,11 +34,31 @@ family), sharing no code with it:
     qwen3moe.expert_weights_norm = false (the key llama.cpp's other MoE architectures read;
     llama.cpp's qwen3moe always renormalises);
   - mixtral (general.architecture "llama", q and k permuted as llama's): w1, w3 and w2 are
-    the gate, up and down experts, feed_forward_length the experts' width.
+    the gate, up and down experts, feed_forward_length the experts' width;
+  - gpt_oss (general.architecture "gpt-oss", as llama.cpp's converter writes GptOss, no q/k
+    permutation): feed_forward_length and expert_feed_forward_length both intermediate_size,
+    expert_count num_local_experts, expert_used_count num_experts_per_tok,
+    attention.sliding_window, YaRN as rope.scaling.type "yarn", factor,
+    original_context_length, yarn_beta_fast and yarn_beta_slow.  The tensors: blk.N.attn_norm,
+    post_attention_norm (post_attention_layernorm), attn_q, attn_k, attn_v and attn_output
+    with their biases, attn_sinks.weight (self_attn.sinks), ffn_gate_inp.weight and .bias
+    (mlp.router), and the stacked experts split and turned to llama.cpp's [experts, rows,
+    cols]: gate_up_proj [E, hidden, 2I] (stored [in, out], gate the even columns, up the odd)
+    becomes ffn_gate_exps.weight and ffn_up_exps.weight [E, I, hidden] (ne [hidden, I, E]),
+    down_proj [E, I, hidden] ffn_down_exps.weight [E, hidden, I], gate_up_proj_bias the F32
+    ffn_gate_exps.bias and ffn_up_exps.bias [E, I] (even and odd), down_proj_bias
+    ffn_down_exps.bias [E, hidden].  llama.cpp takes layer i as sliding when i is even (its
+    gpt-oss pattern of 2, layer 0 sliding), as gpt-oss's layer_types alternate; other
+    layer_types are written as attention.sliding_window_pattern, one bool per layer (the
+    form llama.cpp reads for command-r and gemma3n).  Three things the GGUF cannot say are
+    refused rather than dropped: a swiglu_limit other than 7 or swiglu_alpha other than 1.702
+    (llama.cpp's fixed constants) and YaRN with truncate not false (every gpt-oss config's;
+    GGUF has no key for it and gguf_to_hf.py writes it back false).
 Matrices are stored in --type (the embeddings and the experts too: every row of every
 expert quantized alone, rows along the innermost dimension; mxfp4 is every matrix as
 gpt-oss's experts are, 32-element blocks of 4-bit floats under a shared power of two);
-norms, biases, factors and the routers stay F32, as llama.cpp keeps ffn_gate_inp.
+norms, biases (gpt-oss's 2-d expert biases too), sinks, factors and the routers stay F32,
+as llama.cpp's converter keeps every 1-d tensor, every non-".weight" tensor and ffn_gate_inp.
 The tokenizer's metadata is gguf_vocab.py's tokenizer_kvs(model_dir); config.json's bos and eos
 ids fill in what it lacks.
 
@@ -71,7 +91,7 @@ TYPES = {"f32": 0, "f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "q5_0"
 
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
              "gemma3_text": "gemma3", "phi3": "phi3", "qwen3_moe": "qwen3moe",
-             "mixtral": "llama"}
+             "mixtral": "llama", "gpt_oss": "gpt-oss"}
 
 # HF tensor name (after "model.layers.N.") -> GGUF name (after "blk.N."); Gemma's two
 # sandwich norms differ, below
@@ -99,6 +119,61 @@ EXPERT_NAMES = {"gate_proj.weight": "ffn_gate_exps.weight", "up_proj.weight": "f
 GEMMA_LAYER_NAMES = {"post_attention_layernorm.weight": "post_attention_norm.weight"}
 MODEL_NAMES = {"model.embed_tokens.weight": "token_embd.weight",
                "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
+
+
+# gpt-oss's own per-layer names (after "model.layers.N."); its experts are split below
+GPT_OSS_LAYER_NAMES = {
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "self_attn.sinks": "attn_sinks.weight",
+    "mlp.router.weight": "ffn_gate_inp.weight", "mlp.router.bias": "ffn_gate_inp.bias",
+}
+
+
+def gpt_oss_tensors(hf, t):
+    """[(GGUF name, array)] of one gpt-oss checkpoint tensor: its stacked experts split into
+    gate and up (even and odd columns of gate_up) and turned from [E, in, out] to llama.cpp's
+    [E, out, in]; everything else one tensor under its llama.cpp name."""
+    parts = hf.split(".", 3)
+    if parts[:2] != ["model", "layers"] or len(parts) != 4:
+        return [(gguf_name(hf, False), t)]
+    p, rest = "blk.%s." % parts[2], parts[3]
+    if rest == "mlp.experts.gate_up_proj":
+        if t.ndim != 3 or t.shape[2] % 2:
+            raise SystemExit("hf_to_gguf.py: %s has shape %s, not [E, H, 2I]" % (hf, t.shape))
+        t = t.swapaxes(1, 2)  # [E, 2I, H]
+        return [(p + "ffn_gate_exps.weight", t[:, 0::2]), (p + "ffn_up_exps.weight", t[:, 1::2])]
+    if rest == "mlp.experts.gate_up_proj_bias":
+        return [(p + "ffn_gate_exps.bias", t[..., 0::2]), (p + "ffn_up_exps.bias", t[..., 1::2])]
+    if rest == "mlp.experts.down_proj":
+        return [(p + "ffn_down_exps.weight", t.swapaxes(1, 2))]
+    if rest == "mlp.experts.down_proj_bias":
+        return [(p + "ffn_down_exps.bias", t)]
+    name = GPT_OSS_LAYER_NAMES.get(rest) or LAYER_NAMES.get(rest)
+    if name is None:
+        raise SystemExit("hf_to_gguf.py: unknown tensor %s" % hf)
+    return [(p + name, t)]
+
+
+def gpt_oss_checks(cfg):
+    """Refuse what a gpt-oss GGUF cannot say; the layer_types as a list of bools (sliding)."""
+    if float(cfg.get("swiglu_limit", 7.0)) != 7.0:
+        raise SystemExit("hf_to_gguf.py: swiglu_limit %s: llama.cpp's gpt-oss fixes it at 7"
+                         % cfg["swiglu_limit"])
+    if float(cfg.get("swiglu_alpha", 1.702)) != 1.702:
+        raise SystemExit("hf_to_gguf.py: swiglu_alpha %s: llama.cpp's gpt-oss fixes it at 1.702"
+                         % cfg["swiglu_alpha"])
+    rs = cfg.get("rope_scaling") or {}
+    if rs.get("rope_type", rs.get("type")) == "yarn" and rs.get("truncate", True) is not False:
+        raise SystemExit("hf_to_gguf.py: gpt-oss's YaRN with truncate %s: a gpt-oss GGUF has no "
+                         "key for it and means truncate false" % rs.get("truncate", True))
+    n = cfg["num_hidden_layers"]
+    kinds = cfg.get("layer_types")
+    if kinds is None:
+        return [i % 2 == 0 for i in range(n)]
+    if len(kinds) != n or any(k not in ("sliding_attention", "full_attention") for k in kinds):
+        raise SystemExit("hf_to_gguf.py: layer_types %r are not %d sliding_attention or "
+                         "full_attention" % (kinds, n))
+    return [k == "sliding_attention" for k in kinds]
 
 
 def gguf_name(hf, gemma):
@@ -202,9 +277,12 @@ def add_hparams(w, cfg, arch, head_dim):
     n_experts = cfg.get("num_local_experts", cfg.get("num_experts"))
     if n_experts:
         w.add(key("expert_count"), "uint32", n_experts)
-        w.add(key("expert_used_count"), "uint32", cfg["num_experts_per_tok"])
+        w.add(key("expert_used_count"), "uint32",
+              cfg.get("num_experts_per_tok", cfg.get("experts_per_token")))
     if n_experts and cfg.get("moe_intermediate_size") is not None:
         w.add(key("expert_feed_forward_length"), "uint32", cfg["moe_intermediate_size"])
+    if arch == "gpt-oss":  # the experts' width is intermediate_size
+        w.add(key("expert_feed_forward_length"), "uint32", cfg["intermediate_size"])
     if n_experts and arch == "qwen3moe" and not cfg.get("norm_topk_prob", False):
         w.add(key("expert_weights_norm"), "bool", False)
     w.add(key("attention.head_count"), "uint32", n_heads)
@@ -253,11 +331,25 @@ def add_hparams(w, cfg, arch, head_dim):
         raise SystemExit("hf_to_gguf.py: qwen2's max_window_layers windows have no GGUF key")
     if window:
         w.add(key("attention.sliding_window"), "uint32", window)
+    if arch == "gpt-oss":
+        sliding = gpt_oss_checks(cfg)
+        if sliding != [i % 2 == 0 for i in range(len(sliding))]:  # not llama.cpp's default
+            w.add(key("attention.sliding_window_pattern"), "array", ("bool", sliding))
     if arch == "gemma3":
         w.add(key("attention.sliding_window_pattern"), "uint32",
               cfg.get("sliding_window_pattern", 6))
         w.add(key("rope.freq_base_swa"), "float32", float(cfg.get("rope_local_base_freq", 10000)))
     return extra
+
+
+def add_tensor(w, name, t, type_name):
+    """Write t (numpy order, outermost first) under name: F32 for what llama.cpp's converter
+    keeps so (1-d tensors, biases, the router), --type for the other matrices."""
+    if t.ndim == 1 or not name.endswith(".weight") or name.endswith("ffn_gate_inp.weight"):
+        w.add_tensor(name, 0, list(reversed(t.shape)), np.ascontiguousarray(t, dtype="<f4"))
+    else:
+        type_id, data = encode_matrix(t, type_name)
+        w.add_tensor(name, type_id, list(reversed(t.shape)), data)
 
 
 def first_id(v):
@@ -329,7 +421,7 @@ def convert(model_dir, out_path, type_name, breaking=None, eot_id=None):
         w.add("tokenizer.ggml.eot_token_id", "uint32", eot_id)
     weights = load_weights(model_dir)
     n_experts = cfg.get("num_local_experts", cfg.get("num_experts")) or 0
-    for hf, name, t in stack_experts(weights, n_experts):
+    for hf, name, t in ([] if arch == "gpt-oss" else stack_experts(weights, n_experts)):
         if name is not None:  # a stack of experts
             type_id, data = encode_matrix(t, type_name)
             w.add_tensor(name, type_id, list(reversed(t.shape)), data)
@@ -346,6 +438,10 @@ def convert(model_dir, out_path, type_name, breaking=None, eot_id=None):
         else:
             type_id, data = encode_matrix(t, type_name)
             w.add_tensor(name, type_id, [t.shape[1], t.shape[0]], data)
+    if arch == "gpt-oss":
+        for hf, t in weights.items():
+            for name, x in gpt_oss_tensors(hf, t):
+                add_tensor(w, name, x, type_name)
     for name, t in extra:
         w.add_tensor(name, 0, [t.shape[0]], t)
     with open(out_path, "wb") as f:
