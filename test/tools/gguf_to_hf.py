@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A GGUF file of a Llama, Mixtral, Qwen3 or Qwen3-MoE model as a HuggingFace f32 checkpoint, for the reference.
+"""A GGUF file of a Llama, Mixtral, Qwen3, Qwen3-MoE or gpt-oss model as a HuggingFace f32 checkpoint, for the reference.
 
     gguf_to_hf.py FILE.gguf OUT_DIR
 
@@ -23,7 +23,25 @@ mlp.experts.E.{gate,up,down}_proj or block_sparse_moe.experts.E.{w1,w3,w2}.  A M
 file must have experts in every layer; a qwen3moe file's layers without ffn_gate_inp are
 config.json's mlp_only_layers (decoder_sparse_step 1), its norm_topk_prob
 qwen3moe.expert_weights_norm (true when absent, as llama.cpp's qwen3moe always
-renormalises).  Anything else is an error naming it.
+renormalises).
+
+general.architecture "gpt-oss" (llama.cpp's converter's layout of GptOssForCausalLM) becomes
+transformers' GptOss checkpoint: blk.N.attn_{q,k,v,output} weight and bias (no permutation),
+attn_sinks.weight as self_attn.sinks, attn_norm and post_attention_norm as input_layernorm
+and post_attention_layernorm, ffn_gate_inp weight and bias as mlp.router, and the experts
+back in transformers' stacked [E, in, out] form: ffn_gate_exps and ffn_up_exps.weight
+([E, I, hidden]) interleaved into mlp.experts.gate_up_proj [E, hidden, 2I] (gate the even
+columns, up the odd), ffn_down_exps.weight [E, hidden, I] into mlp.experts.down_proj
+[E, I, hidden], their biases into gate_up_proj_bias [E, 2I] and down_proj_bias.
+config.json: head_dim from attention.key_length, intermediate_size from
+expert_feed_forward_length, num_local_experts, num_experts_per_tok and experts_per_token,
+sliding_window, layer_types from attention.sliding_window_pattern (a bool per layer, or a
+period N: layer i sliding unless i % N == N - 1; absent, llama.cpp's gpt-oss period 2, layer 0
+sliding), rope_scaling from rope.scaling.* (yarn: factor, original_max_position_embeddings,
+beta_fast and beta_slow, 32 and 1 when absent as llama.cpp defaults them, attention_factor
+when the file has one, and truncate false, gpt-oss's: the file has no key for it),
+swiglu_limit 7 (llama.cpp's constant), attention_bias true.
+Anything else is an error naming it.
 """
 
 import json
@@ -138,7 +156,101 @@ MOE_LAYER = {"ffn_gate_inp": ("mlp.gate", "block_sparse_moe.gate"),
              "ffn_down_exps": ("mlp.down_proj", "block_sparse_moe.w2")}
 TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
        "output.weight": "lm_head.weight"}
-ARCHS = ("llama", "qwen3", "qwen3moe")
+ARCHS = ("llama", "qwen3", "qwen3moe", "gpt-oss")
+# gpt-oss's per-layer tensors other than the experts (after "blk.N."), and the HF names
+GPT_OSS_LAYER = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "post_attention_norm.weight": "post_attention_layernorm.weight",
+    "attn_sinks.weight": "self_attn.sinks",
+    "ffn_gate_inp.weight": "mlp.router.weight", "ffn_gate_inp.bias": "mlp.router.bias",
+}
+for _g, _h in (("attn_q", "q_proj"), ("attn_k", "k_proj"), ("attn_v", "v_proj"),
+               ("attn_output", "o_proj")):
+    for _s in ("weight", "bias"):
+        GPT_OSS_LAYER["%s.%s" % (_g, _s)] = "self_attn.%s.%s" % (_h, _s)
+GPT_OSS_EXPERTS = ("ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight",
+                   "ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias")
+
+
+def gpt_oss_config(meta, n_vocab, tied):
+    """config.json of a gpt-oss file, in transformers' GptOssConfig fields."""
+    g = lambda k, d=None: meta.get("gpt-oss." + k, d)  # noqa: E731
+    heads, layers = g("attention.head_count"), g("block_count")
+    pattern = g("attention.sliding_window_pattern", 2)
+    if isinstance(pattern, list):
+        if len(pattern) != layers:
+            raise SystemExit("gguf_to_hf.py: gpt-oss.attention.sliding_window_pattern has %d "
+                             "entries for %d layers" % (len(pattern), layers))
+        sliding = [bool(x) for x in pattern]
+    else:
+        sliding = [pattern == 0 or i % pattern < pattern - 1 for i in range(layers)]
+    n_experts = g("expert_count")
+    if not n_experts:
+        raise SystemExit("gguf_to_hf.py: gpt-oss without gpt-oss.expert_count")
+    k = g("expert_used_count")
+    cfg = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss",
+           "attention_bias": True, "hidden_act": "silu",
+           "hidden_size": g("embedding_length"), "num_hidden_layers": layers,
+           "num_attention_heads": heads,
+           "num_key_value_heads": g("attention.head_count_kv", heads),
+           "head_dim": g("attention.key_length", g("embedding_length") // heads),
+           "intermediate_size": g("expert_feed_forward_length", g("feed_forward_length")),
+           "num_local_experts": n_experts, "num_experts_per_tok": k, "experts_per_token": k,
+           "vocab_size": n_vocab, "max_position_embeddings": g("context_length"),
+           "rms_norm_eps": g("attention.layer_norm_rms_epsilon"),
+           "rope_theta": g("rope.freq_base", 10000.0), "rope_scaling": None,
+           "layer_types": ["sliding_attention" if s else "full_attention" for s in sliding],
+           "sliding_window": g("attention.sliding_window"), "swiglu_limit": 7.0,
+           "tie_word_embeddings": tied, "torch_dtype": "float32"}
+    rtype = g("rope.scaling.type")
+    if rtype == "yarn":
+        orig = g("rope.scaling.original_context_length", g("context_length"))
+        rs = {"rope_type": "yarn", "factor": g("rope.scaling.factor"),
+              "original_max_position_embeddings": orig,
+              "beta_fast": g("rope.scaling.yarn_beta_fast", 32.0),
+              "beta_slow": g("rope.scaling.yarn_beta_slow", 1.0), "truncate": False}
+        if g("rope.scaling.yarn_attn_factor") is not None:
+            rs["attention_factor"] = g("rope.scaling.yarn_attn_factor")
+        cfg["rope_scaling"], cfg["initial_context_length"] = rs, orig
+    elif rtype not in (None, "none"):
+        raise SystemExit("gguf_to_hf.py: gpt-oss.rope.scaling.type %r is not converted" % rtype)
+    return cfg
+
+
+def gpt_oss_tensors(tensors):
+    """{HF name: array} of a gpt-oss file's dequantized tensors ({GGUF name: array})."""
+    out, experts = {}, {}
+    for name, w in tensors.items():
+        if name in TOP:
+            out[TOP[name]] = w
+            continue
+        parts = name.split(".", 2)
+        if parts[0] != "blk" or len(parts) != 3 or not parts[1].isdigit() or not (
+                parts[2] in GPT_OSS_LAYER or parts[2] in GPT_OSS_EXPERTS):
+            raise SystemExit("gguf_to_hf.py: tensor %s is not one of a gpt-oss model" % name)
+        if parts[2] in GPT_OSS_EXPERTS:
+            experts.setdefault(parts[1], {})[parts[2]] = w
+        else:
+            out["model.layers.%s.%s" % (parts[1], GPT_OSS_LAYER[parts[2]])] = w
+    for layer, ex in sorted(experts.items(), key=lambda kv: int(kv[0])):
+        missing = [n for n in GPT_OSS_EXPERTS if n not in ex]
+        if missing:
+            raise SystemExit("gguf_to_hf.py: blk.%s.%s is missing" % (layer, missing[0]))
+        gate, up = ex["ffn_gate_exps.weight"], ex["ffn_up_exps.weight"]  # [E, I, H]
+        if gate.shape != up.shape:
+            raise SystemExit("gguf_to_hf.py: blk.%s's gate and up experts differ in shape" % layer)
+        e, i, h = gate.shape
+        gate_up = np.empty((e, 2 * i, h), dtype=gate.dtype)
+        gate_up[:, 0::2], gate_up[:, 1::2] = gate, up
+        gb, ub = ex["ffn_gate_exps.bias"], ex["ffn_up_exps.bias"]  # [E, I]
+        gate_up_bias = np.empty((e, 2 * i), dtype=gb.dtype)
+        gate_up_bias[:, 0::2], gate_up_bias[:, 1::2] = gb, ub
+        p = "model.layers.%s.mlp.experts." % layer
+        out[p + "gate_up_proj"] = gate_up.swapaxes(1, 2)            # [E, H, 2I]
+        out[p + "gate_up_proj_bias"] = gate_up_bias
+        out[p + "down_proj"] = ex["ffn_down_exps.weight"].swapaxes(1, 2)  # [E, I, H]
+        out[p + "down_proj_bias"] = ex["ffn_down_exps.bias"]
+    return out
 
 
 def hf_config(meta, n_vocab, tied, sparse):
@@ -219,13 +331,18 @@ def convert(path, out_dir):
     meta, tensors = read_gguf(path)
     tied = "output.weight" not in tensors
     n_vocab = tensors["token_embd.weight"][1][1]
-    sparse = sorted(int(n.split(".")[1]) for n in tensors
-                    if n.startswith("blk.") and n.endswith(".ffn_gate_inp.weight"))
-    cfg = hf_config(meta, n_vocab, tied, sparse)
     out = {}
-    for name, (type_id, dims, raw) in tensors.items():
-        for hf, w in hf_tensors(name, dequantize(type_id, dims, raw), cfg):
+    if meta.get("general.architecture") == "gpt-oss":
+        cfg = gpt_oss_config(meta, n_vocab, tied)
+        for hf, w in gpt_oss_tensors({name: dequantize(*t) for name, t in tensors.items()}).items():
             out[hf] = np.ascontiguousarray(w, dtype="<f4")
+    else:
+        sparse = sorted(int(n.split(".")[1]) for n in tensors
+                        if n.startswith("blk.") and n.endswith(".ffn_gate_inp.weight"))
+        cfg = hf_config(meta, n_vocab, tied, sparse)
+        for name, (type_id, dims, raw) in tensors.items():
+            for hf, w in hf_tensors(name, dequantize(type_id, dims, raw), cfg):
+                out[hf] = np.ascontiguousarray(w, dtype="<f4")
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
