@@ -147,6 +147,8 @@ struct cbllm_backend
 	void		(*silu_mul) (cbllm_backend *be, float *gate, const float *up, int64_t n);
 	/* gate[i] = gelu_tanh(gate[i]) * up[i], GELU's tanh form (gelu_pytorch_tanh) */
 	void		(*gelu_tanh_mul) (cbllm_backend *be, float *gate, const float *up, int64_t n);
+	/* gate[i] = swiglu_oai(gate[i], up[i]) at cfg.swiglu_limit (activation.h; gpt-oss) */
+	void		(*swiglu_oai_mul) (cbllm_backend *be, float *gate, const float *up, int64_t n);
 	/* x[i] *= s */
 	void		(*scale) (cbllm_backend *be, float *x, float s, int64_t n);
 	/* x[i] += y[i] */

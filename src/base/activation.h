@@ -33,4 +33,17 @@ cbllm_silu(float x)
 	return x / (1.0f + expf(-x));
 }
 
+/*
+ * gpt-oss's gated activation of a gate value g and an up value u: g clamped
+ * from above and u on both sides at limit, then g * sigmoid(1.702 g) *
+ * (u + 1), as its modeling code computes it.
+ */
+static inline CBLLM_HOST_DEVICE float
+cbllm_swiglu_oai(float g, float u, float limit)
+{
+	g = g < limit ? g : limit;
+	u = u < -limit ? -limit : u > limit ? limit : u;
+	return g / (1.0f + expf(-1.702f * g)) * (u + 1.0f);
+}
+
 #endif

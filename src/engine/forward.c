@@ -263,6 +263,9 @@ ActivateMul(cbllm_forward *f, int T)
 		case ARCH_ACT_GELU_TANH:
 			f->be->gelu_tanh_mul(f->be, f->gate, f->up, n);
 			break;
+		case ARCH_ACT_SWIGLU_OAI:
+			f->be->swiglu_oai_mul(f->be, f->gate, f->up, n);
+			break;
 	}
 }
 
@@ -306,6 +309,8 @@ Mlp(cbllm_forward *f, int l, const cbllm_layer *w, int T)
 	if (f->model->cfg.layer_moe[l])
 	{
 		be->matmul(be, 1, (const cbllm_weight *[]) {&w->router}, f->h, T, (float *[]) {f->router});
+		if (w->router_bias != NULL)
+			be->add_bias(be, f->router, w->router_bias, T, f->model->cfg.n_experts);
 		be->moe(be, w, f->h, f->router, T, f->moe_out);
 		return f->moe_out;
 	}

@@ -33,6 +33,9 @@ static const cbllm_arch BuiltinArchs[] = {
 	/* llama.cpp writes Mixtral as "llama" with experts: the llama row above is found first */
 	{.hf_name = "MixtralForCausalLM", .model_type = "mixtral", .gguf_name = "llama",
 		.features = ARCH_GGUF_PERMUTED_QK | ARCH_MOE_BLOCK_SPARSE, .activation = ARCH_ACT_SILU},
+	{.hf_name = "GptOssForCausalLM", .model_type = "gpt_oss", .gguf_name = "gpt-oss",
+		.features = ARCH_QKV_BIAS | ARCH_O_BIAS | ARCH_GPT_OSS | ARCH_ATTN_SINKS | ARCH_MOE_BIASES,
+	.activation = ARCH_ACT_SWIGLU_OAI},
 };
 
 #define N_BUILTIN ((int) (sizeof(BuiltinArchs) / sizeof(BuiltinArchs[0])))
@@ -46,6 +49,7 @@ static int	n_extra;
 #define L_GGUF(name) "blk.%d." name	/* and its GGUF name */
 #define E_HF(name) "model.layers.%d.mlp.experts.%d." name	/* an expert's safetensors name */
 #define E_MIXTRAL(name) "model.layers.%d.block_sparse_moe.experts.%d." name	/* Mixtral's */
+#define E_STACK(name) "model.layers.%d.mlp.experts." name	/* gpt-oss's, all experts in one */
 #define EXPERT_FIELD(f) offsetof(cbllm_expert, f)
 
 /*
@@ -57,7 +61,8 @@ static int	n_extra;
  * wq, wk, wv and w_gate, w_up as row blocks of one stored tensor each
  * (FusedTensors below).  A layer with experts (cfg.layer_moe) has a router
  * and each expert's three matrices instead of the dense MLP; Mixtral names
- * them its own way (ARCH_MOE_BLOCK_SPARSE).
+ * them its own way (ARCH_MOE_BLOCK_SPARSE), gpt-oss stacks them, with
+ * biases (ARCH_GPT_OSS, ARCH_MOE_BIASES: arch_hf_layout).
  */
 static const arch_tensor Tensors[] = {
 	{.role = "the embeddings", .hf = "model.embed_tokens.weight", .gguf = "token_embd.weight",
@@ -99,6 +104,9 @@ static const arch_tensor Tensors[] = {
 	{.role = "k_norm", .hf = L_HF("self_attn.k_norm.weight"), .gguf = L_GGUF("attn_k_norm.weight"),
 		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HEAD, .cols = DIM_ONE,
 		.needs = ARCH_QK_NORM, .offset = LAYER_FIELD(k_norm)},
+	{.role = "sinks", .hf = L_HF("self_attn.sinks"), .gguf = L_GGUF("attn_sinks.weight"),
+		.kind = ARCH_BIAS, .scope = ARCH_LAYER, .rows = DIM_HEADS, .cols = DIM_ONE,
+		.needs = ARCH_ATTN_SINKS, .offset = LAYER_FIELD(sinks)},
 	{.role = "wo", .hf = L_HF("self_attn.o_proj.weight"), .gguf = L_GGUF("attn_output.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_Q,
 		.per_step = true, .offset = LAYER_FIELD(wo)},
@@ -108,7 +116,11 @@ static const arch_tensor Tensors[] = {
 	{.role = "mlp_norm",
 		.hf = L_HF("post_attention_layernorm.weight"), .gguf = L_GGUF("ffn_norm.weight"),
 		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
-		.unless = ARCH_SANDWICH_NORM, .offset = LAYER_FIELD(mlp_norm)},
+		.unless = ARCH_SANDWICH_NORM | ARCH_GPT_OSS, .offset = LAYER_FIELD(mlp_norm)},
+	{.role = "mlp_norm",
+		.hf = L_HF("post_attention_layernorm.weight"), .gguf = L_GGUF("post_attention_norm.weight"),
+		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
+		.needs = ARCH_GPT_OSS, .offset = LAYER_FIELD(mlp_norm)},
 	{.role = "attn_out_norm",
 		.hf = L_HF("post_attention_layernorm.weight"), .gguf = L_GGUF("post_attention_norm.weight"),
 		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
@@ -138,21 +150,32 @@ static const arch_tensor Tensors[] = {
 		.per_step = true, .offset = LAYER_FIELD(w_down), .layers = ARCH_DENSE_LAYERS},
 	{.role = "router", .hf = L_HF("mlp.gate.weight"), .gguf = L_GGUF("ffn_gate_inp.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_EXPERTS, .cols = DIM_HIDDEN,
-		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE, .per_step = true,
+		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS, .per_step = true,
 		.offset = LAYER_FIELD(router), .layers = ARCH_MOE_LAYERS},
+	{.role = "router", .hf = L_HF("mlp.router.weight"), .gguf = L_GGUF("ffn_gate_inp.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_EXPERTS, .cols = DIM_HIDDEN,
+		.needs = ARCH_MOE | ARCH_GPT_OSS, .per_step = true, .offset = LAYER_FIELD(router),
+		.layers = ARCH_MOE_LAYERS},
+	{.role = "router bias", .hf = L_HF("mlp.router.bias"), .gguf = L_GGUF("ffn_gate_inp.bias"),
+		.kind = ARCH_BIAS, .scope = ARCH_LAYER, .rows = DIM_EXPERTS, .cols = DIM_ONE,
+		.needs = ARCH_MOE | ARCH_MOE_BIASES, .offset = LAYER_FIELD(router_bias),
+		.layers = ARCH_MOE_LAYERS},
 	{.role = "router", .hf = L_HF("block_sparse_moe.gate.weight"),
 		.gguf = L_GGUF("ffn_gate_inp.weight"), .kind = ARCH_MATRIX, .scope = ARCH_LAYER,
 		.rows = DIM_EXPERTS, .cols = DIM_HIDDEN, .needs = ARCH_MOE | ARCH_MOE_BLOCK_SPARSE,
 		.per_step = true, .offset = LAYER_FIELD(router), .layers = ARCH_MOE_LAYERS},
 	{.role = "expert w_gate", .hf = E_HF("gate_proj.weight"), .gguf = L_GGUF("ffn_gate_exps.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
-		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE, .offset = EXPERT_FIELD(w_gate)},
+		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS,
+		.offset = EXPERT_FIELD(w_gate)},
 	{.role = "expert w_up", .hf = E_HF("up_proj.weight"), .gguf = L_GGUF("ffn_up_exps.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
-		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE, .offset = EXPERT_FIELD(w_up)},
+		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS,
+		.offset = EXPERT_FIELD(w_up)},
 	{.role = "expert w_down", .hf = E_HF("down_proj.weight"), .gguf = L_GGUF("ffn_down_exps.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_HIDDEN, .cols = DIM_EXPERT_FF,
-		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE, .offset = EXPERT_FIELD(w_down)},
+		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS,
+		.offset = EXPERT_FIELD(w_down)},
 	{.role = "expert w_gate", .hf = E_MIXTRAL("w1.weight"), .gguf = L_GGUF("ffn_gate_exps.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
 		.needs = ARCH_MOE | ARCH_MOE_BLOCK_SPARSE, .offset = EXPERT_FIELD(w_gate)},
@@ -162,6 +185,30 @@ static const arch_tensor Tensors[] = {
 	{.role = "expert w_down", .hf = E_MIXTRAL("w2.weight"), .gguf = L_GGUF("ffn_down_exps.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_HIDDEN, .cols = DIM_EXPERT_FF,
 		.needs = ARCH_MOE | ARCH_MOE_BLOCK_SPARSE, .offset = EXPERT_FIELD(w_down)},
+	{.role = "expert w_gate", .hf = E_STACK("gate_up_proj"), .gguf = L_GGUF("ffn_gate_exps.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
+		.needs = ARCH_MOE | ARCH_GPT_OSS, .offset = EXPERT_FIELD(w_gate),
+		.hf_layout = ARCH_HF_STACKED_EVEN},
+	{.role = "expert w_up", .hf = E_STACK("gate_up_proj"), .gguf = L_GGUF("ffn_up_exps.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
+		.needs = ARCH_MOE | ARCH_GPT_OSS, .offset = EXPERT_FIELD(w_up),
+		.hf_layout = ARCH_HF_STACKED_ODD},
+	{.role = "expert w_down", .hf = E_STACK("down_proj"), .gguf = L_GGUF("ffn_down_exps.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_HIDDEN, .cols = DIM_EXPERT_FF,
+		.needs = ARCH_MOE | ARCH_GPT_OSS, .offset = EXPERT_FIELD(w_down),
+		.hf_layout = ARCH_HF_STACKED},
+	{.role = "expert gate bias", .hf = E_STACK("gate_up_proj_bias"),
+		.gguf = L_GGUF("ffn_gate_exps.bias"), .kind = ARCH_BIAS, .scope = ARCH_EXPERT,
+		.rows = DIM_EXPERT_FF, .cols = DIM_ONE, .needs = ARCH_MOE | ARCH_MOE_BIASES,
+		.offset = EXPERT_FIELD(b_gate), .hf_layout = ARCH_HF_STACKED_EVEN},
+	{.role = "expert up bias", .hf = E_STACK("gate_up_proj_bias"),
+		.gguf = L_GGUF("ffn_up_exps.bias"), .kind = ARCH_BIAS, .scope = ARCH_EXPERT,
+		.rows = DIM_EXPERT_FF, .cols = DIM_ONE, .needs = ARCH_MOE | ARCH_MOE_BIASES,
+		.offset = EXPERT_FIELD(b_up), .hf_layout = ARCH_HF_STACKED_ODD},
+	{.role = "expert down bias", .hf = E_STACK("down_proj_bias"),
+		.gguf = L_GGUF("ffn_down_exps.bias"), .kind = ARCH_BIAS, .scope = ARCH_EXPERT,
+		.rows = DIM_HIDDEN, .cols = DIM_ONE, .needs = ARCH_MOE | ARCH_MOE_BIASES,
+		.offset = EXPERT_FIELD(b_down), .hf_layout = ARCH_HF_STACKED},
 	{.role = "mlp_out_norm",
 		.hf = L_HF("post_feedforward_layernorm.weight"), .gguf = L_GGUF("post_ffw_norm.weight"),
 		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
@@ -292,6 +339,8 @@ arch_dim_size(const cbllm_model_config *cfg, arch_dim d)
 			return cfg->n_experts;
 		case DIM_EXPERT_FF:
 			return cfg->expert_intermediate;
+		case DIM_HEADS:
+			return cfg->n_heads;
 	}
 	return 0;
 }

@@ -45,12 +45,21 @@
 									 * (cfg.n_experts > 0), not by an architecture's row */
 #define ARCH_MOE_BLOCK_SPARSE (1u << 11)	/* the experts are named as Mixtral's
 											 * block_sparse_moe (w1, w2, w3) */
+#define ARCH_GPT_OSS	(1u << 12)	/* gpt-oss's names and layout: the router is mlp.router,
+									 * its experts are stacked tensors stored [in, out] with
+									 * gate and up interleaved, the MLP's input norm is
+									 * GGUF's post_attention_norm */
+#define ARCH_ATTN_SINKS (1u << 13)	/* a learned logit per head joins each attention softmax's
+									 * denominator (sinks) */
+#define ARCH_MOE_BIASES (1u << 14)	/* the router and every expert's projections add biases */
 
 /* The MLP's activation, as config.json's hidden_activation or hidden_act names it. */
 typedef enum arch_activation
 {
 	ARCH_ACT_SILU,				/* "silu": silu(x W_gate) * x W_up */
-	ARCH_ACT_GELU_TANH			/* "gelu_pytorch_tanh": gelu_tanh(x W_gate) * x W_up */
+	ARCH_ACT_GELU_TANH,			/* "gelu_pytorch_tanh": gelu_tanh(x W_gate) * x W_up */
+	ARCH_ACT_SWIGLU_OAI			/* gpt-oss's, its config says "silu": activation.h's
+								 * cbllm_swiglu_oai, clamped at cfg.swiglu_limit */
 } arch_activation;
 
 /* One architecture. */
@@ -82,7 +91,8 @@ typedef enum arch_dim
 	DIM_INTERMEDIATE,			/* intermediate_size */
 	DIM_VOCAB,					/* vocab_size */
 	DIM_EXPERTS,				/* n_experts: the router's rows */
-	DIM_EXPERT_FF				/* expert_intermediate: one expert's MLP width */
+	DIM_EXPERT_FF,				/* expert_intermediate: one expert's MLP width */
+	DIM_HEADS					/* num_attention_heads (the sinks) */
 } arch_dim;
 
 /* Where a tensor lives. */
@@ -96,6 +106,23 @@ typedef enum arch_scope
 								 * (n_experts, rows, cols); its offset is in cbllm_expert */
 	ARCH_AFTER_LAYERS			/* a model tensor after the layers (final norm, lm_head) */
 } arch_scope;
+
+/*
+ * How an expert's tensor lies in a safetensors checkpoint: its own tensor
+ * (Qwen3-MoE, Mixtral), or expert e's part of one tensor stacking all the
+ * experts (gpt-oss: the name has only the layer's "%d"), whose matrices are
+ * stored [in, out] (rows and columns swapped) and whose gate and up
+ * projections interleave along the last axis: the gate takes the even
+ * entries, up the odd ones.  A stacked expert's matrix is copied out at
+ * load into a buffer of the model's own, in its (out, in) rows.
+ */
+typedef enum arch_hf_layout
+{
+	ARCH_HF_OWN = 0,			/* a tensor of its own, (rows, cols) or (rows) */
+	ARCH_HF_STACKED,			/* (E, cols, rows) or (E, rows) */
+	ARCH_HF_STACKED_EVEN,		/* (E, cols, 2 rows) or (E, 2 rows): the even entries */
+	ARCH_HF_STACKED_ODD			/* the odd entries */
+} arch_hf_layout;
 
 /* Which layers of a model with experts (cfg.layer_moe) a layer tensor belongs to. */
 typedef enum arch_layers
@@ -122,6 +149,7 @@ typedef struct arch_tensor
 	size_t		offset;			/* of its field in cbllm_model (scope BEFORE/AFTER) or cbllm_layer */
 	uint32_t	unless;			/* ARCH_* flags under any of which it does not exist; 0: none */
 	arch_layers layers;			/* scope ARCH_LAYER: the layers that have it */
+	arch_hf_layout hf_layout;	/* ARCH_EXPERT: how its safetensors tensor holds it */
 } arch_tensor;
 
 #define ARCH_MAX_PARTS 3

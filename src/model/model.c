@@ -43,6 +43,80 @@ model_vector_f32(cbllm_dtype dtype, const void *data, int64_t n, bool plus_one, 
 	return CBLLM_OK;
 }
 
+/*
+ * Expert mt->expert's part of a tensor stacking every expert (gpt-oss,
+ * arch_hf_layout): a vector is its row's entries (every second one, from
+ * the first or the second, when gate and up interleave) as f32; a matrix,
+ * stored (E, cols, rows) [in, out], is copied out as (rows, cols) in its
+ * stored type into a buffer of the model's own.
+ */
+static int
+BindStacked(cbllm_model *m, const model_tensor *mt, const st_tensor *t, const char *name,
+			cbllm_err *err)
+{
+	const cbllm_dtype_traits *tr = cbllm_dtype_traits_of(t->dtype);
+	int			k = mt->t->hf_layout == ARCH_HF_STACKED ? 1 : 2,
+				o = mt->t->hf_layout == ARCH_HF_STACKED_ODD ? 1 : 0;
+	bool		vector = mt->t->kind != ARCH_MATRIX;
+	size_t		eb = tr->block_bytes;
+	const char *src = t->data;
+
+	if (vector ? (t->ndim != 2 || t->shape[0] != m->cfg.n_experts || t->shape[1] != k * mt->rows) :
+		(t->ndim != 3 || t->shape[0] != m->cfg.n_experts || t->shape[1] != mt->cols ||
+		 t->shape[2] != k * mt->rows))
+	{
+		char		found[96];
+
+		ShapeText(t, found, sizeof(found));
+		if (vector)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT,
+							  "%s: tensor \"%s\" has the wrong shape: expected [%d, %lld] from config.json, found %s",
+							  m->st->files[t->file].path, name, m->cfg.n_experts,
+							  (long long) (k * mt->rows), found);
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: tensor \"%s\" has the wrong shape: expected [%d, %lld, %lld] from config.json, found %s",
+						  m->st->files[t->file].path, name, m->cfg.n_experts, (long long) mt->cols,
+						  (long long) (k * mt->rows), found);
+	}
+	if (tr->block_elems != 1)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "%s: tensor \"%s\" is %s: stacked experts are read as F32, F16 or BF16",
+						  m->st->files[t->file].path, name, tr->name);
+	if (vector)
+	{
+		float	   *v = malloc(sizeof(float) * mt->rows);
+
+		if (v == NULL)
+			return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+		src += eb * (size_t) mt->expert * k * mt->rows;
+		for (int64_t r = 0; r < mt->rows; r++)
+			cbllm_to_f32(t->dtype, src + eb * (size_t) (k * r + o), &v[r], 1);
+		*mt->vector = v;
+		return CBLLM_OK;
+	}
+	{
+		char	   *dst = malloc(eb * (size_t) (mt->rows * mt->cols));
+		int64_t		ld = k * mt->rows;	/* stored elements per input column */
+
+		if (dst == NULL)
+			return cbllm_fail(err, CBLLM_ERR_NOMEM,
+							  "out of memory for expert %d of layer %d's %s", mt->expert,
+							  mt->layer, mt->t->role);
+		src += eb * (size_t) mt->expert * mt->cols * ld;
+		for (int64_t c = 0; c < mt->cols; c++)
+			for (int64_t r = 0; r < mt->rows; r++)
+				memcpy(dst + eb * (size_t) (r * mt->cols + c), src + eb * (size_t) (c * ld + k * r + o),
+					   eb);
+		mt->matrix->dtype = t->dtype;
+		mt->matrix->rows = mt->rows;
+		mt->matrix->cols = mt->cols;
+		mt->matrix->data = dst;
+		mt->matrix->owned = true;
+		m->weight_bytes += eb * (size_t) (mt->rows * mt->cols);
+	}
+	return CBLLM_OK;
+}
+
 /* Bind one tensor of the checkpoint to its field, checking its shape against config.json. */
 static int
 BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
@@ -62,6 +136,8 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 	if (t == NULL)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model weights: missing tensor \"%s\"",
 						  m->dir, name);
+	if (mt->expert >= 0 && mt->t->hf_layout != ARCH_HF_OWN)
+		return BindStacked(m, mt, t, name, err);
 	if (vector ? (t->ndim != 1 || t->shape[0] != mt->rows) :
 		(t->ndim != 2 || t->shape[0] != mt->stored_rows || t->shape[1] != mt->cols))
 	{

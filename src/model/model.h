@@ -72,6 +72,7 @@ typedef struct cbllm_model_config
 	int			n_experts_used; /* experts each token goes to (num_experts_per_tok) */
 	int			expert_intermediate;	/* one expert's MLP width */
 	bool		moe_norm_topk;	/* the chosen experts' weights renormalised to sum 1 */
+	float		swiglu_limit;	/* ARCH_ACT_SWIGLU_OAI's clamp (swiglu_limit, 7 when absent) */
 	uint8_t		layer_moe[CBLLM_MAX_LAYERS];	/* (n_layers) 1: the layer's MLP is the experts */
 	int32_t		bos_id;			/* -1 when absent */
 	int32_t		eos_id;			/* -1 when absent */
@@ -83,6 +84,9 @@ typedef struct cbllm_expert
 	cbllm_weight w_gate;		/* (expert_intermediate, hidden) */
 	cbllm_weight w_up;			/* (expert_intermediate, hidden) */
 	cbllm_weight w_down;		/* (hidden, expert_intermediate) */
+	float	   *b_gate;			/* (expert_intermediate) with ARCH_MOE_BIASES, else NULL */
+	float	   *b_up;			/* (expert_intermediate) with ARCH_MOE_BIASES */
+	float	   *b_down;			/* (hidden) with ARCH_MOE_BIASES */
 } cbllm_expert;
 
 typedef struct cbllm_layer
@@ -106,6 +110,7 @@ typedef struct cbllm_layer
 	cbllm_weight w_down;		/* (hidden, intermediate) on a dense layer */
 	cbllm_weight router;		/* (n_experts, hidden) on a layer with experts: its logits
 								 * choose each token's experts */
+	float	   *router_bias;	/* (n_experts) with ARCH_MOE_BIASES, else NULL */
 	cbllm_expert *experts;		/* (n_experts) on a layer with experts, else NULL */
 	float	   *mlp_out_norm;	/* (hidden) with ARCH_SANDWICH_NORM: norms the MLP's output */
 } cbllm_layer;

@@ -81,6 +81,8 @@ ActivationName(arch_activation a)
 			return "silu";
 		case ARCH_ACT_GELU_TANH:
 			return "gelu_pytorch_tanh";
+		case ARCH_ACT_SWIGLU_OAI:
+			return "silu";		/* what gpt-oss's config.json says of its clamped SwiGLU */
 	}
 	return "?";
 }
@@ -221,13 +223,15 @@ GetScales(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_er
  * them.  Qwen3-MoE's layer l has experts when l is not in mlp_only_layers
  * and (l + 1) is a multiple of decoder_sparse_step, its experts are
  * moe_intermediate_size wide, and norm_topk_prob renormalises (false when
- * absent, as HF's Qwen3MoeConfig has it); Mixtral's layers all have them,
- * intermediate_size wide, always renormalised.
+ * absent, as HF's Qwen3MoeConfig has it); Mixtral's and gpt-oss's layers all
+ * have them, intermediate_size wide (num_local_experts of them), always
+ * renormalised (gpt-oss's softmax over the chosen logits is the same
+ * weights); gpt-oss's swiglu_limit clamps its activation.
  */
 static int
 ParseExperts(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_err *err)
 {
-	bool		mixtral = (cfg->features & ARCH_MOE_BLOCK_SPARSE) != 0;
+	bool		mixtral = (cfg->features & (ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS)) != 0;
 	const char *count_key = mixtral ? "num_local_experts" : "num_experts";
 	const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "norm_topk_prob");
 	const cJSON *only = cJSON_GetObjectItemCaseSensitive(root, "mlp_only_layers");
@@ -236,7 +240,8 @@ ParseExperts(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm
 				rc;
 
 	if ((rc = GetInt(root, count_key, mixtral ? 8 : 0, 0, CBLLM_MAX_EXPERTS, &cfg->n_experts,
-					 path, err)))
+					 path, err)) ||
+		(rc = GetFloat(root, "swiglu_limit", 7.0, &cfg->swiglu_limit, path, err)))
 		return rc;
 	if (cfg->n_experts == 0)
 		return CBLLM_OK;

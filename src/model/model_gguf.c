@@ -26,7 +26,10 @@
  *     (the router) is there, and each of their matrices is one tensor of
  *     (n_experts, rows, cols), every expert's rows bound in place; the
  *     chosen weights are renormalised unless expert_weights_norm is false
- *     (llama.cpp renormalises Qwen3-MoE's and Mixtral's whatever the key).
+ *     (llama.cpp renormalises Qwen3-MoE's and Mixtral's whatever the key);
+ *   - gpt-oss: its experts' biases are stacked too, (n_experts, rows); every
+ *     second layer from the first is windowed; its YaRN keeps the correction
+ *     range unrounded as its config.json says (llama.cpp rounds it).
  * Every key error names the key, every tensor error the tensor.
  */
 #include "model/model.h"
@@ -381,11 +384,17 @@ GetPositions(gguf_load *L, cbllm_err *err)
 						  &pattern, err)) ||
 		 (rc = GetArchFloat(L, "rope.freq_base_swa", false, 10000, &local_base, err))))
 		return rc;
+	if (window > 0 && (cfg->features & ARCH_GPT_OSS))
+		pattern = 2;			/* gpt-oss alternates: windowed layers 0, 2, 4, ... */
 	for (int l = 0; l < cfg->n_layers; l++)
 		sliding[l] = pattern > 0 ? (l + 1) % pattern != 0 : window > 0;
 	model_config_layer_positions(cfg, sliding, window, local_base);
 	for (int i = 0; i < cfg->n_rope; i++)
+	{
 		cfg->rope[i].interleaved = (cfg->features & ARCH_GGUF_PERMUTED_QK) != 0;
+		/* gpt-oss's YaRN keeps its correction range unrounded (its config's truncate false) */
+		cfg->rope[i].yarn_exact_range = (cfg->features & ARCH_GPT_OSS) != 0;
+	}
 	return model_config_check_ropes(cfg, L->path, err);
 }
 
@@ -405,7 +414,7 @@ GetArchitecture(gguf_load *L, cbllm_err *err)
 	a = arch_find_gguf(name.ptr, name.len);
 	if (a == NULL)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "%s: gguf: general.architecture \"%.*s\" is not supported (llama, qwen2, qwen3, qwen3moe, gemma3 and phi3 are)",
+						  "%s: gguf: general.architecture \"%.*s\" is not supported (llama, qwen2, qwen3, qwen3moe, gemma3, phi3 and gpt-oss are)",
 						  L->path, (int) (name.len > 40 ? 40 : name.len), name.ptr);
 	snprintf(L->arch, sizeof(L->arch), "%s", a->gguf_name);
 	snprintf(cfg->arch, sizeof(cfg->arch), "%s", a->hf_name);
@@ -450,6 +459,7 @@ GetExperts(gguf_load *L, cbllm_err *err)
 		(gguf_find_key(L->g, key) != NULL && (rc = gguf_get_bool(L->g, key, &norm, err))))
 		return rc;
 	cfg->moe_norm_topk = norm;
+	cfg->swiglu_limit = 7.0f;	/* gpt-oss's, which llama.cpp's files do not state */
 	cfg->features |= ARCH_MOE;
 	if (strcmp(L->arch, "llama") == 0)
 		snprintf(cfg->arch, sizeof(cfg->arch), "MixtralForCausalLM");
@@ -554,7 +564,14 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 						  L->path, name, t->type);
 	tr = cbllm_dtype_traits_of(dt);
 	DimsText(t, found, sizeof(found));
-	if (mt->expert >= 0)
+	if (mt->expert >= 0 && vector)
+	{
+		if (t->n_dims != 2 || t->ne[0] != rows || t->ne[1] != m->cfg.n_experts)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT,
+							  "%s: gguf: tensor \"%s\" has the wrong shape: expected [%d, %lld] from the %s.* keys, found %s",
+							  L->path, name, m->cfg.n_experts, (long long) rows, L->arch, found);
+	}
+	else if (mt->expert >= 0)
 	{
 		if (t->n_dims != 3 || t->ne[0] != mt->cols || t->ne[1] != rows ||
 			t->ne[2] != m->cfg.n_experts)
@@ -579,7 +596,9 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 						  "%s: gguf: tensor \"%s\": rows of %lld elements are not whole %s blocks of %d",
 						  L->path, name, (long long) t->ne[0], tr->name, tr->block_elems);
 	if (vector)
-		return model_vector_f32(dt, t->data, rows, false, mt->vector, err);
+		return model_vector_f32(dt, (const char *) t->data +
+								(mt->expert >= 0 ? cbllm_dtype_row_bytes(dt, rows) * mt->expert : 0),
+								rows, false, mt->vector, err);
 	mt->matrix->dtype = dt;
 	mt->matrix->rows = mt->rows;
 	mt->matrix->cols = mt->cols;

@@ -173,6 +173,30 @@ TestElementwise(void)
 	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n) < 1e-5,
 		   "gelu_tanh_mul matches GELU's tanh form in double (rel err %.2g)", RelErr(got, ref, n));
 	free(got);
+	/* gpt-oss's clamped SwiGLU, gate and up in [-12, 12) so that both clamps at 7 bite */
+	for (int64_t i = 0; i < n; i++)
+	{
+		double		gate = fmin(12.0 * g[i], 7.0),
+					up = fmax(fmin(12.0 * u[i], 7.0), -7.0);
+
+		ref[i] = (float) (gate / (1.0 + exp(-1.702 * gate)) * (up + 1.0));
+		g[i] *= 12.0f;
+		u[i] *= 12.0f;
+	}
+	cuda_upload(dg, g, sizeof(float) * n, NULL);
+	cuda_upload(du, u, sizeof(float) * n, NULL);
+	rc = cuda_swiglu_oai_mul(dg, du, n, 7.0f, NULL, &err);
+	got = Down(dg, n);
+	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n) < 1e-5,
+		   "swiglu_oai_mul matches gpt-oss's clamped SwiGLU in double (rel err %.2g)",
+		   RelErr(got, ref, n));
+	free(got);
+	for (int64_t i = 0; i < n; i++)
+	{
+		g[i] /= 12.0f;
+		u[i] /= 12.0f;
+	}
+	cuda_upload(du, u, sizeof(float) * n, NULL);
 	/* a bias row of dim 7 over n / 7 rows (n = 100003 is not a multiple: the last row is cut) */
 	cuda_upload(dg, g, sizeof(float) * n, NULL);
 	for (int64_t i = 0; i < n / 7 * 7; i++)

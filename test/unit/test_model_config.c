@@ -525,6 +525,20 @@ TestExpertConfigs(void)
 		   "Mixtral config: HF's defaults, 8 experts, 2 per token, intermediate_size wide, renormalised, every layer %s",
 		   err.msg);
 	free(t);
+	t = fixture_config_json(&g, "GptOssForCausalLM", "silu",
+							", \"attention_bias\": true, \"num_local_experts\": 4, \"num_experts_per_tok\": 2,"
+							" \"swiglu_limit\": 5.0");
+	fixture_write_text(dir, "config.json", t);
+	rc = model_config_load(dir, &cfg, &err);
+	TAP_OK(rc == CBLLM_OK && cfg.n_experts == 4 && cfg.n_experts_used == 2 &&
+		   cfg.expert_intermediate == cfg.intermediate && cfg.moe_norm_topk &&
+		   cfg.swiglu_limit == 5.0f && cfg.activation == ARCH_ACT_SWIGLU_OAI &&
+		   cfg.layer_moe[0] && cfg.layer_moe[1] &&
+		   (cfg.features & (ARCH_ATTN_SINKS | ARCH_MOE_BIASES | ARCH_QKV_BIAS | ARCH_O_BIAS)) ==
+		   (ARCH_ATTN_SINKS | ARCH_MOE_BIASES | ARCH_QKV_BIAS | ARCH_O_BIAS),
+		   "gpt-oss config: 4 experts, 2 per token, intermediate_size wide, weights renormalised, sinks and biases, the clamped SwiGLU at swiglu_limit 5 %s",
+		   err.msg);
+	free(t);
 	t = fixture_config_json(&g, "Qwen3MoeForCausalLM", "silu", ", \"num_experts\": 0");
 	fixture_write_text(dir, "config.json", t);
 	rc = model_config_load(dir, &cfg, &err);

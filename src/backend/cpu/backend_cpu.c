@@ -467,6 +467,7 @@ typedef struct gate_job
 	const float *up;
 	int64_t		n;
 	arch_activation act;
+	float		limit;			/* ARCH_ACT_SWIGLU_OAI's clamp */
 } gate_job;
 
 #define GATE_TASK_ELEMS 16384	/* elements of one activation task */
@@ -479,12 +480,21 @@ GateMulTask(void *arg, int task, int thread)
 	int64_t		i0 = (int64_t) task * GATE_TASK_ELEMS;
 	int64_t		i1 = i0 + GATE_TASK_ELEMS < j->n ? i0 + GATE_TASK_ELEMS : j->n;
 
-	if (j->act == ARCH_ACT_GELU_TANH)
-		for (int64_t i = i0; i < i1; i++)
-			j->gate[i] = cbllm_gelu_tanh(j->gate[i]) * j->up[i];
-	else
-		for (int64_t i = i0; i < i1; i++)
-			j->gate[i] = cbllm_silu(j->gate[i]) * j->up[i];
+	switch (j->act)
+	{
+		case ARCH_ACT_GELU_TANH:
+			for (int64_t i = i0; i < i1; i++)
+				j->gate[i] = cbllm_gelu_tanh(j->gate[i]) * j->up[i];
+			break;
+		case ARCH_ACT_SWIGLU_OAI:
+			for (int64_t i = i0; i < i1; i++)
+				j->gate[i] = cbllm_swiglu_oai(j->gate[i], j->up[i], j->limit);
+			break;
+		case ARCH_ACT_SILU:
+			for (int64_t i = i0; i < i1; i++)
+				j->gate[i] = cbllm_silu(j->gate[i]) * j->up[i];
+			break;
+	}
 }
 
 /* gate = act(gate) * up over the pool (elementwise: the same values on any number of threads). */
@@ -492,7 +502,7 @@ void
 cpu_gate_mul(cbllm_backend *be, float *gate, const float *up, int64_t n, arch_activation act)
 {
 	cpu_ctx    *c = be->ctx;
-	gate_job	j = {gate, up, n, act};
+	gate_job	j = {gate, up, n, act, c->cfg.swiglu_limit};
 
 	threadpool_run(c->pool, (int) ((n + GATE_TASK_ELEMS - 1) / GATE_TASK_ELEMS), GateMulTask, &j);
 }
@@ -502,6 +512,13 @@ static void
 CpuSiluMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
 {
 	cpu_gate_mul(be, gate, up, n, ARCH_ACT_SILU);
+}
+
+/* gate = swiglu_oai(gate, up) (activation.h), gpt-oss's. */
+static void
+CpuSwigluOaiMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
+{
+	cpu_gate_mul(be, gate, up, n, ARCH_ACT_SWIGLU_OAI);
 }
 
 /* gate = gelu_tanh(gate) * up (activation.h). */
@@ -749,6 +766,7 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	be->attention = CpuAttention;
 	be->silu_mul = CpuSiluMul;
 	be->gelu_tanh_mul = CpuGeluTanhMul;
+	be->swiglu_oai_mul = CpuSwigluOaiMul;
 	be->scale = CpuScale;
 	be->add = CpuAdd;
 	be->add_bias = CpuAddBias;

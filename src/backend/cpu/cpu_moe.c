@@ -110,10 +110,16 @@ RunExperts(cbllm_backend *be, const cbllm_layer *w, int rows)
 		int			r0 = ws->start[e],
 					m = ws->start[e + 1] - r0;
 
-		if (m > 0)
-			cpu_matmul(be, 2, (const cbllm_weight *[]) {&w->experts[e].w_gate, &w->experts[e].w_up},
-					   ws->xg + r0 * H, m, (float *[]) {ws->gate + r0 * F, ws->up + r0 * F});
-		be->expert_runs += m > 0;
+		if (m == 0)
+			continue;
+		cpu_matmul(be, 2, (const cbllm_weight *[]) {&w->experts[e].w_gate, &w->experts[e].w_up},
+				   ws->xg + r0 * H, m, (float *[]) {ws->gate + r0 * F, ws->up + r0 * F});
+		if (w->experts[e].b_gate != NULL)
+		{
+			be->add_bias(be, ws->gate + r0 * F, w->experts[e].b_gate, m, (int) F);
+			be->add_bias(be, ws->up + r0 * F, w->experts[e].b_up, m, (int) F);
+		}
+		be->expert_runs++;
 	}
 	be->expert_pairs += rows;
 	cpu_gate_mul(be, ws->gate, ws->up, rows * F, cfg->activation);
@@ -122,9 +128,12 @@ RunExperts(cbllm_backend *be, const cbllm_layer *w, int rows)
 		int			r0 = ws->start[e],
 					m = ws->start[e + 1] - r0;
 
-		if (m > 0)
-			cpu_matmul(be, 1, (const cbllm_weight *[]) {&w->experts[e].w_down}, ws->gate + r0 * F,
-					   m, (float *[]) {ws->yg + r0 * H});
+		if (m == 0)
+			continue;
+		cpu_matmul(be, 1, (const cbllm_weight *[]) {&w->experts[e].w_down}, ws->gate + r0 * F,
+				   m, (float *[]) {ws->yg + r0 * H});
+		if (w->experts[e].b_down != NULL)
+			be->add_bias(be, ws->yg + r0 * H, w->experts[e].b_down, m, (int) H);
 	}
 }
 

@@ -369,6 +369,17 @@ CudaGeluTanhMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
 		cuda_backend_note(c, cuda_gelu_tanh_mul(gate, up, n, c->stream, &c->err));
 }
 
+/* gate = swiglu_oai(gate, up), gpt-oss's gated MLP. */
+static void
+CudaSwigluOaiMul(cbllm_backend *be, float *gate, const float *up, int64_t n)
+{
+	cuda_ctx   *c = be->ctx;
+
+	if (LIVE(c))
+		cuda_backend_note(c, cuda_swiglu_oai_mul(gate, up, n, c->cfg.swiglu_limit, c->stream,
+												 &c->err));
+}
+
 /* x *= s: the embeddings' sqrt(hidden) and q's query_pre_attn_scalar factor. */
 static void
 CudaScale(cbllm_backend *be, float *x, float s, int64_t n)
@@ -794,6 +805,7 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	be->attention = CudaAttention;
 	be->silu_mul = CudaSiluMul;
 	be->gelu_tanh_mul = CudaGeluTanhMul;
+	be->swiglu_oai_mul = CudaSwigluOaiMul;
 	be->scale = CudaScale;
 	be->add = CudaAdd;
 	be->add_bias = CudaAddBias;

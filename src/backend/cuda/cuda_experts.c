@@ -131,25 +131,42 @@ RunExperts(cbllm_backend *be, const cbllm_layer *w, int rows, cbllm_err *err)
 		int			r0 = ws->start[e],
 					m = ws->start[e + 1] - r0;
 
-		if (m > 0)
-			cuda_backend_matmul(be, 2, (const cbllm_weight *[]) {&w->experts[e].w_gate,
-								&w->experts[e].w_up}, ws->d_xg + r0 * H, m,
-								(float *[]) {ws->d_gate + r0 * F, ws->d_up + r0 * F});
-		be->expert_runs += m > 0;
+		if (m == 0)
+			continue;
+		cuda_backend_matmul(be, 2, (const cbllm_weight *[]) {&w->experts[e].w_gate,
+							&w->experts[e].w_up}, ws->d_xg + r0 * H, m,
+							(float *[]) {ws->d_gate + r0 * F, ws->d_up + r0 * F});
+		if (w->experts[e].b_gate != NULL)
+		{
+			be->add_bias(be, ws->d_gate + r0 * F, w->experts[e].b_gate, m, (int) F);
+			be->add_bias(be, ws->d_up + r0 * F, w->experts[e].b_up, m, (int) F);
+		}
+		be->expert_runs++;
 	}
 	be->expert_pairs += rows;
-	if (c->cfg.activation == ARCH_ACT_GELU_TANH)
-		cuda_backend_note(c, cuda_gelu_tanh_mul(ws->d_gate, ws->d_up, rows * F, c->stream, &c->err));
-	else
-		cuda_backend_note(c, cuda_silu_mul(ws->d_gate, ws->d_up, rows * F, c->stream, &c->err));
+	switch (c->cfg.activation)
+	{
+		case ARCH_ACT_GELU_TANH:
+			be->gelu_tanh_mul(be, ws->d_gate, ws->d_up, rows * F);
+			break;
+		case ARCH_ACT_SWIGLU_OAI:
+			be->swiglu_oai_mul(be, ws->d_gate, ws->d_up, rows * F);
+			break;
+		case ARCH_ACT_SILU:
+			be->silu_mul(be, ws->d_gate, ws->d_up, rows * F);
+			break;
+	}
 	for (int e = 0; e < c->cfg.n_experts; e++)
 	{
 		int			r0 = ws->start[e],
 					m = ws->start[e + 1] - r0;
 
-		if (m > 0)
-			cuda_backend_matmul(be, 1, (const cbllm_weight *[]) {&w->experts[e].w_down},
-								ws->d_gate + r0 * F, m, (float *[]) {ws->d_yg + r0 * H});
+		if (m == 0)
+			continue;
+		cuda_backend_matmul(be, 1, (const cbllm_weight *[]) {&w->experts[e].w_down},
+							ws->d_gate + r0 * F, m, (float *[]) {ws->d_yg + r0 * H});
+		if (w->experts[e].b_down != NULL)
+			be->add_bias(be, ws->d_yg + r0 * H, w->experts[e].b_down, m, (int) H);
 	}
 	return CBLLM_OK;
 }

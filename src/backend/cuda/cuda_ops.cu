@@ -78,43 +78,52 @@ cuda_rmsnorm(const float *d_x, const float *d_w, int T, int dim, float eps, floa
 enum gate_act
 {
 	GATE_SILU,
-	GATE_GELU_TANH
+	GATE_GELU_TANH,
+	GATE_SWIGLU_OAI
 };
 
-/* gate = act(gate) * up, a grid-stride loop. */
+/* gate = act(gate, up), a grid-stride loop; limit: GATE_SWIGLU_OAI's clamp. */
 __global__ static void
-GateMulKernel(float *gate, const float *up, int64_t n, int act)
+GateMulKernel(float *gate, const float *up, int64_t n, int act, float limit)
 {
 	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
 		 i += (int64_t) gridDim.x * blockDim.x)
 	{
 		float		g = gate[i];
 
-		gate[i] = (act == GATE_SILU ? cbllm_silu(g) : cbllm_gelu_tanh(g)) * up[i];
+		gate[i] = act == GATE_SILU ? cbllm_silu(g) * up[i] :
+			act == GATE_GELU_TANH ? cbllm_gelu_tanh(g) * up[i] : cbllm_swiglu_oai(g, up[i], limit);
 	}
 }
 
 /* Launch GateMulKernel with activation act; what names it in errors. */
 static int
-GateMul(float *d_gate, const float *d_up, int64_t n, int act, const char *what, cuda_stream s,
-		cbllm_err *err)
+GateMul(float *d_gate, const float *d_up, int64_t n, int act, float limit, const char *what,
+		cuda_stream s, cbllm_err *err)
 {
 	if (n <= 0)
 		return CBLLM_OK;
-	CBLLM_LAUNCH(GateMulKernel, GridFor(n), 256, 0, s, d_gate, d_up, n, act);
+	CBLLM_LAUNCH(GateMulKernel, GridFor(n), 256, 0, s, d_gate, d_up, n, act, limit);
 	return CheckLaunch(what, err);
 }
 
 extern "C" int
 cuda_silu_mul(float *d_gate, const float *d_up, int64_t n, cuda_stream s, cbllm_err *err)
 {
-	return GateMul(d_gate, d_up, n, GATE_SILU, "silu_mul", s, err);
+	return GateMul(d_gate, d_up, n, GATE_SILU, 0, "silu_mul", s, err);
 }
 
 extern "C" int
 cuda_gelu_tanh_mul(float *d_gate, const float *d_up, int64_t n, cuda_stream s, cbllm_err *err)
 {
-	return GateMul(d_gate, d_up, n, GATE_GELU_TANH, "gelu_tanh_mul", s, err);
+	return GateMul(d_gate, d_up, n, GATE_GELU_TANH, 0, "gelu_tanh_mul", s, err);
+}
+
+extern "C" int
+cuda_swiglu_oai_mul(float *d_gate, const float *d_up, int64_t n, float limit, cuda_stream s,
+					cbllm_err *err)
+{
+	return GateMul(d_gate, d_up, n, GATE_SWIGLU_OAI, limit, "swiglu_oai_mul", s, err);
 }
 
 __global__ static void

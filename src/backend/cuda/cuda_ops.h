@@ -101,6 +101,10 @@ int			cuda_add_rmsnorm(float *d_x, const float *d_y, const float *d_w, int T, in
 int			cuda_silu_mul(float *d_gate, const float *d_up, int64_t n, cuda_stream s,
 						  cbllm_err *err);
 
+/* d_gate[i] = swiglu_oai(d_gate[i], d_up[i], limit) (src/base/activation.h; gpt-oss) */
+int			cuda_swiglu_oai_mul(float *d_gate, const float *d_up, int64_t n, float limit,
+								cuda_stream s, cbllm_err *err);
+
 /* d_gate[i] = gelu_tanh(d_gate[i]) * d_up[i] (src/base/activation.h) */
 int			cuda_gelu_tanh_mul(float *d_gate, const float *d_up, int64_t n, cuda_stream s,
 							   cbllm_err *err);
