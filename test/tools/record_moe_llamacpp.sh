@@ -8,6 +8,8 @@
 #                               CI makes them again, bit for bit, from the same seeds)
 #   qwen3_moe-wide-q8_0, -q4_k_m  the 256-wide one quantized by llama.cpp's own llama-quantize,
 #                               kept in test/data/llamacpp-moe/ (CI cannot quantize as llama.cpp)
+# Not gpt-oss: llama.cpp rounds its YaRN correction range, which its config says not to
+# (truncate false), and so parts from the float64 reference (test_moe holds cbllm to that).
 # For each, three prompts: test/data/llamacpp-moe/greedy.jsonl gets one line per file and prompt,
 # {"model", "prompt", "ids", "margins"}: llama.cpp's 16 greedy ids and its top-2 logit margins.
 set -euo pipefail
