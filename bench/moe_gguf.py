@@ -3,12 +3,13 @@
 
     bench/moe_gguf.py CONFIG_DIR OUT.gguf [--seed S]
 
-CONFIG_DIR holds a qwen3_moe config.json and its tokenizer (test/tools/gen_model.py
---family qwen3_moe ... --no-weights writes one); OUT.gguf gets llama.cpp's qwen3moe
-layout, as test/tools/hf_to_gguf.py writes it, with random F16 weights
-(N(0, 1/sqrt(in)), the routers twice that, norms ones), streamed to the file a tensor
-at a time, so that a file of several GB needs little memory.  llama-quantize then
-makes the benchmark's Q4_K_M file of it (bench/moe_bench.sh).
+CONFIG_DIR holds a qwen3_moe or gpt_oss config.json and its tokenizer
+(test/tools/gen_model.py --family qwen3_moe|gpt_oss ... --no-weights writes one); OUT.gguf
+gets llama.cpp's qwen3moe or gpt-oss layout, as test/tools/hf_to_gguf.py writes it, with
+random F16 weights (N(0, 1/sqrt(in)), the routers twice that, norms ones; gpt-oss's biases
+N(0, 0.02) and sinks N(0, 1), in F32 as llama.cpp keeps them), streamed to the file a tensor
+at a time, so that a file of several GB needs little memory.  llama-quantize then makes the
+benchmark's Q4_K_M or MXFP4 file of it (bench/moe_bench.sh).
 """
 import argparse
 import json
@@ -25,8 +26,39 @@ import hf_to_gguf  # noqa: E402
 F16, F32 = 1, 0
 
 
+def gpt_oss_tensors(cfg):
+    """(name, type, dims innermost first, kind) of every tensor of a gpt-oss file, in file order."""
+    h, v = cfg["hidden_size"], cfg["vocab_size"]
+    hd = cfg["head_dim"]
+    q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+    e, f = cfg["num_local_experts"], cfg["intermediate_size"]
+    out = [("token_embd.weight", F16, [h, v], "embed")]
+    for layer in range(cfg["num_hidden_layers"]):
+        b = "blk.%d." % layer
+        out += [(b + "attn_norm.weight", F32, [h], "norm"),
+                (b + "attn_q.weight", F16, [h, q], "linear"), (b + "attn_q.bias", F32, [q], "bias"),
+                (b + "attn_k.weight", F16, [h, kv], "linear"), (b + "attn_k.bias", F32, [kv], "bias"),
+                (b + "attn_v.weight", F16, [h, kv], "linear"), (b + "attn_v.bias", F32, [kv], "bias"),
+                (b + "attn_output.weight", F16, [q, h], "linear"),
+                (b + "attn_output.bias", F32, [h], "bias"),
+                (b + "attn_sinks.weight", F32, [cfg["num_attention_heads"]], "sink"),
+                (b + "post_attention_norm.weight", F32, [h], "norm"),
+                (b + "ffn_gate_inp.weight", F32, [h, e], "router"),
+                (b + "ffn_gate_inp.bias", F32, [e], "bias"),
+                (b + "ffn_gate_exps.weight", F16, [h, f, e], "linear"),
+                (b + "ffn_gate_exps.bias", F32, [f, e], "bias"),
+                (b + "ffn_up_exps.weight", F16, [h, f, e], "linear"),
+                (b + "ffn_up_exps.bias", F32, [f, e], "bias"),
+                (b + "ffn_down_exps.weight", F16, [f, h, e], "linear"),
+                (b + "ffn_down_exps.bias", F32, [h, e], "bias")]
+    out += [("output_norm.weight", F32, [h], "norm"), ("output.weight", F16, [h, v], "linear")]
+    return out
+
+
 def tensors(cfg):
     """(name, type, dims innermost first, kind) of every tensor, in file order."""
+    if cfg.get("model_type") == "gpt_oss":
+        return gpt_oss_tensors(cfg)
     h, v = cfg["hidden_size"], cfg["vocab_size"]
     hd = cfg["head_dim"]
     q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
@@ -54,7 +86,8 @@ def write_data(f, rng, ttype, dims, kind):
     """Random values of the tensor, a 2-d slice at a time."""
     rows = int(np.prod(dims[1:])) if len(dims) > 1 else 1
     cols = dims[0]
-    scale = {"embed": 1.0, "linear": 1 / np.sqrt(cols), "router": 2 / np.sqrt(cols)}.get(kind)
+    scale = {"embed": 1.0, "linear": 1 / np.sqrt(cols), "router": 2 / np.sqrt(cols),
+             "bias": 0.02, "sink": 1.0}.get(kind)
     per = max(1, (1 << 24) // cols)
     for r0 in range(0, rows, per):
         n = min(per, rows - r0)
@@ -73,12 +106,13 @@ def main():
     a = ap.parse_args()
     with open(os.path.join(a.config_dir, "config.json")) as fh:
         cfg = json.load(fh)
-    if cfg.get("model_type") != "qwen3_moe":
-        raise SystemExit("moe_gguf.py: a qwen3_moe config is needed")
+    arch = {"qwen3_moe": "qwen3moe", "gpt_oss": "gpt-oss"}.get(cfg.get("model_type"))
+    if arch is None:
+        raise SystemExit("moe_gguf.py: a qwen3_moe or gpt_oss config is needed")
     w = gguf_writer.GGUFWriter(version=3)
-    w.add("general.architecture", "string", "qwen3moe")
+    w.add("general.architecture", "string", arch)
     w.add("general.name", "string", os.path.basename(os.path.normpath(a.config_dir)))
-    hf_to_gguf.add_hparams(w, cfg, "qwen3moe", cfg["head_dim"])
+    hf_to_gguf.add_hparams(w, cfg, arch, cfg["head_dim"])
     for k, vtype, value in gguf_vocab.tokenizer_kvs(a.config_dir):
         w.add(k, vtype, value)
     specs = tensors(cfg)
