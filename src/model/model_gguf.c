@@ -357,6 +357,30 @@ GetRopeScaling(gguf_load *L, cbllm_rope *r, cbllm_err *err)
 					  L->path, key, (int) (type.len > 40 ? 40 : type.len), type.ptr);
 }
 
+/*
+ * A per-layer sliding_window_pattern, an array of one bool per layer (how
+ * llama.cpp's files say which layers are windowed when they do not
+ * alternate), into sliding; absent, sliding stays as it is.
+ */
+static int
+GetLayerPattern(const gguf_load *L, bool *sliding, cbllm_err *err)
+{
+	char		key[96];
+	const gguf_value *v;
+	int			n = L->m->cfg.n_layers;
+
+	ArchKey(L, "attention.sliding_window_pattern", key, sizeof(key));
+	if ((v = gguf_find_key(L->g, key)) == NULL)
+		return CBLLM_OK;
+	if (v->type != GGUF_ARRAY || v->elem_type != GGUF_BOOL || v->n != (uint64_t) n)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: gguf: %s: must be an array of %d bools (one per layer)", L->path,
+						  key, n);
+	for (int l = 0; l < n; l++)
+		sliding[l] = *(const uint8_t *) gguf_array_elem(v, (uint64_t) l) != 0;
+	return CBLLM_OK;
+}
+
 /* The layers' windows and RoPE configurations. */
 static int
 GetPositions(gguf_load *L, cbllm_err *err)
@@ -388,6 +412,8 @@ GetPositions(gguf_load *L, cbllm_err *err)
 		pattern = 2;			/* gpt-oss alternates: windowed layers 0, 2, 4, ... */
 	for (int l = 0; l < cfg->n_layers; l++)
 		sliding[l] = pattern > 0 ? (l + 1) % pattern != 0 : window > 0;
+	if (window > 0 && (cfg->features & ARCH_GPT_OSS) && (rc = GetLayerPattern(L, sliding, err)))
+		return rc;
 	model_config_layer_positions(cfg, sliding, window, local_base);
 	for (int i = 0; i < cfg->n_rope; i++)
 	{

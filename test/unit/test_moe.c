@@ -83,6 +83,9 @@ static const moe_family Families[] = {
 	/* sinks, biases, the clamped SwiGLU, stacked interleaved experts, YaRN unrounded, windows */
 	{.name = "gpt_oss", .arch = "GptOssForCausalLM", .n_experts = 8, .n_used = 4, .norm = true,
 	.layers = "1 1 1"},
+	/* its windows not alternating: the GGUF file's per-layer sliding_window_pattern */
+	{.name = "gpt_oss-windows", .arch = "GptOssForCausalLM", .n_experts = 8, .n_used = 4,
+	.norm = true, .layers = "1 1 1"},
 };
 
 /* The layers of f that have experts. */
