@@ -19,7 +19,8 @@
  *     products alone, the unpacked ones in the batch; the integer K-quant
  *     products a row at a time at every batch, the Q8_0 and Q4_0 ones a row
  *     at a time alone and, with VNNI, repacked sixteen rows at a time from 9
- *     tokens), and whatever the row blocks the work is split into (rows as
+ *     tokens; MXFP4's likewise for rows of whole 32s, its last group of 8
+ *     blocks short in widths 288 and 320), and whatever the row blocks the work is split into (rows as
  *     stored: test_weight_pack checks the K-quants packed at load);
  *   - avx512 and avx512vnni (vpmaddubsw against vpdpbusd) give the same bits;
  *   - a NaN activation gives NaN outputs for its token only.
@@ -321,6 +322,8 @@ main(void)
 				TestShape(ks, dt, 96, true, &r);
 				TestShape(ks, dt, 288, false, &r);
 				TestShape(ks, dt, 512, true, &r);	/* whole 256s: AVX-512's fused path */
+				/* a 256 and a short group of two blocks (gpt-oss's 2880 is eleven and 64): MXFP4's integer path */
+				TestShape(ks, dt, 320, true, &r);
 			}
 			else
 			{

@@ -1,12 +1,13 @@
 /*
- * test_weight_pack.c: the CPU's packed layout of K-quant matrices
+ * test_weight_pack.c: the CPU's packed layout of K-quant and MXFP4 matrices
  * (weight_pack.h) and the AVX-512 products that read it
- * (kernels_quant_packed.inc), on Q4_K, Q5_K and Q6_K matrices of random
- * bytes (every code and scale pattern) and of quantized Gaussian rows.
+ * (kernels_quant_packed.inc), on Q4_K, Q5_K, Q6_K and MXFP4 matrices of
+ * random bytes (every code and scale pattern) and of quantized Gaussian
+ * rows (MXFP4's also of widths with a short last group of blocks).
  *
- *   - every code, scale, d and dmin of every packed row sits where the
- *     header of weight_pack.h says, read here from that text's formulas
- *     (not through weight_pack.c's helpers);
+ *   - every code, scale, d and dmin (MXFP4: exponent) of every packed row
+ *     sits where the header of weight_pack.h says, read here from that
+ *     text's formulas (not through weight_pack.c's helpers);
  *   - unpacking any row gives back the bytes it had as stored, and rows
  *     past the last whole group are left as they were;
  *   - the products over the packed matrix give the bits of the products
@@ -15,7 +16,7 @@
  *     and 32, with the tail rows mixed in;
  *   - a NaN activation makes its own token's outputs NaN and no other's;
  *   - which sets pack: the AVX-512 ones, those types, rows of whole 256s
- *     and at least one group;
+ *     (MXFP4: 32s) and at least one group;
  *   - the CPU backend packs a model at load: a tied 256-wide llama of
  *     dummy weights quantized as q4_k has every matrix packed (the Q6_K
  *     embedding too, being its LM head), the LM head marked as the
@@ -46,7 +47,7 @@
 #define ROWS 37					/* two groups and five rows as stored */
 #define MAX_T 72
 
-static const cbllm_dtype types[] = {CBLLM_Q4_K, CBLLM_Q5_K, CBLLM_Q6_K};
+static const cbllm_dtype types[] = {CBLLM_Q4_K, CBLLM_Q5_K, CBLLM_Q6_K, CBLLM_MXFP4};
 
 /* Row r's code of element e as weight_pack.h's header places it in the group at grp. */
 static int
@@ -71,6 +72,36 @@ SpecCode(const kquant_layout *l, const uint8_t *grp, int r, int sb, int e, int n
 	return q;
 }
 
+/*
+ * MXFP4: whether every packed row's exponents and nibbles are where the
+ * layout says (a record per 8 blocks, m of them in the last: m * 16
+ * exponent bytes, then vector 4j + v's byte 4r + i = block j's byte 1 + 4v + i).
+ */
+static bool
+MxLayoutAsDocumented(const uint8_t *stored, const uint8_t *packed, int64_t cols)
+{
+	int64_t		rb = (int64_t) cbllm_dtype_row_bytes(CBLLM_MXFP4, cols),
+				nb = cols / 32;
+
+	for (int g = 0; g < ROWS / 16; g++)
+		for (int r = 0; r < 16; r++)
+			for (int64_t blk = 0; blk < nb; blk++)
+			{
+				const uint8_t *b = stored + (16 * g + r) * rb + blk * 17,
+						   *rec = packed + 16 * g * rb + 16 * (blk / 8 * 8) * 17;
+				int			m = nb - blk / 8 * 8 < 8 ? (int) (nb - blk / 8 * 8) : 8,
+							j = (int) (blk % 8);
+
+				if (rec[16 * j + r] != b[0])
+					return false;
+				for (int v = 0; v < 4; v++)
+					for (int i = 0; i < 4; i++)
+						if (rec[16 * m + 64 * (4 * j + v) + 4 * r + i] != b[1 + 4 * v + i])
+							return false;
+			}
+	return true;
+}
+
 /* Whether every packed row's codes, scales, d and dmin are where the layout says. */
 static bool
 LayoutAsDocumented(cbllm_dtype dt, const uint8_t *stored, const uint8_t *packed, int64_t cols)
@@ -80,6 +111,9 @@ LayoutAsDocumented(cbllm_dtype dt, const uint8_t *stored, const uint8_t *packed,
 				nsb = cols / 256;
 	int			nsw = dt == CBLLM_Q6_K ? 4 : 3,
 				hbits = dt == CBLLM_Q4_K ? 0 : dt == CBLLM_Q5_K ? 1 : 2;
+
+	if (dt == CBLLM_MXFP4)
+		return MxLayoutAsDocumented(stored, packed, cols);
 
 	for (int g = 0; g < ROWS / 16; g++)
 		for (int r = 0; r < 16; r++)
@@ -102,13 +136,13 @@ LayoutAsDocumented(cbllm_dtype dt, const uint8_t *stored, const uint8_t *packed,
 	return true;
 }
 
-/* y (T, ROWS) = the T tokens of x through qmatmul_rows in row blocks of step, activations per 256. */
+/* y (T, ROWS) = the T tokens of x through qmatmul_rows in row blocks of step, activations per 256 (MXFP4: 32). */
 static void
 Run(const cpu_kernels *ks, const cbllm_weight *w, const float *x, int T, cpu_qx *qx, int step, float *y,
 	float *scratch)
 {
 	qx->T = T;
-	qx->blk = 256;
+	qx->blk = w->dtype == CBLLM_MXFP4 ? 32 : 256;
 	for (int t = 0; t < T; t++)
 		ks->quantize_x(x + t * w->cols, w->cols, 0, w->cols, t, qx);
 	for (int64_t r0 = 0; r0 < w->rows; r0 += step)
@@ -206,12 +240,13 @@ TestWhoPacks(void)
 		{
 			cbllm_dtype dt = (cbllm_dtype) d;
 			bool		kq = dt == CBLLM_Q4_K || dt == CBLLM_Q5_K || dt == CBLLM_Q6_K,
+						mx = dt == CBLLM_MXFP4,
 						fl = dt == CBLLM_F32 || dt == CBLLM_F16 || dt == CBLLM_BF16;
 			cbllm_weight w = {.dtype = dt, .rows = 64, .cols = 512, .data = &byte};
 
-			ok = ok && ks->packs(&w) == (avx512 && (kq || fl));
+			ok = ok && ks->packs(&w) == (avx512 && (kq || mx || fl));
 			w.cols = 320;
-			ok = ok && ks->packs(&w) == (avx512 && fl);
+			ok = ok && ks->packs(&w) == (avx512 && (mx || fl));
 			w.cols = 512;
 			w.rows = 15;
 			ok = ok && !ks->packs(&w);
@@ -220,7 +255,7 @@ TestWhoPacks(void)
 			ok = ok && !ks->packs(&w);
 		}
 		TAP_OK(ok, "%s packs %s (16 rows or more, on the host)", isas[i],
-			   avx512 ? "Q4_K, Q5_K and Q6_K (rows of whole 256s) and the float types, nothing else" :
+			   avx512 ? "Q4_K, Q5_K and Q6_K (rows of whole 256s), MXFP4 (whole 32s) and the float types, nothing else" :
 			   "nothing");
 	}
 }
@@ -289,12 +324,15 @@ OnSet(const cpu_kernels *ks, int i)
 
 	TestBackendPacks(ks->isa);
 	rng_seed(&r, 500 + i);
-	for (int t = 0; t < 3; t++)
+	for (int t = 0; t < 4; t++)
 	{
 		TestShape(ks, types[t], 256, true, &r);
 		TestShape(ks, types[t], 1024, true, &r);
 		TestShape(ks, types[t], 768, false, &r);
 	}
+	/* MXFP4 rows whose last group of blocks is short: one block past 256, two (gpt-oss's 2880 ends so) */
+	TestShape(ks, CBLLM_MXFP4, 288, true, &r);
+	TestShape(ks, CBLLM_MXFP4, 320, false, &r);
 }
 
 int

@@ -174,11 +174,15 @@ PanelXTask(void *arg, int task, int thread)
 	j->c->k->panel_x(j->x, j->T, j->w[0]->cols, task, j->parts, j->c->xpanel);
 }
 
-/* The activation block w's products want: 0 for a float matrix, else 32 or 256. */
+/*
+ * The activation block w's products want: 0 for a float matrix, else 32 or
+ * 256 (the set's choice, packed or not: packed K-quants take 256, packed
+ * MXFP4 32).
+ */
 static int
 WantedBlock(const cpu_ctx *c, const cbllm_weight *w)
 {
-	return !IsBlocked(w->dtype) ? 0 : w->packed_rows > 0 ? 256 : c->k->qx_block(w);
+	return !IsBlocked(w->dtype) ? 0 : c->k->qx_block(w);
 }
 
 /*

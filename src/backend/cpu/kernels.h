@@ -93,7 +93,7 @@ typedef struct cpu_kernels
 	/*
 	 * Whether qmatmul_rows takes w's rows packed (weight_pack.h) when
 	 * w->packed_rows says they are: the backend packs such matrices once,
-	 * at load.  Packed rows want qx->blk 256.
+	 * at load.  Packed K-quant rows want qx->blk 256, MXFP4 ones 32.
 	 */
 	bool		(*packs) (const cbllm_weight *w);
 	/* sum of a[i] * b[i], i < n */

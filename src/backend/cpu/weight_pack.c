@@ -1,5 +1,5 @@
 /*
- * weight_pack.c: K-quant and float rows into and out of the CPU's packed
+ * weight_pack.c: K-quant, MXFP4 and float rows into and out of the CPU's packed
  * layouts (weight_pack.h says where each part goes).  Plain C over the
  * format's own description (kquant_layout.h), so each layout is defined once
  * for every kernel set; the AVX-512 products that read them are
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend/cpu/weight_pack.h"
+#include "dtype/dtype_quant.h"
 #include "dtype/kquant_layout.h"
 
 #define VEC 64					/* bytes of a vector */
@@ -51,14 +52,64 @@ weight_pack_supported(cbllm_dtype dt)
 {
 	pack_shape	s;
 
-	return PanelElem(dt) > 0 || Shape(dt, &s);
+	return PanelElem(dt) > 0 || Shape(dt, &s) || dt == CBLLM_MXFP4;
 }
 
 bool
 weight_pack_fits(const cbllm_weight *w)
 {
+	int64_t		span = PanelElem(w->dtype) > 0 ? 1 : w->dtype == CBLLM_MXFP4 ? 32 : 256;
+
 	return weight_pack_supported(w->dtype) && w->data != NULL && w->cols > 0 &&
-		(PanelElem(w->dtype) > 0 || w->cols % 256 == 0) && w->rows >= WEIGHT_PACK_ROWS;
+		w->cols % span == 0 && w->rows >= WEIGHT_PACK_ROWS;
+}
+
+/*
+ * MXFP4 (weight_pack.h): the record of blocks [b, b + m) of the 16 rows at
+ * src into rec, or back (to_rec false; rows then receives them).
+ */
+static void
+MoveMxRecord(uint8_t *rec, uint8_t *rows, int64_t row_bytes, int64_t b, int m, int lane0, int lanes,
+			 bool to_rec)
+{
+	uint8_t    *exps = rec,
+			   *nib = rec + WEIGHT_PACK_ROWS * m;
+
+	for (int j = 0; j < m; j++)
+		for (int r = lane0; r < lane0 + lanes; r++)
+		{
+			uint8_t    *blk = rows + (r - lane0) * row_bytes + (b + j) * CBLLM_MXFP4_BYTES;
+
+			if (to_rec)
+				exps[WEIGHT_PACK_ROWS * j + r] = blk[0];
+			else
+				blk[0] = exps[WEIGHT_PACK_ROWS * j + r];
+			for (int v = 0; v < 4; v++)
+				for (int i = 0; i < 4; i++)
+				{
+					uint8_t    *at = nib + VEC * (4 * j + v) + 4 * r + i;
+
+					if (to_rec)
+						*at = blk[1 + 4 * v + i];
+					else
+						blk[1 + 4 * v + i] = *at;
+				}
+		}
+}
+
+/* The 16 MXFP4 rows at src (or lane lane's alone, back into row: to_rec false), a record per 8 blocks. */
+static void
+MoveMx(uint8_t *grp, uint8_t *rows, int64_t row_bytes, int64_t cols, int lane0, int lanes, bool to_rec)
+{
+	int64_t		nb = cols / 32;
+
+	for (int64_t b = 0; b < nb; b += 8)
+	{
+		int			m = nb - b < 8 ? (int) (nb - b) : 8;
+
+		MoveMxRecord(grp + WEIGHT_PACK_ROWS * b * CBLLM_MXFP4_BYTES, rows, row_bytes, b, m, lane0, lanes,
+					 to_rec);
+	}
 }
 
 /* The 16 rows at src (row_bytes apart, cols elements of e bytes) as a panel at dst. */
@@ -228,6 +279,11 @@ weight_pack_group(cbllm_dtype dt, const uint8_t *src, int64_t row_bytes, int64_t
 		PackPanel(PanelElem(dt), src, row_bytes, cols, dst);
 		return;
 	}
+	if (dt == CBLLM_MXFP4)
+	{
+		MoveMx(dst, (uint8_t *) src, row_bytes, cols, 0, WEIGHT_PACK_ROWS, true);
+		return;
+	}
 	if (!Shape(dt, &s))
 		return;
 	for (int64_t sb = 0; sb < nsb; sb++)
@@ -257,6 +313,11 @@ weight_unpack_row(cbllm_dtype dt, const uint8_t *grp, int lane, int64_t cols, ui
 	if (PanelElem(dt) > 0)
 	{
 		UnpackPanel(PanelElem(dt), grp, lane, cols, row);
+		return;
+	}
+	if (dt == CBLLM_MXFP4)
+	{
+		MoveMx((uint8_t *) grp, row, 0, cols, lane, 1, false);
 		return;
 	}
 	if (!Shape(dt, &s))

@@ -1,6 +1,6 @@
 /*
  * weight_pack.h: the CPU's load-time layouts of matrices: K-quant (Q4_K,
- * Q5_K, Q6_K) and float (F32, F16, BF16) rows sixteen at a time, so that one
+ * Q5_K, Q6_K), MXFP4 and float (F32, F16, BF16) rows sixteen at a time, so that one
  * instruction multiplies sixteen rows by a broadcast activation, whatever
  * the batch, with no per-step repacking.
  *
@@ -36,6 +36,16 @@
  * Sizes: Q4_K 192 + 64 + 2048 = 2304 = 16 * 144, Q5_K 2304 + 512 = 16 * 176,
  * Q6_K 256 + 32 + 2048 + 1024 = 16 * 210.  The scales keep their packing;
  * the kernels unpack them sixteen rows at a time.
+ *
+ * MXFP4 matrices (rows of whole 32-blocks): a group keeps its size too, as
+ * one record per 8 blocks of the sixteen rows (the last may hold fewer, m),
+ * each 16 * m * 17 bytes:
+ *   exponents  m * 16 bytes: byte 16j + r = block j's exponent byte in row r
+ *   nibbles    4m vectors: vector 4j + v, byte 4r + i = byte 4v + i of
+ *              block j's 16 nibble bytes in row r (its element 4v + i in
+ *              the low nibble, 16 + 4v + i in the high one)
+ * so a vector's low (high) nibbles are four codes of each of the sixteen
+ * rows, one vpdpbusd against four activations once looked up as bytes.
  */
 #ifndef CBLLM_WEIGHT_PACK_H
 #define CBLLM_WEIGHT_PACK_H
@@ -51,7 +61,10 @@
 /* Whether matrices of dt have a packed layout. */
 bool		weight_pack_supported(cbllm_dtype dt);
 
-/* Whether w can be packed: a supported type (K-quant rows of whole 256-blocks), a group or more of rows, on the host. */
+/*
+ * Whether w can be packed: a supported type (K-quant rows of whole
+ * 256-blocks, MXFP4 ones of whole 32s), a group or more of rows, on the host.
+ */
 bool		weight_pack_fits(const cbllm_weight *w);
 
 /*
