@@ -95,6 +95,7 @@ UNIT_TESTS = \
 	build/test/test_vocab_padding \
 	build/test/test_generation_config \
 	build/test/test_chat_template \
+	build/test/test_reasoning \
 	build/test/test_rope \
 	build/test/test_join_names
 
@@ -280,7 +281,7 @@ FUZZ_SAN      = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefi
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 $(FUZZ_SAN) -Wall -Wextra -Werror \
                 -Wno-unused-parameter -Isrc -Itest/fuzz
 FUZZ_TARGETS  = config safetensors safetensors_index tokenizer tokenizer_config ipc request_check \
-                chat_template gguf tokenizer_gguf regex json_schema
+                chat_template gguf tokenizer_gguf regex json_schema reasoning
 FUZZ_BINS     = $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 
 .PHONY: fuzz
@@ -311,6 +312,7 @@ build/fuzz/fuzz_regex:              $(FUZZ_REGEX_OBJS)
 build/fuzz/fuzz_json_schema:        $(FUZZ_JSON_SCHEMA_OBJS) $(FUZZ_REGEX_OBJS)
 build/fuzz/fuzz_chat_template:      $(patsubst %,build/fuzz/obj/%.o,jinja_value jinja_lex jinja_parse jinja_eval \
                                    jinja_builtins jinja_methods jinja chat_template util)
+build/fuzz/fuzz_reasoning:          build/fuzz/obj/reasoning.o build/fuzz/obj/util.o
 
 build/fuzz/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/*.h | build/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(filter %.o,$^) -lcjson $(TOK_LIBS) -lm -o $@

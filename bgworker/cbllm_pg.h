@@ -106,7 +106,9 @@ typedef enum CbllmEngineState
 #define CBLLM_FRAME_HEADER 4
 /* Set in a frame's length: the frame is the next part of the logprobs stream, not text. */
 #define CBLLM_FRAME_LOGPROBS 0x80000000u
-#define CBLLM_FRAME_LEN(h) ((h) & ~CBLLM_FRAME_LOGPROBS)
+/* Set in a frame's length: the frame is the next part of a chat answer's reasoning, not text. */
+#define CBLLM_FRAME_REASONING 0x40000000u
+#define CBLLM_FRAME_LEN(h) ((h) & ~(CBLLM_FRAME_LOGPROBS | CBLLM_FRAME_REASONING))
 /* The smallest output ring: two of the largest frames. */
 #define CBLLM_MIN_OUTPUT_BUFFER (2 * (CBLLM_FRAME_MAX + CBLLM_FRAME_HEADER))
 
@@ -315,7 +317,14 @@ CbllmClaimRefusal CbllmSlotClaim(bool async, int *slot_out, uint64 *serial_out, 
 void		CbllmSlotSubmit(int slot, uint32 worker_generation);
 bool		CbllmSlotGiveUp(int slot, uint64 serial);
 void		CbllmWakeWorker(void);
-bool		CbllmSlotRead(int slot, uint64 serial, StringInfo buf, StringInfo logprobs,
+/* Where a read puts the parts of an output beside its text (a NULL member: dropped). */
+typedef struct CbllmSideParts
+{
+	StringInfo	logprobs;		/* the logprobs stream (CBLLM_FRAME_LOGPROBS) */
+	StringInfo	reasoning;		/* a chat answer's reasoning (CBLLM_FRAME_REASONING) */
+} CbllmSideParts;
+
+bool		CbllmSlotRead(int slot, uint64 serial, StringInfo buf, const CbllmSideParts *side,
 						  int max_frames, CbllmReadResult *res);
 CbllmSlotState CbllmSlotStateOf(int slot, uint64 serial);
 void		CbllmParkedFreeOwnedBy(int pid);
@@ -390,7 +399,7 @@ void		CbllmRelease(CbllmHandle *h);
 void		CbllmCancel(CbllmHandle *h);
 void		CbllmRaiseFailure(int errcode_in, const char *msg);
 void		CbllmCollect(CbllmHandle *h, StringInfo buf);
-void		CbllmCollectResult(CbllmHandle *h, StringInfo buf, StringInfo logprobs,
+void		CbllmCollectResult(CbllmHandle *h, StringInfo buf, const CbllmSideParts *side,
 							   CbllmReadResult *res);
 
 /* ---- the generating forms, over any input (sql_generate.c) ---- */

@@ -567,11 +567,11 @@ CbllmCollect(CbllmHandle *h, StringInfo buf)
 
 /*
  * Wait for h to finish, collecting its output into buf, its logprobs stream
- * into logprobs (NULL: dropped) and its finish and token counts into res;
- * raises on failure.
+ * and reasoning into side's (NULL: dropped) and its finish and token counts
+ * into res; raises on failure.
  */
 void
-CbllmCollectResult(CbllmHandle *h, StringInfo buf, StringInfo logprobs, CbllmReadResult *res)
+CbllmCollectResult(CbllmHandle *h, StringInfo buf, const CbllmSideParts *side, CbllmReadResult *res)
 {
 	bool		failed;
 	int			code;
@@ -580,7 +580,7 @@ CbllmCollectResult(CbllmHandle *h, StringInfo buf, StringInfo logprobs, CbllmRea
 
 	for (;;)
 	{
-		(void) CbllmSlotRead(h->slot, h->serial, buf, logprobs, 0, &r);
+		(void) CbllmSlotRead(h->slot, h->serial, buf, side, 0, &r);
 		if (r.over)
 			break;
 		CbllmWait(h);

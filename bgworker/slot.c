@@ -116,11 +116,11 @@ RingWrite(CbllmSlot *s, uint64 pos, const char *src, int n)
 
 /*
  * Append the payloads of the text frames in data[0..len) to buf, at most
- * max_frames of them (0: all), and of the logprobs frames to logprobs (NULL:
- * dropped).
+ * max_frames of them (0: all), and of the logprobs and reasoning frames to
+ * side's (side or its member NULL: dropped).
  */
 static int
-UnframeInto(const char *data, int len, StringInfo buf, StringInfo logprobs, int max_frames)
+UnframeInto(const char *data, int len, StringInfo buf, const CbllmSideParts *side, int max_frames)
 {
 	int			used = 0,
 				frames = 0;
@@ -134,13 +134,19 @@ UnframeInto(const char *data, int len, StringInfo buf, StringInfo logprobs, int 
 		n = CBLLM_FRAME_LEN(h);
 		if (used + CBLLM_FRAME_HEADER + (int) n > len)
 			break;				/* cannot happen: frames are written whole */
-		if ((h & CBLLM_FRAME_LOGPROBS) == 0)
+		if ((h & (CBLLM_FRAME_LOGPROBS | CBLLM_FRAME_REASONING)) == 0)
 		{
 			appendBinaryStringInfo(buf, data + used + CBLLM_FRAME_HEADER, n);
 			frames++;
 		}
-		else if (logprobs != NULL)
-			appendBinaryStringInfo(logprobs, data + used + CBLLM_FRAME_HEADER, n);
+		else
+		{
+			StringInfo	to = side == NULL ? NULL :
+				(h & CBLLM_FRAME_LOGPROBS) ? side->logprobs : side->reasoning;
+
+			if (to != NULL)
+				appendBinaryStringInfo(to, data + used + CBLLM_FRAME_HEADER, n);
+		}
 		used += CBLLM_FRAME_HEADER + n;
 	}
 	return used;
@@ -398,7 +404,7 @@ CbllmSlotGiveUp(int slot, uint64 serial)
  * is over (res says how it ended).
  */
 bool
-CbllmSlotRead(int slot, uint64 serial, StringInfo buf, StringInfo logprobs, int max_frames,
+CbllmSlotRead(int slot, uint64 serial, StringInfo buf, const CbllmSideParts *side, int max_frames,
 			  CbllmReadResult *res)
 {
 	CbllmSlot  *s = CbllmGetSlot(slot);
@@ -409,7 +415,8 @@ CbllmSlotRead(int slot, uint64 serial, StringInfo buf, StringInfo logprobs, int 
 	int			avail,
 				used,
 				len0 = buf->len,
-				lp0 = logprobs ? logprobs->len : 0;
+				lp0 = side && side->logprobs ? side->logprobs->len : 0,
+				rs0 = side && side->reasoning ? side->reasoning->len : 0;
 	char	   *copy;
 
 	memset(res, 0, sizeof(*res));
@@ -436,7 +443,7 @@ CbllmSlotRead(int slot, uint64 serial, StringInfo buf, StringInfo logprobs, int 
 		}
 		if (e.data != 0)
 			(void) UnframeInto(dsa_get_address(ResultArea(), (dsa_pointer) e.data), e.len, buf,
-							   logprobs, 0);
+							   side, 0);
 		ParkedFreeData(&e);
 		res->failed = e.failed;
 		res->errcode = e.errcode;
@@ -452,7 +459,7 @@ CbllmSlotRead(int slot, uint64 serial, StringInfo buf, StringInfo logprobs, int 
 		/* copy outside the lock: [tail, head) is ours until we advance tail */
 		copy = palloc(avail);
 		RingRead(s, tail, copy, avail);
-		used = UnframeInto(copy, avail, buf, logprobs, max_frames);
+		used = UnframeInto(copy, avail, buf, side, max_frames);
 		pfree(copy);
 	}
 	else
@@ -470,10 +477,15 @@ CbllmSlotRead(int slot, uint64 serial, StringInfo buf, StringInfo logprobs, int 
 		SpinLockRelease(&s->mutex);
 		buf->len = len0;
 		buf->data[len0] = '\0';
-		if (logprobs != NULL)
+		if (side != NULL && side->logprobs != NULL)
 		{
-			logprobs->len = lp0;
-			logprobs->data[lp0] = '\0';
+			side->logprobs->len = lp0;
+			side->logprobs->data[lp0] = '\0';
+		}
+		if (side != NULL && side->reasoning != NULL)
+		{
+			side->reasoning->len = rs0;
+			side->reasoning->data[rs0] = '\0';
 		}
 		return false;
 	}

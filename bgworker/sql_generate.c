@@ -204,8 +204,31 @@ FinishReason(int finish)
 }
 
 /*
+ * A chat answer's reasoning as a text value (NULL when there was none); a
+ * NUL byte, which a text cannot hold, becomes U+FFFD as in the answer.
+ */
+static Datum
+ReasoningDatum(StringInfo r, bool *isnull)
+{
+	StringInfoData clean;
+
+	*isnull = r->len == 0;
+	if (*isnull)
+		return (Datum) 0;
+	initStringInfo(&clean);
+	for (int i = 0; i < r->len; i++)
+	{
+		if (r->data[i] == '\0')
+			appendBinaryStringInfo(&clean, "\xEF\xBF\xBD", 3);
+		else
+			appendStringInfoChar(&clean, r->data[i]);
+	}
+	return PointerGetDatum(CbllmTextFromModel(clean.data, clean.len));
+}
+
+/*
  * n completions of one input (argument CBLLM_ARG_FORM), a row each: its
- * number, text, finish reason, token counts and, when asked (argument
+ * number, text, (for a chat: its reasoning,) finish reason, token counts and, when asked (argument
  * CBLLM_ARG_LOGPROBS), its per-token logprobs as a jsonb array
  * (logprobs_json.h).  The n requests are submitted together, each after
  * the first sharing the first's prompt KV (it waits for the first to
@@ -256,28 +279,40 @@ CbllmCompletions(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep)
 	for (int i = 0; i < n; i++)
 	{
 		StringInfoData buf,
-					lp;
+					lp,
+					rs;
+		CbllmSideParts side;
 		CbllmReadResult res;
-		Datum		v[6];
-		bool		nulls[6] = {false};
+		Datum		v[7];
+		bool		nulls[7] = {false};
+		int			c = 0;
 
 		initStringInfo(&buf);
 		initStringInfo(&lp);
+		initStringInfo(&rs);
 		appendStringInfoChar(&lp, '[');
-		CbllmCollectResult(&h[i], &buf, logprobs ? &lp : NULL, &res);
+		side.logprobs = logprobs ? &lp : NULL;
+		side.reasoning = &rs;
+		CbllmCollectResult(&h[i], &buf, &side, &res);
 		appendStringInfoChar(&lp, ']');
-		v[0] = Int32GetDatum(i + 1);
-		v[1] = PointerGetDatum(CbllmTextFromModel(buf.data, buf.len));
-		v[2] = CStringGetTextDatum(FinishReason(res.finish));
-		v[3] = Int32GetDatum(res.progress.n_prompt);
-		v[4] = Int32GetDatum(res.progress.n_generated);
+		v[c++] = Int32GetDatum(i + 1);
+		v[c++] = PointerGetDatum(CbllmTextFromModel(buf.data, buf.len));
+		if (kind == CBLLM_REQ_CHAT)
+		{
+			v[c] = ReasoningDatum(&rs, &nulls[c]);
+			c++;
+		}
+		v[c++] = CStringGetTextDatum(FinishReason(res.finish));
+		v[c++] = Int32GetDatum(res.progress.n_prompt);
+		v[c++] = Int32GetDatum(res.progress.n_generated);
 		if (logprobs)
-			v[5] = DirectFunctionCall1(jsonb_in, CStringGetDatum(lp.data));
+			v[c] = DirectFunctionCall1(jsonb_in, CStringGetDatum(lp.data));
 		else
-			nulls[5] = true;
+			nulls[c] = true;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
 		pfree(buf.data);
 		pfree(lp.data);
+		pfree(rs.data);
 	}
 	return (Datum) 0;
 }

@@ -87,7 +87,8 @@ StatusErrcode(int status)
 
 /*
  * Append len bytes as frames of at most CBLLM_FRAME_MAX bytes, cut only at
- * multiples of unit; flags (CBLLM_FRAME_LOGPROBS or 0) go in each length.
+ * multiples of unit; flags (CBLLM_FRAME_LOGPROBS, CBLLM_FRAME_REASONING or
+ * 0) go in each length.
  */
 static void
 AppendFrames(StringInfo pending, const char *data, size_t len, int unit, uint32 flags)
@@ -394,6 +395,9 @@ ApplyEvent(int k, const cbllm_evt_output *e, const char *text)
 	if (e->logprobs_len > 0)
 		AppendFrames(&w->pending, text + e->text_len + e->error_len, e->logprobs_len, 1,
 					 CBLLM_FRAME_LOGPROBS);
+	if (e->reasoning_len > 0)
+		AppendFrames(&w->pending, text + e->text_len + e->error_len + e->logprobs_len,
+					 e->reasoning_len, 1, CBLLM_FRAME_REASONING);
 	w->progress = e->progress;
 	RecordTimings(w, e);
 	if (e->finish != CBLLM_FINISH_NONE)

@@ -101,9 +101,12 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- Chat.  messages is a JSON array of {"role": ..., "content": ...} objects;
 -- the model's chat template (tokenizer_config.json's chat_template, or
 -- chat_template.jinja) renders it, with template_kwargs as extra template
--- variables (add_generation_prompt, true by default; enable_thinking; tools;
--- documents ...), and generation stops at the model's end-of-turn tokens.
--- The options are llm_generate's.
+-- variables (add_generation_prompt, true by default; enable_thinking;
+-- reasoning_effort; tools; documents ...), and generation stops at the
+-- model's end-of-turn tokens.  The options are llm_generate's.  A reasoning
+-- model's answer is its content only: gpt-oss's final channel, or the text
+-- after a <think> block (Qwen3, DeepSeek-R1); llm_chat_completions gives the
+-- reasoning beside it.  Stop strings apply to the content.
 CREATE FUNCTION llm_chat(messages jsonb,
                          max_tokens integer DEFAULT 256,
                          temperature double precision DEFAULT NULL,
@@ -182,7 +185,9 @@ RETURNS TABLE (completion integer, text text, finish_reason text, prompt_tokens 
 AS 'MODULE_PATHNAME', 'llm_completions'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
 
--- llm_completions for a conversation (as llm_chat).
+-- llm_completions for a conversation (as llm_chat), with each answer's
+-- reasoning (gpt-oss's analysis channel, a <think> block's text) in its own
+-- column after text, NULL when the model gave none.
 CREATE FUNCTION llm_chat_completions(messages jsonb,
                          max_tokens integer DEFAULT 256,
                          temperature double precision DEFAULT NULL,
@@ -202,8 +207,8 @@ CREATE FUNCTION llm_chat_completions(messages jsonb,
                          n integer DEFAULT 1,
                          logprobs integer DEFAULT NULL,
                          template_kwargs jsonb DEFAULT NULL)
-RETURNS TABLE (completion integer, text text, finish_reason text, prompt_tokens integer,
-               completion_tokens integer, logprobs jsonb)
+RETURNS TABLE (completion integer, text text, reasoning text, finish_reason text,
+               prompt_tokens integer, completion_tokens integer, logprobs jsonb)
 AS 'MODULE_PATHNAME', 'llm_chat_completions'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
 
@@ -232,7 +237,8 @@ RETURNS text[]
 AS 'MODULE_PATHNAME', 'llm_chat_array'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
--- The answer one row per text piece, as llm_generate_stream.
+-- The answer one row per text piece, as llm_generate_stream: its content
+-- only, never the reasoning (which llm_chat_completions gives).
 CREATE FUNCTION llm_chat_stream(messages jsonb,
                                 max_tokens integer DEFAULT 256,
                                 temperature double precision DEFAULT NULL,

@@ -65,3 +65,25 @@ SELECT llm_chat((repeat('[', 600) || repeat(']', 600))::jsonb);
 SELECT llm_chat(:'sys_user', template_kwargs => ('{"a": ' || repeat('[', 600) || repeat(']', 600) || '}')::jsonb);
 SELECT llm_chat_batch(ARRAY['[{"role": "user", "content": "ok"}]', '[{"role": "user", "content": 1}]']::jsonb[],
                       max_tokens => 4, temperature => 0, on_error => 'null') IS NOT NULL AS null_on_error;
+
+-- reasoning: a <think> block (Qwen3's <think> and </think> tokens, which logit_bias makes the
+-- model take where the regex allows them) is the reasoning column; the text after it, its
+-- leading newlines dropped, is the text, and all llm_chat gives
+\set think_bias '{"151667": 100, "151668": 100}'
+\set think_re '<think>\\nAdd the digits\\.\\n</think>\\n\\nFour\\.'
+SELECT text, reasoning, finish_reason
+FROM llm_chat_completions(:'sys_user', max_tokens => 40, temperature => 0, regex => :'think_re', logit_bias => :'think_bias');
+SELECT llm_chat(:'sys_user', max_tokens => 40, temperature => 0, regex => :'think_re', logit_bias => :'think_bias') AS chat_gives_text_only;
+SELECT string_agg(p, '|') AS stream_gives_text_only
+FROM llm_chat_stream(:'sys_user', max_tokens => 40, temperature => 0, regex => :'think_re', logit_bias => :'think_bias') p;
+-- cut off inside the block: the reasoning so far, an empty text
+SELECT text, reasoning, finish_reason
+FROM llm_chat_completions(:'sys_user', max_tokens => 5, temperature => 0, regex => :'think_re', logit_bias => :'think_bias');
+-- the tags spelled out of ordinary tokens (their ids forbidden) are text, not a block
+SELECT text, reasoning IS NULL AS no_reasoning
+FROM llm_chat_completions(:'sys_user', max_tokens => 40, temperature => 0, regex => :'think_re',
+                          logit_bias => '{"151667": -100, "151668": -100}');
+-- no block at all: the reasoning is NULL and the text is llm_chat's
+SELECT reasoning IS NULL AS no_block_no_reasoning,
+       text = llm_chat(:'sys_user', max_tokens => 12, temperature => 0) AS text_is_chat
+FROM llm_chat_completions(:'sys_user', max_tokens => 12, temperature => 0);

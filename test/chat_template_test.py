@@ -7,7 +7,9 @@ transformers sets it up (test/tools/render_chat.py), and require the same bytes.
 
 Templates: the three real ones of test/data/tokenizers (llama3_1, qwen3, gemma3), the
 Llama-2-chat, Mistral-7B-Instruct-v0.2 and Llama-3.1-Instruct (tools, date header) templates
-(as their model cards' tokenizer_config files publish them), and a template of this test that uses every construct the interpreter
+(as their model cards' tokenizer_config files publish them), gpt-oss's harmony template
+(test/data/templates/openai-gpt-oss.jinja: developer messages, assistant "thinking", one tool
+call per message, reasoning_effort, builtin_tools, model_identity), and a template of this test that uses every construct the interpreter
 supports (macros, namespaces, filters, tests, slices, string methods, whitespace control), given
 as chat_template.jinja beside a config whose own template must lose.  Message lists: with and
 without a system message, multi-turn, tool calls and tool results, a tools list, empty and null
@@ -377,6 +379,8 @@ def make_model_dirs(workdir, tokenizers):
                            "chat_template": LLAMA31_TOOLS_TEMPLATE}, None),
         "features": ({"bos_token": "<s>", "eos_token": "</s>",
                       "chat_template": "the config's template must lose"}, FEATURES_TEMPLATE),
+        "gpt_oss": ({"bos_token": "<|startoftext|>", "eos_token": "<|return|>", "pad_token": "<|endoftext|>"},
+                    GPT_OSS_TEMPLATE),
     }
     for name, (cfg, jinja) in written.items():
         d = os.path.join(workdir, name)
@@ -390,6 +394,9 @@ def make_model_dirs(workdir, tokenizers):
     return dirs
 
 
+with open(os.path.join(HERE, "data", "templates", "openai-gpt-oss.jinja"), encoding="utf-8", newline="") as _f:
+    GPT_OSS_TEMPLATE = _f.read()
+
 TOOLS = [
     {"type": "function", "function": {
         "name": "get_weather", "description": "Weather for a city, in °C.",
@@ -398,6 +405,26 @@ TOOLS = [
             "days": {"type": "integer", "minimum": 1, "maximum": 7}},
             "required": ["city"]}}},
     {"type": "function", "function": {"name": "now", "parameters": {"type": "object", "properties": {}}}},
+]
+
+# tools that every template can render: each described (gpt-oss's template prints every description),
+# with the parameter kinds its TypeScript rendering distinguishes
+TOOLS_DESCRIBED = [
+    TOOLS[0],
+    {"type": "function", "function": {
+        "name": "search", "description": "Search the notes.",
+        "parameters": {"type": "object", "required": ["query"], "properties": {
+            "query": {"type": "string", "description": "What to find."},
+            "tags": {"type": "array", "items": {"type": "string"}, "nullable": True},
+            "sizes": {"type": "array", "items": {"type": "object", "properties": {"w": {"type": "number"}}}},
+            "mode": {"type": "string", "enum": ["fast", "exact"], "default": "fast"},
+            "limit": {"type": "integer", "default": 10},
+            "strict": {"type": "boolean"},
+            "either": {"oneOf": [{"type": "string", "description": "a name"}, {"type": "number"}]},
+            "kinds": {"type": ["string", "null"]},
+            "filter": {"type": "object", "properties": {"from": {"type": "string"}}, "required": []}}}}},
+    {"type": "function", "function": {"name": "now", "description": "The time.",
+                                      "parameters": {"type": "object", "properties": {}}}},
 ]
 
 TEXTS = ["Hello!", "What is 2+2?", "  padded with spaces  ", "line one\nline two\n\n", "",
@@ -454,6 +481,17 @@ def cases():
         ("long text", [u(TEXTS[14]), a(TEXTS[14])]),
         ("long conversation", [s("long")] + [m for i in range(60) for m in (u("q%d" % i), a("a%d" % i))]),
         ("empty list", []),
+        # gpt-oss's harmony template: developer instructions, reasoning in "thinking", one call
+        ("developer message", [{"role": "developer", "content": "Answer in French."}, u("Hi")]),
+        ("thinking field", [u("2+2?"), {"role": "assistant", "content": "4", "thinking": "Add them."},
+                            u("and 3+3?"), {"role": "assistant", "content": "6", "thinking": "\nAdd again.\n"}]),
+        ("thinking with a tool call", [u("Weather?"), {"role": "assistant", "content": "", "thinking": "Ask the tool.",
+                                                       "tool_calls": tool_turns()[0]["tool_calls"][:1]},
+                                       {"role": "tool", "content": "{\"temp\": 21}"}]),
+        ("tool call then answer", [u("Weather?"), {"role": "assistant", "content": "Call it.",
+                                                   "tool_calls": tool_turns()[0]["tool_calls"][1:]},
+                                   {"role": "tool", "content": "12:00"}, a("It is noon."), u("ok")]),
+        ("harmony markup in content", [u("q"), a("<|channel|>analysis<|message|>x<|end|>")]),
     ]
     rng = random.Random(20251202)
     for k in range(25):
@@ -475,9 +513,14 @@ def cases():
         ("tools and thinking off", {"tools": TOOLS, "enable_thinking": False}),
         ("tools in the system message", {"tools": TOOLS, "tools_in_user_message": False, "date_string": "2 Dec 2025"}),
         ("builtin tools", {"builtin_tools": ["brave_search", "code_interpreter", "wolfram_alpha"]}),
+        ("reasoning_effort low", {"reasoning_effort": "low"}),
+        ("reasoning_effort medium", {"reasoning_effort": "medium"}),
+        ("reasoning_effort high and a tools list", {"reasoning_effort": "high", "tools": TOOLS_DESCRIBED}),
+        ("browser and python", {"builtin_tools": ["browser", "python"], "model_identity": "You are terse."}),
     ]
     for label, kw in extra:
-        for base in ("one user turn", "tool calls", "reasoning after last user", "system multi-turn"):
+        for base in ("one user turn", "tool calls", "reasoning after last user", "system multi-turn",
+                     "thinking field"):
             msgs = dict(lists)[base]
             for agp in (False, True):
                 req = {"messages": msgs, "add_generation_prompt": agp}

@@ -173,6 +173,10 @@ typedef struct cbllm_request_input
 	const int32_t *ids;			/* prompt token ids when text is NULL */
 	int			n_ids;
 	bool		add_bos;		/* text only: prepend BOS as the tokenizer config says */
+	bool		split_reasoning;	/* a chat answer: its reasoning goes to cbllm_output.reasoning,
+									 * apart from its content (text), by the format of the model's
+									 * vocabulary (chat/reasoning.h: harmony channels or think
+									 * blocks); stop strings apply to the content */
 	uint64_t	cache_salt;		/* prefix-cache scope: see below; 0 is one scope like any other */
 	uint64_t	tenant;			/* fair-share group: while requests of several tenants wait or
 								 * run, each tenant gets an equal share of the running sequences
@@ -218,8 +222,11 @@ typedef struct cbllm_output
 	const cbllm_logprob *logprobs;	/* (n_logprobs) one per token of tokens when the request
 									 * asked for logprobs; NULL otherwise */
 	int			n_logprobs;
-	const char *text;			/* text completed since the last take */
+	const char *text;			/* text completed since the last take (with split_reasoning: the
+								 * content) */
 	size_t		text_len;
+	const char *reasoning;		/* split_reasoning: reasoning completed since the last take */
+	size_t		reasoning_len;
 	cbllm_finish finish;		/* NONE while running */
 	int			n_prompt;		/* prompt tokens */
 	int			n_generated;	/* tokens generated so far */

@@ -170,6 +170,7 @@ cbllm_request_params_to_engine(const cbllm_request_params *p, const char *bytes,
 	in->text = bytes;
 	in->text_len = (size_t) p->prompt_len;
 	in->add_bos = p->kind != CBLLM_REQ_CHAT;	/* a chat template writes its own BOS */
+	in->split_reasoning = p->kind == CBLLM_REQ_CHAT;
 	in->cache_salt = p->cache_salt;
 	in->tenant = p->tenant;
 	sp->max_tokens = p->max_tokens;

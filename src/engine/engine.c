@@ -548,6 +548,9 @@ cbllm_engine_take(cbllm_engine *e, int64_t id, cbllm_output *out, cbllm_err *err
 	out->n_logprobs = out->logprobs != NULL ? out->n_tokens : 0;
 	out->text = r->eng->text.data ? r->eng->text.data + r->eng->text_taken : "";
 	out->text_len = r->eng->text_ready - r->eng->text_taken;
+	out->reasoning = r->eng->reasoning.data ? r->eng->reasoning.data + r->eng->reasoning_taken : "";
+	out->reasoning_len = r->eng->reasoning.len - r->eng->reasoning_taken;
+	r->eng->reasoning_taken = r->eng->reasoning.len;
 	out->finish = r->stat.lingering && r->state != REQ_FINISHED ? CBLLM_FINISH_NONE : r->eng->finish;
 	out->n_prompt = r->n_prompt;
 	out->n_generated = n_gen;

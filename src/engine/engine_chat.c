@@ -4,6 +4,8 @@
  * compile, still serves plain prompts: the reason is kept and every chat
  * request gets it as its error.  Rendering reads the CBLLM_CHAT_PAYLOAD of a
  * request: the messages' JSON, a NUL, the template variables' JSON object.
+ * The vocabulary's reasoning markers (chat/reasoning.h) are found with the
+ * template: they say how a chat answer splits into reasoning and content.
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -51,12 +53,39 @@ LoadGiven(cbllm_engine *e, const char *config, size_t config_len, const char *te
 	return rc;
 }
 
+/* The id of the token whose whole text is text (an added token's), or -1. */
+static int32_t
+MarkerId(const char *text, void *arg)
+{
+	const cbllm_tokenizer *tok = arg;
+	tokenizer_encode_opts o = {.add_bos = false, .parse_special = true};
+	int32_t    *ids = NULL,
+				id = -1;
+	int			n = 0;
+	cbllm_err	err;
+	const char *piece;
+
+	if (tokenizer_encode(tok, text, strlen(text), o, &ids, &n, &err) == CBLLM_OK && n == 1 &&
+		(piece = tokenizer_piece(tok, ids[0])) != NULL && strcmp(piece, text) == 0)
+		id = ids[0];
+	free(ids);
+	return id;
+}
+
+/* Find e's reasoning markers in its tokenizer's vocabulary. */
+static void
+FindMarkers(cbllm_engine *e)
+{
+	e->reasoning = reasoning_markers_find(MarkerId, e->tok);
+}
+
 /* Load the chat template into e: template_file (NULL: none), else dir's own. */
 int
 engine_chat_load(cbllm_engine *e, const char *dir, const char *template_file, cbllm_err *err)
 {
 	cbllm_err	own;
 
+	FindMarkers(e);
 	e->chat = NULL;
 	e->chat_error[0] = '\0';
 	if (template_file != NULL && template_file[0] != '\0')
@@ -95,6 +124,7 @@ engine_chat_load_texts(cbllm_engine *e, const char *config, const char *jinja, s
 	cbllm_err	own;
 	size_t		config_len = config != NULL ? strlen(config) : 0;
 
+	FindMarkers(e);
 	e->chat = NULL;
 	e->chat_error[0] = '\0';
 	if (template_file != NULL && template_file[0] != '\0')

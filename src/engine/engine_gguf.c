@@ -6,8 +6,10 @@
  *     end-of-message ids (tokenizer.ggml.eot_token_id, eom_token_id) that
  *     chat models end their replies with, and every special token whose text
  *     llama.cpp takes for an end of generation (Gemma-3's <end_of_turn> in a
- *     file that names only <eos>: tokenizer_gguf_ends_generation); a GGUF file has no
- *     generation_config.json, so no sampling defaults either;
+ *     file that names only <eos>: tokenizer_gguf_ends_generation), but, as
+ *     llama.cpp, not a harmony vocabulary's <|end|> (gpt-oss ends a message
+ *     with it and goes on: its answer ends at <|return|> or <|call|>); a GGUF
+ *     file has no generation_config.json, so no sampling defaults either;
  *   - the chat template, tokenizer.chat_template, rendered with the texts of
  *     the BOS and EOS tokens as tokenizer_config.json would give them.
  */
@@ -22,6 +24,36 @@ static const char *const extra_stop_keys[] = {
 	"tokenizer.ggml.eot_token_id",
 	"tokenizer.ggml.eom_token_id",
 };
+
+/* The id among e's stop ids whose text is text, or -1. */
+static int32_t
+StopWithText(const cbllm_engine *e, const char *text)
+{
+	for (int i = 0; i < e->gen.n_eos; i++)
+	{
+		const char *piece = tokenizer_piece(e->tok, e->gen.eos_ids[i]);
+
+		if (piece != NULL && strcmp(piece, text) == 0)
+			return e->gen.eos_ids[i];
+	}
+	return -1;
+}
+
+/*
+ * Drop <|end|> from the stop ids of a vocabulary that also stops at
+ * <|return|> and <|call|> (harmony: gpt-oss's analysis message ends with
+ * <|end|> and its final one follows) or at <|calls|> and <|flush|>, as
+ * llama.cpp does.
+ */
+static void
+DropHarmonyEnd(cbllm_engine *e)
+{
+	int32_t		end = StopWithText(e, "<|end|>");
+
+	if (end >= 0 && ((StopWithText(e, "<|return|>") >= 0 && StopWithText(e, "<|call|>") >= 0) ||
+					 (StopWithText(e, "<|calls|>") >= 0 && StopWithText(e, "<|flush|>") >= 0)))
+		generation_config_remove_eos(&e->gen, end);
+}
 
 /* Add the file's EOS and end-of-turn ids to e's stop set. */
 static int
@@ -52,6 +84,7 @@ LoadStops(cbllm_engine *e, const gguf_file *g, cbllm_err *err)
 			(rc = generation_config_add_eos(&e->gen, id, err)) != CBLLM_OK)
 			return rc;
 	}
+	DropHarmonyEnd(e);
 	return CBLLM_OK;
 }
 

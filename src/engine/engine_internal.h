@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "backend/backend_registry.h"
 #include "base/threadpool.h"
+#include "chat/reasoning.h"
 #include "constrain/constraint.h"
 #include "engine/forward.h"
 #include "kv/block_manager.h"
@@ -37,6 +38,11 @@ typedef struct engine_request
 	cbllm_buf	text;			/* generated text so far */
 	size_t		text_ready;		/* text[0, text_ready) can no longer change */
 	size_t		text_taken;		/* text[0, text_taken) was returned by take */
+	bool		split;			/* a chat answer split into reasoning and content (text) */
+	reasoning_split splitter;	/* split: where the answer is */
+	cbllm_buf	reasoning;		/* split: the reasoning so far (none is held back) */
+	size_t		reasoning_taken;	/* reasoning[0, reasoning_taken) was returned by take */
+	cbllm_buf	piece;			/* split: one token's text on its way to its part */
 	int			gen_taken;		/* generated tokens returned by take */
 	cbllm_finish finish;
 	char		error[CBLLM_ERR_MSG_LEN];
@@ -104,6 +110,7 @@ struct cbllm_engine
 	cbllm_generation_config gen;	/* every end-of-turn id (eos_id among them) and the
 									 * sampling defaults of generation_config.json */
 	struct cbllm_chat *chat;	/* the model's chat template; NULL when it has none or it failed */
+	reasoning_markers reasoning;	/* the vocabulary's reasoning format and its marker ids */
 	char		chat_error[CBLLM_ERR_MSG_LEN];	/* why chat is NULL ("" when the model has none) */
 	cbllm_stats stats;
 	/* constrained decoding (engine_constraint.c), made at the first constrained request: */

@@ -8,6 +8,12 @@
  * a stop string is held back (text_ready stays max_stop_len - 1 bytes behind
  * and on a character boundary), so a caller never sees text that a stop
  * string later removes.
+ *
+ * A chat answer (split_reasoning) goes token by token through the
+ * vocabulary's splitter (chat/reasoning.h): its content becomes the text
+ * above, stop strings and all, and its reasoning a second text that is
+ * ready as soon as it is made.  A marker token is never decoded; bytes of
+ * an unfinished character before it are flushed to the part they belong to.
  */
 #include <math.h>
 #include <stdio.h>
@@ -159,6 +165,41 @@ CopyBias(cbllm_engine *e, cbllm_request *r, const cbllm_sampling *sp, cbllm_err 
 	return CBLLM_OK;
 }
 
+/*
+ * Whether the prompt leaves a <think> block open (its last think tag opens
+ * one), so that the answer starts inside it.
+ */
+static bool
+PromptOpensThink(const reasoning_markers *m, const int32_t *ids, int n)
+{
+	for (int i = n - 1; i >= 0; i--)
+	{
+		if (ids[i] == m->think_open)
+			return true;
+		if (ids[i] == m->think_close)
+			return false;
+	}
+	return false;
+}
+
+/*
+ * Split r's answer when its input asks and the vocabulary has a format; a
+ * constrained answer never starts inside a think block (the constraint
+ * shapes the content, and a JSON answer is no reasoning).
+ */
+static void
+StartSplit(cbllm_engine *e, cbllm_request *r, const cbllm_request_input *in)
+{
+	bool		open_think;
+
+	r->eng->split = in->split_reasoning && e->reasoning.format != REASONING_NONE;
+	if (!r->eng->split)
+		return;
+	open_think = e->reasoning.format == REASONING_THINK && in->text != NULL && r->eng->cons == NULL &&
+		PromptOpensThink(&e->reasoning, r->tokens, r->n_prompt);
+	reasoning_split_init(&r->eng->splitter, &e->reasoning, open_think);
+}
+
 /* Build a waiting request from a caller's input, checking every limit. */
 int
 request_create(cbllm_engine *e, const cbllm_request_input *in, const cbllm_sampling *sp,
@@ -245,6 +286,7 @@ request_create(cbllm_engine *e, const cbllm_request_input *in, const cbllm_sampl
 	rng_seed(&r->eng->rng, sp->has_seed ? sp->seed :
 			 (uint64_t) (cbllm_now() * 1e9) ^ ((uint64_t) e->next_id << 32));
 	tokenizer_stream_init(&r->eng->detok, false, true);
+	StartSplit(e, r, in);
 	*out = r;
 	return CBLLM_OK;
 }
@@ -345,6 +387,38 @@ ConstraintDeadEnd(cbllm_request *r, cbllm_finish *why)
 	return CBLLM_OK;
 }
 
+/* Push the bytes r's decoder holds to the part they belong to (before a marker, or at the end). */
+static int
+FlushSplit(cbllm_request *r)
+{
+	engine_request *q = r->eng;
+
+	q->piece.len = 0;
+	if (tokenizer_stream_flush(&q->detok, &q->piece) != CBLLM_OK)
+		return CBLLM_ERR_NOMEM;
+	return q->piece.len == 0 ? CBLLM_OK :
+		reasoning_split_push(&q->splitter, -1, q->piece.data, q->piece.len, &q->reasoning, &q->text);
+}
+
+/* Decode token into r's reasoning or content, as the splitter says. */
+static int
+PushSplit(const cbllm_engine *e, cbllm_request *r, int32_t token)
+{
+	engine_request *q = r->eng;
+
+	if (reasoning_split_is_marker(&q->splitter, token))
+	{
+		if (FlushSplit(r) != CBLLM_OK)
+			return CBLLM_ERR_NOMEM;
+		return reasoning_split_push(&q->splitter, token, "", 0, &q->reasoning, &q->text);
+	}
+	q->piece.len = 0;
+	if (tokenizer_stream_push(e->tok, &q->detok, token, &q->piece) != CBLLM_OK)
+		return CBLLM_ERR_NOMEM;
+	return reasoning_split_push(&q->splitter, token, q->piece.data ? q->piece.data : "", q->piece.len,
+								&q->reasoning, &q->text);
+}
+
 /*
  * Record a sampled token and its text; *why says whether it ends the
  * request (the caller finishes it).  CBLLM_ERR_NOMEM when the token or its
@@ -375,7 +449,8 @@ request_append_token(cbllm_engine *e, cbllm_request *r, int32_t token, cbllm_fin
 	}
 	if (r->eng->cons != NULL)
 		r->eng->cstate = constraint_advance(r->eng->cons->c, r->eng->cstate, token);
-	if (tokenizer_stream_push(e->tok, &r->eng->detok, token, &r->eng->text) != CBLLM_OK)
+	if (r->eng->split ? PushSplit(e, r, token) != CBLLM_OK :
+		tokenizer_stream_push(e->tok, &r->eng->detok, token, &r->eng->text) != CBLLM_OK)
 		return CBLLM_ERR_NOMEM;
 	if (r->eng->sp.n_stop > 0 && FindStop(r, old_len))
 	{
@@ -434,7 +509,14 @@ request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *
 	request_release_followers(r);
 	if (error != NULL)
 		snprintf(r->eng->error, sizeof(r->eng->error), "%s", error);
-	if (!stopped_by_string)
+	if (r->eng->split)
+	{
+		/* out of memory here loses only the held bytes: the answer so far stands */
+		if (!stopped_by_string)
+			(void) FlushSplit(r);
+		(void) reasoning_split_finish(&r->eng->splitter, &r->eng->reasoning, &r->eng->text);
+	}
+	else if (!stopped_by_string)
 		tokenizer_stream_flush(&r->eng->detok, &r->eng->text);
 	r->eng->text_ready = r->eng->text.len;
 }
@@ -464,6 +546,9 @@ engine_request_free(cbllm_request *r)
 		free(q->bias_values);
 		free(q->lp);
 		cbllm_buf_free(&q->text);
+		cbllm_buf_free(&q->reasoning);
+		cbllm_buf_free(&q->piece);
+		reasoning_split_free(&q->splitter);
 		free(q);
 		r->eng = NULL;
 	}

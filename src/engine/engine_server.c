@@ -39,6 +39,8 @@ typedef struct server_req
 								 * in [ ]) */
 	size_t		lp_posted;
 	bool		lp_started;		/* a record has been written: the next one needs a comma */
+	cbllm_buf	rsn;			/* a chat answer's reasoning not yet posted */
+	size_t		rsn_posted;
 	bool		finished;		/* the end is known; posted with the last bytes */
 	int			finish;
 	int			status;
@@ -125,6 +127,7 @@ DropReq(server *sv, int i)
 		cbllm_engine_abort(sv->engine, q->engine_id, NULL);
 	cbllm_buf_free(&q->out);
 	cbllm_buf_free(&q->lp);
+	cbllm_buf_free(&q->rsn);
 	memset(q, 0, sizeof(*q));
 }
 
@@ -377,7 +380,8 @@ TakeOutputs(server *sv)
 			q->lp_started = !first;
 		}
 		if (rc != CBLLM_OK ||
-			(o.text_len > 0 && cbllm_buf_append(&q->out, o.text, o.text_len) != CBLLM_OK))
+			(o.text_len > 0 && cbllm_buf_append(&q->out, o.text, o.text_len) != CBLLM_OK) ||
+			(o.reasoning_len > 0 && cbllm_buf_append(&q->rsn, o.reasoning, o.reasoning_len) != CBLLM_OK))
 		{
 			cbllm_engine_abort(sv->engine, q->engine_id, NULL);
 			EndReq(q, CBLLM_FINISH_ERROR, CBLLM_ERR_NOMEM, "out of memory for the output");
@@ -387,7 +391,7 @@ TakeOutputs(server *sv)
 		if (o.n_tokens > 0 || p.phase != q->progress.phase ||
 			p.n_generated != q->progress.n_generated || o.text_len > 0)
 			q->dirty = true;
-		q->dirty = q->dirty || o.n_logprobs > 0;
+		q->dirty = q->dirty || o.n_logprobs > 0 || o.reasoning_len > 0;
 		q->n_tokens += o.n_tokens;
 		q->progress = p;
 		if (o.finish != CBLLM_FINISH_NONE)	/* the engine forgot it with this take */
@@ -436,6 +440,7 @@ PostEvents(server *sv)
 			size_t		room,
 						n,
 						m,
+						k,
 						elen;
 			bool		last;
 
@@ -449,7 +454,11 @@ PostEvents(server *sv)
 			m = q->lp.len - q->lp_posted;
 			if (m > (room > elen + n ? room - elen - n : 0))
 				m = room > elen + n ? room - elen - n : 0;
-			last = q->finished && q->out_posted + n == q->out.len && q->lp_posted + m == q->lp.len;
+			k = q->rsn.len - q->rsn_posted;
+			if (k > (room > elen + n + m ? room - elen - n - m : 0))
+				k = room > elen + n + m ? room - elen - n - m : 0;
+			last = q->finished && q->out_posted + n == q->out.len && q->lp_posted + m == q->lp.len &&
+				q->rsn_posted + k == q->rsn.len;
 			e.slot = i;
 			e.serial = q->serial;
 			e.progress = q->progress;
@@ -459,19 +468,23 @@ PostEvents(server *sv)
 			e.text_len = (int32_t) n;
 			e.error_len = last ? (int32_t) elen : 0;
 			e.logprobs_len = (int32_t) m;
-			/* text, error and logprobs go out as one second part: copy them together */
+			e.reasoning_len = (int32_t) k;
+			/* text, error, logprobs and reasoning go out as one second part: copy them together */
 			memcpy(sv->msg, &e, sizeof(e));
 			memcpy(sv->msg + sizeof(e), q->out.data + q->out_posted, n);
 			if (e.error_len > 0)
 				memcpy(sv->msg + sizeof(e) + n, q->error, elen);
 			if (m > 0)
 				memcpy(sv->msg + sizeof(e) + n + e.error_len, q->lp.data + q->lp_posted, m);
+			if (k > 0)
+				memcpy(sv->msg + sizeof(e) + n + e.error_len + m, q->rsn.data + q->rsn_posted, k);
 			if (!cbllm_ring_put(r, CBLLM_EVT_OUTPUT, sv->msg,
-								sizeof(e) + n + (size_t) e.error_len + m, NULL, 0))
+								sizeof(e) + n + (size_t) e.error_len + m + k, NULL, 0))
 				return any;
 			any = true;
 			q->out_posted += n;
 			q->lp_posted += m;
+			q->rsn_posted += k;
 			q->n_tokens = 0;
 			if (q->out_posted == q->out.len)
 			{
@@ -483,11 +496,17 @@ PostEvents(server *sv)
 				q->lp.len = 0;
 				q->lp_posted = 0;
 			}
-			q->dirty = q->out.len > 0 || q->lp.len > 0;
+			if (q->rsn_posted == q->rsn.len)
+			{
+				q->rsn.len = 0;
+				q->rsn_posted = 0;
+			}
+			q->dirty = q->out.len > 0 || q->lp.len > 0 || q->rsn.len > 0;
 			if (last)
 			{
 				cbllm_buf_free(&q->out);
 				cbllm_buf_free(&q->lp);
+				cbllm_buf_free(&q->rsn);
 				memset(q, 0, sizeof(*q));
 			}
 		}
@@ -624,7 +643,11 @@ cbllm_server_run(cbllm_ipc_region *rg, int doorbell_in, int doorbell_out,
 	}
 out:
 	for (int i = 0; sv.reqs && i < sv.n_slots; i++)
+	{
 		cbllm_buf_free(&sv.reqs[i].out);
+		cbllm_buf_free(&sv.reqs[i].lp);
+		cbllm_buf_free(&sv.reqs[i].rsn);
+	}
 	free(sv.reqs);
 	free(sv.msg);
 	cbllm_engine_destroy(sv.engine);

@@ -143,8 +143,9 @@ cbllm_evt_output_check(const cbllm_evt_output *e, size_t payload_len, int n_slot
 	if (!InRange(e->slot, n_slots - 1))
 		return "an output event for a slot that does not exist";
 	if (!InRange(e->text_len, INT32_MAX) || !InRange(e->error_len, INT32_MAX) ||
-		!InRange(e->logprobs_len, INT32_MAX) ||
-		(int64_t) sizeof(*e) + e->text_len + e->error_len + e->logprobs_len != (int64_t) payload_len)
+		!InRange(e->logprobs_len, INT32_MAX) || !InRange(e->reasoning_len, INT32_MAX) ||
+		(int64_t) sizeof(*e) + e->text_len + e->error_len + e->logprobs_len + e->reasoning_len !=
+		(int64_t) payload_len)
 		return "an output event whose lengths do not add up";
 	if (e->finish < CBLLM_FINISH_NONE || e->finish > CBLLM_FINISH_CONSTRAINT)
 		return "an output event with an unknown finish";

@@ -104,7 +104,8 @@ typedef struct cbllm_cmd_abort
 
 enum cbllm_evt_type
 {
-	CBLLM_EVT_OUTPUT = 1		/* cbllm_evt_output, then text, then error, then logprobs */
+	CBLLM_EVT_OUTPUT = 1		/* cbllm_evt_output, then text, then error, then logprobs, then
+								 * reasoning */
 };
 
 typedef struct cbllm_evt_output
@@ -119,6 +120,8 @@ typedef struct cbllm_evt_output
 	int32_t		error_len;		/* bytes after the text */
 	int32_t		logprobs_len;	/* bytes after the error: the next part of the request's
 								 * logprobs stream (logprobs_json.h), cut anywhere */
+	int32_t		reasoning_len;	/* bytes after the logprobs: the next part of a chat answer's
+								 * reasoning (text is its content), cut anywhere */
 } cbllm_evt_output;
 
 /* Check a submit command's parameters by the rules of a request (request_params.h) and its

@@ -25,6 +25,18 @@ generation_config_add_eos(cbllm_generation_config *g, int32_t id, cbllm_err *err
 	return CBLLM_OK;
 }
 
+/* Remove an end-of-turn id (none: nothing to do), keeping the others' order. */
+void
+generation_config_remove_eos(cbllm_generation_config *g, int32_t id)
+{
+	int			k = 0;
+
+	for (int i = 0; i < g->n_eos; i++)
+		if (g->eos_ids[i] != id)
+			g->eos_ids[k++] = g->eos_ids[i];
+	g->n_eos = k;
+}
+
 /* Whether id ends a turn. */
 bool
 generation_config_is_eos(const cbllm_generation_config *g, int32_t id)

@@ -52,6 +52,9 @@ int			generation_config_parse(const char *config_json, const char *config_name,
 /* Add an end-of-turn id (ignoring a repeat); CBLLM_ERR_INVALID when the table is full. */
 int			generation_config_add_eos(cbllm_generation_config *g, int32_t id, cbllm_err *err);
 
+/* Remove an end-of-turn id (none: nothing to do). */
+void		generation_config_remove_eos(cbllm_generation_config *g, int32_t id);
+
 /* Whether id ends a turn. */
 bool		generation_config_is_eos(const cbllm_generation_config *g, int32_t id);
 

@@ -419,6 +419,23 @@ def chat_templates(c):
     c.put("chat_template", "syntax.jinja", "{% for x in %}{{ 'a' ~ }}{% endif %}{{ x|wordwrap }}")
 
 
+def reasoning(c):
+    """Seeds of fuzz_reasoning: answers as fuzz_reasoning.c reads them (format byte, records)."""
+    def text(t):
+        return bytes([len(t)]) + t.encode()
+    channel, message, start, end, ret, think, unthink = 0x83, 0x82, 0x80, 0x81, 0x85, 0x87, 0x88
+    c.put("reasoning", "harmony_whole", bytes([0, channel]) + text("analysis") + bytes([message]) +
+          text("Think. ") + bytes([end, start]) + text("assistant") + bytes([channel]) + text("final") +
+          bytes([message]) + text("Answer") + bytes([ret]))
+    c.put("reasoning", "harmony_tool", bytes([3, channel]) + text("commentary to=functions.f ") +
+          bytes([0x84]) + text("json") + bytes([message]) + text('{"a": 1}') + bytes([0x86]))
+    c.put("reasoning", "harmony_plain", bytes([0]) + text("no markers <|channel|> at all"))
+    c.put("reasoning", "think_whole", bytes([1]) + text("\n") + bytes([think]) + text("\nhmm\n") +
+          bytes([unthink]) + text("\n\nok"))
+    c.put("reasoning", "think_opened", bytes([5]) + text("inside") + bytes([unthink]) + text(" after"))
+    c.put("reasoning", "none", bytes([2]) + text("<think>x</think> y") + bytes([think]))
+
+
 def gguf(c):
     sys.path.insert(0, os.path.join(ROOT, "test", "tools"))
     import gguf_writer
@@ -486,6 +503,7 @@ def main():
         tokenizer_configs(c, gen)
         binary_seeds(c, gen)
         chat_templates(c)
+        reasoning(c)
         gguf(c)
         tokenizer_gguf(c, gen)
     c.prune()
