@@ -1,49 +1,20 @@
-/* moe.c: a token's experts and their weights from the router's logits (moe.h). */
+/* moe.c: a step's (token, expert) pairs grouped by expert (moe.h). */
 #include "model/moe.h"
 
-#include <math.h>
-
-/* Whether logit a ranks above b: larger, and any number above NaN. */
-static inline bool
-Above(float a, float b)
-{
-	return a > b || (isnan(b) && !isnan(a));
-}
+#include <string.h>
 
 void
-moe_route(const float *logits, int n_experts, int k, bool renormalise, int32_t *ids,
-		  float *weights)
+moe_group(const int32_t *ids, int n, int n_experts, int32_t *start, int32_t *fill, int32_t *slot)
 {
-	float		mx = -INFINITY;
-	double		total = 0,
-				chosen = 0;
-
+	memset(fill, 0, sizeof(int32_t) * n_experts);
+	for (int i = 0; i < n; i++)
+		fill[ids[i]]++;
+	start[0] = 0;
 	for (int e = 0; e < n_experts; e++)
-		if (logits[e] > mx)
-			mx = logits[e];
-	for (int e = 0; e < n_experts; e++)
-		total += isnan(logits[e]) ? 0 : exp((double) logits[e] - mx);
-	/* no finite logit (all NaN or -inf): the experts are still chosen, with weight 0 */
-	/* k passes of a selection: the best expert not yet taken, the lower index on ties */
-	for (int j = 0; j < k; j++)
 	{
-		int			best = -1;
-
-		for (int e = 0; e < n_experts; e++)
-		{
-			bool		taken = false;
-
-			for (int i = 0; i < j && !taken; i++)
-				taken = ids[i] == e;
-			if (!taken && (best < 0 || Above(logits[e], logits[best])))
-				best = e;
-		}
-		ids[j] = best;
-		weights[j] = isnan(logits[best]) || !(total > 0 && isfinite(total)) ? 0.0f :
-			(float) (exp((double) logits[best] - mx) / total);
-		chosen += weights[j];
+		start[e + 1] = start[e] + fill[e];
+		fill[e] = start[e];
 	}
-	if (renormalise && chosen > 0)
-		for (int j = 0; j < k; j++)
-			weights[j] = (float) (weights[j] / chosen);
+	for (int i = 0; i < n; i++)
+		slot[i] = fill[ids[i]]++;
 }

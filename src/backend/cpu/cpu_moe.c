@@ -78,21 +78,9 @@ RouteAndGroup(cpu_ctx *c, const float *x, const float *logits, int n)
 	for (int t = 0; t < n; t++)
 		moe_route(logits + (int64_t) t * E, E, k, cfg->moe_norm_topk, ws->ids + t * k,
 				  ws->weights + t * k);
-	memset(ws->fill, 0, sizeof(int32_t) * E);
+	moe_group(ws->ids, n * k, E, ws->start, ws->fill, ws->slot);
 	for (int i = 0; i < n * k; i++)
-		ws->fill[ws->ids[i]]++;
-	ws->start[0] = 0;
-	for (int e = 0; e < E; e++)
-	{
-		ws->start[e + 1] = ws->start[e] + ws->fill[e];
-		ws->fill[e] = ws->start[e];
-	}
-	for (int i = 0; i < n * k; i++)
-	{
-		ws->slot[i] = ws->fill[ws->ids[i]]++;
-		memcpy(ws->xg + (int64_t) ws->slot[i] * H, x + (int64_t) (i / k) * H,
-			   sizeof(float) * H);
-	}
+		memcpy(ws->xg + (int64_t) ws->slot[i] * H, x + (int64_t) (i / k) * H, sizeof(float) * H);
 }
 
 /* Each expert with rows over its block: gate and up, the activation over all, then down. */

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_ctx.h"
+#include "model/moe.h"
 
 #define MOE_MAX_ROWS 4096		/* (token, expert) pairs of one chunk */
 
@@ -90,25 +91,13 @@ RouteAndGroup(cuda_ctx *c, const float *x, const float *logits, int n, cbllm_err
 		(rc = cuda_copy_async(ws->h_ids, ws->d_ids, sizeof(int32_t) * rows, c->stream, err)) ||
 		(rc = cuda_stream_sync(c->stream, err)))
 		return rc;
-	memset(ws->fill, 0, sizeof(int32_t) * E);
 	for (int i = 0; i < rows; i++)
-	{
 		if (ws->h_ids[i] < 0 || ws->h_ids[i] >= E)
 			return cbllm_fail(err, CBLLM_ERR_DEVICE, "the device routed a token to expert %d of %d",
 							  ws->h_ids[i], E);
-		ws->fill[ws->h_ids[i]]++;
-	}
-	ws->start[0] = 0;
-	for (int e = 0; e < E; e++)
-	{
-		ws->start[e + 1] = ws->start[e] + ws->fill[e];
-		ws->fill[e] = ws->start[e];
-	}
+	moe_group(ws->h_ids, rows, E, ws->start, ws->fill, ws->h_slot);
 	for (int i = 0; i < rows; i++)
-	{
-		ws->h_slot[i] = ws->fill[ws->h_ids[i]]++;
 		ws->h_token[ws->h_slot[i]] = i / k;
-	}
 	if ((rc = cuda_copy_async(ws->d_slot, ws->h_slot, sizeof(int32_t) * rows, c->stream, err)) ||
 		(rc = cuda_copy_async(ws->d_token, ws->h_token, sizeof(int32_t) * rows, c->stream, err)) ||
 		(rc = cuda_gather_rows(x, ws->d_token, rows, c->cfg.hidden, ws->d_xg, c->stream, err)))
