@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Write a small test tokenizer in gpt-oss's shape (o200k_harmony) into a model directory.
 
-    test/tools/harmony_tokenizer.py DIR [--template FILE]
+    test/tools/harmony_tokenizer.py DIR [--template FILE] [--all-special]
 
 tokenizer.json: byte-level BPE with the o200k pre-tokenizer as gpt-oss's tokenizer.json has it
 (the Split regex, then ByteLevel), the 256 byte pieces and a few merges, filler pieces no merge
@@ -11,7 +11,8 @@ reaches up to id 199997, and the harmony tokens at gpt-oss's ids: <|startoftext|
 tokens, as in the real file).  One difference from the real file: <|start|>, <|end|>,
 <|message|>, <|channel|> and <|constrain|> are added tokens that are not special, so that a
 regex constraint (which never allows a special token) can force a whole harmony answer; the
-ids, and so what cbllm does with them, are the real ones.  tokenizer_config.json names
+ids, and so what cbllm does with them, are the real ones (--all-special makes them special as
+the real file has them, for the checks of which ids stop generation).  tokenizer_config.json names
 <|return|> as eos and <|endoftext|> as pad, as gpt-oss's does; generation_config.json and
 config.json's eos ids are gpt-oss's ([200002, 199999, 200012]); chat_template.jinja is
 --template (gpt-oss's template, test/data/templates/openai-gpt-oss.jinja, by default).
@@ -52,8 +53,8 @@ def byte_chars():
     return [chr(c) for _, c in sorted(zip(bs, cs))]
 
 
-def tokenizer_json():
-    """The tokenizer.json dict."""
+def tokenizer_json(all_special=False):
+    """The tokenizer.json dict (every harmony token special with all_special)."""
     chars = byte_chars()
     vocab = {c: i for i, c in enumerate(chars)}
     merges = []
@@ -71,7 +72,7 @@ def tokenizer_json():
     for i in range(FIRST_SPECIAL, last + 1):
         text = HARMONY.get(i, "<|reserved_%d|>" % i)
         added.append({"id": i, "content": text, "single_word": False, "lstrip": False, "rstrip": False,
-                      "normalized": False, "special": text not in NOT_SPECIAL})
+                      "normalized": False, "special": all_special or text not in NOT_SPECIAL})
     return {
         "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
         "normalizer": None,
@@ -90,10 +91,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
     ap.add_argument("--template", default=os.path.join(HERE, "..", "data", "templates", "openai-gpt-oss.jinja"))
+    ap.add_argument("--all-special", action="store_true", help="the harmony tokens special, as in the real file")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     with open(os.path.join(a.dir, "tokenizer.json"), "w", encoding="utf-8") as f:
-        json.dump(tokenizer_json(), f, ensure_ascii=False, separators=(",", ":"))
+        json.dump(tokenizer_json(a.all_special), f, ensure_ascii=False, separators=(",", ":"))
     with open(os.path.join(a.dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
         json.dump({"bos_token": "<|startoftext|>", "eos_token": "<|return|>", "pad_token": "<|endoftext|>",
                    "model_max_length": 131072, "tokenizer_class": "PreTrainedTokenizerFast"}, f, indent=2)

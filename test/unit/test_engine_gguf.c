@@ -19,6 +19,14 @@
  *     at EOT_ID; an ordinary token is no stop;
  *   - with NO_EOT_DIR: EOT_ID is a stop id all the same, its text being one
  *     llama.cpp ends generation at, and the special token after it is not.
+ *
+ * usage: test_engine_gguf --harmony GGUF_DIR
+ *   GGUF_DIR  a gpt-oss file whose vocabulary has the harmony tokens, all
+ *             special, at gpt-oss's ids (test/tools/harmony_tokenizer.py
+ *             --all-special, then hf_to_gguf.py)
+ * Checks that it stops at <|return|> and <|call|> (and <|endoftext|>) but
+ * not at <|end|>, which ends the analysis message before the answer, though
+ * <|end|>'s text is one llama.cpp ends generation at in other vocabularies.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +78,27 @@ RenderEngine(void *arg, const char *messages, size_t len, bool add_generation_pr
 	return rc;
 }
 
+/* --harmony: the stop ids of a harmony vocabulary's GGUF file. */
+static int
+Harmony(const char *dir)
+{
+	cbllm_engine *e = Open(dir);
+	const char *end = e ? tokenizer_piece(e->tok, 200007) : NULL;
+
+	TAP_OK(e != NULL, "an engine made from the harmony GGUF file alone");
+	if (e == NULL)
+		return tap_done();
+	TAP_OK(generation_config_is_eos(&e->gen, 200002) && generation_config_is_eos(&e->gen, 200012) &&
+		   generation_config_is_eos(&e->gen, 199999),
+		   "a harmony vocabulary stops at <|return|> (200002), <|call|> (200012) and <|endoftext|> (199999)");
+	TAP_OK(end != NULL && strcmp(end, "<|end|>") == 0 && tokenizer_is_special(e->tok, 200007) &&
+		   tokenizer_gguf_ends_generation(end, strlen(end)) && !generation_config_is_eos(&e->gen, 200007),
+		   "but not at <|end|> (200007, special, a text llama.cpp ends generation at elsewhere): the answer "
+		   "follows the analysis message it ends");
+	cbllm_engine_destroy(e);
+	return tap_done();
+}
+
 int
 main(int argc, char **argv)
 {
@@ -79,9 +108,12 @@ main(int argc, char **argv)
 				total,
 				same;
 
+	if (argc == 3 && strcmp(argv[1], "--harmony") == 0)
+		return Harmony(argv[2]);
 	if (argc != 5 && argc != 6)
 	{
-		fprintf(stderr, "usage: test_engine_gguf HF_DIR GGUF_DIR CHAT_JSONL EOT_ID [GGUF_DIR_WITHOUT_EOT_KEY]\n");
+		fprintf(stderr, "usage: test_engine_gguf HF_DIR GGUF_DIR CHAT_JSONL EOT_ID [GGUF_DIR_WITHOUT_EOT_KEY]\n"
+				"       test_engine_gguf --harmony GGUF_DIR\n");
 		return 2;
 	}
 	eot = atoi(argv[4]);
