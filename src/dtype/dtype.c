@@ -36,6 +36,13 @@ Bf16ToF32(const void *src, float *dst, int64_t n)
 		dst[i] = cbllm_bf16_to_f32(((const uint16_t *) src)[i]);
 }
 
+static void
+U8ToF32(const void *src, float *dst, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		dst[i] = (float) ((const uint8_t *) src)[i];
+}
+
 static const cbllm_dtype_traits dtype_table[CBLLM_DTYPE_COUNT] = {
 	[CBLLM_F32] = {
 		.name = "F32", .safetensors = true, .ggml_type = 0, .block_elems = 1, .block_bytes = 4,
@@ -97,6 +104,11 @@ static const cbllm_dtype_traits dtype_table[CBLLM_DTYPE_COUNT] = {
 	[CBLLM_MXFP4] = {
 		.name = "MXFP4", .ggml_type = 39, .block_elems = CBLLM_QK, .block_bytes = CBLLM_MXFP4_BYTES,
 		.to_f32 = cbllm_mxfp4_to_f32, .from_f32 = cbllm_mxfp4_from_f32,
+	},
+	/* safetensors' bytes: the blocks and scales of MXFP4 experts stored apart (model.c joins them) */
+	[CBLLM_U8] = {
+		.name = "U8", .safetensors = true, .ggml_type = -1, .block_elems = 1, .block_bytes = 1,
+		.to_f32 = U8ToF32,
 	},
 };
 

@@ -63,6 +63,9 @@ typedef enum cbllm_dtype
 	CBLLM_Q6_K = 12,
 	CBLLM_MXFP4 = 13,			/* 4-bit floats under a power of two a block of 32
 								 * (gpt-oss's experts): dtype_quant.c */
+	CBLLM_U8 = 14,				/* bytes (safetensors' U8): only the parts of MXFP4
+								 * matrices a checkpoint stores apart (gpt-oss's
+								 * _blocks and _scales), never a weight's own type */
 	CBLLM_DTYPE_COUNT			/* not a type: the number of types */
 } cbllm_dtype;
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/numeric.h"
+#include "dtype/dtype_quant.h"
 
 /* "[a, b]": the shape of t, for messages. */
 static void
@@ -117,6 +118,77 @@ BindStacked(cbllm_model *m, const model_tensor *mt, const st_tensor *t, const ch
 	return CBLLM_OK;
 }
 
+/*
+ * Expert mt->expert's matrix from MXFP4 tensors stored apart, as gpt-oss's
+ * released checkpoint has its experts: name_blocks (E, k rows, cols / 32,
+ * 16) and name_scales (E, k rows, cols / 32), both U8, rows (out) first,
+ * the gate and up rows interleaving (k = 2: the gate the even ones); a byte
+ * of a block holds its elements 2i (low nibble) and 2i + 1 (high), each an
+ * E2M1 code, under the factor 2^(scale - 127).  Copied out as MXFP4 blocks
+ * (dtype_quant.h: the scale byte, then element j in byte j's low nibble and
+ * j + 16 in its high), the same codes and exponent, into a buffer of the
+ * model's own.
+ */
+static int
+BindStackedMx(cbllm_model *m, const model_tensor *mt, const st_tensor *blocks, const st_tensor *scales,
+			  const char *name, cbllm_err *err)
+{
+	int			k = mt->t->hf_layout == ARCH_HF_STACKED ? 1 : 2,
+				o = mt->t->hf_layout == ARCH_HF_STACKED_ODD ? 1 : 0;
+	int64_t		nb = mt->cols / 32,
+				rows = k * mt->rows;
+	uint8_t    *dst;
+	const uint8_t *bs,
+			   *ss;
+
+	if (blocks->dtype != CBLLM_U8 || scales->dtype != CBLLM_U8 || mt->cols % 32 != 0 ||
+		blocks->ndim != 4 || blocks->shape[0] != m->cfg.n_experts || blocks->shape[1] != rows ||
+		blocks->shape[2] != nb || blocks->shape[3] != 16 ||
+		scales->ndim != 3 || scales->shape[0] != m->cfg.n_experts || scales->shape[1] != rows ||
+		scales->shape[2] != nb)
+	{
+		char		fb[96],
+					fs[96];
+
+		ShapeText(blocks, fb, sizeof(fb));
+		ShapeText(scales, fs, sizeof(fs));
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: MXFP4 tensors \"%s_blocks\" %s %s and \"%s_scales\" %s %s: expected U8 [%d, %lld, %lld, 16] and [%d, %lld, %lld] from config.json",
+						  m->st->files[blocks->file].path, name, cbllm_dtype_name(blocks->dtype), fb,
+						  name, cbllm_dtype_name(scales->dtype), fs, m->cfg.n_experts, (long long) rows,
+						  (long long) nb, m->cfg.n_experts, (long long) rows, (long long) nb);
+	}
+	dst = malloc(cbllm_dtype_row_bytes(CBLLM_MXFP4, mt->cols) * (size_t) mt->rows);
+	if (dst == NULL)
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory for expert %d of layer %d's %s",
+						  mt->expert, mt->layer, mt->t->role);
+	bs = (const uint8_t *) blocks->data + (size_t) mt->expert * rows * nb * 16;
+	ss = (const uint8_t *) scales->data + (size_t) mt->expert * rows * nb;
+	for (int64_t r = 0; r < mt->rows; r++)
+		for (int64_t b = 0; b < nb; b++)
+		{
+			const uint8_t *in = bs + ((k * r + o) * nb + b) * 16;
+			uint8_t    *out = dst + (r * nb + b) * CBLLM_MXFP4_BYTES,
+						code[32];
+
+			for (int i = 0; i < 16; i++)
+			{
+				code[2 * i] = in[i] & 15;
+				code[2 * i + 1] = in[i] >> 4;
+			}
+			out[0] = ss[(k * r + o) * nb + b];
+			for (int j = 0; j < 16; j++)
+				out[1 + j] = (uint8_t) (code[j] | code[j + 16] << 4);
+		}
+	mt->matrix->dtype = CBLLM_MXFP4;
+	mt->matrix->rows = mt->rows;
+	mt->matrix->cols = mt->cols;
+	mt->matrix->data = dst;
+	mt->matrix->owned = true;
+	m->weight_bytes += cbllm_dtype_row_bytes(CBLLM_MXFP4, mt->cols) * (size_t) mt->rows;
+	return CBLLM_OK;
+}
+
 /* Bind one tensor of the checkpoint to its field, checking its shape against config.json. */
 static int
 BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
@@ -133,9 +205,31 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 	}
 	arch_tensor_name(mt->t, mt->layer, mt->expert, false, name, sizeof(name));
 	t = st_find(m->st, name);
+	if (t == NULL && mt->expert >= 0 && mt->t->hf_layout != ARCH_HF_OWN && !vector)
+	{
+		/* a stacked expert matrix may be MXFP4, its blocks and scales stored apart */
+		char		part[160];
+		const st_tensor *blocks,
+				   *scales;
+
+		snprintf(part, sizeof(part), "%s_blocks", name);
+		blocks = st_find(m->st, part);
+		snprintf(part, sizeof(part), "%s_scales", name);
+		scales = st_find(m->st, part);
+		if (blocks != NULL && scales != NULL)
+			return BindStackedMx(m, mt, blocks, scales, name, err);
+		if (blocks != NULL || scales != NULL)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT,
+							  "%s: model weights: MXFP4 tensor \"%s_%s\" without \"%s_%s\"", m->dir, name,
+							  blocks != NULL ? "blocks" : "scales", name, blocks != NULL ? "scales" : "blocks");
+	}
 	if (t == NULL)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: model weights: missing tensor \"%s\"",
 						  m->dir, name);
+	if (t->dtype == CBLLM_U8)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "%s: tensor \"%s\" is U8: bytes are read only as an MXFP4 matrix's _blocks and _scales",
+						  m->st->files[t->file].path, name);
 	if (mt->expert >= 0 && mt->t->hf_layout != ARCH_HF_OWN)
 		return BindStacked(m, mt, t, name, err);
 	if (vector ? (t->ndim != 1 || t->shape[0] != mt->rows) :

@@ -47,7 +47,8 @@ A mixture-of-experts MLP (HF's Qwen3MoeSparseMoeBlock and MixtralSparseMoeBlock)
     renormalised);  out = sum over chosen e of w_e * (silu(h Wg_e^T) * h Wu_e^T) Wd_e^T
 
 gpt-oss's (HF's GptOssTopKRouter and GptOssExperts), per token h, with the experts' matrices
-stored [in, out] (gate_up_proj [n, hidden, 2 I], down_proj [n, I, hidden]):
+stored [in, out] (gate_up_proj [n, hidden, 2 I], down_proj [n, I, hidden]; the released
+checkpoint's MXFP4 _blocks and _scales are dequantized to that first, mxfp4_dequant):
     l = h router^T + router_bias; the k largest l chosen (the lower index first among equal
     ones); w = softmax over those k logits alone;
     gu = h gate_up_proj[e] + gate_up_proj_bias[e];  gate = gu[0::2], up = gu[1::2]
@@ -124,6 +125,8 @@ def decode(buf, dtype):
         return buf.view("<f2").astype(np.float64)
     if dtype == "BF16":  # bf16 is the upper half of a float32
         return (buf.view("<u2").astype(np.uint32) << 16).view("<f4").astype(np.float64)
+    if dtype == "U8":  # an MXFP4 tensor's blocks or scales (mxfp4_dequant)
+        return np.asarray(buf, dtype=np.uint8).astype(np.float64)
     raise SystemExit("reference.py: unsupported dtype %s" % dtype)
 
 
@@ -283,11 +286,33 @@ def gpt_oss_layers(cfg, w):
     out = []
     for i in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d.mlp." % i
+        for name in ("gate_up_proj", "down_proj"):
+            if p + "experts." + name not in w:  # the released checkpoint's MXFP4 experts
+                w[p + "experts." + name] = mxfp4_dequant(w.pop(p + "experts." + name + "_blocks"),
+                                                         w.pop(p + "experts." + name + "_scales"))
         out.append(GptOssExperts(
             w[p + "router.weight"], w[p + "router.bias"], w[p + "experts.gate_up_proj"],
             w[p + "experts.gate_up_proj_bias"], w[p + "experts.down_proj"],
             w[p + "experts.down_proj_bias"], k, limit, alpha))
     return out
+
+
+FP4_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
+                       -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+
+
+def mxfp4_dequant(blocks, scales):
+    """gpt-oss's MXFP4 experts as transformers' convert_moe_packed_tensors reads them: blocks
+    (E, out, G, 16) bytes whose low nibble is element 2i and high nibble element 2i + 1 of a
+    group of 32, each an E2M1 value, times 2^(scales - 127) (scales (E, out, G)); returned
+    [in, out] as the BF16 checkpoint stores the same matrices (E, G * 32, out)."""
+    b = blocks.astype(np.int64)
+    vals = np.empty(b.shape[:-1] + (32,))
+    vals[..., 0::2] = FP4_VALUES[b & 15]
+    vals[..., 1::2] = FP4_VALUES[b >> 4]
+    vals = vals * np.ldexp(1.0, scales.astype(np.int64) - 127)[..., None]
+    e, rows, g = scales.shape
+    return vals.reshape(e, rows, g * 32).transpose(0, 2, 1)
 
 
 def yarn_rope(cfg, d):

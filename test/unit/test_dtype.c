@@ -25,7 +25,7 @@ static const struct
 {
 	const char *name;
 	size_t		bytes;
-}			st_sizes[] = {{"F32", 4}, {"F16", 2}, {"BF16", 2}};
+}			st_sizes[] = {{"F32", 4}, {"F16", 2}, {"BF16", 2}, {"U8", 1}};
 
 /* A 16-bit pattern and the f32 bits it must widen to. */
 typedef struct half_case
@@ -124,7 +124,7 @@ TestNamesAndSizes(void)
 		   !cbllm_dtype_by_name("", &dt),
 		   "other dtypes, other cases and near misses name no type");
 	cbllm_dtype_names(names, sizeof(names));
-	TAP_OK(strcmp(names, "F32, F16 and BF16") == 0, "the names as prose, in table order: %s", names);
+	TAP_OK(strcmp(names, "F32, F16, BF16 and U8") == 0, "the names as prose, in table order: %s", names);
 	cbllm_dtype_names(names, 6);
 	TAP_OK(strcmp(names, "F32, ") == 0, "the prose is cut to the buffer, terminated: \"%s\"", names);
 	dt = (cbllm_dtype) CBLLM_DTYPE_COUNT;
@@ -231,7 +231,7 @@ TestSafetensors(void)
 			   "safetensors: a (3, 4) %s tensor must hold exactly %zu bytes", name, need);
 	}
 	TAP_OK(AddOne("F64", 96, &err) == CBLLM_ERR_UNSUPPORTED &&
-		   strstr(err.msg, "unsupported dtype F64 (F32, F16 and BF16 are supported)") != NULL,
+		   strstr(err.msg, "unsupported dtype F64 (F32, F16, BF16 and U8 are supported)") != NULL,
 		   "safetensors: an F64 tensor is refused, naming the supported types: %s", err.msg);
 }
 

@@ -333,6 +333,18 @@ MangleI64(fixture_tensors *s)
 	t->data = calloc(1, t->nbytes);
 }
 
+/* Declare the first layer's gate_proj as U8 (bytes: only MXFP4 blocks and scales may be). */
+static void
+MangleU8(fixture_tensors *s)
+{
+	fixture_tensor *t = fixture_find_tensor(s, "model.layers.0.mlp.gate_proj.weight");
+
+	free(t->data);
+	t->dtype = "U8";
+	t->nbytes = (size_t) fixture_tensor_elems(t);
+	t->data = calloc(1, t->nbytes);
+}
+
 /* Remove the first layer's up_proj. */
 static void
 MangleMissing(fixture_tensors *s)
@@ -388,6 +400,7 @@ TestBadWeights(void)
 	WeightsCase("byte count unlike shape x dtype", MangleShortBytes, 0,
 				 "model.layers.1.mlp.down_proj.weight", "bytes", true);
 	WeightsCase("dtype I64", MangleI64, 0, "model.layers.0.mlp.gate_proj.weight", "I64", true);
+	WeightsCase("a matrix of bytes (U8)", MangleU8, 0, "model.layers.0.mlp.gate_proj.weight", "is U8", true);
 	WeightsCase("missing tensor", MangleMissing, 0, "model.layers.0.mlp.up_proj.weight",
 				 "missing", false);
 	WeightsCase("missing norm", MangleMissingNorm, 0,

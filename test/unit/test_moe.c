@@ -17,7 +17,8 @@
  *     tokens equal, on the CPU; a GGUF file of the model too: its logits
  *     against the reference on the weights the file holds, within 1e-4 for
  *     F32 and within test_model_gguf's 4% for the quantized types (whose
- *     activations are quantized too);
+ *     activations are quantized too); gpt-oss's checkpoint with its experts
+ *     as MXFP4 blocks and scales, as the released one stores them, likewise;
  *   - what continuous batching does around the experts changes no token:
  *     the prompt beside three others in one batch (each expert then reads
  *     rows of several sequences at once), its prompt split over steps
@@ -36,7 +37,9 @@
  *   DIR               gen_model.py --family ... (f32)
  *   REF_LOGITS        reference.py DIR --logits --prompt-ids "<PROMPT below>"
  *   REF_GREEDY        reference.py DIR --greedy 16 --prompt-ids "<PROMPT below>"
- *   GGUF              the model as a GGUF file (hf_to_gguf.py) ...
+ *   GGUF              the model as a GGUF file (hf_to_gguf.py; a path ending .gguf), or as
+ *                     a checkpoint directory with MXFP4 experts (mxfp4_checkpoint.py: the
+ *                     blocks and scales stored apart, as gpt-oss's released one) ...
  *   GGUF_REF_LOGITS   ... reference.py's logits on the weights it holds (gguf_to_hf.py)
  *   TOLERANCE         ... the largest relative error of a logit row allowed
  */
@@ -188,6 +191,12 @@ ExpertsInPlace(const cbllm_model *m)
 				w = (const cbllm_weight *) ((const char *) &m->layers[l].experts[e] + t[i].offset);
 				if (t[i].kind != ARCH_MATRIX)
 					continue;
+				if (st == NULL && t[i].hf_layout != ARCH_HF_OWN && w->dtype == CBLLM_MXFP4)
+				{
+					/* gpt-oss's released layout: the matrix's MXFP4 blocks and scales stored apart */
+					strncat(name, "_blocks", sizeof(name) - strlen(name) - 1);
+					st = st_find(m->st, name);
+				}
 				if (t[i].hf_layout != ARCH_HF_OWN ? st == NULL || !w->owned :
 					st == NULL || w->data != st->data || w->owned)
 				{
@@ -504,7 +513,7 @@ main(int argc, char **argv)
 	if (device != NULL)
 	{
 		TestDevice(f, argv[2], device);
-		if (argc == 8)
+		if (argc == 8 && strlen(argv[5]) >= 5 && strcmp(argv[5] + strlen(argv[5]) - 5, ".gguf") == 0)
 		{
 			int			vocab = 0;
 			float	   *cpu = ref_engine_logits(argv[5], NULL, PROMPT, N_PROMPT, &vocab);
@@ -512,6 +521,25 @@ main(int argc, char **argv)
 			/* a quantized file's experts through the device's fused and tiled products */
 			ref_check_device(argv[5], device, PROMPT, N_PROMPT, cpu, vocab, "GGUF file's");
 			free(cpu);
+		}
+		else if (argc == 8)
+		{
+			/*
+			 * the MXFP4 checkpoint's experts, copied out at load, on the device:
+			 * against the reference, as the CPU's are (each about 5% off it,
+			 * the CPU's activations quantized to 8 bits, so they are held to it
+			 * rather than to each other)
+			 */
+			int			vocab = 0;
+			float	   *dev = ref_engine_logits(argv[5], device, PROMPT, N_PROMPT, &vocab);
+			float	   *ref = dev != NULL ? ref_read_numbers(argv[6], (size_t) N_PROMPT * vocab) : NULL;
+			double		worst = ref != NULL ? ref_worst_row(dev, ref, N_PROMPT, vocab) : INFINITY;
+
+			TAP_OK(worst < atof(argv[7]),
+				   "%s MXFP4 checkpoint on %s: the prompt's logits match the float64 reference (worst row rel err %.2g < %s)",
+				   f->name, device, worst, argv[7]);
+			free(dev);
+			free(ref);
 		}
 		return tap_done();
 	}
@@ -522,8 +550,11 @@ main(int argc, char **argv)
 	TestPrefixHit(f, argv[2]);
 	if (argc == 8)
 	{
-		TestLoad(f, argv[5], true);
-		TestLogits(f->name, argv[5], argv[6], atof(argv[7]), "GGUF");
+		size_t		n = strlen(argv[5]);
+		bool		gguf = n >= 5 && strcmp(argv[5] + n - 5, ".gguf") == 0;
+
+		TestLoad(f, argv[5], gguf);
+		TestLogits(f->name, argv[5], argv[6], atof(argv[7]), gguf ? "GGUF" : "MXFP4 checkpoint");
 	}
 	return tap_done();
 }
