@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Write a mixture-of-experts GGUF file of a large geometry, F16, tensor by tensor.
 
-    bench/moe_gguf.py CONFIG_DIR OUT.gguf [--seed S]
+    bench/moe_gguf.py CONFIG_DIR OUT.gguf [--seed S] [--q4-k-m-bytes]
 
 CONFIG_DIR holds a qwen3_moe or gpt_oss config.json and its tokenizer
 (test/tools/gen_model.py --family qwen3_moe|gpt_oss ... --no-weights writes one); OUT.gguf
@@ -10,6 +10,12 @@ random F16 weights (N(0, 1/sqrt(in)), the routers twice that, norms ones; gpt-os
 N(0, 0.02) and sinks N(0, 1), in F32 as llama.cpp keeps them), streamed to the file a tensor
 at a time, so that a file of several GB needs little memory.  llama-quantize then makes the
 benchmark's Q4_K_M or MXFP4 file of it (bench/moe_bench.sh).
+
+--q4-k-m-bytes (qwen3_moe) writes the matrices as Q4_K_M's types directly instead, random
+blocks with small finite scales (Q4_K; Q6_K for the output, and for the value and down
+projections of the first and last eighth of the layers and every third between, as
+llama-quantize chooses them): no F16 file of four times the size first, for measuring what a
+whole 30B-A3B file costs in memory (bench/moe_rss.sh), not its numbers.
 """
 import argparse
 import json
@@ -82,6 +88,41 @@ def tensors(cfg):
     return out
 
 
+Q4_K, Q6_K = 12, 14
+
+
+def more_bits(layer, n):
+    """Whether llama-quantize's Q4_K_M gives this layer's value and down projections Q6_K."""
+    return layer < n // 8 or layer >= 7 * n // 8 or (layer - n // 8) % 3 == 2
+
+
+def q4_k_m_types(specs, n_layers):
+    """specs with each F16 matrix given its Q4_K_M type."""
+    out = []
+    for name, ttype, dims, kind in specs:
+        if ttype == F16:
+            layer = int(name.split(".")[1]) if name.startswith("blk.") else -1
+            six = name == "output.weight" or (
+                layer >= 0 and ("attn_v" in name or "ffn_down" in name) and more_bits(layer, n_layers))
+            ttype = Q6_K if six else Q4_K
+        out.append((name, ttype, dims, kind))
+    return out
+
+
+def write_blocks(f, rng, ttype, dims):
+    """Random Q4_K or Q6_K blocks, their f16 scales set small and finite, a slice at a time."""
+    size, d_off = (144, [0, 2]) if ttype == Q4_K else (210, [208])
+    n = gguf_writer.tensor_nbytes(ttype, dims) // size
+    small = np.frombuffer(np.float16(1e-3).tobytes(), np.uint8)
+    per = 1 << 16
+    for b0 in range(0, n, per):
+        k = min(per, n - b0)
+        blk = rng.integers(0, 256, (k, size), dtype=np.uint8)
+        for o in d_off:
+            blk[:, o:o + 2] = small
+        f.write(blk.tobytes())
+
+
 def write_data(f, rng, ttype, dims, kind):
     """Random values of the tensor, a 2-d slice at a time."""
     rows = int(np.prod(dims[1:])) if len(dims) > 1 else 1
@@ -103,6 +144,8 @@ def main():
     ap.add_argument("config_dir")
     ap.add_argument("out")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--q4-k-m-bytes", action="store_true",
+                    help="the matrices as Q4_K_M's types, random blocks (qwen3_moe)")
     a = ap.parse_args()
     with open(os.path.join(a.config_dir, "config.json")) as fh:
         cfg = json.load(fh)
@@ -116,6 +159,11 @@ def main():
     for k, vtype, value in gguf_vocab.tokenizer_kvs(a.config_dir):
         w.add(k, vtype, value)
     specs = tensors(cfg)
+    if a.q4_k_m_bytes:
+        if arch != "qwen3moe":
+            raise SystemExit("moe_gguf.py: --q4-k-m-bytes is for a qwen3_moe config")
+        specs = q4_k_m_types(specs, cfg["num_hidden_layers"])
+        w.add("general.file_type", "uint32", 15)  # LLAMA_FTYPE_MOSTLY_Q4_K_M
     offset = 0
     for name, ttype, dims, _ in specs:
         nbytes = gguf_writer.tensor_nbytes(ttype, dims)
@@ -128,7 +176,10 @@ def main():
         start = f.tell()
         for (name, ttype, dims, kind), t in zip(specs, w.tensors):
             f.write(bytes(start + t["offset"] - f.tell()))
-            write_data(f, rng, ttype, dims, kind)
+            if ttype in (Q4_K, Q6_K):
+                write_blocks(f, rng, ttype, dims)
+            else:
+                write_data(f, rng, ttype, dims, kind)
     print("%s: %.2f GB, %d tensors" % (a.out, os.path.getsize(a.out) / 1e9, len(specs)))
 
 
