@@ -19,6 +19,8 @@
  *     F32 and within test_model_gguf's 4% for the quantized types (whose
  *     activations are quantized too); gpt-oss's checkpoint with its experts
  *     as MXFP4 blocks and scales, as the released one stores them, likewise;
+ *     and on those files, each prompt's tokens in a batch of four and
+ *     chunked equal to its own alone;
  *   - what continuous batching does around the experts changes no token:
  *     the prompt beside three others in one batch (each expert then reads
  *     rows of several sequences at once), its prompt split over steps
@@ -415,6 +417,35 @@ TestGreedyAndBatching(const moe_family *f, const char *path, const char *ref_gre
 }
 
 /*
+ * A quantized file or checkpoint (experts in integer products, every
+ * expert's products of a stage in one dispatch): each prompt's tokens in a
+ * batch of four and chunked equal to its own alone.
+ */
+static void
+TestQuantizedBatching(const moe_family *f, const char *path, const char *what)
+{
+	batch_tokens alone,
+				b;
+	cbllm_stats st;
+
+	memset(&alone, 0, sizeof(alone));
+	for (int i = 0; i < N_BATCH; i++)
+	{
+		int32_t		ids[64];
+		int			len = BatchPrompt(i, ids);
+
+		if (ref_engine_greedy(path, NULL, ids, len, N_GREEDY, alone.ids[i]) == N_GREEDY)
+			alone.n[i] = N_GREEDY;
+	}
+	TAP_OK(RunBatch(path, NULL, (ref_engine_size) {N_BATCH, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   SameBatch(&alone, &b) && st.expert_runs < st.expert_pairs,
+		   "%s %s: four prompts in one batch each make their tokens alone", f->name, what);
+	TAP_OK(RunBatch(path, NULL, (ref_engine_size) {N_BATCH, 5, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   SameBatch(&alone, &b),
+		   "%s %s: with prompts split over steps of 5 tokens the tokens are the same", f->name, what);
+}
+
+/*
  * On a device: the prompt's logits against the CPU's, and each prompt's
  * tokens in a batch, chunked and preempted by swap equal to its own alone
  * on the device.
@@ -555,6 +586,7 @@ main(int argc, char **argv)
 
 		TestLoad(f, argv[5], gguf);
 		TestLogits(f->name, argv[5], argv[6], atof(argv[7]), gguf ? "GGUF" : "MXFP4 checkpoint");
+		TestQuantizedBatching(f, argv[5], gguf ? "GGUF" : "MXFP4 checkpoint");
 	}
 	return tap_done();
 }

@@ -251,6 +251,92 @@ cpu_matmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *
 	threadpool_run(c->pool, j.first_task[n], MatmulTask, &j);
 }
 
+/* cpu_matmul_items' work: the items, their task ranges, the input. */
+typedef struct items_job
+{
+	cpu_ctx    *c;
+	const cpu_rows_item *items;
+	int			n;
+	const int  *first_task;		/* (n + 1) */
+	const float *x;				/* (rows, cols) */
+	int64_t		cols;
+} items_job;
+
+/* One task: a chunk of one input row quantized into the context's qx. */
+static void
+ItemsQuantizeTask(void *arg, int task, int thread)
+{
+	items_job  *j = arg;
+	int			per = QuantizeChunks(j->cols),
+				t = task / per;
+	int64_t		e0 = (int64_t) (task % per) * QUANTIZE_CHUNK,
+				e1 = e0 + QUANTIZE_CHUNK < j->cols ? e0 + QUANTIZE_CHUNK : j->cols;
+
+	j->c->k->quantize_x(j->x + (int64_t) t * j->cols, j->cols, e0, e1, t, &j->c->qx);
+}
+
+/* One task: a block of KERNEL_ROWS_PER_TASK output rows of one item, over its rows of qx. */
+static void
+ItemsMatmulTask(void *arg, int task, int thread)
+{
+	items_job  *j = arg;
+	cpu_ctx    *c = j->c;
+	int			lo = 0,
+				hi = j->n - 1;
+	const cpu_rows_item *it;
+	cpu_qx		view = c->qx;
+	int64_t		ld = c->qx.ld,
+				r0,
+				r1;
+
+	while (lo < hi)				/* the item whose range holds task */
+	{
+		int			mid = (lo + hi + 1) / 2;
+
+		if (j->first_task[mid] <= task)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	it = &j->items[lo];
+	view.T = it->m;
+	view.q += (int64_t) it->r0 * ld;
+	view.s += (int64_t) it->r0 * (ld / 4);
+	view.sum16 += (int64_t) it->r0 * (ld / 16);
+	view.isum16 += (int64_t) it->r0 * (ld / 16);
+	view.d += (int64_t) it->r0 * (ld / 32);
+	r0 = (int64_t) (task - j->first_task[lo]) * KERNEL_ROWS_PER_TASK;
+	r1 = r0 + KERNEL_ROWS_PER_TASK < it->w->rows ? r0 + KERNEL_ROWS_PER_TASK : it->w->rows;
+	c->k->qmatmul_rows(it->w, &view, it->y, r0, r1, c->scratch + thread * c->scratch_stride);
+}
+
+bool
+cpu_matmul_items(cbllm_backend *be, const cpu_rows_item *items, int n, const float *x, int rows,
+				 int *first_task)
+{
+	cpu_ctx    *c = be->ctx;
+	items_job	j = {c, items, n, first_task, x, n > 0 ? items[0].w->cols : 0};
+	int			blk = n > 0 ? WantedBlock(c, items[0].w) : 0;
+
+	if (n == 0 || blk == 0 || rows > c->max_tokens || c->qx.q == NULL)
+		return false;
+	first_task[0] = 0;
+	for (int i = 0; i < n; i++)
+	{
+		if (WantedBlock(c, items[i].w) != blk || items[i].w->cols != j.cols || items[i].m <= 0 ||
+			items[i].r0 < 0 || items[i].r0 + items[i].m > rows)
+			return false;
+		first_task[i + 1] = first_task[i] +
+			(int) ((items[i].w->rows + KERNEL_ROWS_PER_TASK - 1) / KERNEL_ROWS_PER_TASK);
+	}
+	c->qx.T = rows;
+	c->qx.ld = KERNEL_QLD(j.cols);
+	c->qx.blk = blk;
+	threadpool_run(c->pool, rows * QuantizeChunks(j.cols), ItemsQuantizeTask, &j);
+	threadpool_run(c->pool, first_task[n], ItemsMatmulTask, &j);
+	return true;
+}
+
 typedef struct pack_job
 {
 	const cbllm_weight *w;

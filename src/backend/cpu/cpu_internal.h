@@ -15,6 +15,18 @@
 #include "model/rope.h"
 
 /*
+ * One product of cpu_matmul_items: rows [r0, r0 + m) of the shared input
+ * times w^T into y (m, w->rows).
+ */
+typedef struct cpu_rows_item
+{
+	const cbllm_weight *w;
+	int			r0;
+	int			m;
+	float	   *y;
+} cpu_rows_item;
+
+/*
  * The experts' workspace for one chunk of a step's tokens: at most
  * max_rows (token, chosen expert) pairs, max_rows / n_experts_used tokens.
  */
@@ -30,6 +42,8 @@ typedef struct cpu_moe_ws
 	float	   *gate;			/* (max_rows, expert_intermediate) */
 	float	   *up;				/* (max_rows, expert_intermediate) */
 	float	   *yg;				/* (max_rows, hidden) the experts' outputs, grouped */
+	cpu_rows_item *items;		/* (2 n_experts) one step's grouped products */
+	int		   *first_task;		/* (2 n_experts + 1) their task ranges */
 } cpu_moe_ws;
 
 typedef struct cpu_ctx
@@ -61,6 +75,17 @@ typedef struct cpu_ctx
 /* y[i] (T, w[i]->rows) = x (T, cols) @ w[i]^T for a group of n matrices (backend.h's matmul). */
 void		cpu_matmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x,
 					   int T, float *const *y);
+
+/*
+ * Every item's product over x (rows, cols), the items block-quantized
+ * matrices that take one activation block: x's rows quantized once and all
+ * the items' row blocks in one dispatch of the thread pool (each output the
+ * bits cpu_matmul gives it).  first_task: n + 1 ints of scratch.  False,
+ * with nothing done, when the items do not qualify or rows exceed the
+ * quantized activations' room: then cpu_matmul them one by one.
+ */
+bool		cpu_matmul_items(cbllm_backend *be, const cpu_rows_item *items, int n, const float *x,
+							 int rows, int *first_task);
 
 /* gate[i] = act(gate[i]) * up[i] over the thread pool. */
 void		cpu_gate_mul(cbllm_backend *be, float *gate, const float *up, int64_t n,

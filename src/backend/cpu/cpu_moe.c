@@ -46,8 +46,10 @@ cpu_moe_init(cpu_moe_ws *ws, const cbllm_model_config *cfg)
 	ws->gate = malloc(sizeof(float) * R * cfg->expert_intermediate);
 	ws->up = malloc(sizeof(float) * R * cfg->expert_intermediate);
 	ws->yg = malloc(sizeof(float) * R * cfg->hidden);
+	ws->items = malloc(sizeof(cpu_rows_item) * 2 * cfg->n_experts);
+	ws->first_task = malloc(sizeof(int) * (2 * cfg->n_experts + 1));
 	return ws->ids && ws->weights && ws->slot && ws->start && ws->fill && ws->xg && ws->gate &&
-		ws->up && ws->yg;
+		ws->up && ws->yg && ws->items && ws->first_task;
 }
 
 void
@@ -62,6 +64,8 @@ cpu_moe_free(cpu_moe_ws *ws)
 	free(ws->gate);
 	free(ws->up);
 	free(ws->yg);
+	free(ws->items);
+	free(ws->first_task);
 	memset(ws, 0, sizeof(*ws));
 }
 
@@ -83,7 +87,13 @@ RouteAndGroup(cpu_ctx *c, const float *x, const float *logits, int n)
 		memcpy(ws->xg + (int64_t) ws->slot[i] * H, x + (int64_t) (i / k) * H, sizeof(float) * H);
 }
 
-/* Each expert with rows over its block: gate and up, the activation over all, then down. */
+/*
+ * Each expert with rows over its block: gate and up, the activation over
+ * all, then down.  Every expert's products of a stage go to the thread pool
+ * at once (cpu_matmul_items: the block's rows quantized once, one dispatch)
+ * where their matrices allow it, else expert by expert; the bits are the
+ * same either way.
+ */
 static void
 RunExperts(cbllm_backend *be, const cbllm_layer *w, int rows)
 {
@@ -92,6 +102,7 @@ RunExperts(cbllm_backend *be, const cbllm_layer *w, int rows)
 	cpu_moe_ws *ws = &c->moe;
 	int64_t		H = cfg->hidden,
 				F = cfg->expert_intermediate;
+	int			n = 0;
 
 	for (int e = 0; e < cfg->n_experts; e++)
 	{
@@ -100,27 +111,47 @@ RunExperts(cbllm_backend *be, const cbllm_layer *w, int rows)
 
 		if (m == 0)
 			continue;
-		cpu_matmul(be, 2, (const cbllm_weight *[]) {&w->experts[e].w_gate, &w->experts[e].w_up},
-				   ws->xg + r0 * H, m, (float *[]) {ws->gate + r0 * F, ws->up + r0 * F});
-		if (w->experts[e].b_gate != NULL)
+		ws->items[n++] = (cpu_rows_item) {&w->experts[e].w_gate, r0, m, ws->gate + r0 * F};
+		ws->items[n++] = (cpu_rows_item) {&w->experts[e].w_up, r0, m, ws->up + r0 * F};
+		be->expert_runs++;
+	}
+	if (!cpu_matmul_items(be, ws->items, n, ws->xg, rows, ws->first_task))
+		for (int i = 0; i < n; i += 2)
+			cpu_matmul(be, 2, (const cbllm_weight *[]) {ws->items[i].w, ws->items[i + 1].w},
+					   ws->xg + (int64_t) ws->items[i].r0 * H, ws->items[i].m,
+					   (float *[]) {ws->items[i].y, ws->items[i + 1].y});
+	for (int e = 0; e < cfg->n_experts; e++)
+	{
+		int			r0 = ws->start[e],
+					m = ws->start[e + 1] - r0;
+
+		if (m > 0 && w->experts[e].b_gate != NULL)
 		{
 			be->add_bias(be, ws->gate + r0 * F, w->experts[e].b_gate, m, (int) F);
 			be->add_bias(be, ws->up + r0 * F, w->experts[e].b_up, m, (int) F);
 		}
-		be->expert_runs++;
 	}
 	be->expert_pairs += rows;
 	cpu_gate_mul(be, ws->gate, ws->up, rows * F, cfg->activation);
+	n = 0;
 	for (int e = 0; e < cfg->n_experts; e++)
 	{
 		int			r0 = ws->start[e],
 					m = ws->start[e + 1] - r0;
 
-		if (m == 0)
-			continue;
-		cpu_matmul(be, 1, (const cbllm_weight *[]) {&w->experts[e].w_down}, ws->gate + r0 * F,
-				   m, (float *[]) {ws->yg + r0 * H});
-		if (w->experts[e].b_down != NULL)
+		if (m > 0)
+			ws->items[n++] = (cpu_rows_item) {&w->experts[e].w_down, r0, m, ws->yg + r0 * H};
+	}
+	if (!cpu_matmul_items(be, ws->items, n, ws->gate, rows, ws->first_task))
+		for (int i = 0; i < n; i++)
+			cpu_matmul(be, 1, &ws->items[i].w, ws->gate + (int64_t) ws->items[i].r0 * F,
+					   ws->items[i].m, &ws->items[i].y);
+	for (int e = 0; e < cfg->n_experts; e++)
+	{
+		int			r0 = ws->start[e],
+					m = ws->start[e + 1] - r0;
+
+		if (m > 0 && w->experts[e].b_down != NULL)
 			be->add_bias(be, ws->yg + r0 * H, w->experts[e].b_down, m, (int) H);
 	}
 }
