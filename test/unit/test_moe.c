@@ -360,6 +360,21 @@ SameBatch(const batch_tokens *a, const batch_tokens *b)
 	return true;
 }
 
+/* Each of the N_BATCH prompts alone (an engine of one sequence) on device (NULL: the CPU). */
+static void
+RunAlone(const char *path, const char *device, batch_tokens *alone)
+{
+	memset(alone, 0, sizeof(*alone));
+	for (int i = 0; i < N_BATCH; i++)
+	{
+		int32_t		ids[64];
+		int			len = BatchPrompt(i, ids);
+
+		if (ref_engine_greedy(path, device, ids, len, N_GREEDY, alone->ids[i]) == N_GREEDY)
+			alone->n[i] = N_GREEDY;
+	}
+}
+
 /*
  * The greedy tokens alone against the reference, then in a batch (each
  * request's tokens as alone), with chunked prefill, under preemption by
@@ -381,16 +396,7 @@ TestGreedyAndBatching(const moe_family *f, const char *path, const char *ref_gre
 	TAP_OK(same, "%s: %d greedy tokens equal the float64 reference's", f->name, N_GREEDY);
 	free(ref);
 
-	/* each prompt alone: an engine of one sequence */
-	memset(&alone, 0, sizeof(alone));
-	for (int i = 0; i < N_BATCH; i++)
-	{
-		int32_t		ids[64];
-		int			len = BatchPrompt(i, ids);
-
-		if (ref_engine_greedy(path, NULL, ids, len, N_GREEDY, alone.ids[i]) == N_GREEDY)
-			alone.n[i] = N_GREEDY;
-	}
+	RunAlone(path, NULL, &alone);
 	TAP_OK(alone.n[0] == N_GREEDY && memcmp(alone.ids[0], got, sizeof(got)) == 0,
 		   "%s: the prompts run alone", f->name);
 	TAP_OK(RunBatch(path, NULL, (ref_engine_size) {N_BATCH, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
@@ -428,15 +434,7 @@ TestQuantizedBatching(const moe_family *f, const char *path, const char *what)
 				b;
 	cbllm_stats st;
 
-	memset(&alone, 0, sizeof(alone));
-	for (int i = 0; i < N_BATCH; i++)
-	{
-		int32_t		ids[64];
-		int			len = BatchPrompt(i, ids);
-
-		if (ref_engine_greedy(path, NULL, ids, len, N_GREEDY, alone.ids[i]) == N_GREEDY)
-			alone.n[i] = N_GREEDY;
-	}
+	RunAlone(path, NULL, &alone);
 	TAP_OK(RunBatch(path, NULL, (ref_engine_size) {N_BATCH, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
 		   SameBatch(&alone, &b) && st.expert_runs < st.expert_pairs,
 		   "%s %s: four prompts in one batch each make their tokens alone", f->name, what);
@@ -461,15 +459,7 @@ TestDevice(const moe_family *f, const char *path, const char *device)
 
 	ref_check_device(path, device, PROMPT, N_PROMPT, cpu, vocab, f->name);
 	free(cpu);
-	memset(&alone, 0, sizeof(alone));
-	for (int i = 0; i < N_BATCH; i++)
-	{
-		int32_t		ids[64];
-		int			len = BatchPrompt(i, ids);
-
-		if (ref_engine_greedy(path, device, ids, len, N_GREEDY, alone.ids[i]) == N_GREEDY)
-			alone.n[i] = N_GREEDY;
-	}
+	RunAlone(path, device, &alone);
 	TAP_OK(RunBatch(path, device, (ref_engine_size) {N_BATCH, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
 		   SameBatch(&alone, &b),
 		   "%s on %s: four prompts in one batch each make their tokens alone on %s", f->name,
