@@ -8,7 +8,8 @@ tokenizer.json: byte-level BPE with the o200k pre-tokenizer as gpt-oss's tokeniz
 reaches up to id 199997, and the harmony tokens at gpt-oss's ids: <|startoftext|> 199998,
 <|endoftext|> 199999, <|return|> 200002, <|constrain|> 200003, <|channel|> 200005, <|start|>
 200006, <|end|> 200007, <|message|> 200008, <|call|> 200012 (the ids between are reserved
-tokens, as in the real file).  One difference from the real file: <|start|>, <|end|>,
+tokens, as in the real file), its post-processor ByteLevel as transformers' tiktoken converter
+writes gpt-oss's (so no BOS is added to a prompt).  One difference from the real file: <|start|>, <|end|>,
 <|message|>, <|channel|> and <|constrain|> are added tokens that are not special, so that a
 regex constraint (which never allows a special token) can force a whole harmony answer; the
 ids, and so what cbllm does with them, are the real ones (--all-special makes them special as
@@ -79,7 +80,9 @@ def tokenizer_json(all_special=False):
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
             {"type": "Split", "pattern": {"Regex": O200K_REGEX}, "behavior": "Isolated", "invert": False},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
-        "post_processor": None,
+        # as transformers' tiktoken converter writes it (gpt-oss's file too): no BOS is added
+        "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False,
+                           "use_regex": True},
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
         "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
                   "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
