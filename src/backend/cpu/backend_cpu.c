@@ -151,18 +151,25 @@ QuantizeChunks(int64_t k)
 	return (int) ((k + QUANTIZE_CHUNK - 1) / QUANTIZE_CHUNK);
 }
 
-/* One task: a chunk of a token's activations quantized into the context's qx. */
+/* Chunk task of the rows of x (k columns each) quantized into c's qx: QuantizeChunks(k) a row. */
 static void
-QuantizeTask(void *arg, int task, int thread)
+QuantizeChunk(cpu_ctx *c, const float *x, int64_t k, int task)
 {
-	matmul_job *j = arg;
-	int64_t		k = j->w[0]->cols;
 	int			per = QuantizeChunks(k),
 				t = task / per;
 	int64_t		e0 = (int64_t) (task % per) * QUANTIZE_CHUNK,
 				e1 = e0 + QUANTIZE_CHUNK < k ? e0 + QUANTIZE_CHUNK : k;
 
-	j->c->k->quantize_x(j->x + (int64_t) t * k, k, e0, e1, t, &j->c->qx);
+	c->k->quantize_x(x + (int64_t) t * k, k, e0, e1, t, &c->qx);
+}
+
+/* One task: a chunk of a token's activations quantized into the context's qx. */
+static void
+QuantizeTask(void *arg, int task, int thread)
+{
+	matmul_job *j = arg;
+
+	QuantizeChunk(j->c, j->x, j->w[0]->cols, task);
 }
 
 /* One task: a part of the activations arranged for the products over packed float rows. */
@@ -267,12 +274,8 @@ static void
 ItemsQuantizeTask(void *arg, int task, int thread)
 {
 	items_job  *j = arg;
-	int			per = QuantizeChunks(j->cols),
-				t = task / per;
-	int64_t		e0 = (int64_t) (task % per) * QUANTIZE_CHUNK,
-				e1 = e0 + QUANTIZE_CHUNK < j->cols ? e0 + QUANTIZE_CHUNK : j->cols;
 
-	j->c->k->quantize_x(j->x + (int64_t) t * j->cols, j->cols, e0, e1, t, &j->c->qx);
+	QuantizeChunk(j->c, j->x, j->cols, task);
 }
 
 /* One task: a block of KERNEL_ROWS_PER_TASK output rows of one item, over its rows of qx. */
