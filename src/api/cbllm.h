@@ -276,6 +276,11 @@ typedef struct cbllm_engine_info
 	int			block_size;
 	int			num_kv_blocks;
 	size_t		kv_bytes_per_token;	/* K and V of one position over all layers, as the backend stores them */
+	size_t		state_bytes_per_seq;	/* a hybrid model's linear-attention state of one sequence
+										 * (max_num_seqs of them are allocated); 0 for others */
+	int			n_linear_layers;	/* a hybrid model's linear-attention layers; 0 for others */
+	bool		prefix_caching; /* automatic prefix caching is on (off when asked, and always
+								 * for hybrid models: a cached prefix has no state to resume) */
 	int			n_threads;
 	const char *device;
 	const char *cpu_isa;

@@ -42,6 +42,7 @@
 
 #include "base/threadpool.h"
 #include "kv/kv_cache.h"
+#include "kv/state_cache.h"
 #include "kv/swap_space.h"
 #include "model/model.h"
 #include "sample/sampler.h"
@@ -59,6 +60,8 @@ typedef struct fwd_batch
 	const int32_t *rows;
 	bool		graph;			/* a padded decode step: the backend may record or replay it */
 	const uint8_t *rope_set;	/* NULL: every token in set 0 */
+	const int32_t *state_slots; /* (n_seqs) each sequence's slot in the state cache of a hybrid
+								 * model's linear-attention layers; NULL without them */
 } fwd_batch;
 
 
@@ -169,6 +172,33 @@ struct cbllm_backend
 	 */
 	void		(*moe) (cbllm_backend *be, const cbllm_layer *w, const float *x,
 						const float *logits, int T, float *out);
+	/*
+	 * Optional, needed by a hybrid model: out (T, lin_v_heads * lin_v_dim)
+	 * = the Gated DeltaNet of layer l (w) over the step, from its input
+	 * projections qkv (T, conv channels: q, k, v), z (T, lin_v_heads *
+	 * lin_v_dim), beta (T, lin_v_heads) and alpha (T, lin_v_heads); qkv is
+	 * overwritten.  Each sequence s of the batch continues its state in sc
+	 * (slot b->state_slots[s], layer cfg.state_layer[l]) through its tokens
+	 * in order, from a zero state when its first token is at position 0,
+	 * and leaves it updated.  Per token t of a sequence, with value head h
+	 * reading key head kh (cfg.lin_v_tiled):
+	 *
+	 *   c = silu(causal depthwise conv of the qkv channels, w->lin_conv,
+	 *       over the sequence's past inputs);  q, k, v = c split
+	 *   q = q / |q| / sqrt(lin_k_dim),  k = k / |k|  (|x| = sqrt(sum x^2 + 1e-6))
+	 *   S_h = exp(g) S_h,  g = lin_a[h] softplus(alpha + lin_dt_bias[h])
+	 *   S_h += k (sigmoid(beta) (v - k^T S_h))^T;  o = q^T S_h
+	 *   out = rmsnorm(o) * lin_norm * silu(z)  (per value head)
+	 */
+	void		(*linear_attention) (cbllm_backend *be, state_cache *sc, int l,
+									 const cbllm_layer *w, float *qkv, const float *z,
+									 const float *beta, const float *alpha, const fwd_batch *b,
+									 float *out);
+	/* Optional, needed by ARCH_ATTN_GATE: row r of x (n, 2 width) into first[r] and second[r] (width) */
+	void		(*split_halves) (cbllm_backend *be, const float *x, int64_t n, int width,
+								 float *first, float *second);
+	/* Optional, needed by ARCH_ATTN_GATE: x[i] *= sigmoid(gate[i]) */
+	void		(*sigmoid_mul) (cbllm_backend *be, float *x, const float *gate, int64_t n);
 	/* out (n, dim) = rows of x (., dim) */
 	void		(*gather_rows) (cbllm_backend *be, const float *x, const int32_t *rows, int n,
 								int dim, float *out);

@@ -143,6 +143,15 @@ ResolveParams(cbllm_engine *e, const cbllm_engine_params *in, cbllm_err *err)
 	if (!(p->gpu_memory_utilization > 0 && p->gpu_memory_utilization <= 1))
 		return cbllm_fail(err, CBLLM_ERR_INVALID,
 						  "gpu_memory_utilization %g is not in (0, 1]", p->gpu_memory_utilization);
+	if (c->n_linear_layers > 0)
+	{
+		/* a state sums up every position before it: a cached prefix has none to resume (state_cache.h) */
+		p->no_prefix_caching = true;
+		if (p->batching == CBLLM_BATCH_STATIC_PADDED)
+			return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+							  "padded static batching recomputes finished positions, which a model with linear-attention layers (%s) cannot do without corrupting its state; use continuous or static-admission batching",
+							  c->arch);
+	}
 	if ((rc = e->reg->kv_layout(c, p->block_size, p->kv_cache_dtype, &e->kv_layout, err)))
 		return rc;
 	block_bytes = e->kv_layout.block_bytes;
@@ -312,7 +321,8 @@ CreateCompute(cbllm_engine *e, cbllm_err *err)
 		return rc;
 	kp.n_blocks = p->num_kv_blocks;
 	kp.block_size = p->block_size;
-	kp.n_layers = c->n_layers;
+	kp.n_layers = model_kv_layers(c);
+	kp.layer_map = c->n_linear_layers > 0 ? c->kv_layer : NULL;
 	kp.n_kv_heads = c->n_kv_heads;
 	kp.head_dim = c->head_dim;
 	kp.no_data = e->be->alloc_kv != NULL;
@@ -328,6 +338,8 @@ CreateCompute(cbllm_engine *e, cbllm_err *err)
 		(rc = CreateScheduler(e, err)))
 		return rc;
 	forward_set_kv(e->fwd, e->kv);
+	if ((rc = engine_state_create(e, err)))
+		return rc;
 	if ((rc = CreateSamplers(e, err)))
 		return rc;
 	e->step_seqs = calloc(p->max_num_seqs, sizeof(fwd_seq));
@@ -618,6 +630,7 @@ cbllm_engine_prompt_logits(cbllm_engine *e, const int32_t *ids, int n, float *ou
 	block_table t = {0};
 	int			vocab = e->model->cfg.vocab_size;
 	int			rc = CBLLM_OK;
+	int32_t		slot = -1;
 
 	engine_drop_taken(e);
 	if (n < 1 || n > e->params.max_model_len)
@@ -626,6 +639,12 @@ cbllm_engine_prompt_logits(cbllm_engine *e, const int32_t *ids, int n, float *ou
 	{
 		bm_table_free(&t);
 		return cbllm_fail(err, CBLLM_ERR_FULL, "the KV cache has no room for %d positions", n);
+	}
+	if (e->states != NULL && (slot = state_cache_acquire(e->states)) < 0)
+	{
+		bm_release_table(e->bm, &t);
+		bm_table_free(&t);
+		return cbllm_fail(err, CBLLM_ERR_FULL, "every linear-attention state slot is in use");
 	}
 	for (int pos = 0; pos < n && rc == CBLLM_OK;)
 	{
@@ -640,6 +659,7 @@ cbllm_engine_prompt_logits(cbllm_engine *e, const int32_t *ids, int n, float *ou
 		s.block_table = t.ids;
 		s.logits = FWD_LOGITS_ALL;
 		s.rope_set = engine_long_rope_from(e) > 0 && n > engine_long_rope_from(e);
+		s.state_slot = slot;
 		rc = forward_run(e->fwd, &s, 1, &rows, err);
 		if (rc == CBLLM_OK)
 			rc = forward_logits(e->fwd, &lg, err);
@@ -647,6 +667,8 @@ cbllm_engine_prompt_logits(cbllm_engine *e, const int32_t *ids, int n, float *ou
 			memcpy(out + (size_t) pos * vocab, lg, sizeof(float) * rows * vocab);
 		pos += chunk;
 	}
+	if (slot >= 0)
+		state_cache_release(e->states, slot);
 	bm_release_table(e->bm, &t);
 	bm_table_free(&t);
 	return rc;
@@ -692,6 +714,9 @@ cbllm_engine_get_info(const cbllm_engine *e, cbllm_engine_info *info)
 	info->block_size = e->params.block_size;
 	info->num_kv_blocks = e->params.num_kv_blocks;
 	info->kv_bytes_per_token = engine_kv_bytes(e, 1);
+	info->state_bytes_per_seq = engine_state_bytes_per_seq(e);
+	info->n_linear_layers = e->model->cfg.n_linear_layers;
+	info->prefix_caching = !e->params.no_prefix_caching;
 	info->n_threads = threadpool_size(e->pool);
 	info->device = e->be->name;
 	info->cpu_isa = e->be->cpu_isa != NULL ? e->be->cpu_isa : "none";
@@ -739,6 +764,7 @@ cbllm_engine_destroy(cbllm_engine *e)
 	bm_free(e->bm);
 	kv_cache_free(e->kv);
 	swap_space_free(e->swap);
+	engine_state_free(e);
 	threadpool_destroy(e->pool);
 	tokenizer_free(e->tok);
 	engine_chat_free(e);

@@ -60,6 +60,10 @@ typedef struct engine_request
 	int			cap_lp;
 	int32_t    *bias_ids;		/* (sp.n_bias) its logit_bias, owned (sp points here) */
 	float	   *bias_values;	/* (sp.n_bias) */
+	/* a hybrid model's linear-attention state (engine_state.c): */
+	int32_t		state_slot;		/* its slot in e->states while it runs; -1: none */
+	float	   *state_saved;	/* its state copied out when it was preempted by swap; NULL:
+								 * none (it starts from position 0 or holds a slot) */
 } engine_request;
 
 #define ENGINE_HASH_BUCKETS 4096
@@ -90,6 +94,8 @@ struct cbllm_engine
 	cbllm_backend *be;
 	block_manager *bm;			/* who holds which KV and swap block, and the prefix cache */
 	kv_cache   *kv;				/* K and V on the host (only the geometry for a device backend) */
+	state_cache *states;		/* a hybrid model's linear-attention states; NULL otherwise */
+	int64_t		state_saved_bytes;	/* host memory holding swapped-out requests' states */
 	swap_space *swap;			/* the host swap area's memory */
 	scheduler	sched;			/* over waiting, running and bm */
 	cbllm_forward *fwd;
@@ -170,6 +176,23 @@ bool		engine_constraint_mask(cbllm_engine *e, cbllm_request *r, uint32_t *scratc
 void		engine_sample_scratch_free(cbllm_engine *e);
 int32_t		engine_sample_controlled(cbllm_engine *e, cbllm_request *r, const float *logits,
 									 int thread);
+
+/*
+ * engine_state.c: a hybrid model's linear-attention states.  A request
+ * holds a slot of e->states while it runs: taken when it is put in a step
+ * (restoring the copy a swap preemption saved), given back when it is
+ * preempted (saved first when its KV went to the swap area) or finishes.
+ */
+int			engine_state_create(cbllm_engine *e, cbllm_err *err);
+void		engine_state_free(cbllm_engine *e);
+/* After the plan's swaps ran: save and release the preempted requests' states. */
+void		engine_state_preempted(cbllm_engine *e, const sched_plan *plan);
+/* Give each sequence of the plan its slot; an error fails the step. */
+int			engine_state_assign(cbllm_engine *e, const sched_plan *plan, cbllm_err *err);
+/* r ends or is freed: its slot and saved copy go. */
+void		engine_state_release(cbllm_engine *e, cbllm_request *r);
+/* Bytes of one sequence's state; 0 without linear layers. */
+size_t		engine_state_bytes_per_seq(const cbllm_engine *e);
 
 /* engine.c: the engine's clock in seconds (the injected one, else CLOCK_MONOTONIC) */
 double		engine_now(const cbllm_engine *e);

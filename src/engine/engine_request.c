@@ -240,6 +240,7 @@ request_create(cbllm_engine *e, const cbllm_request_input *in, const cbllm_sampl
 		free(ids);
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 	}
+	r->eng->state_slot = -1;
 	r->tokens = ids;
 	r->n_tokens = r->n_prompt = n;
 	r->cap_tokens = n > 0 ? n : 1;
@@ -501,6 +502,7 @@ request_finish(cbllm_engine *e, cbllm_request *r, cbllm_finish why, const char *
 		req_list_remove(&e->waiting, r);
 	request_release_blocks(e->bm, r);
 	request_release_swap(e->bm, r);
+	engine_state_release(e, r);
 	(void) request_enter(r, REQ_FINISHED);	/* from any state but FINISHED, where it stays */
 	r->eng->finish = why;
 	engine_constraint_release(e, r->eng->cons);
@@ -545,6 +547,7 @@ engine_request_free(cbllm_request *r)
 		free(q->bias_ids);
 		free(q->bias_values);
 		free(q->lp);
+		free(q->state_saved);	/* a finished request's is gone already */
 		cbllm_buf_free(&q->text);
 		cbllm_buf_free(&q->reasoning);
 		cbllm_buf_free(&q->piece);

@@ -292,6 +292,7 @@ BuildBatch(cbllm_engine *e, const sched_plan *plan)
 		f->block_table = q->req->table.ids;
 		f->logits = q->sample ? FWD_LOGITS_LAST : FWD_LOGITS_NONE;
 		f->rope_set = q->req->rope_set;
+		f->state_slot = -1;
 	}
 }
 
@@ -357,7 +358,9 @@ RunBatch(cbllm_engine *e, const sched_plan *plan, cbllm_err *err)
 	double		t0 = cbllm_now();
 
 	BuildBatch(e, plan);
-	rc = forward_run(e->fwd, e->step_seqs, plan->n_seqs, &n_rows, err);
+	rc = engine_state_assign(e, plan, err);
+	if (rc == CBLLM_OK)
+		rc = forward_run(e->fwd, e->step_seqs, plan->n_seqs, &n_rows, err);
 	if (rc == CBLLM_OK)
 		rc = SampleStep(e, plan->n_seqs, err);
 	t0 = cbllm_now() - t0;
@@ -395,10 +398,10 @@ StepOnce(cbllm_engine *e, int *n_active, cbllm_err *err)
 	rc = RunSwaps(e, plan, &n_swaps_done, err);
 	RecordPreemptions(e, plan, n_swaps_done);
 	if (rc != CBLLM_OK)
-	{
 		DropUncopiedSwaps(e, plan, n_swaps_done);
+	engine_state_preempted(e, plan);
+	if (rc != CBLLM_OK)
 		rc = FailStep(e, plan, rc, err);
-	}
 	else if (plan->n_seqs > 0)
 		rc = RunBatch(e, plan, err);
 	if (n_active)

@@ -66,6 +66,17 @@ struct cbllm_forward
 								 * without experts */
 	float	   *moe_out;		/* (max_tokens, hidden) a layer's experts' output; NULL
 								 * without experts */
+	float	   *qg;				/* (max_tokens, n_heads, 2 head_dim) q and its gate as
+								 * projected, with ARCH_ATTN_GATE; else NULL */
+	float	   *attn_gate;		/* (max_tokens, n_heads * head_dim) the gate, with ARCH_ATTN_GATE */
+	float	   *lin_qkv;		/* (max_tokens, conv channels) a linear layer's q, k, v; NULL
+								 * without linear layers (so the four below) */
+	float	   *lin_z;			/* (max_tokens, lin_v_heads * lin_v_dim) its output gate */
+	float	   *lin_beta;		/* (max_tokens, lin_v_heads) */
+	float	   *lin_alpha;		/* (max_tokens, lin_v_heads) */
+	float	   *lin_out;		/* (max_tokens, lin_v_heads * lin_v_dim) */
+	state_cache *sc;			/* a hybrid model's states; NULL otherwise */
+	int32_t    *state_slots;	/* (max_seqs) the step's sequences' slots */
 	float	   *logits_dev;		/* (max_rows, vocab) */
 	/* host batch description */
 	int32_t    *tokens;			/* (max_tokens) */
@@ -89,6 +100,7 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 	size_t		T = (size_t) p->max_tokens;
 	size_t		qd = (size_t) c->n_heads * c->head_dim;
 	size_t		kvd = (size_t) c->n_kv_heads * c->head_dim;
+	bool		lin_fail = false;
 
 	if (f == NULL)
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
@@ -98,6 +110,14 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "the %s backend does not run mixture-of-experts models yet (%s has %d experts per layer); use device 'cpu'",
 						  be->name, c->arch, c->n_experts);
+	}
+	if ((c->n_linear_layers > 0 && be->linear_attention == NULL) ||
+		((c->features & ARCH_ATTN_GATE) && (be->split_halves == NULL || be->sigmoid_mul == NULL)))
+	{
+		free(f);
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "the %s backend does not run hybrid models yet (%s has %d linear-attention layers and gated attention); use device 'cpu'",
+						  be->name, c->arch, c->n_linear_layers);
 	}
 	f->model = p->model;
 	f->be = be;
@@ -119,6 +139,23 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 		f->router = be->alloc(be, sizeof(float) * T * c->n_experts);
 		f->moe_out = be->alloc(be, sizeof(float) * T * c->hidden);
 	}
+	if ((c->features & ARCH_ATTN_GATE) &&
+		((f->qg = be->alloc(be, sizeof(float) * T * 2 * qd)) == NULL ||
+		 (f->attn_gate = be->alloc(be, sizeof(float) * T * qd)) == NULL))
+		lin_fail = true;
+	if (c->n_linear_layers > 0)
+	{
+		size_t		vd = (size_t) c->lin_v_heads * c->lin_v_dim;
+
+		f->lin_qkv = be->alloc(be, sizeof(float) * T * (2 * (size_t) c->lin_k_heads * c->lin_k_dim + vd));
+		f->lin_z = be->alloc(be, sizeof(float) * T * vd);
+		f->lin_beta = be->alloc(be, sizeof(float) * T * c->lin_v_heads);
+		f->lin_alpha = be->alloc(be, sizeof(float) * T * c->lin_v_heads);
+		f->lin_out = be->alloc(be, sizeof(float) * T * vd);
+		f->state_slots = malloc(sizeof(int32_t) * p->max_seqs);
+		lin_fail |= !f->lin_qkv || !f->lin_z || !f->lin_beta || !f->lin_alpha || !f->lin_out ||
+			!f->state_slots;
+	}
 	f->tokens = malloc(sizeof(int32_t) * T);
 	f->pos = malloc(sizeof(int32_t) * T);
 	f->seq = malloc(sizeof(int32_t) * T);
@@ -127,7 +164,7 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 	f->rows = malloc(sizeof(int32_t) * T);
 	f->tables = malloc(sizeof(int32_t *) * p->max_seqs);
 	f->logits = malloc(sizeof(float) * f->max_rows * c->vocab_size);
-	if (!f->x || !f->h || !f->q || !f->k || !f->v || !f->att || !f->gate || !f->up ||
+	if (lin_fail || !f->x || !f->h || !f->q || !f->k || !f->v || !f->att || !f->gate || !f->up ||
 		!f->logits_dev || (c->n_experts > 0 && (!f->router || !f->moe_out)) || !f->tokens || !f->pos || !f->seq || !f->rope_set || !f->slot || !f->rows ||
 		!f->tables || !f->logits)
 	{
@@ -179,6 +216,8 @@ BuildBatch(cbllm_forward *f, const fwd_seq *seqs, int n_seqs, bool allow_graph, 
 			return cbllm_fail(err, CBLLM_ERR_INTERNAL, "step of more than %d tokens",
 							  f->max_tokens);
 		f->tables[s] = sq->block_table;
+		if (f->state_slots != NULL)
+			f->state_slots[s] = sq->state_slot;
 		for (int i = 0; i < sq->n_tokens; i++, T++)
 		{
 			int			p = sq->pos0 + i;
@@ -229,6 +268,7 @@ BuildBatch(cbllm_forward *f, const fwd_seq *seqs, int n_seqs, bool allow_graph, 
 	b->block_tables = f->tables;
 	b->n_rows = b->graph ? T : n_rows;
 	b->rows = f->rows;
+	b->state_slots = f->state_slots;
 	return n_rows;
 }
 
@@ -278,7 +318,9 @@ QueryKey(cbllm_forward *f, int l, const cbllm_layer *w, const fwd_batch *b)
 	int			T = b->n_tokens;
 
 	be->matmul(be, 3, (const cbllm_weight *[]) {&w->wq, &w->wk, &w->wv}, f->h, T,
-			   (float *[]) {f->q, f->k, f->v});
+			   (float *[]) {f->qg != NULL ? f->qg : f->q, f->k, f->v});
+	if (f->qg != NULL)			/* each head's q, then its gate */
+		be->split_halves(be, f->qg, (int64_t) T * c->n_heads, c->head_dim, f->q, f->attn_gate);
 	if (c->features & ARCH_QKV_BIAS)
 	{
 		be->add_bias(be, f->q, w->bq, T, c->n_heads * c->head_dim);
@@ -322,9 +364,49 @@ Mlp(cbllm_forward *f, int l, const cbllm_layer *w, int T)
 }
 
 /*
+ * The token mixer of linear layer l on f->h (T, hidden), normed: the
+ * Gated DeltaNet (backend.h's linear_attention) between its input and
+ * output projections, continuing each sequence's state.  Output in f->h.
+ */
+static void
+LinearMixer(cbllm_forward *f, int l, const cbllm_layer *w, const fwd_batch *b)
+{
+	cbllm_backend *be = f->be;
+	int			T = b->n_tokens;
+
+	be->matmul(be, 2, (const cbllm_weight *[]) {&w->w_lin_qkv, &w->w_lin_z}, f->h, T,
+			   (float *[]) {f->lin_qkv, f->lin_z});
+	be->matmul(be, 2, (const cbllm_weight *[]) {&w->w_lin_b, &w->w_lin_a}, f->h, T,
+			   (float *[]) {f->lin_beta, f->lin_alpha});
+	be->linear_attention(be, f->sc, l, w, f->lin_qkv, f->lin_z, f->lin_beta, f->lin_alpha, b,
+						 f->lin_out);
+	be->matmul(be, 1, (const cbllm_weight *[]) {&w->w_lin_out}, f->lin_out, T,
+			   (float *[]) {f->h});
+}
+
+/* The attention of layer l on f->h (T, hidden), normed; output in f->h. */
+static void
+AttentionMixer(cbllm_forward *f, int l, const cbllm_layer *w, const fwd_batch *b)
+{
+	const cbllm_model_config *c = &f->model->cfg;
+	cbllm_backend *be = f->be;
+	int			T = b->n_tokens;
+
+	QueryKey(f, l, w, b);
+	be->kv_store(be, f->kv, l, f->k, f->v, b);
+	be->attention(be, f->kv, l, f->q, w->sinks, b, f->att);
+	if (f->attn_gate != NULL)
+		be->sigmoid_mul(be, f->att, f->attn_gate, (int64_t) T * c->n_heads * c->head_dim);
+	be->matmul(be, 1, (const cbllm_weight *[]) {&w->wo}, f->att, T, (float *[]) {f->h});
+	if (c->features & ARCH_O_BIAS)
+		be->add_bias(be, f->h, w->bo, T, c->hidden);
+}
+
+/*
  * One decoder layer over the batch, updating the residual stream f->x.  On
- * entry f->h holds rmsnorm(x) for this layer's attention; on exit it holds
- * the norm for next_norm (the next layer's), or x is complete when NULL.
+ * entry f->h holds rmsnorm(x) for this layer's token mixer (attention, or a
+ * hybrid model's linear attention); on exit it holds the norm for
+ * next_norm (the next layer's), or x is complete when NULL.
  */
 static void
 Layer(cbllm_forward *f, int l, const fwd_batch *b, const float *next_norm)
@@ -336,12 +418,10 @@ Layer(cbllm_forward *f, int l, const fwd_batch *b, const float *next_norm)
 	bool		sandwich = (c->features & ARCH_SANDWICH_NORM) != 0;
 	float	   *mlp;
 
-	QueryKey(f, l, w, b);
-	be->kv_store(be, f->kv, l, f->k, f->v, b);
-	be->attention(be, f->kv, l, f->q, w->sinks, b, f->att);
-	be->matmul(be, 1, (const cbllm_weight *[]) {&w->wo}, f->att, T, (float *[]) {f->h});
-	if (c->features & ARCH_O_BIAS)
-		be->add_bias(be, f->h, w->bo, T, c->hidden);
+	if (c->layer_linear[l])
+		LinearMixer(f, l, w, b);
+	else
+		AttentionMixer(f, l, w, b);
 	if (sandwich)
 		be->rmsnorm(be, f->h, w->attn_out_norm, T, c->hidden, c->rms_eps, f->h);
 	AddNorm(f, f->x, f->h, w->mlp_norm, T, f->h);
@@ -447,6 +527,13 @@ forward_set_kv(cbllm_forward *f, kv_cache *kv)
 	f->kv = kv;
 }
 
+/* Attach the state cache. */
+void
+forward_set_state(cbllm_forward *f, state_cache *sc)
+{
+	f->sc = sc;
+}
+
 /* Free the workspace. */
 void
 forward_free(cbllm_forward *f)
@@ -469,6 +556,15 @@ forward_free(cbllm_forward *f)
 		be->free(be, f->router);
 	if (f->moe_out != NULL)
 		be->free(be, f->moe_out);
+	{
+		float	   *opt[] = {f->qg, f->attn_gate, f->lin_qkv, f->lin_z, f->lin_beta,
+		f->lin_alpha, f->lin_out};
+
+		for (int i = 0; i < (int) (sizeof(opt) / sizeof(opt[0])); i++)
+			if (opt[i] != NULL)
+				be->free(be, opt[i]);
+	}
+	free(f->state_slots);
 	free(f->tokens);
 	free(f->pos);
 	free(f->seq);

@@ -5,7 +5,8 @@
  * [pos0, pos0 + n_tokens): a whole prompt, a chunk of one, or one decode
  * token.  Its block table must already cover those positions; the pass
  * writes their keys and values into the cache and returns logits for the
- * positions asked for.
+ * positions asked for.  A hybrid model's sequence also names its slot in
+ * the state cache, which the pass continues (from zero at position 0).
  */
 #ifndef CBLLM_FORWARD_H
 #define CBLLM_FORWARD_H
@@ -28,6 +29,8 @@ typedef struct fwd_seq
 	fwd_logits	logits;
 	uint8_t		rope_set;		/* its RoPE factor set (fwd_batch.rope_set): the one its cached
 								 * positions were computed with */
+	int32_t		state_slot;		/* a hybrid model's: its slot in the state cache, holding the
+								 * state after position pos0 - 1 (none at pos0 0) */
 } fwd_seq;
 
 typedef struct cbllm_forward cbllm_forward;
@@ -68,6 +71,9 @@ int			forward_sample(cbllm_forward *f, int n_ids, const sampler_row *p,
 
 /* Attach the KV cache when forward_create was given none. */
 void		forward_set_kv(cbllm_forward *f, kv_cache *kv);
+
+/* Attach a hybrid model's state cache (kv/state_cache.h) before the first step. */
+void		forward_set_state(cbllm_forward *f, state_cache *sc);
 
 void		forward_free(cbllm_forward *f);
 

@@ -15,7 +15,7 @@
 #include "base/util.h"
 #include "dtype/dtype.h"
 
-#define ST_MAX_DIMS 4
+#define ST_MAX_DIMS 8		/* a vision tower's Conv3d kernel has 5 */
 
 typedef struct st_tensor
 {

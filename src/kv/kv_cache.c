@@ -76,6 +76,7 @@ kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err)
 	kv->n_blocks = p->n_blocks;
 	kv->block_size = p->block_size;
 	kv->n_layers = p->n_layers;
+	kv->layer_map = p->layer_map;
 	kv->n_kv_heads = p->n_kv_heads;
 	kv->head_dim = p->head_dim;
 	kv->dtype = p->dtype;

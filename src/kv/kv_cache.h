@@ -32,6 +32,8 @@ typedef struct kv_cache
 	void	   *k;				/* (n_layers, n_blocks, block_size, n_kv_heads, head_dim) of dtype;
 								 * NULL with no_data */
 	void	   *v;				/* (n_layers, n_blocks, block_size, n_kv_heads, head_dim) of dtype */
+	const int16_t *layer_map;	/* (model layers) the cache layer of a model layer (a hybrid
+								 * model's attention layers only: cfg.kv_layer); NULL: the same */
 } kv_cache;
 
 typedef struct kv_cache_params
@@ -43,6 +45,7 @@ typedef struct kv_cache_params
 	int			head_dim;
 	bool		no_data;		/* only the geometry: the keys and values live in a device backend */
 	cbllm_dtype dtype;			/* CBLLM_F32 (0), CBLLM_F16 or CBLLM_BF16 */
+	const int16_t *layer_map;	/* kv_cache.layer_map; NULL: model layer l is cache layer l */
 } kv_cache_params;
 
 /* Bytes of one element of dt in the cache: 4 for f32, 2 for f16 and bf16. */
@@ -67,6 +70,13 @@ int			kv_cache_dtype_resolve(const char *name, cbllm_dtype auto_dt, cbllm_dtype 
 
 int			kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err);
 void		kv_cache_free(kv_cache *kv);
+
+/* The cache layer of model layer l (kv_cache_k and kv_cache_v take cache layers). */
+static inline int
+kv_cache_layer_of(const kv_cache *kv, int l)
+{
+	return kv->layer_map != NULL ? kv->layer_map[l] : l;
+}
 
 /* Element offset of (layer, block, slot) in k or v. */
 static inline int64_t

@@ -33,6 +33,12 @@ static const cbllm_arch BuiltinArchs[] = {
 	/* llama.cpp writes Mixtral as "llama" with experts: the llama row above is found first */
 	{.hf_name = "MixtralForCausalLM", .model_type = "mixtral", .gguf_name = "llama",
 		.features = ARCH_GGUF_PERMUTED_QK | ARCH_MOE_BLOCK_SPARSE, .activation = ARCH_ACT_SILU},
+	{.hf_name = "Qwen3_5ForConditionalGeneration", .model_type = "qwen3_5", .gguf_name = "qwen35",
+		.features = ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_LINEAR_ATTN | ARCH_ATTN_GATE |
+		ARCH_TEXT_CONFIG, .activation = ARCH_ACT_SILU},
+	{.hf_name = "Qwen3_5ForCausalLM", .model_type = "qwen3_5_text", .gguf_name = "qwen35",
+		.features = ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_LINEAR_ATTN | ARCH_ATTN_GATE,
+	.activation = ARCH_ACT_SILU},
 	{.hf_name = "GptOssForCausalLM", .model_type = "gpt_oss", .gguf_name = "gpt-oss",
 		.features = ARCH_QKV_BIAS | ARCH_O_BIAS | ARCH_GPT_OSS | ARCH_ATTN_SINKS | ARCH_MOE_BIASES,
 	.activation = ARCH_ACT_SWIGLU_OAI},
@@ -73,54 +79,113 @@ static const arch_tensor Tensors[] = {
 		.offset = LAYER_FIELD(attn_norm)},
 	{.role = "wq", .hf = L_HF("self_attn.q_proj.weight"), .gguf = L_GGUF("attn_q.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_Q, .cols = DIM_HIDDEN,
-		.unless = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wq)},
+		.unless = ARCH_FUSED_QKV | ARCH_ATTN_GATE, .per_step = true, .offset = LAYER_FIELD(wq),
+		.mixer = ARCH_ATTN_LAYERS},
+	{.role = "wq", .hf = L_HF("self_attn.q_proj.weight"), .gguf = L_GGUF("attn_q.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_Q_GATED, .cols = DIM_HIDDEN,
+		.needs = ARCH_ATTN_GATE, .per_step = true, .offset = LAYER_FIELD(wq),
+		.mixer = ARCH_ATTN_LAYERS},
 	{.role = "bq", .hf = L_HF("self_attn.q_proj.bias"), .gguf = L_GGUF("attn_q.bias"),
 		.kind = ARCH_BIAS, .scope = ARCH_LAYER, .rows = DIM_Q, .cols = DIM_ONE,
-		.needs = ARCH_QKV_BIAS, .offset = LAYER_FIELD(bq)},
+		.needs = ARCH_QKV_BIAS, .offset = LAYER_FIELD(bq),
+		.mixer = ARCH_ATTN_LAYERS},
 	{.role = "wk", .hf = L_HF("self_attn.k_proj.weight"), .gguf = L_GGUF("attn_k.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_KV, .cols = DIM_HIDDEN,
-		.unless = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wk)},
+		.unless = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wk),
+		.mixer = ARCH_ATTN_LAYERS},
 	{.role = "bk", .hf = L_HF("self_attn.k_proj.bias"), .gguf = L_GGUF("attn_k.bias"),
 		.kind = ARCH_BIAS, .scope = ARCH_LAYER, .rows = DIM_KV, .cols = DIM_ONE,
-		.needs = ARCH_QKV_BIAS, .offset = LAYER_FIELD(bk)},
+		.needs = ARCH_QKV_BIAS, .offset = LAYER_FIELD(bk),
+		.mixer = ARCH_ATTN_LAYERS},
 	{.role = "wv", .hf = L_HF("self_attn.v_proj.weight"), .gguf = L_GGUF("attn_v.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_KV, .cols = DIM_HIDDEN,
-		.unless = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wv)},
+		.unless = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wv),
+		.mixer = ARCH_ATTN_LAYERS},
 	{.role = "bv", .hf = L_HF("self_attn.v_proj.bias"), .gguf = L_GGUF("attn_v.bias"),
 		.kind = ARCH_BIAS, .scope = ARCH_LAYER, .rows = DIM_KV, .cols = DIM_ONE,
-		.needs = ARCH_QKV_BIAS, .offset = LAYER_FIELD(bv)},
+		.needs = ARCH_QKV_BIAS, .offset = LAYER_FIELD(bv),
+		.mixer = ARCH_ATTN_LAYERS},
 	{.role = "wq", .hf = L_HF("self_attn.qkv_proj.weight"), .gguf = L_GGUF("attn_qkv.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_Q, .cols = DIM_HIDDEN,
-		.needs = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wq)},
+		.needs = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wq),
+		.mixer = ARCH_ATTN_LAYERS},
 	{.role = "wk", .hf = L_HF("self_attn.qkv_proj.weight"), .gguf = L_GGUF("attn_qkv.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_KV, .cols = DIM_HIDDEN,
-		.needs = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wk)},
+		.needs = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wk),
+		.mixer = ARCH_ATTN_LAYERS},
 	{.role = "wv", .hf = L_HF("self_attn.qkv_proj.weight"), .gguf = L_GGUF("attn_qkv.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_KV, .cols = DIM_HIDDEN,
-		.needs = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wv)},
+		.needs = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wv),
+		.mixer = ARCH_ATTN_LAYERS},
 	{.role = "q_norm", .hf = L_HF("self_attn.q_norm.weight"), .gguf = L_GGUF("attn_q_norm.weight"),
 		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HEAD, .cols = DIM_ONE,
-		.needs = ARCH_QK_NORM, .offset = LAYER_FIELD(q_norm)},
+		.needs = ARCH_QK_NORM, .offset = LAYER_FIELD(q_norm),
+		.mixer = ARCH_ATTN_LAYERS},
 	{.role = "k_norm", .hf = L_HF("self_attn.k_norm.weight"), .gguf = L_GGUF("attn_k_norm.weight"),
 		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HEAD, .cols = DIM_ONE,
-		.needs = ARCH_QK_NORM, .offset = LAYER_FIELD(k_norm)},
+		.needs = ARCH_QK_NORM, .offset = LAYER_FIELD(k_norm),
+		.mixer = ARCH_ATTN_LAYERS},
 	{.role = "sinks", .hf = L_HF("self_attn.sinks"), .gguf = L_GGUF("attn_sinks.weight"),
 		.kind = ARCH_BIAS, .scope = ARCH_LAYER, .rows = DIM_HEADS, .cols = DIM_ONE,
-		.needs = ARCH_ATTN_SINKS, .offset = LAYER_FIELD(sinks)},
+		.needs = ARCH_ATTN_SINKS, .offset = LAYER_FIELD(sinks),
+		.mixer = ARCH_ATTN_LAYERS},
 	{.role = "wo", .hf = L_HF("self_attn.o_proj.weight"), .gguf = L_GGUF("attn_output.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_Q,
-		.per_step = true, .offset = LAYER_FIELD(wo)},
+		.per_step = true, .offset = LAYER_FIELD(wo),
+		.mixer = ARCH_ATTN_LAYERS},
 	{.role = "bo", .hf = L_HF("self_attn.o_proj.bias"), .gguf = L_GGUF("attn_output.bias"),
 		.kind = ARCH_BIAS, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
-		.needs = ARCH_O_BIAS, .offset = LAYER_FIELD(bo)},
+		.needs = ARCH_O_BIAS, .offset = LAYER_FIELD(bo),
+		.mixer = ARCH_ATTN_LAYERS},
+	{.role = "w_lin_qkv", .hf = L_HF("linear_attn.in_proj_qkv.weight"),
+		.gguf = L_GGUF("attn_qkv.weight"), .kind = ARCH_MATRIX, .scope = ARCH_LAYER,
+		.rows = DIM_LIN_QKV, .cols = DIM_HIDDEN, .needs = ARCH_LINEAR_ATTN, .per_step = true,
+		.offset = LAYER_FIELD(w_lin_qkv), .mixer = ARCH_LINEAR_LAYERS},
+	{.role = "w_lin_z", .hf = L_HF("linear_attn.in_proj_z.weight"),
+		.gguf = L_GGUF("attn_gate.weight"), .kind = ARCH_MATRIX, .scope = ARCH_LAYER,
+		.rows = DIM_LIN_V, .cols = DIM_HIDDEN, .needs = ARCH_LINEAR_ATTN, .per_step = true,
+		.offset = LAYER_FIELD(w_lin_z), .mixer = ARCH_LINEAR_LAYERS},
+	{.role = "w_lin_b", .hf = L_HF("linear_attn.in_proj_b.weight"),
+		.gguf = L_GGUF("ssm_beta.weight"), .kind = ARCH_MATRIX, .scope = ARCH_LAYER,
+		.rows = DIM_LIN_HEADS, .cols = DIM_HIDDEN, .needs = ARCH_LINEAR_ATTN, .per_step = true,
+		.offset = LAYER_FIELD(w_lin_b), .mixer = ARCH_LINEAR_LAYERS},
+	{.role = "w_lin_a", .hf = L_HF("linear_attn.in_proj_a.weight"),
+		.gguf = L_GGUF("ssm_alpha.weight"), .kind = ARCH_MATRIX, .scope = ARCH_LAYER,
+		.rows = DIM_LIN_HEADS, .cols = DIM_HIDDEN, .needs = ARCH_LINEAR_ATTN, .per_step = true,
+		.offset = LAYER_FIELD(w_lin_a), .mixer = ARCH_LINEAR_LAYERS},
+	{.role = "lin_conv", .hf = L_HF("linear_attn.conv1d.weight"),
+		.gguf = L_GGUF("ssm_conv1d.weight"), .kind = ARCH_BIAS, .scope = ARCH_LAYER,
+		.rows = DIM_LIN_QKV, .cols = DIM_LIN_CONV, .needs = ARCH_LINEAR_ATTN,
+		.offset = LAYER_FIELD(lin_conv), .mixer = ARCH_LINEAR_LAYERS},
+	{.role = "lin_dt_bias", .hf = L_HF("linear_attn.dt_bias"), .gguf = L_GGUF("ssm_dt.bias"),
+		.kind = ARCH_BIAS, .scope = ARCH_LAYER, .rows = DIM_LIN_HEADS, .cols = DIM_ONE,
+		.needs = ARCH_LINEAR_ATTN, .offset = LAYER_FIELD(lin_dt_bias),
+		.mixer = ARCH_LINEAR_LAYERS},
+	{.role = "lin_a", .hf = L_HF("linear_attn.A_log"), .gguf = L_GGUF("ssm_a"),
+		.kind = ARCH_BIAS, .scope = ARCH_LAYER, .rows = DIM_LIN_HEADS, .cols = DIM_ONE,
+		.needs = ARCH_LINEAR_ATTN, .offset = LAYER_FIELD(lin_a), .mixer = ARCH_LINEAR_LAYERS,
+		.hf_neg_exp = true},
+	{.role = "lin_norm", .hf = L_HF("linear_attn.norm.weight"), .gguf = L_GGUF("ssm_norm.weight"),
+		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_LIN_VDIM, .cols = DIM_ONE,
+		.needs = ARCH_LINEAR_ATTN, .plain_norm = true, .offset = LAYER_FIELD(lin_norm),
+		.mixer = ARCH_LINEAR_LAYERS},
+	{.role = "w_lin_out", .hf = L_HF("linear_attn.out_proj.weight"),
+		.gguf = L_GGUF("ssm_out.weight"), .kind = ARCH_MATRIX, .scope = ARCH_LAYER,
+		.rows = DIM_HIDDEN, .cols = DIM_LIN_V, .needs = ARCH_LINEAR_ATTN, .per_step = true,
+		.offset = LAYER_FIELD(w_lin_out), .mixer = ARCH_LINEAR_LAYERS},
 	{.role = "mlp_norm",
 		.hf = L_HF("post_attention_layernorm.weight"), .gguf = L_GGUF("ffn_norm.weight"),
 		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
-		.unless = ARCH_SANDWICH_NORM | ARCH_GPT_OSS, .offset = LAYER_FIELD(mlp_norm)},
+		.unless = ARCH_SANDWICH_NORM | ARCH_GPT_OSS | ARCH_LINEAR_ATTN,
+		.offset = LAYER_FIELD(mlp_norm)},
 	{.role = "mlp_norm",
 		.hf = L_HF("post_attention_layernorm.weight"), .gguf = L_GGUF("post_attention_norm.weight"),
 		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
 		.needs = ARCH_GPT_OSS, .offset = LAYER_FIELD(mlp_norm)},
+	{.role = "mlp_norm",
+		.hf = L_HF("post_attention_layernorm.weight"), .gguf = L_GGUF("post_attention_norm.weight"),
+		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
+		.needs = ARCH_LINEAR_ATTN, .offset = LAYER_FIELD(mlp_norm)},
 	{.role = "attn_out_norm",
 		.hf = L_HF("post_attention_layernorm.weight"), .gguf = L_GGUF("post_attention_norm.weight"),
 		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
@@ -341,6 +406,19 @@ arch_dim_size(const cbllm_model_config *cfg, arch_dim d)
 			return cfg->expert_intermediate;
 		case DIM_HEADS:
 			return cfg->n_heads;
+		case DIM_Q_GATED:
+			return (int64_t) 2 * cfg->n_heads * cfg->head_dim;
+		case DIM_LIN_QKV:
+			return (int64_t) 2 * cfg->lin_k_heads * cfg->lin_k_dim +
+				(int64_t) cfg->lin_v_heads * cfg->lin_v_dim;
+		case DIM_LIN_V:
+			return (int64_t) cfg->lin_v_heads * cfg->lin_v_dim;
+		case DIM_LIN_HEADS:
+			return cfg->lin_v_heads;
+		case DIM_LIN_VDIM:
+			return cfg->lin_v_dim;
+		case DIM_LIN_CONV:
+			return cfg->lin_conv;
 	}
 	return 0;
 }
@@ -388,6 +466,20 @@ arch_tensor_name(const arch_tensor *t, int layer, int expert, bool gguf, char *b
 		snprintf(buf, size, "%s", pattern);
 }
 
+/* "model.x" as a multimodal checkpoint names its decoder's tensor: "model.language_model.x". */
+void
+arch_hf_checkpoint_name(uint32_t features, char *buf, size_t size)
+{
+	const char *lm = "model.language_model.";
+	size_t		len = strlen(buf);
+
+	if (!(features & ARCH_TEXT_CONFIG) || strncmp(buf, "model.", 6) != 0 ||
+		len + strlen(lm) - 6 + 1 > size)
+		return;
+	memmove(buf + strlen(lm), buf + 6, len - 6 + 1);
+	memcpy(buf, lm, strlen(lm));
+}
+
 /* Describe role t of layer (or -1) and expert (or -1) of m in mt, numbering its matrix with *index. */
 static void
 DescribeTensor(const cbllm_model *m, const arch_tensor *t, int layer, int expert,
@@ -418,6 +510,8 @@ DescribeTensor(const cbllm_model *m, const arch_tensor *t, int layer, int expert
 static bool
 InLayer(const arch_tensor *t, const cbllm_model_config *cfg, int l)
 {
+	if (t->mixer != ARCH_ANY_MIXER && (t->mixer == ARCH_LINEAR_LAYERS) != (cfg->layer_linear[l] != 0))
+		return false;
 	switch (t->layers)
 	{
 		case ARCH_EVERY_LAYER:

@@ -52,6 +52,15 @@
 #define ARCH_ATTN_SINKS (1u << 13)	/* a learned logit per head joins each attention softmax's
 									 * denominator (sinks) */
 #define ARCH_MOE_BIASES (1u << 14)	/* the router and every expert's projections add biases */
+#define ARCH_LINEAR_ATTN (1u << 15)	/* some layers mix tokens by Gated DeltaNet linear attention
+									 * with a recurrent state (cfg.layer_linear), the others
+									 * by attention: a hybrid model (Qwen3.5) */
+#define ARCH_ATTN_GATE	(1u << 16)	/* q_proj gives each head its q and then as many gate
+									 * values; the attention's output is multiplied by their
+									 * sigmoid before Wo (Qwen3.5's gated attention) */
+#define ARCH_TEXT_CONFIG (1u << 17) /* a multimodal checkpoint: config.json keeps the decoder's
+									 * fields under text_config and its tensors are named
+									 * model.language_model.* (the vision tower is not read) */
 
 /* The MLP's activation, as config.json's hidden_activation or hidden_act names it. */
 typedef enum arch_activation
@@ -77,7 +86,8 @@ typedef enum arch_kind
 {
 	ARCH_MATRIX,				/* cbllm_weight, (rows, cols) in its stored type */
 	ARCH_NORM,					/* float *, (rows) converted to f32; dummy: ones */
-	ARCH_BIAS					/* float *, (rows) converted to f32; dummy: zeros */
+	ARCH_BIAS					/* float *, (rows) or a small (rows, cols) converted to f32;
+								 * dummy: zeros */
 } arch_kind;
 
 /* A dimension of a tensor, from the config. */
@@ -92,7 +102,14 @@ typedef enum arch_dim
 	DIM_VOCAB,					/* vocab_size */
 	DIM_EXPERTS,				/* n_experts: the router's rows */
 	DIM_EXPERT_FF,				/* expert_intermediate: one expert's MLP width */
-	DIM_HEADS					/* num_attention_heads (the sinks) */
+	DIM_HEADS,					/* num_attention_heads (the sinks) */
+	DIM_Q_GATED,				/* 2 * num_attention_heads * head_dim: q and its gate */
+	DIM_LIN_QKV,				/* the linear attention's conv channels: q, k (lin_k_heads *
+								 * lin_k_dim each) and v (lin_v_heads * lin_v_dim) */
+	DIM_LIN_V,					/* lin_v_heads * lin_v_dim */
+	DIM_LIN_HEADS,				/* lin_v_heads */
+	DIM_LIN_VDIM,				/* lin_v_dim: one value head */
+	DIM_LIN_CONV				/* lin_conv: the causal conv's kernel */
 } arch_dim;
 
 /* Where a tensor lives. */
@@ -133,6 +150,15 @@ typedef enum arch_layers
 	ARCH_MOE_LAYERS				/* those whose MLP is the experts */
 } arch_layers;
 
+/* Which layers of a hybrid model (cfg.layer_linear) a layer tensor belongs to. */
+typedef enum arch_mixer
+{
+	ARCH_ANY_MIXER,				/* all of them (the default) */
+	ARCH_ATTN_LAYERS,			/* those that mix tokens by attention: every layer of a
+								 * model without linear attention */
+	ARCH_LINEAR_LAYERS			/* those that mix tokens by linear attention */
+} arch_mixer;
+
 /* One tensor role. */
 typedef struct arch_tensor
 {
@@ -150,6 +176,11 @@ typedef struct arch_tensor
 	uint32_t	unless;			/* ARCH_* flags under any of which it does not exist; 0: none */
 	arch_layers layers;			/* scope ARCH_LAYER: the layers that have it */
 	arch_hf_layout hf_layout;	/* ARCH_EXPERT: how its safetensors tensor holds it */
+	arch_mixer	mixer;			/* scope ARCH_LAYER: the layers that have it */
+	bool		plain_norm;		/* ARCH_NORM: a plain multiplier even under
+								 * ARCH_NORM_PLUS_ONE (Qwen3.5's gated norm) */
+	bool		hf_neg_exp;		/* a safetensors checkpoint stores log(-w) (Qwen3.5's A_log):
+								 * w = -exp(stored) at load; a GGUF file stores w */
 } arch_tensor;
 
 #define ARCH_MAX_PARTS 3
@@ -215,5 +246,11 @@ int64_t		arch_dim_size(const struct cbllm_model_config *cfg, arch_dim d);
  */
 void		arch_tensor_name(const arch_tensor *t, int layer, int expert, bool gguf, char *buf,
 							 size_t size);
+
+/*
+ * A safetensors name of arch_tensor_name as a checkpoint of features stores
+ * it: with ARCH_TEXT_CONFIG, "model.x" becomes "model.language_model.x".
+ */
+void		arch_hf_checkpoint_name(uint32_t features, char *buf, size_t size);
 
 #endif

@@ -7,6 +7,7 @@
  */
 #include "model/model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +190,41 @@ BindStackedMx(cbllm_model *m, const model_tensor *mt, const st_tensor *blocks, c
 	return CBLLM_OK;
 }
 
+/*
+ * Whether a vector tensor has the shape of mt: (rows), or for a small
+ * matrix (rows, cols) with any unit dimensions between (Qwen3.5's conv1d
+ * weight is (channels, 1, kernel)).
+ */
+static bool
+VectorShapeOk(const st_tensor *t, const model_tensor *mt)
+{
+	int64_t		n = 1;
+
+	if (t->ndim < 1 || t->shape[0] != mt->rows)
+		return false;
+	if (mt->cols == 1)
+		return t->ndim == 1;
+	for (int d = 0; d < t->ndim; d++)
+		n *= t->shape[d];
+	return n == mt->rows * mt->cols && t->shape[t->ndim - 1] == mt->cols;
+}
+
+/* mt's vector as f32: Gemma's and Qwen3.5's 1 added to a norm, A_log turned into -exp(A_log). */
+static int
+BindVector(cbllm_model *m, const model_tensor *mt, const st_tensor *t, cbllm_err *err)
+{
+	int64_t		n = mt->rows * mt->cols;
+	int			rc;
+
+	rc = model_vector_f32(t->dtype, t->data, n,
+						  mt->t->kind == ARCH_NORM && !mt->t->plain_norm &&
+						  (m->cfg.features & ARCH_NORM_PLUS_ONE), mt->vector, err);
+	if (rc == CBLLM_OK && mt->t->hf_neg_exp)
+		for (int64_t i = 0; i < n; i++)
+			(*mt->vector)[i] = (float) -exp((double) (*mt->vector)[i]);
+	return rc;
+}
+
 /* Bind one tensor of the checkpoint to its field, checking its shape against config.json. */
 static int
 BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
@@ -204,6 +240,7 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 		return CBLLM_OK;
 	}
 	arch_tensor_name(mt->t, mt->layer, mt->expert, false, name, sizeof(name));
+	arch_hf_checkpoint_name(m->cfg.features, name, sizeof(name));
 	t = st_find(m->st, name);
 	if (t == NULL && mt->expert >= 0 && mt->t->hf_layout != ARCH_HF_OWN && !vector)
 	{
@@ -232,12 +269,17 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 						  m->st->files[t->file].path, name);
 	if (mt->expert >= 0 && mt->t->hf_layout != ARCH_HF_OWN)
 		return BindStacked(m, mt, t, name, err);
-	if (vector ? (t->ndim != 1 || t->shape[0] != mt->rows) :
+	if (vector ? !VectorShapeOk(t, mt) :
 		(t->ndim != 2 || t->shape[0] != mt->stored_rows || t->shape[1] != mt->cols))
 	{
 		char		found[96];
 
 		ShapeText(t, found, sizeof(found));
+		if (vector && mt->cols > 1)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT,
+							  "%s: tensor \"%s\" has the wrong shape: expected [%lld, %lld] from config.json, found %s",
+							  m->st->files[t->file].path, name, (long long) mt->rows,
+							  (long long) mt->cols, found);
 		if (vector)
 			return cbllm_fail(err, CBLLM_ERR_FORMAT,
 							  "%s: tensor \"%s\" has the wrong shape: expected [%lld] from config.json",
@@ -248,9 +290,7 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 						  (long long) mt->cols, found);
 	}
 	if (vector)
-		return model_vector_f32(t->dtype, t->data, mt->rows,
-								mt->t->kind == ARCH_NORM && (m->cfg.features & ARCH_NORM_PLUS_ONE),
-								mt->vector, err);
+		return BindVector(m, mt, t, err);
 	mt->matrix->dtype = t->dtype;
 	mt->matrix->rows = mt->rows;
 	mt->matrix->cols = mt->cols;
@@ -293,6 +333,7 @@ BindCheckpoint(cbllm_model *m, cbllm_err *err)
 		return rc;
 	/* tie_word_embeddings with an lm_head tensor of its own: the tensor wins */
 	arch_tensor_name(arch_tied_tensor(), -1, -1, false, tied_name, sizeof(tied_name));
+	arch_hf_checkpoint_name(m->cfg.features, tied_name, sizeof(tied_name));
 	m->lm_head_tied = m->cfg.tie_embeddings && st_find(m->st, tied_name) == NULL;
 	return model_visit(m, BindTensor, m, err);
 }

@@ -74,6 +74,29 @@ typedef struct cbllm_model_config
 	bool		moe_norm_topk;	/* the chosen experts' weights renormalised to sum 1 */
 	float		swiglu_limit;	/* ARCH_ACT_SWIGLU_OAI's clamp (swiglu_limit, 7 when absent) */
 	uint8_t		layer_moe[CBLLM_MAX_LAYERS];	/* (n_layers) 1: the layer's MLP is the experts */
+	/*
+	 * hybrid models (ARCH_LINEAR_ATTN): layer l mixes tokens by Gated
+	 * DeltaNet linear attention when layer_linear[l], else by attention.
+	 * A linear layer's state (a causal conv's last lin_conv - 1 inputs and
+	 * a (lin_v_heads, lin_k_dim, lin_v_dim) matrix per sequence) lives in
+	 * the state cache (kv/state_cache.h) at index state_layer[l]; an
+	 * attention layer's K and V in the KV cache at index kv_layer[l].
+	 * Value head h reads key head h / (lin_v_heads / lin_k_heads) (HF's
+	 * grouped order), or h % lin_k_heads when lin_v_tiled (a GGUF file's
+	 * heads, reordered by llama.cpp's converter).
+	 */
+	uint8_t		layer_linear[CBLLM_MAX_LAYERS]; /* (n_layers) 1: linear attention */
+	int			n_linear_layers;
+	int			n_kv_layers;	/* layers with K and V in the KV cache: n_layers without
+								 * linear ones */
+	int16_t		kv_layer[CBLLM_MAX_LAYERS]; /* (n_layers) KV cache layer, -1: none */
+	int16_t		state_layer[CBLLM_MAX_LAYERS];	/* (n_layers) state cache layer, -1: none */
+	int			lin_k_heads;	/* linear_num_key_heads */
+	int			lin_v_heads;	/* linear_num_value_heads, a multiple of lin_k_heads */
+	int			lin_k_dim;		/* linear_key_head_dim */
+	int			lin_v_dim;		/* linear_value_head_dim */
+	int			lin_conv;		/* linear_conv_kernel_dim */
+	bool		lin_v_tiled;	/* value heads in a GGUF file's tiled order (above) */
 	int32_t		bos_id;			/* -1 when absent */
 	int32_t		eos_id;			/* -1 when absent */
 } cbllm_model_config;
@@ -113,6 +136,18 @@ typedef struct cbllm_layer
 	float	   *router_bias;	/* (n_experts) with ARCH_MOE_BIASES, else NULL */
 	cbllm_expert *experts;		/* (n_experts) on a layer with experts, else NULL */
 	float	   *mlp_out_norm;	/* (hidden) with ARCH_SANDWICH_NORM: norms the MLP's output */
+	/* a linear-attention layer's (cfg.layer_linear; the attention fields above are unset) */
+	cbllm_weight w_lin_qkv;		/* (2 lin_k_heads lin_k_dim + lin_v_heads lin_v_dim, hidden):
+								 * the conv's channels q, k, v */
+	cbllm_weight w_lin_z;		/* (lin_v_heads * lin_v_dim, hidden): the output gate */
+	cbllm_weight w_lin_b;		/* (lin_v_heads, hidden): beta's logits */
+	cbllm_weight w_lin_a;		/* (lin_v_heads, hidden): the decay's input */
+	float	   *lin_conv;		/* (qkv channels, lin_conv) the causal conv's kernels, f32 */
+	float	   *lin_dt_bias;	/* (lin_v_heads) added to a before softplus */
+	float	   *lin_a;			/* (lin_v_heads) -exp(A_log): the decay g = lin_a *
+								 * softplus(a + dt_bias) */
+	float	   *lin_norm;		/* (lin_v_dim) the gated RMSNorm's multiplier, plain */
+	cbllm_weight w_lin_out;		/* (hidden, lin_v_heads * lin_v_dim) */
 } cbllm_layer;
 
 typedef struct cbllm_model
@@ -163,8 +198,27 @@ void		model_config_layer_positions(cbllm_model_config *cfg, const bool *sliding,
 int			model_config_check_ropes(const cbllm_model_config *cfg, const char *path,
 									 cbllm_err *err);
 
+/*
+ * Hybrid models (model_config_hybrid.c): the linear-attention geometry and
+ * layer_types (or full_attention_interval, 4 when absent) of config.json
+ * root, then the layers' cache indices.  Without ARCH_LINEAR_ATTN only the
+ * indices: every layer has KV.
+ */
+int			model_config_hybrid(const struct cJSON *root, cbllm_model_config *cfg,
+								const char *path, cbllm_err *err);
+
+/* kv_layer, state_layer, n_kv_layers and n_linear_layers from layer_linear. */
+void		model_config_cache_layers(cbllm_model_config *cfg);
+
 /* Give every layer rope[0] = plain RoPE of base theta and the window (0: none). */
 void		model_config_uniform_positions(cbllm_model_config *cfg, double theta, int window);
+
+/* Layers with K and V in the KV cache: a hybrid model's attention layers, else all. */
+static inline int
+model_kv_layers(const cbllm_model_config *cfg)
+{
+	return cfg->n_linear_layers > 0 ? cfg->n_kv_layers : cfg->n_layers;
+}
 
 /* The window behind which KV blocks may be dropped: the window when every layer has it, else 0. */
 int			model_kv_drop_window(const cbllm_model_config *cfg);

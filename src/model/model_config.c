@@ -87,12 +87,17 @@ ActivationName(arch_activation a)
 	return "?";
 }
 
-/* Find the architecture in the table and refuse the features it does not have. */
+/*
+ * Find the architecture in the table (from config.json's top level, top)
+ * and refuse the features it does not have (in the decoder's fields, root:
+ * top itself, or text_config for a multimodal checkpoint).
+ */
 static int
-CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_err *err)
+CheckArchitecture(const cJSON *top, const cJSON *root, cbllm_model_config *cfg,
+				  const char *path, cbllm_err *err)
 {
-	const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
-	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+	const cJSON *archs = cJSON_GetObjectItemCaseSensitive(top, "architectures");
+	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(top, "model_type");
 	/* Gemma's configs name the activation hidden_activation, which wins over hidden_act unless null */
 	const cJSON *hidden_activation = cJSON_GetObjectItemCaseSensitive(root, "hidden_activation");
 	const char *act_key = hidden_activation != NULL && !cJSON_IsNull(hidden_activation) ?
@@ -128,6 +133,8 @@ CheckArchitecture(const cJSON *root, cbllm_model_config *cfg, const char *path, 
 	snprintf(cfg->arch, sizeof(cfg->arch), "%s", a->hf_name);
 	cfg->features = a->features;
 	cfg->activation = a->activation;
+	if (root == NULL)
+		return CBLLM_OK;		/* the decoder's fields are read next, from text_config */
 	if (act != NULL &&
 		!(cJSON_IsString(act) && strcmp(act->valuestring, ActivationName(a->activation)) == 0))
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
@@ -280,15 +287,34 @@ ParseExperts(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm
 	return CBLLM_OK;
 }
 
-/* Fill cfg from the parsed JSON. */
+/*
+ * Fill cfg from the parsed JSON, top.  A multimodal checkpoint's decoder
+ * (ARCH_TEXT_CONFIG) is described by top's text_config; its
+ * tie_word_embeddings is top's when given there (the model class built is
+ * the top one), else text_config's.
+ */
 static int
-ParseConfig(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_err *err)
+ParseConfig(const cJSON *top, cbllm_model_config *cfg, const char *path, cbllm_err *err)
 {
-	const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+	const cJSON *root = top;
+	const cJSON *tie;
 	int			rc;
 	const int	big = 1 << 24;
 
-	if ((rc = CheckArchitecture(root, cfg, path, err)) ||
+	if ((rc = CheckArchitecture(top, NULL, cfg, path, err)))
+		return rc;
+	if (cfg->features & ARCH_TEXT_CONFIG)
+	{
+		root = cJSON_GetObjectItemCaseSensitive(top, "text_config");
+		if (!cJSON_IsObject(root))
+			return cbllm_fail(err, CBLLM_ERR_FORMAT,
+							  "%s: %s keeps its decoder's fields in \"text_config\", which is missing or not an object",
+							  path, cfg->arch);
+	}
+	tie = cJSON_GetObjectItemCaseSensitive(top, "tie_word_embeddings");
+	if (tie == NULL || cJSON_IsNull(tie))
+		tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+	if ((rc = CheckArchitecture(top, root, cfg, path, err)) ||
 		(rc = GetInt(root, "hidden_size", -1, 1, big, &cfg->hidden, path, err)) ||
 		(rc = GetInt(root, "num_hidden_layers", -1, 1, 4096, &cfg->n_layers, path, err)) ||
 		(rc = GetInt(root, "num_attention_heads", -1, 1, 4096, &cfg->n_heads, path, err)) ||
@@ -318,7 +344,8 @@ ParseConfig(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_
 		return cbllm_fail(err, CBLLM_ERR_FORMAT,
 						  "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
 						  path, cfg->n_heads, cfg->n_kv_heads);
-	if ((rc = model_config_positions(root, cfg, path, err)) ||
+	if ((rc = model_config_hybrid(root, cfg, path, err)) ||
+		(rc = model_config_positions(root, cfg, path, err)) ||
 		(rc = ParseExperts(root, cfg, path, err)))
 		return rc;
 	cfg->tie_embeddings = tie == NULL || cJSON_IsNull(tie) ?

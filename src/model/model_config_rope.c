@@ -195,19 +195,39 @@ GetTypeFields(const cJSON *root, const cJSON *rs, cbllm_model_config *cfg, cbllm
 	return rc;
 }
 
+/*
+ * Newer configs (transformers 5: Qwen3.5) give rope_theta, the scaling and
+ * partial_rotary_factor in one object, rope_parameters, which then stands
+ * for rope_scaling (its rope_type "default" is no scaling).  Its
+ * mrope_section and mrope_interleaved split a multimodal model's rotary
+ * pairs between time, height and width positions; for text all three are
+ * the token's position, which makes it the plain RoPE, so they are not read.
+ */
+static const cJSON *
+RopeParameters(const cJSON *root)
+{
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+
+	return cJSON_IsObject(p) ? p : NULL;
+}
+
 /* rope[0] from rope_theta and rope_scaling. */
 static int
 GetGlobalRope(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_err *err)
 {
 	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+	const cJSON *params = RopeParameters(root);
 	const cJSON *type;
 	cbllm_rope *r = &cfg->rope[0];
 	double		theta;
 	int			rc;
 
-	if ((rc = GetNumber(root, "", "rope_theta", false, 10000, 1, FLT_MAX, false, &theta, path,
-						err)))
+	if ((rc = GetNumber(params != NULL && cJSON_GetObjectItemCaseSensitive(root, "rope_theta") == NULL ?
+						params : root, "", "rope_theta", false, 10000, 1, FLT_MAX, false, &theta,
+						path, err)))
 		return rc;
+	if ((rs == NULL || cJSON_IsNull(rs)) && params != NULL)
+		rs = params;
 	if (!(theta > 1))
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: rope_theta must be above 1", path);
 	rope_set_default(r, theta);
@@ -253,7 +273,9 @@ GetLayerKinds(const cJSON *root, cbllm_model_config *cfg, bool *sliding, const c
 		for (int l = 0; l < cfg->n_layers; l++)
 		{
 			const cJSON *t = cJSON_GetArrayItem(types, l);
-			bool		full = cJSON_IsString(t) && strcmp(t->valuestring, "full_attention") == 0;
+			bool		full = cJSON_IsString(t) && (strcmp(t->valuestring, "full_attention") == 0 ||
+													 (cfg->layer_linear[l] &&
+													  strcmp(t->valuestring, "linear_attention") == 0));
 
 			sliding[l] = cJSON_IsString(t) && strcmp(t->valuestring, "sliding_attention") == 0;
 			if (!full && !sliding[l])
@@ -325,19 +347,28 @@ model_config_positions(const cJSON *root, cbllm_model_config *cfg, const char *p
 					   cbllm_err *err)
 {
 	double		partial;
-	int			rc;
+	int			rot_dim,
+				rc;
 
 	if (cfg->n_layers > CBLLM_MAX_LAYERS)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: num_hidden_layers %d exceeds %d", path,
 						  cfg->n_layers, CBLLM_MAX_LAYERS);
-	if ((rc = GetNumber(root, "", "partial_rotary_factor", false, 1, 0, 1, false, &partial,
+	/* HF's Qwen3.5 config defaults the factor to a quarter of the head; the others rotate all of it */
+	if ((rc = GetNumber(RopeParameters(root) != NULL &&
+						cJSON_GetObjectItemCaseSensitive(root, "partial_rotary_factor") == NULL ?
+						RopeParameters(root) : root, "", "partial_rotary_factor", false,
+						(cfg->features & ARCH_LINEAR_ATTN) ? 0.25 : 1, DBL_MIN, 1, false, &partial,
 						path, err)))
 		return rc;
-	if (partial != 1)
-		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "%s: partial_rotary_factor %g is not supported (only 1)", path, partial);
+	rot_dim = (int) (cfg->head_dim * partial);
+	if (rot_dim < 2 || rot_dim % 2 != 0)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: partial_rotary_factor %g of head_dim %d rotates %d dimensions; it must be an even number of at least 2",
+						  path, partial, cfg->head_dim, rot_dim);
 	if ((rc = GetGlobalRope(root, cfg, path, err)) || (rc = GetLayers(root, cfg, path, err)))
 		return rc;
+	for (int i = 0; i < cfg->n_rope; i++)
+		cfg->rope[i].rot_dim = rot_dim < cfg->head_dim ? rot_dim : 0;
 	return model_config_check_ropes(cfg, path, err);
 }
 

@@ -50,6 +50,8 @@ typedef struct gguf_load
 	const gguf_file *g;
 	char		arch[32];		/* general.architecture */
 	const char *path;
+	int			rot_dim;		/* rope.dimension_count when below the head's size (partial
+								 * rotation, Qwen3.5); 0: all of it */
 } gguf_load;
 
 /* Whether name (len bytes) ends in suffix. */
@@ -381,6 +383,66 @@ GetLayerPattern(const gguf_load *L, bool *sliding, cbllm_err *err)
 	return CBLLM_OK;
 }
 
+/*
+ * A hybrid model's linear attention (llama.cpp's qwen35 keys): ssm.group_count
+ * key heads and ssm.time_step_rank value heads of ssm.state_size each
+ * (ssm.inner_size = value heads * their size), ssm.conv_kernel, and which
+ * layers are linear: attention.recurrent_layers (a bool per layer) or
+ * full_attention_interval (4 when absent).  llama.cpp's converter stores
+ * the value heads tiled (cfg.lin_v_tiled).
+ */
+static int
+GetLinear(gguf_load *L, cbllm_err *err)
+{
+	cbllm_model_config *cfg = &L->m->cfg;
+	char		key[96];
+	const gguf_value *v;
+	int			inner,
+				interval,
+				n = cfg->n_layers,
+				rc;
+
+	if (!(cfg->features & ARCH_LINEAR_ATTN))
+	{
+		model_config_cache_layers(cfg);
+		return CBLLM_OK;
+	}
+	if ((rc = GetArchInt(L, "ssm.group_count", true, 0, 1, 1 << 16, &cfg->lin_k_heads, err)) ||
+		(rc = GetArchInt(L, "ssm.time_step_rank", true, 0, 1, 1 << 16, &cfg->lin_v_heads, err)) ||
+		(rc = GetArchInt(L, "ssm.state_size", true, 0, 1, 1024, &cfg->lin_k_dim, err)) ||
+		(rc = GetArchInt(L, "ssm.inner_size", true, 0, 1, BIG_INT, &inner, err)) ||
+		(rc = GetArchInt(L, "ssm.conv_kernel", true, 0, 1, 64, &cfg->lin_conv, err)) ||
+		(rc = GetArchInt(L, "full_attention_interval", false, 4, 1, CBLLM_MAX_LAYERS, &interval,
+						 err)))
+		return rc;
+	if (cfg->lin_v_heads % cfg->lin_k_heads != 0 || inner % cfg->lin_v_heads != 0 ||
+		inner / cfg->lin_v_heads > 1024)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: gguf: %s.ssm.time_step_rank %d must be a multiple of group_count %d and divide inner_size %d into heads of at most 1024",
+						  L->path, L->arch, cfg->lin_v_heads, cfg->lin_k_heads, inner);
+	cfg->lin_v_dim = inner / cfg->lin_v_heads;
+	cfg->lin_v_tiled = true;
+	for (int l = 0; l < n; l++)
+		cfg->layer_linear[l] = (l + 1) % interval != 0;
+	ArchKey(L, "attention.recurrent_layers", key, sizeof(key));
+	if ((v = gguf_find_key(L->g, key)) != NULL)
+	{
+		/* llama.cpp may list extra (multi-token prediction) layers after the decoder's */
+		if (v->type != GGUF_ARRAY || v->elem_type != GGUF_BOOL || v->n < (uint64_t) n)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT,
+							  "%s: gguf: %s: must be an array of a bool per layer (%d)", L->path,
+							  key, n);
+		for (int l = 0; l < n; l++)
+			cfg->layer_linear[l] = *(const uint8_t *) gguf_array_elem(v, (uint64_t) l) != 0;
+	}
+	model_config_cache_layers(cfg);
+	if (cfg->n_kv_layers == 0)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "%s: gguf: every layer is linear attention; cbllm needs at least one attention layer",
+						  L->path);
+	return CBLLM_OK;
+}
+
 /* The layers' windows and RoPE configurations. */
 static int
 GetPositions(gguf_load *L, cbllm_err *err)
@@ -420,6 +482,7 @@ GetPositions(gguf_load *L, cbllm_err *err)
 		cfg->rope[i].interleaved = (cfg->features & ARCH_GGUF_PERMUTED_QK) != 0;
 		/* gpt-oss's YaRN keeps its correction range unrounded (its config's truncate false) */
 		cfg->rope[i].yarn_exact_range = (cfg->features & ARCH_GPT_OSS) != 0;
+		cfg->rope[i].rot_dim = L->rot_dim;
 	}
 	return model_config_check_ropes(cfg, L->path, err);
 }
@@ -535,11 +598,13 @@ ReadConfig(gguf_load *L, cbllm_err *err)
 		(rc = GetArchInt(L, "rope.dimension_count", false, cfg->head_dim, 1, 4096, &rope_dims,
 						 err)))
 		return rc;
-	if (cfg->head_dim % 2 != 0 || v_len != cfg->head_dim || rope_dims != cfg->head_dim)
+	if (cfg->head_dim % 2 != 0 || v_len != cfg->head_dim || rope_dims > cfg->head_dim ||
+		rope_dims % 2 != 0)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "%s: gguf: %s.attention.key_length %d must be even and equal value_length (%d) and rope.dimension_count (%d)",
+						  "%s: gguf: %s.attention.key_length %d must be even and equal value_length (%d), and rope.dimension_count (%d) be even and at most it",
 						  L->path, L->arch, cfg->head_dim, v_len, rope_dims);
-	if ((rc = GetPositions(L, err)) || (rc = GetExperts(L, err)))
+	L->rot_dim = rope_dims < cfg->head_dim ? rope_dims : 0;
+	if ((rc = GetLinear(L, err)) || (rc = GetPositions(L, err)) || (rc = GetExperts(L, err)))
 		return rc;
 	cfg->tie_embeddings = gguf_find_tensor(L->g, "output.weight") == NULL;
 	cfg->embed_scale = (cfg->features & ARCH_EMBED_SCALE) ? sqrtf((float) cfg->hidden) : 1.0f;
@@ -606,6 +671,14 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 							  L->path, name, m->cfg.n_experts, (long long) rows,
 							  (long long) mt->cols, L->arch, found);
 	}
+	else if (vector && mt->cols > 1)
+	{
+		/* a small matrix kept as f32 (Qwen3.5's conv kernel): (rows, cols) */
+		if (t->n_dims != 2 || t->ne[0] != mt->cols || t->ne[1] != rows)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT,
+							  "%s: gguf: tensor \"%s\" has the wrong shape: expected [%lld, %lld] from the %s.* keys, found %s",
+							  L->path, name, (long long) rows, (long long) mt->cols, L->arch, found);
+	}
 	else if (t->n_dims != (vector ? 1u : 2u) || t->ne[0] != (vector ? rows : mt->cols) ||
 			 (!vector && t->ne[1] != rows))
 	{
@@ -624,7 +697,7 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 	if (vector)
 		return model_vector_f32(dt, (const char *) t->data +
 								(mt->expert >= 0 ? cbllm_dtype_row_bytes(dt, rows) * mt->expert : 0),
-								rows, false, mt->vector, err);
+								rows * mt->cols, false, mt->vector, err);
 	mt->matrix->dtype = dt;
 	mt->matrix->rows = mt->rows;
 	mt->matrix->cols = mt->cols;

@@ -141,13 +141,24 @@ LongropeAttention(const cbllm_rope *r)
 	return s <= 1 ? 1.0 : sqrt(1 + log(s) / log((double) r->orig_max_pos));
 }
 
-/* The frequencies and attention factor of r for head_dim. */
+/*
+ * The frequencies and attention factor of r for heads of head_dim, of which
+ * the first r->rot_dim rotate (all of them when 0): the formulas take the
+ * rotated width as their d.
+ */
 int
 rope_freqs_build(const cbllm_rope *r, int head_dim, rope_freqs *f, cbllm_err *err)
 {
-	int			half = head_dim / 2;
+	int			half;
 	double		theta = r->theta;
 
+	if (r->rot_dim < 0 || r->rot_dim % 2 != 0 || r->rot_dim > head_dim)
+		return cbllm_fail(err, CBLLM_ERR_INVALID,
+						  "RoPE: %d rotated dimensions must be even and at most head_dim %d",
+						  r->rot_dim, head_dim);
+	if (r->rot_dim > 0)
+		head_dim = r->rot_dim;
+	half = head_dim / 2;
 	if (head_dim < 2 || head_dim % 2 != 0 || half > ROPE_MAX_HALF)
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "RoPE: head_dim %d must be even, 2 to %d",
 						  head_dim, 2 * ROPE_MAX_HALF);

@@ -61,8 +61,8 @@
  *             scaling as the tensor rope_freqs.weight) inv_i / freq_factor[i]
  *             at every position, attention factor 1.
  *
- * Layout: pairs (i, i + head_dim / 2) are rotated together (HF's
- * rotate_half), or with interleaved (2i, 2i + 1), which is how GGUF llama
+ * Layout: pairs (i, i + d / 2) are rotated together (HF's rotate_half), d
+ * the rotated width (rot_dim, or head_dim), or with interleaved (2i, 2i + 1), which is how GGUF llama
  * files' permuted q and k rows expect it (model_gguf.c).
  */
 #ifndef CBLLM_ROPE_H
@@ -110,12 +110,15 @@ typedef struct cbllm_rope
 	double		freq_factor[ROPE_MAX_FACTORS];	/* freq_factors, (n_factors) */
 	bool		interleaved;	/* rotate pairs (2i, 2i + 1), not (i, i + head_dim / 2):
 								 * a GGUF llama file's permuted q and k (model_gguf.c) */
+	int			rot_dim;		/* dimensions of a head that rotate, the first ones (d above);
+								 * the rest pass unchanged (partial_rotary_factor, Qwen3.5's
+								 * quarter of a head); 0: all of head_dim */
 } cbllm_rope;
 
 /* A configuration turned into frequencies for one head_dim. */
 typedef struct rope_freqs
 {
-	int			half;			/* head_dim / 2 */
+	int			half;			/* the rotated width / 2: rot_dim / 2, or head_dim / 2 */
 	int			long_from;		/* a sequence longer than this takes set 1, inv_freq[1];
 								 * INT_MAX: one set (inv_freq[1] is inv_freq[0]) */
 	double		attn;			/* multiplies cos and sin */

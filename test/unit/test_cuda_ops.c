@@ -241,7 +241,7 @@ TestHeadRmsnorm(void)
  * (i, i + half), or (2i, 2i + 1) when interleaved (GGUF llama files).
  */
 static void
-TestRope(bool interleaved)
+TestRope(bool interleaved, int rot_half)
 {
 	int			T = 5,
 				H = 6,
@@ -273,11 +273,11 @@ TestRope(bool interleaved)
 	memcpy(ref, x, n * sizeof(float));
 	for (int t = 0; t < T; t++)
 		for (int h = 0; h < H; h++)
-			for (int i = 0; i < half; i++)
+			for (int i = 0; i < rot_half; i++)
 			{
 				float	   *v = ref + ((size_t) t * H + h) * hd;
 				int			i0 = interleaved ? 2 * i : i,
-							i1 = interleaved ? 2 * i + 1 : i + half;
+							i1 = interleaved ? 2 * i + 1 : i + rot_half;
 				float		a = v[i0],
 							b = v[i1],
 							c = cs[pos[t] * half + i],
@@ -290,11 +290,11 @@ TestRope(bool interleaved)
 	dc = Up(cs, (size_t) P * half);
 	ds = Up(sn, (size_t) P * half);
 	dpos = UpBytes(pos, sizeof(pos));
-	rc = cuda_rope(dx, dc, ds, dpos, T, H, hd, interleaved, NULL, &err);
+	rc = cuda_rope(dx, dc, ds, dpos, T, H, hd, rot_half, interleaved, NULL, &err);
 	got = Down(dx, n);
 	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n) < 1e-6,
-		   "rope with per-position tables, pairs %s, matches the CPU (rel err %.2g)",
-		   interleaved ? "(2i, 2i + 1)" : "(i, i + half)", RelErr(got, ref, n));
+		   "rope with per-position tables, pairs %s over %d of %d dimensions, matches the CPU (rel err %.2g)",
+		   interleaved ? "(2i, 2i + 1)" : "(i, i + half)", 2 * rot_half, hd, RelErr(got, ref, n));
 	free(x), free(ref), free(cs), free(sn), free(got);
 	cuda_free(dx), cuda_free(dc), cuda_free(ds), cuda_free(dpos);
 }
@@ -580,7 +580,7 @@ TestAttention(int window, int hd, bool with_sinks)
 	cbllm_threadpool *pool = NULL;
 	cbllm_backend *be = NULL;
 	kv_cache   *kv = NULL;
-	kv_cache_params kp = {16, 4, 1, 2, hd, false, CBLLM_F32};
+	kv_cache_params kp = {16, 4, 1, 2, hd, false, CBLLM_F32, NULL};
 	cpu_backend_params bp;
 	int32_t		table0[8] = {3, 7, 1, 0, 0, 0, 0, 0},
 				table1[8] = {2, 4, 5, 6, 8, 9, 0, 0};
@@ -589,7 +589,7 @@ TestAttention(int window, int hd, bool with_sinks)
 				pos[6] = {5, 6, 7, 8, 9, 20},
 				seq[6] = {0, 0, 0, 0, 0, 1};
 	int64_t		slot[6] = {0};
-	fwd_batch	b = {6, NULL, pos, seq, slot, 2, tables, 0, NULL, false, NULL};
+	fwd_batch	b = {6, NULL, pos, seq, slot, 2, tables, 0, NULL, false, NULL, NULL};
 	int			T = 6,
 				H = 4;
 	size_t		nq = (size_t) T * H * hd;
@@ -796,8 +796,9 @@ main(int argc, char **argv)
 	TestRmsnorm();
 	TestElementwise();
 	TestHeadRmsnorm();
-	TestRope(false);
-	TestRope(true);
+	TestRope(false, 32);
+	TestRope(true, 32);
+	TestRope(false, 8);			/* partial: Qwen3.5's quarter of a head */
 	TestEmbedGatherArgmax();
 	TestMatmul();
 	TestWeightTypes();

@@ -17,7 +17,7 @@
 static kv_cache *
 NewCache(int n_blocks, int block_size, int n_layers, int n_kv_heads, int head_dim)
 {
-	kv_cache_params p = {n_blocks, block_size, n_layers, n_kv_heads, head_dim, false, CBLLM_F32};
+	kv_cache_params p = {n_blocks, block_size, n_layers, n_kv_heads, head_dim, false, CBLLM_F32, NULL};
 	kv_cache   *kv = NULL;
 	cbllm_err	err = {{0}};
 
@@ -39,16 +39,16 @@ TestInvalidParams(void)
 		const char *what;
 		kv_cache_params p;
 	}			cases[] = {
-		{"0 blocks", {0, 16, 2, 2, 8, false, CBLLM_F32}},
-		{"-3 blocks", {-3, 16, 2, 2, 8, false, CBLLM_F32}},
-		{"block_size 0", {4, 0, 2, 2, 8, false, CBLLM_F32}},
-		{"block_size -16", {4, -16, 2, 2, 8, false, CBLLM_F32}},
-		{"block_size 2048 (above 1024)", {4, 2048, 2, 2, 8, false, CBLLM_F32}},
-		{"0 layers", {4, 16, 0, 2, 8, false, CBLLM_F32}},
-		{"0 KV heads", {4, 16, 2, 0, 8, false, CBLLM_F32}},
-		{"head_dim 0", {4, 16, 2, 2, 0, false, CBLLM_F32}},
-		{"-1 layers", {4, 16, -1, 2, 8, false, CBLLM_F32}},
-		{"-2 KV heads and head_dim -4 (a positive product)", {4, 16, 2, -2, -4, false, CBLLM_F32}},
+		{"0 blocks", {0, 16, 2, 2, 8, false, CBLLM_F32, NULL}},
+		{"-3 blocks", {-3, 16, 2, 2, 8, false, CBLLM_F32, NULL}},
+		{"block_size 0", {4, 0, 2, 2, 8, false, CBLLM_F32, NULL}},
+		{"block_size -16", {4, -16, 2, 2, 8, false, CBLLM_F32, NULL}},
+		{"block_size 2048 (above 1024)", {4, 2048, 2, 2, 8, false, CBLLM_F32, NULL}},
+		{"0 layers", {4, 16, 0, 2, 8, false, CBLLM_F32, NULL}},
+		{"0 KV heads", {4, 16, 2, 0, 8, false, CBLLM_F32, NULL}},
+		{"head_dim 0", {4, 16, 2, 2, 0, false, CBLLM_F32, NULL}},
+		{"-1 layers", {4, 16, -1, 2, 8, false, CBLLM_F32, NULL}},
+		{"-2 KV heads and head_dim -4 (a positive product)", {4, 16, 2, -2, -4, false, CBLLM_F32, NULL}},
 	};
 
 	for (int i = 0; i < (int) (sizeof(cases) / sizeof(cases[0])); i++)
@@ -72,7 +72,7 @@ TestCreate(void)
 {
 	kv_cache   *kv = NewCache(5, 16, 3, 2, 8);
 	kv_cache   *geometry = NULL;
-	kv_cache_params p = {5, 16, 3, 2, 8, true, CBLLM_F32};
+	kv_cache_params p = {5, 16, 3, 2, 8, true, CBLLM_F32, NULL};
 
 	TAP_OK(kv_cache_block_bytes(16, 3, 2, 8, CBLLM_F32) == (size_t) 2 * 16 * 3 * 2 * 8 * 4,
 		   "block_bytes of (16 positions, 3 layers, 2 heads, dim 8) is K + V in f32: 6144");
@@ -219,7 +219,7 @@ TestHalf(void)
 
 	for (int t = 0; t < 2; t++)
 	{
-		kv_cache_params p = {3, 4, 2, 2, 3, false, types[t]};
+		kv_cache_params p = {3, 4, 2, 2, 3, false, types[t], NULL};
 		kv_cache   *kv = NULL;
 		bool		ok = true;
 
@@ -251,7 +251,7 @@ TestHalf(void)
 		kv_cache_free(kv);
 	}
 	{
-		kv_cache_params p = {3, 4, 2, 2, 3, false, CBLLM_Q8_0};
+		kv_cache_params p = {3, 4, 2, 2, 3, false, CBLLM_Q8_0, NULL};
 		kv_cache   *kv = NULL;
 		cbllm_err	err = {{0}};
 

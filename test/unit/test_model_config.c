@@ -168,7 +168,7 @@ TestRopeScaling(void)
 		" \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1], \"long_factor\": [1, 2]}", -1, 0, "rope_scaling.short_factor"},
 		{"longrope without long_factor", ", \"original_max_position_embeddings\": 16,"
 		" \"rope_scaling\": {\"type\": \"su\", \"short_factor\": [1, 1]}", -1, 0, "rope_scaling.long_factor"},
-		{"partial_rotary_factor 0.5", ", \"partial_rotary_factor\": 0.5", -1, 0, "partial_rotary_factor"},
+		{"partial_rotary_factor 0.3 (1.2 of 4 dimensions: not an even count)", ", \"partial_rotary_factor\": 0.3", -1, 0, "partial_rotary_factor"},
 		{"layer_types of 1 name for 2 layers", ", \"sliding_window\": 4, \"layer_types\": [\"full_attention\"]", -1, 0, "layer_types"},
 		{"layer_types with an unknown name", ", \"sliding_window\": 4, \"layer_types\": [\"full_attention\", \"chunked_attention\"]",
 		-1, 0, "unsupported layer_types[1] \"chunked_attention\""},

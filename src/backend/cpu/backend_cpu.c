@@ -482,23 +482,26 @@ CpuPackWeights(cbllm_backend *be, cbllm_model *m, cbllm_err *err)
 }
 
 /*
- * Rotate pairs (i, i + head_dim/2) of every head by the token's angles of
- * RoPE rope (HF rotate_half), or pairs (2i, 2i + 1) when it is interleaved.
+ * Rotate pairs (i, i + d/2) of every head by the token's angles of RoPE
+ * rope (HF rotate_half), d its rotated width (the head's first d
+ * dimensions; the others pass), or pairs (2i, 2i + 1) when it is
+ * interleaved.  The step's tables hold head_dim / 2 angles per token.
  */
 static void
 CpuRope(cbllm_backend *be, float *x, int T, int n_heads, int rope, const fwd_batch *b)
 {
 	cpu_ctx    *c = be->ctx;
 	int			hd = c->cfg.head_dim,
-				half = hd / 2;
+				stride = hd / 2,
+				half = c->freqs[rope].half;
 	bool		inter = c->cfg.rope[rope].interleaved;
 	int			step = inter ? 2 : 1,	/* pair i is (i * step, i * step + other) */
 				other = inter ? 1 : half;
 
 	for (int t = 0; t < T; t++)
 	{
-		const float *cs = c->rope_cos + ((int64_t) rope * c->max_tokens + t) * half;
-		const float *sn = c->rope_sin + ((int64_t) rope * c->max_tokens + t) * half;
+		const float *cs = c->rope_cos + ((int64_t) rope * c->max_tokens + t) * stride;
+		const float *sn = c->rope_sin + ((int64_t) rope * c->max_tokens + t) * stride;
 
 		for (int h = 0; h < n_heads; h++)
 		{
@@ -532,14 +535,15 @@ CpuKvStore(cbllm_backend *be, kv_cache *kv, int layer, const float *k, const flo
 		   const fwd_batch *b)
 {
 	int64_t		n = (int64_t) kv->n_kv_heads * kv->head_dim;
+	int			cl = kv_cache_layer_of(kv, layer);
 
 	for (int t = 0; t < b->n_tokens; t++)
 	{
 		int32_t		block = (int32_t) (b->slot[t] / kv->block_size);
 		int			s = (int) (b->slot[t] % kv->block_size);
 
-		StoreKv(be->ctx, kv->dtype, kv_cache_k(kv, layer, block, s), k + t * n, n);
-		StoreKv(be->ctx, kv->dtype, kv_cache_v(kv, layer, block, s), v + t * n, n);
+		StoreKv(be->ctx, kv->dtype, kv_cache_k(kv, cl, block, s), k + t * n, n);
+		StoreKv(be->ctx, kv->dtype, kv_cache_v(kv, cl, block, s), v + t * n, n);
 	}
 }
 
@@ -637,6 +641,26 @@ CpuAdd(cbllm_backend *be, float *x, const float *y, int64_t n)
 		x[i] += y[i];
 }
 
+/* Row r of x (n, 2 width) to first[r] and second[r]. */
+static void
+CpuSplitHalves(cbllm_backend *be, const float *x, int64_t n, int width, float *first,
+			   float *second)
+{
+	for (int64_t r = 0; r < n; r++)
+	{
+		memcpy(first + r * width, x + 2 * r * width, sizeof(float) * width);
+		memcpy(second + r * width, x + (2 * r + 1) * width, sizeof(float) * width);
+	}
+}
+
+/* x[i] *= sigmoid(gate[i]). */
+static void
+CpuSigmoidMul(cbllm_backend *be, float *x, const float *gate, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		x[i] *= 1.0f / (1.0f + expf(-gate[i]));
+}
+
 /* x (T, dim) += bias on every row. */
 static void
 CpuAddBias(cbllm_backend *be, float *x, const float *bias, int T, int dim)
@@ -715,7 +739,7 @@ CpuKvLayout(const cbllm_model_config *cfg, int block_size, const char *kv_dtype,
 
 	if (rc != CBLLM_OK)
 		return rc;
-	out->block_bytes = kv_cache_block_bytes(block_size, cfg->n_layers, cfg->n_kv_heads,
+	out->block_bytes = kv_cache_block_bytes(block_size, model_kv_layers(cfg), cfg->n_kv_heads,
 											cfg->head_dim, out->dtype);
 	return CBLLM_OK;
 }
@@ -725,7 +749,7 @@ static int
 CpuKvBlocks(cbllm_backend *be, const backend_kv_budget *b, int *n_blocks, cbllm_err *err)
 {
 	const cpu_ctx *c = be->ctx;
-	size_t		block_bytes = kv_cache_block_bytes(b->block_size, c->cfg.n_layers,
+	size_t		block_bytes = kv_cache_block_bytes(b->block_size, model_kv_layers(&c->cfg),
 												   c->cfg.n_kv_heads, c->cfg.head_dim,
 												   c->kv_dtype),
 				full,
@@ -757,6 +781,7 @@ CpuDestroy(cbllm_backend *be)
 		cpu_attention_free(&c->attn);
 		free(c->rope_cos);
 		free(c->rope_sin);
+		free(c->seq_first);
 		free(c->freqs);
 		free(c->qx.q);
 		free(c->qx.s);
@@ -810,6 +835,7 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	c->max_k = max_k;
 	c->scratch_stride = KERNEL_ROWS_PER_TASK * KERNEL_QLD(max_k);
 	c->scratch = malloc(sizeof(float) * c->scratch_stride * nt);
+	c->seq_first = malloc(sizeof(int32_t) * ((size_t) p->max_tokens + 1));
 	c->rope_cos = malloc(sizeof(float) * (size_t) cfg->n_rope * p->max_tokens * half);
 	c->rope_sin = malloc(sizeof(float) * (size_t) cfg->n_rope * p->max_tokens * half);
 	c->freqs = malloc(sizeof(rope_freqs) * cfg->n_rope);
@@ -830,7 +856,7 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 							  p->max_tokens);
 		}
 	}
-	if (!c->scratch || !c->rope_cos || !c->rope_sin || !c->freqs ||
+	if (!c->scratch || !c->rope_cos || !c->rope_sin || !c->freqs || !c->seq_first ||
 		!cpu_attention_init(&c->attn, &c->cfg, c->k, p->pool, p->max_tokens, p->max_ctx) ||
 		!cpu_moe_init(&c->moe, &c->cfg))
 	{
@@ -857,6 +883,9 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	be->rope = CpuRope;
 	be->kv_store = CpuKvStore;
 	be->attention = CpuAttention;
+	be->linear_attention = cpu_linear_attention;
+	be->split_halves = CpuSplitHalves;
+	be->sigmoid_mul = CpuSigmoidMul;
 	be->silu_mul = CpuSiluMul;
 	be->gelu_tanh_mul = CpuGeluTanhMul;
 	be->swiglu_oai_mul = CpuSwigluOaiMul;

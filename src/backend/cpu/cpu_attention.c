@@ -27,7 +27,8 @@ typedef struct attn_job
 {
 	cpu_attention *c;
 	const kv_cache *kv;
-	int			layer;
+	int			layer;			/* the model's: its window */
+	int			cache_layer;	/* its K and V in the cache */
 	const float *q;
 	const float *sinks;			/* (n_heads) or NULL */
 	const fwd_batch *b;
@@ -92,7 +93,7 @@ AttentionTask(void *arg, int task, int thread)
 	do { \
 		for (int m = 0; m < g; m++) \
 			sp[m] = s[m] + (i); \
-		c->k->scores_group[kt](g, q, (const char *) kv_cache_k(kv, j->layer, table[b], off) + \
+		c->k->scores_group[kt](g, q, (const char *) kv_cache_k(kv, j->cache_layer, table[b], off) + \
 							   head_off, stride, n, hd, scale, sp); \
 	} while (0)
 	FOR_BLOCK_RUNS(kv, lo, hi + 1, SCORE_RUN);
@@ -112,7 +113,7 @@ AttentionTask(void *arg, int task, int thread)
 		for (int m = gl; m <= gh; m++) \
 			w[m - gl] = s[m] + (i); \
 		c->k->accumulate_group[kt](gh - gl + 1, out + gl, w, \
-								   (const char *) kv_cache_v(kv, j->layer, table[b], off) + \
+								   (const char *) kv_cache_v(kv, j->cache_layer, table[b], off) + \
 								   head_off, stride, n, hd); \
 	} while (0)
 	for (int i = lo; i <= hi;)
@@ -172,7 +173,7 @@ void
 cpu_attention_run(cpu_attention *c, const kv_cache *kv, int layer, const float *q,
 				  const float *sinks, const fwd_batch *b, float *out)
 {
-	attn_job	j = {c, kv, layer, q, sinks, b, out};
+	attn_job	j = {c, kv, layer, kv_cache_layer_of(kv, layer), q, sinks, b, out};
 
 	Plan(c, b);
 	threadpool_run(c->pool, c->n_groups, AttentionTask, &j);

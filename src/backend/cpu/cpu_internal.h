@@ -70,6 +70,8 @@ typedef struct cpu_ctx
 	int64_t		max_k;			/* the widest activations a matmul takes */
 	cbllm_dtype kv_dtype;		/* the KV cache's elements (f32, f16, bf16) */
 	cpu_moe_ws	moe;			/* a model with experts' workspace; zeroed otherwise */
+	int32_t    *seq_first;		/* (max_tokens + 1) a step's sequences' first tokens (the
+								 * linear attention's) */
 } cpu_ctx;
 
 /* y[i] (T, w[i]->rows) = x (T, cols) @ w[i]^T for a group of n matrices (backend.h's matmul). */
@@ -96,6 +98,11 @@ bool		cpu_moe_init(cpu_moe_ws *ws, const cbllm_model_config *cfg);
 
 /* Free what cpu_moe_init allocated. */
 void		cpu_moe_free(cpu_moe_ws *ws);
+
+/* backend.h's linear_attention on the CPU (cpu_linear_attn.c). */
+void		cpu_linear_attention(cbllm_backend *be, state_cache *sc, int l, const cbllm_layer *w,
+								 float *qkv, const float *z, const float *beta,
+								 const float *alpha, const fwd_batch *b, float *out);
 
 /* backend.h's moe on the CPU (cpu_moe.c). */
 void		cpu_moe(cbllm_backend *be, const cbllm_layer *w, const float *x, const float *logits,

@@ -312,7 +312,7 @@ CudaRope(cbllm_backend *be, float *x, int T, int n_heads, int rope, const fwd_ba
 
 	if (LIVE(c))
 		cuda_backend_note(c, cuda_rope(x, c->d_cos + at, c->d_sin + at, c->d_rope_row, T, n_heads, c->cfg.head_dim,
-						  c->cfg.rope[rope].interleaved, c->stream, &c->err));
+						  c->rope_half[rope], c->cfg.rope[rope].interleaved, c->stream, &c->err));
 }
 
 static void
@@ -628,6 +628,7 @@ UploadRopeTables(cuda_ctx *c, cbllm_err *err)
 	{
 		if ((rc = rope_freqs_build(&c->cfg.rope[r], c->cfg.head_dim, f, err)) != CBLLM_OK)
 			break;
+		c->rope_half[r] = f->half;
 		for (int set = 0; set < c->rope_sets; set++)
 			for (int p = 0; p < c->max_ctx; p++)
 			{

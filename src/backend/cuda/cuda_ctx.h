@@ -73,6 +73,8 @@ typedef struct cuda_ctx
 	int			max_tokens;
 	int			max_seqs;
 	int			max_ctx;
+	int			rope_half[CBLLM_MAX_ROPE];	/* (n_rope) pairs each RoPE rotates per head
+												 * (rope_freqs.half) */
 	int			rope_sets;		/* factor sets of the RoPE tables: 2 when some RoPE has a long
 								 * set (longrope, rope.h), else 1 */
 	int			max_blocks;		/* table row length: ceil(max_ctx / block_size) */

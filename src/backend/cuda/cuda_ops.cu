@@ -183,14 +183,13 @@ cuda_add_bias(float *d_x, const float *d_bias, int T, int dim, cuda_stream s, cb
 /* One block per token, threads over (head, pair); the angles come from the position's table row. */
 __global__ static void
 RopeKernel(float *x, const float *cs, const float *sn, const int32_t *pos, int n_heads,
-		   int head_dim, bool interleaved)
+		   int head_dim, int half, bool interleaved)
 {
 	int			t = blockIdx.x,
-				half = head_dim / 2,
 				step = interleaved ? 2 : 1, /* pair i is (i * step, i * step + other) */
 				other = interleaved ? 1 : half;
-	const float *c = cs + (int64_t) pos[t] * half;
-	const float *s = sn + (int64_t) pos[t] * half;
+	const float *c = cs + (int64_t) pos[t] * (head_dim / 2);
+	const float *s = sn + (int64_t) pos[t] * (head_dim / 2);
 
 	for (int k = threadIdx.x; k < n_heads * half; k += blockDim.x)
 	{
@@ -207,12 +206,12 @@ RopeKernel(float *x, const float *cs, const float *sn, const int32_t *pos, int n
 
 extern "C" int
 cuda_rope(float *d_x, const float *d_cos, const float *d_sin, const int32_t *d_pos, int T,
-		  int n_heads, int head_dim, bool interleaved, cuda_stream s, cbllm_err *err)
+		  int n_heads, int head_dim, int rot_half, bool interleaved, cuda_stream s, cbllm_err *err)
 {
 	if (T <= 0)
 		return CBLLM_OK;
 	CBLLM_LAUNCH(RopeKernel, T, ROW_THREADS, 0, s, d_x, d_cos, d_sin, d_pos, n_heads, head_dim,
-				 interleaved);
+				 rot_half, interleaved);
 	return CheckLaunch("rope", err);
 }
 

@@ -120,15 +120,16 @@ int			cuda_add_bias(float *d_x, const float *d_bias, int T, int dim, cuda_stream
 						  cbllm_err *err);
 
 /*
- * Rotate d_x (T, n_heads, head_dim) in place, pairs (i, i + head_dim/2) or,
+ * Rotate d_x (T, n_heads, head_dim) in place, pairs (i, i + rot_half) for
+ * i < rot_half (the head's first 2 rot_half dimensions; the rest pass) or,
  * interleaved, (2i, 2i + 1), by
  * the angle of table row d_pos[t]: d_cos, d_sin (rows, head_dim / 2) hold
  * the RoPE configuration's cos and sin (rope_fill) of a position in a
  * factor set per row (the backend's rows: set * max positions + position).
  */
 int			cuda_rope(float *d_x, const float *d_cos, const float *d_sin, const int32_t *d_pos,
-					  int T, int n_heads, int head_dim, bool interleaved, cuda_stream s,
-					  cbllm_err *err);
+					  int T, int n_heads, int head_dim, int rot_half, bool interleaved,
+					  cuda_stream s, cbllm_err *err);
 
 /*
  * d_x (T, dim) = rows d_tokens[t] of an embedding table d_emb (vocab, dim)

@@ -1,0 +1,82 @@
+/*
+ * state_cache.h: the recurrent state of a hybrid model's linear-attention
+ * layers (Gated DeltaNet), beside the paged KV cache of its attention
+ * layers.  A sequence's state does not grow with its length: per linear
+ * layer, the last kernel - 1 inputs of the causal conv and one (k_dim,
+ * v_dim) matrix per value head.  The cache holds n_slots such states; a
+ * running sequence holds one slot, taken when it is first scheduled and
+ * given back when it finishes, is aborted or is preempted (by recompute: it
+ * starts again from position 0 and a zero state; by swap: its state is
+ * copied to host memory of its own and back into a free slot when it
+ * resumes).  The engine does that bookkeeping (engine_state.c); the
+ * backend reads and updates a slot's state in its linear-attention
+ * operation.  The slots live in host memory, where the CPU backend works.
+ *
+ * A state summarises every position before it, so it cannot be cut at a
+ * block boundary: a prefix-cache hit, which skips the positions of shared
+ * blocks, has no state to continue from.  The engine therefore turns prefix
+ * caching off for hybrid models.
+ */
+#ifndef CBLLM_STATE_CACHE_H
+#define CBLLM_STATE_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/util.h"
+
+typedef struct state_cache_params
+{
+	int			n_slots;		/* sequences whose states fit */
+	int			n_layers;		/* linear-attention layers */
+	int			conv_rows;		/* the conv's kernel - 1: past inputs kept */
+	int			conv_dim;		/* the conv's channels (q, k and v) */
+	int			n_heads;		/* value heads */
+	int			k_dim;			/* key head size */
+	int			v_dim;			/* value head size */
+} state_cache_params;
+
+typedef struct state_cache
+{
+	state_cache_params p;
+	int64_t		conv_floats;	/* of one slot in one layer: conv_rows * conv_dim */
+	int64_t		rec_floats;		/* of one slot in one layer: n_heads * k_dim * v_dim */
+	float	   *conv;			/* (n_layers, n_slots, conv_rows, conv_dim) past conv inputs,
+								 * oldest first */
+	float	   *rec;			/* (n_layers, n_slots, n_heads, k_dim, v_dim) delta-rule states */
+	int32_t    *free_slots;		/* (n_slots) a stack of the free slots */
+	int			n_free;
+} state_cache;
+
+/* Bytes of one sequence's state over all layers (f32). */
+size_t		state_cache_slot_bytes(const state_cache_params *p);
+
+/* Allocate the slots, all free; the memory is zero. */
+int			state_cache_create(const state_cache_params *p, state_cache **out, cbllm_err *err);
+void		state_cache_free(state_cache *sc);
+
+/* A free slot, or -1 when every one is held. */
+int32_t		state_cache_acquire(state_cache *sc);
+
+/* Give slot back (its contents are left as they are). */
+void		state_cache_release(state_cache *sc, int32_t slot);
+
+/* The conv inputs (conv_rows, conv_dim) of layer and slot. */
+static inline float *
+state_cache_conv(const state_cache *sc, int layer, int32_t slot)
+{
+	return sc->conv + ((int64_t) layer * sc->p.n_slots + slot) * sc->conv_floats;
+}
+
+/* The delta-rule state (n_heads, k_dim, v_dim) of layer and slot. */
+static inline float *
+state_cache_rec(const state_cache *sc, int layer, int32_t slot)
+{
+	return sc->rec + ((int64_t) layer * sc->p.n_slots + slot) * sc->rec_floats;
+}
+
+/* Copy slot's state over all layers to dst (state_cache_slot_bytes), or back from src. */
+void		state_cache_save(const state_cache *sc, int32_t slot, float *dst);
+void		state_cache_load(state_cache *sc, int32_t slot, const float *src);
+
+#endif

@@ -1,0 +1,129 @@
+/*
+ * model_config_hybrid.c: the config.json fields of a hybrid model, whose
+ * layers mix tokens either by attention or by Gated DeltaNet linear
+ * attention (Qwen3.5: three of every four layers linear), and the layers'
+ * places in the two caches that follow from them: an attention layer's K
+ * and V in the paged KV cache, a linear layer's conv and delta-rule state
+ * in the per-sequence state cache.
+ *
+ * The fields, as HF's Qwen3_5TextConfig names them: linear_num_key_heads,
+ * linear_num_value_heads (a multiple of the key heads: each key head serves
+ * that many value heads), linear_key_head_dim, linear_value_head_dim,
+ * linear_conv_kernel_dim, and layer_types ("linear_attention" or
+ * "full_attention" per layer) or, without it, full_attention_interval (a
+ * layer is full attention when its number plus one is a multiple of it).
+ * None has a default that cbllm would guess: the head counts and sizes
+ * must be given.
+ */
+#include "model/model.h"
+
+#include <cjson/cJSON.h>
+#include <string.h>
+
+/* A positive integer field of at most hi; absent fails unless def > 0, which it then takes. */
+static int
+GetCount(const cJSON *root, const char *key, int def, int hi, int *out, const char *path,
+		 cbllm_err *err)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+
+	if (v == NULL || cJSON_IsNull(v))
+	{
+		if (def <= 0)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT,
+							  "%s: missing \"%s\" (a hybrid model's linear attention needs it)",
+							  path, key);
+		*out = def;
+		return CBLLM_OK;
+	}
+	if (!cJSON_IsNumber(v) || !(v->valuedouble >= 1 && v->valuedouble <= hi) ||
+		v->valuedouble != (double) (int) v->valuedouble)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: \"%s\" must be an integer in [1, %d]",
+						  path, key, hi);
+	*out = (int) v->valuedouble;
+	return CBLLM_OK;
+}
+
+/* Which layers are linear: layer_types, else full_attention_interval. */
+static int
+GetLinearLayers(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_err *err)
+{
+	const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+	int			interval,
+				rc;
+
+	if (types != NULL && !cJSON_IsNull(types))
+	{
+		if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != cfg->n_layers)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT,
+							  "%s: layer_types must be a list of num_hidden_layers = %d names",
+							  path, cfg->n_layers);
+		for (int l = 0; l < cfg->n_layers; l++)
+		{
+			const cJSON *t = cJSON_GetArrayItem(types, l);
+
+			if (!cJSON_IsString(t) || (strcmp(t->valuestring, "linear_attention") != 0 &&
+									   strcmp(t->valuestring, "full_attention") != 0))
+				return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+								  "%s: unsupported layer_types[%d] \"%s\" for %s (\"linear_attention\" and \"full_attention\" are supported)",
+								  path, l, cJSON_IsString(t) ? t->valuestring : "?", cfg->arch);
+			cfg->layer_linear[l] = strcmp(t->valuestring, "linear_attention") == 0;
+		}
+		return CBLLM_OK;
+	}
+	if ((rc = GetCount(root, "full_attention_interval", 4, CBLLM_MAX_LAYERS, &interval, path,
+					   err)))
+		return rc;
+	for (int l = 0; l < cfg->n_layers; l++)
+		cfg->layer_linear[l] = (l + 1) % interval != 0;
+	return CBLLM_OK;
+}
+
+/* Each layer's index in the KV cache or the state cache. */
+void
+model_config_cache_layers(cbllm_model_config *cfg)
+{
+	cfg->n_kv_layers = 0;
+	cfg->n_linear_layers = 0;
+	for (int l = 0; l < cfg->n_layers; l++)
+	{
+		cfg->kv_layer[l] = cfg->layer_linear[l] ? -1 : (int16_t) cfg->n_kv_layers++;
+		cfg->state_layer[l] = cfg->layer_linear[l] ? (int16_t) cfg->n_linear_layers++ : -1;
+	}
+}
+
+/* The linear-attention geometry and layers of a hybrid model, then the cache indices. */
+int
+model_config_hybrid(const cJSON *root, cbllm_model_config *cfg, const char *path,
+					cbllm_err *err)
+{
+	const int	big = 1 << 16;
+	int			rc;
+
+	if (cfg->n_layers > CBLLM_MAX_LAYERS)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: num_hidden_layers %d exceeds %d", path,
+						  cfg->n_layers, CBLLM_MAX_LAYERS);
+	if (!(cfg->features & ARCH_LINEAR_ATTN))
+	{
+		model_config_cache_layers(cfg);
+		return CBLLM_OK;
+	}
+	if ((rc = GetCount(root, "linear_num_key_heads", 0, big, &cfg->lin_k_heads, path, err)) ||
+		(rc = GetCount(root, "linear_num_value_heads", 0, big, &cfg->lin_v_heads, path, err)) ||
+		(rc = GetCount(root, "linear_key_head_dim", 0, 1024, &cfg->lin_k_dim, path, err)) ||
+		(rc = GetCount(root, "linear_value_head_dim", 0, 1024, &cfg->lin_v_dim, path, err)) ||
+		(rc = GetCount(root, "linear_conv_kernel_dim", 4, 64, &cfg->lin_conv, path, err)) ||
+		(rc = GetLinearLayers(root, cfg, path, err)))
+		return rc;
+	if (cfg->lin_v_heads % cfg->lin_k_heads != 0)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d",
+						  path, cfg->lin_v_heads, cfg->lin_k_heads);
+	cfg->lin_v_tiled = false;
+	model_config_cache_layers(cfg);
+	if (cfg->n_kv_layers == 0)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "%s: every layer is linear attention; cbllm needs at least one attention layer",
+						  path);
+	return CBLLM_OK;
+}
