@@ -69,6 +69,8 @@ typedef struct backend_reg
 	int			(*copy_bandwidth) (size_t bytes, double *gbps, cbllm_err *err);
 	bool		dummies_on_device;	/* it makes dummy weights itself: the loader leaves data NULL */
 	bool		threads_in_step;	/* its runtime may start threads in a step: steps block signals */
+	bool		runs_linear_attention;	/* it runs hybrid models' linear-attention layers
+										 * (backend.h's linear_attention) */
 } backend_reg;
 
 #define BACKEND_REGISTRY_MAX 8	/* entries, built in and added */

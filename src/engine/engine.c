@@ -413,9 +413,17 @@ CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 	if ((rc = model_load_ex(&lp, &e->model, err)))
 		goto fail;
 	rc = CheckWeightTypes(e, err);
-	/* "auto" falls back to the CPU, which runs every type, when the device does not run the weights */
+	if (rc == CBLLM_OK && e->model->cfg.n_linear_layers > 0 && !e->reg->runs_linear_attention)
+		rc = cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						"the %s backend does not run hybrid models yet (%s has %d linear-attention layers); use device 'cpu'",
+						e->reg->name, e->model->cfg.arch, e->model->cfg.n_linear_layers);
+	/*
+	 * "auto" falls back to the CPU, which runs every type and layer, when
+	 * the device does not run the weights or the linear attention
+	 */
 	if (rc == CBLLM_ERR_UNSUPPORTED && (p->device == NULL || strcmp(p->device, "auto") == 0) &&
-		lp.dummy_on_host && (cpu = backend_registry_find("cpu")) != NULL)
+		(lp.dummy_on_host || lp.format == NULL || strcmp(lp.format, "dummy") != 0) &&
+		(cpu = backend_registry_find("cpu")) != NULL)
 	{
 		e->reg = cpu;
 		rc = CheckWeightTypes(e, err);

@@ -52,17 +52,17 @@
 #include <string.h>
 
 #include "api/cbllm.h"
+#include "batch_check.h"
 #include "engine_run.h"
 #include "model/model.h"
 #include "model/moe.h"
 #include "ref_check.h"
 #include "tap.h"
 
-static const int32_t PROMPT[] = {1, 15, 267, 42, 300, 7, 99, 180, 3, 250, 61, 128};
-
-#define N_PROMPT ((int) (sizeof(PROMPT) / sizeof(PROMPT[0])))
-#define N_GREEDY 16
-#define N_BATCH 4				/* the prompt and three others */
+#define PROMPT BATCH_PROMPT
+#define N_PROMPT BATCH_PROMPT_LEN
+#define N_GREEDY BATCH_GREEDY
+#define N_BATCH BATCH_N
 
 /* One family's checkpoint as test/run-tests makes it. */
 typedef struct moe_family
@@ -288,93 +288,6 @@ TestLogits(const char *name, const char *path, const char *ref_path, double tol,
 	free(ref);
 }
 
-/* Where each of several requests' tokens go. */
-typedef struct batch_tokens
-{
-	int32_t		ids[N_BATCH][N_GREEDY];
-	int			n[N_BATCH];
-	bool		error;
-} batch_tokens;
-
-/* Append request i's new tokens. */
-static bool
-CollectBatch(void *arg, int i, const cbllm_output *o)
-{
-	batch_tokens *b = arg;
-
-	for (int k = 0; k < o->n_tokens && b->n[i] < N_GREEDY; k++)
-		b->ids[i][b->n[i]++] = o->tokens[k];
-	b->error |= o->finish == CBLLM_FINISH_ERROR;
-	return o->finish != CBLLM_FINISH_ERROR;
-}
-
-/* Prompt i of the batch: the test's prompt first, then three of other lengths and ids. */
-static int
-BatchPrompt(int i, int32_t *ids)
-{
-	int			n = i == 0 ? N_PROMPT : 5 + 6 * i;
-
-	for (int t = 0; t < n; t++)
-		ids[t] = i == 0 ? PROMPT[t] : t == 0 ? 1 : 3 + (int32_t) ((i * 7919u + t * 104729u) % 390u);
-	return n;
-}
-
-/* Run the N_BATCH prompts at once on an engine of size sz; false on an error. */
-static bool
-RunBatch(const char *path, const char *device, ref_engine_size sz, batch_tokens *out,
-		 cbllm_stats *st)
-{
-	cbllm_engine *e = ref_engine_sized(path, device, sz);
-	cbllm_sampling sp = cbllm_sampling_default();
-	int64_t		id[N_BATCH];
-	cbllm_err	err;
-	bool		ok = e != NULL;
-
-	memset(out, 0, sizeof(*out));
-	sp.max_tokens = N_GREEDY;
-	sp.ignore_eos = true;
-	for (int i = 0; i < N_BATCH && ok; i++)
-	{
-		int32_t		ids[64];
-		cbllm_request_input in = {.ids = ids, .n_ids = BatchPrompt(i, ids)};
-
-		ok = cbllm_engine_submit(e, &in, &sp, &id[i], &err) == CBLLM_OK;
-	}
-	ok = ok && engine_run_to_end(e, id, N_BATCH, 10000, CollectBatch, out) >= 0 && !out->error;
-	if (e != NULL)
-	{
-		cbllm_engine_stats(e, st);
-		cbllm_engine_destroy(e);
-	}
-	return ok;
-}
-
-/* Whether every request of a made the tokens of b. */
-static bool
-SameBatch(const batch_tokens *a, const batch_tokens *b)
-{
-	for (int i = 0; i < N_BATCH; i++)
-		if (a->n[i] != N_GREEDY || b->n[i] != N_GREEDY ||
-			memcmp(a->ids[i], b->ids[i], sizeof(a->ids[i])) != 0)
-			return false;
-	return true;
-}
-
-/* Each of the N_BATCH prompts alone (an engine of one sequence) on device (NULL: the CPU). */
-static void
-RunAlone(const char *path, const char *device, batch_tokens *alone)
-{
-	memset(alone, 0, sizeof(*alone));
-	for (int i = 0; i < N_BATCH; i++)
-	{
-		int32_t		ids[64];
-		int			len = BatchPrompt(i, ids);
-
-		if (ref_engine_greedy(path, device, ids, len, N_GREEDY, alone->ids[i]) == N_GREEDY)
-			alone->n[i] = N_GREEDY;
-	}
-}
-
 /*
  * The greedy tokens alone against the reference, then in a batch (each
  * request's tokens as alone), with chunked prefill, under preemption by
@@ -396,11 +309,11 @@ TestGreedyAndBatching(const moe_family *f, const char *path, const char *ref_gre
 	TAP_OK(same, "%s: %d greedy tokens equal the float64 reference's", f->name, N_GREEDY);
 	free(ref);
 
-	RunAlone(path, NULL, &alone);
+	batch_alone(path, NULL, &alone);
 	TAP_OK(alone.n[0] == N_GREEDY && memcmp(alone.ids[0], got, sizeof(got)) == 0,
 		   "%s: the prompts run alone", f->name);
-	TAP_OK(RunBatch(path, NULL, (ref_engine_size) {N_BATCH, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
-		   SameBatch(&alone, &b),
+	TAP_OK(batch_run(path, NULL, (ref_engine_size) {N_BATCH, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   batch_same(&alone, &b),
 		   "%s: four prompts in one batch each make their tokens alone (experts read rows of several sequences)",
 		   f->name);
 	TAP_OK(st.expert_pairs > 0 && st.expert_pairs % f->n_used == 0 &&
@@ -408,16 +321,16 @@ TestGreedyAndBatching(const moe_family *f, const char *path, const char *ref_gre
 		   st.expert_runs <= st.steps * (int64_t) MoeLayers(f) * f->n_experts,
 		   "%s: the batch read %lld experts for %lld (token, expert) pairs in %lld steps: each expert at most once a step and layer, for all its tokens",
 		   f->name, (long long) st.expert_runs, (long long) st.expert_pairs, (long long) st.steps);
-	TAP_OK(RunBatch(path, NULL, (ref_engine_size) {N_BATCH, 5, 64, 64, NULL, 0, 0}, &b, &st) &&
-		   SameBatch(&alone, &b),
+	TAP_OK(batch_run(path, NULL, (ref_engine_size) {N_BATCH, 5, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   batch_same(&alone, &b),
 		   "%s: with prompts split over steps of 5 tokens (chunked prefill) the tokens are the same",
 		   f->name);
-	TAP_OK(RunBatch(path, NULL, (ref_engine_size) {N_BATCH, 256, 14, 64, NULL, CBLLM_PREEMPT_RECOMPUTE, 0},
-					&b, &st) && SameBatch(&alone, &b) && st.preemptions_recompute > 0,
+	TAP_OK(batch_run(path, NULL, (ref_engine_size) {N_BATCH, 256, 14, 64, NULL, CBLLM_PREEMPT_RECOMPUTE, 0},
+					&b, &st) && batch_same(&alone, &b) && st.preemptions_recompute > 0,
 		   "%s: preempted by recompute in a pool of 14 blocks, the tokens are the same (%lld preemptions)",
 		   f->name, (long long) st.preemptions_recompute);
-	TAP_OK(RunBatch(path, NULL, (ref_engine_size) {N_BATCH, 256, 14, 64, NULL, CBLLM_PREEMPT_SWAP, 64}, &b,
-					&st) && SameBatch(&alone, &b) && st.preemptions_swap > 0,
+	TAP_OK(batch_run(path, NULL, (ref_engine_size) {N_BATCH, 256, 14, 64, NULL, CBLLM_PREEMPT_SWAP, 64}, &b,
+					&st) && batch_same(&alone, &b) && st.preemptions_swap > 0,
 		   "%s: preempted by swap in a pool of 14 blocks, the tokens are the same (%lld preemptions)",
 		   f->name, (long long) st.preemptions_swap);
 }
@@ -434,12 +347,12 @@ TestQuantizedBatching(const moe_family *f, const char *path, const char *what)
 				b;
 	cbllm_stats st;
 
-	RunAlone(path, NULL, &alone);
-	TAP_OK(RunBatch(path, NULL, (ref_engine_size) {N_BATCH, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
-		   SameBatch(&alone, &b) && st.expert_runs < st.expert_pairs,
+	batch_alone(path, NULL, &alone);
+	TAP_OK(batch_run(path, NULL, (ref_engine_size) {N_BATCH, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   batch_same(&alone, &b) && st.expert_runs < st.expert_pairs,
 		   "%s %s: four prompts in one batch each make their tokens alone", f->name, what);
-	TAP_OK(RunBatch(path, NULL, (ref_engine_size) {N_BATCH, 5, 64, 64, NULL, 0, 0}, &b, &st) &&
-		   SameBatch(&alone, &b),
+	TAP_OK(batch_run(path, NULL, (ref_engine_size) {N_BATCH, 5, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   batch_same(&alone, &b),
 		   "%s %s: with prompts split over steps of 5 tokens the tokens are the same", f->name, what);
 }
 
@@ -459,17 +372,17 @@ TestDevice(const moe_family *f, const char *path, const char *device)
 
 	ref_check_device(path, device, PROMPT, N_PROMPT, cpu, vocab, f->name);
 	free(cpu);
-	RunAlone(path, device, &alone);
-	TAP_OK(RunBatch(path, device, (ref_engine_size) {N_BATCH, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
-		   SameBatch(&alone, &b),
+	batch_alone(path, device, &alone);
+	TAP_OK(batch_run(path, device, (ref_engine_size) {N_BATCH, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   batch_same(&alone, &b),
 		   "%s on %s: four prompts in one batch each make their tokens alone on %s", f->name,
 		   device, device);
-	TAP_OK(RunBatch(path, device, (ref_engine_size) {N_BATCH, 5, 64, 64, NULL, 0, 0}, &b, &st) &&
-		   SameBatch(&alone, &b),
+	TAP_OK(batch_run(path, device, (ref_engine_size) {N_BATCH, 5, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   batch_same(&alone, &b),
 		   "%s on %s: with chunked prefill (steps of 5 tokens) the tokens are the same", f->name,
 		   device);
-	TAP_OK(RunBatch(path, device, (ref_engine_size) {N_BATCH, 256, 14, 64, NULL, CBLLM_PREEMPT_SWAP, 64},
-					&b, &st) && SameBatch(&alone, &b) && st.preemptions_swap > 0,
+	TAP_OK(batch_run(path, device, (ref_engine_size) {N_BATCH, 256, 14, 64, NULL, CBLLM_PREEMPT_SWAP, 64},
+					&b, &st) && batch_same(&alone, &b) && st.preemptions_swap > 0,
 		   "%s on %s: preempted by swap in a pool of 14 blocks, the tokens are the same (%lld preemptions)",
 		   f->name, device, (long long) st.preemptions_swap);
 }

@@ -989,4 +989,5 @@ const backend_reg cpu_backend_reg = {
 	.kv_layout = CpuKvLayout,
 	.supports_weight = CpuSupportsWeight,
 	.copy_bandwidth = CpuCopyBandwidth,
+	.runs_linear_attention = true,
 };

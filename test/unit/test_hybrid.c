@@ -1,0 +1,301 @@
+/*
+ * test_hybrid.c: hybrid models (Qwen3.5: Gated DeltaNet linear-attention
+ * layers beside gated attention ones) on a small random checkpoint of the
+ * family's real layout (gen_model.py --family qwen3_5), held to the float64
+ * reference (reference.py, written from HF's modeling code, sharing nothing
+ * with the engine):
+ *
+ *   - the loader: which layers are linear (layer_types), each layer's
+ *     tensors (the linear ones' projections, conv, decay and gated norm; the
+ *     attention ones' doubled q), the layers' places in the KV cache (the
+ *     attention layers only) and the state cache;
+ *   - the prompt's logits within 1e-4 of the reference and its 16 greedy
+ *     tokens equal, on the CPU; a GGUF file of the model too (llama.cpp's
+ *     layout: value heads tiled, A as -exp(A_log), norms with their 1);
+ *   - what the engine does around the recurrent state changes no token:
+ *     the prompt beside three others in one batch (each continuing its own
+ *     state), prompts split over steps (chunked prefill: the state carried
+ *     from chunk to chunk), preemption by recompute (the state rebuilt from
+ *     position 0) and by swap (the state copied out and back) in a KV pool
+ *     too small for all four;
+ *   - prefix caching is off for the model, and the prompt served twice by
+ *     one engine makes the same tokens with no prefix hit;
+ *   - the state cache's size: one state per sequence of max_num_seqs, its
+ *     bytes as the geometry says.
+ *
+ * With --device D, the model on a device that does not run linear
+ * attention is refused at creation with a message naming hybrid models.
+ *
+ * usage: test_hybrid [--device D] DIR REF_LOGITS REF_GREEDY LAYERS [GGUF GGUF_REF_LOGITS TOLERANCE]
+ *   DIR          gen_model.py --family qwen3_5 ... (f32)
+ *   REF_LOGITS   reference.py DIR --logits --prompt-ids "<batch_check.h's prompt>"
+ *   REF_GREEDY   reference.py DIR --greedy 16 --prompt-ids "<the same>"
+ *   LAYERS       per layer, 1 linear, 0 attention: "1 1 1 0"
+ *   GGUF ...     the model as a GGUF file, the reference's logits on its weights, the
+ *                largest relative error of a logit row allowed
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/cbllm.h"
+#include "batch_check.h"
+#include "engine_run.h"
+#include "model/model.h"
+#include "ref_check.h"
+#include "tap.h"
+
+/* Whether m's layers are linear as layers says ("1 1 1 0"), each with its own tensors bound. */
+static bool
+LayersMatch(const cbllm_model *m, const char *layers)
+{
+	const cbllm_model_config *c = &m->cfg;
+	int			n_lin = 0;
+
+	if ((int) strlen(layers) != 2 * c->n_layers - 1)
+		return false;
+	for (int l = 0; l < c->n_layers; l++)
+	{
+		bool		lin = layers[2 * l] == '1';
+		const cbllm_layer *L = &m->layers[l];
+
+		if (c->layer_linear[l] != lin)
+			return false;
+		if (lin && (L->w_lin_qkv.data == NULL || L->w_lin_z.data == NULL ||
+					L->w_lin_b.data == NULL || L->w_lin_a.data == NULL || L->lin_conv == NULL ||
+					L->lin_dt_bias == NULL || L->lin_a == NULL || L->lin_norm == NULL ||
+					L->w_lin_out.data == NULL || L->wq.data != NULL || L->q_norm != NULL ||
+					c->state_layer[l] != n_lin || c->kv_layer[l] != -1))
+			return false;
+		if (!lin && (L->wq.data == NULL || L->wq.rows != 2 * c->n_heads * c->head_dim ||
+					 L->q_norm == NULL || L->w_lin_qkv.data != NULL || c->state_layer[l] != -1 ||
+					 c->kv_layer[l] != l - n_lin))
+			return false;
+		n_lin += lin;
+		/* every layer has its MLP and both norms */
+		if (L->attn_norm == NULL || L->mlp_norm == NULL || L->w_down.data == NULL)
+			return false;
+	}
+	/* A is stored as log(-A) in a checkpoint, as -A in a GGUF file: negative either way */
+	for (int l = 0; l < c->n_layers; l++)
+		for (int h = 0; c->layer_linear[l] && h < c->lin_v_heads; h++)
+			if (!(m->layers[l].lin_a[h] < 0))
+				return false;
+	return n_lin == c->n_linear_layers && c->n_kv_layers == c->n_layers - n_lin;
+}
+
+/* The model at path loads as the hybrid layers says. */
+static void
+TestLoad(const char *path, const char *layers, const char *what)
+{
+	cbllm_model *m = NULL;
+	cbllm_err	err;
+
+	if (model_load(path, &m, &err) != CBLLM_OK)
+	{
+		TAP_OK(false, "%s: loads (%s)", what, err.msg);
+		return;
+	}
+	TAP_OK((m->cfg.features & ARCH_LINEAR_ATTN) && LayersMatch(m, layers),
+		   "%s: layers \"%s\" are linear attention and attention as layer_types says, each with its tensors and its cache index",
+		   what, layers);
+	TAP_OK(m->cfg.rope[0].rot_dim > 0 && m->cfg.rope[0].rot_dim < m->cfg.head_dim,
+		   "%s: RoPE rotates %d of the head's %d dimensions (partial_rotary_factor)", what,
+		   m->cfg.rope[0].rot_dim, m->cfg.head_dim);
+	model_free(m);
+}
+
+/* The prompt's logits against the reference's. */
+static void
+TestLogits(const char *path, const char *ref_path, double tol, const char *what)
+{
+	int			vocab = 0;
+	float	   *got = ref_engine_logits(path, NULL, BATCH_PROMPT, BATCH_PROMPT_LEN, &vocab);
+	float	   *ref = got != NULL ? ref_read_numbers(ref_path, (size_t) BATCH_PROMPT_LEN * vocab) : NULL;
+	double		worst = ref != NULL ? ref_worst_row(got, ref, BATCH_PROMPT_LEN, vocab) : INFINITY;
+
+	TAP_OK(worst < tol, "%s: the prompt's logits match the float64 reference (worst row rel err %.2g < %.0e)",
+		   what, worst, tol);
+	free(got);
+	free(ref);
+}
+
+/*
+ * The greedy tokens alone against the reference, then in a batch, chunked,
+ * and preempted by recompute and by swap: each request's tokens as alone.
+ */
+static void
+TestGreedyAndBatching(const char *path, const char *ref_greedy, const char *what)
+{
+	int32_t		got[BATCH_GREEDY];
+	float	   *ref = ref_greedy != NULL ? ref_read_numbers(ref_greedy, BATCH_GREEDY) : NULL;
+	batch_tokens alone,
+				b;
+	cbllm_stats st;
+
+	if (ref_greedy != NULL)
+	{
+		int			n = ref != NULL ? ref_engine_greedy(path, NULL, BATCH_PROMPT, BATCH_PROMPT_LEN,
+														BATCH_GREEDY, got) : -1;
+		bool		same = n == BATCH_GREEDY;
+
+		for (int i = 0; same && i < BATCH_GREEDY; i++)
+			same = got[i] == (int32_t) ref[i];
+		TAP_OK(same, "%s: %d greedy tokens equal the float64 reference's", what, BATCH_GREEDY);
+		free(ref);
+	}
+	batch_alone(path, NULL, &alone);
+	TAP_OK(alone.n[0] == BATCH_GREEDY && alone.n[3] == BATCH_GREEDY, "%s: the prompts run alone",
+		   what);
+	TAP_OK(batch_run(path, NULL, (ref_engine_size) {BATCH_N, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   batch_same(&alone, &b),
+		   "%s: four prompts in one batch each make their tokens alone (each continues its own state)",
+		   what);
+	TAP_OK(batch_run(path, NULL, (ref_engine_size) {BATCH_N, 5, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   batch_same(&alone, &b),
+		   "%s: with prompts split over steps of 5 tokens (the state carried between chunks) the tokens are the same",
+		   what);
+	TAP_OK(batch_run(path, NULL, (ref_engine_size) {BATCH_N, 256, 14, 64, NULL, CBLLM_PREEMPT_RECOMPUTE, 0},
+					 &b, &st) && batch_same(&alone, &b) && st.preemptions_recompute > 0,
+		   "%s: preempted by recompute in a pool of 14 blocks (the state rebuilt from position 0), the tokens are the same (%lld preemptions)",
+		   what, (long long) st.preemptions_recompute);
+	TAP_OK(batch_run(path, NULL, (ref_engine_size) {BATCH_N, 256, 14, 64, NULL, CBLLM_PREEMPT_SWAP, 64},
+					 &b, &st) && batch_same(&alone, &b) && st.preemptions_swap > 0,
+		   "%s: preempted by swap in a pool of 14 blocks (the state copied out and back), the tokens are the same (%lld preemptions)",
+		   what, (long long) st.preemptions_swap);
+	TAP_OK(batch_run(path, NULL, (ref_engine_size) {BATCH_N, 5, 14, 64, NULL, CBLLM_PREEMPT_SWAP, 64},
+					 &b, &st) && batch_same(&alone, &b),
+		   "%s: chunked prefill and swap preemption together, the tokens are the same (%lld preemptions)",
+		   what, (long long) st.preemptions);
+}
+
+/* Prefix caching is off, said so, and a second run of the prompt makes its tokens again. */
+static void
+TestNoPrefixCache(const char *path)
+{
+	cbllm_engine *e = ref_engine(path, NULL);
+	cbllm_sampling sp = cbllm_sampling_default();
+	cbllm_request_input in = {.ids = BATCH_PROMPT, .n_ids = BATCH_PROMPT_LEN};
+	int32_t		tok[2][BATCH_GREEDY];
+	cbllm_stats st = {0};
+	cbllm_engine_info info = {0};
+	bool		ok = e != NULL;
+
+	sp.max_tokens = BATCH_GREEDY;
+	sp.ignore_eos = true;
+	for (int r = 0; r < 2 && ok; r++)
+	{
+		ref_tokens	t = {tok[r], 0, BATCH_GREEDY};
+		int64_t		id;
+		cbllm_err	err;
+
+		ok = cbllm_engine_submit(e, &in, &sp, &id, &err) == CBLLM_OK &&
+			engine_run_to_end(e, &id, 1, INT_MAX, ref_collect, &t) >= 0 && t.n == BATCH_GREEDY;
+	}
+	if (e != NULL)
+	{
+		cbllm_engine_stats(e, &st);
+		cbllm_engine_get_info(e, &info);
+		cbllm_engine_destroy(e);
+	}
+	TAP_OK(ok && !info.prefix_caching && st.prefix_hits == 0 &&
+		   memcmp(tok[0], tok[1], sizeof(tok[0])) == 0,
+		   "prefix caching is off for a hybrid model (a cached prefix has no state): the prompt again makes the same tokens with no hit");
+}
+
+/* One state per sequence, its bytes as the geometry says. */
+static void
+TestStateBytes(const char *path)
+{
+	cbllm_engine *e = ref_engine_sized(path, NULL, (ref_engine_size) {3, 64, 32, 64, NULL, 0, 0});
+	cbllm_model *m = NULL;
+	cbllm_engine_info info = {0};
+	cbllm_err	err;
+	size_t		want = 0;
+
+	if (e != NULL)
+		cbllm_engine_get_info(e, &info);
+	if (model_load(path, &m, &err) == CBLLM_OK)
+	{
+		const cbllm_model_config *c = &m->cfg;
+		size_t		conv = (size_t) (c->lin_conv - 1) *
+			(2 * c->lin_k_heads * c->lin_k_dim + c->lin_v_heads * c->lin_v_dim);
+
+		want = sizeof(float) * c->n_linear_layers *
+			(conv + (size_t) c->lin_v_heads * c->lin_k_dim * c->lin_v_dim);
+	}
+	TAP_OK(e != NULL && want > 0 && info.state_bytes_per_seq == want && info.n_linear_layers > 0,
+		   "a sequence's state is %zu bytes (the conv's last inputs and a matrix per value head, over %d linear layers)",
+		   info.state_bytes_per_seq, info.n_linear_layers);
+	cbllm_engine_destroy(e);
+	model_free(m);
+}
+
+/* On a device without linear attention: refused at creation, naming hybrid models. */
+static void
+TestDeviceRefuses(const char *path, const char *device)
+{
+	cbllm_engine_params p = {0};
+	cbllm_engine *e = NULL;
+	cbllm_engine_info info = {0};
+	cbllm_err	err = {0};
+	int			rc;
+
+	p.model_dir = path;
+	p.device = device;
+	p.n_threads = 2;
+	p.max_num_seqs = 2;
+	p.max_num_batched_tokens = 64;
+	p.num_kv_blocks = 32;
+	p.max_model_len = 64;
+	rc = cbllm_engine_create(&p, &e, &err);
+	TAP_OK(rc == CBLLM_ERR_UNSUPPORTED && strstr(err.msg, "hybrid models") != NULL,
+		   "on %s a hybrid model is refused with a clear message: %s", device, err.msg);
+	cbllm_engine_destroy(e);
+	e = NULL;
+	p.device = "auto";
+	rc = cbllm_engine_create(&p, &e, &err);
+	if (rc == CBLLM_OK)
+		cbllm_engine_get_info(e, &info);
+	TAP_OK(rc == CBLLM_OK && strcmp(info.device, "cpu") == 0,
+		   "with device auto the hybrid model runs on the CPU (got %s)",
+		   rc == CBLLM_OK ? info.device : err.msg);
+	cbllm_engine_destroy(e);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *device = NULL;
+
+	if (argc > 2 && strcmp(argv[1], "--device") == 0)
+	{
+		device = argv[2];
+		argc -= 2;
+		argv += 2;
+	}
+	if (argc != 5 && argc != 8)
+	{
+		fprintf(stderr, "usage: test_hybrid [--device D] DIR REF_LOGITS REF_GREEDY LAYERS [GGUF GGUF_REF_LOGITS TOLERANCE]\n");
+		return 2;
+	}
+	if (device != NULL)
+	{
+		TestDeviceRefuses(argv[1], device);
+		return tap_done();
+	}
+	TestLoad(argv[1], argv[4], "checkpoint");
+	TestLogits(argv[1], argv[2], 1e-4, "checkpoint");
+	TestGreedyAndBatching(argv[1], argv[3], "checkpoint");
+	TestNoPrefixCache(argv[1]);
+	TestStateBytes(argv[1]);
+	if (argc == 8)
+	{
+		TestLoad(argv[5], argv[4], "GGUF file");
+		TestLogits(argv[5], argv[6], atof(argv[7]), "GGUF file");
+		TestGreedyAndBatching(argv[5], NULL, "GGUF file");
+	}
+	return tap_done();
+}
