@@ -8,11 +8,14 @@
                  [--sliding-window N] [--attn-bias] [--arch-name NAME] [--pad-vocab N]
                  [--tokens-beyond N] [--no-weights] [--head-dim N] [--query-pre-attn-scalar N]
                  [--family qwen2|qwen3|qwen3_moe|mixtral|gpt_oss|gemma3|llama3|llama3.1|phi3|
-                           phi3-128k]
+                           phi3-128k|qwen3_5]
                  [--sliding-window-pattern N] [--rope-scaling JSON]
                  [--max-window-layers M] [--untied]
                  [--experts 8] [--experts-used 2] [--moe-intermediate 32] [--no-norm-topk]
                  [--decoder-sparse-step 1] [--mlp-only-layers "0,3"]
+                 [--family qwen3_5 [--causal-lm] [--linear-k-heads 2] [--linear-v-heads N]
+                  [--linear-key-dim 16] [--linear-value-dim N] [--conv-kernel 4]
+                  [--full-attention-interval 4] [--partial-rotary-factor 0.25]]
 
 OUT_DIR receives config.json, tokenizer.json, tokenizer_config.json and the weights,
 either model.safetensors or (with --shards N > 1) model.safetensors.index.json plus
@@ -119,6 +122,42 @@ order, each one's matrices in its checkpoint order.
 The draw order does not depend on --shards or --dtype, so a sharded model holds the same
 values as an unsharded one, and an f16/bf16 model is the f32 one rounded to nearest-even.
 
+--family qwen3_5 is Qwen3.5's dense hybrid, Qwen3.5-0.8B's config.json shrunk (tied unless
+--untied, 4 layers unless --layers): layer i is "full_attention" when (i + 1) %
+--full-attention-interval (default 4) == 0, Gated DeltaNet "linear_attention" otherwise, as
+text_config's layer_types lists them.  The released layout (Qwen3_5ForConditionalGeneration,
+model_type qwen3_5) nests the text model's fields under text_config, holds a small
+vision_config and names the text model's tensors model.language_model.*; it also holds two
+tiny vision-tower tensors, model.visual.patch_embed.proj.weight (5-d, a Conv3d's) and
+model.visual.merger.linear_fc2.weight, which a text-only loader must skip.  --causal-lm writes
+Qwen3_5ForCausalLM's flat layout instead (model_type qwen3_5_text, the text_config fields at
+the top level, tensors model.*).  Both layouts also hold mtp.fc.weight and mtp.norm.weight, a
+stand-in for the released multi-token-prediction head (mtp_num_hidden_layers 1), which HF's
+models ignore too.  The text model's tensors are drawn first, so one seed gives both layouts
+the same text model.  A full-attention layer has self_attn.q_proj [2 heads head_dim, hidden]
+(per head its query rows, then as many rows of its output gate), k_proj, v_proj, o_proj and
+the per-head q_norm and k_norm; a linear one has linear_attn.in_proj_qkv [2 nk dk + nv dv,
+hidden] (q, k, then v), in_proj_z [nv dv, hidden], in_proj_b and in_proj_a [nv, hidden],
+conv1d.weight [2 nk dk + nv dv, 1, K], dt_bias [nv], A_log [nv], norm.weight [dv] and
+out_proj [hidden, nv dv], with nk --linear-k-heads (default 2), nv --linear-v-heads (default
+nk; a multiple of nk), dk --linear-key-dim (default 16), dv --linear-value-dim (default dk),
+K --conv-kernel (default 4).  rope_parameters: rope_theta 1e7, partial_rotary_factor
+(--partial-rotary-factor, default 0.25) and an interleaved mrope_section that splits the
+rotary dimension's int(head_dim * factor) / 2 frequencies in three, the first ones one
+larger ([11, 11, 10] at Qwen3.5's 64).  Every RMSNorm but linear_attn.norm scales by
+(1 + w), so those weights are drawn ~ N(0, 0.1) (zero-centred, as Qwen3.5 stores them);
+linear_attn.norm.weight and dt_bias ~ 1 + N(0, 0.1); conv1d.weight ~ N(0, 1/sqrt(K));
+A_log = log A with A log-uniform on [0.05, 16]: HF initialises A uniform on [0.01, 16], which
+makes almost every head forget its state within a token or two, while here about a third of
+the heads keep a token for ten or more, so a short prompt exercises the recurrence.  The
+query channels of in_proj_qkv and of conv1d.weight are drawn as (q + 2 k) / sqrt(5) of their
+own draw q and the key channels' k (correlation 0.89), so that a token's query matches its
+own key and keys like it, as a trained model's do: with independent ones, an L2-normalised
+query and key of dk dimensions meet at a cosine of about 1/sqrt(dk), the DeltaNet's output
+S^T q is then some 1/dk of v, and its RMSNormGated (eps 1e-6) works near its eps and
+magnifies rounding: the logits of a Q8_0 file moved 2 to 5 times as far from the F32 ones as
+a plain qwen3 model's of the same size do, against about 1.5 times with the correlation.
+
 Unless --tokenizer-from DIR is given (then DIR's tokenizer.json and tokenizer_config.json
 are copied and their vocabulary size wins over --vocab), the tokenizer is a small
 synthetic one in exactly the shape of Llama-2's tokenizer.json: <unk>=0, <s>=1, </s>=2,
@@ -180,7 +219,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out_dir")
     p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--layers", type=int, help="decoder layers (default 2; 4 for qwen3_5)")
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, default=4)
     p.add_argument("--intermediate", type=int, default=160)
@@ -211,7 +250,8 @@ def parse_args(argv):
                    help="config.json's rope_scaling object")
     p.add_argument("--max-window-layers", type=int, metavar="M",
                    help="qwen2 with --sliding-window: layers from M on have the window")
-    p.add_argument("--head-dim", type=int, help="explicit head_dim (qwen3, gemma3, gpt_oss)")
+    p.add_argument("--head-dim", type=int,
+                   help="explicit head_dim (qwen3, qwen3_moe, gemma3, gpt_oss, qwen3_5)")
     p.add_argument("--query-pre-attn-scalar", type=float, help="gemma3's attention scale^-2")
     p.add_argument("--sliding-window-pattern", type=int, help="gemma3: every Nth layer global")
     p.add_argument("--untied", action="store_true", help="a family's model with an lm_head")
@@ -227,9 +267,29 @@ def parse_args(argv):
                    help="qwen3_moe: layer i sparse when (i + 1) %% N == 0 (default 1)")
     p.add_argument("--mlp-only-layers", type=layer_list, metavar="LIST",
                    help='qwen3_moe: comma-separated dense layers, e.g. "0,3" (default none)')
+    p.add_argument("--causal-lm", action="store_true",
+                   help="qwen3_5: Qwen3_5ForCausalLM's flat layout (default: the released "
+                        "Qwen3_5ForConditionalGeneration one)")
+    p.add_argument("--linear-k-heads", type=int, metavar="N",
+                   help="qwen3_5: linear_num_key_heads (default 2)")
+    p.add_argument("--linear-v-heads", type=int, metavar="N",
+                   help="qwen3_5: linear_num_value_heads (default --linear-k-heads)")
+    p.add_argument("--linear-key-dim", type=int, metavar="N",
+                   help="qwen3_5: linear_key_head_dim (default 16)")
+    p.add_argument("--linear-value-dim", type=int, metavar="N",
+                   help="qwen3_5: linear_value_head_dim (default --linear-key-dim)")
+    p.add_argument("--conv-kernel", type=int, metavar="K",
+                   help="qwen3_5: linear_conv_kernel_dim (default 4)")
+    p.add_argument("--full-attention-interval", type=int, metavar="N",
+                   help="qwen3_5: layer i full attention when (i + 1) %% N == 0 (default 4)")
+    p.add_argument("--partial-rotary-factor", type=float, metavar="F",
+                   help="qwen3_5: the rotated share of head_dim (default 0.25)")
     a = p.parse_args(argv)
     if a.dtype is None:
         a.dtype = "bf16" if a.no_weights else "f32"
+    if a.layers is None:
+        a.layers = 4 if a.family == "qwen3_5" else 2
+    check_qwen35_args(p, a)
 
     for name in ("hidden", "layers", "heads", "kv_heads", "intermediate", "max_pos", "shards"):
         if getattr(a, name) < 1:
@@ -241,7 +301,8 @@ def parse_args(argv):
         a.head_dim = a.hidden // a.heads
     elif a.family in ("qwen2", "mixtral"):
         p.error("--head-dim: %s configs have none" % a.family)
-    if a.hidden % a.heads and a.family not in ("qwen3", "qwen3_moe", "gemma3", "gpt_oss"):
+    if a.hidden % a.heads and a.family not in ("qwen3", "qwen3_moe", "gemma3", "gpt_oss",
+                                               "qwen3_5"):
         p.error("--hidden (%d) must be a multiple of --heads (%d)" % (a.hidden, a.heads))
     if a.heads % a.kv_heads:
         p.error("--heads (%d) must be a multiple of --kv-heads (%d)" % (a.heads, a.kv_heads))
@@ -269,6 +330,40 @@ def parse_args(argv):
     if a.shards > n_tensors:
         p.error("--shards %d is more than the %d tensors" % (a.shards, n_tensors))
     return a
+
+
+QWEN35_DEFAULTS = {"linear_k_heads": 2, "linear_key_dim": 16, "conv_kernel": 4,
+                   "full_attention_interval": 4, "partial_rotary_factor": 0.25}
+
+
+def check_qwen35_args(p, a):
+    """Validate qwen3_5's options and fill in their defaults."""
+    own = ("causal_lm", "linear_k_heads", "linear_v_heads", "linear_key_dim",
+           "linear_value_dim", "conv_kernel", "full_attention_interval", "partial_rotary_factor")
+    if a.family != "qwen3_5":
+        for name in own:
+            if getattr(a, name) not in (None, False):
+                p.error("--%s needs --family qwen3_5" % name.replace("_", "-"))
+        return
+    for name, value in QWEN35_DEFAULTS.items():
+        if getattr(a, name) is None:
+            setattr(a, name, value)
+    if a.linear_v_heads is None:
+        a.linear_v_heads = a.linear_k_heads
+    if a.linear_value_dim is None:
+        a.linear_value_dim = a.linear_key_dim
+    for name in ("linear_k_heads", "linear_v_heads", "linear_key_dim", "linear_value_dim",
+                 "conv_kernel", "full_attention_interval"):
+        if getattr(a, name) < 1:
+            p.error("--%s must be at least 1" % name.replace("_", "-"))
+    if a.linear_v_heads % a.linear_k_heads:
+        p.error("--linear-v-heads (%d) must be a multiple of --linear-k-heads (%d)"
+                % (a.linear_v_heads, a.linear_k_heads))
+    head_dim = a.head_dim or a.hidden // a.heads
+    rot = int(head_dim * a.partial_rotary_factor)
+    if rot < 2 or rot % 2:
+        p.error("the rotary dimension int(head_dim %d * %g) = %d must be even and at least 2"
+                % (head_dim, a.partial_rotary_factor, rot))
 
 
 def layer_list(text):
@@ -700,16 +795,85 @@ def gemma3_config(a, vocab_size):
     }
 
 
+def qwen35_layer_types(a):
+    """Per layer "linear_attention" or "full_attention" (HF's default from the interval)."""
+    return ["full_attention" if (i + 1) % a.full_attention_interval == 0 else "linear_attention"
+            for i in range(a.layers)]
+
+
+def qwen35_mrope_section(rot):
+    """mrope_section for a rotary dimension rot: rot / 2 frequencies split in three, the
+    first ones one larger where it does not divide (Qwen3.5's 32 gives [11, 11, 10])."""
+    base, rem = divmod(rot // 2, 3)
+    return [base + (k < rem) for k in range(3)]
+
+
+def qwen35_text_config(a, vocab_size):
+    """Qwen3.5-0.8B's text_config, shrunk: eos 248044 mapped to 2, rope_theta 1e7, the
+    rotary dimension's mrope_section."""
+    rot = int(a.head_dim * a.partial_rotary_factor)
+    return {
+        "attention_bias": False, "attention_dropout": 0.0, "attn_output_gate": True,
+        "dtype": TORCH_DTYPE[a.dtype], "eos_token_id": 2,
+        "full_attention_interval": a.full_attention_interval, "head_dim": a.head_dim,
+        "hidden_act": "silu", "hidden_size": a.hidden, "initializer_range": 0.02,
+        "intermediate_size": a.intermediate, "layer_types": qwen35_layer_types(a),
+        "linear_conv_kernel_dim": a.conv_kernel, "linear_key_head_dim": a.linear_key_dim,
+        "linear_num_key_heads": a.linear_k_heads, "linear_num_value_heads": a.linear_v_heads,
+        "linear_value_head_dim": a.linear_value_dim, "mamba_ssm_dtype": "float32",
+        "max_position_embeddings": a.max_pos, "mlp_only_layers": [],
+        "model_type": "qwen3_5_text", "mtp_num_hidden_layers": 1,
+        "mtp_use_dedicated_embeddings": False, "num_attention_heads": a.heads,
+        "num_hidden_layers": a.layers, "num_key_value_heads": a.kv_heads,
+        "rms_norm_eps": 1e-06,
+        "rope_parameters": {"mrope_interleaved": True, "mrope_section": qwen35_mrope_section(rot),
+                            "partial_rotary_factor": a.partial_rotary_factor,
+                            "rope_theta": 10000000, "rope_type": "default"},
+        "tie_word_embeddings": a.tie, "use_cache": True, "vocab_size": vocab_size,
+    }
+
+
+QWEN35_VISION = {"hidden_size": 16, "in_channels": 3, "patch_size": 2, "temporal_patch_size": 2,
+                 "spatial_merge_size": 2}
+
+
+def qwen35_config(a, vocab_size):
+    """Qwen3.5-0.8B's config.json (Qwen3_5ForConditionalGeneration: the text model under
+    text_config, a vision tower's vision_config, the vision token ids mapped to the last
+    five ids of the vocabulary), or with --causal-lm Qwen3_5ForCausalLM's flat one."""
+    text = qwen35_text_config(a, vocab_size)
+    if a.causal_lm:
+        return {"architectures": ["Qwen3_5ForCausalLM"], **text,
+                "transformers_version": "4.57.0.dev0"}
+    v = QWEN35_VISION
+    first = vocab_size - 5  # vision_start, vision_end, (vision_pad), image, video
+    return {
+        "architectures": ["Qwen3_5ForConditionalGeneration"], "image_token_id": first + 3,
+        "model_type": "qwen3_5", "text_config": text, "tie_word_embeddings": a.tie,
+        "transformers_version": "4.57.0.dev0", "video_token_id": first + 4,
+        "vision_config": {
+            "deepstack_visual_indexes": [], "depth": 1, "hidden_act": "gelu_pytorch_tanh",
+            "hidden_size": v["hidden_size"], "in_channels": v["in_channels"],
+            "initializer_range": 0.02, "intermediate_size": 2 * v["hidden_size"],
+            "model_type": "qwen3_5", "num_heads": 2, "num_position_embeddings": 16,
+            "out_hidden_size": a.hidden, "patch_size": v["patch_size"],
+            "spatial_merge_size": v["spatial_merge_size"],
+            "temporal_patch_size": v["temporal_patch_size"]},
+        "vision_end_token_id": first + 1, "vision_start_token_id": first,
+    }
+
+
 FAMILIES = {"qwen2": qwen2_config, "qwen3": qwen3_config, "qwen3_moe": qwen3_moe_config,
             "mixtral": mixtral_config, "gpt_oss": gpt_oss_config, "gemma3": gemma3_config,
             "llama3": llama3_config, "llama3.1": llama31_config, "phi3": phi3_config,
-            "phi3-128k": phi3_128k_config}
+            "phi3-128k": phi3_128k_config, "qwen3_5": qwen35_config}
 FAMILY_TIED = {"llama3.1": False, "phi3": False, "phi3-128k": False,  # the others: tied
                "qwen3_moe": False, "mixtral": False, "gpt_oss": False}
 MOE_FAMILIES = ("qwen3_moe", "mixtral", "gpt_oss")
 ROUTER_SCALE = 2.0  # a router's weights ~ N(0, ROUTER_SCALE / sqrt(hidden)): see above
 SWIGLU_SCALE = 3.0  # gpt-oss's gate_up_proj ~ N(0, SWIGLU_SCALE / sqrt(hidden)): see above
-FUSED_FAMILIES = ("phi3", "phi3-128k")  # qkv_proj and gate_up_proj are one tensor each
+FUSED_FAMILIES = ("phi3", "phi3-128k")
+A_RANGE = (0.05, 16.0)  # Qwen3.5's decay rates A = exp(A_log): see above  # qkv_proj and gate_up_proj are one tensor each
 
 
 def write_json(path, obj, compact=False):
@@ -726,6 +890,8 @@ def write_json(path, obj, compact=False):
 def tensor_specs(a, vocab):
     """(name, shape, kind) of every tensor in HF order; kind is embed, linear, router, norm,
     norm0, bias, sink or swiglu."""
+    if a.family == "qwen3_5":
+        return qwen35_specs(a, vocab)
     hd = a.head_dim
     fused = a.family in FUSED_FAMILIES
     gpt_oss = a.family == "gpt_oss"
@@ -787,6 +953,56 @@ def tensor_specs(a, vocab):
     return specs
 
 
+def qwen35_specs(a, vocab):
+    """Qwen3.5's tensors: the text model's (under model.language_model., or model. with
+    --causal-lm), then two tiny vision-tower tensors (released layout only) and two of the
+    multi-token-prediction head (mtp.*), which HF's text model ignores as the loaders
+    must.  The text model's tensors come first so that both layouts draw the same values."""
+    lm = "model." if a.causal_lm else "model.language_model."
+    h, hd = a.hidden, a.head_dim
+    nk, nv, dk, dv = a.linear_k_heads, a.linear_v_heads, a.linear_key_dim, a.linear_value_dim
+    conv_dim = 2 * nk * dk + nv * dv
+    specs = [(lm + "embed_tokens.weight", (vocab, h), "linear" if a.tie else "embed")]
+    for i, kind in enumerate(qwen35_layer_types(a)):
+        p = lm + "layers.%d." % i
+        specs.append((p + "input_layernorm.weight", (h,), "norm0"))
+        if kind == "full_attention":  # q_proj: per head, head_dim query rows then head_dim gate rows
+            specs += [(p + "self_attn.q_proj.weight", (2 * a.heads * hd, h), "linear"),
+                      (p + "self_attn.k_proj.weight", (a.kv_heads * hd, h), "linear"),
+                      (p + "self_attn.v_proj.weight", (a.kv_heads * hd, h), "linear"),
+                      (p + "self_attn.o_proj.weight", (h, a.heads * hd), "linear"),
+                      (p + "self_attn.q_norm.weight", (hd,), "norm0"),
+                      (p + "self_attn.k_norm.weight", (hd,), "norm0")]
+        else:
+            qk = ("query_like_key", nk * dk)  # see draw_tensor
+            specs += [(p + "linear_attn.in_proj_qkv.weight", (conv_dim, h), ("linear",) + qk),
+                      (p + "linear_attn.in_proj_z.weight", (nv * dv, h), "linear"),
+                      (p + "linear_attn.in_proj_b.weight", (nv, h), "linear"),
+                      (p + "linear_attn.in_proj_a.weight", (nv, h), "linear"),
+                      (p + "linear_attn.conv1d.weight", (conv_dim, 1, a.conv_kernel),
+                       ("conv",) + qk),
+                      (p + "linear_attn.dt_bias", (nv,), "dt_bias"),
+                      (p + "linear_attn.A_log", (nv,), "a_log"),
+                      (p + "linear_attn.norm.weight", (dv,), "norm"),
+                      (p + "linear_attn.out_proj.weight", (h, nv * dv), "linear")]
+        specs += [(p + "post_attention_layernorm.weight", (h,), "norm0"),
+                  (p + "mlp.gate_proj.weight", (a.intermediate, h), "linear"),
+                  (p + "mlp.up_proj.weight", (a.intermediate, h), "linear"),
+                  (p + "mlp.down_proj.weight", (h, a.intermediate), "linear")]
+    specs.append((lm + "norm.weight", (h,), "norm0"))
+    if not a.tie:
+        specs.append(("lm_head.weight", (vocab, h), "linear"))
+    if not a.causal_lm:
+        v = QWEN35_VISION
+        t, s = v["temporal_patch_size"], v["patch_size"]
+        specs += [("model.visual.patch_embed.proj.weight",
+                   (v["hidden_size"], v["in_channels"], t, s, s), "linear"),
+                  ("model.visual.merger.linear_fc2.weight",
+                   (h, v["hidden_size"] * v["spatial_merge_size"] ** 2), "linear")]
+    specs += [("mtp.fc.weight", (h, 2 * h), "linear"), ("mtp.norm.weight", (h,), "norm0")]
+    return specs
+
+
 def moe_specs(a, p):
     """A sparse layer's router and experts, after the layer prefix p: Qwen3-MoE's
     mlp.gate and mlp.experts.E.{gate,up,down}_proj, Mixtral's block_sparse_moe.gate and
@@ -815,15 +1031,27 @@ def moe_specs(a, p):
 
 
 def draw_tensor(rng, shape, kind):
-    """Draw one float32 tensor with the scale its kind needs to keep activations O(1)."""
+    """Draw one float32 tensor with the scale its kind needs to keep activations O(1).
+    A kind (base, "query_like_key", n) is base's draw whose first n rows (Qwen3.5's query
+    channels) become (q + 2 k) / sqrt(5) of themselves and the next n (the key channels)."""
+    if isinstance(kind, tuple):
+        base, _, n = kind
+        x = draw_tensor(rng, shape, base)
+        x[:n] = (x[:n] + np.float32(2) * x[n:2 * n]) / np.float32(np.sqrt(5.0))
+        return x
+    if kind == "a_log":  # log(A), A log-uniform on A_RANGE
+        lo, hi = np.log(A_RANGE[0]), np.log(A_RANGE[1])
+        return rng.uniform(lo, hi, shape).astype(np.float32)
     x = rng.standard_normal(shape, dtype=np.float32)
-    if kind == "linear":
+    if kind == "conv":  # a depthwise kernel over shape[-1] taps
+        x *= np.float32(1.0 / np.sqrt(shape[-1]))
+    elif kind == "linear":
         x *= np.float32(1.0 / np.sqrt(shape[1]))
     elif kind == "router":
         x *= np.float32(ROUTER_SCALE / np.sqrt(shape[1]))
     elif kind == "swiglu":
         x *= np.float32(SWIGLU_SCALE / np.sqrt(shape[1]))
-    elif kind == "norm":
+    elif kind in ("norm", "dt_bias"):
         x *= np.float32(0.1)
         x += np.float32(1.0)
     elif kind == "norm0":

@@ -54,6 +54,30 @@ family), sharing no code with it:
     refused rather than dropped: a swiglu_limit other than 7 or swiglu_alpha other than 1.702
     (llama.cpp's fixed constants) and YaRN with truncate not false (every gpt-oss config's;
     GGUF has no key for it and gguf_to_hf.py writes it back false).
+  - qwen3_5 (either layout; general.architecture "qwen35", as llama.cpp's converter writes
+    Qwen3_5ForConditionalGeneration and Qwen3_5ForCausalLM): the text model only (model.visual.*
+    and mtp.* are left out, so no nextn_predict_layers).  Keys: context_length,
+    embedding_length, block_count, feed_forward_length, attention.head_count[_kv],
+    attention.key_length and value_length (head_dim), attention.layer_norm_rms_epsilon,
+    rope.freq_base (rope_theta), rope.dimension_count (int(head_dim * partial_rotary_factor)),
+    rope.dimension_sections (int32 [s0, s1, s2, 0] of mrope_section, [11, 11, 10, 0] without
+    one), ssm.conv_kernel, ssm.state_size (linear_key_head_dim), ssm.group_count (nk),
+    ssm.time_step_rank (nv), ssm.inner_size (nv * linear_value_head_dim),
+    attention.recurrent_layers (one bool per layer, true for linear_attention; written when
+    config.json lists layer_types) and full_attention_interval.  llama.cpp takes the value
+    head's width from ssm.state_size too, so dk != dv is refused.  Tensors: blk.N.attn_norm
+    (input_layernorm), post_attention_norm (post_attention_layernorm), the full-attention
+    layers' attn_q (q_proj as stored: per head its query rows, then its gate rows), attn_k,
+    attn_v, attn_output, attn_q_norm and attn_k_norm, the linear ones' attn_qkv (in_proj_qkv),
+    attn_gate (in_proj_z), ssm_beta (in_proj_b), ssm_alpha (in_proj_a), ssm_conv1d (conv1d
+    [C, 1, K] as [C, K], F32 as llama.cpp keeps it), ssm_dt.bias (dt_bias), ssm_a (no
+    .weight: -exp(A_log)), ssm_norm (linear_attn.norm) and ssm_out (out_proj), and ffn_gate,
+    ffn_up and ffn_down; every (1 + w) norm (attn_norm, post_attention_norm, attn_q_norm,
+    attn_k_norm, output_norm) is stored with the 1 added, ssm_norm as it is.  With nv > nk
+    the value heads go from HF's grouped order (value head g * nv/nk + j the j-th of key head
+    g) to llama.cpp's tiled one (at j * nk + g): the V rows of attn_qkv and the V channels of
+    ssm_conv1d, attn_gate's rows, ssm_beta's and ssm_alpha's rows, ssm_a and ssm_dt, and
+    ssm_out's columns;
 Matrices are stored in --type (the embeddings and the experts too: every row of every
 expert quantized alone, rows along the innermost dimension; mxfp4 is every matrix as
 gpt-oss's experts are, 32-element blocks of 4-bit floats under a shared power of two);
@@ -91,7 +115,8 @@ TYPES = {"f32": 0, "f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "q5_0"
 
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
              "gemma3_text": "gemma3", "phi3": "phi3", "qwen3_moe": "qwen3moe",
-             "mixtral": "llama", "gpt_oss": "gpt-oss"}
+             "mixtral": "llama", "gpt_oss": "gpt-oss", "qwen3_5": "qwen35",
+             "qwen3_5_text": "qwen35"}
 
 # HF tensor name (after "model.layers.N.") -> GGUF name (after "blk.N."); Gemma's two
 # sandwich norms differ, below
@@ -174,6 +199,130 @@ def gpt_oss_checks(cfg):
         raise SystemExit("hf_to_gguf.py: layer_types %r are not %d sliding_attention or "
                          "full_attention" % (kinds, n))
     return [k == "sliding_attention" for k in kinds]
+
+
+# Qwen3.5's per-layer names (after "model.layers.N." or "model.language_model.layers.N.")
+QWEN35_LAYER_NAMES = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "linear_attn.in_proj_qkv.weight": "attn_qkv.weight",
+    "linear_attn.in_proj_z.weight": "attn_gate.weight",
+    "linear_attn.in_proj_b.weight": "ssm_beta.weight",
+    "linear_attn.in_proj_a.weight": "ssm_alpha.weight",
+    "linear_attn.conv1d.weight": "ssm_conv1d.weight",
+    "linear_attn.dt_bias": "ssm_dt.bias", "linear_attn.A_log": "ssm_a",
+    "linear_attn.norm.weight": "ssm_norm.weight",
+    "linear_attn.out_proj.weight": "ssm_out.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+}
+# the norms that scale by (1 + w): stored with the 1 added
+QWEN35_ONE_PLUS = ("input_layernorm.weight", "post_attention_layernorm.weight",
+                   "self_attn.q_norm.weight", "self_attn.k_norm.weight")
+
+
+def add_qwen35_hparams(w, text):
+    """The qwen35.* keys of Qwen3.5's text config, as llama.cpp's converter writes them."""
+    def key(k):
+        return "qwen35." + k
+    n_heads = text["num_attention_heads"]
+    head_dim = text.get("head_dim") or text["hidden_size"] // n_heads
+    nk, nv = text["linear_num_key_heads"], text["linear_num_value_heads"]
+    dk, dv = text["linear_key_head_dim"], text["linear_value_head_dim"]
+    if dk != dv:
+        raise SystemExit("hf_to_gguf.py: linear_key_head_dim %d and linear_value_head_dim %d "
+                         "differ: llama.cpp's qwen35 takes both from ssm.state_size" % (dk, dv))
+    if nv % nk:
+        raise SystemExit("hf_to_gguf.py: linear_num_value_heads must be a multiple of "
+                         "linear_num_key_heads")
+    rp = text.get("rope_parameters") or {}
+    if rp.get("rope_type", "default") != "default":
+        raise SystemExit("hf_to_gguf.py: qwen3_5 rope_type %s is not converted" % rp["rope_type"])
+    factor = rp.get("partial_rotary_factor", text.get("partial_rotary_factor", 0.25))
+    section = list(rp.get("mrope_section", [11, 11, 10]))
+    section = (section + [0] * 4)[:4]
+    w.add(key("context_length"), "uint32", text.get("max_position_embeddings", 2048))
+    w.add(key("embedding_length"), "uint32", text["hidden_size"])
+    w.add(key("block_count"), "uint32", text["num_hidden_layers"])
+    w.add(key("feed_forward_length"), "uint32", text["intermediate_size"])
+    w.add(key("attention.head_count"), "uint32", n_heads)
+    w.add(key("attention.head_count_kv"), "uint32", text.get("num_key_value_heads") or n_heads)
+    w.add(key("attention.key_length"), "uint32", head_dim)
+    w.add(key("attention.value_length"), "uint32", head_dim)
+    w.add(key("attention.layer_norm_rms_epsilon"), "float32", text.get("rms_norm_eps", 1e-6))
+    w.add(key("rope.freq_base"), "float32",
+          float(rp.get("rope_theta", text.get("rope_theta", 10000.0))))
+    w.add(key("rope.dimension_count"), "uint32", int(head_dim * factor))
+    w.add(key("rope.dimension_sections"), "array", ("int32", section))
+    w.add(key("ssm.conv_kernel"), "uint32", text["linear_conv_kernel_dim"])
+    w.add(key("ssm.state_size"), "uint32", dk)
+    w.add(key("ssm.group_count"), "uint32", nk)
+    w.add(key("ssm.time_step_rank"), "uint32", nv)
+    w.add(key("ssm.inner_size"), "uint32", nv * dv)
+    kinds = text.get("layer_types")
+    if kinds is not None:
+        if len(kinds) != text["num_hidden_layers"]:
+            raise SystemExit("hf_to_gguf.py: layer_types has %d entries for %d layers"
+                             % (len(kinds), text["num_hidden_layers"]))
+        w.add(key("attention.recurrent_layers"), "array",
+              ("bool", [k == "linear_attention" for k in kinds]))
+    w.add(key("full_attention_interval"), "uint32", text.get("full_attention_interval", 4))
+    w.add(key("vocab_size"), "uint32", text["vocab_size"])
+
+
+def v_heads_tiled(t, axis, nk, per_k, d):
+    """t with its value heads (d wide each along axis) moved from HF's grouped order, head
+    g * per_k + j the j-th of key head g, to llama.cpp's tiled one, that head at j * nk + g."""
+    t = np.moveaxis(t, axis, 0)
+    shape = t.shape
+    t = t.reshape((nk, per_k, d) + shape[1:]).swapaxes(0, 1).reshape(shape)
+    return np.moveaxis(t, 0, axis)
+
+
+def qwen35_tensors(weights, text, tied):
+    """[(GGUF name, array)] of a Qwen3.5 checkpoint's text model in file order, the vision
+    tower (model.visual.*) and the multi-token-prediction head (mtp.*) left out; (1 + w)
+    norms with the 1 added, A_log as -exp(A_log), conv1d.weight [C, 1, K] as [C, K], and with
+    nv > nk the value heads in llama.cpp's tiled order."""
+    nk, nv = text["linear_num_key_heads"], text["linear_num_value_heads"]
+    dk, dv = text["linear_key_head_dim"], text["linear_value_head_dim"]
+    per_k, key_rows = nv // nk, 2 * nk * dk
+    out = []
+    for hf, t in weights.items():
+        if hf.startswith(("model.visual.", "mtp.")) or (tied and hf == "lm_head.weight"):
+            continue
+        name = hf.replace("model.language_model.", "model.", 1)
+        if name in MODEL_NAMES:
+            if name == "model.norm.weight":
+                t = (t.astype(np.float32) + np.float32(1)).astype(np.float64)
+            out.append((MODEL_NAMES[name], t))
+            continue
+        parts = name.split(".", 3)
+        rest = parts[3] if len(parts) == 4 and parts[:2] == ["model", "layers"] else None
+        if rest not in QWEN35_LAYER_NAMES:
+            raise SystemExit("hf_to_gguf.py: unknown tensor %s" % hf)
+        if rest in QWEN35_ONE_PLUS:
+            t = (t.astype(np.float32) + np.float32(1)).astype(np.float64)
+        elif rest == "linear_attn.A_log":
+            t = -np.exp(t)
+        elif rest == "linear_attn.conv1d.weight":
+            t = t.reshape(t.shape[0], t.shape[-1])
+        if per_k > 1 and rest.startswith("linear_attn."):
+            if rest in ("linear_attn.in_proj_qkv.weight", "linear_attn.conv1d.weight"):
+                t = np.concatenate([t[:key_rows], v_heads_tiled(t[key_rows:], 0, nk, per_k, dv)])
+            elif rest == "linear_attn.in_proj_z.weight":
+                t = v_heads_tiled(t, 0, nk, per_k, dv)
+            elif rest in ("linear_attn.in_proj_b.weight", "linear_attn.in_proj_a.weight",
+                          "linear_attn.dt_bias", "linear_attn.A_log"):
+                t = v_heads_tiled(t, 0, nk, per_k, 1)
+            elif rest == "linear_attn.out_proj.weight":
+                t = v_heads_tiled(t, 1, nk, per_k, dv)
+        out.append(("blk.%s.%s" % (parts[2], QWEN35_LAYER_NAMES[rest]), t))
+    return out
 
 
 def gguf_name(hf, gemma):
@@ -344,8 +493,9 @@ def add_hparams(w, cfg, arch, head_dim):
 
 def add_tensor(w, name, t, type_name):
     """Write t (numpy order, outermost first) under name: F32 for what llama.cpp's converter
-    keeps so (1-d tensors, biases, the router), --type for the other matrices."""
-    if t.ndim == 1 or not name.endswith(".weight") or name.endswith("ffn_gate_inp.weight"):
+    keeps so (1-d tensors, biases, the router, ssm_conv1d), --type for the other matrices."""
+    if (t.ndim == 1 or not name.endswith(".weight") or name.endswith("ffn_gate_inp.weight")
+            or name.endswith("ssm_conv1d.weight")):
         w.add_tensor(name, 0, list(reversed(t.shape)), np.ascontiguousarray(t, dtype="<f4"))
     else:
         type_id, data = encode_matrix(t, type_name)
@@ -394,21 +544,8 @@ BREAKS = ("missing-key", "key-type", "absurd-value", "missing-tensor", "shape", 
           "type-id", "ragged")
 
 
-def convert(model_dir, out_path, type_name, breaking=None, eot_id=None):
-    """Write model_dir's checkpoint to out_path (breaking: (what, name) or None)."""
-    with open(os.path.join(model_dir, "config.json")) as f:
-        cfg = json.load(f)
-    arch = GGUF_ARCH.get(cfg.get("model_type"))
-    if arch is None:
-        raise SystemExit("hf_to_gguf.py: model_type %s is not converted" % cfg.get("model_type"))
-    n_heads = cfg["num_attention_heads"]
-    n_kv = cfg.get("num_key_value_heads") or n_heads
-    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_heads
-    gemma = arch == "gemma3"
-    w = BreakingWriter(*breaking) if breaking else gguf_writer.GGUFWriter(version=3)
-    w.add("general.architecture", "string", arch)
-    w.add("general.name", "string", os.path.basename(os.path.normpath(model_dir)))
-    extra = add_hparams(w, cfg, arch, head_dim)
+def add_vocab(w, model_dir, cfg, eot_id):
+    """The tokenizer's metadata, config.json's bos and eos ids where it lacks them."""
     vocab = gguf_vocab.tokenizer_kvs(model_dir)
     have = {k for k, _, _ in vocab}
     for k, v in (("tokenizer.ggml.bos_token_id", cfg.get("bos_token_id")),
@@ -419,6 +556,34 @@ def convert(model_dir, out_path, type_name, breaking=None, eot_id=None):
         w.add(k, vtype, value)
     if eot_id is not None:
         w.add("tokenizer.ggml.eot_token_id", "uint32", eot_id)
+
+
+def convert(model_dir, out_path, type_name, breaking=None, eot_id=None):
+    """Write model_dir's checkpoint to out_path (breaking: (what, name) or None)."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = json.load(f)
+    arch = GGUF_ARCH.get(cfg.get("model_type"))
+    if arch is None:
+        raise SystemExit("hf_to_gguf.py: model_type %s is not converted" % cfg.get("model_type"))
+    w = BreakingWriter(*breaking) if breaking else gguf_writer.GGUFWriter(version=3)
+    w.add("general.architecture", "string", arch)
+    w.add("general.name", "string", os.path.basename(os.path.normpath(model_dir)))
+    if arch == "qwen35":
+        text = cfg["text_config"] if cfg.get("model_type") == "qwen3_5" else cfg
+        add_qwen35_hparams(w, text)
+        add_vocab(w, model_dir, text, eot_id)
+        tied = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False))
+        for name, t in qwen35_tensors(load_weights(model_dir), text, tied):
+            add_tensor(w, name, t, type_name)
+        with open(out_path, "wb") as f:
+            f.write(w.to_bytes())
+        return
+    n_heads = cfg["num_attention_heads"]
+    n_kv = cfg.get("num_key_value_heads") or n_heads
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_heads
+    gemma = arch == "gemma3"
+    extra = add_hparams(w, cfg, arch, head_dim)
+    add_vocab(w, model_dir, cfg, eot_id)
     weights = load_weights(model_dir)
     n_experts = cfg.get("num_local_experts", cfg.get("num_experts")) or 0
     for hf, name, t in ([] if arch == "gpt-oss" else stack_experts(weights, n_experts)):

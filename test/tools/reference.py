@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent float64 numpy forward of a HuggingFace Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, gpt-oss, Gemma-3 or Phi-3 checkpoint.
+"""Independent float64 numpy forward of a HuggingFace Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, gpt-oss, Gemma-3, Phi-3 or Qwen3.5 checkpoint.
 
     reference.py MODEL_DIR --prompt-ids "1 5 9" [--logits] [--greedy N] [--router-margins]
 
@@ -40,6 +40,41 @@ The families' differences, from their HF definitions (config.json's model_type):
                  denominator: the masked scores q k^T / sqrt(head_dim) of a row and s_h are
                  softmaxed together and s_h's column dropped, so the row's weights sum to
                  less than 1; every layer's MLP gpt-oss's mixture of experts (below)
+
+    qwen3_5      (HF's Qwen3_5ForConditionalGeneration, model_type qwen3_5, its text model's
+                 fields under text_config and tensors under model.language_model.; or
+                 Qwen3_5ForCausalLM, model_type qwen3_5_text, flat; model.visual.* and mtp.*
+                 tensors are ignored, as HF's text model ignores them) a hybrid whose
+                 layer_types (default: full when (i + 1) % full_attention_interval == 0, the
+                 interval 4) mix gated full attention and Gated DeltaNet linear attention,
+                 below.  Every RMSNorm but the DeltaNet's scales by (1 + w), eps
+                 rms_norm_eps; the MLP is Llama's; the embeddings are the LM head when
+                 tie_word_embeddings is true (the top-level value first, then
+                 text_config's; HF's default false).
+
+Qwen3.5's gated full attention (HF's Qwen3_5Attention), per layer on h:
+    q_proj gives each head 2 head_dim values: its query, then a gate of the same width;
+    q and k RMSNormed per head by (1 + q_norm), (1 + k_norm); RoPE (rotate_half) on each
+    head's first rotary_dim = int(head_dim * partial_rotary_factor) dimensions (default
+    0.25) with inverse frequencies rope_theta^(-2i / rotary_dim), the rest unrotated (the
+    text model's interleaved mRoPE with its three position rows equal, as they are for
+    text); causal softmax(q k^T / sqrt(head_dim)) v with GQA;
+    out = (attn * sigmoid(gate)) Wo^T.
+
+Qwen3.5's Gated DeltaNet (HF's Qwen3_5GatedDeltaNet with its torch_recurrent_gated_delta_rule),
+nk key heads of dk, nv value heads of dv (linear_num_key_heads, linear_key_head_dim, ...):
+    qkv = h in_proj_qkv^T (2 nk dk + nv dv), z = h in_proj_z^T, b = h in_proj_b^T,
+    a = h in_proj_a^T (nv each); qkv through the causal depthwise conv1d of conv1d.weight
+    [C, 1, K] over the tokens (zeros before the first; tap K-1 the current token, no bias),
+    then silu; split into q [nk, dk], k [nk, dk], v [nv, dv]; q and k divided by
+    sqrt(sum(x^2) + 1e-6) per head, q times dk^-0.5; value head j reads key head
+    j // (nv / nk); beta = sigmoid(b), g = -exp(A_log) softplus(a + dt_bias);
+    per token and value head, with the state S [dk, dv] zero at the start:
+        S = exp(g) S;  delta = beta (v - S^T k);  S = S + k delta^T;  o = S^T q
+    o = rmsnorm(o) * norm.weight (the weight itself, eps rms_norm_eps) * silu(z) per value
+    head; out = o out_proj^T.
+The cache keeps each full-attention layer's keys and values and each linear layer's last
+K - 1 conv inputs and its state S.
 
 A mixture-of-experts MLP (HF's Qwen3MoeSparseMoeBlock and MixtralSparseMoeBlock), per token h:
     p = softmax(h router^T) over all experts; the k (num_experts_per_tok) largest p chosen,
@@ -561,6 +596,215 @@ def greedy(m, ids, n):
     return out
 
 
+# --------------------------------------------------------------------------- qwen3_5
+
+QWEN35_TYPES = ("qwen3_5", "qwen3_5_text")
+L2_EPS = 1e-6  # the query's and key's L2 norm (HF's l2norm default, not rms_norm_eps)
+
+
+class Qwen35:
+    """A Qwen3.5 checkpoint in either layout: config values and the text model's weights,
+    named model.* whichever layout they came from (model.visual.* and mtp.* dropped)."""
+
+    def __init__(self, model_dir, cfg):
+        text = cfg["text_config"] if cfg.get("model_type") == "qwen3_5" else cfg
+        self.n_layers = text["num_hidden_layers"]
+        self.n_heads = text["num_attention_heads"]
+        self.n_kv_heads = text.get("num_key_value_heads") or self.n_heads
+        self.head_dim = text.get("head_dim") or text["hidden_size"] // self.n_heads
+        self.eps = text["rms_norm_eps"]
+        if text.get("attention_bias"):
+            raise SystemExit("reference.py: qwen3_5 with attention_bias is not supported")
+        if text.get("hidden_act", "silu") != "silu":
+            raise SystemExit("reference.py: qwen3_5's hidden_act must be silu")
+        rp = text.get("rope_parameters") or text.get("rope_scaling") or {}
+        if rp.get("rope_type", rp.get("type", "default")) != "default":
+            raise SystemExit("reference.py: qwen3_5 rope_type %r is not supported"
+                             % rp.get("rope_type", rp.get("type")))
+        theta = rp.get("rope_theta", text.get("rope_theta", 10000.0))
+        factor = rp.get("partial_rotary_factor", text.get("partial_rotary_factor", 0.25))
+        self.rot = int(self.head_dim * factor)  # the rotated leading dimensions of a head
+        self.rope = rope_ref.Rope(rope_ref.base_inv(theta, self.rot))
+        interval = text.get("full_attention_interval", 4)
+        self.types = text.get("layer_types") or [
+            "full_attention" if (i + 1) % interval == 0 else "linear_attention"
+            for i in range(self.n_layers)]
+        if len(self.types) != self.n_layers or any(
+                t not in ("full_attention", "linear_attention") for t in self.types):
+            raise SystemExit("reference.py: layer_types %r" % (self.types,))
+        self.nk, self.nv = text["linear_num_key_heads"], text["linear_num_value_heads"]
+        self.dk, self.dv = text["linear_key_head_dim"], text["linear_value_head_dim"]
+        self.conv_k = text["linear_conv_kernel_dim"]
+        if self.nv % self.nk:
+            raise SystemExit("reference.py: linear_num_value_heads must be a multiple of "
+                             "linear_num_key_heads")
+        self.w = {}
+        for name, t in load_weights(model_dir).items():
+            if name.startswith("model.language_model."):
+                self.w["model." + name[len("model.language_model."):]] = t
+            elif not name.startswith(("model.visual.", "mtp.")):
+                self.w[name] = t
+        tied = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False))
+        self.lm_head = self.w["model.embed_tokens.weight" if tied else "lm_head.weight"]
+
+    def layer(self, i, name):
+        """Layer i's tensor `name`, e.g. layer(0, 'linear_attn.A_log')."""
+        return self.w["model.layers.%d.%s" % (i, name)]
+
+    def empty_state(self):
+        """The cache before the first token: per layer, a full-attention layer's keys,
+        values [kv_heads, 0, head_dim] and key positions, or a linear one's conv history
+        [K - 1, conv channels] and delta-rule state [nv, dk, dv], all zero."""
+        layers = []
+        for kind in self.types:
+            if kind == "full_attention":
+                e = np.zeros((self.n_kv_heads, 0, self.head_dim))
+                layers.append([e, e, np.zeros(0)])
+            else:
+                channels = 2 * self.nk * self.dk + self.nv * self.dv
+                layers.append([np.zeros((self.conv_k - 1, channels)),
+                               np.zeros((self.nv, self.dk, self.dv))])
+        return {"n": 0, "layers": layers}
+
+
+def rmsnorm1p(x, w, eps):
+    """Qwen3.5's RMSNorm: x / sqrt(mean(x^2) + eps) * (1 + w) (w stored zero-centred)."""
+    return rmsnorm(x, 1.0 + w, eps)
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def softplus(x):
+    """torch's softplus (beta 1, threshold 20): x itself above 20."""
+    return np.where(x > 20.0, x, np.log1p(np.exp(np.minimum(x, 20.0))))
+
+
+def l2norm(x, eps=L2_EPS):
+    """x / sqrt(sum(x^2) + eps) over the last axis (HF's l2norm)."""
+    return x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + eps)
+
+
+def causal_conv(x, history, w):
+    """The depthwise causal conv1d of new rows x [T, C] after the K - 1 rows history [K-1, C]
+    (zeros before the first token), kernel w [C, K] (conv1d.weight without its middle axis):
+    out[t, c] = sum_j w[c, j] * rows[t + j, c] over rows = history then x, tap K - 1 the
+    current token.  Returns (out [T, C], the last K - 1 rows as the new history); no bias, no
+    activation."""
+    k = w.shape[1]
+    rows = np.concatenate([history, x], axis=0)
+    out = np.zeros_like(x)
+    for j in range(k):
+        out += rows[j:j + x.shape[0]] * w[:, j]
+    return out, rows[rows.shape[0] - (k - 1):]
+
+
+def delta_rule(q, k, v, g, beta, state):
+    """The gated delta rule one token at a time (HF's torch_recurrent_gated_delta_rule),
+    q, k [T, H, dk] (already one per value head), v [T, H, dv], g, beta [T, H], state
+    [H, dk, dv]: per token S = S exp(g); delta = (v - k^T S) beta; S += k delta^T; out = q^T S.
+    Returns (out [T, H, dv], the new state)."""
+    s = state.copy()
+    out = np.zeros(v.shape)
+    for t in range(q.shape[0]):
+        s = s * np.exp(g[t])[:, None, None]
+        kv_mem = np.einsum("hk,hkv->hv", k[t], s)
+        delta = (v[t] - kv_mem) * beta[t][:, None]
+        s = s + k[t][:, :, None] * delta[:, None, :]
+        out[t] = np.einsum("hk,hkv->hv", q[t], s)
+    return out, s
+
+
+def gated_rmsnorm(x, z, w, eps):
+    """Qwen3.5's RMSNormGated: rmsnorm(x) * w (w itself, not 1 + w) * silu(z)."""
+    return rmsnorm(x, w, eps) * silu(z)
+
+
+def linear_attention(m, i, h, layer_state):
+    """Layer i's Gated DeltaNet on new rows h [T, hidden] (HF's Qwen3_5GatedDeltaNet);
+    updates layer_state [conv history, delta-rule state]."""
+    t_len = h.shape[0]
+    qkv = h @ m.layer(i, "linear_attn.in_proj_qkv.weight").T
+    z = (h @ m.layer(i, "linear_attn.in_proj_z.weight").T).reshape(t_len, m.nv, m.dv)
+    b = h @ m.layer(i, "linear_attn.in_proj_b.weight").T
+    a = h @ m.layer(i, "linear_attn.in_proj_a.weight").T
+    conv_w = m.layer(i, "linear_attn.conv1d.weight")[:, 0, :]
+    qkv, layer_state[0] = causal_conv(qkv, layer_state[0], conv_w)
+    qkv = silu(qkv)
+    key_dim = m.nk * m.dk
+    q = l2norm(qkv[:, :key_dim].reshape(t_len, m.nk, m.dk)) * m.dk ** -0.5
+    k = l2norm(qkv[:, key_dim:2 * key_dim].reshape(t_len, m.nk, m.dk))
+    v = qkv[:, 2 * key_dim:].reshape(t_len, m.nv, m.dv)
+    q, k = np.repeat(q, m.nv // m.nk, axis=1), np.repeat(k, m.nv // m.nk, axis=1)
+    beta = sigmoid(b)
+    g = -np.exp(m.layer(i, "linear_attn.A_log")) * softplus(a + m.layer(i, "linear_attn.dt_bias"))
+    out, layer_state[1] = delta_rule(q, k, v, g, beta, layer_state[1])
+    out = gated_rmsnorm(out, z, m.layer(i, "linear_attn.norm.weight"), m.eps)
+    return out.reshape(t_len, m.nv * m.dv) @ m.layer(i, "linear_attn.out_proj.weight").T
+
+
+def partial_rope(x, pos, rope, rot):
+    """RoPE (rotate_half) of the first rot dimensions of x [heads, T, d]; the rest as is."""
+    return np.concatenate([rope_ref.apply_rope(x[..., :rot], pos, rope), x[..., rot:]], axis=-1)
+
+
+def gated_attention(m, i, h, pos, layer_state):
+    """Layer i's gated full attention on new rows h [T, hidden] at positions pos (HF's
+    Qwen3_5Attention); updates layer_state [keys, values, key positions]."""
+    t_len, d = h.shape[0], m.head_dim
+    qg = (h @ m.layer(i, "self_attn.q_proj.weight").T).reshape(t_len, m.n_heads, 2 * d)
+    q, gate = qg[..., :d], qg[..., d:].reshape(t_len, m.n_heads * d)
+    k = (h @ m.layer(i, "self_attn.k_proj.weight").T).reshape(t_len, m.n_kv_heads, d)
+    v = (h @ m.layer(i, "self_attn.v_proj.weight").T).reshape(t_len, m.n_kv_heads, d)
+    q = rmsnorm1p(q, m.layer(i, "self_attn.q_norm.weight"), m.eps).transpose(1, 0, 2)
+    k = rmsnorm1p(k, m.layer(i, "self_attn.k_norm.weight"), m.eps).transpose(1, 0, 2)
+    q, k = partial_rope(q, pos, m.rope, m.rot), partial_rope(k, pos, m.rope, m.rot)
+    ks = np.concatenate([layer_state[0], k], 1)
+    vs = np.concatenate([layer_state[1], v.transpose(1, 0, 2)], 1)
+    kpos = np.append(layer_state[2], pos)
+    layer_state[:] = [ks, vs, kpos]
+    out = attend(q, ks, vs, pos, kpos, None, d ** -0.5) * sigmoid(gate)
+    return out @ m.layer(i, "self_attn.o_proj.weight").T
+
+
+def qwen35_forward(m, ids, state):
+    """Logits [T, vocab] of tokens ids after the state's tokens; extends the state."""
+    pos = np.arange(state["n"], state["n"] + len(ids), dtype=np.float64)
+    state["n"] += len(ids)
+    x = m.w["model.embed_tokens.weight"][np.asarray(ids)]
+    for i in range(m.n_layers):
+        h = rmsnorm1p(x, m.layer(i, "input_layernorm.weight"), m.eps)
+        if m.types[i] == "full_attention":
+            x = x + gated_attention(m, i, h, pos, state["layers"][i])
+        else:
+            x = x + linear_attention(m, i, h, state["layers"][i])
+        h = rmsnorm1p(x, m.layer(i, "post_attention_layernorm.weight"), m.eps)
+        mlp = silu(h @ m.layer(i, "mlp.gate_proj.weight").T) * (h @ m.layer(i, "mlp.up_proj.weight").T)
+        x = x + mlp @ m.layer(i, "mlp.down_proj.weight").T
+    return rmsnorm1p(x, m.w["model.norm.weight"], m.eps) @ m.lm_head.T
+
+
+def qwen35_greedy(m, ids, n):
+    """The n argmax tokens that follow prompt ids, each step one token on the state."""
+    state = m.empty_state()
+    logits, out = qwen35_forward(m, list(ids), state), []
+    for step in range(n):
+        out.append(int(np.argmax(logits[-1])))
+        if step + 1 < n:
+            logits = qwen35_forward(m, [out[-1]], state)
+    return out
+
+
+def load_model(model_dir):
+    """A Qwen35 for a qwen3_5 checkpoint, else a Model."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = json.load(f)
+    if cfg.get("model_type") in QWEN35_TYPES:
+        return Qwen35(model_dir, cfg)
+    return Model(model_dir)
+
+
 # --------------------------------------------------------------------------- main
 
 def main(argv=None):
@@ -579,18 +823,21 @@ def main(argv=None):
     if not a.logits and a.greedy is None:
         p.error("nothing to do: give --logits and/or --greedy N")
 
-    m = Model(a.model_dir)
-    if a.router_margins and all(ex is None for ex in m.experts):
+    m = load_model(a.model_dir)
+    qwen35 = isinstance(m, Qwen35)
+    if a.router_margins and (qwen35 or all(ex is None for ex in m.experts)):
         p.error("--router-margins: the model has no mixture-of-experts layer")
     vocab = m.w["model.embed_tokens.weight"].shape[0]
     if any(t < 0 or t >= vocab for t in ids):
         p.error("prompt ids must lie in 0..%d" % (vocab - 1))
     out = sys.stdout
     if a.logits:
-        for row in forward(m, ids, empty_cache(m)):
+        rows = qwen35_forward(m, ids, m.empty_state()) if qwen35 else forward(m, ids, empty_cache(m))
+        for row in rows:
             out.write(" ".join("%.17g" % v for v in row) + "\n")
     if a.greedy is not None:
-        out.write(" ".join(str(t) for t in greedy(m, ids, a.greedy)) + "\n")
+        gen = qwen35_greedy(m, ids, a.greedy) if qwen35 else greedy(m, ids, a.greedy)
+        out.write(" ".join(str(t) for t in gen) + "\n")
     if a.router_margins:
         write_margins(sys.stderr)
 
