@@ -1,7 +1,9 @@
 #!/usr/bin/python3
-"""cbllm against llama.cpp on mixture-of-experts GGUF files (test/data/llamacpp-moe/).
+"""cbllm against llama.cpp on mixture-of-experts GGUF files (test/data/llamacpp-moe/), or on
+another recording of the same kind (--data: test/data/llamacpp-hybrid/, Qwen3.5's hybrid files,
+recorded by test/tools/record_hybrid_llamacpp.sh).
 
-    test/moe_llamacpp_test.py --cli bin/cbllm-cli --models WORK/models
+    test/moe_llamacpp_test.py --cli bin/cbllm-cli --models WORK/models [--data DIR]
 
 test/tools/record_moe_llamacpp.sh recorded llama.cpp's 16 greedy ids and top-2 logit margins
 for three prompts on each of four files: F32 files of test/run-tests' Qwen3-MoE and Mixtral
@@ -26,8 +28,8 @@ DATA = os.path.join(HERE, "data", "llamacpp-moe")
 NEAR = {"f32": 0.005, "q8_0": 0.05, "q4_k_m": 0.05}
 
 
-def model_path(name, models):
-    stored = os.path.join(DATA, name + ".gguf")
+def model_path(name, models, data):
+    stored = os.path.join(data, name + ".gguf")
     return stored if os.path.exists(stored) else os.path.join(models, name + ".gguf", "model.gguf")
 
 
@@ -53,8 +55,9 @@ def main():
     ap.add_argument("--cli", default="bin/cbllm-cli")
     ap.add_argument("--models", required=True)
     ap.add_argument("--threads", default="2")
+    ap.add_argument("--data", default=DATA, help="the recording's folder (default: %(default)s)")
     a = ap.parse_args()
-    with open(os.path.join(DATA, "greedy.jsonl")) as f:
+    with open(os.path.join(a.data, "greedy.jsonl")) as f:
         records = [json.loads(line) for line in f if line.strip()]
     by_model = {}
     for r in records:
@@ -62,7 +65,7 @@ def main():
     n = 0
     failed = 0
     for name, recs in by_model.items():
-        path = model_path(name, a.models)
+        path = model_path(name, a.models, a.data)
         stdin = "".join(json.dumps(r["prompt"]) + "\n" for r in recs)
         p = subprocess.run([a.cli, "greedy", "-m", path, "-n", "16", "--threads", a.threads,
                             "--kv-cache-dtype", "f32"], input=stdin, capture_output=True, text=True)
