@@ -570,6 +570,7 @@ ReadConfig(gguf_load *L, cbllm_err *err)
 	double		eps;
 	int			v_len,
 				rope_dims,
+				nextn,
 				rc;
 
 	if ((rc = GetArchitecture(L, err)) ||
@@ -587,6 +588,18 @@ ReadConfig(gguf_load *L, cbllm_err *err)
 		(rc = GetTokenId(L, "tokenizer.ggml.eos_token_id", &cfg->eos_id, err)))
 		return rc;
 	cfg->rms_eps = (float) eps;
+	/*
+	 * llama.cpp's converter counts a checkpoint's multi-token-prediction
+	 * layers (Qwen3.5's mtp.*, blk.N.nextn.* after the decoder's) in
+	 * block_count; the decoder is the layers before them, and they are not read
+	 */
+	if ((rc = GetArchInt(L, "nextn_predict_layers", false, 0, 0, CBLLM_MAX_LAYERS, &nextn, err)))
+		return rc;
+	if (nextn >= cfg->n_layers)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: gguf: %s.nextn_predict_layers %d leaves no decoder layer of block_count %d",
+						  L->path, L->arch, nextn, cfg->n_layers);
+	cfg->n_layers -= nextn;
 	if (cfg->n_heads % cfg->n_kv_heads != 0)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT,
 						  "%s: gguf: %s.attention.head_count %d is not a multiple of head_count_kv %d",
