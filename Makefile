@@ -123,9 +123,10 @@ CUDA      ?= $(if $(NVCC),1,0)
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart_static -ldl -lrt -lpthread -lstdc++ \
              -Wl,-rpath,$(CUDA_HOME)/lib64
-CUDA_KERNELS = cuda_runtime_ops cuda_ops cuda_gemm cuda_quant cuda_attention cuda_sample cuda_moe
+CUDA_KERNELS = cuda_runtime_ops cuda_ops cuda_gemm cuda_quant cuda_attention cuda_sample cuda_moe \
+               cuda_linear_attn
 # the backend's plain-C files, compiled into the engine built with CUDA support
-CUDA_HOST    = backend_cuda cuda_weights cuda_swap cuda_experts
+CUDA_HOST    = backend_cuda cuda_weights cuda_swap cuda_experts cuda_state
 CUDA_LIB     = build/libcbllm_cuda.a
 CUDA_EMU_LIB = build/emu/libcbllm_cuda_emu.a
 EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_cuda_sample_emu build/test/test_cuda_quant_emu build/test/test_engine_cuda_emu build/test/test_arch_emu \

@@ -194,6 +194,16 @@ struct cbllm_backend
 									 const cbllm_layer *w, float *qkv, const float *z,
 									 const float *beta, const float *alpha, const fwd_batch *b,
 									 float *out);
+	/*
+	 * Optional: keep a hybrid model's linear-attention states in the
+	 * backend's own memory, p->n_slots of them in state_cache.h's layout
+	 * (the engine's state_cache then has no_data); copy_state moves one
+	 * slot's state over all layers (state_cache_save's layout) to host
+	 * memory or back, for a swap preemption.
+	 */
+	int			(*alloc_state) (cbllm_backend *be, const state_cache_params *p, cbllm_err *err);
+	int			(*copy_state) (cbllm_backend *be, int32_t slot, float *host, bool to_host,
+							   cbllm_err *err);
 	/* Optional, needed by ARCH_ATTN_GATE: row r of x (n, 2 width) into first[r] and second[r] (width) */
 	void		(*split_halves) (cbllm_backend *be, const float *x, int64_t n, int width,
 								 float *first, float *second);

@@ -316,8 +316,9 @@ CreateCompute(cbllm_engine *e, cbllm_err *err)
 		(e->be->pack_weights != NULL && (rc = e->be->pack_weights(e->be, e->model, err))))
 		return rc;
 	fp.backend = e->be;
-	/* the workspace first: a device backend sizes the pool from what it leaves */
-	if ((rc = forward_create(&fp, &e->fwd, err)) || (rc = SizeKvPool(e, err)))
+	/* the workspace and the linear-attention states first: a device backend sizes the pool from what they leave */
+	if ((rc = forward_create(&fp, &e->fwd, err)) || (rc = engine_state_create(e, err)) ||
+		(rc = SizeKvPool(e, err)))
 		return rc;
 	kp.n_blocks = p->num_kv_blocks;
 	kp.block_size = p->block_size;
@@ -338,8 +339,6 @@ CreateCompute(cbllm_engine *e, cbllm_err *err)
 		(rc = CreateScheduler(e, err)))
 		return rc;
 	forward_set_kv(e->fwd, e->kv);
-	if ((rc = engine_state_create(e, err)))
-		return rc;
 	if ((rc = CreateSamplers(e, err)))
 		return rc;
 	e->step_seqs = calloc(p->max_num_seqs, sizeof(fwd_seq));

@@ -41,9 +41,24 @@ engine_state_create(cbllm_engine *e, cbllm_err *err)
 
 	if (c->n_linear_layers == 0)
 		return CBLLM_OK;
-	if ((rc = state_cache_create(&p, &e->states, err)) != CBLLM_OK)
+	p.no_data = e->be->alloc_state != NULL;
+	if ((rc = state_cache_create(&p, &e->states, err)) != CBLLM_OK ||
+		(p.no_data && (rc = e->be->alloc_state(e->be, &p, err)) != CBLLM_OK))
 		return rc;
 	forward_set_state(e->fwd, e->states);
+	return CBLLM_OK;
+}
+
+/* Copy slot's state to host memory (to_host) or back: the cache's own, or the backend's. */
+static int
+CopyState(cbllm_engine *e, int32_t slot, float *host, bool to_host, cbllm_err *err)
+{
+	if (e->states->conv == NULL)
+		return e->be->copy_state(e->be, slot, host, to_host, err);
+	if (to_host)
+		state_cache_save(e->states, slot, host);
+	else
+		state_cache_load(e->states, slot, host);
 	return CBLLM_OK;
 }
 
@@ -100,14 +115,17 @@ engine_state_preempted(cbllm_engine *e, const sched_plan *plan)
 		DropSaved(e, q);
 		if (r->table.swapped && r->n_computed > 0)
 		{
+			cbllm_err	err;
+
 			q->state_saved = malloc(engine_state_bytes_per_seq(e));
-			if (q->state_saved != NULL)
-			{
-				state_cache_save(e->states, q->state_slot, q->state_saved);
+			if (q->state_saved != NULL &&
+				CopyState(e, q->state_slot, q->state_saved, true, &err) == CBLLM_OK)
 				e->state_saved_bytes += (int64_t) engine_state_bytes_per_seq(e);
-			}
 			else
 			{
+				/* no room for the copy, or it failed: recompute instead */
+				free(q->state_saved);
+				q->state_saved = NULL;
 				request_release_swap(e->bm, r);
 				(void) request_enter(r, REQ_PREEMPTED);
 			}
@@ -145,7 +163,12 @@ engine_state_assign(cbllm_engine *e, const sched_plan *plan, cbllm_err *err)
 								  "no free linear-attention state slot of %d for a step of %d sequences",
 								  e->states->p.n_slots, plan->n_seqs);
 			if (sq->start > 0)
-				state_cache_load(e->states, q->state_slot, q->state_saved);
+			{
+				int			rc = CopyState(e, q->state_slot, q->state_saved, false, err);
+
+				if (rc != CBLLM_OK)
+					return rc;
+			}
 		}
 		if (sq->start == 0 || q->state_saved != NULL)
 			DropSaved(e, q);

@@ -27,11 +27,14 @@ state_cache_create(const state_cache_params *p, state_cache **out, cbllm_err *er
 	sc->p = *p;
 	sc->conv_floats = (int64_t) p->conv_rows * p->conv_dim;
 	sc->rec_floats = (int64_t) p->n_heads * p->k_dim * p->v_dim;
-	sc->conv = calloc((size_t) p->n_layers * p->n_slots * (sc->conv_floats > 0 ? sc->conv_floats : 1),
-					  sizeof(float));
-	sc->rec = calloc((size_t) p->n_layers * p->n_slots * sc->rec_floats, sizeof(float));
+	if (!p->no_data)
+	{
+		sc->conv = calloc((size_t) p->n_layers * p->n_slots *
+						  (sc->conv_floats > 0 ? sc->conv_floats : 1), sizeof(float));
+		sc->rec = calloc((size_t) p->n_layers * p->n_slots * sc->rec_floats, sizeof(float));
+	}
 	sc->free_slots = malloc(sizeof(int32_t) * p->n_slots);
-	if (sc->conv == NULL || sc->rec == NULL || sc->free_slots == NULL)
+	if ((!p->no_data && (sc->conv == NULL || sc->rec == NULL)) || sc->free_slots == NULL)
 	{
 		size_t		bytes = state_cache_slot_bytes(p) * (size_t) p->n_slots;
 

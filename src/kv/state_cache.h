@@ -10,7 +10,9 @@
  * copied to host memory of its own and back into a free slot when it
  * resumes).  The engine does that bookkeeping (engine_state.c); the
  * backend reads and updates a slot's state in its linear-attention
- * operation.  The slots live in host memory, where the CPU backend works.
+ * operation.  The states live in host memory, where the CPU backend works,
+ * or in a device backend's own memory (no_data: this struct then keeps
+ * only the slots, and the backend copies a slot's state for a swap).
  *
  * A state summarises every position before it, so it cannot be cut at a
  * block boundary: a prefix-cache hit, which skips the positions of shared
@@ -20,6 +22,7 @@
 #ifndef CBLLM_STATE_CACHE_H
 #define CBLLM_STATE_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +37,8 @@ typedef struct state_cache_params
 	int			n_heads;		/* value heads */
 	int			k_dim;			/* key head size */
 	int			v_dim;			/* value head size */
+	bool		no_data;		/* only the slots: the states live in a device backend's memory
+								 * (backend.h's alloc_state), in the layout below */
 } state_cache_params;
 
 typedef struct state_cache
@@ -42,8 +47,9 @@ typedef struct state_cache
 	int64_t		conv_floats;	/* of one slot in one layer: conv_rows * conv_dim */
 	int64_t		rec_floats;		/* of one slot in one layer: n_heads * k_dim * v_dim */
 	float	   *conv;			/* (n_layers, n_slots, conv_rows, conv_dim) past conv inputs,
-								 * oldest first */
-	float	   *rec;			/* (n_layers, n_slots, n_heads, k_dim, v_dim) delta-rule states */
+								 * oldest first; NULL with no_data */
+	float	   *rec;			/* (n_layers, n_slots, n_heads, k_dim, v_dim) delta-rule states;
+								 * NULL with no_data */
 	int32_t    *free_slots;		/* (n_slots) a stack of the free slots */
 	int			n_free;
 } state_cache;

@@ -23,8 +23,10 @@
  *   - the state cache's size: one state per sequence of max_num_seqs, its
  *     bytes as the geometry says.
  *
- * With --device D, the model on a device that does not run linear
- * attention is refused at creation with a message naming hybrid models.
+ * With --device D (test_hybrid_emu: the emulated CUDA device), the same
+ * model on D: its logits against the CPU's within the bf16 path's
+ * tolerance, and its tokens in a batch of four, chunked, and preempted by
+ * swap and by recompute, each equal to its own alone on D.
  *
  * usage: test_hybrid [--device D] DIR REF_LOGITS REF_GREEDY LAYERS [GGUF GGUF_REF_LOGITS TOLERANCE]
  *   DIR          gen_model.py --family qwen3_5 ... (f32)
@@ -233,36 +235,40 @@ TestStateBytes(const char *path)
 	model_free(m);
 }
 
-/* On a device without linear attention: refused at creation, naming hybrid models. */
+/*
+ * On a device: the prompt's logits against the CPU's (within the device's
+ * bf16 tolerance), and each prompt's tokens in a batch, chunked, and
+ * preempted by swap (its state copied out of the device's memory and back)
+ * and by recompute, equal to its own alone on the device.
+ */
 static void
-TestDeviceRefuses(const char *path, const char *device)
+TestDevice(const char *path, const char *device)
 {
-	cbllm_engine_params p = {0};
-	cbllm_engine *e = NULL;
-	cbllm_engine_info info = {0};
-	cbllm_err	err = {0};
-	int			rc;
+	int			vocab = 0;
+	float	   *cpu = ref_engine_logits(path, NULL, BATCH_PROMPT, BATCH_PROMPT_LEN, &vocab);
+	batch_tokens alone,
+				b;
+	cbllm_stats st;
 
-	p.model_dir = path;
-	p.device = device;
-	p.n_threads = 2;
-	p.max_num_seqs = 2;
-	p.max_num_batched_tokens = 64;
-	p.num_kv_blocks = 32;
-	p.max_model_len = 64;
-	rc = cbllm_engine_create(&p, &e, &err);
-	TAP_OK(rc == CBLLM_ERR_UNSUPPORTED && strstr(err.msg, "hybrid models") != NULL,
-		   "on %s a hybrid model is refused with a clear message: %s", device, err.msg);
-	cbllm_engine_destroy(e);
-	e = NULL;
-	p.device = "auto";
-	rc = cbllm_engine_create(&p, &e, &err);
-	if (rc == CBLLM_OK)
-		cbllm_engine_get_info(e, &info);
-	TAP_OK(rc == CBLLM_OK && strcmp(info.device, "cpu") == 0,
-		   "with device auto the hybrid model runs on the CPU (got %s)",
-		   rc == CBLLM_OK ? info.device : err.msg);
-	cbllm_engine_destroy(e);
+	ref_check_device(path, device, BATCH_PROMPT, BATCH_PROMPT_LEN, cpu, vocab, "qwen3_5");
+	free(cpu);
+	batch_alone(path, device, &alone);
+	TAP_OK(alone.n[0] == BATCH_GREEDY && alone.n[3] == BATCH_GREEDY, "on %s: the prompts run alone",
+		   device);
+	TAP_OK(batch_run(path, device, (ref_engine_size) {BATCH_N, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   batch_same(&alone, &b),
+		   "on %s: four prompts in one batch each make their tokens alone", device);
+	TAP_OK(batch_run(path, device, (ref_engine_size) {BATCH_N, 5, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   batch_same(&alone, &b),
+		   "on %s: with chunked prefill (steps of 5 tokens) the tokens are the same", device);
+	TAP_OK(batch_run(path, device, (ref_engine_size) {BATCH_N, 256, 14, 64, NULL, CBLLM_PREEMPT_SWAP, 64},
+					 &b, &st) && batch_same(&alone, &b) && st.preemptions_swap > 0,
+		   "on %s: preempted by swap (the state copied from the device and back), the tokens are the same (%lld preemptions)",
+		   device, (long long) st.preemptions_swap);
+	TAP_OK(batch_run(path, device, (ref_engine_size) {BATCH_N, 256, 14, 64, NULL, CBLLM_PREEMPT_RECOMPUTE, 0},
+					 &b, &st) && batch_same(&alone, &b) && st.preemptions_recompute > 0,
+		   "on %s: preempted by recompute, the tokens are the same (%lld preemptions)", device,
+		   (long long) st.preemptions_recompute);
 }
 
 int
@@ -283,7 +289,7 @@ main(int argc, char **argv)
 	}
 	if (device != NULL)
 	{
-		TestDeviceRefuses(argv[1], device);
+		TestDevice(argv[1], device);
 		return tap_done();
 	}
 	TestLoad(argv[1], argv[4], "checkpoint");

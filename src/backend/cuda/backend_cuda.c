@@ -78,6 +78,8 @@ CudaGraphTokens(cbllm_backend *be, int T)
 
 	if (c->no_graphs || c->cfg.n_experts > 0)
 		return 0;				/* experts are grouped on the host: a step waits for its routing */
+	if (c->cfg.n_linear_layers > 0)
+		return 0;				/* a padding sequence would have no linear-attention state */
 	for (int i = 0; i < c->n_sizes; i++)
 		if (c->sizes[i] >= T)
 			return c->sizes[i];
@@ -126,6 +128,7 @@ UploadBatch(cuda_ctx *c, const fwd_batch *b, cbllm_err *err)
 		(rc = cuda_copy_async(c->d_rows, c->h_rows, sizeof(int32_t) * b->n_rows, c->stream, err)) ||
 		(rc = cuda_copy_async(c->d_tables, c->h_tables,
 							  sizeof(int32_t) * (size_t) b->n_seqs * c->max_blocks, c->stream, err)) ||
+		(rc = cuda_state_upload(c, b, err)) ||
 		(rc = cuda_event_record(c->ev_staged, c->stream, err)))
 		return rc;
 	return CBLLM_OK;
@@ -320,7 +323,7 @@ CudaKvStore(cbllm_backend *be, kv_cache *kv, int layer, const float *k, const fl
 			const fwd_batch *b)
 {
 	cuda_ctx   *c = be->ctx;
-	int64_t		off = (int64_t) layer * (c->n_blocks + 1) * c->block_elems;
+	int64_t		off = (int64_t) kv_cache_layer_of(kv, layer) * (c->n_blocks + 1) * c->block_elems;
 
 	if (LIVE(c))
 		cuda_backend_note(c, cuda_kv_store(c->k_cache + off, c->v_cache + off, k, v, c->d_slots, b->n_tokens,
@@ -333,7 +336,7 @@ CudaAttention(cbllm_backend *be, const kv_cache *kv, int layer, const float *q,
 			  const float *sinks, const fwd_batch *b, float *out)
 {
 	cuda_ctx   *c = be->ctx;
-	int64_t		off = (int64_t) layer * (c->n_blocks + 1) * c->block_elems;
+	int64_t		off = (int64_t) kv_cache_layer_of(kv, layer) * (c->n_blocks + 1) * c->block_elems;
 	const dev_weight *ds = sinks != NULL ? cuda_weight_find(c, sinks, 0) : NULL;
 
 	if (!LIVE(c))
@@ -523,6 +526,7 @@ CudaDestroy(cbllm_backend *be)
 		cuda_free(c->k_cache);
 		cuda_free(c->v_cache);
 		cuda_moe_free(c);
+		cuda_state_free(c);
 		cuda_free(c->d_tokens);
 		cuda_free(c->d_pos);
 		cuda_free(c->d_rope_row);
@@ -662,7 +666,7 @@ GraphSizes(cuda_ctx *c)
 static size_t
 BlockBytes(const cbllm_model_config *cfg, int block_size)
 {
-	return kv_cache_block_bytes(block_size, cfg->n_layers, cfg->n_kv_heads, cfg->head_dim,
+	return kv_cache_block_bytes(block_size, model_kv_layers(cfg), cfg->n_kv_heads, cfg->head_dim,
 								CBLLM_BF16);
 }
 
@@ -813,6 +817,11 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	be->add_rmsnorm = CudaAddRmsnorm;
 	be->gather_rows = CudaGatherRows;
 	be->moe = cfg->n_experts > 0 ? cuda_moe : NULL;
+	be->linear_attention = cuda_linear_attention_op;
+	be->alloc_state = cuda_state_alloc;
+	be->copy_state = cuda_state_copy;
+	be->split_halves = cuda_split_halves_op;
+	be->sigmoid_mul = cuda_sigmoid_mul_op;
 	be->sample = CudaSample;
 	be->prepare_swap = cuda_swap_prepare;
 	be->swap_out = cuda_swap_out;
@@ -867,4 +876,5 @@ const backend_reg cuda_backend_reg = {
 	.copy_bandwidth = CudaCopyBandwidth,
 	.dummies_on_device = true,
 	.threads_in_step = true,
+	.runs_linear_attention = true,
 };

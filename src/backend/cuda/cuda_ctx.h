@@ -125,6 +125,15 @@ typedef struct cuda_ctx
 	int			failed;			/* an operation failed since the last check */
 	cbllm_err	err;
 	cuda_moe_ws moe;			/* a model with experts' workspace; zeroed otherwise */
+	/* a hybrid model's linear-attention states (cuda_state.c); NULL otherwise */
+	state_cache_params state;	/* their geometry (the engine's state cache's) */
+	float	   *d_conv_states;	/* (linear layers, slots, conv - 1, conv channels) */
+	float	   *d_rec_states;	/* (linear layers, slots, value heads, k_dim, v_dim) */
+	int32_t    *d_seq_first;	/* (max_tokens + 1) the step's sequences' first tokens */
+	int32_t    *d_state_slots;	/* (max_tokens) their state slots */
+	int32_t    *h_seq_first;	/* page-locked staging of the same */
+	int32_t    *h_state_slots;
+	int			n_state_seqs;	/* sequences of the step */
 } cuda_ctx;
 
 /* The device copy of a host tensor (seed 0) or of a dummy tensor, or NULL (cuda_weights.c). */
@@ -150,6 +159,20 @@ void		cuda_moe_free(cuda_ctx *c);
 /* The backend table's moe (cuda_experts.c). */
 void		cuda_moe(cbllm_backend *be, const cbllm_layer *w, const float *x, const float *logits,
 					 int T, float *out);
+
+/* A hybrid model's states and the table's operations for them (cuda_state.c). */
+int			cuda_state_alloc(cbllm_backend *be, const state_cache_params *p, cbllm_err *err);
+void		cuda_state_free(cuda_ctx *c);
+int			cuda_state_copy(cbllm_backend *be, int32_t slot, float *host, bool to_host,
+							cbllm_err *err);
+int			cuda_state_upload(cuda_ctx *c, const fwd_batch *b, cbllm_err *err);
+void		cuda_linear_attention_op(cbllm_backend *be, state_cache *sc, int l,
+									 const cbllm_layer *w, float *qkv, const float *z,
+									 const float *beta, const float *alpha, const fwd_batch *b,
+									 float *out);
+void		cuda_split_halves_op(cbllm_backend *be, const float *x, int64_t n, int width,
+								 float *first, float *second);
+void		cuda_sigmoid_mul_op(cbllm_backend *be, float *x, const float *gate, int64_t n);
 
 /* The backend table's prepare_swap, swap_out and swap_in (cuda_swap.c). */
 int			cuda_swap_prepare(cbllm_backend *be, swap_space *sw, cbllm_err *err);

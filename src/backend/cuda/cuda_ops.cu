@@ -24,14 +24,6 @@
 
 #define ROW_THREADS 256
 
-/* Blocks for a grid-stride loop over n elements. */
-static int
-GridFor(int64_t n)
-{
-	int64_t		b = (n + 255) / 256;
-
-	return (int) (b < 1 ? 1 : b > 65535 ? 65535 : b);
-}
 
 /*
  * One block per row: when y is given, x += y first (written back); then

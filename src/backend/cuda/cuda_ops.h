@@ -286,6 +286,50 @@ int			cuda_qmatmul_tiled(void *blas, const void *d_w, cbllm_dtype dt, int rows, 
 							   const void *d_xh, int T, void *d_tile, int64_t tile_elems,
 							   float *d_y, cuda_stream s, cbllm_err *err);
 
+/*
+ * A hybrid model's Gated DeltaNet over one layer (cuda_linear_attn.cu,
+ * backend.h's linear_attention): the step's n_seqs sequences, each of
+ * consecutive tokens from seq_first[s] to seq_first[s + 1], continue their
+ * states in slot slots[s] of the layer's conv_states (slots, conv - 1,
+ * conv channels) and rec_states (slots, nv, dk, dv), from zero where
+ * pos[seq_first[s]] is 0.  All pointers are device memory.
+ */
+typedef struct cuda_linear_args
+{
+	float	   *qkv;			/* (T, 2 nk dk + nv dv) in; overwritten by the conv's output */
+	const float *z;				/* (T, nv dv) */
+	const float *beta;			/* (T, nv) beta's logits */
+	const float *alpha;			/* (T, nv) */
+	const float *kern;			/* (conv channels, conv) */
+	const float *a;				/* (nv) -exp(A_log) */
+	const float *dt_bias;		/* (nv) */
+	const float *norm;			/* (dv) */
+	float	   *conv_states;
+	float	   *rec_states;
+	const int32_t *seq_first;	/* (n_seqs + 1) */
+	const int32_t *slots;		/* (n_seqs) */
+	const int32_t *pos;			/* (T) */
+	float	   *out;			/* (T, nv dv) */
+	int			n_seqs;
+	int			nk,
+				nv,
+				dk,
+				dv,
+				conv;
+	bool		tiled;			/* value head h reads key head h % nk, else h / (nv / nk) */
+	float		eps;			/* the gated RMSNorm's */
+} cuda_linear_args;
+
+int			cuda_linear_attention(const cuda_linear_args *a, cuda_stream s, cbllm_err *err);
+
+/* Row r of d_x (n, 2 width) into d_first[r] and d_second[r] (width each). */
+int			cuda_split_halves(const float *d_x, int64_t n, int width, float *d_first,
+							  float *d_second, cuda_stream s, cbllm_err *err);
+
+/* d_x[i] *= sigmoid(d_gate[i]). */
+int			cuda_sigmoid_mul(float *d_x, const float *d_gate, int64_t n, cuda_stream s,
+							 cbllm_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,7 +18,7 @@ CudaSwap(cuda_ctx *c, swap_space *sw, const int32_t *blocks, const int32_t *ids,
 	size_t		dpitch = bytes * (size_t) (c->n_blocks + 1);	/* device: layer to layer */
 	int			rc;
 
-	if ((size_t) sw->block_floats * sizeof(float) < bytes * c->cfg.n_layers)
+	if ((size_t) sw->block_floats * sizeof(float) < bytes * model_kv_layers(&c->cfg))
 		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "swap blocks are smaller than GPU blocks");
 	if ((rc = cuda_event_record(c->ev_compute, c->stream, err)) ||
 		(rc = cuda_stream_wait(c->swap_stream, c->ev_compute, err)))
@@ -31,13 +31,13 @@ CudaSwap(cuda_ctx *c, swap_space *sw, const int32_t *blocks, const int32_t *ids,
 		char	   *hv = (char *) (sw->v + (int64_t) ids[i] * sw->block_floats);
 
 		rc = out ?
-			cuda_copy_2d_async(hk, bytes, c->k_cache + doff, dpitch, bytes, c->cfg.n_layers,
+			cuda_copy_2d_async(hk, bytes, c->k_cache + doff, dpitch, bytes, model_kv_layers(&c->cfg),
 							   c->swap_stream, err) ||
-			cuda_copy_2d_async(hv, bytes, c->v_cache + doff, dpitch, bytes, c->cfg.n_layers,
+			cuda_copy_2d_async(hv, bytes, c->v_cache + doff, dpitch, bytes, model_kv_layers(&c->cfg),
 							   c->swap_stream, err) :
-			cuda_copy_2d_async(c->k_cache + doff, dpitch, hk, bytes, bytes, c->cfg.n_layers,
+			cuda_copy_2d_async(c->k_cache + doff, dpitch, hk, bytes, bytes, model_kv_layers(&c->cfg),
 							   c->swap_stream, err) ||
-			cuda_copy_2d_async(c->v_cache + doff, dpitch, hv, bytes, bytes, c->cfg.n_layers,
+			cuda_copy_2d_async(c->v_cache + doff, dpitch, hv, bytes, bytes, model_kv_layers(&c->cfg),
 							   c->swap_stream, err);
 		if (rc)
 		{
@@ -65,7 +65,7 @@ MeasureSwap(cbllm_backend *be, const swap_space *sw)
 {
 	cuda_ctx   *c = be->ctx;
 	size_t		area = sizeof(float) * (size_t) sw->n_blocks * sw->block_floats;
-	size_t		pool = sizeof(uint16_t) * (size_t) c->cfg.n_layers * (c->n_blocks + 1) * c->block_elems;
+	size_t		pool = sizeof(uint16_t) * (size_t) model_kv_layers(&c->cfg) * (c->n_blocks + 1) * c->block_elems;
 	size_t		bytes = (size_t) 64 << 20;
 	double		best = 0;
 	cbllm_err	ignored;

@@ -190,7 +190,7 @@ UploadTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 	if (mt->tied)
 		return CBLLM_OK;
 	if (mt->vector != NULL)
-		return Upload(c, *mt->vector, 0, 1.0f, CBLLM_F32, (size_t) mt->rows, true, err);
+		return Upload(c, *mt->vector, 0, 1.0f, CBLLM_F32, (size_t) (mt->rows * mt->cols), true, err);
 	return Upload(c, w->data, w->dummy_seed, w->dummy_scale, w->dtype,
 				  (size_t) (w->rows * w->cols), false, err);
 }

@@ -22,6 +22,15 @@
 #define CBLLM_DYN_SHARED(type, name) extern __shared__ type name[]
 #endif
 
+/* Blocks of 256 threads for a grid-stride loop over n elements. */
+static inline int
+GridFor(int64_t n)
+{
+	int64_t		b = (n + 255) / 256;
+
+	return (int) (b < 1 ? 1 : b > 65535 ? 65535 : b);
+}
+
 /* Status of the kernel just launched; what names it. */
 static inline int
 CheckLaunch(const char *what, cbllm_err *err)
