@@ -71,8 +71,8 @@ cbllm_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
 	CbllmShared snap;
-	Datum		v[29];
-	bool		n[29] = {0};
+	Datum		v[32];
+	bool		n[32] = {0};
 	bool		all;
 
 	CbllmCheckLoaded();
@@ -123,6 +123,10 @@ cbllm_status(PG_FUNCTION_ARGS)
 	v[27] = Int64GetDatum(snap.engine_restarts);
 	v[28] = CStringGetTextDatum(snap.weight_types);
 	n[28] = snap.weight_types[0] == '\0';
+	/* a hybrid model's linear-attention states; 0 for other models */
+	v[29] = Int32GetDatum(snap.stats.state_slots_total);
+	v[30] = Int32GetDatum(snap.stats.state_slots_used);
+	v[31] = Int64GetDatum(snap.stats.state_bytes);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), v, n)));
 }
 

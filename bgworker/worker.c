@@ -333,6 +333,10 @@ Observe(int k)
 		if (r->state != ENGINE_READY)
 		{
 			elog(LOG, "cbllm: model loaded; engine%s ready", EngineName(k));
+			if (es.stats.state_slots_total > 0)
+				elog(LOG, "cbllm: the model has linear-attention layers: %d state slots of %lld bytes each; prefix caching is off, as a cached prefix has no recurrent state to resume",
+					 es.stats.state_slots_total,
+					 (long long) (es.stats.state_bytes / es.stats.state_slots_total));
 			r->model_failed = false;
 			SetState(k, ENGINE_READY, NULL);
 			WakeAllOwners();

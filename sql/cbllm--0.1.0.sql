@@ -310,7 +310,10 @@ CREATE FUNCTION cbllm_status(OUT state text,
                              OUT results_parked integer,
                              OUT engine_pid integer,
                              OUT engine_restarts bigint,
-                             OUT weight_types text)
+                             OUT weight_types text,
+                             OUT state_slots_total integer,
+                             OUT state_slots_used integer,
+                             OUT state_bytes bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'cbllm_status'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -1089,6 +1092,7 @@ SELECT state, reason, model, device, cpu_isa, weight_types,
        steps, mean_batch_size, tokens_prompt AS tokens_in, tokens_generated AS tokens_out,
        preemptions, preemptions_recompute, preemptions_swap,
        prefix_cache_hit_rate, worker_pid, engine_pid, engine_restarts, max_model_len, results_parked,
+       state_slots_total, state_slots_used, state_bytes,
        now() - started_at AS uptime
 FROM cbllm_status();
 

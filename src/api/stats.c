@@ -32,4 +32,7 @@ cbllm_stats_add(cbllm_stats *sum, const cbllm_stats *x)
 	sum->tokens_masked_device += x->tokens_masked_device;
 	sum->expert_pairs += x->expert_pairs;
 	sum->expert_runs += x->expert_runs;
+	sum->state_slots_total += x->state_slots_total;
+	sum->state_slots_used += x->state_slots_used;
+	sum->state_bytes += x->state_bytes;
 }

@@ -37,6 +37,11 @@ typedef struct cbllm_stats
 								 * experts in each layer with experts */
 	int64_t		expert_runs;	/* experts run over their tokens' rows: what was read, each
 								 * expert once per layer and step that chose it */
+	int			state_slots_total;	/* a hybrid model's linear-attention state slots (one per
+									 * sequence of max_num_seqs); 0 for other models */
+	int			state_slots_used;	/* held by running sequences */
+	int64_t		state_bytes;	/* memory of those states (the slots', on the device or the
+								 * host) and of swapped-out sequences' saved copies */
 } cbllm_stats;
 
 /* Add every counter of x to sum (the counters of several engines as one). */

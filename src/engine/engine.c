@@ -690,6 +690,13 @@ cbllm_engine_stats(const cbllm_engine *e, cbllm_stats *st)
 	st->n_running = e->running.n;
 	st->kv_blocks_total = e->bm->n_blocks;
 	st->kv_blocks_free = bm_available(e->bm);
+	if (e->states != NULL)
+	{
+		st->state_slots_total = e->states->p.n_slots;
+		st->state_slots_used = e->states->p.n_slots - e->states->n_free;
+		st->state_bytes = (int64_t) engine_state_bytes_per_seq(e) * e->states->p.n_slots +
+			e->state_saved_bytes;
+	}
 	st->kv_blocks_cached = e->bm->n_evictable;
 	st->prefix_queries = e->bm->prefix_queries;
 	st->prefix_hits = e->bm->prefix_hits;
