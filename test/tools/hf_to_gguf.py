@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Convert a small HF checkpoint (as gen_model.py makes them) to one GGUF file.
 
-    hf_to_gguf.py MODEL_DIR OUT.gguf [--eot-id ID] [--mtp]
+    hf_to_gguf.py MODEL_DIR OUT.gguf [--eot-id ID] [--mtp] [--fuse-gate-up-exps]
                   [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k|mxfp4]
 
 Written from llama.cpp's conventions (its key names and what its converter does to each
@@ -91,7 +91,9 @@ family), sharing no code with it:
     hidden, I] (ne [I, hidden, E]), the shared expert as ffn_gate_shexp, ffn_up_shexp [S,
     hidden] and ffn_down_shexp [hidden, S], and mlp.shared_expert_gate [1, hidden] as the F32
     ffn_gate_inp_shexp (ne [hidden, 1]).  Per-expert tensors (mlp.experts.E.{gate,up,
-    down}_proj.weight) are stacked likewise.
+    down}_proj.weight) are stacked likewise.  --fuse-gate-up-exps keeps gate_up_proj whole as
+    ffn_gate_up_exps [E, 2I, hidden] (ne [hidden, 2I, E]: gate rows, then up rows), as
+    llama.cpp's converter does with that option.
   - --mtp (qwen3_5, qwen3_5_moe): the multi-token-prediction head too, as llama.cpp's
     converter writes it unless told --no-mtp: block_count is num_hidden_layers +
     mtp_num_hidden_layers, <arch>.nextn_predict_layers mtp_num_hidden_layers,
@@ -364,13 +366,14 @@ def fuse_experts(weights, n):
     return out
 
 
-def qwen35_tensors(weights, text, tied, n_mtp=0):
+def qwen35_tensors(weights, text, tied, n_mtp=0, fuse_gate_up=False):
     """[(GGUF name, array)] of a Qwen3.5 or Qwen3.5-MoE checkpoint's text model in file order,
     the vision tower (model.visual.*) left out and the multi-token-prediction head (mtp.*) too
     unless n_mtp (then its layers are blocks num_hidden_layers..., fc, the two pre-fc norms and
     its norm that first block's nextn.* tensors); (1 + w) norms with the 1 added, A_log as
     -exp(A_log), conv1d.weight [C, 1, K] as [C, K], with nv > nk the value heads in llama.cpp's
-    tiled order, and the fused experts split into gate and up."""
+    tiled order, and the fused experts split into gate and up (kept whole as ffn_gate_up_exps
+    with fuse_gate_up)."""
     nk, nv = text["linear_num_key_heads"], text["linear_num_value_heads"]
     dk, dv = text["linear_key_head_dim"], text["linear_value_head_dim"]
     per_k, key_rows = nv // nk, 2 * nk * dk
@@ -383,8 +386,8 @@ def qwen35_tensors(weights, text, tied, n_mtp=0):
             if not n_mtp:
                 continue
             rest = hf[len("mtp."):]
-            if rest in QWEN35_MTP_NAMES:
-                if rest.endswith("norm.weight"):
+            if rest in QWEN35_MTP_NAMES:  # the norms among them (1 + w)
+                if QWEN35_MTP_NAMES[rest].endswith("norm.weight"):
                     t = (t.astype(np.float32) + np.float32(1)).astype(np.float64)
                 out.append(("blk.%d.%s" % (first_mtp, QWEN35_MTP_NAMES[rest]), t))
                 continue
@@ -393,7 +396,7 @@ def qwen35_tensors(weights, text, tied, n_mtp=0):
                     int(parts[1]) >= n_mtp:
                 raise SystemExit("hf_to_gguf.py: unknown tensor %s" % hf)
             out += qwen35_layer_tensors(first_mtp + int(parts[1]), parts[2], t, hf, nk,
-                                        per_k, key_rows, dv)
+                                        per_k, key_rows, dv, fuse_gate_up)
             continue
         name = hf.replace("model.language_model.", "model.", 1)
         if name in MODEL_NAMES:
@@ -404,17 +407,20 @@ def qwen35_tensors(weights, text, tied, n_mtp=0):
         parts = name.split(".", 3)
         if len(parts) != 4 or parts[:2] != ["model", "layers"] or not parts[2].isdigit():
             raise SystemExit("hf_to_gguf.py: unknown tensor %s" % hf)
-        out += qwen35_layer_tensors(int(parts[2]), parts[3], t, hf, nk, per_k, key_rows, dv)
+        out += qwen35_layer_tensors(int(parts[2]), parts[3], t, hf, nk, per_k, key_rows, dv,
+                                    fuse_gate_up)
     return out
 
 
-def qwen35_layer_tensors(layer, rest, t, hf, nk, per_k, key_rows, dv):
+def qwen35_layer_tensors(layer, rest, t, hf, nk, per_k, key_rows, dv, fuse_gate_up=False):
     """[(GGUF name, array)] of one tensor of Qwen3.5 decoder layer `layer` (rest: its name
     after the layer prefix)."""
     p = "blk.%d." % layer
     if rest == "mlp.experts.gate_up_proj":  # [E, 2 I, hidden]: gate rows, then up rows
         if t.ndim != 3 or t.shape[1] % 2:
             raise SystemExit("hf_to_gguf.py: %s has shape %s, not [E, 2I, H]" % (hf, t.shape))
+        if fuse_gate_up:
+            return [(p + "ffn_gate_up_exps.weight", t)]
         half = t.shape[1] // 2
         return [(p + "ffn_gate_exps.weight", t[:, :half]), (p + "ffn_up_exps.weight", t[:, half:])]
     if rest not in QWEN35_LAYER_NAMES:
@@ -671,7 +677,8 @@ def add_vocab(w, model_dir, cfg, eot_id):
         w.add("tokenizer.ggml.eot_token_id", "uint32", eot_id)
 
 
-def convert(model_dir, out_path, type_name, breaking=None, eot_id=None, mtp=False):
+def convert(model_dir, out_path, type_name, breaking=None, eot_id=None, mtp=False,
+            fuse_gate_up=False):
     """Write model_dir's checkpoint to out_path (breaking: (what, name) or None; mtp: a
     Qwen3.5 checkpoint's multi-token-prediction head too)."""
     with open(os.path.join(model_dir, "config.json")) as f:
@@ -684,6 +691,8 @@ def convert(model_dir, out_path, type_name, breaking=None, eot_id=None, mtp=Fals
     w.add("general.name", "string", os.path.basename(os.path.normpath(model_dir)))
     if mtp and arch not in ("qwen35", "qwen35moe"):
         raise SystemExit("hf_to_gguf.py: --mtp is for qwen3_5 and qwen3_5_moe checkpoints")
+    if fuse_gate_up and arch != "qwen35moe":
+        raise SystemExit("hf_to_gguf.py: --fuse-gate-up-exps is for qwen3_5_moe checkpoints")
     if arch in ("qwen35", "qwen35moe"):
         text = cfg["text_config"] if cfg.get("model_type") in QWEN35_MULTIMODAL else cfg
         weights = load_weights(model_dir)
@@ -696,7 +705,7 @@ def convert(model_dir, out_path, type_name, breaking=None, eot_id=None, mtp=Fals
         add_qwen35_hparams(w, text, arch, n_mtp)
         add_vocab(w, model_dir, text, eot_id)
         tied = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False))
-        for name, t in qwen35_tensors(weights, text, tied, n_mtp):
+        for name, t in qwen35_tensors(weights, text, tied, n_mtp, fuse_gate_up):
             add_tensor(w, name, t, type_name)
         with open(out_path, "wb") as f:
             f.write(w.to_bytes())
@@ -748,6 +757,9 @@ def main(argv=None):
     p.add_argument("--mtp", action="store_true",
                    help="qwen3_5, qwen3_5_moe: write the multi-token-prediction head too, as "
                         "llama.cpp's converter does by default (blk.N.nextn.*, N = the layers)")
+    p.add_argument("--fuse-gate-up-exps", action="store_true",
+                   help="qwen3_5_moe: the experts' gate and up as one ffn_gate_up_exps, as "
+                        "llama.cpp's converter writes them with this option")
     p.add_argument("--break", dest="breaking", metavar="WHAT:NAME",
                    help="write one thing wrong: " + ", ".join(BREAKS))
     a = p.parse_args(argv)
@@ -756,7 +768,7 @@ def main(argv=None):
         breaking = tuple(a.breaking.split(":", 1))
         if len(breaking) != 2 or breaking[0] not in BREAKS:
             p.error("--break WHAT:NAME with WHAT one of " + ", ".join(BREAKS))
-    convert(a.model_dir, a.out, a.type, breaking, a.eot_id, a.mtp)
+    convert(a.model_dir, a.out, a.type, breaking, a.eot_id, a.mtp, a.fuse_gate_up_exps)
 
 
 if __name__ == "__main__":

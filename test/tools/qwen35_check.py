@@ -39,6 +39,10 @@ reference.py's code, and differs from it in form:
               greedy step (so the CLI's cache is checked too): the released layout with
               nv = 2 nk, the flat Qwen3_5ForCausalLM layout with nv = nk, and BF16; the same
               three for qwen3_5_moe (8 experts k 2, 4 experts k 2, 6 experts k 3).
+  gguf        hf_to_gguf.py at F32 (--mtp, and --fuse-gate-up-exps once) then gguf_to_hf.py
+              gives back every tensor of the text model (and the MTP head) bit for bit, but
+              the (1 + w) norms and A_log within float32 rounding; reference.py's logits on
+              that within 1e-5 and its greedy ids the same; dense and MoE, both layouts.
   layouts     gen_model.py's two layouts of one seed give reference.py the same logits
               (the vision and MTP tensors in the file ignored), for qwen3_5 and qwen3_5_moe.
   wiring      a qwen3_5 checkpoint of full-attention layers only, partial_rotary_factor 1,
@@ -750,6 +754,61 @@ def moe_wiring_checks(tap, work):
               "gate = its dense qwen3_5 rewrite (rel err %.2g)" % err)
 
 
+def gguf_roundtrip_checks(tap, work):
+    """hf_to_gguf.py at F32 (with and without --mtp), then gguf_to_hf.py, gives back the
+    checkpoint's text model (and MTP head): every tensor bit for bit but the (1 + w) norms,
+    stored with the 1 added (back within float32's rounding of 1 + w), and A_log, stored as
+    -exp(A_log) (back within float32's relative rounding); and reference.py's logits and
+    greedy ids on what came back match the checkpoint's.  Also with the experts' gate and up
+    written as one ffn_gate_up_exps."""
+    for name, flags in (("released-nv2nk", ["--mtp"]), ("causal-lm-nv=nk", []),
+                        ("moe-released-nv2nk", ["--mtp"]), ("moe-causal-lm-nv=nk", []),
+                        ("moe-bf16-5layers-k3", ["--mtp", "--fuse-gate-up-exps"])):
+        src = os.path.join(work, name)
+        mtp = "--mtp" in flags
+        gguf, back = src + ".gguf", src + "-back"
+        run(os.path.join(HERE, "hf_to_gguf.py"), src, gguf, "--type", "f32", *flags)
+        run(os.path.join(HERE, "gguf_to_hf.py"), gguf, back)
+        cfg = json.load(open(os.path.join(src, "config.json")))
+        tied = cfg.get("tie_word_embeddings", False)
+        want = {}
+        for n, t in reference.load_weights(src).items():
+            if n.startswith("model.visual.") or (n.startswith("mtp.") and not mtp) or (
+                    tied and n == "lm_head.weight"):
+                continue
+            want[n.replace("model.language_model.", "model.", 1)] = t
+        got = reference.load_weights(back)
+        bad, worst_norm, worst_a = [], 0.0, 0.0
+        for n in sorted(set(want) | set(got)):
+            if n not in want or n not in got or want[n].shape != got[n].shape:
+                bad.append(n)
+                continue
+            diff = np.abs(got[n] - want[n]).max()
+            if n.endswith(("layernorm.weight", "q_norm.weight", "k_norm.weight", "mtp.norm.weight",
+                           "pre_fc_norm_embedding.weight", "pre_fc_norm_hidden.weight")) or \
+                    n == "model.norm.weight":
+                worst_norm = max(worst_norm, diff)
+                ok = diff <= 2.0 ** -23
+            elif n.endswith("A_log"):
+                rel = float((np.abs(got[n] - want[n]) / np.abs(want[n])).max())
+                worst_a = max(worst_a, rel)
+                ok = rel < 1e-6
+            else:
+                ok = diff == 0
+            if not ok:
+                bad.append(n)
+        tap.check(not bad and len(got) == len(want),
+                  "gguf: %s%s through hf_to_gguf.py and gguf_to_hf.py at F32: %d tensors back, "
+                  "exact but the norms (within %.2g) and A_log (within %.2g relative)%s"
+                  % (name, "".join(" " + f for f in flags), len(got), worst_norm, worst_a,
+                     "; wrong: " + ", ".join(bad[:4]) if bad else ""))
+        err = rel_err(ref_logits(back), ref_logits(src))
+        same = ref_greedy(back, N_GREEDY) == ref_greedy(src, N_GREEDY)
+        tap.check(err < 1e-5 and same, "gguf: %s, reference.py's logits on what came back "
+                  "(rel err %.2g) and its greedy ids (%s)" % (name, err,
+                                                             "the same" if same else "differ"))
+
+
 def router_margin_checks(tap, work):
     """reference.py --router-margins on a qwen3_5_moe checkpoint: a line per layer and
     position, and the two summaries."""
@@ -782,6 +841,7 @@ def main(argv=None):
 
     def models(work):
         model_checks(tap, work)
+        gguf_roundtrip_checks(tap, work)
         layout_checks(tap, work)
         wiring_checks(tap, work)
         moe_wiring_checks(tap, work)
