@@ -8,7 +8,7 @@
                  [--sliding-window N] [--attn-bias] [--arch-name NAME] [--pad-vocab N]
                  [--tokens-beyond N] [--no-weights] [--head-dim N] [--query-pre-attn-scalar N]
                  [--family qwen2|qwen3|qwen3_moe|mixtral|gpt_oss|gemma3|llama3|llama3.1|phi3|
-                           phi3-128k|qwen3_5]
+                           phi3-128k|qwen3_5|qwen3_5_moe]
                  [--sliding-window-pattern N] [--rope-scaling JSON]
                  [--max-window-layers M] [--untied]
                  [--experts 8] [--experts-used 2] [--moe-intermediate 32] [--no-norm-topk]
@@ -16,6 +16,8 @@
                  [--family qwen3_5 [--causal-lm] [--linear-k-heads 2] [--linear-v-heads N]
                   [--linear-key-dim 16] [--linear-value-dim N] [--conv-kernel 4]
                   [--full-attention-interval 4] [--partial-rotary-factor 0.25]]
+                 [--family qwen3_5_moe [the qwen3_5 options] [--experts 8] [--experts-used 2]
+                  [--moe-intermediate 32] [--shared-intermediate 48]]
 
 OUT_DIR receives config.json, tokenizer.json, tokenizer_config.json and the weights,
 either model.safetensors or (with --shards N > 1) model.safetensors.index.json plus
@@ -131,10 +133,13 @@ vision_config and names the text model's tensors model.language_model.*; it also
 tiny vision-tower tensors, model.visual.patch_embed.proj.weight (5-d, a Conv3d's) and
 model.visual.merger.linear_fc2.weight, which a text-only loader must skip.  --causal-lm writes
 Qwen3_5ForCausalLM's flat layout instead (model_type qwen3_5_text, the text_config fields at
-the top level, tensors model.*).  Both layouts also hold mtp.fc.weight and mtp.norm.weight, a
-stand-in for the released multi-token-prediction head (mtp_num_hidden_layers 1), which HF's
-models ignore too.  The text model's tensors are drawn first, so one seed gives both layouts
-the same text model.  A full-attention layer has self_attn.q_proj [2 heads head_dim, hidden]
+the top level, tensors model.*).  Both layouts also hold the released multi-token-prediction
+head (mtp_num_hidden_layers 1), which HF's models ignore too: mtp.fc.weight [hidden,
+2 hidden], mtp.pre_fc_norm_embedding.weight, mtp.pre_fc_norm_hidden.weight and mtp.norm.weight
+[hidden], and one full-attention decoder layer mtp.layers.0.* (input_layernorm, the self_attn
+tensors below, post_attention_layernorm and the family's MLP).  The text model's tensors are
+drawn first (then the vision ones, then mtp.*), so one seed gives both layouts the same text
+model.  A full-attention layer has self_attn.q_proj [2 heads head_dim, hidden]
 (per head its query rows, then as many rows of its output gate), k_proj, v_proj, o_proj and
 the per-head q_norm and k_norm; a linear one has linear_attn.in_proj_qkv [2 nk dk + nv dv,
 hidden] (q, k, then v), in_proj_z [nv dv, hidden], in_proj_b and in_proj_a [nv, hidden],
@@ -157,6 +162,21 @@ query and key of dk dimensions meet at a cosine of about 1/sqrt(dk), the DeltaNe
 S^T q is then some 1/dk of v, and its RMSNormGated (eps 1e-6) works near its eps and
 magnifies rounding: the logits of a Q8_0 file moved 2 to 5 times as far from the F32 ones as
 a plain qwen3 model's of the same size do, against about 1.5 times with the correlation.
+
+--family qwen3_5_moe is Qwen3.5-35B-A3B's (and Qwen3.6-35B-A3B's): qwen3_5's layers, layouts
+(Qwen3_5MoeForConditionalGeneration, model_type qwen3_5_moe, text_config model_type
+qwen3_5_moe_text; --causal-lm Qwen3_5MoeForCausalLM's flat one), vision and MTP tensors and
+options, untied, every layer's MLP (the MTP layer's too) a sparse block: the router
+mlp.gate.weight [E, hidden], the experts as the released safetensors store them, stacked and
+fused with no .weight suffix, mlp.experts.gate_up_proj [E, 2 I, hidden] (per expert its I gate
+rows, then its I up rows) and mlp.experts.down_proj [E, hidden, I], and the shared expert
+mlp.shared_expert.{gate,up,down}_proj.weight of width S with its gate
+mlp.shared_expert_gate.weight [1, hidden].  E is --experts (num_experts, default 8), the
+chosen --experts-used (num_experts_per_tok, default 2), I --moe-intermediate
+(moe_intermediate_size, default 32), S --shared-intermediate (shared_expert_intermediate_size,
+default 48).  text_config has no intermediate_size and no norm_topk_prob (HF's router always
+renormalises the chosen weights).  The stacked experts are drawn like E linear weights
+(~ N(0, 1/sqrt(hidden)) and N(0, 1/sqrt(I))), the router like the other families'.
 
 Unless --tokenizer-from DIR is given (then DIR's tokenizer.json and tokenizer_config.json
 are copied and their vocabulary size wins over --vocab), the tokenizer is a small
@@ -219,7 +239,8 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out_dir")
     p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--layers", type=int, help="decoder layers (default 2; 4 for qwen3_5)")
+    p.add_argument("--layers", type=int,
+                   help="decoder layers (default 2; 4 for qwen3_5 and qwen3_5_moe)")
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, default=4)
     p.add_argument("--intermediate", type=int, default=160)
@@ -251,16 +272,21 @@ def parse_args(argv):
     p.add_argument("--max-window-layers", type=int, metavar="M",
                    help="qwen2 with --sliding-window: layers from M on have the window")
     p.add_argument("--head-dim", type=int,
-                   help="explicit head_dim (qwen3, qwen3_moe, gemma3, gpt_oss, qwen3_5)")
+                   help="explicit head_dim (qwen3, qwen3_moe, gemma3, gpt_oss, qwen3_5, "
+                        "qwen3_5_moe)")
     p.add_argument("--query-pre-attn-scalar", type=float, help="gemma3's attention scale^-2")
     p.add_argument("--sliding-window-pattern", type=int, help="gemma3: every Nth layer global")
     p.add_argument("--untied", action="store_true", help="a family's model with an lm_head")
     p.add_argument("--experts", type=int, metavar="N",
-                   help="qwen3_moe, mixtral, gpt_oss: experts per sparse layer (default 8)")
+                   help="qwen3_moe, mixtral, gpt_oss, qwen3_5_moe: experts per sparse layer "
+                        "(default 8)")
     p.add_argument("--experts-used", type=int, metavar="K",
-                   help="qwen3_moe, mixtral, gpt_oss: experts chosen per token (default 2)")
+                   help="qwen3_moe, mixtral, gpt_oss, qwen3_5_moe: experts chosen per token "
+                        "(default 2)")
     p.add_argument("--moe-intermediate", type=int, metavar="N",
-                   help="qwen3_moe: an expert's width (default 32)")
+                   help="qwen3_moe, qwen3_5_moe: an expert's width (default 32)")
+    p.add_argument("--shared-intermediate", type=int, metavar="N",
+                   help="qwen3_5_moe: the shared expert's width (default 48)")
     p.add_argument("--no-norm-topk", action="store_true",
                    help="qwen3_moe: norm_topk_prob false (the chosen weights not renormalised)")
     p.add_argument("--decoder-sparse-step", type=int, metavar="N",
@@ -268,27 +294,28 @@ def parse_args(argv):
     p.add_argument("--mlp-only-layers", type=layer_list, metavar="LIST",
                    help='qwen3_moe: comma-separated dense layers, e.g. "0,3" (default none)')
     p.add_argument("--causal-lm", action="store_true",
-                   help="qwen3_5: Qwen3_5ForCausalLM's flat layout (default: the released "
-                        "Qwen3_5ForConditionalGeneration one)")
+                   help="qwen3_5, qwen3_5_moe: the flat ...ForCausalLM layout (default: the "
+                        "released ...ForConditionalGeneration one)")
     p.add_argument("--linear-k-heads", type=int, metavar="N",
-                   help="qwen3_5: linear_num_key_heads (default 2)")
+                   help="qwen3_5, qwen3_5_moe: linear_num_key_heads (default 2)")
     p.add_argument("--linear-v-heads", type=int, metavar="N",
-                   help="qwen3_5: linear_num_value_heads (default --linear-k-heads)")
+                   help="qwen3_5, qwen3_5_moe: linear_num_value_heads (default --linear-k-heads)")
     p.add_argument("--linear-key-dim", type=int, metavar="N",
-                   help="qwen3_5: linear_key_head_dim (default 16)")
+                   help="qwen3_5, qwen3_5_moe: linear_key_head_dim (default 16)")
     p.add_argument("--linear-value-dim", type=int, metavar="N",
-                   help="qwen3_5: linear_value_head_dim (default --linear-key-dim)")
+                   help="qwen3_5, qwen3_5_moe: linear_value_head_dim (default --linear-key-dim)")
     p.add_argument("--conv-kernel", type=int, metavar="K",
-                   help="qwen3_5: linear_conv_kernel_dim (default 4)")
+                   help="qwen3_5, qwen3_5_moe: linear_conv_kernel_dim (default 4)")
     p.add_argument("--full-attention-interval", type=int, metavar="N",
-                   help="qwen3_5: layer i full attention when (i + 1) %% N == 0 (default 4)")
+                   help="qwen3_5, qwen3_5_moe: layer i full attention when (i + 1) %% N == 0 "
+                        "(default 4)")
     p.add_argument("--partial-rotary-factor", type=float, metavar="F",
-                   help="qwen3_5: the rotated share of head_dim (default 0.25)")
+                   help="qwen3_5, qwen3_5_moe: the rotated share of head_dim (default 0.25)")
     a = p.parse_args(argv)
     if a.dtype is None:
         a.dtype = "bf16" if a.no_weights else "f32"
     if a.layers is None:
-        a.layers = 4 if a.family == "qwen3_5" else 2
+        a.layers = 4 if a.family in QWEN35_FAMILIES else 2
     check_qwen35_args(p, a)
 
     for name in ("hidden", "layers", "heads", "kv_heads", "intermediate", "max_pos", "shards"):
@@ -302,7 +329,7 @@ def parse_args(argv):
     elif a.family in ("qwen2", "mixtral"):
         p.error("--head-dim: %s configs have none" % a.family)
     if a.hidden % a.heads and a.family not in ("qwen3", "qwen3_moe", "gemma3", "gpt_oss",
-                                               "qwen3_5"):
+                                               "qwen3_5", "qwen3_5_moe"):
         p.error("--hidden (%d) must be a multiple of --heads (%d)" % (a.hidden, a.heads))
     if a.heads % a.kv_heads:
         p.error("--heads (%d) must be a multiple of --kv-heads (%d)" % (a.heads, a.kv_heads))
@@ -337,13 +364,13 @@ QWEN35_DEFAULTS = {"linear_k_heads": 2, "linear_key_dim": 16, "conv_kernel": 4,
 
 
 def check_qwen35_args(p, a):
-    """Validate qwen3_5's options and fill in their defaults."""
+    """Validate the options of qwen3_5 and qwen3_5_moe and fill in their defaults."""
     own = ("causal_lm", "linear_k_heads", "linear_v_heads", "linear_key_dim",
            "linear_value_dim", "conv_kernel", "full_attention_interval", "partial_rotary_factor")
-    if a.family != "qwen3_5":
+    if a.family not in QWEN35_FAMILIES:
         for name in own:
             if getattr(a, name) not in (None, False):
-                p.error("--%s needs --family qwen3_5" % name.replace("_", "-"))
+                p.error("--%s needs --family qwen3_5 or qwen3_5_moe" % name.replace("_", "-"))
         return
     for name, value in QWEN35_DEFAULTS.items():
         if getattr(a, name) is None:
@@ -375,8 +402,11 @@ def layer_list(text):
 
 
 MOE_DEFAULTS = {"experts": 8, "experts_used": 2, "moe_intermediate": 32,
-                "decoder_sparse_step": 1, "mlp_only_layers": []}
-QWEN3_MOE_ONLY = ("moe_intermediate", "decoder_sparse_step", "mlp_only_layers")
+                "decoder_sparse_step": 1, "mlp_only_layers": [], "shared_intermediate": 48}
+# the options only some mixture-of-experts families have, and those families
+MOE_OPTION_FAMILIES = {"moe_intermediate": ("qwen3_moe", "qwen3_5_moe"),
+                       "decoder_sparse_step": ("qwen3_moe",), "mlp_only_layers": ("qwen3_moe",),
+                       "shared_intermediate": ("qwen3_5_moe",)}
 
 
 def check_moe_args(p, a):
@@ -386,16 +416,18 @@ def check_moe_args(p, a):
         flag = "--" + name.replace("_", "-")
         given = getattr(a, name) is not None
         if given and not moe:
-            p.error("%s needs --family qwen3_moe, mixtral or gpt_oss" % flag)
-        if given and name in QWEN3_MOE_ONLY and a.family != "qwen3_moe":
-            p.error("%s needs --family qwen3_moe" % flag)
+            p.error("%s needs --family %s" % (flag, ", ".join(MOE_FAMILIES)))
+        only = MOE_OPTION_FAMILIES.get(name)
+        if given and only and a.family not in only:
+            p.error("%s needs --family %s" % (flag, " or ".join(only)))
         if not given:
             setattr(a, name, MOE_DEFAULTS[name])
     if a.no_norm_topk and a.family != "qwen3_moe":
         p.error("--no-norm-topk needs --family qwen3_moe")
     if not moe:
         return
-    for name in ("experts", "experts_used", "moe_intermediate", "decoder_sparse_step"):
+    for name in ("experts", "experts_used", "moe_intermediate", "decoder_sparse_step",
+                 "shared_intermediate"):
         if getattr(a, name) < 1:
             p.error("--%s must be at least 1" % name.replace("_", "-"))
     if a.experts_used > a.experts:
@@ -833,6 +865,19 @@ def qwen35_text_config(a, vocab_size):
     }
 
 
+def qwen35_moe_text_config(a, vocab_size):
+    """Qwen3.5-35B-A3B's text_config, shrunk: qwen3_5's without intermediate_size (every
+    layer's MLP is sparse), with the experts' fields (no norm_topk_prob: the router always
+    renormalises)."""
+    text = qwen35_text_config(a, vocab_size)
+    del text["intermediate_size"]
+    text.update({"model_type": "qwen3_5_moe_text", "moe_intermediate_size": a.moe_intermediate,
+                 "num_experts": a.experts, "num_experts_per_tok": a.experts_used,
+                 "output_router_logits": False, "router_aux_loss_coef": 0.001,
+                 "shared_expert_intermediate_size": a.shared_intermediate})
+    return text
+
+
 QWEN35_VISION = {"hidden_size": 16, "in_channels": 3, "patch_size": 2, "temporal_patch_size": 2,
                  "spatial_merge_size": 2}
 
@@ -840,22 +885,27 @@ QWEN35_VISION = {"hidden_size": 16, "in_channels": 3, "patch_size": 2, "temporal
 def qwen35_config(a, vocab_size):
     """Qwen3.5-0.8B's config.json (Qwen3_5ForConditionalGeneration: the text model under
     text_config, a vision tower's vision_config, the vision token ids mapped to the last
-    five ids of the vocabulary), or with --causal-lm Qwen3_5ForCausalLM's flat one."""
-    text = qwen35_text_config(a, vocab_size)
+    five ids of the vocabulary), or with --causal-lm Qwen3_5ForCausalLM's flat one; for
+    qwen3_5_moe Qwen3.5-35B-A3B's (Qwen3_5MoeForConditionalGeneration, model_type
+    qwen3_5_moe, its vision_config's model_type qwen3_5_moe as the release has it; or
+    Qwen3_5MoeForCausalLM's flat one)."""
+    moe = a.family == "qwen3_5_moe"
+    text = qwen35_moe_text_config(a, vocab_size) if moe else qwen35_text_config(a, vocab_size)
+    name = "Qwen3_5Moe" if moe else "Qwen3_5"
     if a.causal_lm:
-        return {"architectures": ["Qwen3_5ForCausalLM"], **text,
+        return {"architectures": [name + "ForCausalLM"], **text,
                 "transformers_version": "4.57.0.dev0"}
     v = QWEN35_VISION
     first = vocab_size - 5  # vision_start, vision_end, (vision_pad), image, video
     return {
-        "architectures": ["Qwen3_5ForConditionalGeneration"], "image_token_id": first + 3,
-        "model_type": "qwen3_5", "text_config": text, "tie_word_embeddings": a.tie,
+        "architectures": [name + "ForConditionalGeneration"], "image_token_id": first + 3,
+        "model_type": a.family, "text_config": text, "tie_word_embeddings": a.tie,
         "transformers_version": "4.57.0.dev0", "video_token_id": first + 4,
         "vision_config": {
             "deepstack_visual_indexes": [], "depth": 1, "hidden_act": "gelu_pytorch_tanh",
             "hidden_size": v["hidden_size"], "in_channels": v["in_channels"],
             "initializer_range": 0.02, "intermediate_size": 2 * v["hidden_size"],
-            "model_type": "qwen3_5", "num_heads": 2, "num_position_embeddings": 16,
+            "model_type": a.family, "num_heads": 2, "num_position_embeddings": 16,
             "out_hidden_size": a.hidden, "patch_size": v["patch_size"],
             "spatial_merge_size": v["spatial_merge_size"],
             "temporal_patch_size": v["temporal_patch_size"]},
@@ -866,10 +916,12 @@ def qwen35_config(a, vocab_size):
 FAMILIES = {"qwen2": qwen2_config, "qwen3": qwen3_config, "qwen3_moe": qwen3_moe_config,
             "mixtral": mixtral_config, "gpt_oss": gpt_oss_config, "gemma3": gemma3_config,
             "llama3": llama3_config, "llama3.1": llama31_config, "phi3": phi3_config,
-            "phi3-128k": phi3_128k_config, "qwen3_5": qwen35_config}
+            "phi3-128k": phi3_128k_config, "qwen3_5": qwen35_config,
+            "qwen3_5_moe": qwen35_config}
 FAMILY_TIED = {"llama3.1": False, "phi3": False, "phi3-128k": False,  # the others: tied
-               "qwen3_moe": False, "mixtral": False, "gpt_oss": False}
-MOE_FAMILIES = ("qwen3_moe", "mixtral", "gpt_oss")
+               "qwen3_moe": False, "mixtral": False, "gpt_oss": False, "qwen3_5_moe": False}
+MOE_FAMILIES = ("qwen3_moe", "mixtral", "gpt_oss", "qwen3_5_moe")
+QWEN35_FAMILIES = ("qwen3_5", "qwen3_5_moe")
 ROUTER_SCALE = 2.0  # a router's weights ~ N(0, ROUTER_SCALE / sqrt(hidden)): see above
 SWIGLU_SCALE = 3.0  # gpt-oss's gate_up_proj ~ N(0, SWIGLU_SCALE / sqrt(hidden)): see above
 FUSED_FAMILIES = ("phi3", "phi3-128k")
@@ -890,7 +942,7 @@ def write_json(path, obj, compact=False):
 def tensor_specs(a, vocab):
     """(name, shape, kind) of every tensor in HF order; kind is embed, linear, router, norm,
     norm0, bias, sink or swiglu."""
-    if a.family == "qwen3_5":
+    if a.family in QWEN35_FAMILIES:
         return qwen35_specs(a, vocab)
     hd = a.head_dim
     fused = a.family in FUSED_FAMILIES
@@ -954,41 +1006,21 @@ def tensor_specs(a, vocab):
 
 
 def qwen35_specs(a, vocab):
-    """Qwen3.5's tensors: the text model's (under model.language_model., or model. with
-    --causal-lm), then two tiny vision-tower tensors (released layout only) and two of the
-    multi-token-prediction head (mtp.*), which HF's text model ignores as the loaders
-    must.  The text model's tensors come first so that both layouts draw the same values."""
+    """Qwen3.5's tensors (qwen3_5 and qwen3_5_moe): the text model's (under
+    model.language_model., or model. with --causal-lm), then two tiny vision-tower tensors
+    (released layout only) and the multi-token-prediction head (mtp.*), which HF's text model
+    ignores as the loaders must.  The text model's tensors come first so that both layouts
+    draw the same values."""
     lm = "model." if a.causal_lm else "model.language_model."
-    h, hd = a.hidden, a.head_dim
-    nk, nv, dk, dv = a.linear_k_heads, a.linear_v_heads, a.linear_key_dim, a.linear_value_dim
-    conv_dim = 2 * nk * dk + nv * dv
+    h = a.hidden
     specs = [(lm + "embed_tokens.weight", (vocab, h), "linear" if a.tie else "embed")]
     for i, kind in enumerate(qwen35_layer_types(a)):
         p = lm + "layers.%d." % i
         specs.append((p + "input_layernorm.weight", (h,), "norm0"))
-        if kind == "full_attention":  # q_proj: per head, head_dim query rows then head_dim gate rows
-            specs += [(p + "self_attn.q_proj.weight", (2 * a.heads * hd, h), "linear"),
-                      (p + "self_attn.k_proj.weight", (a.kv_heads * hd, h), "linear"),
-                      (p + "self_attn.v_proj.weight", (a.kv_heads * hd, h), "linear"),
-                      (p + "self_attn.o_proj.weight", (h, a.heads * hd), "linear"),
-                      (p + "self_attn.q_norm.weight", (hd,), "norm0"),
-                      (p + "self_attn.k_norm.weight", (hd,), "norm0")]
-        else:
-            qk = ("query_like_key", nk * dk)  # see draw_tensor
-            specs += [(p + "linear_attn.in_proj_qkv.weight", (conv_dim, h), ("linear",) + qk),
-                      (p + "linear_attn.in_proj_z.weight", (nv * dv, h), "linear"),
-                      (p + "linear_attn.in_proj_b.weight", (nv, h), "linear"),
-                      (p + "linear_attn.in_proj_a.weight", (nv, h), "linear"),
-                      (p + "linear_attn.conv1d.weight", (conv_dim, 1, a.conv_kernel),
-                       ("conv",) + qk),
-                      (p + "linear_attn.dt_bias", (nv,), "dt_bias"),
-                      (p + "linear_attn.A_log", (nv,), "a_log"),
-                      (p + "linear_attn.norm.weight", (dv,), "norm"),
-                      (p + "linear_attn.out_proj.weight", (h, nv * dv), "linear")]
-        specs += [(p + "post_attention_layernorm.weight", (h,), "norm0"),
-                  (p + "mlp.gate_proj.weight", (a.intermediate, h), "linear"),
-                  (p + "mlp.up_proj.weight", (a.intermediate, h), "linear"),
-                  (p + "mlp.down_proj.weight", (h, a.intermediate), "linear")]
+        specs += (qwen35_attention_specs(a, p) if kind == "full_attention"
+                  else qwen35_linear_specs(a, p))
+        specs.append((p + "post_attention_layernorm.weight", (h,), "norm0"))
+        specs += qwen35_mlp_specs(a, p)
     specs.append((lm + "norm.weight", (h,), "norm0"))
     if not a.tie:
         specs.append(("lm_head.weight", (vocab, h), "linear"))
@@ -999,8 +1031,67 @@ def qwen35_specs(a, vocab):
                    (v["hidden_size"], v["in_channels"], t, s, s), "linear"),
                   ("model.visual.merger.linear_fc2.weight",
                    (h, v["hidden_size"] * v["spatial_merge_size"] ** 2), "linear")]
-    specs += [("mtp.fc.weight", (h, 2 * h), "linear"), ("mtp.norm.weight", (h,), "norm0")]
+    # the released multi-token-prediction head: fc joins the normed embedding of the next
+    # token and the normed hidden state, then one full-attention decoder layer and its norm
+    specs += [("mtp.fc.weight", (h, 2 * h), "linear")]
+    specs.append(("mtp.layers.0.input_layernorm.weight", (h,), "norm0"))
+    specs += qwen35_attention_specs(a, "mtp.layers.0.")
+    specs.append(("mtp.layers.0.post_attention_layernorm.weight", (h,), "norm0"))
+    specs += qwen35_mlp_specs(a, "mtp.layers.0.")
+    specs += [("mtp.norm.weight", (h,), "norm0"),
+              ("mtp.pre_fc_norm_embedding.weight", (h,), "norm0"),
+              ("mtp.pre_fc_norm_hidden.weight", (h,), "norm0")]
     return specs
+
+
+def qwen35_attention_specs(a, p):
+    """A gated full-attention layer's tensors after prefix p; q_proj: per head, head_dim
+    query rows then head_dim gate rows."""
+    h, hd = a.hidden, a.head_dim
+    return [(p + "self_attn.q_proj.weight", (2 * a.heads * hd, h), "linear"),
+            (p + "self_attn.k_proj.weight", (a.kv_heads * hd, h), "linear"),
+            (p + "self_attn.v_proj.weight", (a.kv_heads * hd, h), "linear"),
+            (p + "self_attn.o_proj.weight", (h, a.heads * hd), "linear"),
+            (p + "self_attn.q_norm.weight", (hd,), "norm0"),
+            (p + "self_attn.k_norm.weight", (hd,), "norm0")]
+
+
+def qwen35_linear_specs(a, p):
+    """A Gated DeltaNet layer's tensors after prefix p."""
+    h = a.hidden
+    nk, nv, dk, dv = a.linear_k_heads, a.linear_v_heads, a.linear_key_dim, a.linear_value_dim
+    conv_dim = 2 * nk * dk + nv * dv
+    qk = ("query_like_key", nk * dk)  # see draw_tensor
+    return [(p + "linear_attn.in_proj_qkv.weight", (conv_dim, h), ("linear",) + qk),
+            (p + "linear_attn.in_proj_z.weight", (nv * dv, h), "linear"),
+            (p + "linear_attn.in_proj_b.weight", (nv, h), "linear"),
+            (p + "linear_attn.in_proj_a.weight", (nv, h), "linear"),
+            (p + "linear_attn.conv1d.weight", (conv_dim, 1, a.conv_kernel), ("conv",) + qk),
+            (p + "linear_attn.dt_bias", (nv,), "dt_bias"),
+            (p + "linear_attn.A_log", (nv,), "a_log"),
+            (p + "linear_attn.norm.weight", (dv,), "norm"),
+            (p + "linear_attn.out_proj.weight", (h, nv * dv), "linear")]
+
+
+def qwen35_mlp_specs(a, p):
+    """A layer's MLP after prefix p: qwen3_5's dense one, or qwen3_5_moe's sparse block as the
+    released checkpoints store it: the router mlp.gate [E, hidden], the experts stacked and
+    fused, mlp.experts.gate_up_proj [E, 2 I, hidden] (per expert its I gate rows, then its I
+    up rows; no .weight suffix) and mlp.experts.down_proj [E, hidden, I], the shared expert
+    mlp.shared_expert.{gate,up,down}_proj and its gate mlp.shared_expert_gate [1, hidden]."""
+    h = a.hidden
+    if a.family != "qwen3_5_moe":
+        return [(p + "mlp.gate_proj.weight", (a.intermediate, h), "linear"),
+                (p + "mlp.up_proj.weight", (a.intermediate, h), "linear"),
+                (p + "mlp.down_proj.weight", (h, a.intermediate), "linear")]
+    e, i, s = a.experts, a.moe_intermediate, a.shared_intermediate
+    return [(p + "mlp.gate.weight", (e, h), "router"),
+            (p + "mlp.experts.gate_up_proj", (e, 2 * i, h), "stacked"),
+            (p + "mlp.experts.down_proj", (e, h, i), "stacked"),
+            (p + "mlp.shared_expert.gate_proj.weight", (s, h), "linear"),
+            (p + "mlp.shared_expert.up_proj.weight", (s, h), "linear"),
+            (p + "mlp.shared_expert.down_proj.weight", (h, s), "linear"),
+            (p + "mlp.shared_expert_gate.weight", (1, h), "linear")]
 
 
 def moe_specs(a, p):
@@ -1047,6 +1138,8 @@ def draw_tensor(rng, shape, kind):
         x *= np.float32(1.0 / np.sqrt(shape[-1]))
     elif kind == "linear":
         x *= np.float32(1.0 / np.sqrt(shape[1]))
+    elif kind == "stacked":  # [experts, out, in]: a linear weight per expert
+        x *= np.float32(1.0 / np.sqrt(shape[-1]))
     elif kind == "router":
         x *= np.float32(ROUTER_SCALE / np.sqrt(shape[1]))
     elif kind == "swiglu":

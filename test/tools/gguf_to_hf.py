@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A GGUF file of a Llama, Mixtral, Qwen3, Qwen3-MoE or gpt-oss model as a HuggingFace f32 checkpoint, for the reference.
+"""A GGUF file of a Llama, Mixtral, Qwen3, Qwen3-MoE, gpt-oss, Qwen3.5 or Qwen3.5-MoE model as a HuggingFace f32 checkpoint, for the reference.
 
     gguf_to_hf.py FILE.gguf OUT_DIR
 
@@ -41,6 +41,33 @@ sliding), rope_scaling from rope.scaling.* (yarn: factor, original_max_position_
 beta_fast and beta_slow, 32 and 1 when absent as llama.cpp defaults them, attention_factor
 when the file has one, and truncate false, gpt-oss's: the file has no key for it),
 swiglu_limit 7 (llama.cpp's constant), attention_bias true.
+
+general.architecture "qwen35" and "qwen35moe" (llama.cpp's converter's layout of Qwen3.5 and
+Qwen3.5-MoE, as hf_to_gguf.py describes it) become the flat Qwen3_5ForCausalLM
+(Qwen3_5MoeForCausalLM) checkpoint, model_type qwen3_5_text (qwen3_5_moe_text), tensors
+model.*, every transform of the converter undone: the 1 taken off attn_norm,
+post_attention_norm, attn_q_norm, attn_k_norm and output_norm (exactly: f - 1 of a float32
+f in [0.5, 2] is exact, so reference.py's 1 + w is the file's value), A_log = log(-ssm_a)
+(reference.py's -exp(A_log) then equals ssm_a to float32 rounding), ssm_conv1d [C, K] as
+conv1d.weight [C, 1, K], the value heads (attn_qkv's V rows, ssm_conv1d's V channels,
+attn_gate's rows, ssm_beta, ssm_alpha, ssm_a, ssm_dt, ssm_out's columns) from llama.cpp's
+tiled order back to HF's grouped one, ffn_gate_exps and ffn_up_exps ([E, I, hidden] each)
+stacked into mlp.experts.gate_up_proj [E, 2I, hidden] (ffn_gate_up_exps, when the file fused
+them, taken as it is), ffn_down_exps as mlp.experts.down_proj, ffn_gate_inp as mlp.gate,
+ffn_{gate,up,down}_shexp as mlp.shared_expert.*, ffn_gate_inp_shexp as
+mlp.shared_expert_gate [1, hidden].  config.json: head_dim from attention.key_length,
+partial_rotary_factor rope.dimension_count / head_dim, mrope_section the first three of
+rope.dimension_sections, layer_types from attention.recurrent_layers (else
+full_attention_interval), linear_* from ssm.group_count (key heads), ssm.time_step_rank
+(value heads), ssm.state_size (both head widths), ssm.conv_kernel; intermediate_size from
+feed_forward_length (required for qwen35); num_experts, num_experts_per_tok,
+moe_intermediate_size and shared_expert_intermediate_size from expert_count,
+expert_used_count, expert_feed_forward_length and expert_shared_feed_forward_length.  A file
+with nextn_predict_layers 1 (block_count counts it) gives num_hidden_layers one less and
+mtp_num_hidden_layers 1, and its last block back as the MTP head: mtp.layers.0.* named as a
+decoder layer's, nextn.eh_proj as mtp.fc, nextn.enorm, nextn.hnorm and
+nextn.shared_head_norm as mtp.pre_fc_norm_embedding, mtp.pre_fc_norm_hidden and mtp.norm
+(the 1 taken off).  No tokenizer files are written.
 Anything else is an error naming it.
 """
 
@@ -253,6 +280,176 @@ def gpt_oss_tensors(tensors):
     return out
 
 
+# Qwen3.5's per-layer GGUF names (after "blk.N.") -> HF names (after "model.layers.N.")
+QWEN35_LAYER = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "post_attention_norm.weight": "post_attention_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
+    "attn_q_norm.weight": "self_attn.q_norm.weight",
+    "attn_k_norm.weight": "self_attn.k_norm.weight",
+    "attn_qkv.weight": "linear_attn.in_proj_qkv.weight",
+    "attn_gate.weight": "linear_attn.in_proj_z.weight",
+    "ssm_beta.weight": "linear_attn.in_proj_b.weight",
+    "ssm_alpha.weight": "linear_attn.in_proj_a.weight",
+    "ssm_conv1d.weight": "linear_attn.conv1d.weight",
+    "ssm_dt.bias": "linear_attn.dt_bias", "ssm_a": "linear_attn.A_log",
+    "ssm_norm.weight": "linear_attn.norm.weight",
+    "ssm_out.weight": "linear_attn.out_proj.weight",
+    "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+    "ffn_gate_inp.weight": "mlp.gate.weight", "ffn_down_exps.weight": "mlp.experts.down_proj",
+    "ffn_gate_up_exps.weight": "mlp.experts.gate_up_proj",
+    "ffn_gate_shexp.weight": "mlp.shared_expert.gate_proj.weight",
+    "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
+    "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight",
+    "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight",
+}
+# the (1 + w) norms, stored with the 1 added
+QWEN35_ONE_PLUS = ("attn_norm.weight", "post_attention_norm.weight", "attn_q_norm.weight",
+                   "attn_k_norm.weight")
+# the MTP block's own tensors (after "blk.L.") -> after "mtp."; the norms among them (1 + w)
+QWEN35_NEXTN = {"nextn.eh_proj.weight": "fc.weight",
+                "nextn.enorm.weight": "pre_fc_norm_embedding.weight",
+                "nextn.hnorm.weight": "pre_fc_norm_hidden.weight",
+                "nextn.shared_head_norm.weight": "norm.weight"}
+
+
+def qwen35_config(meta, n_vocab, tied):
+    """config.json of a qwen35 or qwen35moe file: the flat Qwen3_5ForCausalLM (or
+    Qwen3_5MoeForCausalLM) layout, model_type qwen3_5_text (qwen3_5_moe_text)."""
+    arch = meta["general.architecture"]
+    g = lambda k, d=None: meta.get(arch + "." + k, d)  # noqa: E731
+    moe = arch == "qwen35moe"
+    heads = g("attention.head_count")
+    n_mtp = g("nextn_predict_layers", 0)
+    layers = g("block_count") - n_mtp
+    if n_mtp > 1:
+        raise SystemExit("gguf_to_hf.py: %s.nextn_predict_layers %d: one MTP layer is converted"
+                         % (arch, n_mtp))
+    head_dim = g("attention.key_length", g("embedding_length") // heads)
+    rot = g("rope.dimension_count", head_dim)
+    sections = list(g("rope.dimension_sections", [11, 11, 10, 0]))[:3]
+    recurrent = g("attention.recurrent_layers")
+    interval = g("full_attention_interval", 4)
+    if recurrent is None:
+        recurrent = [(i + 1) % interval != 0 for i in range(layers)]
+    elif len(recurrent) != layers + n_mtp:
+        raise SystemExit("gguf_to_hf.py: %s.attention.recurrent_layers has %d entries for %d "
+                         "blocks" % (arch, len(recurrent), layers + n_mtp))
+    nk, nv, d = g("ssm.group_count"), g("ssm.time_step_rank"), g("ssm.state_size")
+    if g("ssm.inner_size") != nv * d:
+        raise SystemExit("gguf_to_hf.py: %s.ssm.inner_size %s is not time_step_rank %d x "
+                         "state_size %d" % (arch, g("ssm.inner_size"), nv, d))
+    if g("rope.scaling.type") not in (None, "none"):
+        raise SystemExit("gguf_to_hf.py: %s.rope.scaling.type %r is not converted"
+                         % (arch, g("rope.scaling.type")))
+    cfg = {"architectures": ["Qwen3_5MoeForCausalLM" if moe else "Qwen3_5ForCausalLM"],
+           "model_type": "qwen3_5_moe_text" if moe else "qwen3_5_text",
+           "attention_bias": False, "attn_output_gate": True, "hidden_act": "silu",
+           "hidden_size": g("embedding_length"), "num_hidden_layers": layers,
+           "num_attention_heads": heads,
+           "num_key_value_heads": g("attention.head_count_kv", heads),
+           "head_dim": head_dim, "full_attention_interval": interval,
+           "layer_types": ["linear_attention" if r else "full_attention"
+                           for r in recurrent[:layers]],
+           "linear_conv_kernel_dim": g("ssm.conv_kernel"), "linear_key_head_dim": d,
+           "linear_value_head_dim": d, "linear_num_key_heads": nk,
+           "linear_num_value_heads": nv, "max_position_embeddings": g("context_length"),
+           "rms_norm_eps": g("attention.layer_norm_rms_epsilon"),
+           "rope_parameters": {"mrope_interleaved": True, "mrope_section": sections,
+                               "partial_rotary_factor": rot / head_dim,
+                               "rope_theta": g("rope.freq_base", 10000.0),
+                               "rope_type": "default"},
+           "mtp_num_hidden_layers": n_mtp, "mtp_use_dedicated_embeddings": False,
+           "tie_word_embeddings": tied, "vocab_size": n_vocab, "torch_dtype": "float32"}
+    if g("feed_forward_length") is not None:
+        cfg["intermediate_size"] = g("feed_forward_length")
+    elif not moe:
+        raise SystemExit("gguf_to_hf.py: qwen35 without qwen35.feed_forward_length")
+    if moe:  # llama.cpp's defaults where a width is missing
+        k = g("expert_used_count")
+        cfg.update({"num_experts": g("expert_count"), "num_experts_per_tok": k,
+                    "moe_intermediate_size": g("expert_feed_forward_length",
+                                               (g("feed_forward_length") or 0) // k),
+                    "shared_expert_intermediate_size": g("expert_shared_feed_forward_length",
+                                                         g("feed_forward_length"))})
+    return cfg
+
+
+def v_heads_grouped(t, axis, nk, per_k, d):
+    """t with its value heads (d wide each along axis) moved back from llama.cpp's tiled order
+    (head j * nk + g) to HF's grouped one (head g * per_k + j, the j-th of key head g)."""
+    t = np.moveaxis(t, axis, 0)
+    shape = t.shape
+    t = t.reshape((per_k, nk, d) + shape[1:]).swapaxes(0, 1).reshape(shape)
+    return np.moveaxis(t, 0, axis)
+
+
+def qwen35_hf_tensors(tensors, cfg):
+    """{HF name: array} of a qwen35 or qwen35moe file's dequantized tensors ({GGUF name:
+    array}), every transform of the converter undone: the 1 taken off the (1 + w) norms,
+    ssm_a (-exp(A_log)) back to A_log, ssm_conv1d [C, K] to [C, 1, K], the value heads back in
+    HF's grouped order, ffn_gate_exps and ffn_up_exps (or ffn_gate_up_exps) fused into
+    mlp.experts.gate_up_proj [E, 2I, hidden], ffn_gate_inp_shexp as [1, hidden]; blocks past
+    the decoder's are mtp.layers.*, their nextn.* tensors mtp.fc and the MTP norms."""
+    layers, per_k = cfg["num_hidden_layers"], cfg["linear_num_value_heads"] // cfg[
+        "linear_num_key_heads"]
+    nk, d = cfg["linear_num_key_heads"], cfg["linear_value_head_dim"]
+    key_rows = 2 * nk * cfg["linear_key_head_dim"]
+    out, experts = {}, {}
+    for name, w in tensors.items():
+        if name in TOP:
+            if name == "output_norm.weight":
+                w = w - np.float32(1)
+            out[TOP[name]] = w
+            continue
+        parts = name.split(".", 2)
+        if parts[0] != "blk" or len(parts) != 3 or not parts[1].isdigit():
+            raise SystemExit("gguf_to_hf.py: tensor %s is not one of a %s model"
+                             % (name, cfg["model_type"]))
+        block, rest = int(parts[1]), parts[2]
+        p = ("model.layers.%d." % block if block < layers
+             else "mtp.layers.%d." % (block - layers))
+        if block >= layers and rest in QWEN35_NEXTN:
+            if rest != "nextn.eh_proj.weight":
+                w = w - np.float32(1)
+            out["mtp." + QWEN35_NEXTN[rest]] = w
+            continue
+        if rest in ("ffn_gate_exps.weight", "ffn_up_exps.weight"):
+            experts.setdefault(p, {})[rest] = w
+            if len(experts[p]) == 2:
+                ex = experts.pop(p)
+                out[p + "mlp.experts.gate_up_proj"] = np.concatenate(
+                    [ex["ffn_gate_exps.weight"], ex["ffn_up_exps.weight"]], axis=1)
+            continue
+        if rest not in QWEN35_LAYER:
+            raise SystemExit("gguf_to_hf.py: tensor %s is not one of a %s model"
+                             % (name, cfg["model_type"]))
+        if rest in QWEN35_ONE_PLUS:
+            w = w - np.float32(1)
+        elif rest == "ssm_a":
+            w = np.log(-w.astype(np.float64))
+        elif rest == "ssm_conv1d.weight":
+            w = w.reshape(w.shape[0], 1, w.shape[1])
+        elif rest == "ffn_gate_inp_shexp.weight":
+            w = w.reshape(1, -1)
+        if per_k > 1 and rest in ("attn_qkv.weight", "ssm_conv1d.weight"):
+            w = np.concatenate([w[:key_rows], v_heads_grouped(w[key_rows:], 0, nk, per_k, d)])
+        elif per_k > 1 and rest == "attn_gate.weight":
+            w = v_heads_grouped(w, 0, nk, per_k, d)
+        elif per_k > 1 and rest in ("ssm_beta.weight", "ssm_alpha.weight", "ssm_dt.bias",
+                                    "ssm_a"):
+            w = v_heads_grouped(w, 0, nk, per_k, 1)
+        elif per_k > 1 and rest == "ssm_out.weight":
+            w = v_heads_grouped(w, 1, nk, per_k, d)
+        out[p + QWEN35_LAYER[rest]] = w
+    if experts:
+        p = sorted(experts)[0]
+        raise SystemExit("gguf_to_hf.py: %s has only %s" % (p, ", ".join(experts[p])))
+    return out
+
+
 def hf_config(meta, n_vocab, tied, sparse):
     """config.json of the file's <arch>.* hyper-parameters; sparse: the layers that hold
     experts (ffn_gate_inp)."""
@@ -332,7 +529,12 @@ def convert(path, out_dir):
     tied = "output.weight" not in tensors
     n_vocab = tensors["token_embd.weight"][1][1]
     out = {}
-    if meta.get("general.architecture") == "gpt-oss":
+    if meta.get("general.architecture") in ("qwen35", "qwen35moe"):
+        cfg = qwen35_config(meta, n_vocab, tied)
+        for hf, w in qwen35_hf_tensors({name: dequantize(*t)
+                                        for name, t in tensors.items()}, cfg).items():
+            out[hf] = np.ascontiguousarray(w, dtype="<f4")
+    elif meta.get("general.architecture") == "gpt-oss":
         cfg = gpt_oss_config(meta, n_vocab, tied)
         for hf, w in gpt_oss_tensors({name: dequantize(*t) for name, t in tensors.items()}).items():
             out[hf] = np.ascontiguousarray(w, dtype="<f4")

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Convert a small HF checkpoint (as gen_model.py makes them) to one GGUF file.
 
-    hf_to_gguf.py MODEL_DIR OUT.gguf [--eot-id ID]
+    hf_to_gguf.py MODEL_DIR OUT.gguf [--eot-id ID] [--mtp] [--fuse-gate-up-exps]
                   [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k|mxfp4]
 
 Written from llama.cpp's conventions (its key names and what its converter does to each
@@ -56,7 +56,7 @@ family), sharing no code with it:
     GGUF has no key for it and gguf_to_hf.py writes it back false).
   - qwen3_5 (either layout; general.architecture "qwen35", as llama.cpp's converter writes
     Qwen3_5ForConditionalGeneration and Qwen3_5ForCausalLM): the text model only (model.visual.*
-    and mtp.* are left out, so no nextn_predict_layers).  Keys: context_length,
+    left out, and mtp.* unless --mtp, below).  Keys: context_length,
     embedding_length, block_count, feed_forward_length, attention.head_count[_kv],
     attention.key_length and value_length (head_dim), attention.layer_norm_rms_epsilon,
     rope.freq_base (rope_theta), rope.dimension_count (int(head_dim * partial_rotary_factor)),
@@ -78,11 +78,39 @@ family), sharing no code with it:
     g) to llama.cpp's tiled one (at j * nk + g): the V rows of attn_qkv and the V channels of
     ssm_conv1d, attn_gate's rows, ssm_beta's and ssm_alpha's rows, ssm_a and ssm_dt, and
     ssm_out's columns;
+  - qwen3_5_moe (either layout; general.architecture "qwen35moe", as llama.cpp's converter
+    writes Qwen3_5MoeForConditionalGeneration and Qwen3_5MoeForCausalLM): qwen3_5's keys and
+    transforms, but no feed_forward_length (the config has no intermediate_size; written if
+    it has one), and expert_count (num_experts), expert_used_count (num_experts_per_tok),
+    expert_feed_forward_length (moe_intermediate_size) and expert_shared_feed_forward_length
+    (shared_expert_intermediate_size); no expert_weights_norm (llama.cpp's qwen35moe always
+    renormalises, as HF's router does).  Every layer's MLP: ffn_gate_inp (mlp.gate, F32 [E,
+    hidden], ne [hidden, E]), the released fused experts mlp.experts.gate_up_proj [E, 2I,
+    hidden] split into ffn_gate_exps (its first I rows per expert) and ffn_up_exps (the last
+    I), both [E, I, hidden] (ne [hidden, I, E]), mlp.experts.down_proj as ffn_down_exps [E,
+    hidden, I] (ne [I, hidden, E]), the shared expert as ffn_gate_shexp, ffn_up_shexp [S,
+    hidden] and ffn_down_shexp [hidden, S], and mlp.shared_expert_gate [1, hidden] as the F32
+    ffn_gate_inp_shexp (ne [hidden, 1]).  Per-expert tensors (mlp.experts.E.{gate,up,
+    down}_proj.weight) are stacked likewise.  --fuse-gate-up-exps keeps gate_up_proj whole as
+    ffn_gate_up_exps [E, 2I, hidden] (ne [hidden, 2I, E]: gate rows, then up rows), as
+    llama.cpp's converter does with that option.
+  - --mtp (qwen3_5, qwen3_5_moe): the multi-token-prediction head too, as llama.cpp's
+    converter writes it unless told --no-mtp: block_count is num_hidden_layers +
+    mtp_num_hidden_layers, <arch>.nextn_predict_layers mtp_num_hidden_layers,
+    attention.recurrent_layers gets a false per MTP layer; mtp.layers.j.* are block
+    num_hidden_layers + j, named and transformed as a full-attention decoder layer's (norms
+    with the 1 added, the MoE block's tensors for qwen3_5_moe), and on block L =
+    num_hidden_layers mtp.fc is blk.L.nextn.eh_proj [hidden, 2 hidden] (ne [2 hidden,
+    hidden]), mtp.pre_fc_norm_embedding blk.L.nextn.enorm, mtp.pre_fc_norm_hidden
+    blk.L.nextn.hnorm and mtp.norm blk.L.nextn.shared_head_norm (those three with the 1
+    added).  llama.cpp checks their shapes and then leaves them unused unless asked to load
+    the MTP layers;
 Matrices are stored in --type (the embeddings and the experts too: every row of every
 expert quantized alone, rows along the innermost dimension; mxfp4 is every matrix as
 gpt-oss's experts are, 32-element blocks of 4-bit floats under a shared power of two);
 norms, biases (gpt-oss's 2-d expert biases too), sinks, factors and the routers stay F32,
-as llama.cpp's converter keeps every 1-d tensor, every non-".weight" tensor and ffn_gate_inp.
+as llama.cpp's converter keeps every 1-d tensor, every non-".weight" tensor, ffn_gate_inp and
+ffn_gate_inp_shexp.
 The tokenizer's metadata is gguf_vocab.py's tokenizer_kvs(model_dir); config.json's bos and eos
 ids fill in what it lacks.
 
@@ -116,7 +144,8 @@ TYPES = {"f32": 0, "f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "q5_0"
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
              "gemma3_text": "gemma3", "phi3": "phi3", "qwen3_moe": "qwen3moe",
              "mixtral": "llama", "gpt_oss": "gpt-oss", "qwen3_5": "qwen35",
-             "qwen3_5_text": "qwen35"}
+             "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe", "qwen3_5_moe_text": "qwen35moe"}
+QWEN35_MULTIMODAL = ("qwen3_5", "qwen3_5_moe")  # the text model's fields under text_config
 
 # HF tensor name (after "model.layers.N.") -> GGUF name (after "blk.N."); Gemma's two
 # sandwich norms differ, below
@@ -219,16 +248,30 @@ QWEN35_LAYER_NAMES = {
     "linear_attn.out_proj.weight": "ssm_out.weight",
     "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
+    # Qwen3.5-MoE's sparse block; mlp.experts.gate_up_proj is split below
+    "mlp.gate.weight": "ffn_gate_inp.weight", "mlp.experts.down_proj": "ffn_down_exps.weight",
+    "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
+    "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
+    "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
+    "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight",
 }
+# the multi-token-prediction head's own tensors (after "mtp.") -> after "blk.L." (L the first
+# block after the decoder's), as llama.cpp's converter renames them; its layers' tensors are
+# named as a decoder layer's
+QWEN35_MTP_NAMES = {"fc.weight": "nextn.eh_proj.weight",
+                    "pre_fc_norm_embedding.weight": "nextn.enorm.weight",
+                    "pre_fc_norm_hidden.weight": "nextn.hnorm.weight",
+                    "norm.weight": "nextn.shared_head_norm.weight"}
 # the norms that scale by (1 + w): stored with the 1 added
 QWEN35_ONE_PLUS = ("input_layernorm.weight", "post_attention_layernorm.weight",
                    "self_attn.q_norm.weight", "self_attn.k_norm.weight")
 
 
-def add_qwen35_hparams(w, text):
-    """The qwen35.* keys of Qwen3.5's text config, as llama.cpp's converter writes them."""
+def add_qwen35_hparams(w, text, arch, n_mtp):
+    """The qwen35.* (or qwen35moe.*) keys of Qwen3.5's text config, as llama.cpp's converter
+    writes them; n_mtp multi-token-prediction layers counted in block_count."""
     def key(k):
-        return "qwen35." + k
+        return arch + "." + k
     n_heads = text["num_attention_heads"]
     head_dim = text.get("head_dim") or text["hidden_size"] // n_heads
     nk, nv = text["linear_num_key_heads"], text["linear_num_value_heads"]
@@ -247,13 +290,20 @@ def add_qwen35_hparams(w, text):
     section = (section + [0] * 4)[:4]
     w.add(key("context_length"), "uint32", text.get("max_position_embeddings", 2048))
     w.add(key("embedding_length"), "uint32", text["hidden_size"])
-    w.add(key("block_count"), "uint32", text["num_hidden_layers"])
-    w.add(key("feed_forward_length"), "uint32", text["intermediate_size"])
+    w.add(key("block_count"), "uint32", text["num_hidden_layers"] + n_mtp)
+    if text.get("intermediate_size") is not None:  # Qwen3.5-MoE's config has none
+        w.add(key("feed_forward_length"), "uint32", text["intermediate_size"])
     w.add(key("attention.head_count"), "uint32", n_heads)
     w.add(key("attention.head_count_kv"), "uint32", text.get("num_key_value_heads") or n_heads)
     w.add(key("attention.key_length"), "uint32", head_dim)
     w.add(key("attention.value_length"), "uint32", head_dim)
     w.add(key("attention.layer_norm_rms_epsilon"), "float32", text.get("rms_norm_eps", 1e-6))
+    if arch == "qwen35moe":
+        w.add(key("expert_count"), "uint32", text["num_experts"])
+        w.add(key("expert_used_count"), "uint32", text["num_experts_per_tok"])
+        w.add(key("expert_feed_forward_length"), "uint32", text["moe_intermediate_size"])
+        w.add(key("expert_shared_feed_forward_length"), "uint32",
+              text["shared_expert_intermediate_size"])
     w.add(key("rope.freq_base"), "float32",
           float(rp.get("rope_theta", text.get("rope_theta", 10000.0))))
     w.add(key("rope.dimension_count"), "uint32", int(head_dim * factor))
@@ -269,8 +319,10 @@ def add_qwen35_hparams(w, text):
             raise SystemExit("hf_to_gguf.py: layer_types has %d entries for %d layers"
                              % (len(kinds), text["num_hidden_layers"]))
         w.add(key("attention.recurrent_layers"), "array",
-              ("bool", [k == "linear_attention" for k in kinds]))
+              ("bool", [k == "linear_attention" for k in kinds] + [False] * n_mtp))
     w.add(key("full_attention_interval"), "uint32", text.get("full_attention_interval", 4))
+    if n_mtp:
+        w.add(key("nextn_predict_layers"), "uint32", n_mtp)
     w.add(key("vocab_size"), "uint32", text["vocab_size"])
 
 
@@ -283,17 +335,68 @@ def v_heads_tiled(t, axis, nk, per_k, d):
     return np.moveaxis(t, 0, axis)
 
 
-def qwen35_tensors(weights, text, tied):
-    """[(GGUF name, array)] of a Qwen3.5 checkpoint's text model in file order, the vision
-    tower (model.visual.*) and the multi-token-prediction head (mtp.*) left out; (1 + w)
-    norms with the 1 added, A_log as -exp(A_log), conv1d.weight [C, 1, K] as [C, K], and with
-    nv > nk the value heads in llama.cpp's tiled order."""
+def fuse_experts(weights, n):
+    """weights with any per-expert tensors (X.mlp.experts.E.{gate,up,down}_proj.weight, as
+    older checkpoints store them) replaced by the released stacked ones, X.mlp.experts.gate_up_proj
+    [E, 2 I, hidden] (gate rows, then up rows) and X.mlp.experts.down_proj [E, hidden, I], in
+    the place of their last expert; n the experts per layer."""
+    pending, out = {}, {}
+    for name, t in weights.items():
+        head, sep, tail = name.partition(".mlp.experts.")
+        parts = tail.split(".")
+        if not sep or len(parts) != 3 or not parts[0].isdigit():
+            out[name] = t
+            continue
+        if parts[1:] not in (["gate_proj", "weight"], ["up_proj", "weight"],
+                             ["down_proj", "weight"]):
+            raise SystemExit("hf_to_gguf.py: unknown tensor %s" % name)
+        mats = pending.setdefault(head, {})
+        if int(parts[0]) >= n or (int(parts[0]), parts[1]) in mats:
+            raise SystemExit("hf_to_gguf.py: tensor %s: expert %s of %d" % (name, parts[0], n))
+        mats[(int(parts[0]), parts[1])] = t
+        if len(mats) == 3 * n:
+            p = head + ".mlp.experts."
+            out[p + "gate_up_proj"] = np.stack([np.concatenate([mats[(e, "gate_proj")],
+                                                                mats[(e, "up_proj")]])
+                                                for e in range(n)])
+            out[p + "down_proj"] = np.stack([mats[(e, "down_proj")] for e in range(n)])
+            del pending[head]
+    if pending:
+        raise SystemExit("hf_to_gguf.py: %s.mlp.experts lacks experts" % sorted(pending)[0])
+    return out
+
+
+def qwen35_tensors(weights, text, tied, n_mtp=0, fuse_gate_up=False):
+    """[(GGUF name, array)] of a Qwen3.5 or Qwen3.5-MoE checkpoint's text model in file order,
+    the vision tower (model.visual.*) left out and the multi-token-prediction head (mtp.*) too
+    unless n_mtp (then its layers are blocks num_hidden_layers..., fc, the two pre-fc norms and
+    its norm that first block's nextn.* tensors); (1 + w) norms with the 1 added, A_log as
+    -exp(A_log), conv1d.weight [C, 1, K] as [C, K], with nv > nk the value heads in llama.cpp's
+    tiled order, and the fused experts split into gate and up (kept whole as ffn_gate_up_exps
+    with fuse_gate_up)."""
     nk, nv = text["linear_num_key_heads"], text["linear_num_value_heads"]
     dk, dv = text["linear_key_head_dim"], text["linear_value_head_dim"]
     per_k, key_rows = nv // nk, 2 * nk * dk
+    first_mtp = text["num_hidden_layers"]
     out = []
-    for hf, t in weights.items():
-        if hf.startswith(("model.visual.", "mtp.")) or (tied and hf == "lm_head.weight"):
+    for hf, t in fuse_experts(weights, text.get("num_experts", 0)).items():
+        if hf.startswith("model.visual.") or (tied and hf == "lm_head.weight"):
+            continue
+        if hf.startswith("mtp."):
+            if not n_mtp:
+                continue
+            rest = hf[len("mtp."):]
+            if rest in QWEN35_MTP_NAMES:  # the norms among them (1 + w)
+                if QWEN35_MTP_NAMES[rest].endswith("norm.weight"):
+                    t = (t.astype(np.float32) + np.float32(1)).astype(np.float64)
+                out.append(("blk.%d.%s" % (first_mtp, QWEN35_MTP_NAMES[rest]), t))
+                continue
+            parts = rest.split(".", 2)  # layers, j, rest
+            if len(parts) != 3 or parts[0] != "layers" or not parts[1].isdigit() or \
+                    int(parts[1]) >= n_mtp:
+                raise SystemExit("hf_to_gguf.py: unknown tensor %s" % hf)
+            out += qwen35_layer_tensors(first_mtp + int(parts[1]), parts[2], t, hf, nk,
+                                        per_k, key_rows, dv, fuse_gate_up)
             continue
         name = hf.replace("model.language_model.", "model.", 1)
         if name in MODEL_NAMES:
@@ -302,27 +405,43 @@ def qwen35_tensors(weights, text, tied):
             out.append((MODEL_NAMES[name], t))
             continue
         parts = name.split(".", 3)
-        rest = parts[3] if len(parts) == 4 and parts[:2] == ["model", "layers"] else None
-        if rest not in QWEN35_LAYER_NAMES:
+        if len(parts) != 4 or parts[:2] != ["model", "layers"] or not parts[2].isdigit():
             raise SystemExit("hf_to_gguf.py: unknown tensor %s" % hf)
-        if rest in QWEN35_ONE_PLUS:
-            t = (t.astype(np.float32) + np.float32(1)).astype(np.float64)
-        elif rest == "linear_attn.A_log":
-            t = -np.exp(t)
-        elif rest == "linear_attn.conv1d.weight":
-            t = t.reshape(t.shape[0], t.shape[-1])
-        if per_k > 1 and rest.startswith("linear_attn."):
-            if rest in ("linear_attn.in_proj_qkv.weight", "linear_attn.conv1d.weight"):
-                t = np.concatenate([t[:key_rows], v_heads_tiled(t[key_rows:], 0, nk, per_k, dv)])
-            elif rest == "linear_attn.in_proj_z.weight":
-                t = v_heads_tiled(t, 0, nk, per_k, dv)
-            elif rest in ("linear_attn.in_proj_b.weight", "linear_attn.in_proj_a.weight",
-                          "linear_attn.dt_bias", "linear_attn.A_log"):
-                t = v_heads_tiled(t, 0, nk, per_k, 1)
-            elif rest == "linear_attn.out_proj.weight":
-                t = v_heads_tiled(t, 1, nk, per_k, dv)
-        out.append(("blk.%s.%s" % (parts[2], QWEN35_LAYER_NAMES[rest]), t))
+        out += qwen35_layer_tensors(int(parts[2]), parts[3], t, hf, nk, per_k, key_rows, dv,
+                                    fuse_gate_up)
     return out
+
+
+def qwen35_layer_tensors(layer, rest, t, hf, nk, per_k, key_rows, dv, fuse_gate_up=False):
+    """[(GGUF name, array)] of one tensor of Qwen3.5 decoder layer `layer` (rest: its name
+    after the layer prefix)."""
+    p = "blk.%d." % layer
+    if rest == "mlp.experts.gate_up_proj":  # [E, 2 I, hidden]: gate rows, then up rows
+        if t.ndim != 3 or t.shape[1] % 2:
+            raise SystemExit("hf_to_gguf.py: %s has shape %s, not [E, 2I, H]" % (hf, t.shape))
+        if fuse_gate_up:
+            return [(p + "ffn_gate_up_exps.weight", t)]
+        half = t.shape[1] // 2
+        return [(p + "ffn_gate_exps.weight", t[:, :half]), (p + "ffn_up_exps.weight", t[:, half:])]
+    if rest not in QWEN35_LAYER_NAMES:
+        raise SystemExit("hf_to_gguf.py: unknown tensor %s" % hf)
+    if rest in QWEN35_ONE_PLUS:
+        t = (t.astype(np.float32) + np.float32(1)).astype(np.float64)
+    elif rest == "linear_attn.A_log":
+        t = -np.exp(t)
+    elif rest == "linear_attn.conv1d.weight":
+        t = t.reshape(t.shape[0], t.shape[-1])
+    if per_k > 1 and rest.startswith("linear_attn."):
+        if rest in ("linear_attn.in_proj_qkv.weight", "linear_attn.conv1d.weight"):
+            t = np.concatenate([t[:key_rows], v_heads_tiled(t[key_rows:], 0, nk, per_k, dv)])
+        elif rest == "linear_attn.in_proj_z.weight":
+            t = v_heads_tiled(t, 0, nk, per_k, dv)
+        elif rest in ("linear_attn.in_proj_b.weight", "linear_attn.in_proj_a.weight",
+                      "linear_attn.dt_bias", "linear_attn.A_log"):
+            t = v_heads_tiled(t, 0, nk, per_k, 1)
+        elif rest == "linear_attn.out_proj.weight":
+            t = v_heads_tiled(t, 1, nk, per_k, dv)
+    return [(p + QWEN35_LAYER_NAMES[rest], t)]
 
 
 def gguf_name(hf, gemma):
@@ -495,7 +614,7 @@ def add_tensor(w, name, t, type_name):
     """Write t (numpy order, outermost first) under name: F32 for what llama.cpp's converter
     keeps so (1-d tensors, biases, the router, ssm_conv1d), --type for the other matrices."""
     if (t.ndim == 1 or not name.endswith(".weight") or name.endswith("ffn_gate_inp.weight")
-            or name.endswith("ssm_conv1d.weight")):
+            or name.endswith("ffn_gate_inp_shexp.weight") or name.endswith("ssm_conv1d.weight")):
         w.add_tensor(name, 0, list(reversed(t.shape)), np.ascontiguousarray(t, dtype="<f4"))
     else:
         type_id, data = encode_matrix(t, type_name)
@@ -558,8 +677,10 @@ def add_vocab(w, model_dir, cfg, eot_id):
         w.add("tokenizer.ggml.eot_token_id", "uint32", eot_id)
 
 
-def convert(model_dir, out_path, type_name, breaking=None, eot_id=None):
-    """Write model_dir's checkpoint to out_path (breaking: (what, name) or None)."""
+def convert(model_dir, out_path, type_name, breaking=None, eot_id=None, mtp=False,
+            fuse_gate_up=False):
+    """Write model_dir's checkpoint to out_path (breaking: (what, name) or None; mtp: a
+    Qwen3.5 checkpoint's multi-token-prediction head too)."""
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
     arch = GGUF_ARCH.get(cfg.get("model_type"))
@@ -568,12 +689,23 @@ def convert(model_dir, out_path, type_name, breaking=None, eot_id=None):
     w = BreakingWriter(*breaking) if breaking else gguf_writer.GGUFWriter(version=3)
     w.add("general.architecture", "string", arch)
     w.add("general.name", "string", os.path.basename(os.path.normpath(model_dir)))
-    if arch == "qwen35":
-        text = cfg["text_config"] if cfg.get("model_type") == "qwen3_5" else cfg
-        add_qwen35_hparams(w, text)
+    if mtp and arch not in ("qwen35", "qwen35moe"):
+        raise SystemExit("hf_to_gguf.py: --mtp is for qwen3_5 and qwen3_5_moe checkpoints")
+    if fuse_gate_up and arch != "qwen35moe":
+        raise SystemExit("hf_to_gguf.py: --fuse-gate-up-exps is for qwen3_5_moe checkpoints")
+    if arch in ("qwen35", "qwen35moe"):
+        text = cfg["text_config"] if cfg.get("model_type") in QWEN35_MULTIMODAL else cfg
+        weights = load_weights(model_dir)
+        n_mtp = 0
+        if mtp:
+            n_mtp = text.get("mtp_num_hidden_layers", 0)
+            if not n_mtp or not any(n.startswith("mtp.layers.") for n in weights):
+                raise SystemExit("hf_to_gguf.py: --mtp: %s has no multi-token-prediction layers"
+                                 % model_dir)
+        add_qwen35_hparams(w, text, arch, n_mtp)
         add_vocab(w, model_dir, text, eot_id)
         tied = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False))
-        for name, t in qwen35_tensors(load_weights(model_dir), text, tied):
+        for name, t in qwen35_tensors(weights, text, tied, n_mtp, fuse_gate_up):
             add_tensor(w, name, t, type_name)
         with open(out_path, "wb") as f:
             f.write(w.to_bytes())
@@ -622,6 +754,12 @@ def main(argv=None):
     p.add_argument("--eot-id", type=int, metavar="ID",
                    help="write tokenizer.ggml.eot_token_id (a chat model's end of turn, as "
                         "llama.cpp's converter writes it where it differs from eos)")
+    p.add_argument("--mtp", action="store_true",
+                   help="qwen3_5, qwen3_5_moe: write the multi-token-prediction head too, as "
+                        "llama.cpp's converter does by default (blk.N.nextn.*, N = the layers)")
+    p.add_argument("--fuse-gate-up-exps", action="store_true",
+                   help="qwen3_5_moe: the experts' gate and up as one ffn_gate_up_exps, as "
+                        "llama.cpp's converter writes them with this option")
     p.add_argument("--break", dest="breaking", metavar="WHAT:NAME",
                    help="write one thing wrong: " + ", ".join(BREAKS))
     a = p.parse_args(argv)
@@ -630,7 +768,7 @@ def main(argv=None):
         breaking = tuple(a.breaking.split(":", 1))
         if len(breaking) != 2 or breaking[0] not in BREAKS:
             p.error("--break WHAT:NAME with WHAT one of " + ", ".join(BREAKS))
-    convert(a.model_dir, a.out, a.type, breaking, a.eot_id)
+    convert(a.model_dir, a.out, a.type, breaking, a.eot_id, a.mtp, a.fuse_gate_up_exps)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Check reference.py's Qwen3.5 forward by computations written apart from it.
+"""Check reference.py's Qwen3.5 and Qwen3.5-MoE forwards by computations written apart from it.
 
     qwen35_check.py [--workdir DIR]
 
@@ -27,16 +27,34 @@ reference.py's code, and differs from it in form:
   deltanet    reference.linear_attention against this file's composition (convolve, the
               chunked delta rule, the gated RMSNorm), nv = nk and nv = 2 nk, in one call and
               in three.
+  moe         reference.qwen35_moe_mlp (Qwen3.5-MoE's sparse block: a loop over tokens and
+              their chosen experts, plus the shared expert times the sigmoid of its gate)
+              against a dense masked form: every expert on every row from the fused
+              gate_up_proj cut in halves, weights p_e for the experts ranked below k (ties to
+              the lower index), renormalised; 1 to 7 of 3 to 16 experts, flat to sharp
+              routers, the fused and the per-expert tensor layouts, exact ties; and with no
+              routed output and a zero gate, half the shared expert computed row by row.
   model       reference.py's logits and greedy ids (its CLI) against a whole forward built
               here from the pieces above, which recomputes the whole sequence at every
               greedy step (so the CLI's cache is checked too): the released layout with
-              nv = 2 nk, the flat Qwen3_5ForCausalLM layout with nv = nk, and BF16.
+              nv = 2 nk, the flat Qwen3_5ForCausalLM layout with nv = nk, and BF16; the same
+              three for qwen3_5_moe (8 experts k 2, 4 experts k 2, 6 experts k 3).
+  gguf        hf_to_gguf.py at F32 (--mtp, and --fuse-gate-up-exps once) then gguf_to_hf.py
+              gives back every tensor of the text model (and the MTP head) bit for bit, but
+              the (1 + w) norms and A_log within float32 rounding; reference.py's logits on
+              that within 1e-5 and its greedy ids the same; dense and MoE, both layouts.
   layouts     gen_model.py's two layouts of one seed give reference.py the same logits
-              (the vision and MTP tensors in the file ignored).
+              (the vision and MTP tensors in the file ignored), for qwen3_5 and qwen3_5_moe.
   wiring      a qwen3_5 checkpoint of full-attention layers only, partial_rotary_factor 1,
               with zero gate rows (sigmoid 1/2) and o_proj doubled, gives reference.py the
               logits its qwen3 forward gives for the same weights as a qwen3 checkpoint (the
-              query rows of q_proj, o_proj not doubled, 1 added to every norm).
+              query rows of q_proj, o_proj not doubled, 1 added to every norm); and a
+              qwen3_5_moe checkpoint whose experts are all expert 0 and whose shared-expert
+              gate is zero gives the logits of the qwen3_5 checkpoint whose dense MLP is
+              expert 0 and the shared expert side by side (width I + S, the shared expert's
+              down columns halved).
+  router      reference.py --router-margins on a qwen3_5_moe checkpoint logs every layer's
+              every routed token and the two summaries.
 """
 
 import argparse
@@ -207,6 +225,30 @@ def own_deltanet(p, h, state):
     return o.reshape(n, nv * dv) @ p["out_proj"].T
 
 
+def own_sparse_block(p, h):
+    """Qwen3.5-MoE's sparse block of rows h computed densely: every expert on every row (the
+    fused gate_up_proj [E, 2 I, hidden] applied whole, then cut in its gate and up halves),
+    weighted by p_e where e ranks below k (its rank: the experts with a larger p, or an
+    equal p and a lower index) and 0 elsewhere, the weights divided by their row sums; plus
+    the shared expert times the sigmoid of its one-row gate."""
+    logits = h @ p["router"].T
+    prob = np.exp(logits - logits.max(axis=1, keepdims=True))
+    prob /= prob.sum(axis=1, keepdims=True)
+    n = prob.shape[1]
+    lower = np.arange(n)[None, :] < np.arange(n)[:, None]          # [e, j]: j < e
+    above = (prob[:, None, :] > prob[:, :, None]) | (
+        (prob[:, None, :] == prob[:, :, None]) & lower[None])
+    wts = np.where(above.sum(axis=2) < p["k"], prob, 0.0)
+    wts /= wts.sum(axis=1, keepdims=True)
+    gu = np.einsum("eoh,th->teo", p["gate_up"], h)
+    width = gu.shape[2] // 2
+    y = np.einsum("ehi,tei->teh", p["down"], swish(gu[..., :width]) * gu[..., width:])
+    routed = np.einsum("te,teh->th", wts, y)
+    shared = (swish(h @ p["s_gate"].T) * (h @ p["s_up"].T)) @ p["s_down"].T
+    gate = sig(h @ p["s_gate_w"][0])
+    return routed + gate[:, None] * shared
+
+
 # --------------------------------------------------------------------------- fake layers
 
 def random_attention_params(rng, hidden, heads, kv_heads, d, rot):
@@ -229,6 +271,35 @@ def random_deltanet_params(rng, hidden, nk, nv, dk, dv, kern):
             "dt_bias": 1 + 0.1 * rng.standard_normal(nv),
             "A_log": rng.uniform(math.log(0.05), math.log(16), nv),
             "norm": 1 + 0.1 * rng.standard_normal(dv), "out_proj": lin(hidden, nv * dv)}
+
+
+def random_moe_params(rng, hidden, n, k, width, shared, scale):
+    def lin(*shape):
+        return rng.standard_normal(shape) / math.sqrt(shape[-1])
+    return {"router": rng.standard_normal((n, hidden)) * scale / math.sqrt(hidden), "k": k,
+            "gate_up": lin(n, 2 * width, hidden), "down": lin(n, hidden, width),
+            "s_gate": lin(shared, hidden), "s_up": lin(shared, hidden),
+            "s_down": lin(hidden, shared), "s_gate_w": lin(1, hidden)}
+
+
+def moe_tensors(p, prefix, per_expert=False):
+    """The checkpoint tensors of a sparse block's parameters p, named after prefix: the
+    released fused layout, or one tensor per expert."""
+    w = {prefix + "gate.weight": p["router"],
+         prefix + "shared_expert.gate_proj.weight": p["s_gate"],
+         prefix + "shared_expert.up_proj.weight": p["s_up"],
+         prefix + "shared_expert.down_proj.weight": p["s_down"],
+         prefix + "shared_expert_gate.weight": p["s_gate_w"]}
+    if not per_expert:
+        w[prefix + "experts.gate_up_proj"] = p["gate_up"]
+        w[prefix + "experts.down_proj"] = p["down"]
+        return w
+    width = p["gate_up"].shape[1] // 2
+    for e in range(p["router"].shape[0]):
+        w[prefix + "experts.%d.gate_proj.weight" % e] = p["gate_up"][e, :width]
+        w[prefix + "experts.%d.up_proj.weight" % e] = p["gate_up"][e, width:]
+        w[prefix + "experts.%d.down_proj.weight" % e] = p["down"][e]
+    return w
 
 
 def fake_model(att=None, dn=None):
@@ -374,6 +445,50 @@ def deltanet_checks(tap):
                   "state %.2g)" % (nk, nv, dk, dv, kern, err1, err2, err3))
 
 
+def moe_checks(tap):
+    rng = np.random.default_rng(26)
+    hidden, rows = 24, 30
+    for n, k, width, shared, scale, per_expert in [
+            (8, 2, 10, 12, 2.0, False), (8, 2, 10, 12, 2.0, True), (4, 4, 6, 6, 1.0, False),
+            (16, 1, 8, 20, 6.0, False), (3, 2, 5, 7, 0.1, True), (8, 7, 4, 4, 3.0, False)]:
+        p = random_moe_params(rng, hidden, n, k, width, shared, scale)
+        m = object.__new__(reference.Qwen35)
+        w = moe_tensors(p, "model.layers.0.mlp.", per_expert)
+        text = {"num_experts": n, "num_experts_per_tok": k}
+        m.experts = [reference.qwen35_experts(w, "model.layers.0.mlp.", text)]
+        m.shared = [reference.SharedExpert(w, "model.layers.0.mlp.")]
+        h = rng.standard_normal((rows, hidden))
+        got = reference.qwen35_moe_mlp(m, 0, h, np.arange(rows))
+        want = own_sparse_block(p, h)
+        err = rel_err(got, want)
+        tap.check(err < 1e-12, "moe: sparse block (routed experts + gated shared expert) = "
+                  "dense masked form (%d experts, k %d, router scale %g, %s; rel err %.2g)"
+                  % (n, k, scale, "per-expert tensors" if per_expert else "fused", err))
+    # exact ties: repeated router rows; the lower index first on both sides
+    p = random_moe_params(rng, hidden, 6, 2, 5, 5, 1.0)
+    p["router"] = p["router"][[0, 1, 0, 2, 1, 0]]
+    m = object.__new__(reference.Qwen35)
+    w = moe_tensors(p, "p.")
+    m.experts = [reference.qwen35_experts(w, "p.", {"num_experts": 6, "num_experts_per_tok": 2})]
+    m.shared = [reference.SharedExpert(w, "p.")]
+    h = rng.standard_normal((rows, hidden))
+    err = rel_err(reference.qwen35_moe_mlp(m, 0, h, np.arange(rows)), own_sparse_block(p, h))
+    tap.check(err < 1e-12, "moe: exact routing ties choose the lower expert index (rel err %.2g)"
+              % err)
+    # the shared expert alone: with its gate at zero it enters at half weight
+    p = random_moe_params(rng, hidden, 4, 2, 6, 9, 1.0)
+    p["s_gate_w"] = np.zeros((1, hidden))
+    only_shared = dict(p, down=np.zeros_like(p["down"]))
+    w = moe_tensors(only_shared, "p.")
+    m.experts = [reference.qwen35_experts(w, "p.", {"num_experts": 4, "num_experts_per_tok": 2})]
+    m.shared = [reference.SharedExpert(w, "p.")]
+    h = rng.standard_normal((rows, hidden))
+    want = 0.5 * np.stack([p["s_down"] @ (swish(p["s_gate"] @ r) * (p["s_up"] @ r)) for r in h])
+    err = rel_err(reference.qwen35_moe_mlp(m, 0, h, np.arange(rows)), want)
+    tap.check(err < 1e-13, "moe: zero routed experts and a zero shared gate leave half the "
+              "shared expert, row by row (rel err %.2g)" % err)
+
+
 # --------------------------------------------------------------------------- whole models
 
 def run(*args):
@@ -437,6 +552,19 @@ class OwnModel:
                 self.layers.append(("dn", dn))
         tied = cfg.get("tie_word_embeddings", False)
         self.head = w["embed_tokens.weight"] if tied else raw["lm_head.weight"]
+        self.moe = None
+        if text["model_type"] == "qwen3_5_moe_text":
+            self.moe = []
+            for i in range(len(self.layers)):
+                pre = "layers.%d.mlp." % i
+                self.moe.append({
+                    "router": w[pre + "gate.weight"], "k": text["num_experts_per_tok"],
+                    "gate_up": w[pre + "experts.gate_up_proj"],
+                    "down": w[pre + "experts.down_proj"],
+                    "s_gate": w[pre + "shared_expert.gate_proj.weight"],
+                    "s_up": w[pre + "shared_expert.up_proj.weight"],
+                    "s_down": w[pre + "shared_expert.down_proj.weight"],
+                    "s_gate_w": w[pre + "shared_expert_gate.weight"]})
 
     def logits(self, ids):
         """The logits of every position, the whole sequence at once."""
@@ -454,6 +582,9 @@ class OwnModel:
                          "S": np.zeros((p["nv"], p["dk"], p["dv"]))}
                 x = x + own_deltanet(p, h, state)
             h = rms(x, 1.0 + self.w["layers.%d.post_attention_layernorm.weight" % i], self.eps)
+            if self.moe is not None:
+                x = x + own_sparse_block(self.moe[i], h)
+                continue
             pre = "layers.%d.mlp." % i
             y = swish(h @ self.w[pre + "gate_proj.weight"].T) * (h @ self.w[pre + "up_proj.weight"].T)
             x = x + y @ self.w[pre + "down_proj.weight"].T
@@ -471,16 +602,31 @@ GEO = ["--hidden", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "32",
        "--linear-key-dim", "16", "--vocab", "400"]
 
 
+MOE = ["--experts", "8", "--experts-used", "2", "--moe-intermediate", "32",
+       "--shared-intermediate", "48"]
+
+
 def model_checks(tap, work):
     cases = [("released-nv2nk", ["--linear-k-heads", "2", "--linear-v-heads", "4", "--seed", "31"]),
              ("causal-lm-nv=nk", ["--causal-lm", "--linear-k-heads", "2", "--linear-v-heads", "2",
                                   "--untied", "--seed", "32"]),
              ("bf16-5layers", ["--layers", "5", "--full-attention-interval", "2", "--dtype", "bf16",
                                "--linear-k-heads", "1", "--linear-v-heads", "2",
-                               "--conv-kernel", "3", "--seed", "33"])]
+                               "--conv-kernel", "3", "--seed", "33"]),
+             ("moe-released-nv2nk", ["--family", "qwen3_5_moe", "--linear-k-heads", "2",
+                                     "--linear-v-heads", "4", "--seed", "41"] + MOE),
+             ("moe-causal-lm-nv=nk", ["--family", "qwen3_5_moe", "--causal-lm", "--linear-k-heads",
+                                      "2", "--linear-v-heads", "2", "--experts", "4",
+                                      "--experts-used", "2", "--moe-intermediate", "24",
+                                      "--shared-intermediate", "40", "--seed", "42"]),
+             ("moe-bf16-5layers-k3", ["--family", "qwen3_5_moe", "--layers", "5",
+                                      "--full-attention-interval", "2", "--dtype", "bf16",
+                                      "--linear-k-heads", "1", "--linear-v-heads", "2",
+                                      "--experts", "6", "--experts-used", "3", "--seed", "43"])]
     for name, args in cases:
         path = os.path.join(work, name)
-        gen(path, "--family", "qwen3_5", *(GEO + args))
+        family = [] if "--family" in args else ["--family", "qwen3_5"]
+        gen(path, *(family + GEO + args))
         own = OwnModel(path)
         err = rel_err(ref_logits(path), own.logits(PROMPT))
         tap.check(err < 1e-10, "model: %s, reference.py's logits = this file's forward "
@@ -491,16 +637,19 @@ def model_checks(tap, work):
 
 
 def layout_checks(tap, work):
-    args = ["--family", "qwen3_5"] + GEO + ["--linear-k-heads", "2", "--linear-v-heads", "4",
-                                            "--untied", "--seed", "34"]
-    a, b = os.path.join(work, "layout-released"), os.path.join(work, "layout-causal")
-    gen(a, *args)
-    gen(b, "--causal-lm", *args)
-    names = set(reference.load_weights(a))
-    extra = sorted(n for n in names if n.startswith(("model.visual.", "mtp.")))
-    same = np.array_equal(ref_logits(a), ref_logits(b))
-    tap.check(same and len(extra) == 4, "layouts: released (with %s) and flat give the same "
-              "logits" % ", ".join(extra))
+    for family, extra, n_mtp in (("qwen3_5", ["--untied", "--seed", "34"], 15),
+                                 ("qwen3_5_moe", ["--seed", "44"] + MOE, 19)):
+        args = ["--family", family] + GEO + ["--linear-k-heads", "2", "--linear-v-heads", "4"]
+        a = os.path.join(work, "layout-released-" + family)
+        b = os.path.join(work, "layout-causal-" + family)
+        gen(a, *(args + extra))
+        gen(b, "--causal-lm", *(args + extra))
+        names = set(reference.load_weights(a))
+        visual = sum(n.startswith("model.visual.") for n in names)
+        mtp = sum(n.startswith("mtp.") for n in names)
+        same = np.array_equal(ref_logits(a), ref_logits(b))
+        tap.check(same and visual == 2 and mtp == n_mtp, "layouts: %s released (with %d vision "
+                  "and %d MTP tensors) and flat give the same logits" % (family, visual, mtp))
 
 
 def wiring_checks(tap, work):
@@ -556,6 +705,127 @@ def wiring_checks(tap, work):
               "rewrite (rel err %.2g)" % err)
 
 
+def moe_wiring_checks(tap, work):
+    """A qwen3_5_moe checkpoint whose experts are all copies of expert 0 and whose shared
+    expert gate is zero (sigmoid 1/2) is, layer by layer, the dense MLP of width I + S whose
+    gate and up rows are expert 0's then the shared expert's and whose down columns are
+    expert 0's then half the shared expert's: reference.py must give it the logits of that
+    qwen3_5 (dense) checkpoint."""
+    src, dst = os.path.join(work, "moe-equal-experts"), os.path.join(work, "moe-as-dense")
+    gen(src, "--family", "qwen3_5_moe", "--causal-lm", *(GEO + MOE + [
+        "--linear-k-heads", "2", "--linear-v-heads", "4", "--seed", "45"]))
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    w = reference.load_weights(src)
+    moe_w, dense_w = {}, {}
+    for name, t in w.items():
+        moe_w[name] = t
+        if ".mlp." not in name:
+            dense_w[name] = t
+    for i in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d.mlp." % i
+        gate_up, down = w[p + "experts.gate_up_proj"], w[p + "experts.down_proj"]
+        moe_w[p + "experts.gate_up_proj"] = np.repeat(gate_up[:1], gate_up.shape[0], axis=0)
+        moe_w[p + "experts.down_proj"] = np.repeat(down[:1], down.shape[0], axis=0)
+        moe_w[p + "shared_expert_gate.weight"] = np.zeros_like(w[p + "shared_expert_gate.weight"])
+        width = gate_up.shape[1] // 2
+        sh = p + "shared_expert."
+        dense_w[p + "gate_proj.weight"] = np.concatenate([gate_up[0, :width],
+                                                          w[sh + "gate_proj.weight"]])
+        dense_w[p + "up_proj.weight"] = np.concatenate([gate_up[0, width:],
+                                                        w[sh + "up_proj.weight"]])
+        dense_w[p + "down_proj.weight"] = np.concatenate(
+            [down[0], 0.5 * w[sh + "down_proj.weight"]], axis=1)
+    safetensors_f32.write(os.path.join(src, "model.safetensors"), moe_w)
+    os.makedirs(dst, exist_ok=True)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        with open(os.path.join(src, f)) as i, open(os.path.join(dst, f), "w") as o:
+            o.write(i.read())
+    dcfg = {k: v for k, v in cfg.items() if k not in (
+        "moe_intermediate_size", "num_experts", "num_experts_per_tok", "output_router_logits",
+        "router_aux_loss_coef", "shared_expert_intermediate_size")}
+    dcfg.update({"architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text",
+                 "intermediate_size": cfg["moe_intermediate_size"] +
+                 cfg["shared_expert_intermediate_size"]})
+    with open(os.path.join(dst, "config.json"), "w") as f:
+        json.dump(dcfg, f, indent=2)
+    safetensors_f32.write(os.path.join(dst, "model.safetensors"), dense_w)
+    err = rel_err(ref_logits(src), ref_logits(dst))
+    tap.check(err < 1e-12, "wiring: qwen3_5_moe with equal experts and a zero shared-expert "
+              "gate = its dense qwen3_5 rewrite (rel err %.2g)" % err)
+
+
+def gguf_roundtrip_checks(tap, work):
+    """hf_to_gguf.py at F32 (with and without --mtp), then gguf_to_hf.py, gives back the
+    checkpoint's text model (and MTP head): every tensor bit for bit but the (1 + w) norms,
+    stored with the 1 added (back within float32's rounding of 1 + w), and A_log, stored as
+    -exp(A_log) (back within float32's relative rounding); and reference.py's logits and
+    greedy ids on what came back match the checkpoint's.  Also with the experts' gate and up
+    written as one ffn_gate_up_exps."""
+    for name, flags in (("released-nv2nk", ["--mtp"]), ("causal-lm-nv=nk", []),
+                        ("moe-released-nv2nk", ["--mtp"]), ("moe-causal-lm-nv=nk", []),
+                        ("moe-bf16-5layers-k3", ["--mtp", "--fuse-gate-up-exps"])):
+        src = os.path.join(work, name)
+        mtp = "--mtp" in flags
+        gguf, back = src + ".gguf", src + "-back"
+        run(os.path.join(HERE, "hf_to_gguf.py"), src, gguf, "--type", "f32", *flags)
+        run(os.path.join(HERE, "gguf_to_hf.py"), gguf, back)
+        cfg = json.load(open(os.path.join(src, "config.json")))
+        tied = cfg.get("tie_word_embeddings", False)
+        want = {}
+        for n, t in reference.load_weights(src).items():
+            if n.startswith("model.visual.") or (n.startswith("mtp.") and not mtp) or (
+                    tied and n == "lm_head.weight"):
+                continue
+            want[n.replace("model.language_model.", "model.", 1)] = t
+        got = reference.load_weights(back)
+        bad, worst_norm, worst_a = [], 0.0, 0.0
+        for n in sorted(set(want) | set(got)):
+            if n not in want or n not in got or want[n].shape != got[n].shape:
+                bad.append(n)
+                continue
+            diff = np.abs(got[n] - want[n]).max()
+            if n.endswith(("layernorm.weight", "q_norm.weight", "k_norm.weight", "mtp.norm.weight",
+                           "pre_fc_norm_embedding.weight", "pre_fc_norm_hidden.weight")) or \
+                    n == "model.norm.weight":
+                worst_norm = max(worst_norm, diff)
+                ok = diff <= 2.0 ** -23
+            elif n.endswith("A_log"):
+                rel = float((np.abs(got[n] - want[n]) / np.abs(want[n])).max())
+                worst_a = max(worst_a, rel)
+                ok = rel < 1e-6
+            else:
+                ok = diff == 0
+            if not ok:
+                bad.append(n)
+        tap.check(not bad and len(got) == len(want),
+                  "gguf: %s%s through hf_to_gguf.py and gguf_to_hf.py at F32: %d tensors back, "
+                  "exact but the norms (within %.2g) and A_log (within %.2g relative)%s"
+                  % (name, "".join(" " + f for f in flags), len(got), worst_norm, worst_a,
+                     "; wrong: " + ", ".join(bad[:4]) if bad else ""))
+        err = rel_err(ref_logits(back), ref_logits(src))
+        same = ref_greedy(back, N_GREEDY) == ref_greedy(src, N_GREEDY)
+        tap.check(err < 1e-5 and same, "gguf: %s, reference.py's logits on what came back "
+                  "(rel err %.2g) and its greedy ids (%s)" % (name, err,
+                                                             "the same" if same else "differ"))
+
+
+def router_margin_checks(tap, work):
+    """reference.py --router-margins on a qwen3_5_moe checkpoint: a line per layer and
+    position, and the two summaries."""
+    path = os.path.join(work, "moe-released-nv2nk")
+    res = subprocess.run([sys.executable, os.path.join(HERE, "reference.py"), path, "--greedy",
+                          "4", "--router-margins", "--prompt-ids", " ".join(map(str, PROMPT))],
+                         check=True, capture_output=True, text=True)
+    lines = res.stderr.splitlines()
+    per_pos = [ln for ln in lines if ln.startswith("router layer ")]
+    summaries = [ln for ln in lines if ln.startswith("router min ")]
+    layers = json.load(open(os.path.join(path, "config.json")))["text_config"]["num_hidden_layers"]
+    want = layers * (len(PROMPT) + 3)
+    tap.check(len(per_pos) == want and len(summaries) == 2,
+              "router margins: qwen3_5_moe logs %d routed tokens (want %d) and %s"
+              % (len(per_pos), want, "; ".join(summaries)))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--workdir", help="where the generated checkpoints go (default: a temporary "
@@ -567,11 +837,15 @@ def main(argv=None):
     rope_checks(tap)
     attention_checks(tap)
     deltanet_checks(tap)
+    moe_checks(tap)
 
     def models(work):
         model_checks(tap, work)
+        gguf_roundtrip_checks(tap, work)
         layout_checks(tap, work)
         wiring_checks(tap, work)
+        moe_wiring_checks(tap, work)
+        router_margin_checks(tap, work)
     if a.workdir:
         os.makedirs(a.workdir, exist_ok=True)
         models(a.workdir)

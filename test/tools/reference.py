@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent float64 numpy forward of a HuggingFace Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, gpt-oss, Gemma-3, Phi-3 or Qwen3.5 checkpoint.
+"""Independent float64 numpy forward of a HuggingFace Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, gpt-oss, Gemma-3, Phi-3, Qwen3.5 or Qwen3.5-MoE checkpoint.
 
     reference.py MODEL_DIR --prompt-ids "1 5 9" [--logits] [--greedy N] [--router-margins]
 
@@ -51,6 +51,10 @@ The families' differences, from their HF definitions (config.json's model_type):
                  rms_norm_eps; the MLP is Llama's; the embeddings are the LM head when
                  tie_word_embeddings is true (the top-level value first, then
                  text_config's; HF's default false).
+    qwen3_5_moe  (HF's Qwen3_5MoeForConditionalGeneration, model_type qwen3_5_moe, text_config
+                 model_type qwen3_5_moe_text; or Qwen3_5MoeForCausalLM, qwen3_5_moe_text,
+                 flat: Qwen3.5-35B-A3B, Qwen3.6-35B-A3B) as qwen3_5, and every layer's MLP
+                 the sparse block below (HF's Qwen3_5MoeSparseMoeBlock).
 
 Qwen3.5's gated full attention (HF's Qwen3_5Attention), per layer on h:
     q_proj gives each head 2 head_dim values: its query, then a gate of the same width;
@@ -75,6 +79,16 @@ nk key heads of dk, nv value heads of dv (linear_num_key_heads, linear_key_head_
     head; out = o out_proj^T.
 The cache keeps each full-attention layer's keys and values and each linear layer's last
 K - 1 conv inputs and its state S.
+
+Qwen3.5-MoE's sparse block, per token h (num_experts experts, num_experts_per_tok = k chosen):
+    routed = the mixture-of-experts MLP below, its weights always renormalised (HF's
+    Qwen3_5MoeTopKRouter divides by their sum; the config has no norm_topk_prob and one there
+    is ignored), expert e's gate and up rows the first and second halves of
+    mlp.experts.gate_up_proj[e] [2 I, hidden], its down mlp.experts.down_proj[e] [hidden, I]
+    (or per-expert mlp.experts.E.{gate,up,down}_proj.weight);
+    shared = (silu(h Wg_s^T) * h Wu_s^T) Wd_s^T of mlp.shared_expert.{gate,up,down}_proj;
+    out = routed + sigmoid(h mlp.shared_expert_gate^T) * shared   (the gate [1, hidden]: one
+    scalar per token).
 
 A mixture-of-experts MLP (HF's Qwen3MoeSparseMoeBlock and MixtralSparseMoeBlock), per token h:
     p = softmax(h router^T) over all experts; the k (num_experts_per_tok) largest p chosen,
@@ -598,16 +612,18 @@ def greedy(m, ids, n):
 
 # --------------------------------------------------------------------------- qwen3_5
 
-QWEN35_TYPES = ("qwen3_5", "qwen3_5_text")
+QWEN35_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
+QWEN35_MULTIMODAL = ("qwen3_5", "qwen3_5_moe")  # the text model's fields under text_config
 L2_EPS = 1e-6  # the query's and key's L2 norm (HF's l2norm default, not rms_norm_eps)
 
 
 class Qwen35:
-    """A Qwen3.5 checkpoint in either layout: config values and the text model's weights,
-    named model.* whichever layout they came from (model.visual.* and mtp.* dropped)."""
+    """A Qwen3.5 or Qwen3.5-MoE checkpoint in either layout: config values and the text
+    model's weights, named model.* whichever layout they came from (model.visual.* and mtp.*
+    dropped); for the MoE, each layer's Experts and SharedExpert."""
 
     def __init__(self, model_dir, cfg):
-        text = cfg["text_config"] if cfg.get("model_type") == "qwen3_5" else cfg
+        text = cfg["text_config"] if cfg.get("model_type") in QWEN35_MULTIMODAL else cfg
         self.n_layers = text["num_hidden_layers"]
         self.n_heads = text["num_attention_heads"]
         self.n_kv_heads = text.get("num_key_value_heads") or self.n_heads
@@ -646,6 +662,14 @@ class Qwen35:
                 self.w[name] = t
         tied = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False))
         self.lm_head = self.w["model.embed_tokens.weight" if tied else "lm_head.weight"]
+        self.moe = text.get("model_type", cfg.get("model_type")) == "qwen3_5_moe_text" or \
+            cfg.get("model_type") == "qwen3_5_moe"
+        self.experts = self.shared = [None] * self.n_layers
+        if self.moe:
+            self.experts = [qwen35_experts(self.w, "model.layers.%d.mlp." % i, text)
+                            for i in range(self.n_layers)]
+            self.shared = [SharedExpert(self.w, "model.layers.%d.mlp." % i)
+                           for i in range(self.n_layers)]
 
     def layer(self, i, name):
         """Layer i's tensor `name`, e.g. layer(0, 'linear_attn.A_log')."""
@@ -665,6 +689,50 @@ class Qwen35:
                 layers.append([np.zeros((self.conv_k - 1, channels)),
                                np.zeros((self.nv, self.dk, self.dv))])
         return {"n": 0, "layers": layers}
+
+
+class SharedExpert:
+    """A Qwen3.5-MoE layer's shared expert (gate, up, down [hidden, S]) and its gate [1, hidden]."""
+
+    def __init__(self, w, p):
+        self.gate = w[p + "shared_expert.gate_proj.weight"]
+        self.up = w[p + "shared_expert.up_proj.weight"]
+        self.down = w[p + "shared_expert.down_proj.weight"]
+        self.gate_w = w[p + "shared_expert_gate.weight"]
+
+
+def qwen35_experts(w, p, text):
+    """The Experts of a Qwen3.5-MoE layer whose MLP tensors follow prefix p: the router
+    p + gate.weight, the experts stacked and fused as the released checkpoints hold them
+    (experts.gate_up_proj [E, 2 I, hidden]: each expert's gate rows, then its up rows;
+    experts.down_proj [E, hidden, I]) or one tensor per expert
+    (experts.E.{gate,up,down}_proj.weight); the chosen weights always renormalised."""
+    n, k = text.get("num_experts", 256), text.get("num_experts_per_tok", 8)
+    router = w[p + "gate.weight"]
+    if router.shape[0] != n:
+        raise SystemExit("reference.py: %sgate.weight has %d rows for num_experts %d"
+                         % (p, router.shape[0], n))
+    if p + "experts.gate_up_proj" in w:
+        gate_up, down = w[p + "experts.gate_up_proj"], w[p + "experts.down_proj"]
+        width = gate_up.shape[1] // 2
+        gate, up = gate_up[:, :width], gate_up[:, width:]
+    else:
+        gate, up, down = [np.stack([w["%sexperts.%d.%s.weight" % (p, e, name)] for e in range(n)])
+                          for name in ("gate_proj", "up_proj", "down_proj")]
+    if gate.shape[0] != n or down.shape[0] != n:
+        raise SystemExit("reference.py: %sexperts hold %d experts for num_experts %d"
+                         % (p, gate.shape[0], n))
+    return Experts(router, gate, up, down, k, True)
+
+
+def qwen35_moe_mlp(m, i, h, pos):
+    """Layer i's sparse MoE block on rows h at positions pos (HF's Qwen3_5MoeSparseMoeBlock):
+    the routed experts' weighted sum plus sigmoid(h shared_expert_gate^T) times the shared
+    expert's SwiGLU MLP."""
+    routed = moe_mlp(m.experts[i], h, silu, i, pos)
+    sh = m.shared[i]
+    shared = (silu(h @ sh.gate.T) * (h @ sh.up.T)) @ sh.down.T
+    return routed + sigmoid(h @ sh.gate_w.T) * shared
 
 
 def rmsnorm1p(x, w, eps):
@@ -780,6 +848,9 @@ def qwen35_forward(m, ids, state):
         else:
             x = x + linear_attention(m, i, h, state["layers"][i])
         h = rmsnorm1p(x, m.layer(i, "post_attention_layernorm.weight"), m.eps)
+        if m.moe:
+            x = x + qwen35_moe_mlp(m, i, h, pos)
+            continue
         mlp = silu(h @ m.layer(i, "mlp.gate_proj.weight").T) * (h @ m.layer(i, "mlp.up_proj.weight").T)
         x = x + mlp @ m.layer(i, "mlp.down_proj.weight").T
     return rmsnorm1p(x, m.w["model.norm.weight"], m.eps) @ m.lm_head.T
@@ -825,7 +896,7 @@ def main(argv=None):
 
     m = load_model(a.model_dir)
     qwen35 = isinstance(m, Qwen35)
-    if a.router_margins and (qwen35 or all(ex is None for ex in m.experts)):
+    if a.router_margins and all(ex is None for ex in m.experts):
         p.error("--router-margins: the model has no mixture-of-experts layer")
     vocab = m.w["model.embed_tokens.weight"].shape[0]
     if any(t < 0 or t >= vocab for t in ids):
