@@ -207,6 +207,9 @@ struct cbllm_backend
 	/* Optional, needed by ARCH_ATTN_GATE: row r of x (n, 2 width) into first[r] and second[r] (width) */
 	void		(*split_halves) (cbllm_backend *be, const float *x, int64_t n, int width,
 								 float *first, float *second);
+	/* Optional, needed by ARCH_SHARED_EXPERT: x[t] (T, dim) += sigmoid(logit[t]) * y[t], per row */
+	void		(*add_gated_rows) (cbllm_backend *be, float *x, const float *y, const float *logit,
+								   int T, int dim);
 	/* Optional, needed by ARCH_ATTN_GATE: x[i] *= sigmoid(gate[i]) */
 	void		(*sigmoid_mul) (cbllm_backend *be, float *x, const float *gate, int64_t n);
 	/* out (n, dim) = rows of x (., dim) */

@@ -12,6 +12,7 @@
  *       x += a
  *       h = rmsnorm(x);  m = (act(h Wgate) * h Wup) Wdown  (m = rmsnorm(m))
  *           or, in a layer with experts, m = moe(h, h Wrouter)
+ *           (+ sigmoid(h Wsh_router) * the shared expert's MLP of h)
  *       x += m
  *   logits = rmsnorm(x[rows asked]) Wlm_head
  *
@@ -66,6 +67,8 @@ struct cbllm_forward
 								 * without experts */
 	float	   *moe_out;		/* (max_tokens, hidden) a layer's experts' output; NULL
 								 * without experts */
+	float	   *sh_logit;		/* (max_tokens) a layer's shared-expert gate logits, with
+								 * ARCH_SHARED_EXPERT; else NULL */
 	float	   *qg;				/* (max_tokens, n_heads, 2 head_dim) q and its gate as
 								 * projected, with ARCH_ATTN_GATE; else NULL */
 	float	   *attn_gate;		/* (max_tokens, n_heads * head_dim) the gate, with ARCH_ATTN_GATE */
@@ -100,6 +103,8 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 	size_t		T = (size_t) p->max_tokens;
 	size_t		qd = (size_t) c->n_heads * c->head_dim;
 	size_t		kvd = (size_t) c->n_kv_heads * c->head_dim;
+	size_t		ff = (size_t) (c->shared_intermediate > c->intermediate ? c->shared_intermediate :
+							   c->intermediate);	/* the widest dense MLP */
 	bool		lin_fail = false;
 
 	if (f == NULL)
@@ -110,6 +115,13 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "the %s backend does not run mixture-of-experts models yet (%s has %d experts per layer); use device 'cpu'",
 						  be->name, c->arch, c->n_experts);
+	}
+	if ((c->features & ARCH_SHARED_EXPERT) && c->n_experts > 0 && be->add_gated_rows == NULL)
+	{
+		free(f);
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "the %s backend does not run shared experts yet (%s); use device 'cpu'",
+						  be->name, c->arch);
 	}
 	if ((c->n_linear_layers > 0 && be->linear_attention == NULL) ||
 		((c->features & ARCH_ATTN_GATE) && (be->split_halves == NULL || be->sigmoid_mul == NULL)))
@@ -131,14 +143,17 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 	f->k = be->alloc(be, sizeof(float) * T * kvd);
 	f->v = be->alloc(be, sizeof(float) * T * kvd);
 	f->att = be->alloc(be, sizeof(float) * T * qd);
-	f->gate = be->alloc(be, sizeof(float) * T * c->intermediate);
-	f->up = be->alloc(be, sizeof(float) * T * c->intermediate);
+	f->gate = be->alloc(be, sizeof(float) * T * ff);
+	f->up = be->alloc(be, sizeof(float) * T * ff);
 	f->logits_dev = be->alloc(be, sizeof(float) * f->max_rows * c->vocab_size);
 	if (c->n_experts > 0)
 	{
 		f->router = be->alloc(be, sizeof(float) * T * c->n_experts);
 		f->moe_out = be->alloc(be, sizeof(float) * T * c->hidden);
 	}
+	if ((c->features & ARCH_SHARED_EXPERT) && c->n_experts > 0 &&
+		(f->sh_logit = be->alloc(be, sizeof(float) * T)) == NULL)
+		lin_fail = true;
 	if ((c->features & ARCH_ATTN_GATE) &&
 		((f->qg = be->alloc(be, sizeof(float) * T * 2 * qd)) == NULL ||
 		 (f->attn_gate = be->alloc(be, sizeof(float) * T * qd)) == NULL))
@@ -288,12 +303,12 @@ AddNorm(cbllm_forward *f, float *x, const float *y, const float *w, int T, float
 	}
 }
 
-/* gate = act(gate) * up with the architecture's activation. */
+/* gate = act(gate) * up (T, width) with the architecture's activation. */
 static void
-ActivateMul(cbllm_forward *f, int T)
+ActivateMul(cbllm_forward *f, int T, int width)
 {
 	const cbllm_model_config *c = &f->model->cfg;
-	int64_t		n = (int64_t) T * c->intermediate;
+	int64_t		n = (int64_t) T * width;
 
 	switch (c->activation)
 	{
@@ -354,11 +369,23 @@ Mlp(cbllm_forward *f, int l, const cbllm_layer *w, int T)
 		if (w->router_bias != NULL)
 			be->add_bias(be, f->router, w->router_bias, T, f->model->cfg.n_experts);
 		be->moe(be, w, f->h, f->router, T, f->moe_out);
+		if (f->sh_logit != NULL)
+		{
+			/* the shared expert, weighed by the sigmoid of its gate's logit */
+			int			sh = f->model->cfg.shared_intermediate;
+
+			be->matmul(be, 3, (const cbllm_weight *[]) {&w->w_sh_gate, &w->w_sh_up, &w->w_sh_router},
+					   f->h, T, (float *[]) {f->gate, f->up, f->sh_logit});
+			ActivateMul(f, T, sh);
+			be->matmul(be, 1, (const cbllm_weight *[]) {&w->w_sh_down}, f->gate, T,
+					   (float *[]) {f->h});
+			be->add_gated_rows(be, f->moe_out, f->h, f->sh_logit, T, f->model->cfg.hidden);
+		}
 		return f->moe_out;
 	}
 	be->matmul(be, 2, (const cbllm_weight *[]) {&w->w_gate, &w->w_up}, f->h, T,
 			   (float *[]) {f->gate, f->up});
-	ActivateMul(f, T);
+	ActivateMul(f, T, f->model->cfg.intermediate);
 	be->matmul(be, 1, (const cbllm_weight *[]) {&w->w_down}, f->gate, T, (float *[]) {f->h});
 	return f->h;
 }
@@ -558,7 +585,7 @@ forward_free(cbllm_forward *f)
 		be->free(be, f->moe_out);
 	{
 		float	   *opt[] = {f->qg, f->attn_gate, f->lin_qkv, f->lin_z, f->lin_beta,
-		f->lin_alpha, f->lin_out};
+		f->lin_alpha, f->lin_out, f->sh_logit};
 
 		for (int i = 0; i < (int) (sizeof(opt) / sizeof(opt[0])); i++)
 			if (opt[i] != NULL)

@@ -39,6 +39,13 @@ static const cbllm_arch BuiltinArchs[] = {
 	{.hf_name = "Qwen3_5ForCausalLM", .model_type = "qwen3_5_text", .gguf_name = "qwen35",
 		.features = ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_LINEAR_ATTN | ARCH_ATTN_GATE,
 	.activation = ARCH_ACT_SILU},
+	{.hf_name = "Qwen3_5MoeForConditionalGeneration", .model_type = "qwen3_5_moe",
+		.gguf_name = "qwen35moe",
+		.features = ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_LINEAR_ATTN | ARCH_ATTN_GATE |
+		ARCH_TEXT_CONFIG | ARCH_SHARED_EXPERT, .activation = ARCH_ACT_SILU},
+	{.hf_name = "Qwen3_5MoeForCausalLM", .model_type = "qwen3_5_moe_text", .gguf_name = "qwen35moe",
+		.features = ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_LINEAR_ATTN | ARCH_ATTN_GATE |
+		ARCH_SHARED_EXPERT, .activation = ARCH_ACT_SILU},
 	{.hf_name = "GptOssForCausalLM", .model_type = "gpt_oss", .gguf_name = "gpt-oss",
 		.features = ARCH_QKV_BIAS | ARCH_O_BIAS | ARCH_GPT_OSS | ARCH_ATTN_SINKS | ARCH_MOE_BIASES,
 	.activation = ARCH_ACT_SWIGLU_OAI},
@@ -231,16 +238,28 @@ static const arch_tensor Tensors[] = {
 		.per_step = true, .offset = LAYER_FIELD(router), .layers = ARCH_MOE_LAYERS},
 	{.role = "expert w_gate", .hf = E_HF("gate_proj.weight"), .gguf = L_GGUF("ffn_gate_exps.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
-		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS,
+		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS | ARCH_MOE_STACKED_ROWS,
 		.offset = EXPERT_FIELD(w_gate)},
 	{.role = "expert w_up", .hf = E_HF("up_proj.weight"), .gguf = L_GGUF("ffn_up_exps.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
-		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS,
+		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS | ARCH_MOE_STACKED_ROWS,
 		.offset = EXPERT_FIELD(w_up)},
 	{.role = "expert w_down", .hf = E_HF("down_proj.weight"), .gguf = L_GGUF("ffn_down_exps.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_HIDDEN, .cols = DIM_EXPERT_FF,
-		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS,
+		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS | ARCH_MOE_STACKED_ROWS,
 		.offset = EXPERT_FIELD(w_down)},
+	{.role = "expert w_gate", .hf = E_STACK("gate_up_proj"), .gguf = L_GGUF("ffn_gate_exps.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
+		.needs = ARCH_MOE | ARCH_MOE_STACKED_ROWS, .offset = EXPERT_FIELD(w_gate),
+		.hf_layout = ARCH_HF_ROWS_FIRST},
+	{.role = "expert w_up", .hf = E_STACK("gate_up_proj"), .gguf = L_GGUF("ffn_up_exps.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
+		.needs = ARCH_MOE | ARCH_MOE_STACKED_ROWS, .offset = EXPERT_FIELD(w_up),
+		.hf_layout = ARCH_HF_ROWS_SECOND},
+	{.role = "expert w_down", .hf = E_STACK("down_proj"), .gguf = L_GGUF("ffn_down_exps.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_HIDDEN, .cols = DIM_EXPERT_FF,
+		.needs = ARCH_MOE | ARCH_MOE_STACKED_ROWS, .offset = EXPERT_FIELD(w_down),
+		.hf_layout = ARCH_HF_ROWS},
 	{.role = "expert w_gate", .hf = E_MIXTRAL("w1.weight"), .gguf = L_GGUF("ffn_gate_exps.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
 		.needs = ARCH_MOE | ARCH_MOE_BLOCK_SPARSE, .offset = EXPERT_FIELD(w_gate)},
@@ -274,6 +293,22 @@ static const arch_tensor Tensors[] = {
 		.gguf = L_GGUF("ffn_down_exps.bias"), .kind = ARCH_BIAS, .scope = ARCH_EXPERT,
 		.rows = DIM_HIDDEN, .cols = DIM_ONE, .needs = ARCH_MOE | ARCH_MOE_BIASES,
 		.offset = EXPERT_FIELD(b_down), .hf_layout = ARCH_HF_STACKED},
+	{.role = "shared w_gate", .hf = L_HF("mlp.shared_expert.gate_proj.weight"),
+		.gguf = L_GGUF("ffn_gate_shexp.weight"), .kind = ARCH_MATRIX, .scope = ARCH_LAYER,
+		.rows = DIM_SHARED_FF, .cols = DIM_HIDDEN, .needs = ARCH_MOE | ARCH_SHARED_EXPERT,
+		.per_step = true, .offset = LAYER_FIELD(w_sh_gate), .layers = ARCH_MOE_LAYERS},
+	{.role = "shared w_up", .hf = L_HF("mlp.shared_expert.up_proj.weight"),
+		.gguf = L_GGUF("ffn_up_shexp.weight"), .kind = ARCH_MATRIX, .scope = ARCH_LAYER,
+		.rows = DIM_SHARED_FF, .cols = DIM_HIDDEN, .needs = ARCH_MOE | ARCH_SHARED_EXPERT,
+		.per_step = true, .offset = LAYER_FIELD(w_sh_up), .layers = ARCH_MOE_LAYERS},
+	{.role = "shared w_down", .hf = L_HF("mlp.shared_expert.down_proj.weight"),
+		.gguf = L_GGUF("ffn_down_shexp.weight"), .kind = ARCH_MATRIX, .scope = ARCH_LAYER,
+		.rows = DIM_HIDDEN, .cols = DIM_SHARED_FF, .needs = ARCH_MOE | ARCH_SHARED_EXPERT,
+		.per_step = true, .offset = LAYER_FIELD(w_sh_down), .layers = ARCH_MOE_LAYERS},
+	{.role = "shared gate", .hf = L_HF("mlp.shared_expert_gate.weight"),
+		.gguf = L_GGUF("ffn_gate_inp_shexp.weight"), .kind = ARCH_MATRIX, .scope = ARCH_LAYER,
+		.rows = DIM_ONE, .cols = DIM_HIDDEN, .needs = ARCH_MOE | ARCH_SHARED_EXPERT,
+		.per_step = true, .offset = LAYER_FIELD(w_sh_router), .layers = ARCH_MOE_LAYERS},
 	{.role = "mlp_out_norm",
 		.hf = L_HF("post_feedforward_layernorm.weight"), .gguf = L_GGUF("post_ffw_norm.weight"),
 		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
@@ -343,6 +378,26 @@ arch_list_names(char *buf, size_t size)
 
 	for (int i = 0; i < n; i++)
 		names[i] = ArchAt(i)->hf_name;
+	cbllm_join_names(buf, size, names, n, "and", "");
+}
+
+/* "a, b and c" of every distinct GGUF general.architecture, in table order. */
+void
+arch_list_gguf_names(char *buf, size_t size)
+{
+	const char *names[N_BUILTIN + ARCH_MAX_EXTRA];
+	int			n = 0;
+
+	for (int i = 0; i < N_BUILTIN + n_extra; i++)
+	{
+		const char *g = ArchAt(i)->gguf_name;
+		bool		seen = g == NULL;
+
+		for (int j = 0; j < n && !seen; j++)
+			seen = strcmp(names[j], g) == 0;
+		if (!seen)
+			names[n++] = g;
+	}
 	cbllm_join_names(buf, size, names, n, "and", "");
 }
 
@@ -419,6 +474,8 @@ arch_dim_size(const cbllm_model_config *cfg, arch_dim d)
 			return cfg->lin_v_dim;
 		case DIM_LIN_CONV:
 			return cfg->lin_conv;
+		case DIM_SHARED_FF:
+			return cfg->shared_intermediate;
 	}
 	return 0;
 }

@@ -61,6 +61,16 @@
 #define ARCH_TEXT_CONFIG (1u << 17) /* a multimodal checkpoint: config.json keeps the decoder's
 									 * fields under text_config and its tensors are named
 									 * model.language_model.* (the vision tower is not read) */
+#define ARCH_SHARED_EXPERT (1u << 18)	/* every layer with experts also has a shared expert:
+										 * an MLP of shared_expert_intermediate_size whose
+										 * output, times the sigmoid of its gate's logit,
+										 * joins the routed experts' (Qwen3.5-MoE); the router
+										 * always renormalises the chosen weights */
+#define ARCH_MOE_STACKED_ROWS (1u << 19)	/* the checkpoint stacks the experts in (E, out,
+											 * in) tensors, gate and up in one:
+											 * mlp.experts.gate_up_proj (E, 2 I, H) and
+											 * down_proj (E, H, I); set at load when the
+											 * checkpoint has them (Qwen3.5-MoE as released) */
 
 /* The MLP's activation, as config.json's hidden_activation or hidden_act names it. */
 typedef enum arch_activation
@@ -109,7 +119,8 @@ typedef enum arch_dim
 	DIM_LIN_V,					/* lin_v_heads * lin_v_dim */
 	DIM_LIN_HEADS,				/* lin_v_heads */
 	DIM_LIN_VDIM,				/* lin_v_dim: one value head */
-	DIM_LIN_CONV				/* lin_conv: the causal conv's kernel */
+	DIM_LIN_CONV,				/* lin_conv: the causal conv's kernel */
+	DIM_SHARED_FF				/* shared_intermediate: the shared expert's MLP width */
 } arch_dim;
 
 /* Where a tensor lives. */
@@ -138,7 +149,10 @@ typedef enum arch_hf_layout
 	ARCH_HF_OWN = 0,			/* a tensor of its own, (rows, cols) or (rows) */
 	ARCH_HF_STACKED,			/* (E, cols, rows) or (E, rows) */
 	ARCH_HF_STACKED_EVEN,		/* (E, cols, 2 rows) or (E, 2 rows): the even entries */
-	ARCH_HF_STACKED_ODD			/* the odd entries */
+	ARCH_HF_STACKED_ODD,		/* the odd entries */
+	ARCH_HF_ROWS,				/* (E, rows, cols): expert e's matrix as stored, bound in place */
+	ARCH_HF_ROWS_FIRST,			/* (E, 2 rows, cols): the first rows of expert e's block */
+	ARCH_HF_ROWS_SECOND			/* the second */
 } arch_hf_layout;
 
 /* Which layers of a model with experts (cfg.layer_moe) a layer tensor belongs to. */
@@ -209,6 +223,9 @@ const cbllm_arch *arch_find_gguf(const char *name, size_t len);
 
 /* Into buf, "A, B and C": the architectures cbllm runs, for messages. */
 void		arch_list_names(char *buf, size_t size);
+
+/* Into buf, "a, b and c": the GGUF general.architecture names cbllm reads, for messages. */
+void		arch_list_gguf_names(char *buf, size_t size);
 
 /*
  * Add an architecture to the table (before any model is loaded, from one

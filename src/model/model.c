@@ -46,6 +46,40 @@ model_vector_f32(cbllm_dtype dtype, const void *data, int64_t n, bool plus_one, 
 }
 
 /*
+ * Expert mt->expert's matrix of a tensor stacking the experts' (out, in)
+ * matrices (Qwen3.5-MoE): (E, rows, cols), or (E, 2 rows, cols) with gate
+ * and up one after the other in each expert's block.  Its rows are
+ * consecutive, so it is bound in place, a pointer into the mapping.
+ */
+static int
+BindStackedRows(cbllm_model *m, const model_tensor *mt, const st_tensor *t, const char *name,
+				cbllm_err *err)
+{
+	int			k = mt->t->hf_layout == ARCH_HF_ROWS ? 1 : 2,
+				o = mt->t->hf_layout == ARCH_HF_ROWS_SECOND ? 1 : 0;
+	size_t		row = cbllm_dtype_row_bytes(t->dtype, mt->cols);
+
+	if (t->ndim != 3 || t->shape[0] != m->cfg.n_experts || t->shape[1] != k * mt->rows ||
+		t->shape[2] != mt->cols)
+	{
+		char		found[96];
+
+		ShapeText(t, found, sizeof(found));
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: tensor \"%s\" has the wrong shape: expected [%d, %lld, %lld] from config.json, found %s",
+						  m->st->files[t->file].path, name, m->cfg.n_experts,
+						  (long long) (k * mt->rows), (long long) mt->cols, found);
+	}
+	mt->matrix->dtype = t->dtype;
+	mt->matrix->rows = mt->rows;
+	mt->matrix->cols = mt->cols;
+	mt->matrix->data = (const char *) t->data +
+		row * (size_t) (((int64_t) mt->expert * k + o) * mt->rows);
+	m->weight_bytes += row * (size_t) mt->rows;
+	return CBLLM_OK;
+}
+
+/*
  * Expert mt->expert's part of a tensor stacking every expert (gpt-oss,
  * arch_hf_layout): a vector is its row's entries (every second one, from
  * the first or the second, when gate and up interleave) as f32; a matrix,
@@ -57,6 +91,9 @@ BindStacked(cbllm_model *m, const model_tensor *mt, const st_tensor *t, const ch
 			cbllm_err *err)
 {
 	const cbllm_dtype_traits *tr = cbllm_dtype_traits_of(t->dtype);
+
+	if (mt->t->hf_layout >= ARCH_HF_ROWS)
+		return BindStackedRows(m, mt, t, name, err);
 	int			k = mt->t->hf_layout == ARCH_HF_STACKED ? 1 : 2,
 				o = mt->t->hf_layout == ARCH_HF_STACKED_ODD ? 1 : 0;
 	bool		vector = mt->t->kind != ARCH_MATRIX;
@@ -331,6 +368,19 @@ BindCheckpoint(cbllm_model *m, cbllm_err *err)
 
 	if ((rc = st_open_dir(m->dir, &m->st, err)) || (rc = model_alloc_layers(m, err)))
 		return rc;
+	/*
+	 * Qwen3.5-MoE's experts as released: stacked (E, out, in) with gate and
+	 * up in one tensor; other checkpoints of it store each expert's matrices
+	 */
+	for (int l = 0; l < m->cfg.n_layers && (m->cfg.features & ARCH_SHARED_EXPERT); l++)
+		if (m->cfg.layer_moe[l])
+		{
+			snprintf(tied_name, sizeof(tied_name), "model.layers.%d.mlp.experts.gate_up_proj", l);
+			arch_hf_checkpoint_name(m->cfg.features, tied_name, sizeof(tied_name));
+			if (st_find(m->st, tied_name) != NULL)
+				m->cfg.features |= ARCH_MOE_STACKED_ROWS;
+			break;
+		}
 	/* tie_word_embeddings with an lm_head tensor of its own: the tensor wins */
 	arch_tensor_name(arch_tied_tensor(), -1, -1, false, tied_name, sizeof(tied_name));
 	arch_hf_checkpoint_name(m->cfg.features, tied_name, sizeof(tied_name));

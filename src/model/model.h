@@ -72,6 +72,7 @@ typedef struct cbllm_model_config
 	int			n_experts_used; /* experts each token goes to (num_experts_per_tok) */
 	int			expert_intermediate;	/* one expert's MLP width */
 	bool		moe_norm_topk;	/* the chosen experts' weights renormalised to sum 1 */
+	int			shared_intermediate;	/* ARCH_SHARED_EXPERT: the shared expert's MLP width */
 	float		swiglu_limit;	/* ARCH_ACT_SWIGLU_OAI's clamp (swiglu_limit, 7 when absent) */
 	uint8_t		layer_moe[CBLLM_MAX_LAYERS];	/* (n_layers) 1: the layer's MLP is the experts */
 	/*
@@ -135,6 +136,11 @@ typedef struct cbllm_layer
 								 * choose each token's experts */
 	float	   *router_bias;	/* (n_experts) with ARCH_MOE_BIASES, else NULL */
 	cbllm_expert *experts;		/* (n_experts) on a layer with experts, else NULL */
+	cbllm_weight w_sh_gate;		/* (shared_intermediate, hidden) with ARCH_SHARED_EXPERT on a
+								 * layer with experts: the shared expert's MLP */
+	cbllm_weight w_sh_up;		/* (shared_intermediate, hidden) */
+	cbllm_weight w_sh_down;		/* (hidden, shared_intermediate) */
+	cbllm_weight w_sh_router;	/* (1, hidden): the logit whose sigmoid weighs the shared expert */
 	float	   *mlp_out_norm;	/* (hidden) with ARCH_SANDWICH_NORM: norms the MLP's output */
 	/* a linear-attention layer's (cfg.layer_linear; the attention fields above are unset) */
 	cbllm_weight w_lin_qkv;		/* (2 lin_k_heads lin_k_dim + lin_v_heads lin_v_dim, hidden):
@@ -212,6 +218,24 @@ void		model_config_cache_layers(cbllm_model_config *cfg);
 
 /* Give every layer rope[0] = plain RoPE of base theta and the window (0: none). */
 void		model_config_uniform_positions(cbllm_model_config *cfg, double theta, int window);
+
+/*
+ * The widest input of any of cfg's matrices (a matmul's activations): the
+ * hidden size, the MLPs' widths, the attention's and the linear
+ * attention's outputs.
+ */
+static inline int64_t
+model_max_cols(const cbllm_model_config *cfg)
+{
+	int64_t		w[] = {cfg->hidden, cfg->intermediate,
+		cfg->n_experts > 0 ? cfg->expert_intermediate : 0, cfg->shared_intermediate,
+		(int64_t) cfg->n_heads * cfg->head_dim, (int64_t) cfg->lin_v_heads * cfg->lin_v_dim};
+	int64_t		m = 0;
+
+	for (int i = 0; i < (int) (sizeof(w) / sizeof(w[0])); i++)
+		m = w[i] > m ? w[i] : m;
+	return m;
+}
 
 /* Layers with K and V in the KV cache: a hybrid model's attention layers, else all. */
 static inline int

@@ -123,7 +123,7 @@ CheckArchitecture(const cJSON *top, const cJSON *root, cbllm_model_config *cfg,
 						  path);
 	if (a == NULL)
 	{
-		char		known[256];
+		char		known[640];
 
 		arch_list_names(known, sizeof(known));
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
@@ -260,15 +260,22 @@ ParseExperts(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm
 		return rc;
 	if (mixtral)
 		cfg->expert_intermediate = cfg->intermediate;
-	if (shared != NULL && !cJSON_IsNull(shared) &&
-		!(cJSON_IsNumber(shared) && shared->valuedouble == 0))
+	if (cfg->features & ARCH_SHARED_EXPERT)
+	{
+		if ((rc = GetInt(root, "shared_expert_intermediate_size", -1, 1, 1 << 24,
+						 &cfg->shared_intermediate, path, err)))
+			return rc;
+	}
+	else if (shared != NULL && !cJSON_IsNull(shared) &&
+			 !(cJSON_IsNumber(shared) && shared->valuedouble == 0))
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "%s: shared experts (shared_expert_intermediate_size) are not supported for %s",
 						  path, cfg->arch);
 	if (norm != NULL && !cJSON_IsBool(norm) && !cJSON_IsNull(norm))
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: \"norm_topk_prob\" must be true or false",
 						  path);
-	cfg->moe_norm_topk = mixtral || cJSON_IsTrue(norm);
+	/* Qwen3.5-MoE's router always renormalises (HF reads no norm_topk_prob for it) */
+	cfg->moe_norm_topk = mixtral || (cfg->features & ARCH_SHARED_EXPERT) || cJSON_IsTrue(norm);
 	cfg->features |= ARCH_MOE;
 	for (int l = 0; l < cfg->n_layers; l++)
 		cfg->layer_moe[l] = (l + 1) % step == 0;
@@ -319,7 +326,8 @@ ParseConfig(const cJSON *top, cbllm_model_config *cfg, const char *path, cbllm_e
 		(rc = GetInt(root, "num_hidden_layers", -1, 1, 4096, &cfg->n_layers, path, err)) ||
 		(rc = GetInt(root, "num_attention_heads", -1, 1, 4096, &cfg->n_heads, path, err)) ||
 		(rc = GetInt(root, "num_key_value_heads", cfg->n_heads, 1, 4096, &cfg->n_kv_heads, path, err)) ||
-		(rc = GetInt(root, "intermediate_size", -1, 1, big, &cfg->intermediate, path, err)) ||
+		(rc = GetInt(root, "intermediate_size", (cfg->features & ARCH_SHARED_EXPERT) ? 1 : -1, 1,
+					 big, &cfg->intermediate, path, err)) ||
 		(rc = GetInt(root, "vocab_size", -1, 1, big, &cfg->vocab_size, path, err)) ||
 		(rc = GetInt(root, "max_position_embeddings", 2048, 1, big, &cfg->max_pos, path, err)) ||
 		(rc = GetTokenId(root, "bos_token_id", &cfg->bos_id, path, err)) ||
@@ -348,6 +356,14 @@ ParseConfig(const cJSON *top, cbllm_model_config *cfg, const char *path, cbllm_e
 		(rc = model_config_positions(root, cfg, path, err)) ||
 		(rc = ParseExperts(root, cfg, path, err)))
 		return rc;
+	if ((cfg->features & ARCH_SHARED_EXPERT) && cfg->n_experts == 0)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: missing \"num_experts\" (%s has experts)",
+						  path, cfg->arch);
+	/* Qwen3.5-MoE has no dense MLP (its config gives no intermediate_size): the widest of its MLPs */
+	if ((cfg->features & ARCH_SHARED_EXPERT) &&
+		cJSON_GetObjectItemCaseSensitive(root, "intermediate_size") == NULL)
+		cfg->intermediate = cfg->expert_intermediate > cfg->shared_intermediate ?
+			cfg->expert_intermediate : cfg->shared_intermediate;
 	cfg->tie_embeddings = tie == NULL || cJSON_IsNull(tie) ?
 		(cfg->features & ARCH_TIED_DEFAULT) != 0 : cJSON_IsTrue(tie);
 	return GetScales(root, cfg, path, err);

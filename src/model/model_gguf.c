@@ -502,9 +502,14 @@ GetArchitecture(gguf_load *L, cbllm_err *err)
 			rc;
 	a = arch_find_gguf(name.ptr, name.len);
 	if (a == NULL)
+	{
+		char		known[256];
+
+		arch_list_gguf_names(known, sizeof(known));
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "%s: gguf: general.architecture \"%.*s\" is not supported (llama, qwen2, qwen3, qwen3moe, gemma3, phi3 and gpt-oss are)",
-						  L->path, (int) (name.len > 40 ? 40 : name.len), name.ptr);
+						  "%s: gguf: general.architecture \"%.*s\" is not supported (%s are)",
+						  L->path, (int) (name.len > 40 ? 40 : name.len), name.ptr, known);
+	}
 	snprintf(L->arch, sizeof(L->arch), "%s", a->gguf_name);
 	snprintf(cfg->arch, sizeof(cfg->arch), "%s", a->hf_name);
 	cfg->features = a->features;
@@ -549,6 +554,14 @@ GetExperts(gguf_load *L, cbllm_err *err)
 		return rc;
 	cfg->moe_norm_topk = norm;
 	cfg->swiglu_limit = 7.0f;	/* gpt-oss's, which llama.cpp's files do not state */
+	if ((cfg->features & ARCH_SHARED_EXPERT) &&
+		(rc = GetArchInt(L, "expert_shared_feed_forward_length", true, 0, 1, BIG_INT,
+						 &cfg->shared_intermediate, err)))
+		return rc;
+	/* a model with no dense MLP (qwen35moe) has no feed_forward_length: the widest of its MLPs */
+	if (cfg->intermediate == 0)
+		cfg->intermediate = cfg->expert_intermediate > cfg->shared_intermediate ?
+			cfg->expert_intermediate : cfg->shared_intermediate;
 	cfg->features |= ARCH_MOE;
 	if (strcmp(L->arch, "llama") == 0)
 		snprintf(cfg->arch, sizeof(cfg->arch), "MixtralForCausalLM");
@@ -579,8 +592,8 @@ ReadConfig(gguf_load *L, cbllm_err *err)
 		(rc = GetArchInt(L, "attention.head_count", true, 0, 1, 4096, &cfg->n_heads, err)) ||
 		(rc = GetArchInt(L, "attention.head_count_kv", false, cfg->n_heads, 1, 4096,
 						 &cfg->n_kv_heads, err)) ||
-		(rc = GetArchInt(L, "feed_forward_length", true, 0, 1, BIG_INT, &cfg->intermediate,
-						 err)) ||
+		(rc = GetArchInt(L, "feed_forward_length", strcmp(L->arch, "qwen35moe") != 0, 0, 1,
+						 BIG_INT, &cfg->intermediate, err)) ||
 		(rc = GetArchInt(L, "context_length", false, 2048, 1, BIG_INT, &cfg->max_pos, err)) ||
 		(rc = GetArchFloat(L, "attention.layer_norm_rms_epsilon", true, 0, &eps, err)) ||
 		(rc = GetVocab(L, err)) ||
@@ -652,7 +665,8 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 	const cbllm_dtype_traits *tr;
 	cbllm_dtype dt;
 	bool		vector = mt->t->kind != ARCH_MATRIX;
-	int64_t		rows = vector ? mt->rows : mt->stored_rows;
+	int64_t		rows = vector ? mt->rows : mt->stored_rows,
+				first_row = mt->first_row;
 
 	if (mt->tied)
 	{
@@ -660,7 +674,25 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 		return CBLLM_OK;
 	}
 	arch_tensor_name(mt->t, mt->layer, mt->expert, true, name, sizeof(name));
-	if ((t = gguf_find_tensor(L->g, name)) == NULL)
+	if ((t = gguf_find_tensor(L->g, name)) == NULL && mt->expert >= 0 && !vector &&
+		(mt->t->offset == offsetof(cbllm_expert, w_gate) ||
+		 mt->t->offset == offsetof(cbllm_expert, w_up)))
+	{
+		/*
+		 * llama.cpp's converter may fuse the experts' gate and up (its
+		 * --fuse-gate-up-exps): ffn_gate_up_exps, each expert's gate rows
+		 * then its up rows
+		 */
+		snprintf(name, sizeof(name), "blk.%d.ffn_gate_up_exps.weight", mt->layer);
+		if ((t = gguf_find_tensor(L->g, name)) != NULL)
+		{
+			rows = 2 * mt->rows;
+			first_row = mt->t->offset == offsetof(cbllm_expert, w_up) ? mt->rows : 0;
+		}
+		else
+			arch_tensor_name(mt->t, mt->layer, mt->expert, true, name, sizeof(name));
+	}
+	if (t == NULL)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: gguf: missing tensor \"%s\"", L->path, name);
 	if (!cbllm_dtype_by_ggml((int) t->type, &dt))
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
@@ -692,6 +724,9 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 							  "%s: gguf: tensor \"%s\" has the wrong shape: expected [%lld, %lld] from the %s.* keys, found %s",
 							  L->path, name, (long long) rows, (long long) mt->cols, L->arch, found);
 	}
+	else if (!vector && rows == 1 && t->n_dims == 1 && t->ne[0] == mt->cols)
+		;						/* a one-row matrix stored as a vector (llama-quantize writes
+								 * qwen35moe's ffn_gate_inp_shexp so) */
 	else if (t->n_dims != (vector ? 1u : 2u) || t->ne[0] != (vector ? rows : mt->cols) ||
 			 (!vector && t->ne[1] != rows))
 	{
@@ -716,7 +751,7 @@ BindTensor(void *arg, const model_tensor *mt, cbllm_err *err)
 	mt->matrix->cols = mt->cols;
 	/* a block of a fused tensor is its rows, an expert its matrix of the stack: a pointer into the mapping */
 	mt->matrix->data = (const char *) t->data +
-		((mt->expert >= 0 ? (int64_t) mt->expert * rows : 0) + mt->first_row) *
+		((mt->expert >= 0 ? (int64_t) mt->expert * rows : 0) + first_row) *
 		cbllm_dtype_row_bytes(dt, mt->cols);
 	m->weight_bytes += cbllm_dtype_row_bytes(dt, mt->cols) * mt->rows;
 	return CBLLM_OK;

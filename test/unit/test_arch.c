@@ -59,7 +59,7 @@ static void
 TestRegister(void)
 {
 	cbllm_err	err;
-	char		names[256];
+	char		names[640];
 	const cbllm_arch *a;
 
 	TAP_OK(arch_register(&ToyArch, &err) == CBLLM_OK, "arch_register adds the toy architecture");

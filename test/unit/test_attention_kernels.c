@@ -25,7 +25,9 @@
  *     giving softmax_inplace's bits;
  *   - narrow_half, the rounding of keys and values into a half cache: bit
  *     for bit numeric.h's round to nearest even, through overflow,
- *     subnormals, signed zeros and infinities; NaN stays NaN.
+ *     subnormals, signed zeros and infinities; NaN stays NaN;
+ *   - delta_token, the gated delta rule of a hybrid model's linear
+ *     attention: state and output within float rounding of float64.
  */
 #include <math.h>
 #include <stdint.h>
@@ -408,6 +410,64 @@ TestNarrow(const cpu_kernels *ks, cbllm_rng *r)
 	}
 }
 
+/*
+ * delta_token (the gated delta rule of a hybrid model's linear attention,
+ * one token on one head's state): within float rounding of the float64
+ * steps, over tokens one after another, for value sizes with and without a
+ * vector tail.
+ */
+static void
+TestDelta(const cpu_kernels *ks, int dk, int dv, cbllm_rng *r)
+{
+	float	   *S = malloc(sizeof(float) * dk * dv),
+				q[256],
+				k[256],
+				v[256],
+				kv[256],
+				o[256];
+	double	   *R = malloc(sizeof(double) * dk * dv),
+				worst = 0,
+				scale = 0;
+
+	for (int i = 0; i < dk * dv; i++)
+		R[i] = S[i] = (float) (rng_uniform(r) - 0.5);
+	for (int t = 0; t < 5; t++)
+	{
+		float		decay = (float) (0.5 + 0.5 * rng_uniform(r)),
+					beta = (float) rng_uniform(r);
+		double		rk[256],
+					ro[256];
+
+		for (int i = 0; i < dk; i++)
+			q[i] = (float) (rng_uniform(r) - 0.5), k[i] = (float) (rng_uniform(r) - 0.5);
+		for (int c = 0; c < dv; c++)
+			v[c] = (float) (rng_uniform(r) - 0.5);
+		ks->delta_token(S, dk, dv, q, k, v, decay, beta, kv, o);
+		for (int c = 0; c < dv; c++)
+		{
+			rk[c] = 0;
+			for (int i = 0; i < dk; i++)
+				rk[c] += k[i] * (R[i * dv + c] *= decay);
+			rk[c] = (v[c] - rk[c]) * beta;
+		}
+		for (int c = 0; c < dv; c++)
+		{
+			ro[c] = 0;
+			for (int i = 0; i < dk; i++)
+				ro[c] += q[i] * (R[i * dv + c] += k[i] * rk[c]);
+			worst = fmax(worst, fabs(ro[c] - o[c]));
+			scale = fmax(scale, fabs(ro[c]));
+		}
+	}
+	for (int i = 0; i < dk * dv; i++)
+		worst = fmax(worst, fabs(R[i] - S[i]));
+	TAP_OK(worst <= 1e-5 * (scale > 1 ? scale : 1),
+		   "%s delta_token, %d x %d state, 5 tokens: state and output within float rounding of float64 (worst %.2g)",
+		   ks->isa, dk, dv, worst);
+	free(S);
+	free(R);
+}
+
 int
 main(void)
 {
@@ -432,6 +492,9 @@ main(void)
 		for (int h = 0; h < 6; h++)
 			TestGroup(ks, hds[h], &r);
 		TestNarrow(ks, &r);
+		TestDelta(ks, 128, 128, &r);
+		TestDelta(ks, 16, 24, &r);
+		TestDelta(ks, 32, 7, &r);
 	}
 	{
 		cbllm_rng	r;

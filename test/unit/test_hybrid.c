@@ -1,13 +1,15 @@
 /*
  * test_hybrid.c: hybrid models (Qwen3.5: Gated DeltaNet linear-attention
- * layers beside gated attention ones) on a small random checkpoint of the
- * family's real layout (gen_model.py --family qwen3_5), held to the float64
+ * layers beside gated attention ones; Qwen3.5-MoE: the same with every MLP
+ * routed experts and a shared expert) on a small random checkpoint of the
+ * family's real layout (gen_model.py --family qwen3_5 or qwen3_5_moe), held to the float64
  * reference (reference.py, written from HF's modeling code, sharing nothing
  * with the engine):
  *
  *   - the loader: which layers are linear (layer_types), each layer's
  *     tensors (the linear ones' projections, conv, decay and gated norm; the
- *     attention ones' doubled q), the layers' places in the KV cache (the
+ *     attention ones' doubled q; a MoE one's router, experts and shared
+ *     expert with its gate), the layers' places in the KV cache (the
  *     attention layers only) and the state cache;
  *   - the prompt's logits within 1e-4 of the reference and its 16 greedy
  *     tokens equal, on the CPU; a GGUF file of the model too (llama.cpp's
@@ -76,8 +78,15 @@ LayersMatch(const cbllm_model *m, const char *layers)
 					 c->kv_layer[l] != l - n_lin))
 			return false;
 		n_lin += lin;
-		/* every layer has its MLP and both norms */
-		if (L->attn_norm == NULL || L->mlp_norm == NULL || L->w_down.data == NULL)
+		/* every layer has both norms and its MLP: dense, or experts (with a shared one) */
+		if (L->attn_norm == NULL || L->mlp_norm == NULL)
+			return false;
+		if (c->layer_moe[l] ? L->experts == NULL || L->router.rows != c->n_experts ||
+			L->w_down.data != NULL ||
+			((c->features & ARCH_SHARED_EXPERT) &&
+			 (L->w_sh_down.data == NULL || L->w_sh_router.rows != 1 ||
+			  L->w_sh_gate.rows != c->shared_intermediate)) :
+			L->w_down.data == NULL)
 			return false;
 	}
 	/* A is stored as log(-A) in a checkpoint, as -A in a GGUF file: negative either way */

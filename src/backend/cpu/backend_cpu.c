@@ -653,6 +653,19 @@ CpuSplitHalves(cbllm_backend *be, const float *x, int64_t n, int width, float *f
 	}
 }
 
+/* x[t] += sigmoid(logit[t]) * y[t], row by row. */
+static void
+CpuAddGatedRows(cbllm_backend *be, float *x, const float *y, const float *logit, int T, int dim)
+{
+	for (int t = 0; t < T; t++)
+	{
+		float		g = 1.0f / (1.0f + expf(-logit[t]));
+
+		for (int i = 0; i < dim; i++)
+			x[(int64_t) t * dim + i] += g * y[(int64_t) t * dim + i];
+	}
+}
+
 /* x[i] *= sigmoid(gate[i]). */
 static void
 CpuSigmoidMul(cbllm_backend *be, float *x, const float *gate, int64_t n)
@@ -826,12 +839,8 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "this CPU does not support the kernel set \"%s\"", p->isa);
 	}
-	if (cfg->intermediate > max_k)
-		max_k = cfg->intermediate;
-	if (cfg->n_experts > 0 && cfg->expert_intermediate > max_k)
-		max_k = cfg->expert_intermediate;
-	if ((int64_t) cfg->n_heads * cfg->head_dim > max_k)
-		max_k = (int64_t) cfg->n_heads * cfg->head_dim;
+	if (model_max_cols(cfg) > max_k)
+		max_k = model_max_cols(cfg);
 	c->max_k = max_k;
 	c->scratch_stride = KERNEL_ROWS_PER_TASK * KERNEL_QLD(max_k);
 	c->scratch = malloc(sizeof(float) * c->scratch_stride * nt);
@@ -886,6 +895,7 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	be->linear_attention = cpu_linear_attention;
 	be->split_halves = CpuSplitHalves;
 	be->sigmoid_mul = CpuSigmoidMul;
+	be->add_gated_rows = CpuAddGatedRows;
 	be->silu_mul = CpuSiluMul;
 	be->gelu_tanh_mul = CpuGeluTanhMul;
 	be->swiglu_oai_mul = CpuSwigluOaiMul;

@@ -153,34 +153,7 @@ DeltaTask(void *arg, int task, int thread)
 
 		L2Norm(row + kh * dk, dk, 1.0f / sqrtf((float) dk), q);
 		L2Norm(row + nk * dk + kh * dk, dk, 1.0f, k);
-		/* decay the state and read what it predicts for k */
-		memset(kv, 0, sizeof(float) * dv);
-		for (int i = 0; i < dk; i++)
-		{
-			float	   *Si = S + (int64_t) i * dv;
-
-			for (int c = 0; c < dv; c++)
-			{
-				Si[c] *= decay;
-				kv[c] += k[i] * Si[c];
-			}
-		}
-		for (int c = 0; c < dv; c++)
-		{
-			kv[c] = (v[c] - kv[c]) * beta;	/* the delta */
-			o[c] = 0.0f;
-		}
-		/* write the delta under k, read with q */
-		for (int i = 0; i < dk; i++)
-		{
-			float	   *Si = S + (int64_t) i * dv;
-
-			for (int c = 0; c < dv; c++)
-			{
-				Si[c] += k[i] * kv[c];
-				o[c] += q[i] * Si[c];
-			}
-		}
+		j->c->k->delta_token(S, dk, dv, q, k, v, decay, beta, kv, o);
 		for (int c = 0; c < dv; c++)
 			ss += o[c] * o[c];
 		ss = 1.0f / sqrtf(ss / dv + cfg->rms_eps);

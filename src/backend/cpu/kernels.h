@@ -123,6 +123,13 @@ typedef struct cpu_kernels
 										const void *v, int64_t stride, int n, int hd);
 	/* dst[0, n) = src as [0] f16 or [1] bf16, rounded to nearest even: keys and values into a half cache */
 	void		(*narrow_half[2]) (const float *src, uint16_t *dst, int64_t n);
+	/*
+	 * One token of the gated delta rule on a head's state S (dk, dv): S *=
+	 * decay; kv = (v - k^T S) * beta; S += k kv^T; o (dv) = q^T S.  kv: dv
+	 * floats of scratch (cpu_linear_attn.c).
+	 */
+	void		(*delta_token) (float *S, int dk, int dv, const float *q, const float *k,
+								const float *v, float decay, float beta, float *kv, float *o);
 } cpu_kernels;
 
 extern const cpu_kernels cpu_kernels_avx512vnni;

@@ -568,13 +568,9 @@ AllocStepBuffers(cuda_ctx *c, cbllm_err *err)
 				half = (size_t) c->cfg.head_dim / 2,
 				tables = (size_t) c->max_seqs * c->max_blocks,
 				rope_floats = (size_t) c->cfg.n_rope * c->rope_sets * c->max_ctx * half;
-	int64_t		max_k = c->cfg.intermediate > c->cfg.hidden ? c->cfg.intermediate : c->cfg.hidden;
+	int64_t		max_k = model_max_cols(&c->cfg);
 	int			rc;
 
-	if ((int64_t) c->cfg.n_heads * c->cfg.head_dim > max_k)
-		max_k = (int64_t) c->cfg.n_heads * c->cfg.head_dim;
-	if (c->cfg.n_experts > 0 && c->cfg.expert_intermediate > max_k)
-		max_k = c->cfg.expert_intermediate;
 	if ((rc = cuda_moe_alloc(c, err)))
 		return rc;
 	if ((rc = cuda_alloc((void **) &c->d_tokens, sizeof(int32_t) * T, err)) ||
@@ -822,6 +818,7 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	be->copy_state = cuda_state_copy;
 	be->split_halves = cuda_split_halves_op;
 	be->sigmoid_mul = cuda_sigmoid_mul_op;
+	be->add_gated_rows = cuda_add_gated_rows_op;
 	be->sample = CudaSample;
 	be->prepare_swap = cuda_swap_prepare;
 	be->swap_out = cuda_swap_out;

@@ -173,6 +173,8 @@ void		cuda_linear_attention_op(cbllm_backend *be, state_cache *sc, int l,
 void		cuda_split_halves_op(cbllm_backend *be, const float *x, int64_t n, int width,
 								 float *first, float *second);
 void		cuda_sigmoid_mul_op(cbllm_backend *be, float *x, const float *gate, int64_t n);
+void		cuda_add_gated_rows_op(cbllm_backend *be, float *x, const float *y, const float *logit,
+								   int T, int dim);
 
 /* The backend table's prepare_swap, swap_out and swap_in (cuda_swap.c). */
 int			cuda_swap_prepare(cbllm_backend *be, swap_space *sw, cbllm_err *err);

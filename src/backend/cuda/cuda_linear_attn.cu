@@ -20,6 +20,9 @@
  *                   updating its column, then the gated RMSNorm of the
  *                   head's output (a block reduction again).
  *
+ * (And Qwen3.5-MoE's shared expert's gate: its output rows added, each
+ * times the sigmoid of its logit.)
+ *
  * A sequence's tokens are consecutive in the batch; seq_first (n_seqs + 1)
  * gives where each starts, slots (n_seqs) its state slot.  The work of a
  * sequence is the same whatever else is in the step.
@@ -207,6 +210,27 @@ SplitHalvesKernel(const float *x, int64_t n, int width, float *first, float *sec
 		first[i] = x[2 * r * width + c];
 		second[i] = x[(2 * r + 1) * width + c];
 	}
+}
+
+/* x[t] += sigmoid(logit[t]) * y[t] over rows of dim. */
+__global__ static void
+AddGatedRowsKernel(float *x, const float *y, const float *logit, int64_t n, int dim)
+{
+	for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n;
+		 i += (int64_t) gridDim.x * blockDim.x)
+		x[i] += y[i] / (1.0f + expf(-logit[i / dim]));
+}
+
+extern "C" int
+cuda_add_gated_rows(float *d_x, const float *d_y, const float *d_logit, int T, int dim,
+					cuda_stream s, cbllm_err *err)
+{
+	int64_t		n = (int64_t) T * dim;
+
+	if (n <= 0)
+		return CBLLM_OK;
+	CBLLM_LAUNCH(AddGatedRowsKernel, GridFor(n), 256, 0, s, d_x, d_y, d_logit, n, dim);
+	return CheckLaunch("add_gated_rows", err);
 }
 
 /* x[i] *= sigmoid(gate[i]). */

@@ -326,6 +326,10 @@ int			cuda_linear_attention(const cuda_linear_args *a, cuda_stream s, cbllm_err 
 int			cuda_split_halves(const float *d_x, int64_t n, int width, float *d_first,
 							  float *d_second, cuda_stream s, cbllm_err *err);
 
+/* d_x[t] (T, dim) += sigmoid(d_logit[t]) * d_y[t], row by row. */
+int			cuda_add_gated_rows(float *d_x, const float *d_y, const float *d_logit, int T,
+								int dim, cuda_stream s, cbllm_err *err);
+
 /* d_x[i] *= sigmoid(d_gate[i]). */
 int			cuda_sigmoid_mul(float *d_x, const float *d_gate, int64_t n, cuda_stream s,
 							 cbllm_err *err);

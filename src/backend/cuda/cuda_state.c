@@ -198,3 +198,14 @@ cuda_sigmoid_mul_op(cbllm_backend *be, float *x, const float *gate, int64_t n)
 	if (c->mode != STEP_REPLAY)
 		cuda_backend_note(c, cuda_sigmoid_mul(x, gate, n, c->stream, &c->err));
 }
+
+/* backend.h's add_gated_rows (Qwen3.5-MoE's shared expert). */
+void
+cuda_add_gated_rows_op(cbllm_backend *be, float *x, const float *y, const float *logit, int T,
+					   int dim)
+{
+	cuda_ctx   *c = be->ctx;
+
+	if (c->mode != STEP_REPLAY)
+		cuda_backend_note(c, cuda_add_gated_rows(x, y, logit, T, dim, c->stream, &c->err));
+}
