@@ -8,7 +8,7 @@
                  [--sliding-window N] [--attn-bias] [--arch-name NAME] [--pad-vocab N]
                  [--tokens-beyond N] [--no-weights] [--head-dim N] [--query-pre-attn-scalar N]
                  [--family qwen2|qwen3|qwen3_moe|mixtral|gpt_oss|gemma3|llama3|llama3.1|phi3|
-                           phi3-128k|qwen3_5|qwen3_5_moe]
+                           phi3-128k|qwen3_5|qwen3_5_moe|gemma4]
                  [--sliding-window-pattern N] [--rope-scaling JSON]
                  [--max-window-layers M] [--untied]
                  [--experts 8] [--experts-used 2] [--moe-intermediate 32] [--no-norm-topk]
@@ -18,6 +18,11 @@
                   [--full-attention-interval 4] [--partial-rotary-factor 0.25]]
                  [--family qwen3_5_moe [the qwen3_5 options] [--experts 8] [--experts-used 2]
                   [--moe-intermediate 32] [--shared-intermediate 48]]
+                 [--family gemma4 [--causal-lm] [--head-dim 16] [--global-head-dim N]
+                  [--sliding-window 512] [--sliding-window-pattern 5] [--kv-shared-layers N]
+                  [--ple-dim N] [--double-wide-mlp] [--k-eq-v [--global-kv-heads N]]
+                  [--partial-rotary-factor 0.25] [--softcap 30] [--experts N
+                  [--experts-used 2] [--moe-intermediate 32]]]
 
 OUT_DIR receives config.json, tokenizer.json, tokenizer_config.json and the weights,
 either model.safetensors or (with --shards N > 1) model.safetensors.index.json plus
@@ -178,6 +183,70 @@ default 48).  text_config has no intermediate_size and no norm_topk_prob (HF's r
 renormalises the chosen weights).  The stacked experts are drawn like E linear weights
 (~ N(0, 1/sqrt(hidden)) and N(0, 1/sqrt(I))), the router like the other families'.
 
+--family gemma4 is Gemma 4's text decoder (gemma-4-E2B/E4B, 31B and, with --experts, 26B-A4B),
+as HF's modeling_gemma4.py defines it.  Its differences from gemma3, all read from HF's code:
+  - layout: the release is Gemma4ForConditionalGeneration (model_type gemma4) with the text
+    fields under text_config (model_type gemma4_text), vision_config and audio_config, and
+    the text tensors under model.language_model.*; here also three tiny tensors a text loader
+    must skip: model.vision_tower.patch_embedder.input_proj.weight,
+    model.embed_vision.embedding_projection.weight and model.embed_audio.embedding_projection
+    .weight.  --causal-lm writes Gemma4ForCausalLM's flat layout (model_type gemma4_text,
+    tensors model.*).  Tied (tie_word_embeddings true; --untied adds lm_head.weight).
+  - RMSNorm (Gemma4RMSNorm) scales by w itself, not (1 + w): x * (mean(x^2) + eps)^-0.5 * w,
+    so every norm weight here is drawn ~ 1 + N(0, 0.1); eps rms_norm_eps (1e-6).
+  - attention scale 1.0 (no query_pre_attn_scalar; q and k are RMSNormed per head by q_norm
+    and k_norm); a v_norm without weight: v RMSNormed per head (eps rms_norm_eps), no scale;
+    no attention soft-capping (attn_logit_softcapping gone).
+  - layer_types lists "sliding_attention" / "full_attention" (default: full when (i + 1) % 6
+    == 0; HF forces the last layer full); here full when (i + 1) % --sliding-window-pattern
+    (default 5, E2B's 4:1) == 0, the last layer full.  Sliding layers attend to keys at
+    positions p - sliding_window < k <= p (sliding_window default 512; --sliding-window).
+  - head sizes per type: sliding layers head_dim (--head-dim) and num_key_value_heads; full
+    layers global_head_dim (--global-head-dim, default 2 head_dim; 512 vs 256 in the
+    release) and, when attention_k_eq_v (--k-eq-v, 31B and 26B-A4B), num_global_key_value_heads
+    (--global-kv-heads, default --kv-heads) heads and no v_proj: the values are k_proj's
+    output before k_norm (then v_norm'ed, unrotated).
+  - RoPE per type from rope_parameters: sliding {"rope_type": "default", "rope_theta": 1e4}
+    over all of head_dim; full {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+    "rope_theta": 1e6}: inverse frequencies theta^(-2i / global_head_dim) for i <
+    int(factor * global_head_dim // 2) and 0 for the other pairs (unrotated), rotate_half
+    over the whole head (pair i with i + global_head_dim / 2).  --partial-rotary-factor.
+  - KV sharing: num_kv_shared_layers (--kv-shared-layers, default 0; E2B 20 of 35, E4B 18 of
+    42): layers from L - n on have no k_proj, v_proj, k_norm (no tensors in the checkpoint);
+    each reuses the keys and values (after norm and RoPE, the whole cache) of the last
+    non-shared layer of its own type.  With use_double_wide_mlp (--double-wide-mlp, E2B) the
+    shared layers' MLP is 2 intermediate_size wide.
+  - per-layer embeddings (PLE), when hidden_size_per_layer_input P (--ple-dim, default 0 =
+    off; E2B/E4B 256) > 0: embed_tokens_per_layer [vocab_size_per_layer_input, L P] scaled by
+    sqrt(P), per_layer_model_projection [L P, hidden] of the scaled embeddings times
+    hidden^-0.5, RMSNormed per layer slice by per_layer_projection_norm [P]; per_layer_input
+    = (projection + token part) * 2^-0.5, a [L, P] per token.  After layer i's MLP residual:
+    x += post_per_layer_input_norm((gelu_tanh(x per_layer_input_gate^T) * per_layer_input[i])
+    per_layer_projection^T)  (gate [P, hidden], projection [hidden, P]).
+  - every layer ends x *= layer_scalar (a [1] buffer stored in the checkpoint; drawn here
+    ~ 1 + N(0, 0.1)).
+  - final_logit_softcapping (--softcap, default 30): logits = c tanh(logits / c).
+  - MoE (--experts N: enable_moe_block, num_experts, top_k_experts --experts-used,
+    moe_intermediate_size --moe-intermediate): the dense MLP stays (a shared expert);
+    h1 = post_feedforward_layernorm_1(mlp(pre_feedforward_layernorm(x))); the router on the
+    residual x: r = rmsnorm(x) (no weight) * router.scale * hidden^-0.5, p = softmax(r
+    router.proj^T), top k, renormalised, times router.per_expert_scale[e]; experts on
+    pre_feedforward_layernorm_2(x): experts.gate_up_proj [E, 2 I, hidden] (gate rows, then
+    up), experts.down_proj [E, hidden, I], gelu_tanh; h2 = post_feedforward_layernorm_2(sum);
+    then post_feedforward_layernorm(h1 + h2) is the MLP's residual term.
+  - config fields new to Gemma 4 (defaults in HF): global_head_dim (512),
+    num_global_key_value_heads (None), attention_k_eq_v (false), num_kv_shared_layers (0),
+    hidden_size_per_layer_input (256), vocab_size_per_layer_input (262144),
+    use_double_wide_mlp (false), enable_moe_block (false), num_experts, top_k_experts,
+    moe_intermediate_size (None), use_bidirectional_attention (None; "vision" in 31B/26B-A4B,
+    only for image tokens), rope_parameters per layer type; bos 2, eos 1, pad 0 in the
+    release (here the synthetic tokenizer's 1, 2, 0).
+  - unchanged from gemma3: embeddings times sqrt(hidden), the sandwich norms
+    (input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
+    post_feedforward_layernorm), GELU-tanh MLP, q_norm and k_norm before RoPE.
+The PLE table is drawn ~ N(0, 1/sqrt(P)), so that times sqrt(P) it is O(1) like the
+projection part.
+
 Unless --tokenizer-from DIR is given (then DIR's tokenizer.json and tokenizer_config.json
 are copied and their vocabulary size wins over --vocab), the tokenizer is a small
 synthetic one in exactly the shape of Llama-2's tokenizer.json: <unk>=0, <s>=1, </s>=2,
@@ -240,7 +309,7 @@ def parse_args(argv):
     p.add_argument("out_dir")
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--layers", type=int,
-                   help="decoder layers (default 2; 4 for qwen3_5 and qwen3_5_moe)")
+                   help="decoder layers (default 2; 4 for qwen3_5 and qwen3_5_moe, 6 for gemma4)")
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, default=4)
     p.add_argument("--intermediate", type=int, default=160)
@@ -275,7 +344,7 @@ def parse_args(argv):
                    help="explicit head_dim (qwen3, qwen3_moe, gemma3, gpt_oss, qwen3_5, "
                         "qwen3_5_moe)")
     p.add_argument("--query-pre-attn-scalar", type=float, help="gemma3's attention scale^-2")
-    p.add_argument("--sliding-window-pattern", type=int, help="gemma3: every Nth layer global")
+    p.add_argument("--sliding-window-pattern", type=int, help="gemma3, gemma4: every Nth layer global")
     p.add_argument("--untied", action="store_true", help="a family's model with an lm_head")
     p.add_argument("--experts", type=int, metavar="N",
                    help="qwen3_moe, mixtral, gpt_oss, qwen3_5_moe: experts per sparse layer "
@@ -294,7 +363,7 @@ def parse_args(argv):
     p.add_argument("--mlp-only-layers", type=layer_list, metavar="LIST",
                    help='qwen3_moe: comma-separated dense layers, e.g. "0,3" (default none)')
     p.add_argument("--causal-lm", action="store_true",
-                   help="qwen3_5, qwen3_5_moe: the flat ...ForCausalLM layout (default: the "
+                   help="qwen3_5, qwen3_5_moe, gemma4: the flat ...ForCausalLM layout (default: the "
                         "released ...ForConditionalGeneration one)")
     p.add_argument("--linear-k-heads", type=int, metavar="N",
                    help="qwen3_5, qwen3_5_moe: linear_num_key_heads (default 2)")
@@ -310,8 +379,23 @@ def parse_args(argv):
                    help="qwen3_5, qwen3_5_moe: layer i full attention when (i + 1) %% N == 0 "
                         "(default 4)")
     p.add_argument("--partial-rotary-factor", type=float, metavar="F",
-                   help="qwen3_5, qwen3_5_moe: the rotated share of head_dim (default 0.25)")
+                   help="qwen3_5, qwen3_5_moe, gemma4 (full layers): the rotated share (default 0.25)")
+    p.add_argument("--global-head-dim", type=int, metavar="N",
+                   help="gemma4: full layers' head_dim (default 2 --head-dim)")
+    p.add_argument("--global-kv-heads", type=int, metavar="N",
+                   help="gemma4 with --k-eq-v: full layers' kv heads (default --kv-heads)")
+    p.add_argument("--k-eq-v", action="store_true",
+                   help="gemma4: attention_k_eq_v (full layers: no v_proj, values = keys)")
+    p.add_argument("--kv-shared-layers", type=int, metavar="N",
+                   help="gemma4: num_kv_shared_layers (default 0)")
+    p.add_argument("--ple-dim", type=int, metavar="N",
+                   help="gemma4: hidden_size_per_layer_input (default 0: no PLE)")
+    p.add_argument("--double-wide-mlp", action="store_true",
+                   help="gemma4: use_double_wide_mlp (shared layers' MLP twice as wide)")
+    p.add_argument("--softcap", type=float, metavar="C",
+                   help="gemma4: final_logit_softcapping (default 30; 0: null)")
     a = p.parse_args(argv)
+    check_gemma4_args(p, a)
     if a.dtype is None:
         a.dtype = "bf16" if a.no_weights else "f32"
     if a.layers is None:
@@ -329,7 +413,7 @@ def parse_args(argv):
     elif a.family in ("qwen2", "mixtral"):
         p.error("--head-dim: %s configs have none" % a.family)
     if a.hidden % a.heads and a.family not in ("qwen3", "qwen3_moe", "gemma3", "gpt_oss",
-                                               "qwen3_5", "qwen3_5_moe"):
+                                               "qwen3_5", "qwen3_5_moe", "gemma4"):
         p.error("--hidden (%d) must be a multiple of --heads (%d)" % (a.hidden, a.heads))
     if a.heads % a.kv_heads:
         p.error("--heads (%d) must be a multiple of --kv-heads (%d)" % (a.heads, a.kv_heads))
@@ -342,7 +426,7 @@ def parse_args(argv):
     if a.max_window_layers is not None and (a.family != "qwen2" or a.sliding_window is None):
         p.error("--max-window-layers needs --family qwen2 and --sliding-window")
     if a.sliding_window is not None and a.family not in ("gemma3", "qwen2", "phi3", "mixtral",
-                                                         "gpt_oss"):
+                                                         "gpt_oss", "gemma4"):
         if a.arch != "mistral":
             p.error("--sliding-window needs --arch mistral")
         if a.sliding_window < 1:
@@ -367,6 +451,9 @@ def check_qwen35_args(p, a):
     """Validate the options of qwen3_5 and qwen3_5_moe and fill in their defaults."""
     own = ("causal_lm", "linear_k_heads", "linear_v_heads", "linear_key_dim",
            "linear_value_dim", "conv_kernel", "full_attention_interval", "partial_rotary_factor")
+    if a.family == "gemma4":
+        own = ("linear_k_heads", "linear_v_heads", "linear_key_dim", "linear_value_dim",
+               "conv_kernel", "full_attention_interval")
     if a.family not in QWEN35_FAMILIES:
         for name in own:
             if getattr(a, name) not in (None, False):
@@ -393,6 +480,59 @@ def check_qwen35_args(p, a):
                 % (head_dim, a.partial_rotary_factor, rot))
 
 
+GEMMA4_OWN = ("global_head_dim", "global_kv_heads", "k_eq_v", "kv_shared_layers", "ple_dim",
+              "double_wide_mlp", "softcap")
+
+
+def check_gemma4_args(p, a):
+    """Validate gemma4's options and fill in their defaults (a.moe: --experts given)."""
+    if a.family != "gemma4":
+        for name in GEMMA4_OWN:
+            if getattr(a, name) not in (None, False):
+                p.error("--%s needs --family gemma4" % name.replace("_", "-"))
+        return
+    a.moe = a.experts is not None
+    if a.layers is None:
+        a.layers = 6
+    if a.head_dim is None:
+        a.head_dim = 16
+    if a.global_head_dim is None:
+        a.global_head_dim = 2 * a.head_dim
+    if a.global_kv_heads is not None and not a.k_eq_v:
+        p.error("--global-kv-heads needs --k-eq-v")
+    if a.global_kv_heads is None:
+        a.global_kv_heads = a.kv_heads
+    a.kv_shared_layers = a.kv_shared_layers or 0
+    a.ple_dim = a.ple_dim or 0
+    if a.softcap is None:
+        a.softcap = 30.0
+    if a.sliding_window_pattern is None:
+        a.sliding_window_pattern = 5
+    if a.partial_rotary_factor is None:
+        a.partial_rotary_factor = 0.25
+    if a.heads % a.global_kv_heads:
+        p.error("--heads must be a multiple of --global-kv-heads")
+    if a.global_head_dim % 2 or a.global_head_dim < 2:
+        p.error("--global-head-dim must be even")
+    if not 0 <= a.kv_shared_layers < a.layers:
+        p.error("--kv-shared-layers must lie in 0..%d" % (a.layers - 1))
+    types = gemma4_layer_types(a)
+    first = a.layers - a.kv_shared_layers
+    for t in set(types[first:]):
+        if t not in types[:first]:
+            p.error("--kv-shared-layers: no earlier %s layer to share with" % t)
+
+
+def gemma4_layer_types(a):
+    """Per layer "sliding_attention" or "full_attention": full when (i + 1) % pattern == 0,
+    and the last layer full (HF's Gemma4TextConfig forces it)."""
+    n = a.sliding_window_pattern
+    types = ["full_attention" if (i + 1) % n == 0 else "sliding_attention"
+             for i in range(a.layers)]
+    types[-1] = "full_attention"
+    return types
+
+
 def layer_list(text):
     """--mlp-only-layers' value: comma-separated layer indices, in any order."""
     try:
@@ -404,14 +544,16 @@ def layer_list(text):
 MOE_DEFAULTS = {"experts": 8, "experts_used": 2, "moe_intermediate": 32,
                 "decoder_sparse_step": 1, "mlp_only_layers": [], "shared_intermediate": 48}
 # the options only some mixture-of-experts families have, and those families
-MOE_OPTION_FAMILIES = {"moe_intermediate": ("qwen3_moe", "qwen3_5_moe"),
+MOE_OPTION_FAMILIES = {"moe_intermediate": ("qwen3_moe", "qwen3_5_moe", "gemma4"),
                        "decoder_sparse_step": ("qwen3_moe",), "mlp_only_layers": ("qwen3_moe",),
                        "shared_intermediate": ("qwen3_5_moe",)}
 
 
 def check_moe_args(p, a):
     """Validate the mixture-of-experts options and fill in their defaults."""
-    moe = a.family in MOE_FAMILIES
+    moe = a.family in MOE_FAMILIES or (a.family == "gemma4" and a.experts is not None)
+    if a.family == "gemma4" and not moe and (a.experts_used or a.moe_intermediate):
+        p.error("--experts-used and --moe-intermediate need --experts with --family gemma4")
     for name in MOE_DEFAULTS:
         flag = "--" + name.replace("_", "-")
         given = getattr(a, name) is not None
@@ -913,11 +1055,73 @@ def qwen35_config(a, vocab_size):
     }
 
 
+def gemma4_text_config(a, vocab_size):
+    """Gemma 4's text_config (gemma-4-E2B's fields), shrunk to the options' geometry."""
+    text = {
+        "attention_bias": False, "attention_dropout": 0.0, "attention_k_eq_v": a.k_eq_v,
+        "bos_token_id": 1, "dtype": TORCH_DTYPE[a.dtype], "enable_moe_block": a.moe,
+        "eos_token_id": 2, "final_logit_softcapping": a.softcap or None,
+        "global_head_dim": a.global_head_dim, "head_dim": a.head_dim,
+        "hidden_activation": "gelu_pytorch_tanh", "hidden_size": a.hidden,
+        "hidden_size_per_layer_input": a.ple_dim, "initializer_range": 0.02,
+        "intermediate_size": a.intermediate, "layer_types": gemma4_layer_types(a),
+        "max_position_embeddings": a.max_pos, "model_type": "gemma4_text",
+        "moe_intermediate_size": a.moe_intermediate if a.moe else None,
+        "num_attention_heads": a.heads, "num_experts": a.experts if a.moe else None,
+        "num_global_key_value_heads": a.global_kv_heads if a.k_eq_v else None,
+        "num_hidden_layers": a.layers, "num_key_value_heads": a.kv_heads,
+        "num_kv_shared_layers": a.kv_shared_layers, "pad_token_id": 0,
+        "rms_norm_eps": 1e-06,
+        "rope_parameters": {
+            "full_attention": {"partial_rotary_factor": a.partial_rotary_factor,
+                               "rope_theta": 1000000.0, "rope_type": "proportional"},
+            "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}},
+        "sliding_window": a.sliding_window or 512, "tie_word_embeddings": a.tie,
+        "top_k_experts": a.experts_used if a.moe else None,
+        "use_bidirectional_attention": "vision" if a.k_eq_v else None, "use_cache": True,
+        "use_double_wide_mlp": a.double_wide_mlp, "vocab_size": vocab_size,
+        "vocab_size_per_layer_input": vocab_size,
+    }
+    return text
+
+
+GEMMA4_VISION = {"hidden_size": 16, "patch_size": 2}
+GEMMA4_AUDIO = {"hidden_size": 16, "output_proj_dims": 24}
+
+
+def gemma4_config(a, vocab_size):
+    """Gemma4ForConditionalGeneration's config.json (text_config, a small vision_config and
+    audio_config, the multimodal token ids mapped to the vocabulary's last seven ids), or with
+    --causal-lm Gemma4ForCausalLM's flat one."""
+    text = gemma4_text_config(a, vocab_size)
+    if a.causal_lm:
+        return {"architectures": ["Gemma4ForCausalLM"], **text,
+                "transformers_version": "5.5.0.dev0"}
+    v, au = GEMMA4_VISION, GEMMA4_AUDIO
+    first = vocab_size - 7
+    return {
+        "architectures": ["Gemma4ForConditionalGeneration"],
+        "audio_config": {"hidden_size": au["hidden_size"], "model_type": "gemma4_audio",
+                         "num_attention_heads": 2, "num_hidden_layers": 1,
+                         "output_proj_dims": au["output_proj_dims"]},
+        "audio_token_id": first, "boa_token_id": first + 1, "boi_token_id": first + 2,
+        "dtype": TORCH_DTYPE[a.dtype], "eoa_token_index": first + 3,
+        "eoi_token_id": first + 4, "image_token_id": first + 5, "initializer_range": 0.02,
+        "model_type": "gemma4", "text_config": text, "tie_word_embeddings": a.tie,
+        "transformers_version": "5.5.0.dev0", "video_token_id": first + 6,
+        "vision_config": {"head_dim": 8, "hidden_size": v["hidden_size"],
+                          "intermediate_size": 2 * v["hidden_size"],
+                          "model_type": "gemma4_vision", "num_attention_heads": 2,
+                          "num_hidden_layers": 1, "num_key_value_heads": 2,
+                          "patch_size": v["patch_size"]},
+    }
+
+
 FAMILIES = {"qwen2": qwen2_config, "qwen3": qwen3_config, "qwen3_moe": qwen3_moe_config,
             "mixtral": mixtral_config, "gpt_oss": gpt_oss_config, "gemma3": gemma3_config,
             "llama3": llama3_config, "llama3.1": llama31_config, "phi3": phi3_config,
             "phi3-128k": phi3_128k_config, "qwen3_5": qwen35_config,
-            "qwen3_5_moe": qwen35_config}
+            "qwen3_5_moe": qwen35_config, "gemma4": gemma4_config}
 FAMILY_TIED = {"llama3.1": False, "phi3": False, "phi3-128k": False,  # the others: tied
                "qwen3_moe": False, "mixtral": False, "gpt_oss": False, "qwen3_5_moe": False}
 MOE_FAMILIES = ("qwen3_moe", "mixtral", "gpt_oss", "qwen3_5_moe")
@@ -944,6 +1148,8 @@ def tensor_specs(a, vocab):
     norm0, bias, sink or swiglu."""
     if a.family in QWEN35_FAMILIES:
         return qwen35_specs(a, vocab)
+    if a.family == "gemma4":
+        return gemma4_specs(a, vocab)
     hd = a.head_dim
     fused = a.family in FUSED_FAMILIES
     gpt_oss = a.family == "gpt_oss"
@@ -1094,6 +1300,71 @@ def qwen35_mlp_specs(a, p):
             (p + "mlp.shared_expert_gate.weight", (1, h), "linear")]
 
 
+def gemma4_specs(a, vocab):
+    """Gemma 4's tensors: the text model's (under model.language_model., or model. with
+    --causal-lm), then (released layout) three tiny vision and audio tensors a text loader
+    skips.  No k_proj, v_proj or k_norm in a KV-shared layer, no v_proj in a full layer with
+    attention_k_eq_v; v_norm has no weight."""
+    lm = "model." if a.causal_lm else "model.language_model."
+    h, L, P = a.hidden, a.layers, a.ple_dim
+    types = gemma4_layer_types(a)
+    first_shared = L - a.kv_shared_layers
+    specs = [(lm + "embed_tokens.weight", (vocab, h), "linear" if a.tie else "embed")]
+    if P:
+        specs += [(lm + "embed_tokens_per_layer.weight", (vocab, L * P), ("std", P ** -0.5)),
+                  (lm + "per_layer_model_projection.weight", (L * P, h), "linear"),
+                  (lm + "per_layer_projection_norm.weight", (P,), "norm")]
+    for i, kind in enumerate(types):
+        p = lm + "layers.%d." % i
+        full = kind == "full_attention"
+        hd = a.global_head_dim if full else a.head_dim
+        kv = a.global_kv_heads if full and a.k_eq_v else a.kv_heads
+        shared = i >= first_shared
+        specs += [(p + "input_layernorm.weight", (h,), "norm"),
+                  (p + "self_attn.q_proj.weight", (a.heads * hd, h), "linear"),
+                  (p + "self_attn.q_norm.weight", (hd,), "norm")]
+        if not shared:
+            specs.append((p + "self_attn.k_proj.weight", (kv * hd, h), "linear"))
+            if not (full and a.k_eq_v):
+                specs.append((p + "self_attn.v_proj.weight", (kv * hd, h), "linear"))
+            specs.append((p + "self_attn.k_norm.weight", (hd,), "norm"))
+        width = a.intermediate * (2 if a.double_wide_mlp and shared else 1)
+        specs += [(p + "self_attn.o_proj.weight", (h, a.heads * hd), "linear"),
+                  (p + "post_attention_layernorm.weight", (h,), "norm"),
+                  (p + "pre_feedforward_layernorm.weight", (h,), "norm"),
+                  (p + "mlp.gate_proj.weight", (width, h), "linear"),
+                  (p + "mlp.up_proj.weight", (width, h), "linear"),
+                  (p + "mlp.down_proj.weight", (h, width), "linear")]
+        if a.moe:
+            e, m = a.experts, a.moe_intermediate
+            specs += [(p + "router.proj.weight", (e, h), "router"),
+                      (p + "router.scale", (h,), "norm"),
+                      (p + "router.per_expert_scale", (e,), "norm"),
+                      (p + "experts.gate_up_proj", (e, 2 * m, h), "stacked"),
+                      (p + "experts.down_proj", (e, h, m), "stacked"),
+                      (p + "post_feedforward_layernorm_1.weight", (h,), "norm"),
+                      (p + "pre_feedforward_layernorm_2.weight", (h,), "norm"),
+                      (p + "post_feedforward_layernorm_2.weight", (h,), "norm")]
+        specs.append((p + "post_feedforward_layernorm.weight", (h,), "norm"))
+        if P:
+            specs += [(p + "per_layer_input_gate.weight", (P, h), "linear"),
+                      (p + "per_layer_projection.weight", (h, P), "linear"),
+                      (p + "post_per_layer_input_norm.weight", (h,), "norm")]
+        specs.append((p + "layer_scalar", (1,), "norm"))
+    specs.append((lm + "norm.weight", (h,), "norm"))
+    if not a.tie:
+        specs.append(("lm_head.weight", (vocab, h), "linear"))
+    if not a.causal_lm:
+        v, au = GEMMA4_VISION, GEMMA4_AUDIO
+        specs += [("model.vision_tower.patch_embedder.input_proj.weight",
+                   (v["hidden_size"], 3 * v["patch_size"] ** 2), "linear"),
+                  ("model.embed_vision.embedding_projection.weight", (h, v["hidden_size"]),
+                   "linear"),
+                  ("model.embed_audio.embedding_projection.weight",
+                   (h, au["output_proj_dims"]), "linear")]
+    return specs
+
+
 def moe_specs(a, p):
     """A sparse layer's router and experts, after the layer prefix p: Qwen3-MoE's
     mlp.gate and mlp.experts.E.{gate,up,down}_proj, Mixtral's block_sparse_moe.gate and
@@ -1125,6 +1396,8 @@ def draw_tensor(rng, shape, kind):
     """Draw one float32 tensor with the scale its kind needs to keep activations O(1).
     A kind (base, "query_like_key", n) is base's draw whose first n rows (Qwen3.5's query
     channels) become (q + 2 k) / sqrt(5) of themselves and the next n (the key channels)."""
+    if isinstance(kind, tuple) and kind[0] == "std":  # ~ N(0, kind[1])
+        return rng.standard_normal(shape, dtype=np.float32) * np.float32(kind[1])
     if isinstance(kind, tuple):
         base, _, n = kind
         x = draw_tensor(rng, shape, base)

@@ -105,6 +105,34 @@ family), sharing no code with it:
     blk.L.nextn.hnorm and mtp.norm blk.L.nextn.shared_head_norm (those three with the 1
     added).  llama.cpp checks their shapes and then leaves them unused unless asked to load
     the MTP layers;
+  - gemma4 (either layout; general.architecture "gemma4", as llama.cpp's converter writes
+    Gemma4ForConditionalGeneration and Gemma4ForCausalLM): the text model only (vision and
+    audio tensors left out).  Keys: context_length, embedding_length, block_count,
+    feed_forward_length (an array per layer under use_double_wide_mlp: 2 intermediate_size on
+    the KV-shared layers), attention.head_count, attention.head_count_kv (an array per layer,
+    num_global_key_value_heads on full layers, when attention_k_eq_v gives them),
+    attention.key_length and value_length (global_head_dim), key_length_swa and
+    value_length_swa (head_dim), attention.layer_norm_rms_epsilon, rope.freq_base (full
+    layers' rope_theta), rope.freq_base_swa (sliding layers'), rope.dimension_count
+    (global_head_dim: proportional RoPE turns all of it) and rope.dimension_count_swa
+    (head_dim), attention.sliding_window, attention.sliding_window_pattern (one bool per
+    layer, true for sliding), attention.shared_kv_layers (num_kv_shared_layers),
+    embedding_length_per_layer_input (hidden_size_per_layer_input, 0 without PLE),
+    final_logit_softcapping when set, and with enable_moe_block expert_count, expert_used_count
+    and expert_feed_forward_length.  Tensors: no norm shift (Gemma 4's norms scale by w);
+    token_embd, output_norm, per_layer_token_embd (embed_tokens_per_layer), per_layer_model_proj
+    (per_layer_model_projection), per_layer_proj_norm (per_layer_projection_norm); per layer
+    attn_norm, attn_q, attn_q_norm, attn_k, attn_k_norm, attn_v, attn_output,
+    post_attention_norm, ffn_norm (pre_feedforward_layernorm), ffn_gate, ffn_up, ffn_down,
+    post_ffw_norm, inp_gate (per_layer_input_gate), proj (per_layer_projection), post_norm
+    (post_per_layer_input_norm), layer_output_scale.weight (layer_scalar, [1]); the MoE
+    block's ffn_gate_inp.weight (router.proj), ffn_gate_inp.scale (router.scale),
+    ffn_down_exps.scale (router.per_expert_scale), ffn_gate_up_exps.weight (experts.gate_up_proj
+    kept fused, [E, 2I, hidden]), ffn_down_exps.weight, pre_ffw_norm_2, post_ffw_norm_1 and
+    post_ffw_norm_2; and rope_freqs.weight [global_head_dim / 2]: 1 for the
+    int(global_head_dim * partial_rotary_factor / 2) rotated pairs, 1e30 for the others (their
+    frequency divided to nothing), which is how llama.cpp's neox RoPE over the whole head
+    gives proportional RoPE;
 Matrices are stored in --type (the embeddings and the experts too: every row of every
 expert quantized alone, rows along the innermost dimension; mxfp4 is every matrix as
 gpt-oss's experts are, 32-element blocks of 4-bit floats under a shared power of two);
@@ -144,7 +172,8 @@ TYPES = {"f32": 0, "f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "q5_0"
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
              "gemma3_text": "gemma3", "phi3": "phi3", "qwen3_moe": "qwen3moe",
              "mixtral": "llama", "gpt_oss": "gpt-oss", "qwen3_5": "qwen35",
-             "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe", "qwen3_5_moe_text": "qwen35moe"}
+             "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe", "qwen3_5_moe_text": "qwen35moe",
+             "gemma4": "gemma4", "gemma4_text": "gemma4"}
 QWEN35_MULTIMODAL = ("qwen3_5", "qwen3_5_moe")  # the text model's fields under text_config
 
 # HF tensor name (after "model.layers.N.") -> GGUF name (after "blk.N."); Gemma's two
@@ -444,6 +473,131 @@ def qwen35_layer_tensors(layer, rest, t, hf, nk, per_k, key_rows, dv, fuse_gate_
     return [(p + QWEN35_LAYER_NAMES[rest], t)]
 
 
+GEMMA4_LAYER_NAMES = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+    "per_layer_input_gate.weight": "inp_gate.weight", "per_layer_projection.weight": "proj.weight",
+    "post_per_layer_input_norm.weight": "post_norm.weight",
+    "layer_scalar": "layer_output_scale.weight",
+    "router.proj.weight": "ffn_gate_inp.weight", "router.scale": "ffn_gate_inp.scale",
+    "router.per_expert_scale": "ffn_down_exps.scale",
+    "experts.gate_up_proj": "ffn_gate_up_exps.weight", "experts.down_proj": "ffn_down_exps.weight",
+    "pre_feedforward_layernorm_2.weight": "pre_ffw_norm_2.weight",
+    "post_feedforward_layernorm_1.weight": "post_ffw_norm_1.weight",
+    "post_feedforward_layernorm_2.weight": "post_ffw_norm_2.weight",
+}
+GEMMA4_MODEL_NAMES = {
+    "model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+    "lm_head.weight": "output.weight",
+    "model.embed_tokens_per_layer.weight": "per_layer_token_embd.weight",
+    "model.per_layer_model_projection.weight": "per_layer_model_proj.weight",
+    "model.per_layer_projection_norm.weight": "per_layer_proj_norm.weight",
+}
+GEMMA4_SKIPPED = ("model.vision_tower.", "model.audio_tower.", "model.embed_vision.",
+                  "model.embed_audio.")
+
+
+def gemma4_text(cfg):
+    """Gemma 4's text fields (text_config in the released layout)."""
+    return cfg["text_config"] if cfg.get("model_type") == "gemma4" else cfg
+
+
+def gemma4_layer_types(text):
+    """layer_types, the last forced full as HF's config does."""
+    n = text["num_hidden_layers"]
+    types = list(text.get("layer_types") or [
+        "full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(n)])
+    types[-1] = "full_attention"
+    return types
+
+
+def add_gemma4_hparams(w, text):
+    """The gemma4.* keys."""
+    def key(k):
+        return "gemma4." + k
+    n = text["num_hidden_layers"]
+    types = gemma4_layer_types(text)
+    swa = [t == "sliding_attention" for t in types]
+    n_shared = text.get("num_kv_shared_layers", 0) or 0
+    hd = text["head_dim"]
+    ghd = text.get("global_head_dim") or hd
+    w.add(key("context_length"), "uint32", text.get("max_position_embeddings", 131072))
+    w.add(key("embedding_length"), "uint32", text["hidden_size"])
+    w.add(key("block_count"), "uint32", n)
+    ff = text["intermediate_size"]
+    if text.get("use_double_wide_mlp"):
+        w.add(key("feed_forward_length"), "array",
+              ("uint32", [ff * (2 if i >= n - n_shared else 1) for i in range(n)]))
+    else:
+        w.add(key("feed_forward_length"), "uint32", ff)
+    w.add(key("attention.head_count"), "uint32", text["num_attention_heads"])
+    nkv = text["num_key_value_heads"]
+    gkv = text.get("num_global_key_value_heads")
+    if text.get("attention_k_eq_v") and gkv is not None:
+        w.add(key("attention.head_count_kv"), "array",
+              ("uint32", [nkv if s else gkv for s in swa]))
+    else:
+        w.add(key("attention.head_count_kv"), "uint32", nkv)
+    w.add(key("attention.key_length"), "uint32", ghd)
+    w.add(key("attention.value_length"), "uint32", ghd)
+    w.add(key("attention.key_length_swa"), "uint32", hd)
+    w.add(key("attention.value_length_swa"), "uint32", hd)
+    w.add(key("attention.layer_norm_rms_epsilon"), "float32", text.get("rms_norm_eps", 1e-6))
+    rp = text["rope_parameters"]
+    full, slid = rp["full_attention"], rp["sliding_attention"]
+    if full.get("rope_type") != "proportional" or slid.get("rope_type", "default") != "default":
+        raise SystemExit("hf_to_gguf.py: gemma4 needs proportional full and default sliding RoPE")
+    if full.get("factor", 1.0) != 1.0 or slid.get("partial_rotary_factor", 1.0) != 1.0:
+        raise SystemExit("hf_to_gguf.py: gemma4 RoPE factor or sliding partial rotary")
+    w.add(key("rope.freq_base"), "float32", float(full["rope_theta"]))
+    w.add(key("rope.freq_base_swa"), "float32", float(slid["rope_theta"]))
+    w.add(key("rope.dimension_count"), "uint32", ghd)
+    w.add(key("rope.dimension_count_swa"), "uint32", hd)
+    w.add(key("attention.sliding_window"), "uint32", text.get("sliding_window", 512))
+    w.add(key("attention.sliding_window_pattern"), "array", ("bool", swa))
+    w.add(key("attention.shared_kv_layers"), "uint32", n_shared)
+    w.add(key("embedding_length_per_layer_input"), "uint32",
+          text.get("hidden_size_per_layer_input") or 0)
+    if text.get("final_logit_softcapping"):
+        w.add(key("final_logit_softcapping"), "float32", float(text["final_logit_softcapping"]))
+    if text.get("enable_moe_block"):
+        w.add(key("expert_count"), "uint32", text["num_experts"])
+        w.add(key("expert_used_count"), "uint32", text["top_k_experts"])
+        w.add(key("expert_feed_forward_length"), "uint32", text["moe_intermediate_size"])
+    w.add(key("vocab_size"), "uint32", text["vocab_size"])
+    n_rot = int(ghd * full.get("partial_rotary_factor", 1.0) / 2)
+    return np.array([1.0] * n_rot + [1e30] * (ghd // 2 - n_rot), dtype="<f4")
+
+
+def gemma4_tensors(weights, tied):
+    """(GGUF name, array) of a Gemma 4 checkpoint's text tensors, in file order."""
+    out = []
+    for hf, t in weights.items():
+        if hf.startswith("model.language_model."):
+            hf = "model." + hf[len("model.language_model."):]
+        elif hf.startswith(GEMMA4_SKIPPED):
+            continue
+        if hf == "lm_head.weight" and tied:
+            continue
+        if hf in GEMMA4_MODEL_NAMES:
+            out.append((GEMMA4_MODEL_NAMES[hf], t))
+            continue
+        parts = hf.split(".", 3)
+        rest = parts[3] if len(parts) == 4 and parts[:2] == ["model", "layers"] else None
+        if rest not in GEMMA4_LAYER_NAMES:
+            raise SystemExit("hf_to_gguf.py: unknown tensor %s" % hf)
+        out.append(("blk.%s.%s" % (parts[2], GEMMA4_LAYER_NAMES[rest]), t))
+    return out
+
+
 def gguf_name(hf, gemma):
     """The GGUF name of an HF tensor name."""
     if hf in MODEL_NAMES:
@@ -693,6 +847,17 @@ def convert(model_dir, out_path, type_name, breaking=None, eot_id=None, mtp=Fals
         raise SystemExit("hf_to_gguf.py: --mtp is for qwen3_5 and qwen3_5_moe checkpoints")
     if fuse_gate_up and arch != "qwen35moe":
         raise SystemExit("hf_to_gguf.py: --fuse-gate-up-exps is for qwen3_5_moe checkpoints")
+    if arch == "gemma4":
+        text = gemma4_text(cfg)
+        freqs = add_gemma4_hparams(w, text)
+        add_vocab(w, model_dir, text, eot_id)
+        tied = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", True))
+        for name, t in gemma4_tensors(load_weights(model_dir), tied):
+            add_tensor(w, name, t, type_name)
+        w.add_tensor("rope_freqs.weight", 0, [freqs.shape[0]], freqs)
+        with open(out_path, "wb") as f:
+            f.write(w.to_bytes())
+        return
     if arch in ("qwen35", "qwen35moe"):
         text = cfg["text_config"] if cfg.get("model_type") in QWEN35_MULTIMODAL else cfg
         weights = load_weights(model_dir)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent float64 numpy forward of a HuggingFace Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, gpt-oss, Gemma-3, Phi-3, Qwen3.5 or Qwen3.5-MoE checkpoint.
+"""Independent float64 numpy forward of a HuggingFace Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, gpt-oss, Gemma-3, Phi-3, Qwen3.5, Qwen3.5-MoE or Gemma 4 checkpoint.
 
     reference.py MODEL_DIR --prompt-ids "1 5 9" [--logits] [--greedy N] [--router-margins]
 
@@ -104,6 +104,52 @@ checkpoint's MXFP4 _blocks and _scales are dequantized to that first, mxfp4_dequ
     (interleaved);  gate = min(gate, L);  up = clamp(up, -L, L)  (L = swiglu_limit, 7);
     y = (up + 1) * gate * sigmoid(1.702 gate);  out = sum over chosen e of
     w_e * (y down_proj[e] + down_proj_bias[e])
+
+    gemma4       (HF's Gemma4ForConditionalGeneration, model_type gemma4, text fields under
+                 text_config and tensors under model.language_model.; or Gemma4ForCausalLM,
+                 model_type gemma4_text, flat; model.vision_tower.*, model.audio_tower.*,
+                 model.embed_vision.* and model.embed_audio.* ignored): Gemma 4, below.
+
+Gemma 4's text decoder (HF's Gemma4TextModel and Gemma4ForCausalLM), L layers, per token:
+    every RMSNorm is x (mean(x^2) + eps)^-0.5 w with w itself (not 1 + w), eps rms_norm_eps;
+    x = embed[ids] * sqrt(hidden);
+    with PLE (hidden_size_per_layer_input P > 0): tok = embed_tokens_per_layer[ids] * sqrt(P)
+    as [L, P]; prj = (x per_layer_model_projection^T) * hidden^-0.5 as [L, P], each [P] slice
+    RMSNormed by per_layer_projection_norm; ple = (prj + tok) * 2^-0.5;
+    layer i of type t (layer_types: sliding_attention or full_attention), d = head_dim for
+    sliding, global_head_dim for full layers; kv heads num_key_value_heads, or
+    num_global_key_value_heads for full layers when attention_k_eq_v:
+        h = rmsnorm(x) * input_layernorm
+        q = h Wq^T per head RMSNormed by q_norm, then RoPE; unless layer i is KV-shared:
+        k = h Wk^T per head RMSNormed by k_norm, then RoPE; v = h Wv^T (full layers with
+        attention_k_eq_v: v = h Wk^T, the raw keys) RMSNormed per head without weight;
+        RoPE rotate_half over all d: sliding layers inverse frequencies
+        theta_s^(-2i/d) (rope_parameters.sliding_attention.rope_theta, 1e4), full layers
+        "proportional": theta_f^(-2i/d) for i < int(partial_rotary_factor * d // 2) and 0
+        (unrotated) for the other pairs (theta_f 1e6, factor 0.25);
+        causal softmax(q k^T * 1.0) v with GQA (scale 1, no soft-capping), sliding layers
+        only keys at positions > p - sliding_window;
+        a KV-shared layer (i >= L - num_kv_shared_layers) has no k and v of its own: it
+        attends to the cached keys and values of the last earlier non-shared layer of its
+        type (HF's shared_kv_states);
+        x += rmsnorm(attn Wo^T) * post_attention_layernorm
+        h = rmsnorm(x) * pre_feedforward_layernorm;  m = (gelu_tanh(h Wg^T) * h Wu^T) Wd^T
+        (a KV-shared layer's MLP twice intermediate_size wide under use_double_wide_mlp)
+        with enable_moe_block: m = rmsnorm(m) * post_feedforward_layernorm_1 + rmsnorm(e) *
+        post_feedforward_layernorm_2, e the experts' sum on rmsnorm(x) *
+        pre_feedforward_layernorm_2: the router r = rmsnorm(x) (no weight) * router.scale *
+        hidden^-0.5, p = softmax(r router.proj^T), the top_k_experts largest (the lower
+        index first among equal ones), renormalised to sum 1, times
+        router.per_expert_scale[e]; expert e: (gelu_tanh(y G_e^T) * y U_e^T) D_e^T with G_e,
+        U_e the first and last moe_intermediate_size rows of experts.gate_up_proj[e] and D_e
+        experts.down_proj[e];
+        x += rmsnorm(m) * post_feedforward_layernorm
+        with PLE: x += rmsnorm((gelu_tanh(x per_layer_input_gate^T) * ple[i])
+        per_layer_projection^T) * post_per_layer_input_norm
+        x *= layer_scalar
+    logits = rmsnorm(x) * norm @ embed^T (lm_head^T when untied); with
+    final_logit_softcapping c: logits = c tanh(logits / c).
+The greedy cache keeps each non-shared layer's keys (normed and rotated) and values (normed).
 
 YaRN's correction range [low, high] (the dimensions between interpolated and original
 frequencies) is floored and ceiled to whole dimensions, as transformers does unless
@@ -867,12 +913,219 @@ def qwen35_greedy(m, ids, n):
     return out
 
 
+# --------------------------------------------------------------------------- gemma4
+
+GEMMA4_TYPES = ("gemma4", "gemma4_text")
+GEMMA4_SKIPPED = ("model.vision_tower.", "model.audio_tower.", "model.embed_vision.",
+                  "model.embed_audio.")
+
+
+class Gemma4:
+    """A Gemma 4 checkpoint in either layout: config values and the text model's weights,
+    named model.* whichever layout they came from (vision and audio tensors dropped)."""
+
+    def __init__(self, model_dir, cfg):
+        text = cfg["text_config"] if cfg.get("model_type") == "gemma4" else cfg
+        self.cfg = text
+        self.n_layers = text["num_hidden_layers"]
+        self.hidden = text["hidden_size"]
+        self.n_heads = text["num_attention_heads"]
+        self.eps = text.get("rms_norm_eps", 1e-6)
+        self.window = text.get("sliding_window", 512)
+        self.softcap = text.get("final_logit_softcapping")
+        if text.get("attention_bias"):
+            raise SystemExit("reference.py: gemma4 with attention_bias is not supported")
+        if text.get("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh":
+            raise SystemExit("reference.py: gemma4's hidden_activation must be gelu_pytorch_tanh")
+        self.types = text.get("layer_types") or [
+            "full_attention" if (i + 1) % 6 == 0 else "sliding_attention"
+            for i in range(self.n_layers)]
+        self.types = list(self.types)
+        self.types[-1] = "full_attention"  # as HF's config forces it
+        k_eq_v = bool(text.get("attention_k_eq_v", False))
+        rp = text.get("rope_parameters") or {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                               "rope_theta": 1000000.0}}
+        self.ropes, self.dims, self.kv_heads, self.v_is_k = [], [], [], []
+        for t in self.types:
+            full = t == "full_attention"
+            d = (text.get("global_head_dim") or text["head_dim"]) if full else text["head_dim"]
+            self.dims.append(d)
+            nkv = text["num_key_value_heads"]
+            if full and k_eq_v and text.get("num_global_key_value_heads") is not None:
+                nkv = text["num_global_key_value_heads"]
+            self.kv_heads.append(nkv)
+            self.v_is_k.append(full and k_eq_v)
+            self.ropes.append(gemma4_inv_freq(rp[t], d))
+        n_shared = text.get("num_kv_shared_layers", 0) or 0
+        first = self.n_layers - n_shared
+        # the layer whose keys and values layer i attends to (itself unless KV-shared)
+        self.kv_source = []
+        for i, t in enumerate(self.types):
+            if i < first:
+                self.kv_source.append(i)
+            else:
+                earlier = [j for j in range(first) if self.types[j] == t]
+                if not earlier:
+                    raise SystemExit("reference.py: layer %d has no %s layer to share" % (i, t))
+                self.kv_source.append(earlier[-1])
+        self.ple = text.get("hidden_size_per_layer_input") or 0
+        self.moe = bool(text.get("enable_moe_block"))
+        self.top_k = text.get("top_k_experts")
+        self.w = {}
+        for name, t in load_weights(model_dir).items():
+            if name.startswith("model.language_model."):
+                self.w["model." + name[len("model.language_model."):]] = t
+            elif not name.startswith(GEMMA4_SKIPPED):
+                self.w[name] = t
+        tied = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", True))
+        self.lm_head = self.w["model.embed_tokens.weight" if tied else "lm_head.weight"]
+
+    def layer(self, i, name):
+        """Layer i's tensor `name`, e.g. layer(0, 'self_attn.q_proj.weight')."""
+        return self.w["model.layers.%d.%s" % (i, name)]
+
+    def norm(self, i, name, x):
+        """RMSNorm of x by layer i's norm `name` (Gemma 4: the weight itself)."""
+        return rmsnorm(x, self.layer(i, name + ".weight"), self.eps)
+
+    def empty_cache(self):
+        """Per layer: keys, values [kv_heads, 0, d] and key positions (KV-shared layers' unused)."""
+        return [(np.zeros((self.kv_heads[i], 0, self.dims[i])),
+                 np.zeros((self.kv_heads[i], 0, self.dims[i])), np.zeros(0))
+                for i in range(self.n_layers)]
+
+
+def gemma4_inv_freq(params, d):
+    """A layer type's inverse frequencies for head size d: "default" theta^(-2i/d) for every
+    pair; "proportional" those for i < int(partial_rotary_factor * d // 2), 0 for the rest."""
+    theta = params.get("rope_theta", 10000.0)
+    kind = params.get("rope_type", "default")
+    inv = theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+    if kind == "proportional":
+        n_rot = int(params.get("partial_rotary_factor", 1.0) * d // 2)
+        inv[n_rot:] = 0.0
+    elif kind != "default":
+        raise SystemExit("reference.py: gemma4 rope_type %r is not supported" % kind)
+    factor = params.get("factor", 1.0)
+    return inv / factor
+
+
+def rope_half(x, pos, inv):
+    """rotate_half RoPE of x [heads, T, d] at positions pos with d/2 inverse frequencies."""
+    ang = pos[:, None] * inv[None, :]                       # [T, d/2]
+    cos, sin = np.cos(ang), np.sin(ang)
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+def gemma4_attention(m, i, h, pos, cache):
+    """Layer i's attention on new rows h [T, hidden] at positions pos; grows cache[i] unless
+    the layer is KV-shared (then it reads its source layer's cache)."""
+    t_len, d = h.shape[0], m.dims[i]
+    q = (h @ m.layer(i, "self_attn.q_proj.weight").T).reshape(t_len, m.n_heads, d)
+    q = rmsnorm(q, m.layer(i, "self_attn.q_norm.weight"), m.eps).transpose(1, 0, 2)
+    q = rope_half(q, pos, m.ropes[i])
+    src = m.kv_source[i]
+    if src == i:
+        nkv = m.kv_heads[i]
+        k = (h @ m.layer(i, "self_attn.k_proj.weight").T).reshape(t_len, nkv, d)
+        v = k if m.v_is_k[i] else (h @ m.layer(i, "self_attn.v_proj.weight").T).reshape(
+            t_len, nkv, d)
+        k = rmsnorm(k, m.layer(i, "self_attn.k_norm.weight"), m.eps).transpose(1, 0, 2)
+        k = rope_half(k, pos, m.ropes[i])
+        v = rmsnorm(v, 1.0, m.eps).transpose(1, 0, 2)
+        ks, vs, kpos = cache[i]
+        cache[i] = (np.concatenate([ks, k], 1), np.concatenate([vs, v], 1), np.append(kpos, pos))
+    ks, vs, kpos = cache[src]
+    window = m.window if m.types[i] == "sliding_attention" else None
+    out = attend(q, ks, vs, pos, kpos, window, 1.0)
+    return out @ m.layer(i, "self_attn.o_proj.weight").T
+
+
+def gemma4_per_layer_inputs(m, ids, x):
+    """PLE's per-layer inputs [T, L, P] of tokens ids with scaled embeddings x [T, hidden]."""
+    n, p = m.n_layers, m.ple
+    tok = m.w["model.embed_tokens_per_layer.weight"][np.asarray(ids)] * np.sqrt(p)
+    prj = (x @ m.w["model.per_layer_model_projection.weight"].T) * m.hidden ** -0.5
+    prj = rmsnorm(prj.reshape(-1, n, p), m.w["model.per_layer_projection_norm.weight"], m.eps)
+    return (prj + tok.reshape(-1, n, p)) * 2.0 ** -0.5
+
+
+def gemma4_moe(m, i, x, pos):
+    """Layer i's experts' output for the residual rows x [T, hidden] (before its norm)."""
+    r = rmsnorm(x, 1.0, m.eps) * m.layer(i, "router.scale") * m.hidden ** -0.5
+    logits = r @ m.layer(i, "router.proj.weight").T
+    y = m.norm(i, "pre_feedforward_layernorm_2", x)
+    gate_up, down = m.layer(i, "experts.gate_up_proj"), m.layer(i, "experts.down_proj")
+    scale = m.layer(i, "router.per_expert_scale")
+    width = down.shape[2]
+    out = np.zeros_like(x)
+    for t in range(x.shape[0]):
+        p = np.exp(logits[t] - logits[t].max())
+        p /= p.sum()
+        order = np.argsort(-p, kind="stable")
+        chosen = order[:m.top_k]
+        w = p[chosen] / p[chosen].sum()
+        if m.top_k < len(p):
+            ROUTER_LOG.append((i, int(pos[t]), float(p[order[m.top_k - 1]] - p[order[m.top_k]]),
+                               float(logits[t][order[m.top_k - 1]] - logits[t][order[m.top_k]]),
+                               [int(e) for e in chosen]))
+        for e, we in zip(chosen, w):
+            g, u = gate_up[e][:width], gate_up[e][width:]
+            out[t] += we * scale[e] * ((gelu_tanh(y[t] @ g.T) * (y[t] @ u.T)) @ down[e].T)
+    return out
+
+
+def gemma4_forward(m, ids, cache):
+    """Logits [T, vocab] of tokens ids after the cache's tokens; extends the cache."""
+    start = max(len(c[2]) for c in cache)
+    pos = np.arange(start, start + len(ids), dtype=np.float64)
+    x = m.w["model.embed_tokens.weight"][np.asarray(ids)] * np.sqrt(m.hidden)
+    ple = gemma4_per_layer_inputs(m, ids, x) if m.ple else None
+    for i in range(m.n_layers):
+        a = gemma4_attention(m, i, m.norm(i, "input_layernorm", x), pos, cache)
+        x = x + m.norm(i, "post_attention_layernorm", a)
+        h = m.norm(i, "pre_feedforward_layernorm", x)
+        mlp = gelu_tanh(h @ m.layer(i, "mlp.gate_proj.weight").T) * (
+            h @ m.layer(i, "mlp.up_proj.weight").T)
+        mlp = mlp @ m.layer(i, "mlp.down_proj.weight").T
+        if m.moe:
+            mlp = (m.norm(i, "post_feedforward_layernorm_1", mlp)
+                   + m.norm(i, "post_feedforward_layernorm_2", gemma4_moe(m, i, x, pos)))
+        x = x + m.norm(i, "post_feedforward_layernorm", mlp)
+        if ple is not None:
+            g = gelu_tanh(x @ m.layer(i, "per_layer_input_gate.weight").T) * ple[:, i, :]
+            x = x + m.norm(i, "post_per_layer_input_norm",
+                           g @ m.layer(i, "per_layer_projection.weight").T)
+        x = x * m.layer(i, "layer_scalar")
+    logits = rmsnorm(x, m.w["model.norm.weight"], m.eps) @ m.lm_head.T
+    if m.softcap:
+        logits = m.softcap * np.tanh(logits / m.softcap)
+    return logits
+
+
+def gemma4_greedy(m, ids, n):
+    """The n argmax tokens that follow prompt ids, each step one token on the cache."""
+    cache = m.empty_cache()
+    logits, out = gemma4_forward(m, list(ids), cache), []
+    for step in range(n):
+        out.append(int(np.argmax(logits[-1])))
+        if step + 1 < n:
+            logits = gemma4_forward(m, [out[-1]], cache)
+    return out
+
+
 def load_model(model_dir):
-    """A Qwen35 for a qwen3_5 checkpoint, else a Model."""
+    """A Qwen35 for a qwen3_5 checkpoint, a Gemma4 for a gemma4 one, else a Model."""
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
     if cfg.get("model_type") in QWEN35_TYPES:
         return Qwen35(model_dir, cfg)
+    if cfg.get("model_type") in GEMMA4_TYPES:
+        return Gemma4(model_dir, cfg)
     return Model(model_dir)
 
 
@@ -896,6 +1149,8 @@ def main(argv=None):
 
     m = load_model(a.model_dir)
     qwen35 = isinstance(m, Qwen35)
+    if isinstance(m, Gemma4):
+        return gemma4_main(p, a, m, ids)
     if a.router_margins and all(ex is None for ex in m.experts):
         p.error("--router-margins: the model has no mixture-of-experts layer")
     vocab = m.w["model.embed_tokens.weight"].shape[0]
@@ -909,6 +1164,22 @@ def main(argv=None):
     if a.greedy is not None:
         gen = qwen35_greedy(m, ids, a.greedy) if qwen35 else greedy(m, ids, a.greedy)
         out.write(" ".join(str(t) for t in gen) + "\n")
+    if a.router_margins:
+        write_margins(sys.stderr)
+
+
+def gemma4_main(p, a, m, ids):
+    """main's work for a Gemma 4 checkpoint."""
+    if a.router_margins and not m.moe:
+        p.error("--router-margins: the model has no mixture-of-experts layer")
+    vocab = m.w["model.embed_tokens.weight"].shape[0]
+    if any(t < 0 or t >= vocab for t in ids):
+        p.error("prompt ids must lie in 0..%d" % (vocab - 1))
+    if a.logits:
+        for row in gemma4_forward(m, ids, m.empty_cache()):
+            sys.stdout.write(" ".join("%.17g" % v for v in row) + "\n")
+    if a.greedy is not None:
+        sys.stdout.write(" ".join(str(t) for t in gemma4_greedy(m, ids, a.greedy)) + "\n")
     if a.router_margins:
         write_margins(sys.stderr)
 
