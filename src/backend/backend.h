@@ -71,6 +71,8 @@ typedef struct backend_kv_budget
 	double		memory_fraction;	/* of a device's memory, for weights, workspace and KV pool */
 	int			max_seqs;		/* most sequences in one step */
 	int			block_size;		/* KV positions per block */
+	size_t		state_bytes;	/* a hybrid model's linear-attention states the engine keeps
+								 * in host memory (the CPU's budget counts them) */
 } backend_kv_budget;
 
 typedef struct cbllm_backend cbllm_backend;

@@ -266,7 +266,9 @@ static int
 SizeKvPool(cbllm_engine *e, cbllm_err *err)
 {
 	cbllm_engine_params *p = &e->params;
-	backend_kv_budget b = {p->gpu_memory_utilization, p->max_num_seqs, p->block_size};
+	backend_kv_budget b = {p->gpu_memory_utilization, p->max_num_seqs, p->block_size,
+		e->states != NULL && e->states->conv != NULL ?
+	engine_state_bytes_per_seq(e) * (size_t) e->states->p.n_slots : 0};
 	int			rc;
 
 	if (p->num_kv_blocks <= 0 && (rc = e->be->kv_blocks(e->be, &b, &p->num_kv_blocks, err)))

@@ -6,7 +6,8 @@
 #   2. every CUDA kernel against the CPU on random inputs, graphs, dummy
 #      weights (build/test/test_cuda_ops), device sampling
 #      (build/test/test_cuda_sample), mixtures of experts (build/test/test_moe
-#      --device cuda); the quantized kernels
+#      --device cuda), hybrid models (build/test/test_hybrid --device cuda: the
+#      linear attention's kernels and states on the device); the quantized kernels
 #      of every GGUF block type against the reference dequantizer
 #      (build/test/test_cuda_quant), and a small llama in five of the types
 #      against the float64 reference (build/test/test_model_gguf);
@@ -75,14 +76,15 @@ if [ "$emulated" = 1 ]; then
 	engine_prog=build/emu/cbllm-engine
 	device_tests=(build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu \
 		build/test/test_families_emu build/test/test_cuda_quant_emu build/test/test_model_gguf_emu \
-		build/test/test_longrope_emu build/test/test_cuda_sample_emu build/test/test_moe_emu)
+		build/test/test_longrope_emu build/test/test_cuda_sample_emu build/test/test_moe_emu \
+		build/test/test_hybrid_emu)
 else
 	make -s -j"$(nproc)" CUDA=1 CUDA_ARCH="${CUDA_ARCH:--gencode arch=compute_90,code=sm_90}" all || fail "build"
 	cli=bin/cbllm-cli
 	engine_prog=bin/cbllm-engine
 	device_tests=(build/test/test_cuda_ops build/test/test_engine_cuda build/test/test_families \
 		build/test/test_cuda_quant build/test/test_model_gguf build/test/test_longrope \
-		build/test/test_cuda_sample build/test/test_moe)
+		build/test/test_cuda_sample build/test/test_moe build/test/test_hybrid)
 fi
 
 models=$(mktemp -d)
@@ -165,6 +167,23 @@ for a in "${moe_args[@]}"; do
 	"${device_tests[7]}" --device cuda "$f" "$models/$f" "$models/$f.logits" "$models/$f.greedy" |
 		tee "$out/moe_$f.tap"
 	[ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/moe_$f.tap" || fail "$f checks"
+done
+
+part "hybrid models on the GPU (Qwen3.5 and Qwen3.5-MoE): the CPU's logits, and each prompt's tokens batched, chunked, swapped and recomputed"
+hybrid_args=("qwen3_5 --family qwen3_5 --intermediate 160 --seed 71"
+	"qwen3_5_moe --family qwen3_5_moe --experts 8 --experts-used 2 --moe-intermediate 32 --shared-intermediate 48 --seed 96")
+for a in "${hybrid_args[@]}"; do
+	f=${a%% *}
+	# shellcheck disable=SC2086
+	$PY test/tools/gen_model.py "$models/$f" ${a#* } --hidden 64 --layers 4 --heads 4 --kv-heads 2 \
+		--head-dim 32 --linear-k-heads 2 --linear-v-heads 4 --linear-key-dim 16 --linear-value-dim 16 \
+		--vocab 400 >/dev/null &&
+		$PY test/tools/reference.py "$models/$f" --logits --prompt-ids "$fam_ids" >"$models/$f.logits" &&
+		$PY test/tools/reference.py "$models/$f" --greedy 16 --prompt-ids "$fam_ids" >"$models/$f.greedy" ||
+		{ fail "$f model"; continue; }
+	"${device_tests[8]}" --device cuda "$models/$f" "$models/$f.logits" "$models/$f.greedy" "1 1 1 0" |
+		tee "$out/hybrid_$f.tap"
+	[ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/hybrid_$f.tap" || fail "$f checks"
 done
 
 part "longrope's per-sequence factor set on the GPU: the float64 reference on the CPU, then the GPU against it"

@@ -757,7 +757,10 @@ CpuKvLayout(const cbllm_model_config *cfg, int block_size, const char *kv_dtype,
 	return CBLLM_OK;
 }
 
-/* With no size given: room for max_seqs sequences of the longest length, at most 4 GiB. */
+/*
+ * With no size given: room for max_seqs sequences of the longest length, at
+ * most 4 GiB together with a hybrid model's linear-attention states.
+ */
 static int
 CpuKvBlocks(cbllm_backend *be, const backend_kv_budget *b, int *n_blocks, cbllm_err *err)
 {
@@ -766,10 +769,14 @@ CpuKvBlocks(cbllm_backend *be, const backend_kv_budget *b, int *n_blocks, cbllm_
 												   c->cfg.n_kv_heads, c->cfg.head_dim,
 												   c->kv_dtype),
 				full,
+				cap,
 				bytes;
 
 	full = (size_t) b->max_seqs * ((c->max_ctx + b->block_size - 1) / b->block_size) * block_bytes;
-	bytes = full < CPU_KV_CAP_BYTES ? full : CPU_KV_CAP_BYTES;
+	/* a hybrid model's states share the cap with its KV, down to a quarter of it for KV */
+	cap = b->state_bytes < CPU_KV_CAP_BYTES / 4 * 3 ? CPU_KV_CAP_BYTES - b->state_bytes :
+		CPU_KV_CAP_BYTES / 4;
+	bytes = full < cap ? full : cap;
 	*n_blocks = (int) (bytes / block_bytes);
 	if (*n_blocks < 1)
 		return cbllm_fail(err, CBLLM_ERR_INVALID,
