@@ -641,39 +641,6 @@ CpuAdd(cbllm_backend *be, float *x, const float *y, int64_t n)
 		x[i] += y[i];
 }
 
-/* Row r of x (n, 2 width) to first[r] and second[r]. */
-static void
-CpuSplitHalves(cbllm_backend *be, const float *x, int64_t n, int width, float *first,
-			   float *second)
-{
-	for (int64_t r = 0; r < n; r++)
-	{
-		memcpy(first + r * width, x + 2 * r * width, sizeof(float) * width);
-		memcpy(second + r * width, x + (2 * r + 1) * width, sizeof(float) * width);
-	}
-}
-
-/* x[t] += sigmoid(logit[t]) * y[t], row by row. */
-static void
-CpuAddGatedRows(cbllm_backend *be, float *x, const float *y, const float *logit, int T, int dim)
-{
-	for (int t = 0; t < T; t++)
-	{
-		float		g = 1.0f / (1.0f + expf(-logit[t]));
-
-		for (int i = 0; i < dim; i++)
-			x[(int64_t) t * dim + i] += g * y[(int64_t) t * dim + i];
-	}
-}
-
-/* x[i] *= sigmoid(gate[i]). */
-static void
-CpuSigmoidMul(cbllm_backend *be, float *x, const float *gate, int64_t n)
-{
-	for (int64_t i = 0; i < n; i++)
-		x[i] *= 1.0f / (1.0f + expf(-gate[i]));
-}
-
 /* x (T, dim) += bias on every row. */
 static void
 CpuAddBias(cbllm_backend *be, float *x, const float *bias, int T, int dim)
@@ -900,9 +867,9 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	be->kv_store = CpuKvStore;
 	be->attention = CpuAttention;
 	be->linear_attention = cpu_linear_attention;
-	be->split_halves = CpuSplitHalves;
-	be->sigmoid_mul = CpuSigmoidMul;
-	be->add_gated_rows = CpuAddGatedRows;
+	be->split_halves = cpu_split_halves;
+	be->sigmoid_mul = cpu_sigmoid_mul;
+	be->add_gated_rows = cpu_add_gated_rows;
 	be->silu_mul = CpuSiluMul;
 	be->gelu_tanh_mul = CpuGeluTanhMul;
 	be->swiglu_oai_mul = CpuSwigluOaiMul;

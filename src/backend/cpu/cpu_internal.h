@@ -104,6 +104,13 @@ void		cpu_linear_attention(cbllm_backend *be, state_cache *sc, int l, const cbll
 								 float *qkv, const float *z, const float *beta,
 								 const float *alpha, const fwd_batch *b, float *out);
 
+/* backend.h's split_halves, sigmoid_mul and add_gated_rows on the CPU (cpu_linear_attn.c). */
+void		cpu_split_halves(cbllm_backend *be, const float *x, int64_t n, int width, float *first,
+							 float *second);
+void		cpu_sigmoid_mul(cbllm_backend *be, float *x, const float *gate, int64_t n);
+void		cpu_add_gated_rows(cbllm_backend *be, float *x, const float *y, const float *logit,
+							   int T, int dim);
+
 /* backend.h's moe on the CPU (cpu_moe.c). */
 void		cpu_moe(cbllm_backend *be, const cbllm_layer *w, const float *x, const float *logits,
 					int T, float *out);

@@ -20,6 +20,9 @@
  * loop of the delta rule, O(k_dim v_dim) per token and head: on a CPU it
  * reads a head's state from the cache once per token, which is what its
  * chunked (WY) form would save on a GPU.
+ *
+ * Here too: the gated attention's split of q from its gate and the
+ * sigmoid gate, and Qwen3.5-MoE's shared expert added under its gate.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -180,4 +183,39 @@ cpu_linear_attention(cbllm_backend *be, state_cache *sc, int l, const cbllm_laye
 	c->seq_first[n] = b->n_tokens;
 	threadpool_run(c->pool, n * j.conv_tasks, ConvTask, &j);
 	threadpool_run(c->pool, n * c->cfg.lin_v_heads, DeltaTask, &j);
+}
+
+/* The hybrid models' small row operations (backend.h's split_halves, sigmoid_mul, add_gated_rows). */
+
+/* Row r of x (n, 2 width) to first[r] and second[r]. */
+void
+cpu_split_halves(cbllm_backend *be, const float *x, int64_t n, int width, float *first,
+			   float *second)
+{
+	for (int64_t r = 0; r < n; r++)
+	{
+		memcpy(first + r * width, x + 2 * r * width, sizeof(float) * width);
+		memcpy(second + r * width, x + (2 * r + 1) * width, sizeof(float) * width);
+	}
+}
+
+/* x[t] += sigmoid(logit[t]) * y[t], row by row. */
+void
+cpu_add_gated_rows(cbllm_backend *be, float *x, const float *y, const float *logit, int T, int dim)
+{
+	for (int t = 0; t < T; t++)
+	{
+		float		g = 1.0f / (1.0f + expf(-logit[t]));
+
+		for (int i = 0; i < dim; i++)
+			x[(int64_t) t * dim + i] += g * y[(int64_t) t * dim + i];
+	}
+}
+
+/* x[i] *= sigmoid(gate[i]). */
+void
+cpu_sigmoid_mul(cbllm_backend *be, float *x, const float *gate, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		x[i] *= 1.0f / (1.0f + expf(-gate[i]));
 }
