@@ -9,7 +9,9 @@ Templates: the three real ones of test/data/tokenizers (llama3_1, qwen3, gemma3)
 Llama-2-chat, Mistral-7B-Instruct-v0.2 and Llama-3.1-Instruct (tools, date header) templates
 (as their model cards' tokenizer_config files publish them), gpt-oss's harmony template
 (test/data/templates/openai-gpt-oss.jinja: developer messages, assistant "thinking", one tool
-call per message, reasoning_effort, builtin_tools, model_identity), and a template of this test that uses every construct the interpreter
+call per message, reasoning_effort, builtin_tools, model_identity), Gemma 4's (thinking channels,
+tool declarations; read from test/data/llama-cpp-vocab/ggml-vocab-gemma-4.gguf's
+tokenizer.chat_template), and a template of this test that uses every construct the interpreter
 supports (macros, namespaces, filters, tests, slices, string methods, whitespace control), given
 as chat_template.jinja beside a config whose own template must lose.  Message lists: with and
 without a system message, multi-turn, tool calls and tool results, a tools list, empty and null
@@ -31,6 +33,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "tools"))
+import gguf_meta  # noqa: E402
 import render_chat  # noqa: E402
 
 # Llama-2-chat (meta-llama/Llama-2-7b-chat-hf tokenizer_config.json)
@@ -382,6 +385,11 @@ def make_model_dirs(workdir, tokenizers):
         "gpt_oss": ({"bos_token": "<|startoftext|>", "eos_token": "<|return|>", "pad_token": "<|endoftext|>"},
                     GPT_OSS_TEMPLATE),
     }
+    # Gemma 4's template (thinking channels, tool declarations), as llama.cpp's vocabulary test file
+    # for gemma-4 carries it
+    meta = gguf_meta.read_meta(os.path.join(HERE, "data", "llama-cpp-vocab", "ggml-vocab-gemma-4.gguf"))
+    template, special = gguf_meta.chat_inputs(meta)
+    written["gemma4"] = (special, template)
     for name, (cfg, jinja) in written.items():
         d = os.path.join(workdir, name)
         os.makedirs(d, exist_ok=True)
