@@ -22,6 +22,8 @@
  *     too small for all four;
  *   - prefix caching is off for the model, and the prompt served twice by
  *     one engine makes the same tokens with no prefix hit;
+ *   - a state slot is held from a sequence's first step to its end, and an
+ *     aborted request gives its slot back at once;
  *   - the state cache's size: one state per sequence of max_num_seqs, its
  *     bytes as the geometry says.
  *
@@ -216,6 +218,51 @@ TestNoPrefixCache(const char *path)
 		   "prefix caching is off for a hybrid model (a cached prefix has no state): the prompt again makes the same tokens with no hit");
 }
 
+/*
+ * A slot is held from a sequence's first step to its end: two requests
+ * running hold two, an aborted one gives its slot back at once, and none is
+ * held when both have ended.
+ */
+static void
+TestSlotsHeld(const char *path)
+{
+	cbllm_engine *e = ref_engine(path, NULL);
+	cbllm_sampling sp = cbllm_sampling_default();
+	int64_t		id[2];
+	int32_t		ids[64];
+	cbllm_stats running = {0},
+				aborted = {0},
+				ended = {0};
+	cbllm_err	err;
+	int			active = 1;
+	bool		ok = e != NULL;
+
+	sp.max_tokens = 12;
+	sp.ignore_eos = true;
+	for (int i = 0; i < 2 && ok; i++)
+	{
+		cbllm_request_input in = {.ids = ids, .n_ids = batch_prompt(i, ids)};
+
+		ok = cbllm_engine_submit(e, &in, &sp, &id[i], &err) == CBLLM_OK;
+	}
+	ok = ok && cbllm_engine_step(e, NULL, &err) == CBLLM_OK;
+	if (ok)
+		cbllm_engine_stats(e, &running);
+	ok = ok && cbllm_engine_abort(e, id[0], &err) == CBLLM_OK;
+	if (ok)
+		cbllm_engine_stats(e, &aborted);
+	for (int s = 0; ok && active > 0 && s < 100; s++)
+		ok = cbllm_engine_step(e, &active, &err) == CBLLM_OK;
+	if (ok)
+		cbllm_engine_stats(e, &ended);
+	cbllm_engine_destroy(e);
+	TAP_OK(ok && running.state_slots_used == 2 && aborted.state_slots_used == 1 &&
+		   ended.state_slots_used == 0 && ended.state_slots_total == 4,
+		   "state slots held: %d by two running requests, %d after one is aborted, %d when both ended (of %d)",
+		   running.state_slots_used, aborted.state_slots_used, ended.state_slots_used,
+		   ended.state_slots_total);
+}
+
 /* One state per sequence, its bytes as the geometry says. */
 static void
 TestStateBytes(const char *path)
@@ -305,6 +352,7 @@ main(int argc, char **argv)
 	TestLogits(argv[1], argv[2], 1e-4, "checkpoint");
 	TestGreedyAndBatching(argv[1], argv[3], "checkpoint");
 	TestNoPrefixCache(argv[1]);
+	TestSlotsHeld(argv[1]);
 	TestStateBytes(argv[1]);
 	if (argc == 8)
 	{
