@@ -31,6 +31,7 @@
 #include "backend/cpu/cpu_internal.h"
 
 #define CONV_CHANNELS 64		/* channels of one conv task */
+#define MAX_CONV 64				/* kernel taps: config.json's linear_conv_kernel_dim is at most 64 */
 
 typedef struct lin_job
 {
@@ -61,7 +62,11 @@ Softplus(float x)
 	return x > 20.0f ? x : log1pf(expf(x));
 }
 
-/* Pass 1: the causal conv of one sequence's block of channels. */
+/*
+ * Pass 1: the causal conv of one sequence's block of channels, token by
+ * token (each token's channels are consecutive in qkv), every channel's
+ * sum in the kernel's order.
+ */
 static void
 ConvTask(void *arg, int task, int thread)
 {
@@ -71,37 +76,40 @@ ConvTask(void *arg, int task, int thread)
 				c0 = task % j->conv_tasks * CONV_CHANNELS,
 				K = cfg->lin_conv,
 				cd = j->sc->p.conv_dim,
-				c1 = c0 + CONV_CHANNELS < cd ? c0 + CONV_CHANNELS : cd;
+				n = c0 + CONV_CHANNELS < cd ? CONV_CHANNELS : cd - c0;
 	int			t0 = j->first[s],
 				t1 = j->first[s + 1];
 	float	   *hist = state_cache_conv(j->sc, j->layer, j->b->state_slots[j->b->seq[t0]]);
 	bool		fresh = j->b->pos[t0] == 0;
-	float		h[64];			/* one channel's past inputs, oldest first */
+	const float *kern = j->w->lin_conv + (int64_t) c0 * K;
+	float		h[MAX_CONV - 1][CONV_CHANNELS];	/* the channels' past inputs, oldest first */
 
 	(void) thread;
-	for (int ch = c0; ch < c1; ch++)
+	for (int r = 0; r < K - 1; r++)
+		for (int c = 0; c < n; c++)
+			h[r][c] = fresh ? 0.0f : hist[(int64_t) r * cd + c0 + c];
+	for (int t = t0; t < t1; t++)
 	{
-		const float *k = j->w->lin_conv + (int64_t) ch * K;
+		float	   *x = j->qkv + (int64_t) t * cd + c0;
 
-		for (int r = 0; r < K - 1; r++)
-			h[r] = fresh ? 0.0f : hist[(int64_t) r * cd + ch];
-		for (int t = t0; t < t1; t++)
+		for (int c = 0; c < n; c++)
 		{
-			float	   *x = j->qkv + (int64_t) t * cd + ch;
-			float		in = *x,
+			const float *k = kern + (int64_t) c * K;
+			float		in = x[c],
 						y = k[K - 1] * in;
 
 			for (int r = 0; r < K - 1; r++)
-				y += k[r] * h[r];
+				y += k[r] * h[r][c];
 			for (int r = 0; r + 1 < K - 1; r++)
-				h[r] = h[r + 1];
+				h[r][c] = h[r + 1][c];
 			if (K > 1)
-				h[K - 2] = in;
-			*x = Silu(y);
+				h[K - 2][c] = in;
+			x[c] = Silu(y);
 		}
-		for (int r = 0; r < K - 1; r++)
-			hist[(int64_t) r * cd + ch] = h[r];
 	}
+	for (int r = 0; r < K - 1; r++)
+		for (int c = 0; c < n; c++)
+			hist[(int64_t) r * cd + c0 + c] = h[r][c];
 }
 
 /* x / sqrt(sum x^2 + 1e-6) * scale into out (n). */
