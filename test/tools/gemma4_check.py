@@ -14,7 +14,7 @@ Generates small gemma4 checkpoints (gen_model.py) in a temporary folder and chec
   - the two layouts (Gemma4ForConditionalGeneration and Gemma4ForCausalLM, one seed) give the
     same logits; soft-capping: c tanh(raw / c) of the logits without it;
   - PLE composition written out per layer against gemma4_per_layer_inputs.
-Prints "N checks passed" or exits 1 at the first failure.
+Prints a TAP line per check and "N checks passed", or exits 1 at the first failure.
 """
 
 import os
@@ -31,9 +31,12 @@ PASSED = [0]
 
 
 def check(what, ok):
-    if not ok:
-        sys.exit("FAIL: " + what)
+    """One TAP line; the first failure ends the run (exit status 1)."""
     PASSED[0] += 1
+    print("%s %d - %s" % ("ok" if ok else "not ok", PASSED[0], what))
+    if not ok:
+        print("1..%d" % PASSED[0])
+        sys.exit(1)
 
 
 def close(a, b, tol=1e-10):
@@ -134,6 +137,7 @@ def main():
         prj = prj / np.sqrt(np.mean(prj ** 2, axis=1, keepdims=True) + 1e-6) * \
             m.w["model.per_layer_projection_norm.weight"]
         check("PLE layer %d" % i, close(ple[:, i], (prj + tok) / np.sqrt(2)))
+    print("1..%d" % PASSED[0])
     print("%d checks passed" % PASSED[0])
 
 
