@@ -180,12 +180,16 @@ cbllm_engines_status(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-/* The name of a slot state, as cbllm.requests shows it (with the engine phase). */
+/*
+ * The name of a slot state, as cbllm.requests shows it (with the engine phase).
+ * A request the engine has finished whose output is still on its way through
+ * the ring (its slot still RUNNING) is "done", as it is once the output is out.
+ */
 static const char *
 RequestState(CbllmSlotState st, int phase)
 {
 	static const char *const phases[] = {"queued", "prefill", "decode", "preempted", "swapped",
-	"finished"};
+	"done"};
 
 	switch (st)
 	{

@@ -60,11 +60,13 @@ my %q = (
 	engine => "SELECT requests_running + requests_waiting, kv_blocks_used FROM cbllm.engine",
 	requests => "SELECT count(*), "
 	  . "count(*) FILTER (WHERE state IS NULL OR state NOT IN ($STATES) OR pid IS NULL OR pid <= 0), "
-	  . "count(*) FILTER (WHERE state IN ('prefill','decode') AND coalesce(prompt_tokens, 0) <= 0) "
+	  . "count(*) FILTER (WHERE state IN ('prefill','decode') AND coalesce(prompt_tokens, 0) <= 0), "
+	  . "string_agg(DISTINCT state, ',') "
 	  . "FROM cbllm.requests",
 	stats => "SELECT count(*) FROM cbllm.stats");
 my %max_t = map { $_ => 0 } keys %q;
 my ($max_live, $bad_rows, $bad_tokens, $reads, $seen_busy_engine) = (0, 0, 0, 0, 0);
+my %states_seen;
 my $deadline = time + 45;
 while (time < $deadline)
 {
@@ -77,7 +79,8 @@ while (time < $deadline)
 		$max_t{$v} = $el if $el > $max_t{$v};
 	}
 	$reads++;
-	my ($live, $bad, $badtok) = split /\|/, $r{requests};
+	my ($live, $bad, $badtok, $states) = split /\|/, $r{requests};
+	$states_seen{$_} = 1 for split /,/, $states // '';
 	$max_live = $live if $live > $max_live;
 	$bad_rows += $bad;
 	$bad_tokens += $badtok;
@@ -91,7 +94,8 @@ note(sprintf('%d polls over %.1f s; slowest reads: engine %.3f s, requests %.3f 
 	$reads, time - $t_load, @max_t{qw(engine requests stats)}));
 
 is($max_live, $N, "cbllm.requests showed all $N requests at once");
-is($bad_rows, 0, 'every cbllm.requests row had a known state and a backend pid');
+is($bad_rows, 0, 'every cbllm.requests row had a known state and a backend pid')
+  or diag('states seen: ' . join(',', sort keys %states_seen));
 is($bad_tokens, 0, 'every request in prefill or decode had prompt_tokens > 0');
 ok($seen_busy_engine,
 	'cbllm.engine showed running/waiting requests and used KV blocks during the load');
