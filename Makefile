@@ -82,6 +82,7 @@ UNIT_TESTS = \
 	build/test/test_families \
 	build/test/test_moe \
 	build/test/test_hybrid \
+	build/test/test_gemma4 \
 	build/test/test_longrope \
 	build/test/test_model_gguf \
 	build/test/test_engine_gguf \
@@ -294,7 +295,7 @@ fuzz: $(FUZZ_BINS)
 # the engine sources (compiled for fuzzing) that each target needs
 FUZZ_DTYPE_OBJS = $(patsubst %,build/fuzz/obj/%.o,dtype dtype_quant dtype_kquant quantize util join_names)
 build/fuzz/fuzz_config:            build/fuzz/obj/model_config.o build/fuzz/obj/model_config_rope.o \
-                                   build/fuzz/obj/model_config_hybrid.o \
+                                   build/fuzz/obj/model_config_hybrid.o build/fuzz/obj/model_config_gemma4.o \
                                    build/fuzz/obj/rope.o build/fuzz/obj/arch.o build/fuzz/obj/util.o \
                                    build/fuzz/obj/join_names.o
 build/fuzz/fuzz_safetensors:       build/fuzz/obj/safetensors.o $(FUZZ_DTYPE_OBJS)

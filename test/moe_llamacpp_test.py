@@ -4,6 +4,7 @@ another recording of the same kind (--data: test/data/llamacpp-hybrid/, Qwen3.5'
 recorded by test/tools/record_hybrid_llamacpp.sh).
 
     test/moe_llamacpp_test.py --cli bin/cbllm-cli --models WORK/models [--data DIR]
+                              [--only NAME,NAME...]
 
 test/tools/record_moe_llamacpp.sh recorded llama.cpp's 16 greedy ids and top-2 logit margins
 for three prompts on each of four files: F32 files of test/run-tests' Qwen3-MoE and Mixtral
@@ -56,12 +57,20 @@ def main():
     ap.add_argument("--models", required=True)
     ap.add_argument("--threads", default="2")
     ap.add_argument("--data", default=DATA, help="the recording's folder (default: %(default)s)")
+    ap.add_argument("--only", help="a comma-separated list of the recording's models to compare "
+                    "(default: all of them)")
     a = ap.parse_args()
+    only = set(a.only.split(",")) if a.only else None
     with open(os.path.join(a.data, "greedy.jsonl")) as f:
         records = [json.loads(line) for line in f if line.strip()]
     by_model = {}
     for r in records:
-        by_model.setdefault(r["model"], []).append(r)
+        if only is None or r["model"] in only:
+            by_model.setdefault(r["model"], []).append(r)
+    if only is not None and set(by_model) != only:
+        print("not ok 1 - --only names models the recording lacks: %s" % sorted(only - set(by_model)))
+        print("1..1")
+        sys.exit(1)
     n = 0
     failed = 0
     for name, recs in by_model.items():

@@ -89,6 +89,9 @@ struct cbllm_backend
 	int64_t		expert_pairs;	/* (token, expert) pairs its moe computed (the backend counts) */
 	int64_t		expert_runs;	/* experts its moe ran, each over all the rows that chose it */
 	double		swap_bytes_per_sec; /* measured swap copy rate; 0: the engine times swaps itself */
+	bool		per_layer_heads;	/* runs layers of different head sizes and kv heads, KV
+									 * shared between layers and rmsnorm without a weight
+									 * (Gemma 4) */
 
 	void	   *(*alloc) (cbllm_backend *be, size_t bytes);
 	void		(*free) (cbllm_backend *be, void *p);
@@ -121,6 +124,7 @@ struct cbllm_backend
 	/*
 	 * out (T, dim) = x / rms(x) * w, row by row; out may be x.  The rows may
 	 * be heads: q (T, n_heads, head_dim) is T * n_heads rows of head_dim.
+	 * w NULL: no weight (Gemma 4's v norm), only where per_layer_heads.
 	 */
 	void		(*rmsnorm) (cbllm_backend *be, const float *x, const float *w, int T, int dim,
 							float eps, float *out);
@@ -133,11 +137,16 @@ struct cbllm_backend
 	/*
 	 * rotate x (T, n_heads, head_dim) in place by the positions of the step
 	 * with RoPE configuration cfg.rope[rope] (a layer's cfg.layer_rope), each
-	 * token in its factor set (b->rope_set)
+	 * token in its factor set (b->rope_set); head_dim is the rope's own
+	 * (rope_head_dim)
 	 */
 	void		(*rope) (cbllm_backend *be, float *x, int T, int n_heads, int rope,
 						 const fwd_batch *b);
-	/* write k, v (T, n_kv_heads, head_dim) of the step into the layer's cache slots */
+	/*
+	 * write k, v (T, n_kv_heads, head_dim) of the step into the layer's
+	 * cache slots (the layer's own kv heads and head size: cfg.layer_kv_heads,
+	 * layer_head_dim)
+	 */
 	void		(*kv_store) (cbllm_backend *be, kv_cache *kv, int layer, const float *k,
 							 const float *v, const fwd_batch *b);
 	/*
@@ -214,6 +223,8 @@ struct cbllm_backend
 								   int T, int dim);
 	/* Optional, needed by ARCH_ATTN_GATE: x[i] *= sigmoid(gate[i]) */
 	void		(*sigmoid_mul) (cbllm_backend *be, float *x, const float *gate, int64_t n);
+	/* Optional, needed by final logit soft-capping: x[i] = cap * tanh(x[i] / cap) */
+	void		(*softcap) (cbllm_backend *be, float *x, float cap, int64_t n);
 	/* out (n, dim) = rows of x (., dim) */
 	void		(*gather_rows) (cbllm_backend *be, const float *x, const int32_t *rows, int n,
 								int dim, float *out);

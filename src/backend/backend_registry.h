@@ -71,6 +71,8 @@ typedef struct backend_reg
 	bool		threads_in_step;	/* its runtime may start threads in a step: steps block signals */
 	bool		runs_linear_attention;	/* it runs hybrid models' linear-attention layers
 										 * (backend.h's linear_attention) */
+	bool		runs_per_layer_heads;	/* it runs Gemma 4's layers (backend.h's
+										 * per_layer_heads) */
 } backend_reg;
 
 #define BACKEND_REGISTRY_MAX 8	/* entries, built in and added */

@@ -309,6 +309,7 @@ CreateCompute(cbllm_engine *e, cbllm_err *err)
 	forward_params fp = {e->model, NULL, NULL, p->max_num_batched_tokens, p->max_num_seqs,
 	p->max_num_seqs};
 	kv_cache_params kp;
+	int32_t		kv_rows[CBLLM_MAX_LAYERS];
 	int			rc;
 
 	if ((rc = threadpool_create(p->n_threads, &e->pool, err)))
@@ -325,9 +326,11 @@ CreateCompute(cbllm_engine *e, cbllm_err *err)
 	kp.n_blocks = p->num_kv_blocks;
 	kp.block_size = p->block_size;
 	kp.n_layers = model_kv_layers(c);
-	kp.layer_map = c->n_linear_layers > 0 ? c->kv_layer : NULL;
+	kp.layer_map = c->kv_layer;
 	kp.n_kv_heads = c->n_kv_heads;
 	kp.head_dim = c->head_dim;
+	model_kv_rows(c, kv_rows);
+	kp.layer_row = kv_rows;
 	kp.no_data = e->be->alloc_kv != NULL;
 	/* the host cache's elements; a device backend keeps its own (only the geometry here) */
 	kp.dtype = kp.no_data ? CBLLM_F32 : e->kv_layout.dtype;
@@ -418,9 +421,14 @@ CreateEngine(const cbllm_engine_params *p, cbllm_engine **out, cbllm_err *err)
 		rc = cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						"the %s backend does not run hybrid models yet (%s has %d linear-attention layers); use device 'cpu'",
 						e->reg->name, e->model->cfg.arch, e->model->cfg.n_linear_layers);
+	if (rc == CBLLM_OK && (e->model->cfg.features & ARCH_GEMMA4) && !e->reg->runs_per_layer_heads)
+		rc = cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						"the %s backend does not run Gemma 4's layers yet (%s: head sizes per layer, KV shared between layers); use device 'cpu'",
+						e->reg->name, e->model->cfg.arch);
 	/*
 	 * "auto" falls back to the CPU, which runs every type and layer, when
-	 * the device does not run the weights or the linear attention
+	 * the device does not run the weights, the linear attention or Gemma 4's
+	 * layers
 	 */
 	if (rc == CBLLM_ERR_UNSUPPORTED && (p->device == NULL || strcmp(p->device, "auto") == 0) &&
 		(lp.dummy_on_host || lp.format == NULL || strcmp(lp.format, "dummy") != 0) &&

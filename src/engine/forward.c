@@ -31,6 +31,13 @@
  * layer with experts (cfg.layer_moe) computes its router's logits, and the
  * backend's moe runs the experts they choose (moe.h, backend.h).
  *
+ * Gemma 4 (ARCH_GEMMA4) sizes each layer's heads, kv heads and MLP on its
+ * own (cfg.layer_head_dim, layer_kv_heads, layer_ff); a KV-shared layer
+ * (cfg.layer_kv_source) projects only q and attends to its source's cache;
+ * v is RMSNormed without a weight; after the MLP's residual add comes the
+ * per-layer input (ARCH_PLE: x += rmsnorm((gelu_tanh(x Wgate) * ple[l])
+ * Wproj)) and x *= the layer's scalar; the logits are soft-capped.
+ *
  * Every linear layer is one matmul over all T tokens of the step.  Where
  * the backend fuses the residual add with the next norm, each "x += ...;
  * h = rmsnorm(x)" pair is one operation.
@@ -41,6 +48,7 @@
  */
 #include "engine/forward.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +86,12 @@ struct cbllm_forward
 	float	   *lin_beta;		/* (max_tokens, lin_v_heads) */
 	float	   *lin_alpha;		/* (max_tokens, lin_v_heads) */
 	float	   *lin_out;		/* (max_tokens, lin_v_heads * lin_v_dim) */
+	float	   *ple;			/* (max_tokens, n_layers * ple_dim) the per-layer inputs as
+								 * computed, with ARCH_PLE; else NULL (so the three below) */
+	float	   *ple_tok;		/* (max_tokens, n_layers * ple_dim) their embeddings' part */
+	float	   *ple_in;			/* (n_layers, max_tokens, ple_dim) layer by layer */
+	int32_t    *ple_order;		/* (n_layers * max_tokens) row t * n_layers + l of ple for
+								 * row l * T + t of ple_in */
 	state_cache *sc;			/* a hybrid model's states; NULL otherwise */
 	int32_t    *state_slots;	/* (max_seqs) the step's sequences' slots */
 	float	   *logits_dev;		/* (max_rows, vocab) */
@@ -101,10 +115,14 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 	cbllm_forward *f = calloc(1, sizeof(*f));
 	cbllm_backend *be = p->backend;
 	size_t		T = (size_t) p->max_tokens;
-	size_t		qd = (size_t) c->n_heads * c->head_dim;
-	size_t		kvd = (size_t) c->n_kv_heads * c->head_dim;
-	size_t		ff = (size_t) (c->shared_intermediate > c->intermediate ? c->shared_intermediate :
-							   c->intermediate);	/* the widest dense MLP */
+	size_t		qd = (size_t) c->n_heads * model_max_head_dim(c);
+	size_t		kvd = (size_t) model_max_kv_row(c);
+	size_t		ff = (size_t) (c->shared_intermediate > model_max_ff(c) ? c->shared_intermediate :
+							   model_max_ff(c));	/* the widest dense MLP */
+	size_t		ple = (size_t) c->n_layers * c->ple_dim;
+
+	if ((size_t) c->ple_dim > ff)
+		ff = (size_t) c->ple_dim;	/* the per-layer input's gate shares the MLP's buffer */
 	bool		lin_fail = false;
 
 	if (f == NULL)
@@ -130,6 +148,14 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "the %s backend does not run hybrid models yet (%s has %d linear-attention layers and gated attention); use device 'cpu'",
 						  be->name, c->arch, c->n_linear_layers);
+	}
+	if ((!model_kv_uniform(c) || c->n_kv_shared > 0 || (c->features & ARCH_GEMMA4)) &&
+		(!be->per_layer_heads || (c->logit_softcap > 0 && be->softcap == NULL)))
+	{
+		free(f);
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+						  "the %s backend does not run Gemma 4's layers yet (%s: head sizes and kv heads per layer, KV shared between layers, soft-capped logits); use device 'cpu'",
+						  be->name, c->arch);
 	}
 	f->model = p->model;
 	f->be = be;
@@ -170,6 +196,14 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 		f->state_slots = malloc(sizeof(int32_t) * p->max_seqs);
 		lin_fail |= !f->lin_qkv || !f->lin_z || !f->lin_beta || !f->lin_alpha || !f->lin_out ||
 			!f->state_slots;
+	}
+	if (c->features & ARCH_PLE)
+	{
+		f->ple = be->alloc(be, sizeof(float) * T * ple);
+		f->ple_tok = be->alloc(be, sizeof(float) * T * ple);
+		f->ple_in = be->alloc(be, sizeof(float) * T * ple);
+		f->ple_order = malloc(sizeof(int32_t) * T * c->n_layers);
+		lin_fail |= !f->ple || !f->ple_tok || !f->ple_in || !f->ple_order;
 	}
 	f->tokens = malloc(sizeof(int32_t) * T);
 	f->pos = malloc(sizeof(int32_t) * T);
@@ -331,27 +365,38 @@ QueryKey(cbllm_forward *f, int l, const cbllm_layer *w, const fwd_batch *b)
 	const cbllm_model_config *c = &f->model->cfg;
 	cbllm_backend *be = f->be;
 	int			T = b->n_tokens;
+	int			hd = c->layer_head_dim[l],
+				nkv = c->layer_kv_heads[l];
+	bool		own_kv = c->layer_kv_source[l] == l;	/* else a KV-shared layer: q alone */
 
-	be->matmul(be, 3, (const cbllm_weight *[]) {&w->wq, &w->wk, &w->wv}, f->h, T,
-			   (float *[]) {f->qg != NULL ? f->qg : f->q, f->k, f->v});
+	if (!own_kv)
+		be->matmul(be, 1, (const cbllm_weight *[]) {&w->wq}, f->h, T, (float *[]) {f->q});
+	else						/* values that are the keys are their projection again */
+		be->matmul(be, 3, (const cbllm_weight *[]) {&w->wq, &w->wk,
+					   c->layer_v_is_k[l] ? &w->wk : &w->wv}, f->h, T,
+				   (float *[]) {f->qg != NULL ? f->qg : f->q, f->k, f->v});
 	if (f->qg != NULL)			/* each head's q, then its gate */
-		be->split_halves(be, f->qg, (int64_t) T * c->n_heads, c->head_dim, f->q, f->attn_gate);
+		be->split_halves(be, f->qg, (int64_t) T * c->n_heads, hd, f->q, f->attn_gate);
 	if (c->features & ARCH_QKV_BIAS)
 	{
-		be->add_bias(be, f->q, w->bq, T, c->n_heads * c->head_dim);
-		be->add_bias(be, f->k, w->bk, T, c->n_kv_heads * c->head_dim);
-		be->add_bias(be, f->v, w->bv, T, c->n_kv_heads * c->head_dim);
+		be->add_bias(be, f->q, w->bq, T, c->n_heads * hd);
+		be->add_bias(be, f->k, w->bk, T, nkv * hd);
+		be->add_bias(be, f->v, w->bv, T, nkv * hd);
 	}
 	if (c->features & ARCH_QK_NORM)
 	{
-		/* each head is a row of head_dim */
-		be->rmsnorm(be, f->q, w->q_norm, T * c->n_heads, c->head_dim, c->rms_eps, f->q);
-		be->rmsnorm(be, f->k, w->k_norm, T * c->n_kv_heads, c->head_dim, c->rms_eps, f->k);
+		/* each head is a row of its head size */
+		be->rmsnorm(be, f->q, w->q_norm, T * c->n_heads, hd, c->rms_eps, f->q);
+		if (own_kv)
+			be->rmsnorm(be, f->k, w->k_norm, T * nkv, hd, c->rms_eps, f->k);
 	}
+	if ((c->features & ARCH_GEMMA4) && own_kv)	/* v's norm has no weight */
+		be->rmsnorm(be, f->v, NULL, T * nkv, hd, c->rms_eps, f->v);
 	if (c->q_scale != 1.0f)
-		be->scale(be, f->q, c->q_scale, (int64_t) T * c->n_heads * c->head_dim);
+		be->scale(be, f->q, c->q_scale, (int64_t) T * c->n_heads * hd);
 	be->rope(be, f->q, T, c->n_heads, c->layer_rope[l], b);
-	be->rope(be, f->k, T, c->n_kv_heads, c->layer_rope[l], b);
+	if (own_kv)
+		be->rope(be, f->k, T, nkv, c->layer_rope[l], b);
 }
 
 /*
@@ -385,7 +430,7 @@ Mlp(cbllm_forward *f, int l, const cbllm_layer *w, int T)
 	}
 	be->matmul(be, 2, (const cbllm_weight *[]) {&w->w_gate, &w->w_up}, f->h, T,
 			   (float *[]) {f->gate, f->up});
-	ActivateMul(f, T, f->model->cfg.intermediate);
+	ActivateMul(f, T, f->model->cfg.layer_ff[l]);
 	be->matmul(be, 1, (const cbllm_weight *[]) {&w->w_down}, f->gate, T, (float *[]) {f->h});
 	return f->h;
 }
@@ -420,13 +465,61 @@ AttentionMixer(cbllm_forward *f, int l, const cbllm_layer *w, const fwd_batch *b
 	int			T = b->n_tokens;
 
 	QueryKey(f, l, w, b);
-	be->kv_store(be, f->kv, l, f->k, f->v, b);
+	if (c->layer_kv_source[l] == l)
+		be->kv_store(be, f->kv, l, f->k, f->v, b);
 	be->attention(be, f->kv, l, f->q, w->sinks, b, f->att);
 	if (f->attn_gate != NULL)
-		be->sigmoid_mul(be, f->att, f->attn_gate, (int64_t) T * c->n_heads * c->head_dim);
+		be->sigmoid_mul(be, f->att, f->attn_gate, (int64_t) T * c->n_heads * c->layer_head_dim[l]);
 	be->matmul(be, 1, (const cbllm_weight *[]) {&w->wo}, f->att, T, (float *[]) {f->h});
 	if (c->features & ARCH_O_BIAS)
 		be->add_bias(be, f->h, w->bo, T, c->hidden);
+}
+
+/*
+ * Gemma 4's per-layer input of layer l, added to the residual stream:
+ * x += rmsnorm((gelu_tanh(x Wgate) * ple_in[l]) Wproj) * ple_norm.
+ */
+static void
+PerLayerInput(cbllm_forward *f, int l, const cbllm_layer *w, int T)
+{
+	const cbllm_model_config *c = &f->model->cfg;
+	cbllm_backend *be = f->be;
+	int64_t		n = (int64_t) T * c->ple_dim;
+
+	be->matmul(be, 1, (const cbllm_weight *[]) {&w->w_ple_gate}, f->x, T, (float *[]) {f->gate});
+	be->gelu_tanh_mul(be, f->gate, f->ple_in + (int64_t) l * n, n);
+	be->matmul(be, 1, (const cbllm_weight *[]) {&w->w_ple_proj}, f->gate, T, (float *[]) {f->h});
+	be->rmsnorm(be, f->h, w->ple_norm, T, c->hidden, c->rms_eps, f->h);
+	be->add(be, f->x, f->h, (int64_t) T * c->hidden);
+}
+
+/*
+ * Gemma 4's per-layer inputs of the step's tokens, from the scaled
+ * embeddings in f->x: ((x Wmodel_proj / sqrt(hidden), each layer's slice
+ * RMSNormed) + embed_ple[token] * sqrt(ple_dim)) / sqrt(2), then laid out
+ * layer by layer in f->ple_in.
+ */
+static void
+PerLayerInputs(cbllm_forward *f, const fwd_batch *b)
+{
+	const cbllm_model_config *c = &f->model->cfg;
+	cbllm_backend *be = f->be;
+	int			T = b->n_tokens,
+				L = c->n_layers;
+	int64_t		n = (int64_t) T * L * c->ple_dim;
+
+	be->embed(be, &f->model->embed_ple, b, f->ple_tok);
+	be->scale(be, f->ple_tok, c->ple_embed_scale, n);
+	be->matmul(be, 1, (const cbllm_weight *[]) {&f->model->w_ple_model_proj}, f->x, T,
+			   (float *[]) {f->ple});
+	be->scale(be, f->ple, 1.0f / sqrtf((float) c->hidden), n);
+	be->rmsnorm(be, f->ple, f->model->ple_proj_norm, T * L, c->ple_dim, c->rms_eps, f->ple);
+	be->add(be, f->ple, f->ple_tok, n);
+	be->scale(be, f->ple, (float) M_SQRT1_2, n);
+	for (int l = 0; l < L; l++)
+		for (int t = 0; t < T; t++)
+			f->ple_order[l * T + t] = t * L + l;
+	be->gather_rows(be, f->ple, f->ple_order, T * L, c->ple_dim, f->ple_in);
 }
 
 /*
@@ -456,7 +549,16 @@ Layer(cbllm_forward *f, int l, const fwd_batch *b, const float *next_norm)
 	mlp = Mlp(f, l, w, T);
 	if (sandwich)
 		be->rmsnorm(be, mlp, w->mlp_out_norm, T, c->hidden, c->rms_eps, mlp);
-	if (next_norm != NULL)
+	if (c->features & ARCH_GEMMA4)
+	{
+		be->add(be, f->x, mlp, (int64_t) T * c->hidden);
+		if (c->features & ARCH_PLE)
+			PerLayerInput(f, l, w, T);
+		be->scale(be, f->x, w->layer_scalar_value, (int64_t) T * c->hidden);
+		if (next_norm != NULL)
+			be->rmsnorm(be, f->x, next_norm, T, c->hidden, c->rms_eps, f->h);
+	}
+	else if (next_norm != NULL)
 		AddNorm(f, f->x, mlp, next_norm, T, f->h);
 	else
 		be->add(be, f->x, mlp, (int64_t) T * c->hidden);
@@ -475,6 +577,8 @@ RunPass(cbllm_forward *f, const fwd_batch *b, cbllm_err *err)
 	be->embed(be, &f->model->embed, b, f->x);
 	if (c->features & ARCH_EMBED_SCALE)
 		be->scale(be, f->x, c->embed_scale, (int64_t) b->n_tokens * c->hidden);
+	if (c->features & ARCH_PLE)
+		PerLayerInputs(f, b);
 	be->rmsnorm(be, f->x, f->model->layers[0].attn_norm, b->n_tokens, c->hidden, c->rms_eps,
 				f->h);
 	for (int l = 0; l < c->n_layers; l++)
@@ -485,6 +589,8 @@ RunPass(cbllm_forward *f, const fwd_batch *b, cbllm_err *err)
 		be->rmsnorm(be, f->h, f->model->final_norm, b->n_rows, c->hidden, c->rms_eps, f->h);
 		be->matmul(be, 1, (const cbllm_weight *[]) {&f->model->lm_head}, f->h, b->n_rows,
 				   (float *[]) {f->logits_dev});
+		if (c->logit_softcap > 0)
+			be->softcap(be, f->logits_dev, c->logit_softcap, (int64_t) b->n_rows * c->vocab_size);
 	}
 	return be->end_step != NULL ? be->end_step(be, err) : CBLLM_OK;
 }
@@ -585,13 +691,14 @@ forward_free(cbllm_forward *f)
 		be->free(be, f->moe_out);
 	{
 		float	   *opt[] = {f->qg, f->attn_gate, f->lin_qkv, f->lin_z, f->lin_beta,
-		f->lin_alpha, f->lin_out, f->sh_logit};
+		f->lin_alpha, f->lin_out, f->sh_logit, f->ple, f->ple_tok, f->ple_in};
 
 		for (int i = 0; i < (int) (sizeof(opt) / sizeof(opt[0])); i++)
 			if (opt[i] != NULL)
 				be->free(be, opt[i]);
 	}
 	free(f->state_slots);
+	free(f->ple_order);
 	free(f->tokens);
 	free(f->pos);
 	free(f->seq);

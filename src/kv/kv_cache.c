@@ -17,6 +17,13 @@ kv_cache_block_bytes(int block_size, int n_layers, int n_kv_heads, int head_dim,
 	return (size_t) 2 * block_size * n_layers * n_kv_heads * head_dim * kv_cache_elem_bytes(dt);
 }
 
+/* Bytes of K and V for one block across layers of row_sum elements per position. */
+size_t
+kv_cache_rows_block_bytes(int block_size, int64_t row_sum, cbllm_dtype dt)
+{
+	return (size_t) 2 * block_size * (size_t) row_sum * kv_cache_elem_bytes(dt);
+}
+
 bool
 kv_cache_dtype_ok(cbllm_dtype dt)
 {
@@ -82,15 +89,33 @@ kv_cache_create(const kv_cache_params *p, kv_cache **out, cbllm_err *err)
 	kv->dtype = p->dtype;
 	kv->elem_bytes = kv_cache_elem_bytes(p->dtype);
 	kv->block_floats = (int64_t) p->block_size * p->n_kv_heads * p->head_dim;
-	n = (size_t) p->n_layers * p->n_blocks * kv->block_floats;
+	kv->row = malloc(sizeof(int32_t) * p->n_layers);
+	kv->base = malloc(sizeof(int64_t) * (p->n_layers + 1));
+	if (kv->row == NULL || kv->base == NULL)
+	{
+		kv_cache_free(kv);
+		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
+	}
+	kv->base[0] = 0;
+	for (int l = 0; l < p->n_layers; l++)
+	{
+		kv->row[l] = p->layer_row != NULL ? p->layer_row[l] : p->n_kv_heads * p->head_dim;
+		if (kv->row[l] < 1)
+		{
+			kv_cache_free(kv);
+			return cbllm_fail(err, CBLLM_ERR_INVALID, "kv cache: layer %d has %d elements per position",
+							  l, p->layer_row != NULL ? p->layer_row[l] : 0);
+		}
+		kv->base[l + 1] = kv->base[l] + (int64_t) p->n_blocks * p->block_size * kv->row[l];
+	}
+	n = (size_t) kv->base[p->n_layers];
 	if (!p->no_data)
 	{
 		kv->k = cbllm_map_zeroed(n * kv->elem_bytes);
 		kv->v = cbllm_map_zeroed(n * kv->elem_bytes);
 		if (kv->k == NULL || kv->v == NULL)
 		{
-			size_t		mb = kv_cache_block_bytes(p->block_size, p->n_layers, p->n_kv_heads,
-												  p->head_dim, p->dtype) * p->n_blocks >> 20;
+			size_t		mb = 2 * n * kv->elem_bytes >> 20;
 
 			kv_cache_free(kv);
 			return cbllm_fail(err, CBLLM_ERR_NOMEM,
@@ -110,8 +135,13 @@ kv_cache_free(kv_cache *kv)
 
 	if (kv == NULL)
 		return;
-	n = (size_t) kv->n_layers * kv->n_blocks * kv->block_floats * kv->elem_bytes;
-	cbllm_unmap(kv->k, n);
-	cbllm_unmap(kv->v, n);
+	if (kv->base != NULL && kv->row != NULL)
+	{
+		n = (size_t) kv->base[kv->n_layers] * kv->elem_bytes;
+		cbllm_unmap(kv->k, n);
+		cbllm_unmap(kv->v, n);
+	}
+	free(kv->row);
+	free(kv->base);
 	free(kv);
 }

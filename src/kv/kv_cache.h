@@ -26,12 +26,17 @@ typedef struct kv_cache
 	int			n_layers;
 	int			n_kv_heads;
 	int			head_dim;
-	int64_t		block_floats;	/* elements of one block in one layer: block_size * n_kv_heads * head_dim */
+	int64_t		block_floats;	/* elements of one block in one layer: block_size * n_kv_heads *
+								 * head_dim (of a cache whose layers are alike; see row) */
+	int32_t    *row;			/* (n_layers) elements per position of each layer: n_kv_heads
+								 * * head_dim, or each layer's own (Gemma 4's differ) */
+	int64_t    *base;			/* (n_layers + 1) element offset of each layer's block 0 in k
+								 * and v; base[n_layers]: the elements of all of them */
 	cbllm_dtype dtype;			/* of the elements: CBLLM_F32, CBLLM_F16 or CBLLM_BF16 */
 	int			elem_bytes;		/* 4 or 2 */
-	void	   *k;				/* (n_layers, n_blocks, block_size, n_kv_heads, head_dim) of dtype;
-								 * NULL with no_data */
-	void	   *v;				/* (n_layers, n_blocks, block_size, n_kv_heads, head_dim) of dtype */
+	void	   *k;				/* per layer l (n_blocks, block_size, row[l]) of dtype, layer
+								 * after layer; NULL with no_data */
+	void	   *v;				/* the same for the values */
 	const int16_t *layer_map;	/* (model layers) the cache layer of a model layer (a hybrid
 								 * model's attention layers only: cfg.kv_layer); NULL: the same */
 } kv_cache;
@@ -46,6 +51,8 @@ typedef struct kv_cache_params
 	bool		no_data;		/* only the geometry: the keys and values live in a device backend */
 	cbllm_dtype dtype;			/* CBLLM_F32 (0), CBLLM_F16 or CBLLM_BF16 */
 	const int16_t *layer_map;	/* kv_cache.layer_map; NULL: model layer l is cache layer l */
+	const int32_t *layer_row;	/* (n_layers) each cache layer's elements per position (its
+								 * kv heads * head size); NULL: n_kv_heads * head_dim each */
 } kv_cache_params;
 
 /* Bytes of one element of dt in the cache: 4 for f32, 2 for f16 and bf16. */
@@ -54,6 +61,9 @@ int			kv_cache_elem_bytes(cbllm_dtype dt);
 /* Bytes of K and V for one block across all layers, elements of dt. */
 size_t		kv_cache_block_bytes(int block_size, int n_layers, int n_kv_heads, int head_dim,
 								 cbllm_dtype dt);
+
+/* Bytes of K and V for one block across layers of row_sum elements per position together. */
+size_t		kv_cache_rows_block_bytes(int block_size, int64_t row_sum, cbllm_dtype dt);
 
 /* Whether the host cache can hold elements of dt (f32, f16, bf16). */
 bool		kv_cache_dtype_ok(cbllm_dtype dt);
@@ -82,18 +92,17 @@ kv_cache_layer_of(const kv_cache *kv, int l)
 static inline int64_t
 kv_cache_offset(const kv_cache *kv, int layer, int32_t block, int slot)
 {
-	return ((int64_t) layer * kv->n_blocks + block) * kv->block_floats +
-		(int64_t) slot * kv->n_kv_heads * kv->head_dim;
+	return kv->base[layer] + ((int64_t) block * kv->block_size + slot) * kv->row[layer];
 }
 
-/* Keys of (layer, block, slot): n_kv_heads * head_dim elements of kv->dtype. */
+/* Keys of (layer, block, slot): row[layer] elements of kv->dtype. */
 static inline void *
 kv_cache_k(const kv_cache *kv, int layer, int32_t block, int slot)
 {
 	return (char *) kv->k + kv_cache_offset(kv, layer, block, slot) * kv->elem_bytes;
 }
 
-/* Values of (layer, block, slot): n_kv_heads * head_dim elements of kv->dtype. */
+/* Values of (layer, block, slot): row[layer] elements of kv->dtype. */
 static inline void *
 kv_cache_v(const kv_cache *kv, int layer, int32_t block, int slot)
 {

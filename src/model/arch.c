@@ -46,6 +46,12 @@ static const cbllm_arch BuiltinArchs[] = {
 	{.hf_name = "Qwen3_5MoeForCausalLM", .model_type = "qwen3_5_moe_text", .gguf_name = "qwen35moe",
 		.features = ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_LINEAR_ATTN | ARCH_ATTN_GATE |
 		ARCH_SHARED_EXPERT, .activation = ARCH_ACT_SILU},
+	{.hf_name = "Gemma4ForConditionalGeneration", .model_type = "gemma4", .gguf_name = "gemma4",
+		.features = ARCH_QK_NORM | ARCH_SANDWICH_NORM | ARCH_EMBED_SCALE | ARCH_TIED_DEFAULT |
+		ARCH_TEXT_CONFIG | ARCH_GEMMA4, .activation = ARCH_ACT_GELU_TANH},
+	{.hf_name = "Gemma4ForCausalLM", .model_type = "gemma4_text", .gguf_name = "gemma4",
+		.features = ARCH_QK_NORM | ARCH_SANDWICH_NORM | ARCH_EMBED_SCALE | ARCH_TIED_DEFAULT |
+		ARCH_GEMMA4, .activation = ARCH_ACT_GELU_TANH},
 	{.hf_name = "GptOssForCausalLM", .model_type = "gpt_oss", .gguf_name = "gpt-oss",
 		.features = ARCH_QKV_BIAS | ARCH_O_BIAS | ARCH_GPT_OSS | ARCH_ATTN_SINKS | ARCH_MOE_BIASES,
 	.activation = ARCH_ACT_SWIGLU_OAI},
@@ -81,6 +87,18 @@ static const arch_tensor Tensors[] = {
 	{.role = "the embeddings", .hf = "model.embed_tokens.weight", .gguf = "token_embd.weight",
 		.kind = ARCH_MATRIX, .scope = ARCH_BEFORE_LAYERS, .rows = DIM_VOCAB, .cols = DIM_HIDDEN,
 		.offset = MODEL_FIELD(embed)},
+	{.role = "the per-layer embeddings", .hf = "model.embed_tokens_per_layer.weight",
+		.gguf = "per_layer_token_embd.weight", .kind = ARCH_MATRIX, .scope = ARCH_BEFORE_LAYERS,
+		.rows = DIM_PLE_VOCAB, .cols = DIM_PLE_ALL, .needs = ARCH_PLE,
+		.offset = MODEL_FIELD(embed_ple)},
+	{.role = "the per-layer projection", .hf = "model.per_layer_model_projection.weight",
+		.gguf = "per_layer_model_proj.weight", .kind = ARCH_MATRIX, .scope = ARCH_BEFORE_LAYERS,
+		.rows = DIM_PLE_ALL, .cols = DIM_HIDDEN, .needs = ARCH_PLE, .per_step = true,
+		.offset = MODEL_FIELD(w_ple_model_proj)},
+	{.role = "the per-layer projection norm", .hf = "model.per_layer_projection_norm.weight",
+		.gguf = "per_layer_proj_norm.weight", .kind = ARCH_NORM, .scope = ARCH_BEFORE_LAYERS,
+		.rows = DIM_PLE, .cols = DIM_ONE, .needs = ARCH_PLE,
+		.offset = MODEL_FIELD(ple_proj_norm)},
 	{.role = "attn_norm", .hf = L_HF("input_layernorm.weight"), .gguf = L_GGUF("attn_norm.weight"),
 		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
 		.offset = LAYER_FIELD(attn_norm)},
@@ -99,19 +117,19 @@ static const arch_tensor Tensors[] = {
 	{.role = "wk", .hf = L_HF("self_attn.k_proj.weight"), .gguf = L_GGUF("attn_k.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_KV, .cols = DIM_HIDDEN,
 		.unless = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wk),
-		.mixer = ARCH_ATTN_LAYERS},
+		.mixer = ARCH_KV_LAYERS},
 	{.role = "bk", .hf = L_HF("self_attn.k_proj.bias"), .gguf = L_GGUF("attn_k.bias"),
 		.kind = ARCH_BIAS, .scope = ARCH_LAYER, .rows = DIM_KV, .cols = DIM_ONE,
 		.needs = ARCH_QKV_BIAS, .offset = LAYER_FIELD(bk),
-		.mixer = ARCH_ATTN_LAYERS},
+		.mixer = ARCH_KV_LAYERS},
 	{.role = "wv", .hf = L_HF("self_attn.v_proj.weight"), .gguf = L_GGUF("attn_v.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_KV, .cols = DIM_HIDDEN,
 		.unless = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wv),
-		.mixer = ARCH_ATTN_LAYERS},
+		.mixer = ARCH_V_LAYERS},
 	{.role = "bv", .hf = L_HF("self_attn.v_proj.bias"), .gguf = L_GGUF("attn_v.bias"),
 		.kind = ARCH_BIAS, .scope = ARCH_LAYER, .rows = DIM_KV, .cols = DIM_ONE,
 		.needs = ARCH_QKV_BIAS, .offset = LAYER_FIELD(bv),
-		.mixer = ARCH_ATTN_LAYERS},
+		.mixer = ARCH_V_LAYERS},
 	{.role = "wq", .hf = L_HF("self_attn.qkv_proj.weight"), .gguf = L_GGUF("attn_qkv.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_Q, .cols = DIM_HIDDEN,
 		.needs = ARCH_FUSED_QKV, .per_step = true, .offset = LAYER_FIELD(wq),
@@ -131,7 +149,7 @@ static const arch_tensor Tensors[] = {
 	{.role = "k_norm", .hf = L_HF("self_attn.k_norm.weight"), .gguf = L_GGUF("attn_k_norm.weight"),
 		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HEAD, .cols = DIM_ONE,
 		.needs = ARCH_QK_NORM, .offset = LAYER_FIELD(k_norm),
-		.mixer = ARCH_ATTN_LAYERS},
+		.mixer = ARCH_KV_LAYERS},
 	{.role = "sinks", .hf = L_HF("self_attn.sinks"), .gguf = L_GGUF("attn_sinks.weight"),
 		.kind = ARCH_BIAS, .scope = ARCH_LAYER, .rows = DIM_HEADS, .cols = DIM_ONE,
 		.needs = ARCH_ATTN_SINKS, .offset = LAYER_FIELD(sinks),
@@ -313,6 +331,18 @@ static const arch_tensor Tensors[] = {
 		.hf = L_HF("post_feedforward_layernorm.weight"), .gguf = L_GGUF("post_ffw_norm.weight"),
 		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
 		.needs = ARCH_SANDWICH_NORM, .offset = LAYER_FIELD(mlp_out_norm)},
+	{.role = "ple_gate", .hf = L_HF("per_layer_input_gate.weight"), .gguf = L_GGUF("inp_gate.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_PLE, .cols = DIM_HIDDEN,
+		.needs = ARCH_PLE, .per_step = true, .offset = LAYER_FIELD(w_ple_gate)},
+	{.role = "ple_proj", .hf = L_HF("per_layer_projection.weight"), .gguf = L_GGUF("proj.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_PLE,
+		.needs = ARCH_PLE, .per_step = true, .offset = LAYER_FIELD(w_ple_proj)},
+	{.role = "ple_norm", .hf = L_HF("post_per_layer_input_norm.weight"),
+		.gguf = L_GGUF("post_norm.weight"), .kind = ARCH_NORM, .scope = ARCH_LAYER,
+		.rows = DIM_HIDDEN, .cols = DIM_ONE, .needs = ARCH_PLE, .offset = LAYER_FIELD(ple_norm)},
+	{.role = "layer_scalar", .hf = L_HF("layer_scalar"), .gguf = L_GGUF("layer_output_scale.weight"),
+		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_ONE, .cols = DIM_ONE,
+		.needs = ARCH_GEMMA4, .plain_norm = true, .offset = LAYER_FIELD(layer_scalar)},
 	{.role = "the final norm", .hf = "model.norm.weight", .gguf = "output_norm.weight",
 		.kind = ARCH_NORM, .scope = ARCH_AFTER_LAYERS, .rows = DIM_HIDDEN, .cols = DIM_ONE,
 		.offset = MODEL_FIELD(final_norm)},
@@ -476,8 +506,37 @@ arch_dim_size(const cbllm_model_config *cfg, arch_dim d)
 			return cfg->lin_conv;
 		case DIM_SHARED_FF:
 			return cfg->shared_intermediate;
+		case DIM_PLE:
+			return cfg->ple_dim;
+		case DIM_PLE_ALL:
+			return (int64_t) cfg->n_layers * cfg->ple_dim;
+		case DIM_PLE_VOCAB:
+			return cfg->ple_vocab;
 	}
 	return 0;
+}
+
+/* The length of dimension d in layer (a layer's own head size, kv heads and MLP width). */
+int64_t
+arch_layer_dim_size(const cbllm_model_config *cfg, arch_dim d, int layer)
+{
+	if (layer < 0 || layer >= cfg->n_layers)
+		return arch_dim_size(cfg, d);
+	switch (d)
+	{
+		case DIM_HEAD:
+			return cfg->layer_head_dim[layer];
+		case DIM_Q:
+			return (int64_t) cfg->n_heads * cfg->layer_head_dim[layer];
+		case DIM_Q_GATED:
+			return (int64_t) 2 * cfg->n_heads * cfg->layer_head_dim[layer];
+		case DIM_KV:
+			return (int64_t) cfg->layer_kv_heads[layer] * cfg->layer_head_dim[layer];
+		case DIM_INTERMEDIATE:
+			return cfg->layer_ff[layer];
+		default:
+			return arch_dim_size(cfg, d);
+	}
 }
 
 /* The stored tensor role t is rows of, and where its own rows start. */
@@ -549,9 +608,11 @@ DescribeTensor(const cbllm_model *m, const arch_tensor *t, int layer, int expert
 	mt->t = t;
 	mt->layer = layer;
 	mt->expert = expert;
-	mt->rows = arch_dim_size(&m->cfg, t->rows);
-	mt->cols = arch_dim_size(&m->cfg, t->cols);
+	mt->rows = arch_layer_dim_size(&m->cfg, t->rows, layer);
+	mt->cols = arch_layer_dim_size(&m->cfg, t->cols, layer);
 	arch_stored_rows(t, &m->cfg, &mt->stored_rows, &mt->first_row);
+	if (mt->first_row == 0 && mt->stored_rows == arch_dim_size(&m->cfg, t->rows))
+		mt->stored_rows = mt->rows; /* a tensor of its own: the layer's rows */
 	mt->tied = t->tied && m->lm_head_tied;
 	if (t->kind == ARCH_MATRIX)
 	{
@@ -568,6 +629,10 @@ static bool
 InLayer(const arch_tensor *t, const cbllm_model_config *cfg, int l)
 {
 	if (t->mixer != ARCH_ANY_MIXER && (t->mixer == ARCH_LINEAR_LAYERS) != (cfg->layer_linear[l] != 0))
+		return false;
+	if ((t->mixer == ARCH_KV_LAYERS || t->mixer == ARCH_V_LAYERS) && cfg->layer_kv_source[l] != l)
+		return false;
+	if (t->mixer == ARCH_V_LAYERS && cfg->layer_v_is_k[l])
 		return false;
 	switch (t->layers)
 	{

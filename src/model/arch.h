@@ -71,6 +71,13 @@
 											 * mlp.experts.gate_up_proj (E, 2 I, H) and
 											 * down_proj (E, H, I); set at load when the
 											 * checkpoint has them (Qwen3.5-MoE as released) */
+#define ARCH_GEMMA4		(1u << 20)	/* Gemma 4's layers: per-kind head sizes and RoPE
+									 * (rope_parameters per layer type), KV-shared last
+									 * layers, attention scale 1 (cfg.attn_scale), a
+									 * weightless RMSNorm of v, x *= layer_scalar at each
+									 * layer's end, final logit soft-capping */
+#define ARCH_PLE		(1u << 21)	/* per-layer embeddings (Gemma 4 E2B/E4B): set by the
+									 * config when hidden_size_per_layer_input > 0 */
 
 /* The MLP's activation, as config.json's hidden_activation or hidden_act names it. */
 typedef enum arch_activation
@@ -120,8 +127,17 @@ typedef enum arch_dim
 	DIM_LIN_HEADS,				/* lin_v_heads */
 	DIM_LIN_VDIM,				/* lin_v_dim: one value head */
 	DIM_LIN_CONV,				/* lin_conv: the causal conv's kernel */
-	DIM_SHARED_FF				/* shared_intermediate: the shared expert's MLP width */
+	DIM_SHARED_FF,				/* shared_intermediate: the shared expert's MLP width */
+	DIM_PLE,					/* ple_dim: one layer's per-layer input */
+	DIM_PLE_ALL,				/* n_layers * ple_dim: all layers' per-layer inputs */
+	DIM_PLE_VOCAB				/* ple_vocab: the per-layer embeddings' rows */
 } arch_dim;
+
+/*
+ * In a layer tensor, DIM_HEAD, DIM_Q, DIM_Q_GATED, DIM_KV and
+ * DIM_INTERMEDIATE are the layer's own (cfg.layer_head_dim, layer_kv_heads,
+ * layer_ff): Gemma 4's layers differ in them.
+ */
 
 /* Where a tensor lives. */
 typedef enum arch_scope
@@ -170,7 +186,10 @@ typedef enum arch_mixer
 	ARCH_ANY_MIXER,				/* all of them (the default) */
 	ARCH_ATTN_LAYERS,			/* those that mix tokens by attention: every layer of a
 								 * model without linear attention */
-	ARCH_LINEAR_LAYERS			/* those that mix tokens by linear attention */
+	ARCH_LINEAR_LAYERS,			/* those that mix tokens by linear attention */
+	ARCH_KV_LAYERS,				/* attention layers that compute their own K and V (not
+								 * KV-shared: cfg.layer_kv_source) */
+	ARCH_V_LAYERS				/* those of them with a v projection (not cfg.layer_v_is_k) */
 } arch_mixer;
 
 /* One tensor role. */
@@ -254,8 +273,11 @@ arch_has_tensor(const arch_tensor *t, uint32_t features)
 void		arch_stored_rows(const arch_tensor *t, const struct cbllm_model_config *cfg,
 							 int64_t *stored_rows, int64_t *first_row);
 
-/* The length of dimension d of a model of configuration cfg. */
+/* The length of dimension d of a model of configuration cfg (the model's, not a layer's own). */
 int64_t		arch_dim_size(const struct cbllm_model_config *cfg, arch_dim d);
+
+/* The length of dimension d in layer (-1: outside the layers: arch_dim_size). */
+int64_t		arch_layer_dim_size(const struct cbllm_model_config *cfg, arch_dim d, int layer);
 
 /*
  * Into buf, tensor t's safetensors name (gguf false) or GGUF name, for layer

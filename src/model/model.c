@@ -400,6 +400,18 @@ RoundEmbedScale(cbllm_model *m)
 {
 	if (m->embed.dtype == CBLLM_BF16)
 		m->cfg.embed_scale = cbllm_bf16_to_f32(cbllm_f32_to_bf16(m->cfg.embed_scale));
+	m->cfg.ple_embed_scale = sqrtf((float) m->cfg.ple_dim);
+	if (m->embed_ple.dtype == CBLLM_BF16)
+		m->cfg.ple_embed_scale = cbllm_bf16_to_f32(cbllm_f32_to_bf16(m->cfg.ple_embed_scale));
+}
+
+/* Each layer's layer_scalar as a number the forward pass multiplies by (1 without one). */
+static void
+ReadLayerScalars(cbllm_model *m)
+{
+	for (int l = 0; l < m->cfg.n_layers; l++)
+		m->layers[l].layer_scalar_value = m->layers[l].layer_scalar != NULL ?
+			m->layers[l].layer_scalar[0] : 1.0f;
 }
 
 /* Whether a load format names the safetensors checkpoint. */
@@ -456,6 +468,7 @@ model_load_ex(const model_load_params *p, cbllm_model **out, cbllm_err *err)
 	if (rc == CBLLM_OK)
 	{
 		RoundEmbedScale(m);		/* by the embedding's stored type, before any conversion */
+		ReadLayerScalars(m);
 		if (quantize)
 			rc = model_quantize(m, want, p->threads, err);
 	}

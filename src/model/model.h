@@ -98,6 +98,32 @@ typedef struct cbllm_model_config
 	int			lin_v_dim;		/* linear_value_head_dim */
 	int			lin_conv;		/* linear_conv_kernel_dim */
 	bool		lin_v_tiled;	/* value heads in a GGUF file's tiled order (above) */
+	/*
+	 * per-layer attention geometry (every model: model_config_cache_layers
+	 * fills the uniform values where a config gives none).  Gemma 4's full
+	 * layers have wider heads (global_head_dim) than its sliding ones, and
+	 * its last num_kv_shared_layers layers compute no K and V: each reads
+	 * the cache of the last earlier layer of its kind (layer_kv_source),
+	 * so kv_layer[l] is that layer's.
+	 */
+	int16_t		layer_head_dim[CBLLM_MAX_LAYERS];	/* (n_layers) q, k and v heads' size */
+	int16_t		layer_kv_heads[CBLLM_MAX_LAYERS];	/* (n_layers) K and V heads */
+	int32_t		layer_ff[CBLLM_MAX_LAYERS]; /* (n_layers) the dense MLP's width
+											 * (Gemma 4's double-wide MLP of KV-shared layers) */
+	int16_t		layer_kv_source[CBLLM_MAX_LAYERS];	/* (n_layers) the layer whose K and V it
+													 * attends to: itself, or the source of a
+													 * KV-shared layer */
+	uint8_t		layer_v_is_k[CBLLM_MAX_LAYERS]; /* (n_layers) 1: no v projection, the values
+												 * are the keys as projected (Gemma 4's
+												 * attention_k_eq_v on full layers) */
+	int			n_kv_shared;	/* num_kv_shared_layers: the last layers that reuse K and V */
+	float		attn_scale;		/* the attention softmax's scale when the model fixes one
+								 * (Gemma 4: 1); 0: q_scale / sqrt(the layer's head size) */
+	float		logit_softcap;	/* final_logit_softcapping c: logits = c tanh(logits / c); 0: none */
+	int			ple_dim;		/* hidden_size_per_layer_input (ARCH_PLE): each layer's
+								 * per-layer input width; 0: none */
+	int			ple_vocab;		/* vocab_size_per_layer_input: rows of the per-layer embeddings */
+	float		ple_embed_scale;	/* their multiplier: sqrt(ple_dim), rounded as embed_scale */
 	int32_t		bos_id;			/* -1 when absent */
 	int32_t		eos_id;			/* -1 when absent */
 } cbllm_model_config;
@@ -154,6 +180,13 @@ typedef struct cbllm_layer
 								 * softplus(a + dt_bias) */
 	float	   *lin_norm;		/* (lin_v_dim) the gated RMSNorm's multiplier, plain */
 	cbllm_weight w_lin_out;		/* (hidden, lin_v_heads * lin_v_dim) */
+	/* Gemma 4 */
+	cbllm_weight w_ple_gate;	/* (ple_dim, hidden) with ARCH_PLE: the per-layer input's gate */
+	cbllm_weight w_ple_proj;	/* (hidden, ple_dim) with ARCH_PLE: its projection */
+	float	   *ple_norm;		/* (hidden) with ARCH_PLE: norms the projection */
+	float	   *layer_scalar;	/* (1) with ARCH_GEMMA4: multiplies x at the layer's end */
+	float		layer_scalar_value; /* layer_scalar[0] read at load (1 without it), for the
+									 * forward pass on any backend */
 } cbllm_layer;
 
 typedef struct cbllm_model
@@ -164,6 +197,11 @@ typedef struct cbllm_model
 	gguf_file  *gguf;			/* the mapped GGUF file the matrices point into; NULL
 								 * otherwise.  Its tokenizer.* keys stay readable */
 	cbllm_weight embed;			/* (vocab, hidden) */
+	cbllm_weight embed_ple;		/* (ple_vocab, n_layers * ple_dim) with ARCH_PLE: each token's
+								 * per-layer inputs, all layers' in a row */
+	cbllm_weight w_ple_model_proj;	/* (n_layers * ple_dim, hidden) with ARCH_PLE: the
+									 * embeddings' part of the per-layer inputs */
+	float	   *ple_proj_norm;	/* (ple_dim) with ARCH_PLE: norms each layer's slice of it */
 	cbllm_layer *layers;		/* (n_layers) */
 	float	   *final_norm;		/* (hidden), converted to f32 */
 	cbllm_weight lm_head;		/* (vocab, hidden); the embedding when tied */
@@ -213,7 +251,30 @@ int			model_config_check_ropes(const cbllm_model_config *cfg, const char *path,
 int			model_config_hybrid(const struct cJSON *root, cbllm_model_config *cfg,
 								const char *path, cbllm_err *err);
 
-/* kv_layer, state_layer, n_kv_layers and n_linear_layers from layer_linear. */
+/*
+ * Gemma 4's fields (model_config_gemma4.c): per-type head sizes, kv heads
+ * and RoPE, windows, KV sharing, the double-wide MLP, per-layer embeddings,
+ * soft-capping; then the cache layers.  Needs the common fields parsed.
+ */
+int			model_config_gemma4(const struct cJSON *root, cbllm_model_config *cfg,
+								const char *path, cbllm_err *err);
+
+/*
+ * What Gemma 4's configs (config.json or GGUF keys) share once the layers'
+ * sizes and rope[0] (full layers) and rope[1] (sliding) are set: each
+ * layer's RoPE and window from full (n_layers), the attention scale 1, the
+ * KV-shared layers' sources (the last earlier unshared layer of the same
+ * kind) and the cache layers.
+ */
+int			model_config_gemma4_layers(cbllm_model_config *cfg, const bool *full, int window,
+									   int n_shared, const char *path, cbllm_err *err);
+
+/*
+ * kv_layer, state_layer, n_kv_layers and n_linear_layers from layer_linear
+ * and layer_kv_source (KV-shared layers take their source's cache layer);
+ * the per-layer head sizes, kv heads and MLP widths a config left 0 take
+ * head_dim, n_kv_heads and intermediate.
+ */
 void		model_config_cache_layers(cbllm_model_config *cfg);
 
 /* Give every layer rope[0] = plain RoPE of base theta and the window (0: none). */
@@ -229,20 +290,73 @@ model_max_cols(const cbllm_model_config *cfg)
 {
 	int64_t		w[] = {cfg->hidden, cfg->intermediate,
 		cfg->n_experts > 0 ? cfg->expert_intermediate : 0, cfg->shared_intermediate,
-		(int64_t) cfg->n_heads * cfg->head_dim, (int64_t) cfg->lin_v_heads * cfg->lin_v_dim};
+		(int64_t) cfg->n_heads * cfg->head_dim, (int64_t) cfg->lin_v_heads * cfg->lin_v_dim,
+	cfg->ple_dim};
 	int64_t		m = 0;
 
 	for (int i = 0; i < (int) (sizeof(w) / sizeof(w[0])); i++)
 		m = w[i] > m ? w[i] : m;
+	for (int l = 0; l < cfg->n_layers; l++)
+	{
+		m = cfg->layer_ff[l] > m ? cfg->layer_ff[l] : m;
+		m = (int64_t) cfg->n_heads * cfg->layer_head_dim[l] > m ?
+			(int64_t) cfg->n_heads * cfg->layer_head_dim[l] : m;
+	}
 	return m;
 }
 
-/* Layers with K and V in the KV cache: a hybrid model's attention layers, else all. */
+/* The widest head of any layer. */
+static inline int
+model_max_head_dim(const cbllm_model_config *cfg)
+{
+	int			m = cfg->head_dim;
+
+	for (int l = 0; l < cfg->n_layers; l++)
+		m = cfg->layer_head_dim[l] > m ? cfg->layer_head_dim[l] : m;
+	return m;
+}
+
+/* The widest K (or V) row of one token in any layer: kv heads times head size. */
+static inline int64_t
+model_max_kv_row(const cbllm_model_config *cfg)
+{
+	int64_t		m = (int64_t) cfg->n_kv_heads * cfg->head_dim;
+
+	for (int l = 0; l < cfg->n_layers; l++)
+		if ((int64_t) cfg->layer_kv_heads[l] * cfg->layer_head_dim[l] > m)
+			m = (int64_t) cfg->layer_kv_heads[l] * cfg->layer_head_dim[l];
+	return m;
+}
+
+/* The widest dense MLP of any layer. */
+static inline int
+model_max_ff(const cbllm_model_config *cfg)
+{
+	int			m = cfg->intermediate;
+
+	for (int l = 0; l < cfg->n_layers; l++)
+		m = cfg->layer_ff[l] > m ? cfg->layer_ff[l] : m;
+	return m;
+}
+
+/*
+ * Layers with K and V in the KV cache: the attention layers that compute
+ * their own (not a hybrid model's linear layers, not KV-shared ones).
+ */
 static inline int
 model_kv_layers(const cbllm_model_config *cfg)
 {
-	return cfg->n_linear_layers > 0 ? cfg->n_kv_layers : cfg->n_layers;
+	return cfg->n_kv_layers;
 }
+
+/* Whether every cache layer has the same K and V geometry (n_kv_heads, head_dim). */
+bool		model_kv_uniform(const cbllm_model_config *cfg);
+
+/*
+ * Into row (model_kv_layers entries), each cache layer's K (or V) elements
+ * per position: its kv heads times its head size.  Returns their sum.
+ */
+int64_t		model_kv_rows(const cbllm_model_config *cfg, int32_t *row);
 
 /* The window behind which KV blocks may be dropped: the window when every layer has it, else 0. */
 int			model_kv_drop_window(const cbllm_model_config *cfg);

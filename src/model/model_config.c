@@ -334,8 +334,9 @@ ParseConfig(const cJSON *top, cbllm_model_config *cfg, const char *path, cbllm_e
 		(rc = GetTokenId(root, "eos_token_id", &cfg->eos_id, path, err)) ||
 		(rc = GetFloat(root, "rms_norm_eps", 1e-6, &cfg->rms_eps, path, err)))
 		return rc;
-	if ((rc = CheckAbsentFeatures(root, path, err)) ||
-		(rc = CheckRequiredFields(root, cfg, path, err)))
+	if (!(cfg->features & ARCH_GEMMA4) &&
+		((rc = CheckAbsentFeatures(root, path, err)) ||
+		 (rc = CheckRequiredFields(root, cfg, path, err))))
 		return rc;
 	if (cfg->hidden % cfg->n_heads != 0 &&
 		cJSON_GetObjectItemCaseSensitive(root, "head_dim") == NULL)
@@ -352,9 +353,11 @@ ParseConfig(const cJSON *top, cbllm_model_config *cfg, const char *path, cbllm_e
 		return cbllm_fail(err, CBLLM_ERR_FORMAT,
 						  "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
 						  path, cfg->n_heads, cfg->n_kv_heads);
-	if ((rc = model_config_hybrid(root, cfg, path, err)) ||
-		(rc = model_config_positions(root, cfg, path, err)) ||
-		(rc = ParseExperts(root, cfg, path, err)))
+	if (cfg->features & ARCH_GEMMA4)
+		rc = model_config_gemma4(root, cfg, path, err);
+	else if ((rc = model_config_hybrid(root, cfg, path, err)) == CBLLM_OK)
+		rc = model_config_positions(root, cfg, path, err);
+	if (rc != CBLLM_OK || (rc = ParseExperts(root, cfg, path, err)))
 		return rc;
 	if ((cfg->features & ARCH_SHARED_EXPERT) && cfg->n_experts == 0)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: missing \"num_experts\" (%s has experts)",

@@ -79,7 +79,7 @@ GetLinearLayers(const cJSON *root, cbllm_model_config *cfg, const char *path, cb
 	return CBLLM_OK;
 }
 
-/* Each layer's index in the KV cache or the state cache. */
+/* Each layer's geometry where the config gave none, and its index in the KV cache or the state cache. */
 void
 model_config_cache_layers(cbllm_model_config *cfg)
 {
@@ -87,9 +87,51 @@ model_config_cache_layers(cbllm_model_config *cfg)
 	cfg->n_linear_layers = 0;
 	for (int l = 0; l < cfg->n_layers; l++)
 	{
-		cfg->kv_layer[l] = cfg->layer_linear[l] ? -1 : (int16_t) cfg->n_kv_layers++;
+		int			src;
+
+		if (cfg->layer_head_dim[l] == 0)
+			cfg->layer_head_dim[l] = (int16_t) cfg->head_dim;
+		if (cfg->layer_kv_heads[l] == 0)
+			cfg->layer_kv_heads[l] = (int16_t) cfg->n_kv_heads;
+		if (cfg->layer_ff[l] == 0)
+			cfg->layer_ff[l] = cfg->intermediate;
+		if (l < cfg->n_layers - cfg->n_kv_shared || cfg->layer_kv_source[l] >= l ||
+			cfg->layer_kv_source[l] < 0)
+			cfg->layer_kv_source[l] = (int16_t) l;
+		src = cfg->layer_kv_source[l];
+		cfg->kv_layer[l] = cfg->layer_linear[l] ? -1 :
+			src == l ? (int16_t) cfg->n_kv_layers++ : cfg->kv_layer[src];
 		cfg->state_layer[l] = cfg->layer_linear[l] ? (int16_t) cfg->n_linear_layers++ : -1;
 	}
+}
+
+/* Whether every cache layer has n_kv_heads heads of head_dim. */
+bool
+model_kv_uniform(const cbllm_model_config *cfg)
+{
+	for (int l = 0; l < cfg->n_layers; l++)
+		if (cfg->kv_layer[l] >= 0 &&
+			(cfg->layer_head_dim[l] != cfg->head_dim || cfg->layer_kv_heads[l] != cfg->n_kv_heads))
+			return false;
+	return true;
+}
+
+/* Each cache layer's elements per position into row (when not NULL); their sum. */
+int64_t
+model_kv_rows(const cbllm_model_config *cfg, int32_t *row)
+{
+	int64_t		sum = 0;
+
+	for (int l = 0; l < cfg->n_layers; l++)
+		if (cfg->kv_layer[l] >= 0 && cfg->layer_kv_source[l] == l)
+		{
+			int32_t		r = (int32_t) cfg->layer_kv_heads[l] * cfg->layer_head_dim[l];
+
+			if (row != NULL)
+				row[cfg->kv_layer[l]] = r;
+			sum += r;
+		}
+	return sum;
 }
 
 /* The linear-attention geometry and layers of a hybrid model, then the cache indices. */

@@ -384,6 +384,138 @@ GetLayerPattern(const gguf_load *L, bool *sliding, cbllm_err *err)
 }
 
 /*
+ * A key that is one integer for every layer or an array of one per layer
+ * (Gemma 4's feed_forward_length, head_count_kv): *scalar gets the first
+ * layer's, per_layer (n_layers) each one's.  Absent: def, or an error when
+ * required.
+ */
+static int
+GetLayerInts(const gguf_load *L, const char *suffix, bool required, int def, int lo, int hi,
+			 int *scalar, int32_t *per_layer, cbllm_err *err)
+{
+	char		key[96];
+	const gguf_value *v;
+	int			n = L->m->cfg.n_layers,
+				rc;
+
+	ArchKey(L, suffix, key, sizeof(key));
+	v = gguf_find_key(L->g, key);
+	if (v == NULL || v->type != GGUF_ARRAY)
+	{
+		if ((rc = GetArchInt(L, suffix, required, def, lo, hi, scalar, err)))
+			return rc;
+		for (int l = 0; l < n; l++)
+			per_layer[l] = *scalar;
+		return CBLLM_OK;
+	}
+	if (v->n < (uint64_t) n)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: gguf: %s: must be an integer or an array of one per layer (%d)",
+						  L->path, key, n);
+	for (int l = 0; l < n; l++)
+	{
+		gguf_value	e = {.type = v->elem_type, .data = gguf_array_elem(v, (uint64_t) l)};
+		int64_t		x;
+
+		if (e.data == NULL || !IntegerValue(&e, &x) || x < lo || x > hi)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: gguf: %s[%d] must be an integer in [%d, %d]",
+							  L->path, key, l, lo, hi);
+		per_layer[l] = (int32_t) x;
+	}
+	*scalar = per_layer[0];
+	return CBLLM_OK;
+}
+
+/*
+ * Gemma 4 (llama.cpp's gemma4 keys): attention.key_length is the full
+ * layers' head size and key_length_swa the sliding ones'; the bool array
+ * attention.sliding_window_pattern says which layers slide;
+ * attention.shared_kv_layers, embedding_length_per_layer_input (the
+ * per-layer embeddings, whose rows are the tensor's), final_logit_softcapping;
+ * rope.freq_base for full layers, whose proportional RoPE is the tensor
+ * rope_freqs.weight (a divisor per pair, 1e30 for the pairs that stay),
+ * and rope.freq_base_swa for sliding ones.  A full layer with attn_k and no
+ * attn_v takes its values from its keys (attention_k_eq_v).
+ */
+static int
+GetGemma4(gguf_load *L, const int32_t *ff, const int32_t *kv_heads, cbllm_err *err)
+{
+	cbllm_model_config *cfg = &L->m->cfg;
+	bool		full[CBLLM_MAX_LAYERS],
+				found;
+	char		key[96];
+	const gguf_value *v;
+	const gguf_tensor *ple = gguf_find_tensor(L->g, "per_layer_token_embd.weight");
+	int			global_hd = cfg->head_dim,
+				window,
+				n_shared,
+				n = cfg->n_layers,
+				rc;
+	double		theta,
+				theta_swa,
+				cap;
+
+	if ((rc = GetArchInt(L, "attention.key_length_swa", true, 0, 2, 4096, &cfg->head_dim, err)) ||
+		(rc = GetArchInt(L, "attention.sliding_window", true, 0, 1, BIG_INT, &window, err)) ||
+		(rc = GetArchInt(L, "attention.shared_kv_layers", false, 0, 0, n - 1, &n_shared, err)) ||
+		(rc = GetArchInt(L, "embedding_length_per_layer_input", false, 0, 0, 1 << 16,
+						 &cfg->ple_dim, err)) ||
+		(rc = GetArchFloat(L, "final_logit_softcapping", false, 0, &cap, err)) ||
+		(rc = GetArchFloat(L, "rope.freq_base", false, 1e6, &theta, err)) ||
+		(rc = GetArchFloat(L, "rope.freq_base_swa", false, 1e4, &theta_swa, err)))
+		return rc;
+	ArchKey(L, "attention.sliding_window_pattern", key, sizeof(key));
+	if ((v = gguf_find_key(L->g, key)) == NULL || v->type != GGUF_ARRAY ||
+		v->elem_type != GGUF_BOOL || v->n < (uint64_t) n)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: gguf: %s: must be an array of a bool per layer (%d)", L->path, key, n);
+	if (cfg->head_dim % 2 != 0 || !(theta > 1) || !(theta_swa > 1) || cap < 0)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: gguf: gemma4's key_length_swa must be even, its RoPE bases above 1 and its soft-capping not negative",
+						  L->path);
+	for (int l = 0; l < n; l++)
+	{
+		char		name[64];
+
+		full[l] = *(const uint8_t *) gguf_array_elem(v, (uint64_t) l) == 0;
+		cfg->layer_head_dim[l] = (int16_t) (full[l] ? global_hd : cfg->head_dim);
+		cfg->layer_kv_heads[l] = (int16_t) kv_heads[l];
+		cfg->layer_ff[l] = ff[l];
+		snprintf(name, sizeof(name), "blk.%d.attn_v.weight", l);
+		cfg->layer_v_is_k[l] = full[l] && l < n - n_shared && gguf_find_tensor(L->g, name) == NULL;
+		if (cfg->n_heads % kv_heads[l] != 0)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT,
+							  "%s: gguf: gemma4: layer %d's %d heads are not a multiple of its %d kv heads",
+							  L->path, l, cfg->n_heads, kv_heads[l]);
+	}
+	if (cfg->ple_dim > 0)
+	{
+		if (ple == NULL || ple->n_dims != 2 || ple->ne[1] > BIG_INT || ple->ne[1] < cfg->vocab_size)
+			return cbllm_fail(err, CBLLM_ERR_FORMAT,
+							  "%s: gguf: tensor \"per_layer_token_embd.weight\" must be 2-d with a row for each of the %d tokens",
+							  L->path, cfg->vocab_size);
+		cfg->ple_vocab = (int) ple->ne[1];
+		cfg->features |= ARCH_PLE;
+	}
+	cfg->logit_softcap = (float) cap;
+	rope_set_default(&cfg->rope[0], theta);
+	cfg->rope[0].head_dim = global_hd;
+	rope_set_default(&cfg->rope[1], theta_swa);
+	cfg->rope[1].head_dim = cfg->head_dim;
+	if (global_hd / 2 > ROPE_MAX_FACTORS)
+		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: gguf: gemma4 head size %d above %d",
+						  L->path, global_hd, 2 * ROPE_MAX_FACTORS);
+	if ((rc = GetFactorTensor(L, "rope_freqs.weight", global_hd / 2, cfg->rope[0].freq_factor,
+							  &found, err)))
+		return rc;
+	if (found)
+	{
+		cfg->rope[0].type = ROPE_FREQ_FACTORS;
+		cfg->rope[0].n_factors = global_hd / 2;
+	}
+	return model_config_gemma4_layers(cfg, full, window, n_shared, L->path, err);
+}
+
+/*
  * A hybrid model's linear attention (llama.cpp's qwen35 keys): ssm.group_count
  * key heads and ssm.time_step_rank value heads of ssm.state_size each
  * (ssm.inner_size = value heads * their size), ssm.conv_kernel, and which
@@ -585,15 +717,17 @@ ReadConfig(gguf_load *L, cbllm_err *err)
 				rope_dims,
 				nextn,
 				rc;
+	int32_t		ff[CBLLM_MAX_LAYERS],
+				kv_heads[CBLLM_MAX_LAYERS];
 
 	if ((rc = GetArchitecture(L, err)) ||
 		(rc = GetArchInt(L, "embedding_length", true, 0, 1, BIG_INT, &cfg->hidden, err)) ||
 		(rc = GetArchInt(L, "block_count", true, 0, 1, CBLLM_MAX_LAYERS, &cfg->n_layers, err)) ||
 		(rc = GetArchInt(L, "attention.head_count", true, 0, 1, 4096, &cfg->n_heads, err)) ||
-		(rc = GetArchInt(L, "attention.head_count_kv", false, cfg->n_heads, 1, 4096,
-						 &cfg->n_kv_heads, err)) ||
-		(rc = GetArchInt(L, "feed_forward_length", strcmp(L->arch, "qwen35moe") != 0, 0, 1,
-						 BIG_INT, &cfg->intermediate, err)) ||
+		(rc = GetLayerInts(L, "attention.head_count_kv", false, cfg->n_heads, 1, 4096,
+						   &cfg->n_kv_heads, kv_heads, err)) ||
+		(rc = GetLayerInts(L, "feed_forward_length", strcmp(L->arch, "qwen35moe") != 0, 0, 1,
+						   BIG_INT, &cfg->intermediate, ff, err)) ||
 		(rc = GetArchInt(L, "context_length", false, 2048, 1, BIG_INT, &cfg->max_pos, err)) ||
 		(rc = GetArchFloat(L, "attention.layer_norm_rms_epsilon", true, 0, &eps, err)) ||
 		(rc = GetVocab(L, err)) ||
@@ -630,7 +764,11 @@ ReadConfig(gguf_load *L, cbllm_err *err)
 						  "%s: gguf: %s.attention.key_length %d must be even and equal value_length (%d), and rope.dimension_count (%d) be even and at most it",
 						  L->path, L->arch, cfg->head_dim, v_len, rope_dims);
 	L->rot_dim = rope_dims < cfg->head_dim ? rope_dims : 0;
-	if ((rc = GetLinear(L, err)) || (rc = GetPositions(L, err)) || (rc = GetExperts(L, err)))
+	if (cfg->features & ARCH_GEMMA4)
+		rc = GetGemma4(L, ff, kv_heads, err);
+	else if ((rc = GetLinear(L, err)) == CBLLM_OK)
+		rc = GetPositions(L, err);
+	if (rc != CBLLM_OK || (rc = GetExperts(L, err)))
 		return rc;
 	cfg->tie_embeddings = gguf_find_tensor(L->g, "output.weight") == NULL;
 	cfg->embed_scale = (cfg->features & ARCH_EMBED_SCALE) ? sqrtf((float) cfg->hidden) : 1.0f;

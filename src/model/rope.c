@@ -142,9 +142,10 @@ LongropeAttention(const cbllm_rope *r)
 }
 
 /*
- * The frequencies and attention factor of r for heads of head_dim, of which
- * the first r->rot_dim rotate (all of them when 0): the formulas take the
- * rotated width as their d.
+ * The frequencies and attention factor of r for heads of head_dim (r's own
+ * when it gives one), of which the first r->rot_dim rotate (all of them
+ * when 0): the formulas take the rotated width as their d.  With
+ * n_rot_pairs, the pairs past it get frequency 0: they do not turn.
  */
 int
 rope_freqs_build(const cbllm_rope *r, int head_dim, rope_freqs *f, cbllm_err *err)
@@ -152,6 +153,8 @@ rope_freqs_build(const cbllm_rope *r, int head_dim, rope_freqs *f, cbllm_err *er
 	int			half;
 	double		theta = r->theta;
 
+	if (r->head_dim > 0)
+		head_dim = r->head_dim;
 	if (r->rot_dim < 0 || r->rot_dim % 2 != 0 || r->rot_dim > head_dim)
 		return cbllm_fail(err, CBLLM_ERR_INVALID,
 						  "RoPE: %d rotated dimensions must be even and at most head_dim %d",
@@ -174,6 +177,9 @@ rope_freqs_build(const cbllm_rope *r, int head_dim, rope_freqs *f, cbllm_err *er
 	if (r->type == ROPE_FREQ_FACTORS && r->n_factors != half)
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "RoPE: freq_factors needs %d factors (has %d)",
 						  half, r->n_factors);
+	if (r->n_rot_pairs < 0 || r->n_rot_pairs > half)
+		return cbllm_fail(err, CBLLM_ERR_INVALID, "RoPE: %d rotated pairs of %d", r->n_rot_pairs,
+						  half);
 	if (r->type == ROPE_DYNAMIC && head_dim <= 2)
 		return cbllm_fail(err, CBLLM_ERR_INVALID, "RoPE: dynamic scaling needs head_dim above 2");
 	if (r->type == ROPE_DYNAMIC)
@@ -212,6 +218,8 @@ rope_freqs_build(const cbllm_rope *r, int head_dim, rope_freqs *f, cbllm_err *er
 				f->inv_freq[0][i] /= r->freq_factor[i];
 			break;
 	}
+	for (int i = r->n_rot_pairs > 0 ? r->n_rot_pairs : half; i < half; i++)
+		f->inv_freq[0][i] = f->inv_freq[1][i] = 0;	/* proportional: these pairs stay */
 	if (f->long_from == INT_MAX)
 		memcpy(f->inv_freq[1], f->inv_freq[0], sizeof(double) * half);
 	return CBLLM_OK;

@@ -72,7 +72,7 @@
 
 #include "base/util.h"
 
-#define ROPE_MAX_FACTORS 128	/* longrope factor lists: head_dim up to 256 */
+#define ROPE_MAX_FACTORS 256	/* factor lists: head_dim up to 512 (Gemma 4's full layers) */
 #define ROPE_MAX_HALF 2048		/* head_dim / 2 of any model config.json allows */
 
 typedef enum rope_type
@@ -113,7 +113,19 @@ typedef struct cbllm_rope
 	int			rot_dim;		/* dimensions of a head that rotate, the first ones (d above);
 								 * the rest pass unchanged (partial_rotary_factor, Qwen3.5's
 								 * quarter of a head); 0: all of head_dim */
+	int			head_dim;		/* the heads it rotates, when its layers' differ from the
+								 * model's head_dim (Gemma 4's full layers); 0: head_dim */
+	int			n_rot_pairs;	/* HF's "proportional" RoPE (Gemma 4): pairs (i, i + d/2)
+								 * of the whole head, only the first n_rot_pairs turning
+								 * (at theta^(-2i/d)), the others at frequency 0; 0: all */
 } cbllm_rope;
+
+/* The head size rope r rotates in a model of head_dim. */
+static inline int
+rope_head_dim(const cbllm_rope *r, int head_dim)
+{
+	return r->head_dim > 0 ? r->head_dim : head_dim;
+}
 
 /* A configuration turned into frequencies for one head_dim. */
 typedef struct rope_freqs

@@ -32,8 +32,8 @@
 
 static const char *root;		/* the model directory, a fixture root */
 
-/* The geometry of the model this test writes (config.json below). */
-static const cbllm_model_config model_cfg = {.hidden = 64, .n_layers = 2, .n_heads = 4,
+/* The geometry of the model this test writes (config.json below); main fills its cache layers. */
+static cbllm_model_config model_cfg = {.hidden = 64, .n_layers = 2, .n_heads = 4,
 .n_kv_heads = 2, .head_dim = 16, .intermediate = 96, .vocab_size = 64, .max_pos = 128};
 
 /* ------------------------------------------------------------ the toy backend */
@@ -406,6 +406,7 @@ TestRemove(void)
 int
 main(void)
 {
+	model_config_cache_layers(&model_cfg);
 	root = fixture_root_create("registry");
 	if (root == NULL || !WriteModel())
 	{

@@ -580,7 +580,7 @@ TestAttention(int window, int hd, bool with_sinks)
 	cbllm_threadpool *pool = NULL;
 	cbllm_backend *be = NULL;
 	kv_cache   *kv = NULL;
-	kv_cache_params kp = {16, 4, 1, 2, hd, false, CBLLM_F32, NULL};
+	kv_cache_params kp = {16, 4, 1, 2, hd, false, CBLLM_F32, NULL, NULL};
 	cpu_backend_params bp;
 	int32_t		table0[8] = {3, 7, 1, 0, 0, 0, 0, 0},
 				table1[8] = {2, 4, 5, 6, 8, 9, 0, 0};
@@ -622,6 +622,7 @@ TestAttention(int window, int hd, bool with_sinks)
 	cfg.max_pos = 64;
 	cfg.rms_eps = 1e-5f;
 	model_config_uniform_positions(&cfg, 10000, window);
+	model_config_cache_layers(&cfg);
 	bp = (cpu_backend_params) {&cfg, NULL, NULL, 8, 64, false, CBLLM_F32};
 	if (threadpool_create(1, &pool, &err) != CBLLM_OK || (bp.pool = pool, cpu_backend_create(&bp, &be, &err)) != CBLLM_OK ||
 		kv_cache_create(&kp, &kv, &err) != CBLLM_OK)

@@ -120,99 +120,15 @@ TestLoad(const char *path, const char *layers, const char *what)
 	model_free(m);
 }
 
-/* The prompt's logits against the reference's. */
-static void
-TestLogits(const char *path, const char *ref_path, double tol, const char *what)
-{
-	int			vocab = 0;
-	float	   *got = ref_engine_logits(path, NULL, BATCH_PROMPT, BATCH_PROMPT_LEN, &vocab);
-	float	   *ref = got != NULL ? ref_read_numbers(ref_path, (size_t) BATCH_PROMPT_LEN * vocab) : NULL;
-	double		worst = ref != NULL ? ref_worst_row(got, ref, BATCH_PROMPT_LEN, vocab) : INFINITY;
-
-	TAP_OK(worst < tol, "%s: the prompt's logits match the float64 reference (worst row rel err %.2g < %.0e)",
-		   what, worst, tol);
-	free(got);
-	free(ref);
-}
-
-/*
- * The greedy tokens alone against the reference, then in a batch, chunked,
- * and preempted by recompute and by swap: each request's tokens as alone.
- */
-static void
-TestGreedyAndBatching(const char *path, const char *ref_greedy, const char *what)
-{
-	int32_t		got[BATCH_GREEDY];
-	float	   *ref = ref_greedy != NULL ? ref_read_numbers(ref_greedy, BATCH_GREEDY) : NULL;
-	batch_tokens alone,
-				b;
-	cbllm_stats st;
-
-	if (ref_greedy != NULL)
-	{
-		int			n = ref != NULL ? ref_engine_greedy(path, NULL, BATCH_PROMPT, BATCH_PROMPT_LEN,
-														BATCH_GREEDY, got) : -1;
-		bool		same = n == BATCH_GREEDY;
-
-		for (int i = 0; same && i < BATCH_GREEDY; i++)
-			same = got[i] == (int32_t) ref[i];
-		TAP_OK(same, "%s: %d greedy tokens equal the float64 reference's", what, BATCH_GREEDY);
-		free(ref);
-	}
-	batch_alone(path, NULL, &alone);
-	TAP_OK(alone.n[0] == BATCH_GREEDY && alone.n[3] == BATCH_GREEDY, "%s: the prompts run alone",
-		   what);
-	TAP_OK(batch_run(path, NULL, (ref_engine_size) {BATCH_N, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
-		   batch_same(&alone, &b),
-		   "%s: four prompts in one batch each make their tokens alone (each continues its own state)",
-		   what);
-	TAP_OK(batch_run(path, NULL, (ref_engine_size) {BATCH_N, 5, 64, 64, NULL, 0, 0}, &b, &st) &&
-		   batch_same(&alone, &b),
-		   "%s: with prompts split over steps of 5 tokens (the state carried between chunks) the tokens are the same",
-		   what);
-	TAP_OK(batch_run(path, NULL, (ref_engine_size) {BATCH_N, 256, 14, 64, NULL, CBLLM_PREEMPT_RECOMPUTE, 0},
-					 &b, &st) && batch_same(&alone, &b) && st.preemptions_recompute > 0,
-		   "%s: preempted by recompute in a pool of 14 blocks (the state rebuilt from position 0), the tokens are the same (%lld preemptions)",
-		   what, (long long) st.preemptions_recompute);
-	TAP_OK(batch_run(path, NULL, (ref_engine_size) {BATCH_N, 256, 14, 64, NULL, CBLLM_PREEMPT_SWAP, 64},
-					 &b, &st) && batch_same(&alone, &b) && st.preemptions_swap > 0,
-		   "%s: preempted by swap in a pool of 14 blocks (the state copied out and back), the tokens are the same (%lld preemptions)",
-		   what, (long long) st.preemptions_swap);
-	TAP_OK(batch_run(path, NULL, (ref_engine_size) {BATCH_N, 5, 14, 64, NULL, CBLLM_PREEMPT_SWAP, 64},
-					 &b, &st) && batch_same(&alone, &b),
-		   "%s: chunked prefill and swap preemption together, the tokens are the same (%lld preemptions)",
-		   what, (long long) st.preemptions);
-}
-
 /* Prefix caching is off, said so, and a second run of the prompt makes its tokens again. */
 static void
 TestNoPrefixCache(const char *path)
 {
-	cbllm_engine *e = ref_engine(path, NULL);
-	cbllm_sampling sp = cbllm_sampling_default();
-	cbllm_request_input in = {.ids = BATCH_PROMPT, .n_ids = BATCH_PROMPT_LEN};
 	int32_t		tok[2][BATCH_GREEDY];
 	cbllm_stats st = {0};
 	cbllm_engine_info info = {0};
-	bool		ok = e != NULL;
+	bool		ok = batch_run_twice(path, tok, &st, &info);
 
-	sp.max_tokens = BATCH_GREEDY;
-	sp.ignore_eos = true;
-	for (int r = 0; r < 2 && ok; r++)
-	{
-		ref_tokens	t = {tok[r], 0, BATCH_GREEDY};
-		int64_t		id;
-		cbllm_err	err;
-
-		ok = cbllm_engine_submit(e, &in, &sp, &id, &err) == CBLLM_OK &&
-			engine_run_to_end(e, &id, 1, INT_MAX, ref_collect, &t) >= 0 && t.n == BATCH_GREEDY;
-	}
-	if (e != NULL)
-	{
-		cbllm_engine_stats(e, &st);
-		cbllm_engine_get_info(e, &info);
-		cbllm_engine_destroy(e);
-	}
 	TAP_OK(ok && !info.prefix_caching && st.prefix_hits == 0 &&
 		   memcmp(tok[0], tok[1], sizeof(tok[0])) == 0,
 		   "prefix caching is off for a hybrid model (a cached prefix has no state): the prompt again makes the same tokens with no hit");
@@ -349,16 +265,16 @@ main(int argc, char **argv)
 		return tap_done();
 	}
 	TestLoad(argv[1], argv[4], "checkpoint");
-	TestLogits(argv[1], argv[2], 1e-4, "checkpoint");
-	TestGreedyAndBatching(argv[1], argv[3], "checkpoint");
+	batch_check_logits(argv[1], argv[2], 1e-4, "checkpoint");
+	batch_check_greedy(argv[1], argv[3], "checkpoint");
 	TestNoPrefixCache(argv[1]);
 	TestSlotsHeld(argv[1]);
 	TestStateBytes(argv[1]);
 	if (argc == 8)
 	{
 		TestLoad(argv[5], argv[4], "GGUF file");
-		TestLogits(argv[5], argv[6], atof(argv[7]), "GGUF file");
-		TestGreedyAndBatching(argv[5], NULL, "GGUF file");
+		batch_check_logits(argv[5], argv[6], atof(argv[7]), "GGUF file");
+		batch_check_greedy(argv[5], NULL, "GGUF file");
 	}
 	return tap_done();
 }

@@ -17,7 +17,7 @@
 static kv_cache *
 NewCache(int n_blocks, int block_size, int n_layers, int n_kv_heads, int head_dim)
 {
-	kv_cache_params p = {n_blocks, block_size, n_layers, n_kv_heads, head_dim, false, CBLLM_F32, NULL};
+	kv_cache_params p = {n_blocks, block_size, n_layers, n_kv_heads, head_dim, false, CBLLM_F32, NULL, NULL};
 	kv_cache   *kv = NULL;
 	cbllm_err	err = {{0}};
 
@@ -39,16 +39,16 @@ TestInvalidParams(void)
 		const char *what;
 		kv_cache_params p;
 	}			cases[] = {
-		{"0 blocks", {0, 16, 2, 2, 8, false, CBLLM_F32, NULL}},
-		{"-3 blocks", {-3, 16, 2, 2, 8, false, CBLLM_F32, NULL}},
-		{"block_size 0", {4, 0, 2, 2, 8, false, CBLLM_F32, NULL}},
-		{"block_size -16", {4, -16, 2, 2, 8, false, CBLLM_F32, NULL}},
-		{"block_size 2048 (above 1024)", {4, 2048, 2, 2, 8, false, CBLLM_F32, NULL}},
-		{"0 layers", {4, 16, 0, 2, 8, false, CBLLM_F32, NULL}},
-		{"0 KV heads", {4, 16, 2, 0, 8, false, CBLLM_F32, NULL}},
-		{"head_dim 0", {4, 16, 2, 2, 0, false, CBLLM_F32, NULL}},
-		{"-1 layers", {4, 16, -1, 2, 8, false, CBLLM_F32, NULL}},
-		{"-2 KV heads and head_dim -4 (a positive product)", {4, 16, 2, -2, -4, false, CBLLM_F32, NULL}},
+		{"0 blocks", {0, 16, 2, 2, 8, false, CBLLM_F32, NULL, NULL}},
+		{"-3 blocks", {-3, 16, 2, 2, 8, false, CBLLM_F32, NULL, NULL}},
+		{"block_size 0", {4, 0, 2, 2, 8, false, CBLLM_F32, NULL, NULL}},
+		{"block_size -16", {4, -16, 2, 2, 8, false, CBLLM_F32, NULL, NULL}},
+		{"block_size 2048 (above 1024)", {4, 2048, 2, 2, 8, false, CBLLM_F32, NULL, NULL}},
+		{"0 layers", {4, 16, 0, 2, 8, false, CBLLM_F32, NULL, NULL}},
+		{"0 KV heads", {4, 16, 2, 0, 8, false, CBLLM_F32, NULL, NULL}},
+		{"head_dim 0", {4, 16, 2, 2, 0, false, CBLLM_F32, NULL, NULL}},
+		{"-1 layers", {4, 16, -1, 2, 8, false, CBLLM_F32, NULL, NULL}},
+		{"-2 KV heads and head_dim -4 (a positive product)", {4, 16, 2, -2, -4, false, CBLLM_F32, NULL, NULL}},
 	};
 
 	for (int i = 0; i < (int) (sizeof(cases) / sizeof(cases[0])); i++)
@@ -72,7 +72,7 @@ TestCreate(void)
 {
 	kv_cache   *kv = NewCache(5, 16, 3, 2, 8);
 	kv_cache   *geometry = NULL;
-	kv_cache_params p = {5, 16, 3, 2, 8, true, CBLLM_F32, NULL};
+	kv_cache_params p = {5, 16, 3, 2, 8, true, CBLLM_F32, NULL, NULL};
 
 	TAP_OK(kv_cache_block_bytes(16, 3, 2, 8, CBLLM_F32) == (size_t) 2 * 16 * 3 * 2 * 8 * 4,
 		   "block_bytes of (16 positions, 3 layers, 2 heads, dim 8) is K + V in f32: 6144");
@@ -219,7 +219,7 @@ TestHalf(void)
 
 	for (int t = 0; t < 2; t++)
 	{
-		kv_cache_params p = {3, 4, 2, 2, 3, false, types[t], NULL};
+		kv_cache_params p = {3, 4, 2, 2, 3, false, types[t], NULL, NULL};
 		kv_cache   *kv = NULL;
 		bool		ok = true;
 
@@ -251,7 +251,7 @@ TestHalf(void)
 		kv_cache_free(kv);
 	}
 	{
-		kv_cache_params p = {3, 4, 2, 2, 3, false, CBLLM_Q8_0, NULL};
+		kv_cache_params p = {3, 4, 2, 2, 3, false, CBLLM_Q8_0, NULL, NULL};
 		kv_cache   *kv = NULL;
 		cbllm_err	err = {{0}};
 
@@ -266,6 +266,60 @@ TestHalf(void)
 		   "names: F16 and bf16 in any case, auto and NULL the default, f8 refused");
 }
 
+/*
+ * Layers of their own widths (Gemma 4: 2 heads of 4 in one layer, 1 of 16 in
+ * the next): each (layer, block, slot) row lies inside the arrays, none
+ * overlaps another, and a row of 0 elements is refused.
+ */
+static void
+TestLayerRows(void)
+{
+	const int32_t rows[3] = {8, 16, 8};
+	kv_cache_params p = {3, 4, 3, 2, 4, false, CBLLM_F32, NULL, rows};
+	kv_cache_params bad = p;
+	const int32_t bad_rows[3] = {8, 0, 8};
+	kv_cache   *kv = NULL;
+	bool		inside = true,
+				disjoint = true;
+	int64_t		total = (int64_t) 3 * 4 * (8 + 16 + 8);
+	int			n = 0;
+	span		sp[3 * 3 * 4];
+
+	TAP_OK(kv_cache_rows_block_bytes(4, 8 + 16 + 8, CBLLM_F16) == (size_t) 2 * 4 * 32 * 2,
+		   "a block of layers of 8, 16 and 8 elements per position takes 2 * 4 * 32 * 2 bytes in f16");
+	if (kv_cache_create(&p, &kv, NULL) != CBLLM_OK)
+	{
+		TAP_OK(false, "kv_cache_create with rows 8, 16, 8");
+		return;
+	}
+	TAP_OK(kv->base[3] == total && kv->row[1] == 16,
+		   "the pool of rows 8, 16 and 8 holds %lld elements of K", (long long) total);
+	for (int l = 0; l < 3; l++)
+		for (int b = 0; b < 3; b++)
+			for (int s = 0; s < 4; s++)
+			{
+				const float *q = kv_cache_k(kv, l, b, s);
+
+				if (q < (const float *) kv->k || q + rows[l] > (const float *) kv->k + total)
+					inside = false;
+				sp[n].p = q;
+				sp[n].n = rows[l];
+				sp[n].kind = 0;
+				n++;
+			}
+	qsort(sp, n, sizeof(span), SpanCmp);
+	for (int i = 0; i + 1 < n; i++)
+		if (sp[i].p + sp[i].n > sp[i + 1].p)
+			disjoint = false;
+	TAP_OK(inside && disjoint,
+		   "every row of its own layer's width lies inside K and no two overlap");
+	kv_cache_free(kv);
+	kv = NULL;
+	bad.layer_row = bad_rows;
+	TAP_OK(kv_cache_create(&bad, &kv, NULL) == CBLLM_ERR_INVALID && kv == NULL,
+		   "a layer of 0 elements per position is refused");
+}
+
 int
 main(void)
 {
@@ -273,5 +327,6 @@ main(void)
 	TestCreate();
 	TestLayout();
 	TestHalf();
+	TestLayerRows();
 	return tap_done();
 }

@@ -387,38 +387,6 @@ TestDevice(const moe_family *f, const char *path, const char *device)
 		   f->name, device, (long long) st.preemptions_swap);
 }
 
-/* The prompt twice on one engine: the second run hits the prefix cache and makes the same tokens. */
-static void
-TestPrefixHit(const moe_family *f, const char *path)
-{
-	cbllm_engine *e = ref_engine(path, NULL);
-	cbllm_sampling sp = cbllm_sampling_default();
-	cbllm_request_input in = {.ids = PROMPT, .n_ids = N_PROMPT};
-	int32_t		tok[2][N_GREEDY];
-	cbllm_stats st = {0};
-	bool		ok = e != NULL;
-
-	sp.max_tokens = N_GREEDY;
-	sp.ignore_eos = true;
-	for (int r = 0; r < 2 && ok; r++)
-	{
-		ref_tokens	t = {tok[r], 0, N_GREEDY};
-		int64_t		id;
-		cbllm_err	err;
-
-		ok = cbllm_engine_submit(e, &in, &sp, &id, &err) == CBLLM_OK &&
-			engine_run_to_end(e, &id, 1, INT_MAX, ref_collect, &t) >= 0 && t.n == N_GREEDY;
-	}
-	if (e != NULL)
-	{
-		cbllm_engine_stats(e, &st);
-		cbllm_engine_destroy(e);
-	}
-	TAP_OK(ok && st.prefix_hits > 0 && memcmp(tok[0], tok[1], sizeof(tok[0])) == 0,
-		   "%s: served again from the prefix cache (%lld blocks hit), the tokens are the same",
-		   f->name, (long long) st.prefix_hits);
-}
-
 int
 main(int argc, char **argv)
 {
@@ -481,7 +449,7 @@ main(int argc, char **argv)
 	TestLoad(f, argv[2], false);
 	TestLogits(f->name, argv[2], argv[3], 1e-4, "checkpoint");
 	TestGreedyAndBatching(f, argv[2], argv[4]);
-	TestPrefixHit(f, argv[2]);
+	batch_check_prefix_hit(argv[2], f->name);
 	if (argc == 8)
 	{
 		size_t		n = strlen(argv[5]);

@@ -47,7 +47,7 @@ static int
 CpuBeginStep(cbllm_backend *be, const fwd_batch *b, cbllm_err *err)
 {
 	cpu_ctx    *c = be->ctx;
-	int			half = c->cfg.head_dim / 2;
+	int			half = c->rope_half;
 
 	if (b->n_tokens > c->max_tokens)
 		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "step of %d tokens exceeds the workspace of %d",
@@ -95,7 +95,7 @@ CpuRmsnorm(cbllm_backend *be, const float *x, const float *w, int T, int dim, fl
 			ss += (double) xr[i] * xr[i];
 		scale = (float) (1.0 / sqrt(ss / dim + eps));
 		for (int i = 0; i < dim; i++)
-			o[i] = (xr[i] * scale) * w[i];
+			o[i] = w != NULL ? (xr[i] * scale) * w[i] : xr[i] * scale;
 	}
 }
 
@@ -415,9 +415,9 @@ PackMatrix(void *arg, const model_tensor *mt, cbllm_err *err)
 				gb;
 	pack_job	j;
 
-	/* an untied embedding is only ever read a row at a time: it stays as stored */
+	/* an untied embedding (or per-layer embedding) is only ever read a row at a time: it stays as stored */
 	if (w == NULL || mt->tied || (w == &ps->m->embed && !ps->m->lm_head_tied) ||
-		w->packed_rows > 0 || !ps->c->k->packs(w))
+		w == &ps->m->embed_ple || w->packed_rows > 0 || !ps->c->k->packs(w))
 		return CBLLM_OK;
 	rb = (int64_t) cbllm_dtype_row_bytes(w->dtype, w->cols);
 	gb = WEIGHT_PACK_ROWS * rb;
@@ -491,8 +491,8 @@ static void
 CpuRope(cbllm_backend *be, float *x, int T, int n_heads, int rope, const fwd_batch *b)
 {
 	cpu_ctx    *c = be->ctx;
-	int			hd = c->cfg.head_dim,
-				stride = hd / 2,
+	int			hd = rope_head_dim(&c->cfg.rope[rope], c->cfg.head_dim),
+				stride = c->rope_half,
 				half = c->freqs[rope].half;
 	bool		inter = c->cfg.rope[rope].interleaved;
 	int			step = inter ? 2 : 1,	/* pair i is (i * step, i * step + other) */
@@ -534,8 +534,8 @@ static void
 CpuKvStore(cbllm_backend *be, kv_cache *kv, int layer, const float *k, const float *v,
 		   const fwd_batch *b)
 {
-	int64_t		n = (int64_t) kv->n_kv_heads * kv->head_dim;
 	int			cl = kv_cache_layer_of(kv, layer);
+	int64_t		n = kv->row[cl];
 
 	for (int t = 0; t < b->n_tokens; t++)
 	{
@@ -662,17 +662,20 @@ CpuGatherRows(cbllm_backend *be, const float *x, const int32_t *rows, int n, int
 static void
 CopyBlock(const kv_cache *kv, const swap_space *sw, int32_t block, int32_t sid, bool to_swap)
 {
+	size_t		at = 0;
+
 	for (int l = 0; l < kv->n_layers; l++)
 	{
 		/* a swap block is the cache block's bytes over all layers, in the cache's element type */
-		size_t		bytes = (size_t) kv->elem_bytes * kv->block_floats;
+		size_t		bytes = (size_t) kv->elem_bytes * kv->block_size * kv->row[l];
 		char	   *ck = kv_cache_k(kv, l, block, 0);
 		char	   *cv = kv_cache_v(kv, l, block, 0);
-		char	   *hk = (char *) (sw->k + sid * sw->block_floats) + l * bytes;
-		char	   *hv = (char *) (sw->v + sid * sw->block_floats) + l * bytes;
+		char	   *hk = (char *) (sw->k + sid * sw->block_floats) + at;
+		char	   *hv = (char *) (sw->v + sid * sw->block_floats) + at;
 
 		memcpy(to_swap ? hk : ck, to_swap ? ck : hk, bytes);
 		memcpy(to_swap ? hv : cv, to_swap ? cv : hv, bytes);
+		at += bytes;
 	}
 }
 
@@ -719,8 +722,7 @@ CpuKvLayout(const cbllm_model_config *cfg, int block_size, const char *kv_dtype,
 
 	if (rc != CBLLM_OK)
 		return rc;
-	out->block_bytes = kv_cache_block_bytes(block_size, model_kv_layers(cfg), cfg->n_kv_heads,
-											cfg->head_dim, out->dtype);
+	out->block_bytes = kv_cache_rows_block_bytes(block_size, model_kv_rows(cfg, NULL), out->dtype);
 	return CBLLM_OK;
 }
 
@@ -732,9 +734,8 @@ static int
 CpuKvBlocks(cbllm_backend *be, const backend_kv_budget *b, int *n_blocks, cbllm_err *err)
 {
 	const cpu_ctx *c = be->ctx;
-	size_t		block_bytes = kv_cache_block_bytes(b->block_size, model_kv_layers(&c->cfg),
-												   c->cfg.n_kv_heads, c->cfg.head_dim,
-												   c->kv_dtype),
+	size_t		block_bytes = kv_cache_rows_block_bytes(b->block_size, model_kv_rows(&c->cfg, NULL),
+														c->kv_dtype),
 				full,
 				cap,
 				bytes;
@@ -794,6 +795,9 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	int			half = cfg->head_dim / 2;
 	int			rc;
 
+	for (int r = 0; r < cfg->n_rope; r++)
+		half = rope_head_dim(&cfg->rope[r], cfg->head_dim) / 2 > half ?
+			rope_head_dim(&cfg->rope[r], cfg->head_dim) / 2 : half;
 	if (be == NULL || c == NULL)
 	{
 		free(be);
@@ -804,6 +808,7 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	c->cfg = *cfg;
 	c->pool = p->pool;
 	c->max_tokens = p->max_tokens;
+	c->rope_half = half;
 	c->max_ctx = p->max_ctx;
 	c->kv_dtype = p->kv_dtype;
 	c->k = cpu_kernels_select(p->isa);
@@ -869,6 +874,8 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	be->linear_attention = cpu_linear_attention;
 	be->split_halves = cpu_split_halves;
 	be->sigmoid_mul = cpu_sigmoid_mul;
+	be->softcap = cpu_softcap;
+	be->per_layer_heads = true;
 	be->add_gated_rows = cpu_add_gated_rows;
 	be->silu_mul = CpuSiluMul;
 	be->gelu_tanh_mul = CpuGeluTanhMul;
@@ -974,4 +981,5 @@ const backend_reg cpu_backend_reg = {
 	.supports_weight = CpuSupportsWeight,
 	.copy_bandwidth = CpuCopyBandwidth,
 	.runs_linear_attention = true,
+	.runs_per_layer_heads = true,
 };

@@ -66,8 +66,8 @@ AttentionTask(void *arg, int task, int thread)
 	const float *w[CPU_ATTN_GROUP];
 	int			p[CPU_ATTN_GROUP] = {0},
 				first[CPU_ATTN_GROUP] = {0};
-	float		scale = 1.0f / sqrtf((float) hd);
-	int64_t		stride = (int64_t) kv->n_kv_heads * hd;	/* elements between positions */
+	float		scale = c->scale;
+	int64_t		stride = kv->row[j->cache_layer];	/* elements between positions */
 	int64_t		head_off = (int64_t) kvh * hd * kv->elem_bytes;
 	int			kt = kv->dtype == CBLLM_F32 ? 0 : kv->dtype == CBLLM_F16 ? 1 : 2;
 	int			lo,
@@ -175,6 +175,9 @@ cpu_attention_run(cpu_attention *c, const kv_cache *kv, int layer, const float *
 {
 	attn_job	j = {c, kv, layer, kv_cache_layer_of(kv, layer), q, sinks, b, out};
 
+	c->head_dim = c->cfg->layer_head_dim[layer];
+	c->n_kv_heads = c->cfg->layer_kv_heads[layer];
+	c->scale = c->cfg->attn_scale > 0 ? c->cfg->attn_scale : 1.0f / sqrtf((float) c->head_dim);
 	Plan(c, b);
 	threadpool_run(c->pool, c->n_groups, AttentionTask, &j);
 }
@@ -192,6 +195,7 @@ cpu_attention_init(cpu_attention *c, const cbllm_model_config *cfg, const cpu_ke
 	c->n_heads = cfg->n_heads;
 	c->n_kv_heads = cfg->n_kv_heads;
 	c->head_dim = cfg->head_dim;
+	c->cfg = cfg;
 	c->layer_window = cfg->layer_window;
 	c->max_ctx = max_ctx;
 	c->scores = malloc(sizeof(float) * (size_t) max_ctx * CPU_ATTN_GROUP * nt);

@@ -20,8 +20,10 @@ typedef struct cpu_attention
 	const cpu_kernels *k;
 	cbllm_threadpool *pool;
 	int			n_heads;
-	int			n_kv_heads;
-	int			head_dim;
+	int			n_kv_heads;		/* of the layer being run (set by each cpu_attention_run) */
+	int			head_dim;		/* of the layer being run */
+	float		scale;			/* of the layer being run: the softmax's */
+	const cbllm_model_config *cfg;	/* the layers' head sizes, kv heads and windows */
 	const int32_t *layer_window;	/* (n_layers) the model's, 0: whole context */
 	int			max_ctx;
 	float	   *scores;			/* (n_threads, CPU_ATTN_GROUP, max_ctx) a group's weights */
@@ -43,7 +45,8 @@ void		cpu_attention_free(cpu_attention *a);
 
 /*
  * out (n_tokens, n_heads * head_dim) = attention of q (same shape) over
- * layer's cache for the batch b; sinks (n_heads), when not NULL, are each
+ * layer's cache for the batch b, head_dim and the kv heads the layer's own,
+ * the scale cfg's attn_scale or 1 / sqrt(head_dim); sinks (n_heads), when not NULL, are each
  * head's sink logit (softmax_sink_inplace).
  */
 void		cpu_attention_run(cpu_attention *a, const kv_cache *kv, int layer, const float *q,

@@ -56,7 +56,8 @@ typedef struct cpu_ctx
 	float	   *scratch;		/* (n_threads, KERNEL_ROWS_PER_TASK, KERNEL_QLD(max_k)) packing blocks */
 	int64_t		scratch_stride; /* floats per thread in scratch */
 	cpu_attention attn;			/* the attention's workspace */
-	float	   *rope_cos;		/* (n_rope, max_tokens, head_dim / 2) for the current step */
+	int			rope_half;		/* the tables' angles per token: the widest RoPE head / 2 */
+	float	   *rope_cos;		/* (n_rope, max_tokens, rope_half) for the current step */
 	float	   *rope_sin;		/* (n_rope, max_tokens, head_dim / 2) */
 	rope_freqs *freqs;			/* (n_rope) of cfg.rope */
 	cpu_qx		qx;				/* a matmul's activations quantized, sized (max_tokens,
@@ -108,6 +109,9 @@ void		cpu_linear_attention(cbllm_backend *be, state_cache *sc, int l, const cbll
 void		cpu_split_halves(cbllm_backend *be, const float *x, int64_t n, int width, float *first,
 							 float *second);
 void		cpu_sigmoid_mul(cbllm_backend *be, float *x, const float *gate, int64_t n);
+
+/* x[i] = cap * tanh(x[i] / cap) (cpu_softcap.c). */
+void		cpu_softcap(cbllm_backend *be, float *x, float cap, int64_t n);
 void		cpu_add_gated_rows(cbllm_backend *be, float *x, const float *y, const float *logit,
 							   int T, int dim);
 

@@ -1,0 +1,139 @@
+/*
+ * test_gemma4.c: Gemma 4's text decoder on a small random checkpoint
+ * (gen_model.py --family gemma4, E2B's layout), held to the float64
+ * reference (reference.py, written from HF's modeling_gemma4.py and sharing
+ * no code with the engine):
+ *   - what loads: sliding and full layers with their own head sizes and
+ *     RoPE, the KV-shared last layers with no k or v projection of their
+ *     own reading the cache layer of the last earlier layer of their kind,
+ *     their double-wide MLP, the per-layer embeddings and each layer's
+ *     scalar;
+ *   - the prompt's logits within 1e-4, the 16 greedy tokens equal, and each
+ *     of four prompts' tokens the same alone, batched, chunked and
+ *     preempted (by recompute and by swap) with the sliding window (4)
+ *     shorter than the prompts;
+ *   - a prefix-cache hit gives the tokens a miss gives;
+ *   - the same checkpoint as a GGUF file (F32): its logits within the given
+ *     tolerance of the reference, its tokens as alone when batched;
+ *   - with --device D: the engine refuses the device with a message that
+ *     names Gemma 4's layers and the CPU (no backend but the CPU runs
+ *     them yet).
+ *
+ * usage: test_gemma4 [--device D] DIR REF_LOGITS REF_GREEDY [GGUF GGUF_REF_LOGITS TOLERANCE]
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/cbllm.h"
+#include "batch_check.h"
+#include "engine_run.h"
+#include "model/model.h"
+#include "ref_check.h"
+#include "tap.h"
+
+/* The layers' geometry as config.json (or the GGUF keys) describe it. */
+static bool
+LayersMatch(const cbllm_model *m)
+{
+	const cbllm_model_config *c = &m->cfg;
+	int			first_shared = c->n_layers - c->n_kv_shared;
+	int			own = 0;
+
+	if (c->n_kv_shared < 1 || !(c->features & ARCH_PLE) || m->embed_ple.data == NULL ||
+		m->w_ple_model_proj.data == NULL || m->ple_proj_norm == NULL || c->attn_scale != 1.0f)
+		return false;
+	for (int l = 0; l < c->n_layers; l++)
+	{
+		const cbllm_layer *L = &m->layers[l];
+		bool		full = c->layer_window[l] == 0;
+		int			src = c->layer_kv_source[l];
+
+		if (c->layer_head_dim[l] != (full ? 2 * c->head_dim : c->head_dim) ||
+			L->wq.rows != (int64_t) c->n_heads * c->layer_head_dim[l] || L->layer_scalar == NULL ||
+			L->w_ple_gate.data == NULL || L->w_ple_proj.data == NULL || L->ple_norm == NULL)
+			return false;
+		if (l < first_shared)
+		{
+			if (src != l || L->wk.data == NULL || L->wv.data == NULL || L->k_norm == NULL ||
+				c->kv_layer[l] != own++ || L->w_gate.rows != c->intermediate)
+				return false;
+		}
+		else if (src >= first_shared || (c->layer_window[src] == 0) != full ||
+				 L->wk.data != NULL || L->wv.data != NULL || L->k_norm != NULL ||
+				 c->kv_layer[l] != c->kv_layer[src] || L->w_gate.rows != 2 * c->intermediate)
+			return false;
+	}
+	return own == c->n_kv_layers && c->n_kv_layers == first_shared;
+}
+
+/* The model at path loads with Gemma 4's layers. */
+static void
+TestLoad(const char *path, const char *what)
+{
+	cbllm_model *m = NULL;
+	cbllm_err	err;
+
+	if (model_load(path, &m, &err) != CBLLM_OK)
+	{
+		TAP_OK(false, "%s: loads (%s)", what, err.msg);
+		return;
+	}
+	TAP_OK((m->cfg.features & ARCH_GEMMA4) && LayersMatch(m),
+		   "%s: full layers with twice the sliding head size, the last %d layers KV-shared with no k or v of their own and a double-wide MLP, per-layer embeddings",
+		   what, m->cfg.n_kv_shared);
+	TAP_OK(m->cfg.logit_softcap > 0 && m->cfg.rope[0].head_dim == 2 * m->cfg.head_dim &&
+		   m->cfg.rope[1].head_dim == m->cfg.head_dim,
+		   "%s: soft-capping %g, full layers' RoPE over heads of %d, sliding ones' over %d", what,
+		   (double) m->cfg.logit_softcap, m->cfg.rope[0].head_dim, m->cfg.rope[1].head_dim);
+	model_free(m);
+}
+
+/* A device backend that does not run Gemma 4's layers refuses them, saying what to use. */
+static void
+TestDevice(const char *path, const char *device)
+{
+	cbllm_engine_params p = {0};
+	cbllm_engine *e = NULL;
+	cbllm_err	err = {0};
+	int			rc;
+
+	p.model_dir = path;
+	p.device = device;
+	p.n_threads = 2;
+	rc = cbllm_engine_create(&p, &e, &err);
+	TAP_OK(rc == CBLLM_ERR_UNSUPPORTED && e == NULL && strstr(err.msg, "Gemma 4") != NULL &&
+		   strstr(err.msg, "cpu") != NULL,
+		   "device %s refuses Gemma 4's layers, naming them and the CPU: %s", device, err.msg);
+	if (e != NULL)
+		cbllm_engine_destroy(e);
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc > 2 && strcmp(argv[1], "--device") == 0)
+	{
+		if (argc != 4)
+			return 2;
+		TestDevice(argv[3], argv[2]);
+		return tap_done();
+	}
+	if (argc != 4 && argc != 7)
+	{
+		fprintf(stderr, "usage: test_gemma4 [--device D] DIR REF_LOGITS REF_GREEDY [GGUF GGUF_REF_LOGITS TOLERANCE]\n");
+		return 2;
+	}
+	TestLoad(argv[1], "checkpoint");
+	batch_check_logits(argv[1], argv[2], 1e-4, "checkpoint");
+	batch_check_greedy(argv[1], argv[3], "checkpoint");
+	batch_check_prefix_hit(argv[1], "checkpoint");
+	if (argc == 7)
+	{
+		TestLoad(argv[4], "GGUF file");
+		batch_check_logits(argv[4], argv[5], atof(argv[6]), "GGUF file");
+		batch_check_greedy(argv[4], NULL, "GGUF file");
+	}
+	return tap_done();
+}
