@@ -71,6 +71,14 @@ reasoning_markers_find(reasoning_lookup lookup, void *arg)
 		m.format = REASONING_HARMONY;
 	else if (m.think_open >= 0 && m.think_close >= 0)
 		m.format = REASONING_THINK;
+	else if ((m.think_open = lookup("<|channel>", arg)) >= 0 &&
+			 (m.think_close = lookup("<channel|>", arg)) >= 0)
+	{
+		m.format = REASONING_THINK;
+		m.named_block = true;
+	}
+	else
+		m.think_open = m.think_close = -1;
 	return m;
 }
 
@@ -85,6 +93,7 @@ reasoning_split_init(reasoning_split *s, const reasoning_markers *m, bool open_t
 	else if (m->format == REASONING_THINK)
 	{
 		s->state = open_think ? T_INSIDE : T_START;
+		s->in_name = open_think && m->named_block;
 		s->reasoning_new = true;
 	}
 	else
@@ -235,6 +244,7 @@ ThinkMarker(reasoning_split *s, int32_t id)
 	{
 		cbllm_buf_free(&s->unparsed);	/* the whitespace before the block */
 		s->state = T_INSIDE;
+		s->in_name = s->m.named_block;
 	}
 	else if (id == s->m.think_close && (s->state == T_START || s->state == T_INSIDE))
 	{
@@ -252,6 +262,16 @@ ThinkText(reasoning_split *s, const char *text, size_t len, cbllm_buf *reasoning
 	size_t		lead = 0;
 	int			rc;
 
+	if (s->state == T_INSIDE && s->in_name)
+	{
+		const char *nl = memchr(text, '\n', len);
+
+		if (nl == NULL)
+			return CBLLM_OK;	/* the channel's name */
+		s->in_name = false;
+		len -= (size_t) (nl + 1 - text);
+		text = nl + 1;
+	}
 	if (s->state == T_INSIDE)
 		return EmitReasoning(s, text, len, reasoning);
 	if (s->state == T_START)

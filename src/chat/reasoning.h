@@ -27,6 +27,12 @@
  *     before the first </think> is reasoning.  A </think> with no block
  *     open is dropped.
  *
+ *   Gemma 4's (its vocabulary has <|channel> and <channel|> as tokens) is
+ *     the think format with those two as the block's tags, the block's
+ *     first line naming its channel ("thought"): that line is not
+ *     reasoning.  Its template ends a prompt without thinking with an empty
+ *     block, so such an answer is all content.
+ *
  * Markers are recognised by token id alone: text that spells "<|channel|>"
  * or "<think>" out of ordinary tokens is ordinary text.  Reasoning has its
  * leading and trailing whitespace dropped (trailing whitespace is held until
@@ -64,6 +70,8 @@ typedef struct reasoning_markers
 	int32_t		call;			/* <|call|> */
 	int32_t		think_open;		/* think: <think> */
 	int32_t		think_close;	/* </think> */
+	bool		named_block;	/* think: the tags are Gemma 4's <|channel> and <channel|>,
+								 * the block's first line its channel's name */
 } reasoning_markers;
 
 /* The texts of the markers, as a vocabulary spells them. */
@@ -73,7 +81,8 @@ typedef struct reasoning_markers
 typedef int32_t (*reasoning_lookup) (const char *text, void *arg);
 
 /* The markers of a vocabulary: harmony when it has <|channel|>, <|message|>
- * and <|start|>; else think when it has <think> and </think>; else none. */
+ * and <|start|>; else think when it has <think> and </think>, or Gemma 4's
+ * <|channel> and <channel|>; else none. */
 reasoning_markers reasoning_markers_find(reasoning_lookup lookup, void *arg);
 
 /* The splitter of one answer. */
@@ -93,6 +102,7 @@ typedef struct reasoning_split
 	bool		content_started;
 	bool		content_new;	/* a new content message: "\n" before its first byte */
 	bool		content_trim;	/* think: content's leading whitespace drops */
+	bool		in_name;		/* think with named_block: in the block's first line */
 } reasoning_split;
 
 /*

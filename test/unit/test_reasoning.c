@@ -17,6 +17,8 @@ enum
 	RETURN = 200002, CALL = 200012,
 	/* Qwen3's */
 	THINK = 151667, UNTHINK = 151668,
+	/* Gemma 4's */
+	G4_OPEN = 100, G4_CLOSE = 101, G4_THINK = 98,
 	TEXT = 1					/* any ordinary token */
 };
 
@@ -49,6 +51,15 @@ LookupThink(const char *text, void *arg)
 {
 	(void) arg;
 	return strcmp(text, "<think>") == 0 ? THINK : strcmp(text, "</think>") == 0 ? UNTHINK : -1;
+}
+
+/* Gemma 4's vocabulary: <|channel> and <channel|> (and <|think|>, which is no tag of a block) */
+static int32_t
+LookupGemma4(const char *text, void *arg)
+{
+	(void) arg;
+	return strcmp(text, "<|channel>") == 0 ? G4_OPEN : strcmp(text, "<channel|>") == 0 ? G4_CLOSE :
+		strcmp(text, "<|think|>") == 0 ? G4_THINK : -1;
 }
 
 static int32_t
@@ -222,11 +233,41 @@ TestThink(void)
 		   r.reasoning[0] == '\0', "no format: every token's text is content, byte for byte");
 }
 
+/* Gemma 4: <|channel>thought\n...<channel|> is reasoning without its channel's name. */
+static void
+TestGemma4(void)
+{
+	reasoning_markers m = reasoning_markers_find(LookupGemma4, NULL);
+	const tok	whole[] = {{G4_OPEN, NULL}, {TEXT, "thought"}, {TEXT, "\nFirst, add"}, {TEXT, " 2 and 2.\n"},
+	{G4_CLOSE, NULL}, {TEXT, "The answer"}, {TEXT, " is 4."}};
+	const tok	split_name[] = {{G4_OPEN, NULL}, {TEXT, "thou"}, {TEXT, "ght\nWe"}, {TEXT, " see."},
+	{G4_CLOSE, NULL}, {TEXT, "\nYes"}};
+	const tok	plain[] = {{TEXT, "Just"}, {TEXT, " this."}};
+	const tok	cut[] = {{G4_OPEN, NULL}, {TEXT, "thought\npart"}};
+	result		r;
+
+	TAP_OK(m.format == REASONING_THINK && m.named_block && m.think_open == G4_OPEN &&
+		   m.think_close == G4_CLOSE, "gemma4: <|channel> and <channel|> make the think format with a named block");
+	r = Split(&m, false, whole, N(whole));
+	TAP_OK(strcmp(r.reasoning, "First, add 2 and 2.") == 0 && strcmp(r.content, "The answer is 4.") == 0,
+		   "gemma4: the block's text after its channel's name line is the reasoning, the rest the content");
+	r = Split(&m, false, split_name, N(split_name));
+	TAP_OK(strcmp(r.reasoning, "We see.") == 0 && strcmp(r.content, "Yes") == 0,
+		   "gemma4: a channel name split over tokens is dropped up to its newline");
+	r = Split(&m, false, plain, N(plain));
+	TAP_OK(strcmp(r.content, "Just this.") == 0 && r.reasoning[0] == '\0',
+		   "gemma4: an answer with no block (thinking off: the prompt ended with an empty one) is all content");
+	r = Split(&m, false, cut, N(cut));
+	TAP_OK(strcmp(r.reasoning, "part") == 0 && r.content[0] == '\0',
+		   "gemma4: an answer cut off inside the block has the partial reasoning and no content");
+}
+
 int
 main(void)
 {
 	TestMarkersFound();
 	TestHarmony();
 	TestThink();
+	TestGemma4();
 	return tap_done();
 }
