@@ -1,13 +1,14 @@
 /*
  * test_gemma4.c: Gemma 4's text decoder on a small random checkpoint
- * (gen_model.py --family gemma4, E2B's layout), held to the float64
+ * (gen_model.py --family gemma4: E2B's layout, or the flat layout with
+ * attention_k_eq_v and one global kv head), held to the float64
  * reference (reference.py, written from HF's modeling_gemma4.py and sharing
  * no code with the engine):
  *   - what loads: sliding and full layers with their own head sizes and
  *     RoPE, the KV-shared last layers with no k or v projection of their
  *     own reading the cache layer of the last earlier layer of their kind,
- *     their double-wide MLP, the per-layer embeddings and each layer's
- *     scalar;
+ *     their double-wide MLP, full layers without v_proj under
+ *     attention_k_eq_v, the per-layer embeddings and each layer's scalar;
  *   - the prompt's logits within 1e-4, the 16 greedy tokens equal, and each
  *     of four prompts' tokens the same alone, batched, chunked and
  *     preempted (by recompute and by swap) with the sliding window (4)
@@ -38,11 +39,13 @@ static bool
 LayersMatch(const cbllm_model *m)
 {
 	const cbllm_model_config *c = &m->cfg;
+	bool		ple = (c->features & ARCH_PLE) != 0;
 	int			first_shared = c->n_layers - c->n_kv_shared;
 	int			own = 0;
 
-	if (c->n_kv_shared < 1 || !(c->features & ARCH_PLE) || m->embed_ple.data == NULL ||
-		m->w_ple_model_proj.data == NULL || m->ple_proj_norm == NULL || c->attn_scale != 1.0f)
+	if (c->attn_scale != 1.0f || c->rope[0].head_dim <= c->head_dim ||
+		(ple && (m->embed_ple.data == NULL || m->w_ple_model_proj.data == NULL ||
+				 m->ple_proj_norm == NULL)))
 		return false;
 	for (int l = 0; l < c->n_layers; l++)
 	{
@@ -50,19 +53,23 @@ LayersMatch(const cbllm_model *m)
 		bool		full = c->layer_window[l] == 0;
 		int			src = c->layer_kv_source[l];
 
-		if (c->layer_head_dim[l] != (full ? 2 * c->head_dim : c->head_dim) ||
+		if (c->layer_head_dim[l] != (full ? c->rope[0].head_dim : c->head_dim) ||
 			L->wq.rows != (int64_t) c->n_heads * c->layer_head_dim[l] || L->layer_scalar == NULL ||
-			L->w_ple_gate.data == NULL || L->w_ple_proj.data == NULL || L->ple_norm == NULL)
+			L->w_gate.rows != c->layer_ff[l] ||
+			(c->layer_ff[l] != c->intermediate && c->layer_ff[l] != 2 * c->intermediate) ||
+			(ple && (L->w_ple_gate.data == NULL || L->w_ple_proj.data == NULL || L->ple_norm == NULL)))
 			return false;
 		if (l < first_shared)
 		{
-			if (src != l || L->wk.data == NULL || L->wv.data == NULL || L->k_norm == NULL ||
-				c->kv_layer[l] != own++ || L->w_gate.rows != c->intermediate)
+			if (src != l || L->wk.data == NULL || L->k_norm == NULL ||
+				L->wk.rows != (int64_t) c->layer_kv_heads[l] * c->layer_head_dim[l] ||
+				(L->wv.data == NULL) != (c->layer_v_is_k[l] != 0) || (c->layer_v_is_k[l] && !full) ||
+				c->kv_layer[l] != own++ || c->layer_ff[l] != c->intermediate)
 				return false;
 		}
 		else if (src >= first_shared || (c->layer_window[src] == 0) != full ||
 				 L->wk.data != NULL || L->wv.data != NULL || L->k_norm != NULL ||
-				 c->kv_layer[l] != c->kv_layer[src] || L->w_gate.rows != 2 * c->intermediate)
+				 c->kv_layer[l] != c->kv_layer[src])
 			return false;
 	}
 	return own == c->n_kv_layers && c->n_kv_layers == first_shared;
@@ -74,17 +81,20 @@ TestLoad(const char *path, const char *what)
 {
 	cbllm_model *m = NULL;
 	cbllm_err	err;
+	int			v_is_k = 0;
 
 	if (model_load(path, &m, &err) != CBLLM_OK)
 	{
 		TAP_OK(false, "%s: loads (%s)", what, err.msg);
 		return;
 	}
+	for (int l = 0; l < m->cfg.n_layers; l++)
+		v_is_k += m->cfg.layer_v_is_k[l];
 	TAP_OK((m->cfg.features & ARCH_GEMMA4) && LayersMatch(m),
-		   "%s: full layers with twice the sliding head size, the last %d layers KV-shared with no k or v of their own and a double-wide MLP, per-layer embeddings",
-		   what, m->cfg.n_kv_shared);
-	TAP_OK(m->cfg.logit_softcap > 0 && m->cfg.rope[0].head_dim == 2 * m->cfg.head_dim &&
-		   m->cfg.rope[1].head_dim == m->cfg.head_dim,
+		   "%s: full layers with heads of %d, sliding ones of %d; k and v projections in all but the last %d (KV-shared) layers, values from the keys in %d; MLPs as wide as configured; %s",
+		   what, m->cfg.rope[0].head_dim, m->cfg.head_dim, m->cfg.n_kv_shared, v_is_k,
+		   (m->cfg.features & ARCH_PLE) ? "per-layer embeddings" : "no per-layer embeddings");
+	TAP_OK(m->cfg.logit_softcap > 0 && m->cfg.rope[1].head_dim == m->cfg.head_dim,
 		   "%s: soft-capping %g, full layers' RoPE over heads of %d, sliding ones' over %d", what,
 		   (double) m->cfg.logit_softcap, m->cfg.rope[0].head_dim, m->cfg.rope[1].head_dim);
 	model_free(m);
