@@ -1,12 +1,14 @@
 #!/usr/bin/python3
-"""Write a Qwen3.5 (qwen35) or Qwen3 (qwen3) GGUF file of a real geometry, F16, tensor by tensor.
+"""Write a Qwen3.5 (qwen35), Qwen3 (qwen3) or Gemma 4 (gemma4) GGUF file of a real geometry, F16.
 
     bench/hybrid_gguf.py CONFIG_DIR OUT.gguf [--seed S]
 
 CONFIG_DIR holds a config.json and its tokenizer, as test/tools/gen_model.py --no-weights
 writes them: --family qwen3_5 (either layout: the released one with text_config, or
 --causal-lm's flat one) for Qwen3.5's hybrid of Gated DeltaNet and gated full attention, or
---family qwen3 for a pure-attention model of the same size to set beside it.  OUT.gguf gets
+--family qwen3 for a pure-attention model of the same size to set beside it, or --family gemma4
+(dense, either layout) for Gemma 4's sliding and full layers with KV sharing and per-layer
+embeddings.  OUT.gguf gets
 llama.cpp's qwen35 or qwen3 layout exactly as test/tools/hf_to_gguf.py writes it from a
 checkpoint (its keys, through its own add_qwen35_hparams and add_hparams; its tensor names,
 shapes, order and types): matrices F16; the 1-d tensors (norms, ssm_a, ssm_dt.bias) and
@@ -118,6 +120,54 @@ def qwen3_tensors(c, tied):
     return out
 
 
+def gemma4_tensors(t, tied):
+    """(name, type, dims innermost first, kind) of every tensor of a dense gemma4 file, in
+    hf_to_gguf.py's order (gen_model.py's: the model's, then each layer's), rope_freqs last
+    (the full layers' proportional RoPE: 1 for the pairs that turn, 1e30 for the others)."""
+    h, v, n = t["hidden_size"], t["vocab_size"], t["num_hidden_layers"]
+    nq, nkv, hd = t["num_attention_heads"], t["num_key_value_heads"], t["head_dim"]
+    ghd, inter = t["global_head_dim"], t["intermediate_size"]
+    ple = t.get("hidden_size_per_layer_input") or 0
+    n_shared = t.get("num_kv_shared_layers") or 0
+    if t.get("enable_moe_block") or t.get("attention_k_eq_v"):
+        raise SystemExit("hybrid_gguf.py: gemma4 with experts or attention_k_eq_v is not written")
+    types = hf_to_gguf.gemma4_layer_types(t)
+    out = [("token_embd.weight", F16, [h, v], "linear" if tied else "embed")]
+    if ple:
+        out += [("per_layer_token_embd.weight", F16, [n * ple, v], "linear"),
+                ("per_layer_model_proj.weight", F16, [h, n * ple], "linear"),
+                ("per_layer_proj_norm.weight", F32, [ple], "norm")]
+    for i, kind in enumerate(types):
+        b = "blk.%d." % i
+        d = ghd if kind == "full_attention" else hd
+        shared = i >= n - n_shared
+        width = inter * (2 if t.get("use_double_wide_mlp") and shared else 1)
+        out += [(b + "attn_norm.weight", F32, [h], "norm"),
+                (b + "attn_q.weight", F16, [h, nq * d], "linear"),
+                (b + "attn_q_norm.weight", F32, [d], "norm")]
+        if not shared:
+            out += [(b + "attn_k.weight", F16, [h, nkv * d], "linear"),
+                    (b + "attn_v.weight", F16, [h, nkv * d], "linear"),
+                    (b + "attn_k_norm.weight", F32, [d], "norm")]
+        out += [(b + "attn_output.weight", F16, [nq * d, h], "linear"),
+                (b + "post_attention_norm.weight", F32, [h], "norm"),
+                (b + "ffn_norm.weight", F32, [h], "norm"),
+                (b + "ffn_gate.weight", F16, [h, width], "linear"),
+                (b + "ffn_up.weight", F16, [h, width], "linear"),
+                (b + "ffn_down.weight", F16, [width, h], "linear"),
+                (b + "post_ffw_norm.weight", F32, [h], "norm")]
+        if ple:
+            out += [(b + "inp_gate.weight", F16, [h, ple], "linear"),
+                    (b + "proj.weight", F16, [ple, h], "linear"),
+                    (b + "post_norm.weight", F32, [h], "norm")]
+        out.append((b + "layer_output_scale.weight", F32, [1], "norm"))
+    out.append(("output_norm.weight", F32, [h], "norm"))
+    if not tied:
+        out.append(("output.weight", F16, [h, v], "linear"))
+    out.append(("rope_freqs.weight", F32, [ghd // 2], "rope_freqs"))
+    return out
+
+
 def draw(rng, n, cols, kind):
     """n rows of cols float32 values of the kind (dims innermost first: a row is dims[0])."""
     if kind == "a":
@@ -142,6 +192,9 @@ def write_data(f, rng, ttype, dims, kind):
     cols = dims[0]
     rows = int(np.prod(dims[1:])) if len(dims) > 1 else 1
     enc = "<f2" if ttype == F16 else "<f4"
+    if isinstance(kind, np.ndarray):
+        f.write(kind.astype(enc).tobytes())
+        return
     if isinstance(kind, tuple):
         base, _, n = kind
         x = draw(rng, rows, cols, base)
@@ -184,14 +237,20 @@ def main():
     a = ap.parse_args()
     with open(os.path.join(a.config_dir, "config.json")) as fh:
         cfg = json.load(fh)
-    arch = {"qwen3_5": "qwen35", "qwen3_5_text": "qwen35", "qwen3": "qwen3"}.get(
-        cfg.get("model_type"))
+    arch = {"qwen3_5": "qwen35", "qwen3_5_text": "qwen35", "qwen3": "qwen3", "gemma4": "gemma4",
+            "gemma4_text": "gemma4"}.get(cfg.get("model_type"))
     if arch is None:
-        raise SystemExit("hybrid_gguf.py: a qwen3_5 or qwen3 config is needed")
+        raise SystemExit("hybrid_gguf.py: a qwen3_5, qwen3 or gemma4 config is needed")
     w = gguf_writer.GGUFWriter(version=3)
     w.add("general.architecture", "string", arch)
     w.add("general.name", "string", os.path.basename(os.path.normpath(a.config_dir)))
-    if arch == "qwen35":
+    if arch == "gemma4":
+        c = hf_to_gguf.gemma4_text(cfg)
+        tied = cfg.get("tie_word_embeddings", c.get("tie_word_embeddings", True))
+        freqs = hf_to_gguf.add_gemma4_hparams(w, c)
+        specs = [(nm, ty, d, freqs if k == "rope_freqs" else k)
+                 for nm, ty, d, k in gemma4_tensors(c, tied)]
+    elif arch == "qwen35":
         c = text_config(cfg)
         tied = cfg.get("tie_word_embeddings", c.get("tie_word_embeddings", False))
         hf_to_gguf.add_qwen35_hparams(w, c)

@@ -75,6 +75,8 @@ struct cbllm_forward
 								 * without experts */
 	float	   *moe_out;		/* (max_tokens, hidden) a layer's experts' output; NULL
 								 * without experts */
+	float	   *moe_in;			/* (max_tokens, hidden) Gemma 4's router and experts' input;
+								 * NULL without its experts */
 	float	   *sh_logit;		/* (max_tokens) a layer's shared-expert gate logits, with
 								 * ARCH_SHARED_EXPERT; else NULL */
 	float	   *qg;				/* (max_tokens, n_heads, 2 head_dim) q and its gate as
@@ -179,6 +181,9 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 	}
 	if ((c->features & ARCH_SHARED_EXPERT) && c->n_experts > 0 &&
 		(f->sh_logit = be->alloc(be, sizeof(float) * T)) == NULL)
+		lin_fail = true;
+	if ((c->features & ARCH_GEMMA4) && c->n_experts > 0 &&
+		(f->moe_in = be->alloc(be, sizeof(float) * T * c->hidden)) == NULL)
 		lin_fail = true;
 	if ((c->features & ARCH_ATTN_GATE) &&
 		((f->qg = be->alloc(be, sizeof(float) * T * 2 * qd)) == NULL ||
@@ -399,15 +404,52 @@ QueryKey(cbllm_forward *f, int l, const cbllm_layer *w, const fwd_batch *b)
 		be->rope(be, f->k, T, nkv, c->layer_rope[l], b);
 }
 
+/* The dense MLP of layer l on f->h (T, hidden), its output in f->h. */
+static void
+DenseMlp(cbllm_forward *f, int l, const cbllm_layer *w, int T)
+{
+	cbllm_backend *be = f->be;
+
+	be->matmul(be, 2, (const cbllm_weight *[]) {&w->w_gate, &w->w_up}, f->h, T,
+			   (float *[]) {f->gate, f->up});
+	ActivateMul(f, T, f->model->cfg.layer_ff[l]);
+	be->matmul(be, 1, (const cbllm_weight *[]) {&w->w_down}, f->gate, T, (float *[]) {f->h});
+}
+
+/*
+ * Gemma 4's layer with experts: the dense MLP on f->h and the experts
+ * beside it, each output normed, summed in f->h.  The router and the
+ * experts read the residual stream f->x, each through its own norm.
+ */
+static float *
+DenseAndExperts(cbllm_forward *f, int l, const cbllm_layer *w, int T)
+{
+	const cbllm_model_config *c = &f->model->cfg;
+	cbllm_backend *be = f->be;
+
+	DenseMlp(f, l, w, T);
+	be->rmsnorm(be, f->h, w->dense_out_norm, T, c->hidden, c->rms_eps, f->h);
+	be->rmsnorm(be, f->x, w->router_scale, T, c->hidden, c->rms_eps, f->moe_in);
+	be->matmul(be, 1, (const cbllm_weight *[]) {&w->router}, f->moe_in, T, (float *[]) {f->router});
+	be->rmsnorm(be, f->x, w->moe_in_norm, T, c->hidden, c->rms_eps, f->moe_in);
+	be->moe(be, w, f->moe_in, f->router, T, f->moe_out);
+	be->rmsnorm(be, f->moe_out, w->moe_out_norm, T, c->hidden, c->rms_eps, f->moe_out);
+	be->add(be, f->h, f->moe_out, (int64_t) T * c->hidden);
+	return f->h;
+}
+
 /*
  * The MLP of layer l on f->h (T, hidden), normed: the dense one, or the
- * experts its router chooses.  Returns where the output (T, hidden) is.
+ * experts its router chooses (Gemma 4: both).  Returns where the output
+ * (T, hidden) is.
  */
 static float *
 Mlp(cbllm_forward *f, int l, const cbllm_layer *w, int T)
 {
 	cbllm_backend *be = f->be;
 
+	if (f->model->cfg.layer_moe[l] && f->moe_in != NULL)
+		return DenseAndExperts(f, l, w, T);
 	if (f->model->cfg.layer_moe[l])
 	{
 		be->matmul(be, 1, (const cbllm_weight *[]) {&w->router}, f->h, T, (float *[]) {f->router});
@@ -428,10 +470,7 @@ Mlp(cbllm_forward *f, int l, const cbllm_layer *w, int T)
 		}
 		return f->moe_out;
 	}
-	be->matmul(be, 2, (const cbllm_weight *[]) {&w->w_gate, &w->w_up}, f->h, T,
-			   (float *[]) {f->gate, f->up});
-	ActivateMul(f, T, f->model->cfg.layer_ff[l]);
-	be->matmul(be, 1, (const cbllm_weight *[]) {&w->w_down}, f->gate, T, (float *[]) {f->h});
+	DenseMlp(f, l, w, T);
 	return f->h;
 }
 
@@ -691,7 +730,7 @@ forward_free(cbllm_forward *f)
 		be->free(be, f->moe_out);
 	{
 		float	   *opt[] = {f->qg, f->attn_gate, f->lin_qkv, f->lin_z, f->lin_beta,
-		f->lin_alpha, f->lin_out, f->sh_logit, f->ple, f->ple_tok, f->ple_in};
+		f->lin_alpha, f->lin_out, f->sh_logit, f->ple, f->ple_tok, f->ple_in, f->moe_in};
 
 		for (int i = 0; i < (int) (sizeof(opt) / sizeof(opt[0])); i++)
 			if (opt[i] != NULL)

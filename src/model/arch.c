@@ -69,6 +69,7 @@ static int	n_extra;
 #define E_HF(name) "model.layers.%d.mlp.experts.%d." name	/* an expert's safetensors name */
 #define E_MIXTRAL(name) "model.layers.%d.block_sparse_moe.experts.%d." name	/* Mixtral's */
 #define E_STACK(name) "model.layers.%d.mlp.experts." name	/* gpt-oss's, all experts in one */
+#define E_G4(name) "model.layers.%d.experts." name	/* Gemma 4's, all experts in one */
 #define EXPERT_FIELD(f) offsetof(cbllm_expert, f)
 
 /*
@@ -240,7 +241,7 @@ static const arch_tensor Tensors[] = {
 		.per_step = true, .offset = LAYER_FIELD(w_down), .layers = ARCH_DENSE_LAYERS},
 	{.role = "router", .hf = L_HF("mlp.gate.weight"), .gguf = L_GGUF("ffn_gate_inp.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_EXPERTS, .cols = DIM_HIDDEN,
-		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS, .per_step = true,
+		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS | ARCH_GEMMA4, .per_step = true,
 		.offset = LAYER_FIELD(router), .layers = ARCH_MOE_LAYERS},
 	{.role = "router", .hf = L_HF("mlp.router.weight"), .gguf = L_GGUF("ffn_gate_inp.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_EXPERTS, .cols = DIM_HIDDEN,
@@ -256,15 +257,18 @@ static const arch_tensor Tensors[] = {
 		.per_step = true, .offset = LAYER_FIELD(router), .layers = ARCH_MOE_LAYERS},
 	{.role = "expert w_gate", .hf = E_HF("gate_proj.weight"), .gguf = L_GGUF("ffn_gate_exps.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
-		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS | ARCH_MOE_STACKED_ROWS,
+		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS | ARCH_MOE_STACKED_ROWS |
+		ARCH_GEMMA4,
 		.offset = EXPERT_FIELD(w_gate)},
 	{.role = "expert w_up", .hf = E_HF("up_proj.weight"), .gguf = L_GGUF("ffn_up_exps.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
-		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS | ARCH_MOE_STACKED_ROWS,
+		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS | ARCH_MOE_STACKED_ROWS |
+		ARCH_GEMMA4,
 		.offset = EXPERT_FIELD(w_up)},
 	{.role = "expert w_down", .hf = E_HF("down_proj.weight"), .gguf = L_GGUF("ffn_down_exps.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_HIDDEN, .cols = DIM_EXPERT_FF,
-		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS | ARCH_MOE_STACKED_ROWS,
+		.needs = ARCH_MOE, .unless = ARCH_MOE_BLOCK_SPARSE | ARCH_GPT_OSS | ARCH_MOE_STACKED_ROWS |
+		ARCH_GEMMA4,
 		.offset = EXPERT_FIELD(w_down)},
 	{.role = "expert w_gate", .hf = E_STACK("gate_up_proj"), .gguf = L_GGUF("ffn_gate_exps.weight"),
 		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
@@ -311,6 +315,42 @@ static const arch_tensor Tensors[] = {
 		.gguf = L_GGUF("ffn_down_exps.bias"), .kind = ARCH_BIAS, .scope = ARCH_EXPERT,
 		.rows = DIM_HIDDEN, .cols = DIM_ONE, .needs = ARCH_MOE | ARCH_MOE_BIASES,
 		.offset = EXPERT_FIELD(b_down), .hf_layout = ARCH_HF_STACKED},
+	{.role = "router", .hf = L_HF("router.proj.weight"), .gguf = L_GGUF("ffn_gate_inp.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_LAYER, .rows = DIM_EXPERTS, .cols = DIM_HIDDEN,
+		.needs = ARCH_MOE | ARCH_GEMMA4, .per_step = true, .offset = LAYER_FIELD(router),
+		.layers = ARCH_MOE_LAYERS},
+	{.role = "router scale", .hf = L_HF("router.scale"), .gguf = L_GGUF("ffn_gate_inp.scale"),
+		.kind = ARCH_NORM, .scope = ARCH_LAYER, .rows = DIM_HIDDEN, .cols = DIM_ONE,
+		.needs = ARCH_MOE | ARCH_GEMMA4, .plain_norm = true, .offset = LAYER_FIELD(router_scale),
+		.layers = ARCH_MOE_LAYERS},
+	{.role = "expert scale", .hf = L_HF("router.per_expert_scale"),
+		.gguf = L_GGUF("ffn_down_exps.scale"), .kind = ARCH_NORM, .scope = ARCH_LAYER,
+		.rows = DIM_EXPERTS, .cols = DIM_ONE, .needs = ARCH_MOE | ARCH_GEMMA4, .plain_norm = true,
+		.offset = LAYER_FIELD(expert_scale), .layers = ARCH_MOE_LAYERS},
+	{.role = "expert w_gate", .hf = E_G4("gate_up_proj"), .gguf = L_GGUF("ffn_gate_exps.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
+		.needs = ARCH_MOE | ARCH_GEMMA4, .offset = EXPERT_FIELD(w_gate),
+		.hf_layout = ARCH_HF_ROWS_FIRST},
+	{.role = "expert w_up", .hf = E_G4("gate_up_proj"), .gguf = L_GGUF("ffn_up_exps.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_EXPERT_FF, .cols = DIM_HIDDEN,
+		.needs = ARCH_MOE | ARCH_GEMMA4, .offset = EXPERT_FIELD(w_up),
+		.hf_layout = ARCH_HF_ROWS_SECOND},
+	{.role = "expert w_down", .hf = E_G4("down_proj"), .gguf = L_GGUF("ffn_down_exps.weight"),
+		.kind = ARCH_MATRIX, .scope = ARCH_EXPERT, .rows = DIM_HIDDEN, .cols = DIM_EXPERT_FF,
+		.needs = ARCH_MOE | ARCH_GEMMA4, .offset = EXPERT_FIELD(w_down),
+		.hf_layout = ARCH_HF_ROWS},
+	{.role = "dense_out_norm", .hf = L_HF("post_feedforward_layernorm_1.weight"),
+		.gguf = L_GGUF("post_ffw_norm_1.weight"), .kind = ARCH_NORM, .scope = ARCH_LAYER,
+		.rows = DIM_HIDDEN, .cols = DIM_ONE, .needs = ARCH_MOE | ARCH_GEMMA4,
+		.offset = LAYER_FIELD(dense_out_norm), .layers = ARCH_MOE_LAYERS},
+	{.role = "moe_in_norm", .hf = L_HF("pre_feedforward_layernorm_2.weight"),
+		.gguf = L_GGUF("pre_ffw_norm_2.weight"), .kind = ARCH_NORM, .scope = ARCH_LAYER,
+		.rows = DIM_HIDDEN, .cols = DIM_ONE, .needs = ARCH_MOE | ARCH_GEMMA4,
+		.offset = LAYER_FIELD(moe_in_norm), .layers = ARCH_MOE_LAYERS},
+	{.role = "moe_out_norm", .hf = L_HF("post_feedforward_layernorm_2.weight"),
+		.gguf = L_GGUF("post_ffw_norm_2.weight"), .kind = ARCH_NORM, .scope = ARCH_LAYER,
+		.rows = DIM_HIDDEN, .cols = DIM_ONE, .needs = ARCH_MOE | ARCH_GEMMA4,
+		.offset = LAYER_FIELD(moe_out_norm), .layers = ARCH_MOE_LAYERS},
 	{.role = "shared w_gate", .hf = L_HF("mlp.shared_expert.gate_proj.weight"),
 		.gguf = L_GGUF("ffn_gate_shexp.weight"), .kind = ARCH_MATRIX, .scope = ARCH_LAYER,
 		.rows = DIM_SHARED_FF, .cols = DIM_HIDDEN, .needs = ARCH_MOE | ARCH_SHARED_EXPERT,
@@ -638,8 +678,8 @@ InLayer(const arch_tensor *t, const cbllm_model_config *cfg, int l)
 	{
 		case ARCH_EVERY_LAYER:
 			return true;
-		case ARCH_DENSE_LAYERS:
-			return !cfg->layer_moe[l];
+		case ARCH_DENSE_LAYERS:	/* Gemma 4's layers keep their dense MLP beside the experts */
+			return !cfg->layer_moe[l] || (cfg->features & ARCH_GEMMA4);
 		case ARCH_MOE_LAYERS:
 			return cfg->layer_moe[l];
 	}

@@ -176,7 +176,8 @@ typedef enum arch_layers
 {
 	ARCH_EVERY_LAYER,			/* all of them (the default) */
 	ARCH_DENSE_LAYERS,			/* those whose MLP is one dense MLP: every layer of a model
-								 * without experts */
+								 * without experts, and every Gemma 4 layer (its experts
+								 * run beside the dense MLP) */
 	ARCH_MOE_LAYERS				/* those whose MLP is the experts */
 } arch_layers;
 

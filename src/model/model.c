@@ -405,13 +405,22 @@ RoundEmbedScale(cbllm_model *m)
 		m->cfg.ple_embed_scale = cbllm_bf16_to_f32(cbllm_f32_to_bf16(m->cfg.ple_embed_scale));
 }
 
-/* Each layer's layer_scalar as a number the forward pass multiplies by (1 without one). */
+/*
+ * Each layer's layer_scalar as a number the forward pass multiplies by (1
+ * without one), and Gemma 4's router scale divided by sqrt(hidden).
+ */
 static void
 ReadLayerScalars(cbllm_model *m)
 {
 	for (int l = 0; l < m->cfg.n_layers; l++)
-		m->layers[l].layer_scalar_value = m->layers[l].layer_scalar != NULL ?
-			m->layers[l].layer_scalar[0] : 1.0f;
+	{
+		cbllm_layer *L = &m->layers[l];
+
+		L->layer_scalar_value = L->layer_scalar != NULL ? L->layer_scalar[0] : 1.0f;
+		/* Gemma 4's router input: rmsnorm(x) * scale / sqrt(hidden), one multiplier */
+		for (int i = 0; L->router_scale != NULL && i < m->cfg.hidden; i++)
+			L->router_scale[i] /= sqrtf((float) m->cfg.hidden);
+	}
 }
 
 /* Whether a load format names the safetensors checkpoint. */

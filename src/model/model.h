@@ -161,6 +161,12 @@ typedef struct cbllm_layer
 	cbllm_weight router;		/* (n_experts, hidden) on a layer with experts: its logits
 								 * choose each token's experts */
 	float	   *router_bias;	/* (n_experts) with ARCH_MOE_BIASES, else NULL */
+	float	   *router_scale;	/* (hidden) Gemma 4: the router's input is rmsnorm(x) times
+								 * this (router.scale / sqrt(hidden), folded at load) */
+	float	   *expert_scale;	/* (n_experts) Gemma 4: each chosen expert's weight times this */
+	float	   *moe_in_norm;	/* (hidden) Gemma 4: norms x into the experts' input */
+	float	   *dense_out_norm; /* (hidden) Gemma 4: norms the dense MLP's output */
+	float	   *moe_out_norm;	/* (hidden) Gemma 4: norms the experts' output */
 	cbllm_expert *experts;		/* (n_experts) on a layer with experts, else NULL */
 	cbllm_weight w_sh_gate;		/* (shared_intermediate, hidden) with ARCH_SHARED_EXPERT on a
 								 * layer with experts: the shared expert's MLP */

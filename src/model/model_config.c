@@ -353,11 +353,12 @@ ParseConfig(const cJSON *top, cbllm_model_config *cfg, const char *path, cbllm_e
 		return cbllm_fail(err, CBLLM_ERR_FORMAT,
 						  "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
 						  path, cfg->n_heads, cfg->n_kv_heads);
-	if (cfg->features & ARCH_GEMMA4)
+	if (cfg->features & ARCH_GEMMA4)	/* its experts too */
 		rc = model_config_gemma4(root, cfg, path, err);
-	else if ((rc = model_config_hybrid(root, cfg, path, err)) == CBLLM_OK)
-		rc = model_config_positions(root, cfg, path, err);
-	if (rc != CBLLM_OK || (rc = ParseExperts(root, cfg, path, err)))
+	else if ((rc = model_config_hybrid(root, cfg, path, err)) == CBLLM_OK &&
+			 (rc = model_config_positions(root, cfg, path, err)) == CBLLM_OK)
+		rc = ParseExperts(root, cfg, path, err);
+	if (rc != CBLLM_OK)
 		return rc;
 	if ((cfg->features & ARCH_SHARED_EXPERT) && cfg->n_experts == 0)
 		return cbllm_fail(err, CBLLM_ERR_FORMAT, "%s: missing \"num_experts\" (%s has experts)",

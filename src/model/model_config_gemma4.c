@@ -30,9 +30,16 @@
  *
  * The attention's scale is 1 (q and k are RMSNormed per head), every norm
  * multiplies by its weight itself (not 1 + w), and v is RMSNormed per head
- * without a weight.  The mixture-of-experts block (enable_moe_block,
- * 26B-A4B) is refused for now, as are attention biases and any activation
- * but gelu_pytorch_tanh.
+ * without a weight.  Attention biases and any activation but
+ * gelu_pytorch_tanh are refused.
+ *
+ * With enable_moe_block (26B-A4B) every layer also has num_experts experts
+ * of moe_intermediate_size, top_k_experts per token: the router reads
+ * rmsnorm(x) * router.scale / sqrt(hidden) (x the residual stream), softmax,
+ * the k largest renormalised, each times router.per_expert_scale; the
+ * experts read rmsnorm(x) * pre_feedforward_layernorm_2; the layer's MLP
+ * term is rmsnorm(dense) * post_feedforward_layernorm_1 + rmsnorm(experts) *
+ * post_feedforward_layernorm_2.
  */
 #include "model/model.h"
 
@@ -156,23 +163,17 @@ GetRope(const cJSON *root, const char *kind, bool full, int head_dim, cbllm_rope
 	return CBLLM_OK;
 }
 
-/* Refuse what the decoder does not run: experts, biases, another activation. */
+/* Refuse what the decoder does not run: biases, another activation, attention soft-capping. */
 static int
 CheckSupported(const cJSON *root, const char *path, cbllm_err *err)
 {
 	const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_activation");
 	const cJSON *cap = cJSON_GetObjectItemCaseSensitive(root, "attn_logit_softcapping");
-	bool		moe,
-				bias;
+	bool		bias;
 	int			rc;
 
-	if ((rc = GetBool(root, "enable_moe_block", &moe, path, err)) ||
-		(rc = GetBool(root, "attention_bias", &bias, path, err)))
+	if ((rc = GetBool(root, "attention_bias", &bias, path, err)))
 		return rc;
-	if (moe)
-		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-						  "%s: Gemma 4's mixture-of-experts block (enable_moe_block, 26B-A4B) is not supported yet",
-						  path);
 	if (bias)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: Gemma 4 with attention_bias is not supported",
 						  path);
@@ -183,6 +184,32 @@ CheckSupported(const cJSON *root, const char *path, cbllm_err *err)
 	if (cap != NULL && !cJSON_IsNull(cap))
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "%s: attn_logit_softcapping is not supported (only null)", path);
+	return CBLLM_OK;
+}
+
+/*
+ * The mixture-of-experts block (enable_moe_block, 26B-A4B): num_experts of
+ * moe_intermediate_size, top_k_experts chosen, in every layer beside the
+ * dense MLP; the router renormalises the chosen weights.
+ */
+static int
+GetExperts(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_err *err)
+{
+	bool		moe;
+	int			rc;
+
+	if ((rc = GetBool(root, "enable_moe_block", &moe, path, err)) || !moe)
+		return rc;
+	if ((rc = GetInt(root, "num_experts", -1, 1, CBLLM_MAX_EXPERTS, &cfg->n_experts, path, err)) ||
+		(rc = GetInt(root, "top_k_experts", -1, 1, cfg->n_experts, &cfg->n_experts_used, path,
+					 err)) ||
+		(rc = GetInt(root, "moe_intermediate_size", -1, 1, 1 << 24, &cfg->expert_intermediate,
+					 path, err)))
+		return rc;
+	cfg->moe_norm_topk = true;
+	cfg->features |= ARCH_MOE;
+	for (int l = 0; l < cfg->n_layers; l++)
+		cfg->layer_moe[l] = 1;
 	return CBLLM_OK;
 }
 
@@ -226,7 +253,7 @@ model_config_gemma4(const cJSON *root, cbllm_model_config *cfg, const char *path
 	if (cfg->n_layers > CBLLM_MAX_LAYERS)
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED, "%s: num_hidden_layers %d exceeds %d", path,
 						  cfg->n_layers, CBLLM_MAX_LAYERS);
-	if ((rc = CheckSupported(root, path, err)) ||
+	if ((rc = CheckSupported(root, path, err)) || (rc = GetExperts(root, cfg, path, err)) ||
 		(rc = GetLayerKinds(root, cfg, full, path, err)) ||
 		(rc = GetInt(root, "global_head_dim", -1, 2, 4096, &global_hd, path, err)) ||
 		(rc = GetBool(root, "attention_k_eq_v", &k_eq_v, path, err)) ||

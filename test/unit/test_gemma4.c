@@ -1,14 +1,16 @@
 /*
  * test_gemma4.c: Gemma 4's text decoder on a small random checkpoint
  * (gen_model.py --family gemma4: E2B's layout, or the flat layout with
- * attention_k_eq_v and one global kv head), held to the float64
+ * attention_k_eq_v and one global kv head, with or without 26B-A4B's
+ * experts beside the dense MLP), held to the float64
  * reference (reference.py, written from HF's modeling_gemma4.py and sharing
  * no code with the engine):
  *   - what loads: sliding and full layers with their own head sizes and
  *     RoPE, the KV-shared last layers with no k or v projection of their
  *     own reading the cache layer of the last earlier layer of their kind,
  *     their double-wide MLP, full layers without v_proj under
- *     attention_k_eq_v, the per-layer embeddings and each layer's scalar;
+ *     attention_k_eq_v, the per-layer embeddings, each layer's scalar, and
+ *     the experts' router, scales and norms;
  *   - the prompt's logits within 1e-4, the 16 greedy tokens equal, and each
  *     of four prompts' tokens the same alone, batched, chunked and
  *     preempted (by recompute and by swap) with the sliding window (4)
@@ -59,6 +61,12 @@ LayersMatch(const cbllm_model *m)
 			(c->layer_ff[l] != c->intermediate && c->layer_ff[l] != 2 * c->intermediate) ||
 			(ple && (L->w_ple_gate.data == NULL || L->w_ple_proj.data == NULL || L->ple_norm == NULL)))
 			return false;
+		if (c->layer_moe[l] &&
+			(L->experts == NULL || L->router.rows != c->n_experts || L->router_scale == NULL ||
+			 L->expert_scale == NULL || L->moe_in_norm == NULL || L->dense_out_norm == NULL ||
+			 L->moe_out_norm == NULL || L->w_down.data == NULL ||
+			 L->experts[c->n_experts - 1].w_up.rows != c->expert_intermediate))
+			return false;
 		if (l < first_shared)
 		{
 			if (src != l || L->wk.data == NULL || L->k_norm == NULL ||
@@ -91,8 +99,9 @@ TestLoad(const char *path, const char *what)
 	for (int l = 0; l < m->cfg.n_layers; l++)
 		v_is_k += m->cfg.layer_v_is_k[l];
 	TAP_OK((m->cfg.features & ARCH_GEMMA4) && LayersMatch(m),
-		   "%s: full layers with heads of %d, sliding ones of %d; k and v projections in all but the last %d (KV-shared) layers, values from the keys in %d; MLPs as wide as configured; %s",
+		   "%s: full layers with heads of %d, sliding ones of %d; k and v projections in all but the last %d (KV-shared) layers, values from the keys in %d; MLPs as wide as configured, %d experts beside each; %s",
 		   what, m->cfg.rope[0].head_dim, m->cfg.head_dim, m->cfg.n_kv_shared, v_is_k,
+		   m->cfg.n_experts,
 		   (m->cfg.features & ARCH_PLE) ? "per-layer embeddings" : "no per-layer embeddings");
 	TAP_OK(m->cfg.logit_softcap > 0 && m->cfg.rope[1].head_dim == m->cfg.head_dim,
 		   "%s: soft-capping %g, full layers' RoPE over heads of %d, sliding ones' over %d", what,

@@ -71,7 +71,7 @@ cpu_moe_free(cpu_moe_ws *ws)
 
 /* Route the n tokens of the chunk and group their inputs by expert. */
 static void
-RouteAndGroup(cpu_ctx *c, const float *x, const float *logits, int n)
+RouteAndGroup(cpu_ctx *c, const cbllm_layer *w, const float *x, const float *logits, int n)
 {
 	const cbllm_model_config *cfg = &c->cfg;
 	cpu_moe_ws *ws = &c->moe;
@@ -80,8 +80,12 @@ RouteAndGroup(cpu_ctx *c, const float *x, const float *logits, int n)
 				H = cfg->hidden;
 
 	for (int t = 0; t < n; t++)
+	{
 		moe_route(logits + (int64_t) t * E, E, k, cfg->moe_norm_topk, ws->ids + t * k,
 				  ws->weights + t * k);
+		for (int j = 0; w->expert_scale != NULL && j < k; j++)	/* Gemma 4's per-expert scale */
+			ws->weights[t * k + j] *= w->expert_scale[ws->ids[t * k + j]];
+	}
 	moe_group(ws->ids, n * k, E, ws->start, ws->fill, ws->slot);
 	for (int i = 0; i < n * k; i++)
 		memcpy(ws->xg + (int64_t) ws->slot[i] * H, x + (int64_t) (i / k) * H, sizeof(float) * H);
@@ -192,7 +196,7 @@ cpu_moe(cbllm_backend *be, const cbllm_layer *w, const float *x, const float *lo
 	{
 		int			n = T - t0 < chunk ? T - t0 : chunk;
 
-		RouteAndGroup(c, x + (int64_t) t0 * cfg->hidden, logits + (int64_t) t0 * cfg->n_experts, n);
+		RouteAndGroup(c, w, x + (int64_t) t0 * cfg->hidden, logits + (int64_t) t0 * cfg->n_experts, n);
 		RunExperts(be, w, n * cfg->n_experts_used);
 		Combine(c, n, out + (int64_t) t0 * cfg->hidden);
 	}
