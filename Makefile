@@ -133,7 +133,7 @@ CUDA_EMU_LIB = build/emu/libcbllm_cuda_emu.a
 EMU_TESTS    = build/test/test_cuda_ops_emu build/test/test_cuda_sample_emu build/test/test_cuda_quant_emu build/test/test_engine_cuda_emu build/test/test_arch_emu \
                build/test/test_vocab_padding_emu build/test/test_families_emu \
                build/test/test_longrope_emu build/test/test_model_gguf_emu build/test/test_moe_emu \
-               build/test/test_hybrid_emu \
+               build/test/test_hybrid_emu build/test/test_gemma4_emu \
                build/emu/cbllm-engine
 # the engine again after the kernels: they report errors through its base (cbllm_fail)
 EMU_LIBS     = $(CUDA_EMU_LIB) $(EMU_ENGINE_LIB) -lcjson $(TOK_LIBS) -lm -pthread -lstdc++
@@ -214,7 +214,7 @@ build/test/test_engine_cuda_emu: test/unit/test_engine_cuda.c test/unit/*.h $(EM
 
 build/test/test_arch_emu build/test/test_vocab_padding_emu build/test/test_families_emu \
 		build/test/test_longrope_emu build/test/test_model_gguf_emu build/test/test_moe_emu \
-		build/test/test_hybrid_emu: \
+		build/test/test_hybrid_emu build/test/test_gemma4_emu: \
 		build/test/%_emu: test/unit/%.c test/unit/*.h \
 		$(EMU_ENGINE_LIB) $(CUDA_EMU_LIB) | build/test
 	$(ENGINE_CC) $(EMU_ENGINE_CFLAGS) -Itest/unit $< $(EMU_ENGINE_LIB) $(EMU_LIBS) -o $@

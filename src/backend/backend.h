@@ -225,6 +225,9 @@ struct cbllm_backend
 	void		(*sigmoid_mul) (cbllm_backend *be, float *x, const float *gate, int64_t n);
 	/* Optional, needed by final logit soft-capping: x[i] = cap * tanh(x[i] / cap) */
 	void		(*softcap) (cbllm_backend *be, float *x, float cap, int64_t n);
+	/* Optional, needed by ARCH_PLE: out (b, a, width) = x (a, b, width), axes 0 and 1 swapped */
+	void		(*swap_axes) (cbllm_backend *be, const float *x, int a, int b, int width,
+							  float *out);
 	/* out (n, dim) = rows of x (., dim) */
 	void		(*gather_rows) (cbllm_backend *be, const float *x, const int32_t *rows, int n,
 								int dim, float *out);

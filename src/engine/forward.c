@@ -92,8 +92,6 @@ struct cbllm_forward
 								 * computed, with ARCH_PLE; else NULL (so the three below) */
 	float	   *ple_tok;		/* (max_tokens, n_layers * ple_dim) their embeddings' part */
 	float	   *ple_in;			/* (n_layers, max_tokens, ple_dim) layer by layer */
-	int32_t    *ple_order;		/* (n_layers * max_tokens) row t * n_layers + l of ple for
-								 * row l * T + t of ple_in */
 	state_cache *sc;			/* a hybrid model's states; NULL otherwise */
 	int32_t    *state_slots;	/* (max_seqs) the step's sequences' slots */
 	float	   *logits_dev;		/* (max_rows, vocab) */
@@ -152,7 +150,8 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 						  be->name, c->arch, c->n_linear_layers);
 	}
 	if ((!model_kv_uniform(c) || c->n_kv_shared > 0 || (c->features & ARCH_GEMMA4)) &&
-		(!be->per_layer_heads || (c->logit_softcap > 0 && be->softcap == NULL)))
+		(!be->per_layer_heads || (c->logit_softcap > 0 && be->softcap == NULL) ||
+		 ((c->features & ARCH_PLE) && be->swap_axes == NULL)))
 	{
 		free(f);
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
@@ -207,8 +206,7 @@ forward_create(const forward_params *p, cbllm_forward **out, cbllm_err *err)
 		f->ple = be->alloc(be, sizeof(float) * T * ple);
 		f->ple_tok = be->alloc(be, sizeof(float) * T * ple);
 		f->ple_in = be->alloc(be, sizeof(float) * T * ple);
-		f->ple_order = malloc(sizeof(int32_t) * T * c->n_layers);
-		lin_fail |= !f->ple || !f->ple_tok || !f->ple_in || !f->ple_order;
+		lin_fail |= !f->ple || !f->ple_tok || !f->ple_in;
 	}
 	f->tokens = malloc(sizeof(int32_t) * T);
 	f->pos = malloc(sizeof(int32_t) * T);
@@ -555,10 +553,7 @@ PerLayerInputs(cbllm_forward *f, const fwd_batch *b)
 	be->rmsnorm(be, f->ple, f->model->ple_proj_norm, T * L, c->ple_dim, c->rms_eps, f->ple);
 	be->add(be, f->ple, f->ple_tok, n);
 	be->scale(be, f->ple, (float) M_SQRT1_2, n);
-	for (int l = 0; l < L; l++)
-		for (int t = 0; t < T; t++)
-			f->ple_order[l * T + t] = t * L + l;
-	be->gather_rows(be, f->ple, f->ple_order, T * L, c->ple_dim, f->ple_in);
+	be->swap_axes(be, f->ple, T, L, c->ple_dim, f->ple_in);
 }
 
 /*
@@ -737,7 +732,6 @@ forward_free(cbllm_forward *f)
 				be->free(be, opt[i]);
 	}
 	free(f->state_slots);
-	free(f->ple_order);
 	free(f->tokens);
 	free(f->pos);
 	free(f->seq);

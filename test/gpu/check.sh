@@ -7,7 +7,9 @@
 #      weights (build/test/test_cuda_ops), device sampling
 #      (build/test/test_cuda_sample), mixtures of experts (build/test/test_moe
 #      --device cuda), hybrid models (build/test/test_hybrid --device cuda: the
-#      linear attention's kernels and states on the device); the quantized kernels
+#      linear attention's kernels and states on the device), Gemma 4
+#      (build/test/test_gemma4 --device cuda: per-layer head sizes up to 512, KV
+#      shared between layers, per-layer inputs, its experts); the quantized kernels
 #      of every GGUF block type against the reference dequantizer
 #      (build/test/test_cuda_quant), and a small llama in five of the types
 #      against the float64 reference (build/test/test_model_gguf);
@@ -77,14 +79,14 @@ if [ "$emulated" = 1 ]; then
 	device_tests=(build/test/test_cuda_ops_emu build/test/test_engine_cuda_emu \
 		build/test/test_families_emu build/test/test_cuda_quant_emu build/test/test_model_gguf_emu \
 		build/test/test_longrope_emu build/test/test_cuda_sample_emu build/test/test_moe_emu \
-		build/test/test_hybrid_emu)
+		build/test/test_hybrid_emu build/test/test_gemma4_emu)
 else
 	make -s -j"$(nproc)" CUDA=1 CUDA_ARCH="${CUDA_ARCH:--gencode arch=compute_90,code=sm_90}" all || fail "build"
 	cli=bin/cbllm-cli
 	engine_prog=bin/cbllm-engine
 	device_tests=(build/test/test_cuda_ops build/test/test_engine_cuda build/test/test_families \
 		build/test/test_cuda_quant build/test/test_model_gguf build/test/test_longrope \
-		build/test/test_cuda_sample build/test/test_moe build/test/test_hybrid)
+		build/test/test_cuda_sample build/test/test_moe build/test/test_hybrid build/test/test_gemma4)
 fi
 
 models=$(mktemp -d)
@@ -184,6 +186,20 @@ for a in "${hybrid_args[@]}"; do
 	"${device_tests[8]}" --device cuda "$models/$f" "$models/$f.logits" "$models/$f.greedy" "1 1 1 0" |
 		tee "$out/hybrid_$f.tap"
 	[ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/hybrid_$f.tap" || fail "$f checks"
+done
+
+part "Gemma 4 on the GPU (E2B's layout with KV sharing and per-layer inputs; 26B-A4B's experts): the CPU's logits, and each prompt's tokens batched, chunked, swapped and recomputed"
+g4_args=("gemma4-e --layers 8 --hidden 64 --global-head-dim 32 --kv-shared-layers 2 --ple-dim 8 --double-wide-mlp --softcap 10 --seed 41"
+	"gemma4-moe --layers 8 --hidden 64 --global-head-dim 32 --k-eq-v --global-kv-heads 1 --experts 4 --experts-used 2 --moe-intermediate 32 --causal-lm --seed 43"
+	"gemma4-e512 --layers 4 --hidden 128 --global-head-dim 512 --kv-shared-layers 1 --seed 44")
+for a in "${g4_args[@]}"; do
+	f=${a%% *}
+	# shellcheck disable=SC2086
+	$PY test/tools/gen_model.py "$models/$f" --family gemma4 ${a#* } --heads 4 --kv-heads 2 \
+		--head-dim 16 --sliding-window 4 --sliding-window-pattern 3 --intermediate 96 --vocab 400 \
+		--dtype bf16 >/dev/null || { fail "$f model"; continue; }
+	"${device_tests[9]}" --device cuda "$models/$f" | tee "$out/gemma4_$f.tap"
+	[ "${PIPESTATUS[0]}" -eq 0 ] && ! grep -q '^not ok' "$out/gemma4_$f.tap" || fail "$f checks"
 done
 
 part "longrope's per-sequence factor set on the GPU: the float64 reference on the CPU, then the GPU against it"

@@ -229,4 +229,40 @@ batch_check_logits(const char *path, const char *ref_path, double tol, const cha
 	free(ref);
 }
 
+/*
+ * On a device: the prompt's logits against the CPU's (within the device's
+ * bf16 tolerance), and each prompt's tokens in a batch, chunked, and
+ * preempted by swap (its state copied out of the device's memory and back)
+ * and by recompute, equal to its own alone on the device.
+ */
+static inline void
+batch_check_device(const char *path, const char *device, const char *what)
+{
+	int			vocab = 0;
+	float	   *cpu = ref_engine_logits(path, NULL, BATCH_PROMPT, BATCH_PROMPT_LEN, &vocab);
+	batch_tokens alone,
+				b;
+	cbllm_stats st;
+
+	ref_check_device(path, device, BATCH_PROMPT, BATCH_PROMPT_LEN, cpu, vocab, what);
+	free(cpu);
+	batch_alone(path, device, &alone);
+	TAP_OK(alone.n[0] == BATCH_GREEDY && alone.n[3] == BATCH_GREEDY, "on %s: the prompts run alone",
+		   device);
+	TAP_OK(batch_run(path, device, (ref_engine_size) {BATCH_N, 256, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   batch_same(&alone, &b),
+		   "on %s: four prompts in one batch each make their tokens alone", device);
+	TAP_OK(batch_run(path, device, (ref_engine_size) {BATCH_N, 5, 64, 64, NULL, 0, 0}, &b, &st) &&
+		   batch_same(&alone, &b),
+		   "on %s: with chunked prefill (steps of 5 tokens) the tokens are the same", device);
+	TAP_OK(batch_run(path, device, (ref_engine_size) {BATCH_N, 256, 14, 64, NULL, CBLLM_PREEMPT_SWAP, 64},
+					 &b, &st) && batch_same(&alone, &b) && st.preemptions_swap > 0,
+		   "on %s: preempted by swap (KV and state copied from the device and back), the tokens are the same (%lld preemptions)",
+		   device, (long long) st.preemptions_swap);
+	TAP_OK(batch_run(path, device, (ref_engine_size) {BATCH_N, 256, 14, 64, NULL, CBLLM_PREEMPT_RECOMPUTE, 0},
+					 &b, &st) && batch_same(&alone, &b) && st.preemptions_recompute > 0,
+		   "on %s: preempted by recompute, the tokens are the same (%lld preemptions)", device,
+		   (long long) st.preemptions_recompute);
+}
+
 #endif

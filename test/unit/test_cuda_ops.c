@@ -290,7 +290,7 @@ TestRope(bool interleaved, int rot_half)
 	dc = Up(cs, (size_t) P * half);
 	ds = Up(sn, (size_t) P * half);
 	dpos = UpBytes(pos, sizeof(pos));
-	rc = cuda_rope(dx, dc, ds, dpos, T, H, hd, rot_half, interleaved, NULL, &err);
+	rc = cuda_rope(dx, dc, ds, dpos, T, H, hd, half, rot_half, interleaved, NULL, &err);
 	got = Down(dx, n);
 	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, n) < 1e-6,
 		   "rope with per-position tables, pairs %s over %d of %d dimensions, matches the CPU (rel err %.2g)",
@@ -647,8 +647,8 @@ TestAttention(int window, int hd, bool with_sinks)
 	dtab = UpBytes(flat, sizeof(flat));
 	dpos = UpBytes(pos, sizeof(pos));
 	dseq = UpBytes(seq, sizeof(seq));
-	rc = cuda_attention(dq, dk, dv, dtab, 8, dpos, dseq, T, H, 2, hd, 4, window, 64, dsinks, dout,
-						NULL, &err);
+	rc = cuda_attention(dq, dk, dv, dtab, 8, dpos, dseq, T, H, 2, hd, 4, window, 64,
+						1.0f / sqrtf((float) hd), dsinks, dout, NULL, &err);
 	got = Down(dout, nq);
 	TAP_OK(rc == CBLLM_OK && RelErr(got, ref, nq) < 1e-5,
 		   "paged attention (GQA, prefill chunk and decode token, window %d, head_dim %d%s) matches the CPU backend (rel err %.2g)",
@@ -807,7 +807,8 @@ main(int argc, char **argv)
 	TestAttention(0, 32, false);
 	TestAttention(6, 32, false);
 	TestAttention(0, 80, false);
-	TestAttention(6, 256, false);	/* Gemma-3's head_dim, the kernel's largest, in a local layer's window */
+	TestAttention(6, 256, false);	/* Gemma-3's head_dim, the 8-dims-a-lane kernel's largest, in a local layer's window */
+	TestAttention(0, 512, false);	/* Gemma 4's full layers: the 16-dims-a-lane kernel */
 	TestAttention(6, 64, true);		/* gpt-oss's head_dim and attention sinks, in a window */
 	TestFillDummy();
 	TestGraph();

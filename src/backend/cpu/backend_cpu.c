@@ -875,6 +875,7 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	be->split_halves = cpu_split_halves;
 	be->sigmoid_mul = cpu_sigmoid_mul;
 	be->softcap = cpu_softcap;
+	be->swap_axes = cpu_swap_axes;
 	be->per_layer_heads = true;
 	be->add_gated_rows = cpu_add_gated_rows;
 	be->silu_mul = CpuSiluMul;

@@ -110,8 +110,11 @@ void		cpu_split_halves(cbllm_backend *be, const float *x, int64_t n, int width, 
 							 float *second);
 void		cpu_sigmoid_mul(cbllm_backend *be, float *x, const float *gate, int64_t n);
 
-/* x[i] = cap * tanh(x[i] / cap) (cpu_softcap.c). */
+/* x[i] = cap * tanh(x[i] / cap) (cpu_gemma4.c). */
 void		cpu_softcap(cbllm_backend *be, float *x, float cap, int64_t n);
+
+/* out (b, a, width) = x (a, b, width), the first two axes swapped (cpu_gemma4.c). */
+void		cpu_swap_axes(cbllm_backend *be, const float *x, int a, int b, int width, float *out);
 void		cpu_add_gated_rows(cbllm_backend *be, float *x, const float *y, const float *logit,
 							   int T, int dim);
 

@@ -243,10 +243,11 @@ CudaRmsnorm(cbllm_backend *be, const float *x, const float *w, int T, int dim, f
 			float *out)
 {
 	cuda_ctx   *c = be->ctx;
-	const dev_weight *d = cuda_weight_find(c, w, 0);
+	const dev_weight *d = w != NULL ? cuda_weight_find(c, w, 0) : NULL;
 
-	if (LIVE(c))
-		cuda_backend_note(c, d ? cuda_rmsnorm(x, d->dev, T, dim, eps, out, c->stream, &c->err) :
+	if (LIVE(c))	/* no weight: Gemma 4's v norm */
+		cuda_backend_note(c, d || w == NULL ?
+						  cuda_rmsnorm(x, d ? d->dev : NULL, T, dim, eps, out, c->stream, &c->err) :
 			 cbllm_fail(&c->err, CBLLM_ERR_INTERNAL, "norm weights not on the GPU"));
 }
 
@@ -311,11 +312,13 @@ static void
 CudaRope(cbllm_backend *be, float *x, int T, int n_heads, int rope, const fwd_batch *b)
 {
 	cuda_ctx   *c = be->ctx;
-	size_t		at = (size_t) rope * c->rope_sets * c->max_ctx * (c->cfg.head_dim / 2);
+	size_t		at = (size_t) rope * c->rope_sets * c->max_ctx * c->rope_stride;
 
 	if (LIVE(c))
-		cuda_backend_note(c, cuda_rope(x, c->d_cos + at, c->d_sin + at, c->d_rope_row, T, n_heads, c->cfg.head_dim,
-						  c->rope_half[rope], c->cfg.rope[rope].interleaved, c->stream, &c->err));
+		cuda_backend_note(c, cuda_rope(x, c->d_cos + at, c->d_sin + at, c->d_rope_row, T, n_heads,
+									   rope_head_dim(&c->cfg.rope[rope], c->cfg.head_dim),
+									   c->rope_stride, c->rope_half[rope],
+									   c->cfg.rope[rope].interleaved, c->stream, &c->err));
 }
 
 static void
@@ -323,11 +326,12 @@ CudaKvStore(cbllm_backend *be, kv_cache *kv, int layer, const float *k, const fl
 			const fwd_batch *b)
 {
 	cuda_ctx   *c = be->ctx;
-	int64_t		off = (int64_t) kv_cache_layer_of(kv, layer) * (c->n_blocks + 1) * c->block_elems;
+	int			cl = kv_cache_layer_of(kv, layer);
+	int64_t		off = c->kv_base[cl];
 
 	if (LIVE(c))
 		cuda_backend_note(c, cuda_kv_store(c->k_cache + off, c->v_cache + off, k, v, c->d_slots, b->n_tokens,
-							  (int64_t) c->cfg.n_kv_heads * c->cfg.head_dim, c->stream, &c->err));
+							  c->kv_row[cl], c->stream, &c->err));
 }
 
 /* The layer's attention; sinks, a model vector, through its device copy. */
@@ -336,8 +340,9 @@ CudaAttention(cbllm_backend *be, const kv_cache *kv, int layer, const float *q,
 			  const float *sinks, const fwd_batch *b, float *out)
 {
 	cuda_ctx   *c = be->ctx;
-	int64_t		off = (int64_t) kv_cache_layer_of(kv, layer) * (c->n_blocks + 1) * c->block_elems;
+	int64_t		off = c->kv_base[kv_cache_layer_of(kv, layer)];
 	const dev_weight *ds = sinks != NULL ? cuda_weight_find(c, sinks, 0) : NULL;
+	int			hd = c->cfg.layer_head_dim[layer];
 
 	if (!LIVE(c))
 		return;
@@ -348,8 +353,10 @@ CudaAttention(cbllm_backend *be, const kv_cache *kv, int layer, const float *q,
 	}
 	cuda_backend_note(c, cuda_attention(q, c->k_cache + off, c->v_cache + off, c->d_tables,
 										c->max_blocks, c->d_pos, c->d_seq, b->n_tokens,
-										c->cfg.n_heads, c->cfg.n_kv_heads, c->cfg.head_dim,
+										c->cfg.n_heads, c->cfg.layer_kv_heads[layer], hd,
 										c->block_size, c->cfg.layer_window[layer], c->max_ctx,
+										c->cfg.attn_scale > 0 ? c->cfg.attn_scale :
+										1.0f / sqrtf((float) hd),
 										ds != NULL ? ds->dev : NULL, out, c->stream, &c->err));
 }
 
@@ -422,6 +429,24 @@ CudaGatherRows(cbllm_backend *be, const float *x, const int32_t *rows, int n, in
 
 	if (LIVE(c))
 		cuda_backend_note(c, cuda_gather_rows(x, c->d_rows, n, dim, out, c->stream, &c->err));
+}
+
+static void
+CudaSoftcap(cbllm_backend *be, float *x, float cap, int64_t n)
+{
+	cuda_ctx   *c = be->ctx;
+
+	if (LIVE(c))
+		cuda_backend_note(c, cuda_softcap(x, cap, n, c->stream, &c->err));
+}
+
+static void
+CudaSwapAxes(cbllm_backend *be, const float *x, int a, int b, int width, float *out)
+{
+	cuda_ctx   *c = be->ctx;
+
+	if (LIVE(c))
+		cuda_backend_note(c, cuda_swap_axes(x, a, b, width, out, c->stream, &c->err));
 }
 
 /* Upload the step's constraint masks (n_masks rows of words words), growing their buffer. */
@@ -565,7 +590,7 @@ static int
 AllocStepBuffers(cuda_ctx *c, cbllm_err *err)
 {
 	size_t		T = (size_t) c->max_tokens,
-				half = (size_t) c->cfg.head_dim / 2,
+				half = (size_t) c->rope_stride,
 				tables = (size_t) c->max_seqs * c->max_blocks,
 				rope_floats = (size_t) c->cfg.n_rope * c->rope_sets * c->max_ctx * half;
 	int64_t		max_k = model_max_cols(&c->cfg);
@@ -615,7 +640,7 @@ AllocStepBuffers(cuda_ctx *c, cbllm_err *err)
 static int
 UploadRopeTables(cuda_ctx *c, cbllm_err *err)
 {
-	int			half = c->cfg.head_dim / 2;
+	int			half = c->rope_stride;
 	size_t		n = (size_t) c->cfg.n_rope * c->rope_sets * c->max_ctx * half;
 	float	   *cs = malloc(sizeof(float) * n),
 			   *sn = malloc(sizeof(float) * n);
@@ -662,8 +687,7 @@ GraphSizes(cuda_ctx *c)
 static size_t
 BlockBytes(const cbllm_model_config *cfg, int block_size)
 {
-	return kv_cache_block_bytes(block_size, model_kv_layers(cfg), cfg->n_kv_heads, cfg->head_dim,
-								CBLLM_BF16);
+	return kv_cache_rows_block_bytes(block_size, model_kv_rows(cfg, NULL), CBLLM_BF16);
 }
 
 /* The KV layout the registry reports: bf16 on the device, in the engine's block layout. */
@@ -735,6 +759,9 @@ CudaAllocKv(cbllm_backend *be, int n_blocks, cbllm_err *err)
 	}
 	c->n_blocks = n_blocks;
 	be->pad_block = n_blocks;
+	c->kv_base[0] = 0;
+	for (int l = 0; l < model_kv_layers(&c->cfg); l++)
+		c->kv_base[l + 1] = c->kv_base[l] + (int64_t) (n_blocks + 1) * c->block_size * c->kv_row[l];
 	return CBLLM_OK;
 }
 
@@ -762,6 +789,12 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	c->cfg = *cfg;
 	c->block_size = p->block_size;
 	c->block_elems = (int64_t) p->block_size * cfg->n_kv_heads * cfg->head_dim;
+	c->kv_uniform = model_kv_uniform(cfg);
+	model_kv_rows(cfg, c->kv_row);
+	c->rope_stride = cfg->head_dim / 2;
+	for (int r = 0; r < cfg->n_rope; r++)
+		if (rope_head_dim(&cfg->rope[r], cfg->head_dim) / 2 > c->rope_stride)
+			c->rope_stride = rope_head_dim(&cfg->rope[r], cfg->head_dim) / 2;
 	c->max_tokens = p->max_tokens;
 	c->max_seqs = p->max_seqs;
 	c->max_ctx = p->max_ctx;
@@ -812,6 +845,9 @@ cuda_backend_create(const cuda_backend_params *p, cbllm_backend **out, cbllm_err
 	be->add_bias = CudaAddBias;
 	be->add_rmsnorm = CudaAddRmsnorm;
 	be->gather_rows = CudaGatherRows;
+	be->softcap = CudaSoftcap;
+	be->swap_axes = CudaSwapAxes;
+	be->per_layer_heads = true;
 	be->moe = cfg->n_experts > 0 ? cuda_moe : NULL;
 	be->linear_attention = cuda_linear_attention_op;
 	be->alloc_state = cuda_state_alloc;
@@ -874,4 +910,5 @@ const backend_reg cuda_backend_reg = {
 	.dummies_on_device = true,
 	.threads_in_step = true,
 	.runs_linear_attention = true,
+	.runs_per_layer_heads = true,
 };

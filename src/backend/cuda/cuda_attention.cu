@@ -27,7 +27,8 @@
 
 #define ATT_WARPS 4
 #define ATT_THREADS (ATT_WARPS * 32)
-#define ATT_MAX_DPL 8			/* dims per lane: head_dim <= 256 */
+#define ATT_MAX_DPL 16			/* dims per lane: head_dim <= 512 (the kernel is built for 8
+								 * and for 16, the smaller one taken when it fits) */
 #define ATT_UNROLL 4			/* keys a warp reads at once */
 
 /* Cache offset (in elements) of position j of a sequence with block table table. */
@@ -37,6 +38,7 @@ Slot(const int32_t *table, int j, int block_size)
 	return (int64_t) table[j / block_size] * block_size + j % block_size;
 }
 
+template <int DPL>
 __global__ static void
 AttentionKernel(const float *q, const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
 				const int32_t *tables, int max_blocks, const int32_t *pos, const int32_t *seq,
@@ -56,13 +58,13 @@ AttentionKernel(const float *q, const __nv_bfloat16 *k_cache, const __nv_bfloat1
 	const int32_t *table = tables + (int64_t) seq[t] * max_blocks;
 	const float *qv = q + ((int64_t) t * n_heads + h) * head_dim;
 	int64_t		stride = (int64_t) n_kv_heads * head_dim;	/* elements between positions */
-	float		qr[ATT_MAX_DPL],
-				acc[ATT_MAX_DPL];
+	float		qr[DPL],
+				acc[DPL];
 	float		mx = -INFINITY,
 				sum = 0;
 
 #pragma unroll
-	for (int i = 0; i < ATT_MAX_DPL; i++)
+	for (int i = 0; i < DPL; i++)
 	{
 		int			d = lane + 32 * i;
 
@@ -86,7 +88,7 @@ AttentionKernel(const float *q, const __nv_bfloat16 *k_cache, const __nv_bfloat1
 					(int64_t) kvh * head_dim;
 
 #pragma unroll
-				for (int i = 0; i < ATT_MAX_DPL; i++)
+				for (int i = 0; i < DPL; i++)
 				{
 					int			d = lane + 32 * i;
 
@@ -136,7 +138,7 @@ AttentionKernel(const float *q, const __nv_bfloat16 *k_cache, const __nv_bfloat1
 				float		w = scores[j - first];
 
 #pragma unroll
-				for (int i = 0; i < ATT_MAX_DPL; i++)
+				for (int i = 0; i < DPL; i++)
 				{
 					int			d = lane + 32 * i;
 
@@ -147,7 +149,7 @@ AttentionKernel(const float *q, const __nv_bfloat16 *k_cache, const __nv_bfloat1
 		}
 	}
 #pragma unroll
-	for (int i = 0; i < ATT_MAX_DPL; i++)
+	for (int i = 0; i < DPL; i++)
 	{
 		int			d = lane + 32 * i;
 
@@ -165,12 +167,33 @@ AttentionKernel(const float *q, const __nv_bfloat16 *k_cache, const __nv_bfloat1
 	}
 }
 
+/* The kernel of DPL dims per lane, its shared memory raised where it needs more than 48 KiB. */
+template <int DPL>
+static cudaError_t
+Launch(const float *d_q, const uint16_t *d_k_cache, const uint16_t *d_v_cache,
+	   const int32_t *d_tables, int max_blocks, const int32_t *d_pos, const int32_t *d_seq, int T,
+	   int n_heads, int n_kv_heads, int head_dim, int block_size, int sliding_window, int cap,
+	   size_t shared, float scale, const float *d_sinks, float *d_out, cuda_stream s)
+{
+	cudaError_t e;
+
+	if (shared > 48 * 1024 &&
+		(e = cudaFuncSetAttribute(AttentionKernel<DPL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+								  (int) shared)) != cudaSuccess)
+		return e;
+	CBLLM_LAUNCH(AttentionKernel<DPL>, T * n_heads, ATT_THREADS, shared, s, d_q,
+				 (const __nv_bfloat16 *) d_k_cache, (const __nv_bfloat16 *) d_v_cache, d_tables,
+				 max_blocks, d_pos, d_seq, n_heads, n_kv_heads, head_dim, block_size,
+				 sliding_window, cap, scale, d_sinks, d_out);
+	return cudaSuccess;
+}
+
 extern "C" int
 cuda_attention(const float *d_q, const uint16_t *d_k_cache, const uint16_t *d_v_cache,
 			   const int32_t *d_tables, int max_blocks, const int32_t *d_pos,
 			   const int32_t *d_seq, int T, int n_heads, int n_kv_heads, int head_dim,
-			   int block_size, int sliding_window, int max_ctx, const float *d_sinks, float *d_out,
-			   cuda_stream s, cbllm_err *err)
+			   int block_size, int sliding_window, int max_ctx, float scale, const float *d_sinks,
+			   float *d_out, cuda_stream s, cbllm_err *err)
 {
 	int			cap = sliding_window > 0 && sliding_window < max_ctx ? sliding_window : max_ctx;
 	size_t		shared = sizeof(float) * ((size_t) cap + (size_t) ATT_WARPS * head_dim);
@@ -186,15 +209,17 @@ cuda_attention(const float *d_q, const uint16_t *d_k_cache, const uint16_t *d_v_
 		return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
 						  "cuda_attention: a context of %d positions exceeds the kernel's shared memory; lower max_model_len",
 						  max_ctx);
-	if (shared > 48 * 1024 &&
-		(e = cudaFuncSetAttribute(AttentionKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-								  (int) shared)) != cudaSuccess)
+	if (head_dim <= 32 * 8)
+		e = Launch<8>(d_q, d_k_cache, d_v_cache, d_tables, max_blocks, d_pos, d_seq, T, n_heads,
+					  n_kv_heads, head_dim, block_size, sliding_window, cap, shared, scale,
+					  d_sinks, d_out, s);
+	else
+		e = Launch<16>(d_q, d_k_cache, d_v_cache, d_tables, max_blocks, d_pos, d_seq, T, n_heads,
+					   n_kv_heads, head_dim, block_size, sliding_window, cap, shared, scale,
+					   d_sinks, d_out, s);
+	if (e != cudaSuccess)
 		return cbllm_fail(err, CBLLM_ERR_DEVICE, "CUDA attention set-up failed: %s",
 						  cudaGetErrorString(e));
-	CBLLM_LAUNCH(AttentionKernel, T * n_heads, ATT_THREADS, shared, s, d_q,
-				 (const __nv_bfloat16 *) d_k_cache, (const __nv_bfloat16 *) d_v_cache, d_tables,
-				 max_blocks, d_pos, d_seq, n_heads, n_kv_heads, head_dim, block_size,
-				 sliding_window, cap, 1.0f / sqrtf((float) head_dim), d_sinks, d_out);
 	if ((e = cudaGetLastError()) != cudaSuccess)
 		return cbllm_fail(err, CBLLM_ERR_DEVICE, "CUDA attention failed: %s", cudaGetErrorString(e));
 	return CBLLM_OK;

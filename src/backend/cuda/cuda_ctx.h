@@ -65,9 +65,16 @@ typedef struct cuda_ctx
 	size_t		weight_bytes;	/* device bytes of the uploaded tensors */
 	int64_t		max_quant_elems;	/* elements of the largest block-quantized matrix; 0: none */
 	/* the KV pool: bf16, the engine's block layout, plus the pad block */
-	uint16_t   *k_cache;		/* (n_layers, n_blocks + 1, block_size, n_kv_heads, head_dim) */
+	uint16_t   *k_cache;		/* per cache layer l (n_blocks + 1, block_size, kv_row[l]),
+								 * layer after layer */
 	uint16_t   *v_cache;
-	int64_t		block_elems;	/* elements of one block in one layer */
+	int64_t		block_elems;	/* elements of one block in one layer whose rows are
+								 * n_kv_heads * head_dim (every layer of most models) */
+	bool		kv_uniform;		/* every cache layer's row is n_kv_heads * head_dim */
+	int32_t		kv_row[CBLLM_MAX_LAYERS];	/* (cache layers) elements per position */
+	int64_t		kv_base[CBLLM_MAX_LAYERS + 1];	/* (cache layers + 1) elements before each
+												 * layer's block 0 (set with the pool) */
+	int			rope_stride;	/* the RoPE tables' angles per position: the widest head / 2 */
 	int			n_blocks;		/* blocks of the engine's pool; block n_blocks pads */
 	int			block_size;
 	int			max_tokens;

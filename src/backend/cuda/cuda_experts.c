@@ -78,16 +78,20 @@ cuda_moe_free(cuda_ctx *c)
 
 /* Route the chunk's n tokens, wait for their experts, and group the inputs by expert. */
 static int
-RouteAndGroup(cuda_ctx *c, const float *x, const float *logits, int n, cbllm_err *err)
+RouteAndGroup(cuda_ctx *c, const cbllm_layer *w, const float *x, const float *logits, int n,
+			  cbllm_err *err)
 {
 	cuda_moe_ws *ws = &c->moe;
 	int			k = c->cfg.n_experts_used,
 				E = c->cfg.n_experts,
 				rows = n * k;
+	const dev_weight *ds = w->expert_scale != NULL ? cuda_weight_find(c, w->expert_scale, 0) : NULL;
 	int			rc;
 
-	if ((rc = cuda_moe_route(logits, n, E, k, c->cfg.moe_norm_topk, ws->d_ids, ws->d_weights,
-							 c->stream, err)) ||
+	if (w->expert_scale != NULL && ds == NULL)
+		return cbllm_fail(err, CBLLM_ERR_INTERNAL, "the experts' scales are not on the GPU");
+	if ((rc = cuda_moe_route(logits, n, E, k, c->cfg.moe_norm_topk, ds != NULL ? ds->dev : NULL,
+							 ws->d_ids, ws->d_weights, c->stream, err)) ||
 		(rc = cuda_copy_async(ws->h_ids, ws->d_ids, sizeof(int32_t) * rows, c->stream, err)) ||
 		(rc = cuda_stream_sync(c->stream, err)))
 		return rc;
@@ -176,7 +180,7 @@ cuda_moe(cbllm_backend *be, const cbllm_layer *w, const float *x, const float *l
 		int64_t		H = c->cfg.hidden;
 		int			rc;
 
-		if ((rc = RouteAndGroup(c, x + t0 * H, logits + (int64_t) t0 * c->cfg.n_experts, n,
+		if ((rc = RouteAndGroup(c, w, x + t0 * H, logits + (int64_t) t0 * c->cfg.n_experts, n,
 								&c->err)) ||
 			(rc = RunExperts(be, w, n * k, &c->err)) ||
 			(rc = cuda_moe_combine(c->moe.d_yg, c->moe.d_slot, c->moe.d_weights, n, k,

@@ -18,24 +18,29 @@
 
 /* One thread a token: moe.h's rule, the one every backend routes by. */
 __global__ static void
-RouteKernel(const float *logits, int T, int E, int k, bool renormalise, int32_t *ids,
-			float *weights)
+RouteKernel(const float *logits, int T, int E, int k, bool renormalise, const float *scale,
+			int32_t *ids, float *weights)
 {
 	int			t = blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (t < T)
+	{
 		moe_route(logits + (int64_t) t * E, E, k, renormalise, ids + (int64_t) t * k,
 				  weights + (int64_t) t * k);
+		for (int j = 0; scale != NULL && j < k; j++)	/* Gemma 4's per-expert scale */
+			weights[(int64_t) t * k + j] *= scale[ids[(int64_t) t * k + j]];
+	}
 }
 
 extern "C" int
-cuda_moe_route(const float *d_logits, int T, int E, int k, bool renormalise, int32_t *d_ids,
-			   float *d_weights, cuda_stream s, cbllm_err *err)
+cuda_moe_route(const float *d_logits, int T, int E, int k, bool renormalise,
+			   const float *d_scale, int32_t *d_ids, float *d_weights, cuda_stream s,
+			   cbllm_err *err)
 {
 	if (T <= 0)
 		return CBLLM_OK;
 	CBLLM_LAUNCH(RouteKernel, (T + ROUTE_THREADS - 1) / ROUTE_THREADS, ROUTE_THREADS, 0, s,
-				 d_logits, T, E, k, renormalise, d_ids, d_weights);
+				 d_logits, T, E, k, renormalise, d_scale, d_ids, d_weights);
 	return CheckLaunch("moe_route", err);
 }
 

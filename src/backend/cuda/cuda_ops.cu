@@ -52,7 +52,7 @@ RmsnormKernel(float *x, const float *y, const float *w, int dim, float eps, floa
 	ss = BlockReduce<ROW_THREADS, false>(ss);
 	scale = rsqrtf(ss / dim + eps);
 	for (int i = threadIdx.x; i < dim; i += blockDim.x)
-		o[i] = xr[i] * scale * w[i];
+		o[i] = w != NULL ? xr[i] * scale * w[i] : xr[i] * scale;
 }
 
 extern "C" int
@@ -175,13 +175,13 @@ cuda_add_bias(float *d_x, const float *d_bias, int T, int dim, cuda_stream s, cb
 /* One block per token, threads over (head, pair); the angles come from the position's table row. */
 __global__ static void
 RopeKernel(float *x, const float *cs, const float *sn, const int32_t *pos, int n_heads,
-		   int head_dim, int half, bool interleaved)
+		   int head_dim, int stride, int half, bool interleaved)
 {
 	int			t = blockIdx.x,
 				step = interleaved ? 2 : 1, /* pair i is (i * step, i * step + other) */
 				other = interleaved ? 1 : half;
-	const float *c = cs + (int64_t) pos[t] * (head_dim / 2);
-	const float *s = sn + (int64_t) pos[t] * (head_dim / 2);
+	const float *c = cs + (int64_t) pos[t] * stride;
+	const float *s = sn + (int64_t) pos[t] * stride;
 
 	for (int k = threadIdx.x; k < n_heads * half; k += blockDim.x)
 	{
@@ -198,13 +198,54 @@ RopeKernel(float *x, const float *cs, const float *sn, const int32_t *pos, int n
 
 extern "C" int
 cuda_rope(float *d_x, const float *d_cos, const float *d_sin, const int32_t *d_pos, int T,
-		  int n_heads, int head_dim, int rot_half, bool interleaved, cuda_stream s, cbllm_err *err)
+		  int n_heads, int head_dim, int stride, int rot_half, bool interleaved, cuda_stream s,
+		  cbllm_err *err)
 {
 	if (T <= 0)
 		return CBLLM_OK;
 	CBLLM_LAUNCH(RopeKernel, T, ROW_THREADS, 0, s, d_x, d_cos, d_sin, d_pos, n_heads, head_dim,
-				 rot_half, interleaved);
+				 stride, rot_half, interleaved);
 	return CheckLaunch("rope", err);
+}
+
+__global__ static void
+SoftcapKernel(float *x, float cap, int64_t n)
+{
+	for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n;
+		 i += (int64_t) gridDim.x * blockDim.x)
+		x[i] = cap * tanhf(x[i] / cap);
+}
+
+extern "C" int
+cuda_softcap(float *d_x, float cap, int64_t n, cuda_stream s, cbllm_err *err)
+{
+	if (n <= 0)
+		return CBLLM_OK;
+	CBLLM_LAUNCH(SoftcapKernel, GridFor(n), 256, 0, s, d_x, cap, n);
+	return CheckLaunch("softcap", err);
+}
+
+/* One block per (i, j) row of x (a, b, width): out's row (j, i). */
+__global__ static void
+SwapAxesKernel(const float *x, int a, int b, int width, float *out)
+{
+	int			i = blockIdx.x / b,
+				j = blockIdx.x % b;
+	const float *src = x + ((int64_t) i * b + j) * width;
+	float	   *dst = out + ((int64_t) j * a + i) * width;
+
+	for (int k = threadIdx.x; k < width; k += blockDim.x)
+		dst[k] = src[k];
+}
+
+extern "C" int
+cuda_swap_axes(const float *d_x, int a, int b, int width, float *d_out, cuda_stream s,
+			   cbllm_err *err)
+{
+	if (a <= 0 || b <= 0)
+		return CBLLM_OK;
+	CBLLM_LAUNCH(SwapAxesKernel, a * b, ROW_THREADS, 0, s, d_x, a, b, width, d_out);
+	return CheckLaunch("swap_axes", err);
 }
 
 /* x[t] = row tokens[t] of emb (vocab, dim) of element type T, as f32. */

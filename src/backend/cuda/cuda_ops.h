@@ -123,13 +123,20 @@ int			cuda_add_bias(float *d_x, const float *d_bias, int T, int dim, cuda_stream
  * Rotate d_x (T, n_heads, head_dim) in place, pairs (i, i + rot_half) for
  * i < rot_half (the head's first 2 rot_half dimensions; the rest pass) or,
  * interleaved, (2i, 2i + 1), by
- * the angle of table row d_pos[t]: d_cos, d_sin (rows, head_dim / 2) hold
- * the RoPE configuration's cos and sin (rope_fill) of a position in a
- * factor set per row (the backend's rows: set * max positions + position).
+ * the angle of table row d_pos[t]: d_cos, d_sin (rows, stride) hold the
+ * RoPE configuration's cos and sin (rope_fill) of a position in a factor
+ * set per row (the backend's rows: set * max positions + position).
  */
 int			cuda_rope(float *d_x, const float *d_cos, const float *d_sin, const int32_t *d_pos,
-					  int T, int n_heads, int head_dim, int rot_half, bool interleaved,
+					  int T, int n_heads, int head_dim, int stride, int rot_half, bool interleaved,
 					  cuda_stream s, cbllm_err *err);
+
+/* d_x[i] = cap * tanh(d_x[i] / cap) (Gemma 4's final logits) */
+int			cuda_softcap(float *d_x, float cap, int64_t n, cuda_stream s, cbllm_err *err);
+
+/* d_out (b, a, width) = d_x (a, b, width), the first two axes swapped */
+int			cuda_swap_axes(const float *d_x, int a, int b, int width, float *d_out, cuda_stream s,
+						   cbllm_err *err);
 
 /*
  * d_x (T, dim) = rows d_tokens[t] of an embedding table d_emb (vocab, dim)
@@ -141,10 +148,12 @@ int			cuda_embed(const void *d_emb, cbllm_dtype dtype, int dim, const int32_t *d
 /*
  * Mixture of experts (cuda_moe.cu): d_ids (T, k) and d_weights (T, k), each
  * token's experts and weights from its router logits d_logits (T, E), as
- * src/model/moe.h routes.
+ * src/model/moe.h routes; each weight times d_scale[its expert] when d_scale
+ * (E) is given (Gemma 4's per-expert scale).
  */
 int			cuda_moe_route(const float *d_logits, int T, int E, int k, bool renormalise,
-						   int32_t *d_ids, float *d_weights, cuda_stream s, cbllm_err *err);
+						   const float *d_scale, int32_t *d_ids, float *d_weights, cuda_stream s,
+						   cbllm_err *err);
 
 /* d_out (T, H): token t's sum over j < k of d_weights[t k + j] * row d_slot[t k + j] of d_y, in j's order */
 int			cuda_moe_combine(const float *d_y, const int32_t *d_slot, const float *d_weights,
@@ -186,8 +195,8 @@ int			cuda_attention(const float *d_q, const uint16_t *d_k_cache,
 						   const uint16_t *d_v_cache, const int32_t *d_tables, int max_blocks,
 						   const int32_t *d_pos, const int32_t *d_seq, int T, int n_heads,
 						   int n_kv_heads, int head_dim, int block_size, int sliding_window,
-						   int max_ctx, const float *d_sinks, float *d_out, cuda_stream s,
-						   cbllm_err *err);
+						   int max_ctx, float scale, const float *d_sinks, float *d_out,
+						   cuda_stream s, cbllm_err *err);
 
 /* ----------------------------------------------------------- cuda_sample.cu */
 
