@@ -1,10 +1,11 @@
 /*
  * fuzz_reasoning.c: a generated answer split into reasoning and content
  * (chat/reasoning.h), the untrusted model output the engine splits token by
- * token.  The input's first byte picks the format (harmony, think, none)
- * and whether the prompt left a <think> open; then come records: a byte
- * with its high bit set is a marker token (its low bits pick which of the
- * nine, or an ordinary id), otherwise it is a length n (0..127) and n text
+ * token.  The input's first byte picks the format (harmony, think, Gemma 4's
+ * named think block, none) and whether the prompt left a block open; then
+ * come records: a byte with its high bit set is a marker token (its low
+ * bits pick which of the eleven, or an ordinary id), otherwise it is a
+ * length n (0..127) and n text
  * bytes follow (an ordinary token's text; id -1 for every fourth, as a
  * decoder's held bytes).  Properties: the parts hold no more bytes than
  * the texts given plus one separator per marker; reasoning never starts or
@@ -16,10 +17,13 @@
 #include "chat/reasoning.h"
 
 static const reasoning_markers harmony = {REASONING_HARMONY, 200006, 200007, 200008, 200005, 200003,
-200002, 200012, -1, -1};
-static const reasoning_markers think = {REASONING_THINK, -1, -1, -1, -1, -1, -1, -1, 151667, 151668};
-static const reasoning_markers none = {REASONING_NONE, -1, -1, -1, -1, -1, -1, -1, -1, -1};
-static const int32_t marker_ids[] = {200006, 200007, 200008, 200005, 200003, 200002, 200012, 151667, 151668, 7};
+200002, 200012, -1, -1, false};
+static const reasoning_markers think = {REASONING_THINK, -1, -1, -1, -1, -1, -1, -1, 151667, 151668,
+false};
+static const reasoning_markers gemma4 = {REASONING_THINK, -1, -1, -1, -1, -1, -1, -1, 100, 101, true};
+static const reasoning_markers none = {REASONING_NONE, -1, -1, -1, -1, -1, -1, -1, -1, -1, false};
+static const int32_t marker_ids[] = {200006, 200007, 200008, 200005, 200003, 200002, 200012, 151667,
+151668, 100, 101, 7};
 
 static int
 IsSpace(char c)
@@ -41,7 +45,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size == 0)
 		return 0;
-	m = data[0] % 3 == 0 ? &harmony : data[0] % 3 == 1 ? &think : &none;
+	m = data[0] % 4 == 0 ? &harmony : data[0] % 4 == 1 ? &think : data[0] % 4 == 2 ? &gemma4 : &none;
 	reasoning_split_init(&s, m, (data[0] & 4) != 0);
 	while (at < size)
 	{
