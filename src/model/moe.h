@@ -15,6 +15,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/rng.h"				/* CBLLM_HOST_DEVICE */
@@ -28,12 +29,14 @@ moe_ranks_above(float a, float b)
 
 /*
  * ids (k) and weights (k) of the token whose router logits are logits
- * (n_experts), 1 <= k <= n_experts.  A NaN logit is never chosen before a
+ * (n_experts), 1 <= k <= n_experts; each weight then times scale[its
+ * expert] when scale (n_experts) is given.  A NaN logit is never chosen before a
  * number; with no finite logit (all NaN or -inf) the experts are still
  * chosen, with weight 0.  The softmax's sum is taken in double.
  */
 static inline CBLLM_HOST_DEVICE void
-moe_route(const float *logits, int n_experts, int k, bool renormalise, int32_t *ids, float *weights)
+moe_route(const float *logits, int n_experts, int k, bool renormalise, const float *scale,
+		  int32_t *ids, float *weights)
 {
 	float		mx = -INFINITY;
 	double		total = 0,
@@ -66,6 +69,8 @@ moe_route(const float *logits, int n_experts, int k, bool renormalise, int32_t *
 	if (renormalise && chosen > 0)
 		for (int j = 0; j < k; j++)
 			weights[j] = (float) (weights[j] / chosen);
+	for (int j = 0; scale != NULL && j < k; j++)
+		weights[j] *= scale[ids[j]];	/* Gemma 4's per-expert scale */
 }
 
 /*

@@ -117,7 +117,7 @@ TestRoute(void)
 	double		p[5],
 				total = 0;
 
-	moe_route(tie, 5, 3, false, ids, w);
+	moe_route(tie, 5, 3, false, NULL, ids, w);
 	TAP_OK(ids[0] == 1 && ids[1] == 3 && ids[2] == 2,
 		   "routing: the k largest logits in order, the lower expert first on a tie (got %d %d %d)",
 		   ids[0], ids[1], ids[2]);
@@ -125,14 +125,14 @@ TestRoute(void)
 		total += p[e] = exp(tie[e]);
 	TAP_OK(fabs(w[0] - p[1] / total) < 1e-6 && fabs(w[2] - p[2] / total) < 1e-6,
 		   "routing: without renormalisation a weight is the expert's softmax probability over all");
-	moe_route(tie, 5, 3, true, ids, w);
+	moe_route(tie, 5, 3, true, NULL, ids, w);
 	TAP_OK(fabs(w[0] + w[1] + w[2] - 1.0) < 1e-6 &&
 		   fabs(w[0] - p[1] / (p[1] + p[3] + p[2])) < 1e-6,
 		   "routing: renormalised, the chosen weights are their share of the chosen probabilities");
-	moe_route(with_nan, 4, 2, true, ids, w);
+	moe_route(with_nan, 4, 2, true, NULL, ids, w);
 	TAP_OK(ids[0] == 1 && ids[1] == 3 && w[0] > w[1] && fabs(w[0] + w[1] - 1.0) < 1e-6,
 		   "routing: a NaN logit is never chosen before a number (got %d %d)", ids[0], ids[1]);
-	moe_route(tie, 5, 5, true, ids, w);
+	moe_route(tie, 5, 5, true, NULL, ids, w);
 	TAP_OK(ids[0] == 1 && ids[1] == 3 && ids[2] == 2 && ids[3] == 4 && ids[4] == 0,
 		   "routing: k = every expert orders them all");
 }

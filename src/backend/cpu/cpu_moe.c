@@ -80,12 +80,8 @@ RouteAndGroup(cpu_ctx *c, const cbllm_layer *w, const float *x, const float *log
 				H = cfg->hidden;
 
 	for (int t = 0; t < n; t++)
-	{
-		moe_route(logits + (int64_t) t * E, E, k, cfg->moe_norm_topk, ws->ids + t * k,
-				  ws->weights + t * k);
-		for (int j = 0; w->expert_scale != NULL && j < k; j++)	/* Gemma 4's per-expert scale */
-			ws->weights[t * k + j] *= w->expert_scale[ws->ids[t * k + j]];
-	}
+		moe_route(logits + (int64_t) t * E, E, k, cfg->moe_norm_topk, w->expert_scale,
+				  ws->ids + t * k, ws->weights + t * k);
 	moe_group(ws->ids, n * k, E, ws->start, ws->fill, ws->slot);
 	for (int i = 0; i < n * k; i++)
 		memcpy(ws->xg + (int64_t) ws->slot[i] * H, x + (int64_t) (i / k) * H, sizeof(float) * H);

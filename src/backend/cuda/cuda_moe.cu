@@ -24,12 +24,8 @@ RouteKernel(const float *logits, int T, int E, int k, bool renormalise, const fl
 	int			t = blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (t < T)
-	{
-		moe_route(logits + (int64_t) t * E, E, k, renormalise, ids + (int64_t) t * k,
+		moe_route(logits + (int64_t) t * E, E, k, renormalise, scale, ids + (int64_t) t * k,
 				  weights + (int64_t) t * k);
-		for (int j = 0; scale != NULL && j < k; j++)	/* Gemma 4's per-expert scale */
-			weights[(int64_t) t * k + j] *= scale[ids[(int64_t) t * k + j]];
-	}
 }
 
 extern "C" int
