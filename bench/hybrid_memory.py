@@ -7,8 +7,9 @@ For each file (a qwen35 hybrid or any attention-only architecture), computed fro
 measured:
   - the linear-attention state of one sequence, as cbllm's state cache holds it (float32; the
     same sum as its state_cache_slot_bytes): 4 bytes x linear layers x ((conv_kernel - 1) x
-    conv channels + value heads x key dim x value dim), the conv channels 2 x key heads x key
-    dim + value heads x value dim (ssm.conv_kernel, ssm.group_count, ssm.state_size,
+    conv channels + value heads x (key dim x value dim + 32 x (key dim + value dim + 1))),
+    the conv channels 2 x key heads x key dim + value heads x value dim, and the 32 rows the
+    rows of the chunked delta rule's chunk under way (STATE_CHUNK_ROWS) (ssm.conv_kernel, ssm.group_count, ssm.state_size,
     ssm.time_step_rank, ssm.inner_size);
   - K and V of one position: attention layers x KV heads x (key_length + value_length) x
     --kv-bytes (2: cbllm's default f16 cache on the CPU);
@@ -24,6 +25,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "tools"))
 from gguf_meta import read_meta  # noqa: E402
+
+CHUNK_ROWS = 32  # src/kv/state_cache.h's STATE_CHUNK_ROWS: the rows kept of a delta-rule chunk
 
 
 def geometry(meta):
@@ -52,7 +55,8 @@ def geometry(meta):
         kern, dk = key("ssm.conv_kernel"), key("ssm.state_size")
         nk, nv = key("ssm.group_count"), key("ssm.time_step_rank")
         dv = key("ssm.inner_size") // nv
-        state = 4 * n_linear * ((kern - 1) * (2 * nk * dk + nv * dv) + nv * dk * dv)
+        state = 4 * n_linear * ((kern - 1) * (2 * nk * dk + nv * dv) +
+                                nv * (dk * dv + CHUNK_ROWS * (dk + dv + 1)))
     return arch, n_layers - n_linear, n_linear, state, kv_elems
 
 

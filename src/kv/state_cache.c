@@ -9,7 +9,7 @@ size_t
 state_cache_slot_bytes(const state_cache_params *p)
 {
 	return sizeof(float) * (size_t) p->n_layers *
-		((size_t) p->conv_rows * p->conv_dim + (size_t) p->n_heads * p->k_dim * p->v_dim);
+		((size_t) p->conv_rows * p->conv_dim + (size_t) p->n_heads * state_cache_head_floats(p));
 }
 
 /* Allocate n_slots zeroed states and the free stack. */
@@ -26,7 +26,7 @@ state_cache_create(const state_cache_params *p, state_cache **out, cbllm_err *er
 		return cbllm_fail(err, CBLLM_ERR_NOMEM, "out of memory");
 	sc->p = *p;
 	sc->conv_floats = (int64_t) p->conv_rows * p->conv_dim;
-	sc->rec_floats = (int64_t) p->n_heads * p->k_dim * p->v_dim;
+	sc->rec_floats = p->n_heads * state_cache_head_floats(p);
 	if (!p->no_data)
 	{
 		sc->conv = calloc((size_t) p->n_layers * p->n_slots *

@@ -2,9 +2,20 @@
  * state_cache.h: the recurrent state of a hybrid model's linear-attention
  * layers (Gated DeltaNet), beside the paged KV cache of its attention
  * layers.  A sequence's state does not grow with its length: per linear
- * layer, the last kernel - 1 inputs of the causal conv and one (k_dim,
- * v_dim) matrix per value head.  The cache holds n_slots such states; a
- * running sequence holds one slot, taken when it is first scheduled and
+ * layer, the last kernel - 1 inputs of the causal conv and, per value head,
+ * the delta rule's state in its chunked form.
+ *
+ * The delta rule runs over chunks of STATE_CHUNK_ROWS (C) positions,
+ * aligned to position 0 (chunk n holds positions n C to n C + C - 1).  A head keeps S
+ * (k_dim, v_dim), the state after the last complete chunk, and the rows of
+ * the chunk under way: each position's normed key, its new value u (the
+ * delta rule's correction, from S and the chunk's earlier rows) and the
+ * chunk's cumulative log decay up to it.  A position's output reads S and
+ * those rows; S moves on once its chunk is complete.  So each position is
+ * computed the same way whether its chunk came in one step or a token at a
+ * time: prefill, chunked prefill and decode give the same bits.
+ *
+ * The cache holds n_slots such states; a running sequence holds one slot, taken when it is first scheduled and
  * given back when it finishes, is aborted or is preempted (by recompute: it
  * starts again from position 0 and a zero state; by swap: its state is
  * copied to host memory of its own and back into a free slot when it
@@ -45,14 +56,30 @@ typedef struct state_cache
 {
 	state_cache_params p;
 	int64_t		conv_floats;	/* of one slot in one layer: conv_rows * conv_dim */
-	int64_t		rec_floats;		/* of one slot in one layer: n_heads * k_dim * v_dim */
+	int64_t		rec_floats;		/* of one slot in one layer: n_heads * state_cache_head_floats */
 	float	   *conv;			/* (n_layers, n_slots, conv_rows, conv_dim) past conv inputs,
 								 * oldest first; NULL with no_data */
-	float	   *rec;			/* (n_layers, n_slots, n_heads, k_dim, v_dim) delta-rule states;
-								 * NULL with no_data */
+	float	   *rec;			/* (n_layers, n_slots, n_heads, head floats) delta-rule states
+								 * (state_cache_head_floats); NULL with no_data */
 	int32_t    *free_slots;		/* (n_slots) a stack of the free slots */
 	int			n_free;
 } state_cache;
+
+#define STATE_CHUNK_ROWS 32		/* positions of a delta-rule chunk */
+
+/*
+ * Floats of one value head's delta-rule state, in this order: S (k_dim,
+ * v_dim) after the last complete chunk; the chunk under way's normed keys
+ * (STATE_CHUNK_ROWS, k_dim), new values (STATE_CHUNK_ROWS, v_dim) and
+ * cumulative log decays (STATE_CHUNK_ROWS).  Of the chunk's rows, those of
+ * positions already run (position mod STATE_CHUNK_ROWS of them) hold
+ * values.
+ */
+static inline int64_t
+state_cache_head_floats(const state_cache_params *p)
+{
+	return (int64_t) p->k_dim * p->v_dim + (int64_t) STATE_CHUNK_ROWS * (p->k_dim + p->v_dim + 1);
+}
 
 /* Bytes of one sequence's state over all layers (f32). */
 size_t		state_cache_slot_bytes(const state_cache_params *p);
@@ -74,7 +101,7 @@ state_cache_conv(const state_cache *sc, int layer, int32_t slot)
 	return sc->conv + ((int64_t) layer * sc->p.n_slots + slot) * sc->conv_floats;
 }
 
-/* The delta-rule state (n_heads, k_dim, v_dim) of layer and slot. */
+/* The delta-rule states (n_heads, state_cache_head_floats) of layer and slot. */
 static inline float *
 state_cache_rec(const state_cache *sc, int layer, int32_t slot)
 {

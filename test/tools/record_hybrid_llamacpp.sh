@@ -12,7 +12,8 @@
 #   qwen35-wide-f32      256 wide so that K-quants apply, 2 key and 4 value heads of 64
 #   qwen35-wide-q8_0, -q4_k_m  that one quantized by llama.cpp's own llama-quantize, kept in
 #                        test/data/llamacpp-hybrid/ (CI cannot quantize as llama.cpp)
-# The F32 files CI makes again, bit for bit, from the same seeds.  For each file, three prompts:
+# The F32 files CI makes again, bit for bit, from the same seeds.  For each file, four prompts
+# (the last 60 tokens long: with its 16 tokens, over two chunks of cbllm's chunked delta rule):
 # test/data/llamacpp-hybrid/greedy.jsonl gets one line per file and prompt,
 # {"model", "prompt", "ids", "margins"}: llama.cpp's 16 greedy ids and its top-2 logit margins.
 # Then the F32 files' ids are compared with test/tools/reference.py's (float64, from the
@@ -42,7 +43,8 @@ for ty in q8_0 q4_k_m; do
 done
 prompts='[1, 15, 267, 42, 300, 7, 99, 180, 3, 250, 61, 128]
 [1, 300, 12, 77, 5]
-[1, 42, 42, 180, 99, 3, 250, 61, 128, 7, 15, 267, 200, 31, 8, 390, 2, 11]'
+[1, 42, 42, 180, 99, 3, 250, 61, 128, 7, 15, 267, 200, 31, 8, 390, 2, 11]
+[1, 133, 252, 371, 100, 219, 338, 67, 186, 305, 34, 153, 272, 391, 120, 239, 358, 87, 206, 325, 54, 173, 292, 21, 140, 259, 378, 107, 226, 345, 74, 193, 312, 41, 160, 279, 8, 127, 246, 365, 94, 213, 332, 61, 180, 299, 28, 147, 266, 385, 114, 233, 352, 81, 200, 319, 48, 167, 286, 15]'
 : >"$out/greedy.jsonl"
 for m in qwen35-f32 qwen35-causal-f32 qwen35-wide-f32 qwen35-wide-q8_0 qwen35-wide-q4_k_m; do
 	f=$work/$m.gguf

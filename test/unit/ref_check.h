@@ -96,14 +96,15 @@ ref_engine(const char *dir, const char *device)
 }
 
 /*
- * The prompt's logits (n, vocab) from an engine over dir on device keeping
- * its KV cache as kv_dtype (NULL: f32), or NULL; *vocab gets vocab.
+ * The prompt's logits (n, vocab) from an engine over dir on device of size
+ * sz (cbllm_engine_prompt_logits runs max_seqs of its tokens a step), or
+ * NULL; *vocab gets vocab.
  */
 static inline float *
-ref_engine_logits_kv(const char *dir, const char *device, const char *kv_dtype,
-					 const int32_t *prompt, int n, int *vocab)
+ref_engine_logits_sized(const char *dir, const char *device, ref_engine_size sz,
+						const int32_t *prompt, int n, int *vocab)
 {
-	cbllm_engine *e = ref_engine_sized(dir, device, (ref_engine_size) {4, 64, 32, 64, kv_dtype, 0, 0});
+	cbllm_engine *e = ref_engine_sized(dir, device, sz);
 	cbllm_engine_info info;
 	cbllm_err	err;
 	float	   *out;
@@ -121,6 +122,18 @@ ref_engine_logits_kv(const char *dir, const char *device, const char *kv_dtype,
 	}
 	cbllm_engine_destroy(e);
 	return out;
+}
+
+/*
+ * The prompt's logits (n, vocab) from an engine over dir on device keeping
+ * its KV cache as kv_dtype (NULL: f32), or NULL; *vocab gets vocab.
+ */
+static inline float *
+ref_engine_logits_kv(const char *dir, const char *device, const char *kv_dtype,
+					 const int32_t *prompt, int n, int *vocab)
+{
+	return ref_engine_logits_sized(dir, device, (ref_engine_size) {4, 64, 32, 64, kv_dtype, 0, 0},
+								   prompt, n, vocab);
 }
 
 /* The prompt's logits (n, vocab) from an engine over dir on device, or NULL; *vocab gets vocab. */

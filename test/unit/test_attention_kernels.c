@@ -26,8 +26,9 @@
  *   - narrow_half, the rounding of keys and values into a half cache: bit
  *     for bit numeric.h's round to nearest even, through overflow,
  *     subnormals, signed zeros and infinities; NaN stays NaN;
- *   - delta_token, the gated delta rule of a hybrid model's linear
- *     attention: state and output within float rounding of float64.
+ *   - delta_rows and delta_fold, the chunked gated delta rule's products
+ *     (a hybrid model's linear attention): within float rounding of
+ *     float64, a row's bits the same in a call of any number of rows.
  */
 #include <math.h>
 #include <stdint.h>
@@ -411,61 +412,77 @@ TestNarrow(const cpu_kernels *ks, cbllm_rng *r)
 }
 
 /*
- * delta_token (the gated delta rule of a hybrid model's linear attention,
- * one token on one head's state): within float rounding of the float64
- * steps, over tokens one after another, for value sizes with and without a
- * vector tail.
+ * delta_rows and delta_fold (the chunked gated delta rule's products, of a
+ * hybrid model's linear attention): within float rounding of float64, and
+ * each row of delta_rows the same bits whether it comes in a call of m
+ * rows or of one (a position's bits may not depend on its step), for sizes
+ * with and without a vector tail and a row tile left over.
  */
 static void
 TestDelta(const cpu_kernels *ks, int dk, int dv, cbllm_rng *r)
 {
+	enum
+	{
+		M = 11
+	};
 	float	   *S = malloc(sizeof(float) * dk * dv),
-				q[256],
-				k[256],
-				v[256],
-				kv[256],
-				o[256];
-	double	   *R = malloc(sizeof(double) * dk * dv),
-				worst = 0,
-				scale = 0;
+			   *A = malloc(sizeof(float) * M * dk),
+			   *U = malloc(sizeof(float) * M * dv),
+			   *out = malloc(sizeof(float) * M * dv),
+			   *one = malloc(sizeof(float) * dv),
+				w[M];
+	double		worst = 0,
+				fworst = 0;
+	bool		same = true;
 
 	for (int i = 0; i < dk * dv; i++)
-		R[i] = S[i] = (float) (rng_uniform(r) - 0.5);
-	for (int t = 0; t < 5; t++)
+		S[i] = (float) (rng_uniform(r) - 0.5);
+	for (int i = 0; i < M * dk; i++)
+		A[i] = (float) (rng_uniform(r) - 0.5);
+	for (int i = 0; i < M * dv; i++)
+		U[i] = (float) (rng_uniform(r) - 0.5);
+	for (int j = 0; j < M; j++)
+		w[j] = (float) rng_uniform(r);
+	ks->delta_rows(A, M, S, dk, dv, out);
+	for (int m = 0; m < M; m++)
 	{
-		float		decay = (float) (0.5 + 0.5 * rng_uniform(r)),
-					beta = (float) rng_uniform(r);
-		double		rk[256],
-					ro[256];
+		ks->delta_rows(A + (int64_t) m * dk, 1, S, dk, dv, one);
+		same = same && memcmp(one, out + (int64_t) m * dv, sizeof(float) * dv) == 0;
+		for (int c = 0; c < dv; c++)
+		{
+			double		e = 0;
 
-		for (int i = 0; i < dk; i++)
-			q[i] = (float) (rng_uniform(r) - 0.5), k[i] = (float) (rng_uniform(r) - 0.5);
-		for (int c = 0; c < dv; c++)
-			v[c] = (float) (rng_uniform(r) - 0.5);
-		ks->delta_token(S, dk, dv, q, k, v, decay, beta, kv, o);
-		for (int c = 0; c < dv; c++)
-		{
-			rk[c] = 0;
 			for (int i = 0; i < dk; i++)
-				rk[c] += k[i] * (R[i * dv + c] *= decay);
-			rk[c] = (v[c] - rk[c]) * beta;
-		}
-		for (int c = 0; c < dv; c++)
-		{
-			ro[c] = 0;
-			for (int i = 0; i < dk; i++)
-				ro[c] += q[i] * (R[i * dv + c] += k[i] * rk[c]);
-			worst = fmax(worst, fabs(ro[c] - o[c]));
-			scale = fmax(scale, fabs(ro[c]));
+				e += (double) A[m * dk + i] * S[i * dv + c];
+			worst = fmax(worst, fabs(e - out[m * dv + c]));
 		}
 	}
-	for (int i = 0; i < dk * dv; i++)
-		worst = fmax(worst, fabs(R[i] - S[i]));
-	TAP_OK(worst <= 1e-5 * (scale > 1 ? scale : 1),
-		   "%s delta_token, %d x %d state, 5 tokens: state and output within float rounding of float64 (worst %.2g)",
-		   ks->isa, dk, dv, worst);
+	{
+		double	   *ref = malloc(sizeof(double) * dk * dv);
+
+		for (int i = 0; i < dk; i++)
+			for (int c = 0; c < dv; c++)
+			{
+				ref[i * dv + c] = 0.75 * S[i * dv + c];
+				for (int j = 0; j < M; j++)
+					ref[i * dv + c] += (double) w[j] * A[j * dk + i] * U[j * dv + c];
+			}
+		ks->delta_fold(S, dk, dv, A, U, w, 0.75f, M);
+		for (int i = 0; i < dk * dv; i++)
+			fworst = fmax(fworst, fabs(ref[i] - S[i]));
+		free(ref);
+	}
+	TAP_OK(worst <= 1e-5 * dk && same,
+		   "%s delta_rows, %d rows through a %d x %d state: within float rounding of float64 (worst %.2g), each row the same bits alone",
+		   ks->isa, M, dk, dv, worst);
+	TAP_OK(fworst <= 1e-5 * M,
+		   "%s delta_fold, %d rows into a %d x %d state: within float rounding of float64 (worst %.2g)",
+		   ks->isa, M, dk, dv, fworst);
 	free(S);
-	free(R);
+	free(A);
+	free(U);
+	free(out);
+	free(one);
 }
 
 int

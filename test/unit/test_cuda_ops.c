@@ -8,7 +8,7 @@
  * The backend table's ops each have their kernel checked here: rmsnorm (also
  * over head rows in place), add_rmsnorm, silu_mul, gelu_tanh_mul, scale,
  * add, add_bias, rope, embed, gather_rows,
- * matmul, kv_store and attention.
+ * matmul, kv_store, attention and linear_attention.
  *
  * Built twice: against CUDA (run on a GPU by test/gpu/check.sh; skipped,
  * and saying so, without one) and against the CPU emulator of CUDA
@@ -24,6 +24,7 @@
 #include "api/cbllm.h"
 #include "backend/backend.h"
 #include "base/numeric.h"
+#include "kv/state_cache.h"
 #include "model/model.h"
 #include "compare.h"
 #include "dtype_values.h"
@@ -662,6 +663,212 @@ TestAttention(int window, int hd, bool with_sinks)
 	threadpool_destroy(pool);
 }
 
+/*
+ * A hybrid model's linear attention (the causal conv and the chunked delta
+ * rule) over two sequences in three steps that start and end inside the
+ * delta rule's chunks, one of them a token each: every output within float
+ * rounding of a float64 token loop (the delta rule's plain recurrence).
+ */
+#define LIN_SEQS 2
+
+typedef struct lin_geom
+{
+	int			nk,
+				nv,
+				dk,
+				dv,
+				conv;
+} lin_geom;
+
+/* The float64 token loop of one sequence (its rows of qkv, z, beta, alpha), out (len, nv dv). */
+static void
+RefLinear(const lin_geom *g, int len, const float *qkv, const float *z, const float *beta,
+		  const float *alpha, const float *kern, const float *a, const float *dt_bias,
+		  const float *norm, double *out)
+{
+	int			cd = 2 * g->nk * g->dk + g->nv * g->dv;
+	double	   *x = calloc((size_t) len * cd, sizeof(double)),
+			   *S = calloc((size_t) g->nv * g->dk * g->dv, sizeof(double));
+
+	for (int t = 0; t < len; t++)
+		for (int c = 0; c < cd; c++)
+		{
+			double		y = 0;
+
+			for (int r = 0; r < g->conv; r++)
+				if (t - g->conv + 1 + r >= 0)
+					y += (double) kern[c * g->conv + r] * qkv[(t - g->conv + 1 + r) * cd + c];
+			x[t * cd + c] = y / (1 + exp(-y));
+		}
+	for (int t = 0; t < len; t++)
+		for (int h = 0; h < g->nv; h++)
+		{
+			int			kh = h % g->nk;
+			const double *q = x + t * cd + kh * g->dk,
+					   *k = x + t * cd + g->nk * g->dk + kh * g->dk,
+					   *v = x + t * cd + 2 * g->nk * g->dk + h * g->dv;
+			double	   *Sh = S + (size_t) h * g->dk * g->dv,
+						qn = 0,
+						kn = 0,
+						ss = 0,
+						sp = alpha[t * g->nv + h] + dt_bias[h],
+						decay,
+						b = 1 / (1 + exp(-beta[t * g->nv + h])),
+						o[512];
+
+			sp = sp > 20 ? sp : log1p(exp(sp));
+			decay = exp(a[h] * sp);
+			for (int i = 0; i < g->dk; i++)
+				qn += q[i] * q[i], kn += k[i] * k[i];
+			qn = 1 / sqrt(qn + 1e-6) / sqrt(g->dk);
+			kn = 1 / sqrt(kn + 1e-6);
+			for (int c = 0; c < g->dv; c++)
+			{
+				double		kv = 0,
+							d;
+
+				for (int i = 0; i < g->dk; i++)
+					kv += k[i] * kn * (Sh[i * g->dv + c] *= decay);
+				d = (v[c] - kv) * b;
+				o[c] = 0;
+				for (int i = 0; i < g->dk; i++)
+					o[c] += q[i] * qn * (Sh[i * g->dv + c] += k[i] * kn * d);
+				ss += o[c] * o[c];
+			}
+			ss = 1 / sqrt(ss / g->dv + 1e-6);
+			for (int c = 0; c < g->dv; c++)
+			{
+				double		zz = z[(t * g->nv + h) * g->dv + c];
+
+				out[(t * g->nv + h) * g->dv + c] = o[c] * ss * norm[c] * zz / (1 + exp(-zz));
+			}
+		}
+	free(x);
+	free(S);
+}
+
+static void
+TestLinearAttention(lin_geom g)
+{
+	static const int lens[LIN_SEQS] = {45, 70},
+				ends[3][LIN_SEQS] = {{20, 37}, {21, 38}, {45, 70}};	/* each step's end per sequence */
+	static const int32_t slots[LIN_SEQS] = {2, 0};
+	int			cd = 2 * g.nk * g.dk + g.nv * g.dv,
+				od = g.nv * g.dv,
+				total = lens[0] + lens[1];
+	state_cache_params sp = {.k_dim = g.dk, .v_dim = g.dv};
+	int64_t		conv_floats = (int64_t) (g.conv - 1) * cd,
+				rec_floats = g.nv * state_cache_head_floats(&sp);
+	float	   *qkv = HostArray((size_t) total * cd, false),
+			   *z = HostArray((size_t) total * od, false),
+			   *beta = HostArray((size_t) total * g.nv, false),
+			   *alpha = HostArray((size_t) total * g.nv, false),
+			   *kern = HostArray((size_t) cd * g.conv, false),
+			   *norm = HostArray(g.dv, false),
+			   *a = malloc(sizeof(float) * g.nv),
+			   *dt = HostArray(g.nv, false),
+			   *got = malloc(sizeof(float) * total * od);
+	double	   *ref = malloc(sizeof(double) * total * od),
+				worst = 0,
+				scale = 0;
+	float	   *dkern = Up(kern, (size_t) cd * g.conv),
+			   *dnorm = Up(norm, g.dv),
+			   *da,
+			   *ddt = Up(dt, g.nv),
+			   *dconv = NULL,
+			   *drec = NULL;
+	int			start[LIN_SEQS] = {0, 0},
+				first[LIN_SEQS] = {0, lens[0]};	/* each sequence's rows in the host arrays */
+	bool		ok = true;
+	cbllm_err	err;
+
+	for (int h = 0; h < g.nv; h++)
+		a[h] = -0.1f * (1.5f + Rand());	/* a slow decay: the state reaches across chunks */
+	da = Up(a, g.nv);
+	cuda_alloc((void **) &dconv, sizeof(float) * 3 * conv_floats, NULL);
+	cuda_alloc((void **) &drec, sizeof(float) * 3 * rec_floats, NULL);
+	for (int st = 0; st < 3 && ok; st++)
+	{
+		int			n = 0,
+					sf[LIN_SEQS + 1];
+		int32_t    *pos = malloc(sizeof(int32_t) * total);
+		float	   *bq = malloc(sizeof(float) * total * cd),
+				   *bz = malloc(sizeof(float) * total * od),
+				   *bb = malloc(sizeof(float) * total * g.nv),
+				   *ba = malloc(sizeof(float) * total * g.nv);
+		void	   *dq,
+				   *dz,
+				   *db,
+				   *dal,
+				   *dsf,
+				   *dsl,
+				   *dpos,
+				   *dout;
+
+		for (int s = 0; s < LIN_SEQS; s++)
+		{
+			sf[s] = n;
+			for (int p = start[s]; p < ends[st][s]; p++, n++)
+			{
+				int			row = first[s] + p;
+
+				pos[n] = p;
+				memcpy(bq + (size_t) n * cd, qkv + (size_t) row * cd, sizeof(float) * cd);
+				memcpy(bz + (size_t) n * od, z + (size_t) row * od, sizeof(float) * od);
+				memcpy(bb + (size_t) n * g.nv, beta + (size_t) row * g.nv, sizeof(float) * g.nv);
+				memcpy(ba + (size_t) n * g.nv, alpha + (size_t) row * g.nv, sizeof(float) * g.nv);
+			}
+		}
+		sf[LIN_SEQS] = n;
+		dq = Up(bq, (size_t) n * cd);
+		dz = Up(bz, (size_t) n * od);
+		db = Up(bb, (size_t) n * g.nv);
+		dal = Up(ba, (size_t) n * g.nv);
+		dsf = UpBytes(sf, sizeof(sf));
+		dsl = UpBytes(slots, sizeof(slots));
+		dpos = UpBytes(pos, sizeof(int32_t) * n);
+		cuda_alloc(&dout, sizeof(float) * n * od, NULL);
+		{
+			cuda_linear_args la = {
+				.qkv = dq, .z = dz, .beta = db, .alpha = dal, .kern = dkern, .a = da,
+				.dt_bias = ddt, .norm = dnorm, .conv_states = dconv, .rec_states = drec,
+				.seq_first = dsf, .slots = dsl, .pos = dpos, .out = dout, .n_seqs = LIN_SEQS,
+				.nk = g.nk, .nv = g.nv, .dk = g.dk, .dv = g.dv, .conv = g.conv, .tiled = true,
+				.eps = 1e-6f,
+			};
+			float	   *o = malloc(sizeof(float) * n * od);
+
+			ok = cuda_linear_attention(&la, NULL, &err) == CBLLM_OK &&
+				cuda_download(o, dout, sizeof(float) * n * od, NULL) == CBLLM_OK;
+			for (int s = 0; s < LIN_SEQS; s++)
+				memcpy(got + (size_t) (first[s] + start[s]) * od, o + (size_t) sf[s] * od,
+					   sizeof(float) * (sf[s + 1] - sf[s]) * od);
+			free(o);
+		}
+		for (int s = 0; s < LIN_SEQS; s++)
+			start[s] = ends[st][s];
+		free(pos), free(bq), free(bz), free(bb), free(ba);
+		cuda_free(dq), cuda_free(dz), cuda_free(db), cuda_free(dal), cuda_free(dsf);
+		cuda_free(dsl), cuda_free(dpos), cuda_free(dout);
+	}
+	for (int s = 0; s < LIN_SEQS && ok; s++)
+		RefLinear(&g, lens[s], qkv + (size_t) first[s] * cd, z + (size_t) first[s] * od,
+				  beta + (size_t) first[s] * g.nv, alpha + (size_t) first[s] * g.nv, kern, a, dt,
+				  norm, ref + (size_t) first[s] * od);
+	for (size_t i = 0; ok && i < (size_t) total * od; i++)
+	{
+		worst = fmax(worst, fabs(got[i] - ref[i]));
+		scale = fmax(scale, fabs(ref[i]));
+	}
+	TAP_OK(ok && worst <= 1e-4 * scale,
+		   "linear attention (conv %d, %d key heads of %d, %d value heads of %d): two sequences of %d and %d tokens in steps split inside chunks, every output within 1e-4 of a float64 token loop (worst %.2g of %.2g)",
+		   g.conv, g.nk, g.dk, g.nv, g.dv, lens[0], lens[1], worst, scale);
+	free(qkv), free(z), free(beta), free(alpha), free(kern), free(norm), free(a), free(dt);
+	free(got), free(ref);
+	cuda_free(dkern), cuda_free(dnorm), cuda_free(da), cuda_free(ddt), cuda_free(dconv);
+	cuda_free(drec);
+}
+
 /* The dummy-weight fill equals the host's rule bit for bit. */
 static void
 TestFillDummy(void)
@@ -810,6 +1017,8 @@ main(int argc, char **argv)
 	TestAttention(6, 256, false);	/* Gemma-3's head_dim, the 8-dims-a-lane kernel's largest, in a local layer's window */
 	TestAttention(0, 512, false);	/* Gemma 4's full layers: the 16-dims-a-lane kernel */
 	TestAttention(6, 64, true);		/* gpt-oss's head_dim and attention sinks, in a window */
+	TestLinearAttention((lin_geom) {2, 4, 24, 40, 4});
+	TestLinearAttention((lin_geom) {1, 2, 128, 160, 3});	/* Qwen3.5's key heads; value columns past a block's threads */
 	TestFillDummy();
 	TestGraph();
 	TestOutOfMemory();

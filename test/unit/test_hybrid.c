@@ -20,6 +20,9 @@
  *     from chunk to chunk), preemption by recompute (the state rebuilt from
  *     position 0) and by swap (the state copied out and back) in a KV pool
  *     too small for all four;
+ *   - with --long, a prompt over several chunks of the delta rule: its
+ *     logits at every position against the reference, and the same bits
+ *     whether its steps take 64 tokens, 7 or one;
  *   - prefix caching is off for the model, and the prompt served twice by
  *     one engine makes the same tokens with no prefix hit;
  *   - a state slot is held from a sequence's first step to its end, and an
@@ -30,9 +33,12 @@
  * With --device D (test_hybrid_emu: the emulated CUDA device), the same
  * model on D: its logits against the CPU's within the bf16 path's
  * tolerance, and its tokens in a batch of four, chunked, and preempted by
- * swap and by recompute, each equal to its own alone on D.
+ * swap and by recompute, each equal to its own alone on D; with --long, the
+ * long prompt's logits against the CPU's and the same bits in any steps.
  *
- * usage: test_hybrid [--device D] DIR REF_LOGITS REF_GREEDY LAYERS [GGUF GGUF_REF_LOGITS TOLERANCE]
+ * usage: test_hybrid [--device D] [--long IDS REF_LOGITS] DIR REF_LOGITS REF_GREEDY LAYERS
+ *                    [GGUF GGUF_REF_LOGITS TOLERANCE]
+ *   IDS          the long prompt: 100 token ids (LONG_LEN); REF_LOGITS reference.py's logits of it
  *   DIR          gen_model.py --family qwen3_5 ... (f32)
  *   REF_LOGITS   reference.py DIR --logits --prompt-ids "<batch_check.h's prompt>"
  *   REF_GREEDY   reference.py DIR --greedy 16 --prompt-ids "<the same>"
@@ -45,10 +51,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include "api/cbllm.h"
 #include "batch_check.h"
 #include "engine_run.h"
+#include "kv/state_cache.h"
 #include "model/model.h"
 #include "ref_check.h"
 #include "tap.h"
@@ -118,6 +128,90 @@ TestLoad(const char *path, const char *layers, const char *what)
 		   "%s: RoPE rotates %d of the head's %d dimensions (partial_rotary_factor)", what,
 		   m->cfg.rope[0].rot_dim, m->cfg.head_dim);
 	model_free(m);
+}
+
+#define LONG_LEN 100			/* positions of the long prompt: three chunks of the delta rule and
+								 * part of a fourth */
+
+/* The long prompt's logits (LONG_LEN, vocab) from an engine whose steps take step tokens of it, or NULL. */
+static float *
+LongLogits(const char *path, const char *device, const int32_t *ids, int step, int *vocab)
+{
+	return ref_engine_logits_sized(path, device, (ref_engine_size) {step, 64, 32, 128, NULL, 0, 0},
+								   ids, LONG_LEN, vocab);
+}
+
+/*
+ * A prompt over several chunks of the delta rule (kv/state_cache.h): its
+ * logits at every position within 1e-4 of the float64 reference (on a
+ * device, of the CPU's within the bf16 path's tolerance), and the same bits
+ * whether the steps take 64 of its tokens, 7 (steps ending inside chunks)
+ * or one at a time (every position a step of its own, as in decoding).
+ */
+static void
+TestLongPrompt(const char *path, const char *device, const char *ids_path, const char *ref_path)
+{
+	float	   *idf = ref_read_numbers(ids_path, LONG_LEN);
+	int32_t		ids[LONG_LEN];
+	int			vocab = 0,
+				v7 = 0,
+				v1 = 0;
+	float	   *whole = NULL,
+			   *by7 = NULL,
+			   *by1 = NULL;
+	const char *where = device != NULL ? device : "cpu";
+
+#if defined(__x86_64__)
+	unsigned	csr = _mm_getcsr() & ~0x8040u;	/* subnormals kept (FTZ and DAZ clear) */
+
+	_mm_setcsr(csr);
+#endif
+
+	for (int i = 0; idf != NULL && i < LONG_LEN; i++)
+		ids[i] = (int32_t) idf[i];
+	if (idf != NULL)
+	{
+		whole = LongLogits(path, device, ids, 64, &vocab);
+		by7 = LongLogits(path, device, ids, 7, &v7);
+		by1 = LongLogits(path, device, ids, 1, &v1);
+	}
+#if defined(__x86_64__)
+	/* the calling thread runs tasks of the step too, the delta rule's among them */
+	if (device == NULL)
+		TAP_OK((_mm_getcsr() & 0x8040u) == 0,
+			   "the delta rule, which flushes subnormals while it runs, puts the thread's floating-point mode back (MXCSR %#x, FTZ and DAZ clear)",
+			   _mm_getcsr());
+#endif
+	if (device == NULL)
+	{
+		float	   *ref = whole != NULL ? ref_read_numbers(ref_path, (size_t) LONG_LEN * vocab) : NULL;
+		double		worst = ref != NULL ? ref_worst_row(whole, ref, LONG_LEN, vocab) : INFINITY;
+
+		TAP_OK(worst < 1e-4,
+			   "a %d-token prompt (%d chunks of the delta rule and part of one): its logits match the float64 reference (worst row rel err %.2g < 1e-4)",
+			   LONG_LEN, LONG_LEN / STATE_CHUNK_ROWS, worst);
+		free(ref);
+	}
+	else if (idf != NULL)
+	{
+		int			vc = 0;
+		float	   *cpu = LongLogits(path, NULL, ids, 64, &vc);
+		double		gap = cpu != NULL && whole != NULL && vc == vocab ?
+			RelErr(whole, cpu, (size_t) LONG_LEN * vocab) : INFINITY;
+
+		TAP_OK(gap < 5e-2, "on %s the %d-token prompt's logits match the CPU's (rel err %.2g < 5e-2)",
+			   device, LONG_LEN, gap);
+		free(cpu);
+	}
+	TAP_OK(whole != NULL && by7 != NULL && by1 != NULL && v7 == vocab && v1 == vocab &&
+		   memcmp(whole, by7, sizeof(float) * LONG_LEN * vocab) == 0 &&
+		   memcmp(whole, by1, sizeof(float) * LONG_LEN * vocab) == 0,
+		   "on %s the %d-token prompt's logits are the same bits in steps of 64, 7 and 1 tokens (chunks kept whole across steps)",
+		   where, LONG_LEN);
+	free(idf);
+	free(whole);
+	free(by7);
+	free(by1);
 }
 
 /* Prefix caching is off, said so, and a second run of the prompt makes its tokens again. */
@@ -197,11 +291,14 @@ TestStateBytes(const char *path)
 		size_t		conv = (size_t) (c->lin_conv - 1) *
 			(2 * c->lin_k_heads * c->lin_k_dim + c->lin_v_heads * c->lin_v_dim);
 
+		/* per value head: the state, and the chunk under way's keys, new values and decays */
 		want = sizeof(float) * c->n_linear_layers *
-			(conv + (size_t) c->lin_v_heads * c->lin_k_dim * c->lin_v_dim);
+			(conv + (size_t) c->lin_v_heads *
+			 ((size_t) c->lin_k_dim * c->lin_v_dim +
+			  (size_t) STATE_CHUNK_ROWS * (c->lin_k_dim + c->lin_v_dim + 1)));
 	}
 	TAP_OK(e != NULL && want > 0 && info.state_bytes_per_seq == want && info.n_linear_layers > 0,
-		   "a sequence's state is %zu bytes (the conv's last inputs and a matrix per value head, over %d linear layers)",
+		   "a sequence's state is %zu bytes (the conv's last inputs, a matrix per value head and its chunk's rows, over %d linear layers)",
 		   info.state_bytes_per_seq, info.n_linear_layers);
 	cbllm_engine_destroy(e);
 	model_free(m);
@@ -210,7 +307,9 @@ TestStateBytes(const char *path)
 int
 main(int argc, char **argv)
 {
-	const char *device = NULL;
+	const char *device = NULL,
+			   *long_ids = NULL,
+			   *long_ref = NULL;
 
 	if (argc > 2 && strcmp(argv[1], "--device") == 0)
 	{
@@ -218,19 +317,30 @@ main(int argc, char **argv)
 		argc -= 2;
 		argv += 2;
 	}
+	if (argc > 3 && strcmp(argv[1], "--long") == 0)
+	{
+		long_ids = argv[2];
+		long_ref = argv[3];
+		argc -= 3;
+		argv += 3;
+	}
 	if (argc != 5 && argc != 8)
 	{
-		fprintf(stderr, "usage: test_hybrid [--device D] DIR REF_LOGITS REF_GREEDY LAYERS [GGUF GGUF_REF_LOGITS TOLERANCE]\n");
+		fprintf(stderr, "usage: test_hybrid [--device D] [--long IDS REF_LOGITS] DIR REF_LOGITS REF_GREEDY LAYERS [GGUF GGUF_REF_LOGITS TOLERANCE]\n");
 		return 2;
 	}
 	if (device != NULL)
 	{
 		batch_check_device(argv[1], device, "qwen3_5");
+		if (long_ids != NULL)
+			TestLongPrompt(argv[1], device, long_ids, long_ref);
 		return tap_done();
 	}
 	TestLoad(argv[1], argv[4], "checkpoint");
 	batch_check_logits(argv[1], argv[2], 1e-4, "checkpoint");
 	batch_check_greedy(argv[1], argv[3], "checkpoint");
+	if (long_ids != NULL)
+		TestLongPrompt(argv[1], NULL, long_ids, long_ref);
 	TestNoPrefixCache(argv[1]);
 	TestSlotsHeld(argv[1]);
 	TestStateBytes(argv[1]);

@@ -770,6 +770,7 @@ CpuDestroy(cbllm_backend *be)
 		free(c->rope_cos);
 		free(c->rope_sin);
 		free(c->seq_first);
+		free(c->lin_scratch);
 		free(c->freqs);
 		free(c->qx.q);
 		free(c->qx.s);
@@ -824,6 +825,9 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 	c->scratch_stride = KERNEL_ROWS_PER_TASK * KERNEL_QLD(max_k);
 	c->scratch = malloc(sizeof(float) * c->scratch_stride * nt);
 	c->seq_first = malloc(sizeof(int32_t) * ((size_t) p->max_tokens + 1));
+	c->lin_stride = cpu_linear_scratch_floats(cfg);
+	if (cfg->n_linear_layers > 0)
+		c->lin_scratch = malloc(sizeof(float) * c->lin_stride * nt);
 	c->rope_cos = malloc(sizeof(float) * (size_t) cfg->n_rope * p->max_tokens * half);
 	c->rope_sin = malloc(sizeof(float) * (size_t) cfg->n_rope * p->max_tokens * half);
 	c->freqs = malloc(sizeof(rope_freqs) * cfg->n_rope);
@@ -845,6 +849,7 @@ cpu_backend_create(const cpu_backend_params *p, cbllm_backend **out, cbllm_err *
 		}
 	}
 	if (!c->scratch || !c->rope_cos || !c->rope_sin || !c->freqs || !c->seq_first ||
+		(cfg->n_linear_layers > 0 && !c->lin_scratch) ||
 		!cpu_attention_init(&c->attn, &c->cfg, c->k, p->pool, p->max_tokens, p->max_ctx) ||
 		!cpu_moe_init(&c->moe, &c->cfg))
 	{

@@ -73,7 +73,13 @@ typedef struct cpu_ctx
 	cpu_moe_ws	moe;			/* a model with experts' workspace; zeroed otherwise */
 	int32_t    *seq_first;		/* (max_tokens + 1) a step's sequences' first tokens (the
 								 * linear attention's) */
+	float	   *lin_scratch;	/* (n_threads, lin_stride) the delta rule's rows of a chunk;
+								 * NULL without linear layers */
+	int64_t		lin_stride;		/* cpu_linear_scratch_floats */
 } cpu_ctx;
+
+/* Floats of one thread's scratch for the chunked delta rule (cpu_linear_attn.c). */
+int64_t		cpu_linear_scratch_floats(const cbllm_model_config *cfg);
 
 /* y[i] (T, w[i]->rows) = x (T, cols) @ w[i]^T for a group of n matrices (backend.h's matmul). */
 void		cpu_matmul(cbllm_backend *be, int n, const cbllm_weight *const *w, const float *x,

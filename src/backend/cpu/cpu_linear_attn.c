@@ -9,17 +9,15 @@
  *      kernel - 1, zero before position 0) and this step's tokens in order;
  *      the outputs, through silu, replace the inputs in qkv, and the last
  *      inputs become the state;
- *   2. the delta rule: per (sequence, value head), its tokens in order
- *      update the head's (k_dim, v_dim) state and read it with q; the read
- *      is normed, gated by silu(z) and written to out.
+ *   2. the delta rule in its chunked form: per (sequence, value head), its
+ *      tokens a chunk's part at a time (DeltaTask); each output is normed,
+ *      gated by silu(z) and written to out.
  *
  * A sequence's tokens are consecutive in the batch (forward.c builds it so)
  * and each task owns one sequence's slice, so the result of a token does
- * not depend on what else is in the step, and the work is one pass over
- * each token however the prompt is chunked.  The recurrence is the token
- * loop of the delta rule, O(k_dim v_dim) per token and head: on a CPU it
- * reads a head's state from the cache once per token, which is what its
- * chunked (WY) form would save on a GPU.
+ * not depend on what else is in the step; and since chunks are aligned to
+ * positions and a chunk's rows are kept until it is complete
+ * (kv/state_cache.h), nor on how the prompt was split into steps.
  *
  * Here too: the gated attention's split of q from its gate and the
  * sigmoid gate, and Qwen3.5-MoE's shared expert added under its gate.
@@ -29,6 +27,11 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define MXCSR_FTZ_DAZ 0x8040	/* flush results and inputs below FLT_MIN to zero */
+#endif
 
 #define CONV_CHANNELS 64		/* channels of one conv task */
 #define MAX_CONV 64				/* kernel taps: config.json's linear_conv_kernel_dim is at most 64 */
@@ -112,6 +115,37 @@ ConvTask(void *arg, int task, int thread)
 			hist[(int64_t) r * cd + c0 + c] = h[r][c];
 }
 
+/*
+ * The delta rule's decays reach far below FLT_MIN (exp(gc) of a chunk's
+ * rows under a fast decay), and every product with such a number would
+ * take the CPU's slow path for subnormal floats: a tenth of a prefill went
+ * there.  DeltaTask flushes them to zero, on its own thread for its own
+ * run (the mode it found is put back); the mode is the same in every step,
+ * so the bits still do not depend on the step.
+ */
+static unsigned
+FlushSubnormals(void)
+{
+#ifdef MXCSR_FTZ_DAZ
+	unsigned	was = _mm_getcsr();
+
+	_mm_setcsr(was | MXCSR_FTZ_DAZ);
+	return was;
+#else
+	return 0;
+#endif
+}
+
+static void
+RestoreSubnormals(unsigned was)
+{
+#ifdef MXCSR_FTZ_DAZ
+	_mm_setcsr(was);
+#else
+	(void) was;
+#endif
+}
+
 /* x / sqrt(sum x^2 + 1e-6) * scale into out (n). */
 static void
 L2Norm(const float *x, int n, float scale, float *out)
@@ -125,52 +159,118 @@ L2Norm(const float *x, int n, float scale, float *out)
 		out[i] = x[i] * ss;
 }
 
-/* Pass 2: one sequence's value head through the delta rule, then its gated norm. */
+/*
+ * Pass 2: one sequence's value head through the chunked delta rule
+ * (kv/state_cache.h), then its gated norm.  The sequence's tokens go a
+ * chunk's part at a time: their rows through the state (two delta_rows),
+ * then row by row their new values u and outputs o from the chunk's
+ * earlier rows, and when the chunk is complete, its rows folded into the
+ * state.  With G(r) = exp(gc[r]), the chunk's decay up to row r, and
+ * D(r, j) = G(r) / G(j):
+ *
+ *   u[r] = beta[r] (v[r] - G(r) S^T k[r] - sum over j < r of D(r, j) (k[r] . k[j]) u[j])
+ *   o[r] = G(r) S^T q[r] + sum over j <= r of D(r, j) (q[r] . k[j]) u[j]
+ *   S   <- G(C - 1) S + sum over j of D(C - 1, j) k[j] u[j]^T
+ *
+ * which is the token loop (S *= g; u = beta (v - S^T k); S += k u^T;
+ * o = S^T q) regrouped.
+ */
 static void
 DeltaTask(void *arg, int task, int thread)
 {
 	lin_job    *j = arg;
 	const cbllm_model_config *cfg = &j->c->cfg;
+	const cpu_kernels *ks = j->c->k;
 	int			nv = cfg->lin_v_heads,
 				nk = cfg->lin_k_heads,
 				dk = cfg->lin_k_dim,
 				dv = cfg->lin_v_dim,
-				cd = j->sc->p.conv_dim;
+				cd = j->sc->p.conv_dim,
+				C = STATE_CHUNK_ROWS;
 	int			s = task / nv,
 				hd = task % nv,
 				kh = cfg->lin_v_tiled ? hd % nk : hd / (nv / nk);
 	int			t0 = j->first[s],
 				t1 = j->first[s + 1];
 	float	   *S = state_cache_rec(j->sc, j->layer, j->b->state_slots[j->b->seq[t0]]) +
-		(int64_t) hd * dk * dv;
-	float		q[dk],
-				k[dk],
-				o[dv],
-				kv[dv];
+		hd * state_cache_head_floats(&j->sc->p);
+	float	   *K = S + (int64_t) dk * dv,	/* (C, dk) the chunk's keys */
+			   *U = K + (int64_t) C * dk,	/* (C, dv) its new values */
+			   *gc = U + (int64_t) C * dv;	/* (C) its cumulative log decays */
+	float	   *Q = j->c->lin_scratch + thread * j->c->lin_stride,	/* (C, dk) */
+			   *QS = Q + (int64_t) C * dk,	/* (C, dv) S^T q of the part's rows */
+			   *KS = QS + (int64_t) C * dv, /* (C, dv) S^T k */
+			   *w = KS + (int64_t) C * dv;	/* (C) */
+	unsigned	mode = FlushSubnormals();
 
-	(void) thread;
 	if (j->b->pos[t0] == 0)
 		memset(S, 0, sizeof(float) * dk * dv);
-	for (int t = t0; t < t1; t++)
+	for (int t = t0; t < t1;)
 	{
-		const float *row = j->qkv + (int64_t) t * cd;
-		const float *v = row + 2 * nk * dk + hd * dv;
-		const float *z = j->z + ((int64_t) t * nv + hd) * dv;
-		float		decay = expf(j->w->lin_a[hd] *
-								 Softplus(j->alpha[(int64_t) t * nv + hd] + j->w->lin_dt_bias[hd]));
-		float		beta = 1.0f / (1.0f + expf(-j->beta[(int64_t) t * nv + hd]));
-		float		ss = 0.0f;
-		float	   *dst = j->out + ((int64_t) t * nv + hd) * dv;
+		int			r0 = j->b->pos[t] % C,
+					m = C - r0 < t1 - t ? C - r0 : t1 - t;
 
-		L2Norm(row + kh * dk, dk, 1.0f / sqrtf((float) dk), q);
-		L2Norm(row + nk * dk + kh * dk, dk, 1.0f, k);
-		j->c->k->delta_token(S, dk, dv, q, k, v, decay, beta, kv, o);
-		for (int c = 0; c < dv; c++)
-			ss += o[c] * o[c];
-		ss = 1.0f / sqrtf(ss / dv + cfg->rms_eps);
-		for (int c = 0; c < dv; c++)
-			dst[c] = o[c] * ss * j->w->lin_norm[c] * Silu(z[c]);
+		for (int i = 0; i < m; i++)
+		{
+			const float *row = j->qkv + (int64_t) (t + i) * cd;
+			int64_t		a = (int64_t) (t + i) * nv + hd;
+			int			r = r0 + i;
+
+			L2Norm(row + kh * dk, dk, 1.0f / sqrtf((float) dk), Q + (int64_t) i * dk);
+			L2Norm(row + nk * dk + kh * dk, dk, 1.0f, K + (int64_t) r * dk);
+			gc[r] = (r == 0 ? 0.0f : gc[r - 1]) +
+				j->w->lin_a[hd] * Softplus(j->alpha[a] + j->w->lin_dt_bias[hd]);
+		}
+		ks->delta_rows(Q, m, S, dk, dv, QS);
+		ks->delta_rows(K + (int64_t) r0 * dk, m, S, dk, dv, KS);
+		for (int i = 0; i < m; i++)
+		{
+			int			r = r0 + i;
+			int64_t		a = (int64_t) (t + i) * nv + hd;
+			const float *v = j->qkv + (int64_t) (t + i) * cd + 2 * nk * dk + hd * dv,
+					   *z = j->z + a * dv,
+					   *kr = K + (int64_t) r * dk,
+					   *qr = Q + (int64_t) i * dk;
+			float	   *u = U + (int64_t) r * dv,
+					   *o = j->out + a * dv,
+						g = expf(gc[r]),
+						beta = 1.0f / (1.0f + expf(-j->beta[a])),
+						ss = 0.0f;
+
+			memset(u, 0, sizeof(float) * dv);
+			for (int p = 0; p < r; p++)
+				ks->axpy(u, expf(gc[r] - gc[p]) * ks->dot(kr, K + (int64_t) p * dk, dk),
+						 U + (int64_t) p * dv, dv);
+			for (int c = 0; c < dv; c++)
+			{
+				u[c] = (v[c] - (g * KS[(int64_t) i * dv + c] + u[c])) * beta;
+				o[c] = g * QS[(int64_t) i * dv + c];
+			}
+			for (int p = 0; p <= r; p++)
+				ks->axpy(o, expf(gc[r] - gc[p]) * ks->dot(qr, K + (int64_t) p * dk, dk),
+						 U + (int64_t) p * dv, dv);
+			for (int c = 0; c < dv; c++)
+				ss += o[c] * o[c];
+			ss = 1.0f / sqrtf(ss / dv + cfg->rms_eps);
+			for (int c = 0; c < dv; c++)
+				o[c] = o[c] * ss * j->w->lin_norm[c] * Silu(z[c]);
+		}
+		if (r0 + m == C)
+		{
+			for (int p = 0; p < C; p++)
+				w[p] = expf(gc[C - 1] - gc[p]);
+			ks->delta_fold(S, dk, dv, K, U, w, expf(gc[C - 1]), C);
+		}
+		t += m;
 	}
+	RestoreSubnormals(mode);
+}
+
+/* Floats of one thread's scratch for DeltaTask (cpu_ctx.lin_scratch). */
+int64_t
+cpu_linear_scratch_floats(const cbllm_model_config *cfg)
+{
+	return (int64_t) STATE_CHUNK_ROWS * (cfg->lin_k_dim + 2 * cfg->lin_v_dim + 1);
 }
 
 /* backend.h's linear_attention. */

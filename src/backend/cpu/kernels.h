@@ -124,12 +124,15 @@ typedef struct cpu_kernels
 	/* dst[0, n) = src as [0] f16 or [1] bf16, rounded to nearest even: keys and values into a half cache */
 	void		(*narrow_half[2]) (const float *src, uint16_t *dst, int64_t n);
 	/*
-	 * One token of the gated delta rule on a head's state S (dk, dv): S *=
-	 * decay; kv = (v - k^T S) * beta; S += k kv^T; o (dv) = q^T S.  kv: dv
-	 * floats of scratch (cpu_linear_attn.c).
+	 * The chunked gated delta rule's products (cpu_linear_attn.c), each
+	 * element's sum in the same order however many rows a call has:
+	 * delta_rows: out (m, dv) = A (m, dk) S (dk, dv);
+	 * delta_fold: S (dk, dv) = decay S + sum over j < n of w[j] K[j] U[j]^T,
+	 * K (n, dk), U (n, dv).
 	 */
-	void		(*delta_token) (float *S, int dk, int dv, const float *q, const float *k,
-								const float *v, float decay, float beta, float *kv, float *o);
+	void		(*delta_rows) (const float *A, int m, const float *S, int dk, int dv, float *out);
+	void		(*delta_fold) (float *S, int dk, int dv, const float *K, const float *U,
+							   const float *w, float decay, int n);
 } cpu_kernels;
 
 extern const cpu_kernels cpu_kernels_avx512vnni;

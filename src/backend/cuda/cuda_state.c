@@ -21,7 +21,7 @@ ConvFloats(const state_cache_params *p)
 static int64_t
 RecFloats(const state_cache_params *p)
 {
-	return (int64_t) p->n_heads * p->k_dim * p->v_dim;
+	return p->n_heads * state_cache_head_floats(p);
 }
 
 /* Device states of p->n_slots sequences over every linear layer, zeroed, and the step's staging. */
