@@ -1,7 +1,8 @@
 /*
- * activation.h: the MLP activations that have a formula of their own, written
- * once for the CPU backend and the CUDA kernels (and the CPU emulator of
- * CUDA): CBLLM_HOST_DEVICE marks them for both.
+ * activation.h: the activations that have a formula of their own (the MLPs',
+ * and the sigmoid and softplus of the hybrid models' gates and decays),
+ * written once for the CPU backend and the CUDA kernels (and the CPU emulator
+ * of CUDA): CBLLM_HOST_DEVICE marks them for both.
  */
 #ifndef CBLLM_ACTIVATION_H
 #define CBLLM_ACTIVATION_H
@@ -31,6 +32,20 @@ static inline CBLLM_HOST_DEVICE float
 cbllm_silu(float x)
 {
 	return x / (1.0f + expf(-x));
+}
+
+/* The logistic sigmoid: 1 / (1 + exp(-x)). */
+static inline CBLLM_HOST_DEVICE float
+cbllm_sigmoid(float x)
+{
+	return 1.0f / (1.0f + expf(-x));
+}
+
+/* softplus as PyTorch computes it: log(1 + exp(x)), x itself above 20. */
+static inline CBLLM_HOST_DEVICE float
+cbllm_softplus(float x)
+{
+	return x > 20.0f ? x : log1pf(expf(x));
 }
 
 /*

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_internal.h"
+#include "base/activation.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
@@ -51,19 +52,6 @@ typedef struct lin_job
 	const int32_t *first;		/* (n_seqs + 1) each sequence's first token */
 	int			conv_tasks;		/* per sequence */
 } lin_job;
-
-static inline float
-Silu(float x)
-{
-	return x / (1.0f + expf(-x));
-}
-
-/* softplus as PyTorch computes it: x itself above 20. */
-static inline float
-Softplus(float x)
-{
-	return x > 20.0f ? x : log1pf(expf(x));
-}
 
 /*
  * Pass 1: the causal conv of one sequence's block of channels, token by
@@ -107,7 +95,7 @@ ConvTask(void *arg, int task, int thread)
 				h[r][c] = h[r + 1][c];
 			if (K > 1)
 				h[K - 2][c] = in;
-			x[c] = Silu(y);
+			x[c] = cbllm_silu(y);
 		}
 	}
 	for (int r = 0; r < K - 1; r++)
@@ -219,7 +207,7 @@ DeltaTask(void *arg, int task, int thread)
 			L2Norm(row + kh * dk, dk, 1.0f / sqrtf((float) dk), Q + (int64_t) i * dk);
 			L2Norm(row + nk * dk + kh * dk, dk, 1.0f, K + (int64_t) r * dk);
 			gc[r] = (r == 0 ? 0.0f : gc[r - 1]) +
-				j->w->lin_a[hd] * Softplus(j->alpha[a] + j->w->lin_dt_bias[hd]);
+				j->w->lin_a[hd] * cbllm_softplus(j->alpha[a] + j->w->lin_dt_bias[hd]);
 		}
 		ks->delta_rows(Q, m, S, dk, dv, QS);
 		ks->delta_rows(K + (int64_t) r0 * dk, m, S, dk, dv, KS);
@@ -234,7 +222,7 @@ DeltaTask(void *arg, int task, int thread)
 			float	   *u = U + (int64_t) r * dv,
 					   *o = j->out + a * dv,
 						g = expf(gc[r]),
-						beta = 1.0f / (1.0f + expf(-j->beta[a])),
+						beta = cbllm_sigmoid(j->beta[a]),
 						ss = 0.0f;
 
 			memset(u, 0, sizeof(float) * dv);
@@ -253,7 +241,7 @@ DeltaTask(void *arg, int task, int thread)
 				ss += o[c] * o[c];
 			ss = 1.0f / sqrtf(ss / dv + cfg->rms_eps);
 			for (int c = 0; c < dv; c++)
-				o[c] = o[c] * ss * j->w->lin_norm[c] * Silu(z[c]);
+				o[c] = o[c] * ss * j->w->lin_norm[c] * cbllm_silu(z[c]);
 		}
 		if (r0 + m == C)
 		{
@@ -313,7 +301,7 @@ cpu_add_gated_rows(cbllm_backend *be, float *x, const float *y, const float *log
 {
 	for (int t = 0; t < T; t++)
 	{
-		float		g = 1.0f / (1.0f + expf(-logit[t]));
+		float		g = cbllm_sigmoid(logit[t]);
 
 		for (int i = 0; i < dim; i++)
 			x[(int64_t) t * dim + i] += g * y[(int64_t) t * dim + i];
@@ -325,5 +313,5 @@ void
 cpu_sigmoid_mul(cbllm_backend *be, float *x, const float *gate, int64_t n)
 {
 	for (int64_t i = 0; i < n; i++)
-		x[i] *= 1.0f / (1.0f + expf(-gate[i]));
+		x[i] *= cbllm_sigmoid(gate[i]);
 }

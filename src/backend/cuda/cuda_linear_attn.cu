@@ -30,6 +30,7 @@
 #include <math.h>
 
 #include "backend/cuda/block_reduce.cuh"
+#include "base/activation.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/launch.cuh"
 #include "kv/state_cache.h"
@@ -39,12 +40,6 @@
 								 * v_dim is larger */
 #define MAX_CONV 64				/* kernel taps: config.json's linear_conv_kernel_dim is at most 64 */
 #define MAX_DELTA_KEY 256		/* key head size whose chunk rows of q fit in shared memory */
-
-__device__ static inline float
-Silu(float x)
-{
-	return x / (1.0f + expf(-x));
-}
 
 /* Pass 1: one thread per (sequence, channel). */
 __global__ static void
@@ -75,7 +70,7 @@ LinConvKernel(float *qkv, const float *kern, float *states, const int32_t *seq_f
 			h[r] = h[r + 1];
 		if (K > 1)
 			h[K - 2] = in;
-		*x = Silu(y);
+		*x = cbllm_silu(y);
 	}
 	for (int r = 0; r < K - 1; r++)
 		hist[(int64_t) r * conv_dim + ch] = h[r];
@@ -171,12 +166,12 @@ DeltaKernel(const float *qkv, const float *z, const float *beta, const float *al
 			for (int i = 0; i < m; i++)
 			{
 				int64_t		ai = (int64_t) (t + i) * nv + hd;
-				float		x = alpha[ai] + dt_bias[hd];
 				int			r = r0 + i;
 
-				gcs[r] = (r == 0 ? 0.0f : gcs[r - 1]) + a[hd] * (x > 20.0f ? x : log1pf(expf(x)));
+				gcs[r] = (r == 0 ? 0.0f : gcs[r - 1]) +
+					a[hd] * cbllm_softplus(alpha[ai] + dt_bias[hd]);
 				gc[r] = gcs[r];
-				bs[r] = 1.0f / (1.0f + expf(-beta[ai]));
+				bs[r] = cbllm_sigmoid(beta[ai]);
 			}
 		__syncthreads();
 		/* 2: the decayed products of each row with the chunk's rows up to it */
@@ -266,7 +261,7 @@ DeltaKernel(const float *qkv, const float *z, const float *beta, const float *al
 			oo = BlockReduce<DELTA_THREADS, false>(oo);
 			oo = 1.0f / sqrtf(oo / dv + eps);
 			for (int c = threadIdx.x; c < dv; c += blockDim.x)
-				o[c] = o[c] * oo * norm[c] * Silu(zr[c]);
+				o[c] = o[c] * oo * norm[c] * cbllm_silu(zr[c]);
 		}
 		__syncthreads();
 		t += m;
@@ -335,7 +330,7 @@ AddGatedRowsKernel(float *x, const float *y, const float *logit, int64_t n, int 
 {
 	for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n;
 		 i += (int64_t) gridDim.x * blockDim.x)
-		x[i] += y[i] / (1.0f + expf(-logit[i / dim]));
+		x[i] += y[i] * cbllm_sigmoid(logit[i / dim]);
 }
 
 extern "C" int
@@ -356,7 +351,7 @@ SigmoidMulKernel(float *x, const float *gate, int64_t n)
 {
 	for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n;
 		 i += (int64_t) gridDim.x * blockDim.x)
-		x[i] *= 1.0f / (1.0f + expf(-gate[i]));
+		x[i] *= cbllm_sigmoid(gate[i]);
 }
 
 
