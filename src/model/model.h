@@ -237,6 +237,16 @@ int			model_config_positions(const struct cJSON *root, cbllm_model_config *cfg,
 								   const char *path, cbllm_err *err);
 
 /*
+ * config.json's layer_types, where root has it (not null): kind[l] (of
+ * n_layers) is the index in names (n_names of them) of layer l's type;
+ * *given says whether the list was there.  A list of another length, or a
+ * name outside names, is an error naming path and the names taken.
+ */
+int			model_config_layer_types(const struct cJSON *root, int n_layers,
+									 const char *const *names, int n_names, int *kind,
+									 bool *given, const char *path, cbllm_err *err);
+
+/*
  * Layer l (of cfg->n_layers) is windowed when sliding[l]: it gets window (0:
  * none) and, when local_base > 0, rope[1] = plain RoPE of that base; the
  * other layers the whole context and rope[0].  Sets n_rope and sliding_window.

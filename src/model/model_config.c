@@ -373,6 +373,40 @@ ParseConfig(const cJSON *top, cbllm_model_config *cfg, const char *path, cbllm_e
 	return GetScales(root, cfg, path, err);
 }
 
+/* model.h's model_config_layer_types. */
+int
+model_config_layer_types(const cJSON *root, int n_layers, const char *const *names, int n_names,
+						 int *kind, bool *given, const char *path, cbllm_err *err)
+{
+	const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+	char		list[160] = "";
+
+	*given = types != NULL && !cJSON_IsNull(types);
+	if (!*given)
+		return CBLLM_OK;
+	for (int i = 0; i < n_names; i++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s\"%s\"",
+				 i == 0 ? "" : i + 1 == n_names ? " and " : ", ", names[i]);
+	if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != n_layers)
+		return cbllm_fail(err, CBLLM_ERR_FORMAT,
+						  "%s: layer_types must be a list of num_hidden_layers = %d names", path,
+						  n_layers);
+	for (int l = 0; l < n_layers; l++)
+	{
+		const cJSON *t = cJSON_GetArrayItem(types, l);
+
+		kind[l] = -1;
+		for (int i = 0; i < n_names && cJSON_IsString(t); i++)
+			if (strcmp(t->valuestring, names[i]) == 0)
+				kind[l] = i;
+		if (kind[l] < 0)
+			return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
+							  "%s: unsupported layer_types[%d] \"%s\" (%s are supported)", path, l,
+							  cJSON_IsString(t) ? t->valuestring : "?", list);
+	}
+	return CBLLM_OK;
+}
+
 /* Parse the NUL-terminated text of a config.json (path names it in messages) into cfg. */
 int
 model_config_parse(const char *json, const char *path, cbllm_model_config *cfg, cbllm_err *err)

@@ -91,27 +91,16 @@ static int
 GetLayerKinds(const cJSON *root, cbllm_model_config *cfg, bool *full, const char *path,
 			  cbllm_err *err)
 {
-	const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
-	int			n = cfg->n_layers;
+	static const char *const names[] = {"sliding_attention", "full_attention"};
+	int			n = cfg->n_layers,
+				kind[CBLLM_MAX_LAYERS],
+				rc;
+	bool		given;
 
-	if (types != NULL && !cJSON_IsNull(types) &&
-		(!cJSON_IsArray(types) || cJSON_GetArraySize(types) != n))
-		return cbllm_fail(err, CBLLM_ERR_FORMAT,
-						  "%s: layer_types must be a list of num_hidden_layers = %d names", path, n);
+	if ((rc = model_config_layer_types(root, n, names, 2, kind, &given, path, err)) != CBLLM_OK)
+		return rc;
 	for (int l = 0; l < n; l++)
-	{
-		const cJSON *t = types != NULL && !cJSON_IsNull(types) ? cJSON_GetArrayItem(types, l) : NULL;
-
-		if (t == NULL)
-			full[l] = (l + 1) % 6 == 0;
-		else if (cJSON_IsString(t) && (strcmp(t->valuestring, "full_attention") == 0 ||
-									   strcmp(t->valuestring, "sliding_attention") == 0))
-			full[l] = strcmp(t->valuestring, "full_attention") == 0;
-		else
-			return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-							  "%s: unsupported layer_types[%d] \"%s\" (\"full_attention\" and \"sliding_attention\" are supported)",
-							  path, l, cJSON_IsString(t) ? t->valuestring : "?");
-	}
+		full[l] = given ? kind[l] == 1 : (l + 1) % 6 == 0;
 	full[n - 1] = true;
 	return CBLLM_OK;
 }

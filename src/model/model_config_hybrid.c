@@ -48,34 +48,19 @@ GetCount(const cJSON *root, const char *key, int def, int hi, int *out, const ch
 static int
 GetLinearLayers(const cJSON *root, cbllm_model_config *cfg, const char *path, cbllm_err *err)
 {
-	const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
-	int			interval,
+	static const char *const names[] = {"full_attention", "linear_attention"};
+	int			kind[CBLLM_MAX_LAYERS],
+				interval,
 				rc;
+	bool		given;
 
-	if (types != NULL && !cJSON_IsNull(types))
-	{
-		if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != cfg->n_layers)
-			return cbllm_fail(err, CBLLM_ERR_FORMAT,
-							  "%s: layer_types must be a list of num_hidden_layers = %d names",
-							  path, cfg->n_layers);
-		for (int l = 0; l < cfg->n_layers; l++)
-		{
-			const cJSON *t = cJSON_GetArrayItem(types, l);
-
-			if (!cJSON_IsString(t) || (strcmp(t->valuestring, "linear_attention") != 0 &&
-									   strcmp(t->valuestring, "full_attention") != 0))
-				return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-								  "%s: unsupported layer_types[%d] \"%s\" for %s (\"linear_attention\" and \"full_attention\" are supported)",
-								  path, l, cJSON_IsString(t) ? t->valuestring : "?", cfg->arch);
-			cfg->layer_linear[l] = strcmp(t->valuestring, "linear_attention") == 0;
-		}
-		return CBLLM_OK;
-	}
-	if ((rc = GetCount(root, "full_attention_interval", 4, CBLLM_MAX_LAYERS, &interval, path,
-					   err)))
+	if ((rc = model_config_layer_types(root, cfg->n_layers, names, 2, kind, &given, path, err)))
+		return rc;
+	if (!given &&
+		(rc = GetCount(root, "full_attention_interval", 4, CBLLM_MAX_LAYERS, &interval, path, err)))
 		return rc;
 	for (int l = 0; l < cfg->n_layers; l++)
-		cfg->layer_linear[l] = (l + 1) % interval != 0;
+		cfg->layer_linear[l] = given ? kind[l] == 1 : (l + 1) % interval != 0;
 	return CBLLM_OK;
 }
 

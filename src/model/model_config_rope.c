@@ -259,30 +259,24 @@ static int
 GetLayerKinds(const cJSON *root, cbllm_model_config *cfg, bool *sliding, const char *path,
 			  cbllm_err *err)
 {
-	const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
-	int			pattern,
+	/* a hybrid model's linear layers (model_config_hybrid read which) have no window */
+	static const char *const names[] = {"sliding_attention", "full_attention", "linear_attention"};
+	int			kind[CBLLM_MAX_LAYERS],
+				pattern,
 				max_window,
 				rc;
+	bool		given,
+				hybrid = false;
 
-	if (types != NULL && !cJSON_IsNull(types))
+	for (int l = 0; l < cfg->n_layers; l++)
+		hybrid = hybrid || cfg->layer_linear[l];
+	if ((rc = model_config_layer_types(root, cfg->n_layers, names, hybrid ? 3 : 2, kind, &given,
+									   path, err)))
+		return rc;
+	if (given)
 	{
-		if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != cfg->n_layers)
-			return cbllm_fail(err, CBLLM_ERR_FORMAT,
-							  "%s: layer_types must be a list of num_hidden_layers = %d names",
-							  path, cfg->n_layers);
 		for (int l = 0; l < cfg->n_layers; l++)
-		{
-			const cJSON *t = cJSON_GetArrayItem(types, l);
-			bool		full = cJSON_IsString(t) && (strcmp(t->valuestring, "full_attention") == 0 ||
-													 (cfg->layer_linear[l] &&
-													  strcmp(t->valuestring, "linear_attention") == 0));
-
-			sliding[l] = cJSON_IsString(t) && strcmp(t->valuestring, "sliding_attention") == 0;
-			if (!full && !sliding[l])
-				return cbllm_fail(err, CBLLM_ERR_UNSUPPORTED,
-								  "%s: unsupported layer_types[%d] \"%s\" (\"full_attention\" and \"sliding_attention\" are supported)",
-								  path, l, cJSON_IsString(t) ? t->valuestring : "?");
-		}
+			sliding[l] = kind[l] == 0;
 		return CBLLM_OK;
 	}
 	if ((rc = GetCount(root, "", "sliding_window_pattern", false, 0, &pattern, path, err)) ||

@@ -554,6 +554,59 @@ TestExpertConfigs(void)
 	free(dir);
 }
 
+/*
+ * A hybrid model's layer_types (the one reader model_config_layer_types,
+ * which Qwen3.5's, Gemma 4's and the windowed families' configs share):
+ * linear and full layers where it names them; a window's name, an unknown
+ * name or a list of the wrong length refused naming layer_types.
+ */
+static void
+TestHybridLayerTypes(void)
+{
+	static const char *const lin = ", \"partial_rotary_factor\": 0.5, \"linear_key_head_dim\": 8, \"linear_value_head_dim\": 8,"
+		" \"linear_num_key_heads\": 2, \"linear_num_value_heads\": 2, \"layer_types\": ";
+	struct
+	{
+		const char *label;
+		const char *types;
+		const char *want;		/* NULL: loads as linear then full */
+	}			cases[] = {
+		{"linear then full", "[\"linear_attention\", \"full_attention\"]", NULL},
+		{"a sliding layer", "[\"linear_attention\", \"sliding_attention\"]",
+		"unsupported layer_types[1] \"sliding_attention\" (\"full_attention\" and \"linear_attention\" are supported)"},
+		{"a number", "[\"linear_attention\", 3]", "unsupported layer_types[1] \"?\""},
+		{"one name for two layers", "[\"full_attention\"]", "layer_types must be a list"},
+	};
+	fixture_geom g = fixture_tiny;
+
+	g.head_dim = 4;
+	for (int i = 0; i < (int) (sizeof(cases) / sizeof(cases[0])); i++)
+	{
+		char		extra[400];
+		char	   *dir = fixture_case_dir("hybrid"),
+				   *text,
+				   *path = cbllm_path_join(dir, "config.json");
+		cbllm_model_config cfg;
+		cbllm_err	err = {{0}};
+		int			rc;
+
+		snprintf(extra, sizeof(extra), "%s%s", lin, cases[i].types);
+		text = fixture_config_json(&g, "Qwen3_5ForCausalLM", "silu", extra);
+		fixture_write_text(dir, "config.json", text);
+		rc = model_config_load(dir, &cfg, &err);
+		if (cases[i].want == NULL)
+			TAP_OK(rc == CBLLM_OK && cfg.layer_linear[0] && !cfg.layer_linear[1] &&
+				   cfg.n_linear_layers == 1, "Qwen3.5 layer_types %s loads as such %s",
+				   cases[i].label, err.msg);
+		else
+			TAP_OK(rc != CBLLM_OK && msg_has(&err, path, cases[i].want, NULL),
+				   "Qwen3.5 layer_types with %s is refused: %s", cases[i].label, err.msg);
+		free(path);
+		free(text);
+		free(dir);
+	}
+}
+
 int
 main(void)
 {
@@ -563,7 +616,8 @@ main(void)
 		TestRopeScaling,
 		TestRealConfigs,
 		TestFamilyConfigs,
-		TestExpertConfigs
+		TestExpertConfigs,
+		TestHybridLayerTypes
 	};
 
 	return run_in_fixture_root("config", tests, (int) (sizeof(tests) / sizeof(tests[0])));
