@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A GGUF file of a Llama, Mixtral, Qwen3, Qwen3-MoE, gpt-oss, Qwen3.5 or Qwen3.5-MoE model as a HuggingFace f32 checkpoint, for the reference.
+"""A GGUF file of a Llama, Mixtral, Qwen3, Qwen3-MoE, gpt-oss, Qwen3.5, Qwen3.5-MoE or Gemma 4 model as a HuggingFace f32 checkpoint, for the reference.
 
     gguf_to_hf.py FILE.gguf OUT_DIR
 
@@ -67,7 +67,8 @@ with nextn_predict_layers 1 (block_count counts it) gives num_hidden_layers one 
 mtp_num_hidden_layers 1, and its last block back as the MTP head: mtp.layers.0.* named as a
 decoder layer's, nextn.eh_proj as mtp.fc, nextn.enorm, nextn.hnorm and
 nextn.shared_head_norm as mtp.pre_fc_norm_embedding, mtp.pre_fc_norm_hidden and mtp.norm
-(the 1 taken off).  No tokenizer files are written.
+(the 1 taken off).  general.architecture "gemma4" becomes Gemma4ForCausalLM's flat checkpoint
+(gguf_gemma4.py says how).  No tokenizer files are written.
 Anything else is an error naming it.
 """
 
@@ -79,6 +80,7 @@ import sys
 import numpy as np
 
 import quant
+from gguf_gemma4 import gemma4_config, gemma4_hf_tensors
 
 # ggml type id -> (name, elements per block, bytes per block)
 GGML = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 30: ("BF16", 1, 2)}
@@ -533,6 +535,11 @@ def convert(path, out_dir):
         cfg = qwen35_config(meta, n_vocab, tied)
         for hf, w in qwen35_hf_tensors({name: dequantize(*t)
                                         for name, t in tensors.items()}, cfg).items():
+            out[hf] = np.ascontiguousarray(w, dtype="<f4")
+    elif meta.get("general.architecture") == "gemma4":
+        cfg = gemma4_config(meta, n_vocab, tied, tensors)
+        for hf, w in gemma4_hf_tensors({name: dequantize(*t)
+                                        for name, t in tensors.items()}).items():
             out[hf] = np.ascontiguousarray(w, dtype="<f4")
     elif meta.get("general.architecture") == "gpt-oss":
         cfg = gpt_oss_config(meta, n_vocab, tied)

@@ -18,11 +18,15 @@
  *   - a prefix-cache hit gives the tokens a miss gives;
  *   - the same checkpoint as a GGUF file (F32): its logits within the given
  *     tolerance of the reference, its tokens as alone when batched;
+ *   - with --gguf, a quantized GGUF file alone: its logits within the given
+ *     tolerance of the reference on the weights it holds (gguf_to_hf.py),
+ *     its tokens as alone when batched;
  *   - with --device D (the emulated CUDA device in CI): the prompt's logits
  *     within the device's bf16 tolerance of the CPU's, and each prompt's
  *     tokens the same alone, batched, chunked and preempted on the device.
  *
  * usage: test_gemma4 DIR REF_LOGITS REF_GREEDY [GGUF GGUF_REF_LOGITS TOLERANCE]
+ *        test_gemma4 --gguf GGUF GGUF_REF_LOGITS TOLERANCE
  *        test_gemma4 --device D DIR
  */
 #include <math.h>
@@ -120,9 +124,17 @@ main(int argc, char **argv)
 		batch_check_device(argv[3], argv[2], "gemma4");
 		return tap_done();
 	}
+	if (argc == 5 && strcmp(argv[1], "--gguf") == 0)
+	{
+		/* a quantized file against the reference on the weights it holds */
+		batch_check_logits(argv[2], argv[3], atof(argv[4]), "GGUF file");
+		batch_check_greedy(argv[2], NULL, "GGUF file");
+		return tap_done();
+	}
 	if (argc != 4 && argc != 7)
 	{
-		fprintf(stderr, "usage: test_gemma4 [--device D] DIR REF_LOGITS REF_GREEDY [GGUF GGUF_REF_LOGITS TOLERANCE]\n");
+		fprintf(stderr, "usage: test_gemma4 [--device D] DIR REF_LOGITS REF_GREEDY [GGUF GGUF_REF_LOGITS TOLERANCE]\n"
+				"       test_gemma4 --gguf GGUF GGUF_REF_LOGITS TOLERANCE\n");
 		return 2;
 	}
 	TestLoad(argv[1], "checkpoint");
