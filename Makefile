@@ -13,7 +13,8 @@ OBJS        = bgworker/cbllm.o bgworker/guc.o bgworker/channel.o bgworker/worker
               bgworker/client.o bgworker/sql_generate.o bgworker/sql_tokenize.o \
               bgworker/sql_status.o bgworker/stats.o bgworker/slot.o bgworker/sql_text.o \
               bgworker/sql_enrich.o bgworker/engine_proc.o bgworker/worker_requests.o \
-              bgworker/sql_chat.o bgworker/sql_constraint.o
+              bgworker/sql_chat.o bgworker/sql_constraint.o bgworker/batch_plan.o \
+              bgworker/batch_exec.o
 DATA        = sql/cbllm--$(EXTVERSION).sql
 PG_CPPFLAGS = -Isrc -MMD -MP  # -MMD -MP: each object writes its header dependencies (bgworker/x.d)
 PG_CFLAGS   = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers \

@@ -1,6 +1,7 @@
 /*
  * cbllm.c: the module's entry point.  _PG_init only composes: it defines the
- * GUCs, requests the shared-memory channel and registers the engine worker.
+ * GUCs, requests the shared-memory channel, registers the engine worker and
+ * installs the batching node's planner hook.
  */
 #include "cbllm_pg.h"
 
@@ -25,4 +26,5 @@ _PG_init(void)
 	CbllmDefineGucs();
 	CbllmRequestShmem();
 	CbllmRegisterWorker();
+	CbllmBatchInit();
 }

@@ -448,6 +448,31 @@ Datum		CbllmGenerateArray(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep
 Datum		CbllmGenerateStream(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep);
 Datum		CbllmSubmitAsync(FunctionCallInfo fcinfo, int kind, CbllmPrepareFn prep, int scoped_arg);
 
+/* sql_chat.c: a chat form's input (messages jsonb, template_kwargs its last argument) */
+bool		CbllmPrepareChat(CbllmRequestArgs *a, Datum input, FunctionCallInfo fcinfo, int *code,
+							 char *msg);
+
+/*
+ * A generating form the batching node runs in batches (sql_generate.c): a
+ * function of one input and one value out, whose calls it prepares with
+ * CbllmPrepareCall and whose outputs become values with CbllmFormResult.
+ */
+typedef struct CbllmBatchForm
+{
+	const char *symbol;			/* the C function (pg_proc.prosrc) */
+	int			kind;			/* CBLLM_REQ_GENERATE or CBLLM_REQ_CHAT */
+	CbllmPrepareFn prep;		/* its input into a request */
+	bool		json;			/* returns jsonb, else text */
+} CbllmBatchForm;
+
+const CbllmBatchForm *CbllmBatchFormOf(Oid funcid);
+void		CbllmPrepareCall(FunctionCallInfo fcinfo, const CbllmBatchForm *f, CbllmRequestArgs *a);
+Datum		CbllmFormResult(const CbllmBatchForm *f, const char *s, int len);
+
+/* ---- the batching node (batch_plan.c, batch_exec.c) ---- */
+extern int	cbllm_batch_rows;
+void		CbllmBatchInit(void);
+
 /* ---- engine liveness (sql_status.c) ---- */
 bool		CbllmEngineStalled(void);
 

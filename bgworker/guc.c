@@ -44,6 +44,7 @@ double		cbllm_priority_aging = 1.0;
 int			cbllm_max_step_ms = -1;
 char	   *cbllm_engine_program = NULL;
 bool		cbllm_restart_stalled_engine = false;
+int			cbllm_batch_rows = -1;
 
 static const struct config_enum_entry prefix_scope_options[] = {
 	{"role", PREFIX_SCOPE_ROLE, false},
@@ -194,6 +195,10 @@ CbllmDefineGucs(void)
 	DefineCustomIntVariable("cbllm.load_timeout", "How long a call waits for the model to load.",
 							NULL, &cbllm_load_timeout_ms, 60000, 0, INT_MAX, PGC_USERSET,
 							GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("cbllm.batch_rows",
+							"Rows whose llm_generate, llm_chat and their _json forms' calls a statement submits at once (-1: cbllm.max_num_seqs times cbllm.engines; 0: one row at a time, no batching node).",
+							"The batching node takes the place of a plan node that calls them per row (EXPLAIN shows it as cbllm Batch).",
+							&cbllm_batch_rows, -1, -1, 65536, PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("cbllm.max_requests_per_session",
 							"Most requests one session may hold at once (0: a quarter of cbllm.max_queued_requests).",
 							"A request holds a slot from its submission until its result is read or parked.",

@@ -91,8 +91,8 @@ SetChatPayload(CbllmRequestArgs *a, Jsonb *messages, Jsonb *vars, int *code, cha
 }
 
 /* A form's input: one conversation, with template_kwargs from the form's last argument. */
-static bool
-PrepareChat(CbllmRequestArgs *a, Datum input, FunctionCallInfo fcinfo, int *code, char *msg)
+bool
+CbllmPrepareChat(CbllmRequestArgs *a, Datum input, FunctionCallInfo fcinfo, int *code, char *msg)
 {
 	int			last = PG_NARGS() - 1;
 
@@ -104,42 +104,42 @@ PrepareChat(CbllmRequestArgs *a, Datum input, FunctionCallInfo fcinfo, int *code
 Datum
 llm_chat(PG_FUNCTION_ARGS)
 {
-	return CbllmGenerateOne(fcinfo, CBLLM_REQ_CHAT, PrepareChat);
+	return CbllmGenerateOne(fcinfo, CBLLM_REQ_CHAT, CbllmPrepareChat);
 }
 
 /* llm_chat_completions(messages jsonb, ...options, n integer, template_kwargs jsonb) returns rows */
 Datum
 llm_chat_completions(PG_FUNCTION_ARGS)
 {
-	return CbllmCompletions(fcinfo, CBLLM_REQ_CHAT, PrepareChat);
+	return CbllmCompletions(fcinfo, CBLLM_REQ_CHAT, CbllmPrepareChat);
 }
 
 /* llm_chat_json(messages jsonb, ...options, json_schema jsonb, template_kwargs jsonb) returns jsonb */
 Datum
 llm_chat_json(PG_FUNCTION_ARGS)
 {
-	return CbllmGenerateJson(fcinfo, CBLLM_REQ_CHAT, PrepareChat);
+	return CbllmGenerateJson(fcinfo, CBLLM_REQ_CHAT, CbllmPrepareChat);
 }
 
 /* llm_chat_batch(conversations jsonb[], ...options, on_error text, template_kwargs jsonb) returns text[] */
 Datum
 llm_chat_array(PG_FUNCTION_ARGS)
 {
-	return CbllmGenerateArray(fcinfo, CBLLM_REQ_CHAT, PrepareChat, CBLLM_ARG_FORM);
+	return CbllmGenerateArray(fcinfo, CBLLM_REQ_CHAT, CbllmPrepareChat, CBLLM_ARG_FORM);
 }
 
 /* llm_chat_stream(messages jsonb, ...options, template_kwargs jsonb) returns setof text */
 Datum
 llm_chat_stream(PG_FUNCTION_ARGS)
 {
-	return CbllmGenerateStream(fcinfo, CBLLM_REQ_CHAT, PrepareChat);
+	return CbllmGenerateStream(fcinfo, CBLLM_REQ_CHAT, CbllmPrepareChat);
 }
 
 /* llm_submit_chat(messages jsonb, ...options, transaction_scoped boolean, template_kwargs jsonb) returns bigint */
 Datum
 llm_submit_chat(PG_FUNCTION_ARGS)
 {
-	return CbllmSubmitAsync(fcinfo, CBLLM_REQ_CHAT, PrepareChat, CBLLM_ARG_FORM);
+	return CbllmSubmitAsync(fcinfo, CBLLM_REQ_CHAT, CbllmPrepareChat, CBLLM_ARG_FORM);
 }
 
 /* vars with key set to the boolean value (replacing the key if vars has it); vars may be NULL. */

@@ -8,6 +8,8 @@
 #include "cbllm_pg.h"
 #include "api/cbllm.h"
 
+#include "catalog/pg_language.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -16,7 +18,9 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 
 PG_FUNCTION_INFO_V1(llm_generate);
 PG_FUNCTION_INFO_V1(llm_generate_json);
@@ -143,6 +147,29 @@ PrepareOrRaise(CbllmPrepareFn prep, CbllmRequestArgs *a, Datum input, FunctionCa
 		ereport(ERROR, (errcode(code), errmsg("cannot pass %s to the model: %s", what, msg)));
 	CbllmCheckArgs(a);			/* raises with its hint when the arguments are the problem */
 	ereport(ERROR, (errcode(code ? code : ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s", msg)));
+}
+
+/*
+ * Read the options and the input of a call of form f from fcinfo into a,
+ * with the checks and errors of the form's own function: what the batching
+ * node (batch_exec.c) does for each row's call before it submits them all.
+ */
+void
+CbllmPrepareCall(FunctionCallInfo fcinfo, const CbllmBatchForm *f, CbllmRequestArgs *a)
+{
+	CbllmReadOptions(fcinfo, a, f->kind);
+	PrepareOrRaise(f->prep, a, PG_GETARG_DATUM(0), fcinfo, "the prompt");
+}
+
+/* The SQL value of form f's output (len bytes of the model's UTF-8). */
+Datum
+CbllmFormResult(const CbllmBatchForm *f, const char *s, int len)
+{
+	text	   *t = CbllmTextFromModel(s, len);
+
+	if (!f->json)
+		return PointerGetDatum(t);
+	return DirectFunctionCall1(jsonb_in, CStringGetDatum(text_to_cstring(t)));
 }
 
 /* One input in, generated text out: the body of llm_generate and llm_chat. */
@@ -650,4 +677,87 @@ llm_result(PG_FUNCTION_ARGS)
 	result = CbllmTextFromModel(buf->data, buf->len);
 	resetStringInfo(buf);
 	PG_RETURN_TEXT_P(result);
+}
+
+/*
+ * The forms the batching node runs in batches: one input in, one value out,
+ * each call a request of its own.  By the C function's name; a function
+ * counts only when it is this library's (pg_proc.probin names it).
+ */
+static const CbllmBatchForm batch_forms[] = {
+	{"llm_generate", CBLLM_REQ_GENERATE, PreparePrompt, false},
+	{"llm_generate_json", CBLLM_REQ_GENERATE, PreparePrompt, true},
+	{"llm_chat", CBLLM_REQ_CHAT, CbllmPrepareChat, false},
+	{"llm_chat_json", CBLLM_REQ_CHAT, CbllmPrepareChat, true},
+};
+
+/* Which functions are which form, looked up once per function (-1: none). */
+typedef struct FormCacheEntry
+{
+	Oid			funcid;
+	int			form;
+} FormCacheEntry;
+
+static FormCacheEntry form_cache[64];
+static int	n_form_cache = 0;
+
+/* A function was created, replaced or dropped: look every one up again. */
+static void
+ForgetForms(Datum arg, int cacheid, uint32 hashvalue)
+{
+	n_form_cache = 0;
+}
+
+/* The form of function funcid, from its catalog row (-1: not one). */
+static int
+LookUpForm(Oid funcid)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
+	Form_pg_proc proc;
+	int			form = -1;
+	bool		isnull;
+	Datum		bin,
+				src;
+
+	if (!HeapTupleIsValid(tup))
+		return -1;
+	proc = (Form_pg_proc) GETSTRUCT(tup);
+	bin = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_probin, &isnull);
+	if (proc->prolang == ClanguageId && !proc->proretset && !isnull)
+	{
+		char	   *lib = TextDatumGetCString(bin),
+				   *name;
+		size_t		n = strlen(lib);
+
+		src = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc, &isnull);
+		name = isnull ? NULL : TextDatumGetCString(src);
+		if (name != NULL && n >= 5 && strcmp(lib + n - 5, "cbllm") == 0)
+			for (int i = 0; i < (int) lengthof(batch_forms); i++)
+				if (strcmp(name, batch_forms[i].symbol) == 0)
+					form = i;
+	}
+	ReleaseSysCache(tup);
+	return form;
+}
+
+/* The form function funcid is, or NULL: whether a call of it can go in a batch. */
+const CbllmBatchForm *
+CbllmBatchFormOf(Oid funcid)
+{
+	static bool registered = false;
+	int			form;
+
+	for (int i = 0; i < n_form_cache; i++)
+		if (form_cache[i].funcid == funcid)
+			return form_cache[i].form < 0 ? NULL : &batch_forms[form_cache[i].form];
+	if (!registered)
+	{
+		CacheRegisterSyscacheCallback(PROCOID, ForgetForms, (Datum) 0);
+		registered = true;
+	}
+	form = LookUpForm(funcid);
+	if (n_form_cache == lengthof(form_cache))
+		n_form_cache = 0;
+	form_cache[n_form_cache++] = (FormCacheEntry) {funcid, form};
+	return form < 0 ? NULL : &batch_forms[form];
 }

@@ -173,7 +173,8 @@ TestLongPrompt(const char *path, const char *device, const char *ids_path, const
 	{
 		whole = LongLogits(path, device, ids, 64, &vocab);
 		by7 = LongLogits(path, device, ids, 7, &v7);
-		by1 = LongLogits(path, device, ids, 1, &v1);
+		/* a step a token: on the emulated device (slow) test_cuda_ops' steps of one stand for it */
+		by1 = device == NULL ? LongLogits(path, device, ids, 1, &v1) : NULL;
 	}
 #if defined(__x86_64__)
 	/* the calling thread runs tasks of the step too, the delta rule's among them */
@@ -203,11 +204,12 @@ TestLongPrompt(const char *path, const char *device, const char *ids_path, const
 			   device, LONG_LEN, gap);
 		free(cpu);
 	}
-	TAP_OK(whole != NULL && by7 != NULL && by1 != NULL && v7 == vocab && v1 == vocab &&
+	TAP_OK(whole != NULL && by7 != NULL && v7 == vocab &&
 		   memcmp(whole, by7, sizeof(float) * LONG_LEN * vocab) == 0 &&
-		   memcmp(whole, by1, sizeof(float) * LONG_LEN * vocab) == 0,
-		   "on %s the %d-token prompt's logits are the same bits in steps of 64, 7 and 1 tokens (chunks kept whole across steps)",
-		   where, LONG_LEN);
+		   (device != NULL ||
+			(by1 != NULL && v1 == vocab && memcmp(whole, by1, sizeof(float) * LONG_LEN * vocab) == 0)),
+		   "on %s the %d-token prompt's logits are the same bits in steps of %s tokens (chunks kept whole across steps)",
+		   where, LONG_LEN, device != NULL ? "64 and 7" : "64, 7 and 1");
 	free(idf);
 	free(whole);
 	free(by7);
